@@ -1,0 +1,155 @@
+#include "backend/cpu/cpu_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/cpu_math.h"
+#include "util/parallel.h"
+
+namespace graft {
+
+using cpu::Dot16;
+
+float CpuOps::R(float v) const { return act_ == ActDtype::kBF16 ? RoundBf16(v) : v; }
+
+float DotF32(const float* a, const float* b, int64_t k) {
+  return Dot16(a, [b](int64_t i) { return b[i]; }, k);
+}
+
+void CpuOps::Embed(const Weight& table, const int32_t* ids, int n, float* out) {
+  const int64_t h = table.cols;
+  for (int t = 0; t < n; ++t) {
+    const int64_t base = static_cast<int64_t>(ids[t]) * h;
+    for (int64_t i = 0; i < h; ++i) out[t * h + i] = R(table.at(base + i));
+  }
+}
+
+void CpuOps::RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind, float* out) {
+  ParallelFor(rows, threads_, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* xr = x + r * dim;
+      float* o = out + r * dim;
+      const float inv = 1.0f / std::sqrt(cpu::SumSquares(xr, dim) / static_cast<float>(dim) + eps);
+      for (int i = 0; i < dim; ++i) {
+        if (kind == NormKind::kPlainW) o[i] = R(w.at(i) * R(xr[i] * inv));
+        else o[i] = R(xr[i] * inv * (1.0f + w.at(i)));
+      }
+    }
+  });
+}
+
+void CpuOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) {
+  const int64_t n = w.rows, k = w.cols;
+  constexpr int64_t kBlock = 16;  // output features per task
+  ParallelFor((n + kBlock - 1) / kBlock, threads_, [&](int64_t b, int64_t e) {
+    for (int64_t blk = b; blk < e; ++blk) {
+      const int64_t j0 = blk * kBlock, j1 = std::min(n, j0 + kBlock);
+      for (int64_t r = 0; r < m; ++r) {
+        const float* xr = x + r * k;
+        for (int64_t j = j0; j < j1; ++j) {
+          float acc;
+          if (w.is_bf16) {
+            const uint16_t* wr = w.bf16.data() + j * k;
+            acc = Dot16(xr, [wr](int64_t i) { return Bf16ToFloat(wr[i]); }, k);
+          } else {
+            const float* wr = w.f32.data() + j * k;
+            acc = Dot16(xr, [wr](int64_t i) { return wr[i]; }, k);
+          }
+          y[r * n + j] = round_output ? R(acc) : acc;
+        }
+      }
+    }
+  });
+}
+
+void CpuOps::CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
+                       int64_t dst_col, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(dst + r * dst_stride + dst_col, src + r * src_stride + src_col, static_cast<size_t>(cols) * 4);
+  }
+}
+
+void CpuOps::Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, double theta) {
+  const int half = rot_dim / 2;
+  std::vector<float> inv_freq(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) {
+    inv_freq[i] = 1.0f / std::pow(static_cast<float>(theta), static_cast<float>(2 * i) / static_cast<float>(rot_dim));
+  }
+  std::vector<float> c(static_cast<size_t>(half)), s(static_cast<size_t>(half));
+  for (int t = 0; t < n; ++t) {
+    for (int i = 0; i < half; ++i) {
+      const float ang = static_cast<float>(pos[t]) * inv_freq[i];
+      c[i] = R(std::cos(ang));
+      s[i] = R(std::sin(ang));
+    }
+    for (int h = 0; h < heads; ++h) {
+      float* v = x + (static_cast<int64_t>(t) * heads + h) * head_dim;
+      for (int i = 0; i < half; ++i) {
+        const float x0 = v[i], x1 = v[i + half];
+        v[i] = R(R(x0 * c[i]) + R(-x1 * s[i]));
+        v[i + half] = R(R(x1 * c[i]) + R(x0 * s[i]));
+      }
+    }
+  }
+}
+
+void CpuOps::Attention(const AttentionArgs& a) {
+  const int group = a.num_heads / a.num_kv_heads;
+  const int hd = a.head_dim;
+  const int64_t kv_stride = static_cast<int64_t>(a.num_kv_heads) * hd;
+  ParallelFor(static_cast<int64_t>(a.n) * a.num_heads, threads_, [&](int64_t b, int64_t e) {
+    std::vector<float> p;
+    std::vector<float> acc(static_cast<size_t>(hd));
+    for (int64_t task = b; task < e; ++task) {
+      const int t = static_cast<int>(task / a.num_heads), h = static_cast<int>(task % a.num_heads);
+      const int kvh = h / group;
+      const float* q = a.q + (static_cast<int64_t>(t) * a.num_heads + h) * hd;
+      const int len = a.pos[t] + 1;
+      p.resize(static_cast<size_t>(len));
+      float mx = -INFINITY;
+      for (int j = 0; j < len; ++j) {
+        const float* k = a.k_cache + j * kv_stride + kvh * hd;
+        p[j] = R(R(DotF32(q, k, hd)) * a.scale);
+        mx = std::max(mx, p[j]);
+      }
+      float sum = 0;
+      for (int j = 0; j < len; ++j) {
+        p[j] = std::exp(p[j] - mx);
+        sum += p[j];
+      }
+      const float inv = 1.0f / sum;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int j = 0; j < len; ++j) {
+        const float pj = R(p[j] * inv);
+        const float* v = a.v_cache + j * kv_stride + kvh * hd;
+        for (int d = 0; d < hd; ++d) acc[d] += pj * v[d];
+      }
+      float* o = a.out + (static_cast<int64_t>(t) * a.num_heads + h) * hd;
+      for (int d = 0; d < hd; ++d) o[d] = R(acc[d]);
+    }
+  });
+}
+
+void CpuOps::SiluMul(const float* gu, int64_t n, int64_t inter, float* out) {
+  for (int64_t t = 0; t < n; ++t) {
+    const float* g = gu + t * 2 * inter;
+    const float* u = g + inter;
+    for (int64_t i = 0; i < inter; ++i) out[t * inter + i] = R(R(cpu::Silu(g[i])) * u[i]);
+  }
+}
+
+void CpuOps::Add(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = R(x[i] + y[i]);
+}
+
+void CpuOps::SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      x[r * cols + c] = R(x[r * cols + c] * R(cpu::Sigmoid(gate[r * gate_stride + c])));
+    }
+  }
+}
+
+}  // namespace graft

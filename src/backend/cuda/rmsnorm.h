@@ -1,0 +1,20 @@
+// CUDA RMSNorm: the same contract as Ops::RmsNorm (backend/ops.h), one block per row.
+//
+// x, out: device pointers, [rows, dim] fp32 holding activation values; w: device pointer,
+// [dim] fp32. The sum of squares is reduced per row in a fixed order that depends only on dim
+// (each thread strides over the row, then a fixed tree over the block), so a row's bits never
+// depend on the other rows. bf16 rounds where the CPU reference rounds.
+#pragma once
+
+#include <cstdint>
+
+#include "util/status.h"
+
+namespace graft::cuda {
+
+enum class NormKind { kPlainW = 0, kOnePlusW = 1 };
+
+Status RmsNorm(const float* x, const float* w, int64_t rows, int dim, float eps, NormKind kind, bool round_bf16,
+               float* out, void* stream);
+
+}  // namespace graft::cuda

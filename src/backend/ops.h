@@ -1,0 +1,108 @@
+// The ops interface: every computation the Qwen3 / Qwen3.5 forward passes perform.
+//
+// Backends: cpu/ (the reference: plain loops, fp32 accumulation, multithreaded) and, later,
+// cuda/. Activation pointers live in the backend's memory space; shapes are written beside
+// each argument. Activations are float arrays; in bf16 mode (ActDtype::kBF16) every value an op
+// writes is first rounded to bf16 at the points named below, exactly where transformers'
+// bf16 run rounds, so the stored floats always hold bf16 values. In f32 mode nothing rounds.
+//
+// Numerics shared by all ops: every reduction accumulates in fp32 in a fixed order that depends
+// only on the reduced length, never on how many rows an op is handed or where a row sits in
+// them, so a row's bits do not depend on its neighbours (DESIGN.md §3.2).
+#pragma once
+
+#include <cstdint>
+
+#include "model/weights.h"
+
+namespace graft {
+
+enum class ActDtype { kF32, kBF16 };
+enum class NormKind {
+  kPlainW,    // Qwen3RMSNorm:      out = r(w * r(x * rsqrt(mean(x²) + eps)))
+  kOnePlusW,  // Qwen3_5RMSNorm:    out = r(x * rsqrt(mean(x²) + eps) * (1 + w))
+};
+
+// Causal GQA attention of one sequence over its own KV cache.
+struct AttentionArgs {
+  const float* q;          // [n, num_heads, head_dim]
+  const float* k_cache;    // [cache_len, num_kv_heads, head_dim], post-RoPE
+  const float* v_cache;    // [cache_len, num_kv_heads, head_dim]
+  const int32_t* pos;      // [n] query positions; query t attends keys 0..pos[t] (< cache_len)
+  int n, num_heads, num_kv_heads, head_dim;
+  float scale;             // usually head_dim^-0.5
+  float* out;              // [n, num_heads * head_dim]
+};
+
+// State of one Gated DeltaNet layer for one sequence (fp32 throughout).
+// Chunk-consistent form: tokens are grouped in chunks of kGdnChunk positions counted from the
+// sequence start. S is the state at the start of the current chunk; the rows of the current
+// chunk seen so far are kept (k, the corrected values Vn, the cumulative log-decay gam), and S
+// advances only when a chunk is complete. Prefill and token-by-token decode therefore run the
+// very same arithmetic per token and agree bit for bit.
+inline constexpr int kGdnChunk = 64;
+struct GdnState {
+  std::vector<float> conv;  // [conv_dim, K-1] the last K-1 pre-conv inputs, oldest first
+  std::vector<float> S;     // [Hv, dk, dv]
+  int pending = 0;          // rows of the current chunk already processed (0..63)
+  std::vector<float> pk;    // [kGdnChunk, Hv, dk]  L2-normalised keys
+  std::vector<float> pvn;   // [kGdnChunk, Hv, dv]  Vn rows
+  std::vector<float> pgam;  // [kGdnChunk, Hv]      cumulative log-decay inside the chunk
+};
+
+struct GdnCoreArgs {
+  const float* qkv;     // [n, conv_dim] post-conv: q [Hk*dk] | k [Hk*dk] | v [Hv*dv]
+  const float* beta;    // [n, Hv]
+  const float* g;       // [n, Hv] log-decay (<= 0)
+  int n, hk, hv, dk, dv;
+  GdnState* state;
+  float* out;           // [n, Hv, dv]
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual ActDtype act_dtype() const = 0;
+
+  // out[t] = table[ids[t]]. ids are checked by the caller. out: [n, table.cols]
+  virtual void Embed(const Weight& table, const int32_t* ids, int n, float* out) = 0;
+  // Per-row RMSNorm over `dim` (rows of x and out contiguous). out may alias x.
+  virtual void RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind,
+                       float* out) = 0;
+  // y[m, N] = x[m, K] · Wᵀ with W [N, K]; fp32 accumulation; rounds once at the end when
+  // round_output (logits are kept in fp32: pass false).
+  virtual void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) = 0;
+  // Strided 2-D copy: dst[r, dst_col + c] = src[r, src_col + c], c < cols.
+  virtual void CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
+                         int64_t dst_col, int64_t rows, int64_t cols) = 0;
+  // NeoX RoPE, in place, on the first rot_dim dims of each head of x [n, heads, head_dim]:
+  // cos/sin rounded to the activation dtype; y[i] = r(r(x[i]c) + r(-x[i+R/2]s)), y[i+R/2] =
+  // r(r(x[i+R/2]c) + r(x[i]s)).
+  virtual void Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, double theta) = 0;
+  // Scores r(r(q·k) * scale), softmax in fp32, probabilities rounded, out = r(Σ p v).
+  virtual void Attention(const AttentionArgs& a) = 0;
+  // out[t, i] = r(r(silu(gu[t, i])) * gu[t, I + i]), gu: [n, 2I], out: [n, I]
+  virtual void SiluMul(const float* gu, int64_t n, int64_t inter, float* out) = 0;
+  // x = r(x + y), [n]
+  virtual void Add(float* x, const float* y, int64_t n) = 0;
+  // x[r, c] = r(x[r, c] * r(sigmoid(gate[r, gate_col + c]))), x: [rows, cols], gate rows of gate_stride
+  virtual void SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols) = 0;
+  // Depthwise causal conv (kernel K = w.cols) + SiLU over x's first `channels` columns.
+  // x rows have stride x_stride. Uses and updates conv_state [channels, K-1].
+  // out [n, channels] = r(silu(r(Σ_j w[c, j] · X(t-(K-1)+j)))).
+  virtual void CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, const Weight& w,
+                              float* conv_state, float* out) = 0;
+  // beta = r(sigmoid(b)), g = -exp(A_log) * softplus(a + dt_bias) in fp32.
+  // b, a: columns of rows with stride `stride`: b at b_col, a at a_col; beta, g: [n, hv]
+  virtual void GdnGates(const float* in, int64_t stride, int64_t b_col, int64_t a_col, int n, int hv,
+                        const Weight& a_log, const Weight& dt_bias, float* beta, float* g) = 0;
+  // The delta rule (chunk-consistent, see GdnState). q, k are L2-normalised in fp32
+  // (eps 1e-6 inside the rsqrt), q scaled by dk^-0.5; out rounded to the activation dtype.
+  virtual void GdnCore(const GdnCoreArgs& a) = 0;
+  // Per (row, head): n = r(w * r(x * rsqrt(mean(x²) + eps))), out = r(n * silu(z)).
+  // x: [rows, dv]; z columns at z_col of rows with stride z_stride per token (rows = n * hv).
+  virtual void GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
+                            const Weight& w, float eps, float* out) = 0;
+};
+
+}  // namespace graft

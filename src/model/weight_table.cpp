@@ -1,0 +1,151 @@
+#include "model/weight_table.h"
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+#include <fmt/format.h>
+
+#include <cstring>
+#include <set>
+
+#include "util/progress.h"
+
+namespace graft {
+namespace {
+
+struct Part {
+  std::string name;             // relative to the weight prefix, unless absolute
+  std::vector<int64_t> shape;   // expected checkpoint shape
+  bool absolute = false;
+};
+
+struct Entry {
+  Weight* slot;
+  std::vector<Part> parts;  // concatenated by rows
+};
+
+using V = std::vector<int64_t>;
+
+void AddAttention(const ModelConfig& c, const std::string& p, LayerWeights& l, std::vector<Entry>& t) {
+  const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads;
+  const int64_t q_rows = c.arch == Arch::kQwen3_5 ? nh * 2 * hd : nh * hd;  // Qwen3.5: [q_h | gate_h] per head
+  t.push_back({&l.attn.qkv, {{p + "self_attn.q_proj.weight", V{q_rows, H}},
+                             {p + "self_attn.k_proj.weight", V{nkv * hd, H}},
+                             {p + "self_attn.v_proj.weight", V{nkv * hd, H}}}});
+  t.push_back({&l.attn.o, {{p + "self_attn.o_proj.weight", V{H, nh * hd}}}});
+  t.push_back({&l.attn.q_norm, {{p + "self_attn.q_norm.weight", V{hd}}}});
+  t.push_back({&l.attn.k_norm, {{p + "self_attn.k_norm.weight", V{hd}}}});
+}
+
+void AddGdn(const ModelConfig& c, const std::string& p, LayerWeights& l, std::vector<Entry>& t) {
+  const int64_t H = c.hidden_size, hv = c.linear_num_value_heads;
+  t.push_back({&l.gdn.in_proj, {{p + "linear_attn.in_proj_qkv.weight", V{c.conv_dim(), H}},
+                                {p + "linear_attn.in_proj_z.weight", V{c.value_dim(), H}},
+                                {p + "linear_attn.in_proj_b.weight", V{hv, H}},
+                                {p + "linear_attn.in_proj_a.weight", V{hv, H}}}});
+  t.push_back({&l.gdn.conv, {{p + "linear_attn.conv1d.weight", V{c.conv_dim(), 1, c.linear_conv_kernel}}}});
+  t.push_back({&l.gdn.a_log, {{p + "linear_attn.A_log", V{hv}}}});
+  t.push_back({&l.gdn.dt_bias, {{p + "linear_attn.dt_bias", V{hv}}}});
+  t.push_back({&l.gdn.norm, {{p + "linear_attn.norm.weight", V{c.linear_value_head_dim}}}});
+  t.push_back({&l.gdn.out, {{p + "linear_attn.out_proj.weight", V{H, c.value_dim()}}}});
+}
+
+// The table for one model: every slot and the checkpoint tensors that fill it.
+std::vector<Entry> BuildTable(const ModelConfig& c, ModelWeights& w, bool head_present) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  std::vector<Entry> t;
+  t.push_back({&w.embed, {{"embed_tokens.weight", V{c.vocab_size, H}}}});
+  w.layers.resize(static_cast<size_t>(c.num_layers));
+  for (int i = 0; i < c.num_layers; ++i) {
+    auto& l = w.layers[static_cast<size_t>(i)];
+    l.kind = c.layer_kinds[static_cast<size_t>(i)];
+    const std::string p = fmt::format("layers.{}.", i);
+    t.push_back({&l.input_norm, {{p + "input_layernorm.weight", V{H}}}});
+    t.push_back({&l.post_norm, {{p + "post_attention_layernorm.weight", V{H}}}});
+    if (l.kind == LayerKind::kFullAttention) AddAttention(c, p, l, t);
+    else AddGdn(c, p, l, t);
+    t.push_back({&l.gate_up, {{p + "mlp.gate_proj.weight", V{I, H}}, {p + "mlp.up_proj.weight", V{I, H}}}});
+    t.push_back({&l.down, {{p + "mlp.down_proj.weight", V{H, I}}}});
+  }
+  t.push_back({&w.final_norm, {{"norm.weight", V{H}}}});
+  if (!c.tie_word_embeddings && head_present) {
+    t.push_back({&w.lm_head, {{"lm_head.weight", V{c.vocab_size, H}, /*absolute=*/true}}});
+  }
+  return t;
+}
+
+// Tensors a text-only model skips on purpose.
+bool Skipped(const std::string& name, const ModelConfig& c) {
+  auto starts = [&](const char* s) { return name.rfind(s, 0) == 0; };
+  if (starts("mtp.") || starts("model.visual.") || starts("visual.")) return true;
+  if (name.size() > 22 && name.compare(name.size() - 22, 22, ".rotary_emb.inv_freq") == 0) return true;
+  if (name == "lm_head.weight" && c.tie_word_embeddings) return true;  // tied: the embedding is the head
+  return false;
+}
+
+Status FillSlot(const Checkpoint& ck, const ModelConfig& c, const Entry& e, std::set<std::string>& used,
+                Progress& bar) {
+  Weight& w = *e.slot;
+  std::vector<TensorRef> refs;
+  bool all_bf16 = true;
+  for (const auto& part : e.parts) {
+    const std::string full = part.absolute ? part.name : c.weight_prefix + part.name;
+    TensorRef r = ck.Find(full);
+    if (!r.file) return NotFound(fmt::format("{}: missing tensor '{}'", ck.dir(), full));
+    if (r.info->shape != part.shape) {
+      return InvalidArgument(fmt::format("{}: tensor '{}' has shape [{}], expected [{}] from config.json",
+                                         r.file->path(), full, fmt::join(r.info->shape, ", "),
+                                         fmt::join(part.shape, ", ")));
+    }
+    if (r.info->dtype != DType::kBF16 && r.info->dtype != DType::kF16 && r.info->dtype != DType::kF32) {
+      return Unsupported(fmt::format("{}: tensor '{}' has dtype {}; expected BF16, F16 or F32", r.file->path(),
+                                     full, DTypeName(r.info->dtype)));
+    }
+    all_bf16 = all_bf16 && r.info->dtype == DType::kBF16;
+    used.insert(full);
+    refs.push_back(r);
+    w.name += (w.name.empty() ? "" : "+") + full;
+  }
+  w.cols = 1;
+  for (size_t d = 1; d < e.parts[0].shape.size(); ++d) w.cols *= e.parts[0].shape[d];
+  w.rows = 0;
+  for (const auto& part : e.parts) w.rows += part.shape[0];
+  w.is_bf16 = all_bf16;
+  for (const auto& r : refs) {
+    const uint64_t n = r.info->num_elements();
+    if (all_bf16) {
+      const size_t at = w.bf16.size();
+      w.bf16.resize(at + n);
+      std::memcpy(w.bf16.data() + at, r.data(), n * 2);  // memcpy: the mapping may be unaligned
+    } else {
+      GRAFT_ASSIGN_OR_RETURN(std::vector<float> f, ReadAsFloat(r));
+      w.f32.insert(w.f32.end(), f.begin(), f.end());
+    }
+    bar.Add(r.info->num_bytes());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& cfg) {
+  ModelWeights w;
+  const bool head_present = ckpt.Has("lm_head.weight");
+  auto table = BuildTable(cfg, w, head_present);
+  std::set<std::string> used;
+  Progress bar("loading " + ckpt.dir(), ckpt.total_bytes(), /*bytes=*/true);
+  for (const auto& e : table) GRAFT_RETURN_IF_ERROR(FillSlot(ckpt, cfg, e, used, bar));
+  bar.Finish();
+  std::vector<std::string> unclaimed;
+  for (const auto& t : ckpt.All()) {
+    if (!used.count(t.info->name) && !Skipped(t.info->name, cfg)) unclaimed.push_back(t.info->name);
+  }
+  if (!unclaimed.empty()) {
+    if (unclaimed.size() > 8) unclaimed.resize(8), unclaimed.push_back("...");
+    return Unsupported(fmt::format("{}: tensors that no {} slot claims (a different architecture or an "
+                                   "unsupported feature?): {}",
+                                   ckpt.dir(), ArchName(cfg.arch), fmt::join(unclaimed, ", ")));
+  }
+  return w;
+}
+
+}  // namespace graft

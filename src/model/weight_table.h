@@ -1,0 +1,23 @@
+// The declarative map from checkpoint tensor names to model slots, one table per architecture,
+// and the loader that applies it.
+//
+// Each entry names a slot and the checkpoint tensors that fill it, with their expected shapes;
+// parts are concatenated by rows (the fusions). Names are relative to the config's weight
+// prefix ("model." or "model.language_model."); lm_head.weight is absolute. Loading checks
+// every shape, refuses tensors nobody claims (except the vision tower, MTP layers and rotary
+// caches, which a text model skips), and ties lm_head to the embedding when the config says so
+// or when the checkpoint has no lm_head.
+#pragma once
+
+#include <string>
+
+#include "io/checkpoint.h"
+#include "io/model_config.h"
+#include "model/weights.h"
+#include "util/status.h"
+
+namespace graft {
+
+Result<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& cfg);
+
+}  // namespace graft

@@ -1,0 +1,33 @@
+// bfloat16 <-> float conversions (round to nearest, ties to even; NaN stays NaN), and the
+// activation rounding used by the CPU reference.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace graft {
+
+inline float Bf16ToFloat(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+inline uint16_t FloatToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0) {
+    return static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN, sign kept
+  }
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// The float nearest to f that bf16 can hold (what storing f in a bf16 tensor keeps).
+inline float RoundBf16(float f) { return Bf16ToFloat(FloatToBf16(f)); }
+
+// IEEE half -> float (exact).
+float F16ToFloat(uint16_t h);
+
+}  // namespace graft

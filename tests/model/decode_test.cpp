@@ -1,0 +1,95 @@
+// Prefill and decode compute the same bits: a position's logits do not depend on how its
+// sequence is split into forward calls (whole, token by token, or chunks across the GDN chunk
+// boundary of 64).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "backend/cpu/cpu_ops.h"
+#include "test_util.h"
+
+namespace graft {
+namespace {
+
+struct Case {
+  std::string fixture;
+  ActDtype act;
+};
+
+class DecodeInvariance : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DecodeInvariance, EverySplitGivesIdenticalBits) {
+  const auto& c = GetParam();
+  auto model = test::LoadFixtureModel(c.fixture);
+  ASSERT_NE(model, nullptr);
+  auto ids = test::ReadIntTensors(test::Fixture(c.fixture) + "/inputs.safetensors").at("seq4");
+  ASSERT_GT(ids.size(), 128u);
+  CpuOps ops(c.act, 2);
+  const auto whole = test::RunChunks(*model, ops, ids, {});
+  const std::vector<std::vector<int>> splits = {
+      std::vector<int>(ids.size(), 1),  // prefill of one token, then decode every other token
+      {63, 1, 1, 70},                   // crosses the chunk boundary inside a decode run
+      {64, 64},
+      {5, 100},
+      {65, 1, 62},
+  };
+  for (const auto& split : splits) {
+    const auto got = test::RunChunks(*model, ops, ids, split);
+    ASSERT_EQ(got.size(), whole.size());
+    EXPECT_EQ(std::memcmp(got.data(), whole.data(), got.size() * sizeof(float)), 0)
+        << "split starting " << split[0] << "," << (split.size() > 1 ? split[1] : -1);
+  }
+}
+
+TEST_P(DecodeInvariance, ThreadCountDoesNotChangeBits) {
+  const auto& c = GetParam();
+  auto model = test::LoadFixtureModel(c.fixture);
+  ASSERT_NE(model, nullptr);
+  auto ids = test::ReadIntTensors(test::Fixture(c.fixture) + "/inputs.safetensors").at("seq3");
+  CpuOps one(c.act, 1), three(c.act, 3);
+  const auto a = test::RunChunks(*model, one, ids, {});
+  const auto b = test::RunChunks(*model, three, ids, {});
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+}
+
+TEST(Forward, RejectsTokensOutsideTheVocabularyAndLeavesStateAlone) {
+  auto model = test::LoadFixtureModel("qwen3-tiny");
+  ASSERT_NE(model, nullptr);
+  CpuOps ops(ActDtype::kF32, 1);
+  SequenceState st = model->NewState();
+  std::vector<int32_t> ids = {1, 512};
+  std::vector<float> logits(2 * 512);
+  Status s = model->Forward(ops, ids.data(), 2, st, logits.data());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("token 512 at index 1 is outside the vocabulary [0, 512)"), std::string::npos);
+  EXPECT_EQ(st.pos, 0);
+  ids = {-1};
+  EXPECT_FALSE(model->Forward(ops, ids.data(), 1, st, logits.data()).ok());
+}
+
+TEST(Forward, RejectsPositionsPastTheContextLength) {
+  auto model = test::LoadFixtureModel("qwen3-tiny");
+  ASSERT_NE(model, nullptr);
+  CpuOps ops(ActDtype::kF32, 1);
+  SequenceState st = model->NewState();
+  st.pos = model->config().max_position_embeddings;
+  int32_t id = 3;
+  std::vector<float> logits(512);
+  Status s = model->Forward(ops, &id, 1, st, logits.data());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("exceed the model's context length of 4096"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, DecodeInvariance,
+                         ::testing::Values(Case{"qwen3-tiny", ActDtype::kF32}, Case{"qwen3-tiny", ActDtype::kBF16},
+                                           Case{"qwen3_5-wrapper", ActDtype::kF32},
+                                           Case{"qwen3_5-wrapper", ActDtype::kBF16},
+                                           Case{"qwen3_5-text-odd", ActDtype::kF32}),
+                         [](const auto& info) {
+                           std::string s = info.param.fixture + (info.param.act == ActDtype::kF32 ? "_f32" : "_bf16");
+                           for (char& ch : s) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace graft

@@ -1,0 +1,90 @@
+#include "model/weight_table.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "test_util.h"
+
+namespace graft {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+
+// Copies the fixture's single-file checkpoint into `d`, replacing or dropping tensors.
+void CopyWith(const std::string& fixture, const TempDir& d, const std::string& drop,
+              std::vector<TensorToWrite> extra) {
+  fs::copy_file(test::Fixture(fixture) + "/config.json", d.File("config.json"));
+  auto f = SafetensorsFile::Open(test::Fixture(fixture) + "/model.safetensors");
+  ASSERT_TRUE(f.ok());
+  std::vector<TensorToWrite> out;
+  for (const auto& t : f->tensors()) {
+    if (t.name == drop) continue;
+    bool replaced = false;
+    for (const auto& e : extra) replaced |= e.name == t.name;
+    if (replaced) continue;
+    TensorToWrite w{t.name, t.dtype, t.shape, {}};
+    w.bytes.assign(f->Data(t), f->Data(t) + t.num_bytes());
+    out.push_back(std::move(w));
+  }
+  for (auto& e : extra) out.push_back(std::move(e));
+  ASSERT_TRUE(WriteSafetensors(d.File("model.safetensors"), std::move(out)).ok());
+}
+
+std::string LoadError(const TempDir& d) {
+  auto cfg = LoadModelConfig(d.path());
+  EXPECT_TRUE(cfg.ok());
+  auto ck = Checkpoint::Open(d.path());
+  EXPECT_TRUE(ck.ok());
+  auto w = LoadWeights(*ck, *cfg);
+  EXPECT_FALSE(w.ok());
+  return w.ok() ? "" : w.status().ToString();
+}
+
+TEST(WeightTable, LoadsAndFusesTheWrapperLayout) {
+  auto cfg = LoadModelConfig(test::Fixture("qwen3_5-wrapper"));
+  ASSERT_TRUE(cfg.ok());
+  auto ck = Checkpoint::Open(test::Fixture("qwen3_5-wrapper"));
+  ASSERT_TRUE(ck.ok());
+  auto w = LoadWeights(*ck, *cfg);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_EQ(w->layers.size(), 4u);
+  const auto& gdn = w->layers[0].gdn.in_proj;
+  EXPECT_EQ(gdn.rows, cfg->conv_dim() + cfg->value_dim() + 2 * cfg->linear_num_value_heads);
+  EXPECT_EQ(gdn.cols, 64);
+  EXPECT_TRUE(gdn.is_bf16);
+  EXPECT_EQ(w->layers[1].attn.qkv.rows, 4 * 2 * 32 + 2 * 2 * 32);
+  EXPECT_EQ(w->layers[0].gdn.conv.cols, 4);
+  EXPECT_FALSE(w->lm_head.empty());
+}
+
+TEST(WeightTable, MissingTensorIsNamed) {
+  TempDir d;
+  CopyWith("qwen3-tiny", d, "model.layers.1.mlp.up_proj.weight", {});
+  EXPECT_NE(LoadError(d).find("missing tensor 'model.layers.1.mlp.up_proj.weight'"), std::string::npos);
+}
+
+TEST(WeightTable, WrongShapeIsNamed) {
+  TempDir d;
+  CopyWith("qwen3-tiny", d, "", {test::Bf16Tensor("model.layers.0.self_attn.k_proj.weight", {16, 64}, std::vector<float>(16 * 64))});
+  const std::string e = LoadError(d);
+  EXPECT_NE(e.find("tensor 'model.layers.0.self_attn.k_proj.weight' has shape [16, 64], expected [32, 64]"),
+            std::string::npos) << e;
+}
+
+TEST(WeightTable, WrongDtypeIsNamed) {
+  TempDir d;
+  TensorToWrite t{"model.norm.weight", DType::kI32, {64}, std::vector<uint8_t>(256)};
+  CopyWith("qwen3-tiny", d, "", {t});
+  EXPECT_NE(LoadError(d).find("tensor 'model.norm.weight' has dtype I32"), std::string::npos);
+}
+
+TEST(WeightTable, UnclaimedTensorsAreRefused) {
+  TempDir d;
+  CopyWith("qwen3-tiny", d, "", {test::Bf16Tensor("model.layers.0.self_attn.q_proj.bias", {64}, std::vector<float>(64))});
+  EXPECT_NE(LoadError(d).find("tensors that no qwen3 slot claims"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace graft

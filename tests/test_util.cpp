@@ -1,0 +1,124 @@
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "util/bf16.h"
+
+namespace graft::test {
+
+std::string FixturesDir() { return GRAFT_FIXTURES_DIR; }
+std::string Fixture(const std::string& name) { return FixturesDir() + "/" + name; }
+
+TempDir::TempDir() {
+  std::random_device rd;
+  path_ = (std::filesystem::temp_directory_path() /
+           ("graft-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd())))
+              .string();
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void WriteRaw(const std::string& path, const std::string& header, const std::vector<uint8_t>& buffer) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) out.put(static_cast<char>(n >> (8 * i)));
+  out << header;
+  out.write(reinterpret_cast<const char*>(buffer.data()), static_cast<std::streamsize>(buffer.size()));
+}
+
+void WriteText(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::map<std::string, std::vector<float>> ReadFloatTensors(const std::string& path) {
+  auto f = SafetensorsFile::Open(path);
+  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  std::map<std::string, std::vector<float>> out;
+  if (!f.ok()) return out;
+  for (const auto& t : f->tensors()) {
+    auto v = ReadAsFloat(TensorRef{&*f, &t});
+    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    if (v.ok()) out[t.name] = std::move(v).value();
+  }
+  return out;
+}
+
+std::map<std::string, std::vector<int32_t>> ReadIntTensors(const std::string& path) {
+  auto f = SafetensorsFile::Open(path);
+  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  std::map<std::string, std::vector<int32_t>> out;
+  if (!f.ok()) return out;
+  for (const auto& t : f->tensors()) {
+    std::vector<int32_t> v(t.num_elements());
+    std::memcpy(v.data(), f->Data(t), v.size() * 4);
+    out[t.name] = std::move(v);
+  }
+  return out;
+}
+
+TensorToWrite F32Tensor(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
+  TensorToWrite t{name, DType::kF32, std::move(shape), {}};
+  t.bytes.resize(v.size() * 4);
+  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
+}
+
+TensorToWrite Bf16Tensor(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
+  TensorToWrite t{name, DType::kBF16, std::move(shape), {}};
+  t.bytes.resize(v.size() * 2);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint16_t h = FloatToBf16(v[i]);
+    std::memcpy(t.bytes.data() + 2 * i, &h, 2);
+  }
+  return t;
+}
+
+}  // namespace graft::test
+
+namespace graft::test {
+
+std::unique_ptr<Model> LoadFixtureModel(const std::string& name) {
+  auto m = LoadModel(Fixture(name));
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(m).value() : nullptr;
+}
+
+std::vector<float> RunChunks(const Model& m, Ops& ops, const std::vector<int32_t>& ids,
+                             const std::vector<int>& chunks) {
+  const int vocab = m.config().vocab_size;
+  std::vector<float> out(ids.size() * static_cast<size_t>(vocab));
+  SequenceState st = m.NewState();
+  size_t at = 0;
+  size_t ci = 0;
+  while (at < ids.size()) {
+    const size_t n = ci < chunks.size() ? std::min<size_t>(static_cast<size_t>(chunks[ci]), ids.size() - at)
+                                        : ids.size() - at;
+    ++ci;
+    Status s = m.Forward(ops, ids.data() + at, static_cast<int>(n), st, out.data() + at * vocab);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    at += n;
+  }
+  return out;
+}
+
+}  // namespace graft::test
