@@ -14,6 +14,7 @@
 #include "io/identity.h"
 #include "io/model_config.h"
 #include "model/model.h"
+#include "tools/compare_logits.h"
 #include "tools/logits.h"
 
 namespace {
@@ -63,6 +64,18 @@ Status RunInfoCommand(const std::string& dir, const std::string& cache_dir) {
   return Status::Ok();
 }
 
+Status RunCompareCommand(const std::string& reference, const std::string& candidate) {
+  GRAFT_ASSIGN_OR_RETURN(std::vector<graft::LogitsAgreement> rows, graft::CompareLogitsFiles(reference, candidate));
+  fmt::print("{:<12} {:>9} {:>14} {:>22} {:>12}\n", "sequence", "positions", "top-1 agree", "max|dlogit|/max|logit|",
+             "mean KL");
+  for (const auto& r : rows) {
+    fmt::print("{:<12} {:>9} {:>8} {:>5.1f}% {:>22.2e} {:>12.2e}\n", r.name, r.positions,
+               fmt::format("{}/{}", r.top1_same, r.positions), 100.0 * r.top1_same / std::max(r.positions, 1),
+               r.max_abs_diff / std::max(r.max_abs_ref, 1e-30), r.mean_kl);
+  }
+  return Status::Ok();
+}
+
 void AddCommon(CLI::App* cmd, CommonSettings& s) {
   cmd->add_option("--model", s.model, "Model directory (config.json + safetensors)")->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--device", s.device, "Backend: cpu (reference) or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -93,11 +106,17 @@ int main(int argc, char** argv) {
   info->add_option("--model", info_dir, "Model directory")->required()->check(CLI::ExistingDirectory);
   info->add_option("--cache-dir", cache_dir, "Where identities are cached (empty: no cache)");
 
+  std::string cmp_ref, cmp_cand;
+  auto* compare = app.add_subcommand("compare-logits", "Compare two logits files: top-1 agreement, max |dlogit|, mean KL");
+  compare->add_option("--reference", cmp_ref, "Reference logits (e.g. transformers')")->required()->check(CLI::ExistingFile);
+  compare->add_option("--candidate", cmp_cand, "Candidate logits (e.g. graft logits output)")->required()->check(CLI::ExistingFile);
+
   CLI11_PARSE(app, argc, argv);
 
   Status st;
   if (*logits) st = RunLogitsCommand(common, job);
   else if (*info) st = RunInfoCommand(info_dir, cache_dir);
+  else if (*compare) st = RunCompareCommand(cmp_ref, cmp_cand);
   if (!st.ok()) {
     spdlog::error("{}", st.ToString());
     return 1;
