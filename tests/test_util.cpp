@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -14,7 +15,12 @@
 
 namespace graft::test {
 
-std::string FixturesDir() { return GRAFT_FIXTURES_DIR; }
+// The build's fixtures folder; GRAFT_FIXTURES_DIR overrides it where a test binary runs away
+// from its source tree (the GPU machine).
+std::string FixturesDir() {
+  const char* env = std::getenv("GRAFT_FIXTURES_DIR");
+  return env && *env ? env : GRAFT_FIXTURES_DIR;
+}
 std::string Fixture(const std::string& name) { return FixturesDir() + "/" + name; }
 
 TempDir::TempDir() {
