@@ -230,10 +230,11 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
   GRAFT_RETURN_IF_ERROR(r.Int("head_dim", &c.head_dim, false, 1, 4096));
   GRAFT_RETURN_IF_ERROR(r.Int("max_position_embeddings", &c.max_position_embeddings, false));
   GRAFT_RETURN_IF_ERROR(r.Num(t, "rms_norm_eps", &c.rms_norm_eps));
-  // The wrapper keeps tie_word_embeddings at the top level; a flat config has it beside the rest.
+  // The wrapper's own (top-level) tie_word_embeddings decides, as the wrapper class ties by its
+  // config; text_config's copy counts only when the top level has none.
   c.tie_word_embeddings = false;
-  GRAFT_RETURN_IF_ERROR(Reader(top, source).Bool("tie_word_embeddings", &c.tie_word_embeddings));
-  if (text != &top) GRAFT_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &c.tie_word_embeddings));
+  GRAFT_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &c.tie_word_embeddings));
+  if (text != &top) GRAFT_RETURN_IF_ERROR(Reader(top, source).Bool("tie_word_embeddings", &c.tie_word_embeddings));
   GRAFT_RETURN_IF_ERROR(ReadRope(t, source, c));
   GRAFT_RETURN_IF_ERROR(ReadLayerTypes(t, source, c));
   if (c.arch == Arch::kQwen3_5) {

@@ -51,6 +51,15 @@ TEST(ModelConfig, Qwen3_5TextDefaultsAndDerivedLayerTypes) {
   EXPECT_EQ(c->rotary_dim, 2);
 }
 
+TEST(ModelConfig, WrapperTieFlagAtTheTopLevelWins) {
+  auto c = ParseModelConfig(R"({"model_type":"qwen3_5","tie_word_embeddings":true,
+    "text_config":{"vocab_size":10,"hidden_size":8,"intermediate_size":16,"num_hidden_layers":4,
+    "num_attention_heads":2,"num_key_value_heads":1,"head_dim":8,"tie_word_embeddings":false}})",
+                            "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->tie_word_embeddings);
+}
+
 TEST(ModelConfig, RefusesWhatItCannotRun) {
   const std::string base = R"("vocab_size":10,"hidden_size":8,"intermediate_size":16,"num_hidden_layers":2,
     "num_attention_heads":2,"num_key_value_heads":1,"head_dim":4)";
