@@ -1,0 +1,52 @@
+// Syntax tree of a parsed template (the Jinja subset chat templates use).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "template/value.h"
+
+namespace graft::jinja {
+
+struct Expr;
+using ExprPtr = std::unique_ptr<Expr>;
+
+struct Expr {
+  enum class Kind {
+    kLiteral, kName, kAttr, kItem, kSlice, kCall, kFilter, kTest, kUnary, kBinary, kCond, kList, kDict
+  };
+  Kind kind;
+  int line = 0;
+  Value literal;             // kLiteral
+  std::string name;          // kName / kAttr attribute / kFilter, kTest name / kUnary, kBinary operator
+  ExprPtr a, b, c;           // operands: object / index / slice parts / condition parts
+  std::vector<ExprPtr> args; // call, filter and test arguments; list items; dict keys and values interleaved
+  std::vector<std::pair<std::string, ExprPtr>> kwargs;
+  bool negated = false;      // kTest: "is not"
+};
+
+struct Stmt;
+using Body = std::vector<std::unique_ptr<Stmt>>;
+
+struct Stmt {
+  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kBreak, kContinue, kGeneration };
+  Kind kind;
+  int line = 0;
+  std::string text;                          // kText
+  ExprPtr expr;                              // kOutput value, kSet value, kFor iterable
+  std::vector<std::pair<ExprPtr, Body>> branches;  // kIf: (condition, body); else has a null condition
+  std::vector<std::string> targets;          // kFor loop variables, kSet names ("ns.attr" form in attr_of)
+  std::string attr_of;                       // kSet: "ns" in "set ns.x = ..."
+  ExprPtr filter;                            // kFor: "for x in y if cond"
+  Body body, else_body;                      // kFor / kMacro / kSetBlock / kGeneration
+  std::string name;                          // kMacro name
+  std::vector<std::pair<std::string, ExprPtr>> params;  // kMacro (name, default or null)
+};
+
+struct Template {
+  Body body;
+};
+
+}  // namespace graft::jinja

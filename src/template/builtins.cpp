@@ -1,0 +1,341 @@
+#include "template/builtins.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace graft::jinja {
+namespace {
+
+Status Err(const std::string& m) { return InvalidArgument(m); }
+
+const Value& Arg(const List& args, const Dict& kwargs, size_t i, const char* name, const Value& def) {
+  if (i < args.size()) return args[i];
+  if (const Value* v = kwargs.Find(name)) return *v;
+  return def;
+}
+
+bool IsPyWs(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+List SplitPy(const std::string& s, const Value& sep, int64_t maxsplit) {
+  List out;
+  if (sep.is_none() || sep.is_undefined()) {
+    size_t i = 0;
+    int64_t splits = 0;
+    while (i < s.size()) {
+      while (i < s.size() && IsPyWs(s[i])) ++i;
+      if (i >= s.size()) break;
+      if (maxsplit >= 0 && splits >= maxsplit) {
+        size_t e = s.size();
+        while (e > i && IsPyWs(s[e - 1])) --e;
+        out.emplace_back(s.substr(i, e - i));
+        break;
+      }
+      size_t j = i;
+      while (j < s.size() && !IsPyWs(s[j])) ++j;
+      out.emplace_back(s.substr(i, j - i));
+      ++splits;
+      i = j;
+    }
+    return out;
+  }
+  const std::string& d = sep.as_string();
+  size_t start = 0;
+  int64_t splits = 0;
+  while (true) {
+    const size_t at = (maxsplit >= 0 && splits >= maxsplit) ? std::string::npos : s.find(d, start);
+    if (at == std::string::npos) {
+      out.emplace_back(s.substr(start));
+      break;
+    }
+    out.emplace_back(s.substr(start, at - start));
+    start = at + d.size();
+    ++splits;
+  }
+  return out;
+}
+
+std::string Replace(std::string s, const std::string& from, const std::string& to, int64_t count) {
+  if (from.empty()) return s;
+  size_t at = 0;
+  int64_t n = 0;
+  while ((count < 0 || n < count) && (at = s.find(from, at)) != std::string::npos) {
+    s.replace(at, from.size(), to);
+    at += to.size();
+    ++n;
+  }
+  return s;
+}
+
+std::string Case(std::string s, int mode) {  // 0 lower, 1 upper, 2 capitalize, 3 title
+  bool start = true;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char& c = s[i];
+    const bool alpha = std::isalpha(static_cast<unsigned char>(c));
+    if (mode == 0 || (mode == 2 && i > 0) || (mode == 3 && !start)) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else if (mode == 1 || (mode == 2 && i == 0) || (mode == 3 && start)) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    start = !alpha;
+  }
+  return s;
+}
+
+Result<int64_t> Length(const Value& v) {
+  if (v.is_string()) {
+    int64_t n = 0;  // code points, as Python's len()
+    for (unsigned char c : v.as_string()) n += (c & 0xc0) != 0x80;
+    return n;
+  }
+  if (v.is_list()) return static_cast<int64_t>(v.as_list().size());
+  if (v.is_dict()) return static_cast<int64_t>(v.as_dict().items.size());
+  if (v.is_undefined()) return int64_t{0};
+  return Err(fmt::format("length of a {} value", v.TypeName()));
+}
+
+List Items(const Value& v) {
+  List out;
+  for (const auto& [k, x] : v.as_dict().items) out.emplace_back(List{Value(k), x});
+  return out;
+}
+
+}  // namespace
+
+std::string Strip(const std::string& s, const std::string& chars, bool left, bool right) {
+  auto strip_char = [&](char c) { return chars.empty() ? IsPyWs(c) : chars.find(c) != std::string::npos; };
+  size_t b = 0, e = s.size();
+  if (left) while (b < e && strip_char(s[b])) ++b;
+  if (right) while (e > b && strip_char(s[e - 1])) --e;
+  return s.substr(b, e - b);
+}
+
+Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& args, const Dict& kwargs) {
+  const Value none = Value::None();
+  if (name == "length" || name == "count") {
+    GRAFT_ASSIGN_OR_RETURN(int64_t n, Length(v));
+    return Value(n);
+  }
+  if (name == "tojson") {
+    const Value& indent = Arg(args, kwargs, 0, "indent", none);
+    GRAFT_ASSIGN_OR_RETURN(std::string s, v.ToJson(indent.is_number() ? static_cast<int>(indent.as_double()) : -1));
+    return Value(s);
+  }
+  if (name == "string") return Value(v.Str());
+  if (name == "safe") return v;
+  if (name == "trim") {
+    const Value& chars = Arg(args, kwargs, 0, "chars", none);
+    return Value(Strip(v.Str(), chars.is_string() ? chars.as_string() : "", true, true));
+  }
+  if (name == "upper") return Value(Case(v.Str(), 1));
+  if (name == "lower") return Value(Case(v.Str(), 0));
+  if (name == "capitalize") return Value(Case(v.Str(), 2));
+  if (name == "title") return Value(Case(v.Str(), 3));
+  if (name == "items") {
+    if (!v.is_dict()) return Err(fmt::format("filter 'items' needs a dict, not a {}", v.TypeName()));
+    return Value(Items(v));
+  }
+  if (name == "default" || name == "d") {
+    const Value& def = Arg(args, kwargs, 0, "default_value", Value(""));
+    const bool boolean = Arg(args, kwargs, 1, "boolean", Value(false)).Truthy();
+    return (v.is_undefined() || (boolean && !v.Truthy())) ? def : v;
+  }
+  if (name == "join") {
+    const Value& sep = Arg(args, kwargs, 0, "d", Value(""));
+    if (!v.is_list()) return Err(fmt::format("filter 'join' needs a list, not a {}", v.TypeName()));
+    std::string s;
+    for (size_t i = 0; i < v.as_list().size(); ++i) s += (i ? sep.Str() : "") + v.as_list()[i].Str();
+    return Value(s);
+  }
+  if (name == "first" || name == "last") {
+    if (v.is_list()) {
+      if (v.as_list().empty()) return Value();
+      return name == "first" ? v.as_list().front() : v.as_list().back();
+    }
+    if (v.is_string() && !v.as_string().empty()) return Value(std::string(1, name == "first" ? v.as_string().front() : v.as_string().back()));
+    return Value();
+  }
+  if (name == "list") {
+    if (v.is_list()) return Value(List(v.as_list()));
+    if (v.is_string()) {
+      List l;
+      for (char c : v.as_string()) l.emplace_back(std::string(1, c));
+      return Value(l);
+    }
+    if (v.is_dict()) {
+      List l;
+      for (const auto& [k, x] : v.as_dict().items) l.emplace_back(k);
+      return Value(l);
+    }
+    return Err(fmt::format("filter 'list' of a {} value", v.TypeName()));
+  }
+  if (name == "reverse") {
+    if (v.is_string()) return Value(std::string(v.as_string().rbegin(), v.as_string().rend()));
+    if (v.is_list()) return Value(List(v.as_list().rbegin(), v.as_list().rend()));
+    return Err(fmt::format("filter 'reverse' of a {} value", v.TypeName()));
+  }
+  if (name == "replace") {
+    if (args.size() < 2) return Err("filter 'replace' needs two arguments");
+    const int64_t count = args.size() > 2 && args[2].is_number() ? args[2].as_int() : -1;
+    return Value(Replace(v.Str(), args[0].Str(), args[1].Str(), count));
+  }
+  if (name == "int") {
+    if (v.is_number()) return Value(static_cast<int64_t>(v.as_double()));
+    if (v.is_string()) {
+      try {
+        return Value(static_cast<int64_t>(std::stoll(v.as_string())));
+      } catch (...) {
+        return Value(int64_t{0});
+      }
+    }
+    return Value(int64_t{0});
+  }
+  if (name == "float") {
+    if (v.is_number()) return Value(v.as_double());
+    try {
+      return Value(std::stod(v.Str()));
+    } catch (...) {
+      return Value(0.0);
+    }
+  }
+  if (name == "abs") {
+    if (v.kind() == Value::Kind::kInt) return Value(static_cast<int64_t>(std::llabs(v.as_int())));
+    if (v.is_number()) return Value(std::fabs(v.as_double()));
+    return Err("filter 'abs' needs a number");
+  }
+  if (name == "selectattr" || name == "rejectattr") {
+    if (!v.is_list() || args.empty()) return Err(fmt::format("filter '{}' needs a list and an attribute", name));
+    List out;
+    for (const auto& item : v.as_list()) {
+      Value attr;
+      if (item.is_dict()) if (const Value* a = item.as_dict().Find(args[0].Str())) attr = *a;
+      bool ok;
+      if (args.size() >= 2) {
+        GRAFT_ASSIGN_OR_RETURN(ok, ApplyTest(args[1].Str(), attr, List(args.begin() + 2, args.end())));
+      } else {
+        ok = attr.Truthy();
+      }
+      if (ok == (name == "selectattr")) out.push_back(item);
+    }
+    return Value(out);
+  }
+  if (name == "map") {
+    const Value* attribute = kwargs.Find("attribute");
+    if (!v.is_list() || !attribute) return Err("filter 'map' is supported only as map(attribute='name')");
+    List out;
+    for (const auto& item : v.as_list()) {
+      const Value* a = item.is_dict() ? item.as_dict().Find(attribute->Str()) : nullptr;
+      out.push_back(a ? *a : Value());
+    }
+    return Value(out);
+  }
+  return Err(fmt::format("unsupported filter '{}'", name));
+}
+
+Result<bool> ApplyTest(const std::string& name, const Value& v, const List& args) {
+  using K = Value::Kind;
+  if (name == "defined") return !v.is_undefined();
+  if (name == "undefined") return v.is_undefined();
+  if (name == "none") return v.is_none();
+  if (name == "string") return v.is_string();
+  if (name == "number") return v.is_number();
+  if (name == "integer") return v.kind() == K::kInt;
+  if (name == "float") return v.kind() == K::kFloat;
+  if (name == "boolean") return v.kind() == K::kBool;
+  if (name == "true") return v.kind() == K::kBool && v.as_bool();
+  if (name == "false") return v.kind() == K::kBool && !v.as_bool();
+  if (name == "mapping") return v.is_dict();
+  if (name == "iterable") return v.is_list() || v.is_dict() || v.is_string();
+  if (name == "sequence") return v.is_list() || v.is_dict() || v.is_string();
+  if (name == "callable") return v.kind() == K::kCallable;
+  if (name == "even" || name == "odd") {
+    if (v.kind() != K::kInt) return Err(fmt::format("test '{}' needs an integer", name));
+    return (v.as_int() % 2 == 0) == (name == "even");
+  }
+  if (name == "equalto" || name == "eq" || name == "sameas") {
+    if (args.empty()) return Err(fmt::format("test '{}' needs an argument", name));
+    return Equal(v, args[0]);
+  }
+  if (name == "ne") return args.empty() ? Result<bool>(Err("test 'ne' needs an argument")) : Result<bool>(!Equal(v, args[0]));
+  if (name == "lower") return v.is_string() && Case(v.as_string(), 0) == v.as_string();
+  if (name == "upper") return v.is_string() && Case(v.as_string(), 1) == v.as_string();
+  if (name == "in") {
+    if (args.empty()) return Err("test 'in' needs an argument");
+    const Value& c = args[0];
+    if (c.is_string()) return v.is_string() && c.as_string().find(v.as_string()) != std::string::npos;
+    if (c.is_list()) return std::any_of(c.as_list().begin(), c.as_list().end(), [&](const Value& x) { return Equal(x, v); });
+    if (c.is_dict()) return v.is_string() && c.as_dict().Find(v.as_string()) != nullptr;
+    return false;
+  }
+  return Err(fmt::format("unsupported test '{}'", name));
+}
+
+Result<Value> CallMethod(const Value& obj, const std::string& name, const List& args, const Dict& kwargs, bool* found) {
+  *found = true;
+  const Value none = Value::None();
+  if (obj.is_string()) {
+    const std::string& s = obj.as_string();
+    if (name == "startswith" || name == "endswith") {
+      const Value& p = Arg(args, kwargs, 0, "prefix", none);
+      List cands = p.is_list() ? p.as_list() : List{p};
+      for (const auto& c : cands) {
+        if (!c.is_string()) return Err(fmt::format("{}() needs a string", name));
+        const std::string& x = c.as_string();
+        if (name == "startswith" ? s.rfind(x, 0) == 0 : (s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0)) {
+          return Value(true);
+        }
+      }
+      return Value(false);
+    }
+    if (name == "split") {
+      const Value& sep = Arg(args, kwargs, 0, "sep", none);
+      if (sep.is_string() && sep.as_string().empty()) return Err("split(): empty separator");
+      const Value& maxsplit = Arg(args, kwargs, 1, "maxsplit", Value(int64_t{-1}));
+      return Value(SplitPy(s, sep, maxsplit.is_number() ? maxsplit.as_int() : -1));
+    }
+    if (name == "strip" || name == "lstrip" || name == "rstrip") {
+      const Value& chars = Arg(args, kwargs, 0, "chars", none);
+      return Value(Strip(s, chars.is_string() ? chars.as_string() : "", name != "rstrip", name != "lstrip"));
+    }
+    if (name == "upper") return Value(Case(s, 1));
+    if (name == "lower") return Value(Case(s, 0));
+    if (name == "title") return Value(Case(s, 3));
+    if (name == "capitalize") return Value(Case(s, 2));
+    if (name == "replace") {
+      if (args.size() < 2) return Err("replace() needs two arguments");
+      return Value(Replace(s, args[0].Str(), args[1].Str(), args.size() > 2 && args[2].is_number() ? args[2].as_int() : -1));
+    }
+    if (name == "find") {
+      const size_t at = s.find(Arg(args, kwargs, 0, "sub", Value("")).Str());
+      return Value(at == std::string::npos ? int64_t{-1} : static_cast<int64_t>(at));
+    }
+    if (name == "count") {
+      const std::string sub = Arg(args, kwargs, 0, "sub", Value("")).Str();
+      if (sub.empty()) return Err("count(): empty substring");
+      int64_t n = 0;
+      for (size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size())) ++n;
+      return Value(n);
+    }
+    if (name == "join") {
+      const Value& items = Arg(args, kwargs, 0, "iterable", none);
+      if (!items.is_list()) return Err("join() needs a list");
+      std::string out;
+      for (size_t i = 0; i < items.as_list().size(); ++i) out += (i ? s : "") + items.as_list()[i].Str();
+      return Value(out);
+    }
+  }
+  if (obj.is_dict()) {
+    if (name == "get") {
+      const Value* v = obj.as_dict().Find(Arg(args, kwargs, 0, "key", none).Str());
+      return v ? *v : Arg(args, kwargs, 1, "default", none);
+    }
+    if (name == "items") return Value(Items(obj));
+    if (name == "keys" || name == "values") {
+      List out;
+      for (const auto& [k, v] : obj.as_dict().items) out.push_back(name == "keys" ? Value(k) : v);
+      return Value(out);
+    }
+  }
+  *found = false;
+  return Value();
+}
+
+}  // namespace graft::jinja

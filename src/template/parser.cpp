@@ -1,0 +1,654 @@
+#include "template/parser.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cctype>
+
+namespace graft::jinja {
+namespace {
+
+// ---------------------------------------------------------------- chunks (text and tags)
+
+struct Chunk {
+  enum class Kind { kText, kOutput, kBlock } kind;
+  std::string text;  // text, or the tag's inner source
+  int line = 0;
+};
+
+bool IsSpaceTab(char c) { return c == ' ' || c == '\t'; }
+bool IsWs(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+int LineAt(const std::string& s, size_t pos) {
+  int line = 1;
+  for (size_t i = 0; i < pos && i < s.size(); ++i) line += s[i] == '\n';
+  return line;
+}
+
+Result<std::vector<Chunk>> SplitChunks(const std::string& src) {
+  std::vector<Chunk> out;
+  size_t pos = 0;
+  bool strip_next = false, trim_next_newline = false;
+  while (pos <= src.size()) {
+    size_t open = src.find('{', pos);
+    while (open != std::string::npos && open + 1 < src.size() && src[open + 1] != '{' && src[open + 1] != '%' &&
+           src[open + 1] != '#') {
+      open = src.find('{', open + 1);
+    }
+    if (open != std::string::npos && open + 1 >= src.size()) open = std::string::npos;
+    std::string text = src.substr(pos, (open == std::string::npos ? src.size() : open) - pos);
+    if (strip_next) {
+      size_t k = 0;
+      while (k < text.size() && IsWs(text[k])) ++k;
+      text.erase(0, k);
+    } else if (trim_next_newline) {
+      if (text.rfind("\r\n", 0) == 0) text.erase(0, 2);
+      else if (!text.empty() && text[0] == '\n') text.erase(0, 1);
+    }
+    strip_next = trim_next_newline = false;
+    if (open == std::string::npos) {
+      if (!text.empty()) out.push_back({Chunk::Kind::kText, text, LineAt(src, pos)});
+      break;
+    }
+    const char kind = src[open + 1];
+    const char* close = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
+    size_t inner = open + 2;
+    const bool strip_left = inner < src.size() && src[inner] == '-';
+    const bool plus_left = inner < src.size() && src[inner] == '+';
+    if (strip_left || plus_left) ++inner;
+    size_t end = src.find(close, inner);
+    // For expression and block tags, skip closers inside string literals.
+    if (kind != '#') {
+      end = std::string::npos;
+      char quote = 0;
+      for (size_t i = inner; i + 1 < src.size(); ++i) {
+        const char c = src[i];
+        if (quote) {
+          if (c == '\\') ++i;
+          else if (c == quote) quote = 0;
+          continue;
+        }
+        if (c == '\'' || c == '"') quote = c;
+        else if (c == close[0] && src[i + 1] == close[1]) {
+          end = i;
+          break;
+        }
+      }
+    }
+    if (end == std::string::npos) {
+      return InvalidArgument(fmt::format("line {}: '{}{}' is never closed", LineAt(src, open), '{', kind));
+    }
+    const bool strip_right = end > inner && src[end - 1] == '-';
+    std::string body = src.substr(inner, end - inner - (strip_right ? 1 : 0));
+    if (strip_left) {
+      size_t k = text.size();
+      while (k > 0 && IsWs(text[k - 1])) --k;
+      text.resize(k);
+    } else if (kind != '{' && !plus_left) {
+      // lstrip_blocks: drop spaces and tabs between the line start and a block or comment tag.
+      size_t k = 0;
+      while (k < text.size() && IsSpaceTab(text[text.size() - 1 - k])) ++k;
+      const size_t ws_start = open - k;
+      if (ws_start == 0 || src[ws_start - 1] == '\n') text.resize(text.size() - k);
+    }
+    if (!text.empty()) out.push_back({Chunk::Kind::kText, text, LineAt(src, pos)});
+    const int line = LineAt(src, open);
+    if (kind == '{') out.push_back({Chunk::Kind::kOutput, body, line});
+    else if (kind == '%') out.push_back({Chunk::Kind::kBlock, body, line});
+    strip_next = strip_right;
+    trim_next_newline = !strip_right && kind != '{';  // trim_blocks
+    pos = end + 2;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- expression tokens
+
+struct Tok {
+  enum class Kind { kName, kString, kInt, kFloat, kOp, kEnd } kind;
+  std::string text;
+  int64_t i = 0;
+  double f = 0;
+};
+
+Result<std::vector<Tok>> Lex(const std::string& s, int line) {
+  std::vector<Tok> out;
+  size_t i = 0;
+  auto err = [&](const std::string& m) { return InvalidArgument(fmt::format("line {}: {}", line, m)); };
+  while (i < s.size()) {
+    const char c = s[i];
+    if (IsWs(c)) { ++i; continue; }
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      size_t j = i;
+      while (j < s.size() && (std::isalnum(static_cast<unsigned char>(s[j])) || s[j] == '_')) ++j;
+      out.push_back({Tok::Kind::kName, s.substr(i, j - i)});
+      i = j;
+      continue;
+    }
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      size_t j = i;
+      while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '_')) ++j;
+      bool is_float = false;
+      if (j + 1 < s.size() && s[j] == '.' && std::isdigit(static_cast<unsigned char>(s[j + 1]))) {
+        is_float = true;
+        ++j;
+        while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+      }
+      std::string num = s.substr(i, j - i);
+      num.erase(std::remove(num.begin(), num.end(), '_'), num.end());
+      Tok t{is_float ? Tok::Kind::kFloat : Tok::Kind::kInt, num};
+      if (is_float) t.f = std::stod(num);
+      else t.i = std::stoll(num);
+      out.push_back(t);
+      i = j;
+      continue;
+    }
+    if (c == '\'' || c == '"') {
+      std::string v;
+      size_t j = i + 1;
+      for (; j < s.size() && s[j] != c; ++j) {
+        if (s[j] != '\\' || j + 1 >= s.size()) {
+          v += s[j];
+          continue;
+        }
+        const char e = s[++j];
+        switch (e) {
+          case 'n': v += '\n'; break;
+          case 't': v += '\t'; break;
+          case 'r': v += '\r'; break;
+          case '\\': v += '\\'; break;
+          case '\'': v += '\''; break;
+          case '"': v += '"'; break;
+          case '0': v += '\0'; break;
+          default: v += '\\'; v += e;
+        }
+      }
+      if (j >= s.size()) return err("unterminated string literal");
+      out.push_back({Tok::Kind::kString, v});
+      i = j + 1;
+      continue;
+    }
+    static const char* kOps[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "<", ">", "=", "(", ")",
+                                 "[", "]", "{", "}", ",", ".", ":", "|", "~"};
+    bool matched = false;
+    for (const char* op : kOps) {
+      const size_t n = std::char_traits<char>::length(op);
+      if (s.compare(i, n, op) == 0) {
+        out.push_back({Tok::Kind::kOp, op});
+        i += n;
+        matched = true;
+        break;
+      }
+    }
+    if (!matched) return err(fmt::format("unexpected character '{}'", c));
+  }
+  out.push_back({Tok::Kind::kEnd, ""});
+  return out;
+}
+
+// ---------------------------------------------------------------- parser
+
+class Parser {
+ public:
+  explicit Parser(std::vector<Chunk> chunks) : chunks_(std::move(chunks)) {}
+
+  Result<std::unique_ptr<Template>> Run() {
+    auto t = std::make_unique<Template>();
+    std::string end_tag;
+    GRAFT_RETURN_IF_ERROR(ParseBody(t->body, {}, &end_tag));
+    if (!end_tag.empty()) return Err(fmt::format("unexpected '{}'", end_tag));
+    return t;
+  }
+
+ private:
+  Status Err(const std::string& m) const { return InvalidArgument(fmt::format("line {}: {}", line_, m)); }
+
+  // Expression token cursor.
+  const Tok& Peek(size_t k = 0) const { return toks_[std::min(pos_ + k, toks_.size() - 1)]; }
+  bool IsOp(const char* op, size_t k = 0) const { return Peek(k).kind == Tok::Kind::kOp && Peek(k).text == op; }
+  bool IsName(const char* n, size_t k = 0) const { return Peek(k).kind == Tok::Kind::kName && Peek(k).text == n; }
+  bool AcceptOp(const char* op) { return IsOp(op) ? (++pos_, true) : false; }
+  bool AcceptName(const char* n) { return IsName(n) ? (++pos_, true) : false; }
+  Status ExpectOp(const char* op) {
+    if (AcceptOp(op)) return Status::Ok();
+    return Err(fmt::format("expected '{}' but found '{}'", op, Peek().text));
+  }
+  Result<std::string> ExpectName() {
+    if (Peek().kind != Tok::Kind::kName) return Err(fmt::format("expected a name but found '{}'", Peek().text));
+    return toks_[pos_++].text;
+  }
+  ExprPtr Make(Expr::Kind k) {
+    auto e = std::make_unique<Expr>();
+    e->kind = k;
+    e->line = line_;
+    return e;
+  }
+
+  Result<ExprPtr> ParseExpr() {
+    GRAFT_ASSIGN_OR_RETURN(ExprPtr e, ParseOr());
+    if (!AcceptName("if")) return e;
+    auto c = Make(Expr::Kind::kCond);
+    GRAFT_ASSIGN_OR_RETURN(c->a, ParseOr());
+    c->b = std::move(e);
+    if (AcceptName("else")) {
+      GRAFT_ASSIGN_OR_RETURN(c->c, ParseExpr());
+    }
+    return c;
+  }
+  Result<ExprPtr> Binary(const std::string& op, ExprPtr l, ExprPtr r) {
+    auto e = Make(Expr::Kind::kBinary);
+    e->name = op;
+    e->a = std::move(l);
+    e->b = std::move(r);
+    return e;
+  }
+  Result<ExprPtr> ParseOr() {
+    GRAFT_ASSIGN_OR_RETURN(ExprPtr l, ParseAnd());
+    while (AcceptName("or")) {
+      GRAFT_ASSIGN_OR_RETURN(ExprPtr r, ParseAnd());
+      GRAFT_ASSIGN_OR_RETURN(l, Binary("or", std::move(l), std::move(r)));
+    }
+    return l;
+  }
+  Result<ExprPtr> ParseAnd() {
+    GRAFT_ASSIGN_OR_RETURN(ExprPtr l, ParseNot());
+    while (AcceptName("and")) {
+      GRAFT_ASSIGN_OR_RETURN(ExprPtr r, ParseNot());
+      GRAFT_ASSIGN_OR_RETURN(l, Binary("and", std::move(l), std::move(r)));
+    }
+    return l;
+  }
+  Result<ExprPtr> ParseNot() {
+    if (IsName("not") && !IsName("in", 1)) {
+      ++pos_;
+      auto e = Make(Expr::Kind::kUnary);
+      e->name = "not";
+      GRAFT_ASSIGN_OR_RETURN(e->a, ParseNot());
+      return e;
+    }
+    return ParseCompare();
+  }
+  Result<ExprPtr> ParseCompare() {
+    GRAFT_ASSIGN_OR_RETURN(ExprPtr l, ParseAdd());
+    while (true) {
+      std::string op;
+      for (const char* o : {"==", "!=", "<=", ">=", "<", ">"}) {
+        if (IsOp(o)) op = o;
+      }
+      if (!op.empty()) ++pos_;
+      else if (AcceptName("in")) op = "in";
+      else if (IsName("not") && IsName("in", 1)) pos_ += 2, op = "not in";
+      else break;
+      GRAFT_ASSIGN_OR_RETURN(ExprPtr r, ParseAdd());
+      GRAFT_ASSIGN_OR_RETURN(l, Binary(op, std::move(l), std::move(r)));
+    }
+    return l;
+  }
+  Result<ExprPtr> ParseAdd() {
+    GRAFT_ASSIGN_OR_RETURN(ExprPtr l, ParseConcat());
+    while (IsOp("+") || IsOp("-")) {
+      const std::string op = toks_[pos_++].text;
+      GRAFT_ASSIGN_OR_RETURN(ExprPtr r, ParseConcat());
+      GRAFT_ASSIGN_OR_RETURN(l, Binary(op, std::move(l), std::move(r)));
+    }
+    return l;
+  }
+  Result<ExprPtr> ParseConcat() {
+    GRAFT_ASSIGN_OR_RETURN(ExprPtr l, ParseMul());
+    while (AcceptOp("~")) {
+      GRAFT_ASSIGN_OR_RETURN(ExprPtr r, ParseMul());
+      GRAFT_ASSIGN_OR_RETURN(l, Binary("~", std::move(l), std::move(r)));
+    }
+    return l;
+  }
+  Result<ExprPtr> ParseMul() {
+    GRAFT_ASSIGN_OR_RETURN(ExprPtr l, ParsePow());
+    while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
+      const std::string op = toks_[pos_++].text;
+      GRAFT_ASSIGN_OR_RETURN(ExprPtr r, ParsePow());
+      GRAFT_ASSIGN_OR_RETURN(l, Binary(op, std::move(l), std::move(r)));
+    }
+    return l;
+  }
+  Result<ExprPtr> ParsePow() {
+    GRAFT_ASSIGN_OR_RETURN(ExprPtr l, ParseUnary(true));
+    while (AcceptOp("**")) {
+      GRAFT_ASSIGN_OR_RETURN(ExprPtr r, ParseUnary(true));
+      GRAFT_ASSIGN_OR_RETURN(l, Binary("**", std::move(l), std::move(r)));
+    }
+    return l;
+  }
+  Result<ExprPtr> ParseUnary(bool with_filter) {
+    ExprPtr node;
+    if (IsOp("-") || IsOp("+")) {
+      const std::string op = toks_[pos_++].text;
+      node = Make(Expr::Kind::kUnary);
+      node->name = op;
+      GRAFT_ASSIGN_OR_RETURN(node->a, ParseUnary(false));
+    } else {
+      GRAFT_ASSIGN_OR_RETURN(node, ParsePrimary());
+    }
+    GRAFT_ASSIGN_OR_RETURN(node, ParsePostfix(std::move(node)));
+    if (with_filter) return ParseFiltersAndTests(std::move(node));
+    return node;
+  }
+  Status ParseArgs(Expr& e) {  // after '('
+    while (!AcceptOp(")")) {
+      if (Peek().kind == Tok::Kind::kName && IsOp("=", 1)) {
+        std::string k = toks_[pos_].text;
+        pos_ += 2;
+        GRAFT_ASSIGN_OR_RETURN(ExprPtr v, ParseExpr());
+        e.kwargs.emplace_back(k, std::move(v));
+      } else {
+        GRAFT_ASSIGN_OR_RETURN(ExprPtr v, ParseExpr());
+        e.args.push_back(std::move(v));
+      }
+      if (!IsOp(")")) GRAFT_RETURN_IF_ERROR(ExpectOp(","));
+    }
+    return Status::Ok();
+  }
+  Result<ExprPtr> ParseFiltersAndTests(ExprPtr node) {
+    while (true) {
+      if (AcceptOp("|")) {
+        auto f = Make(Expr::Kind::kFilter);
+        GRAFT_ASSIGN_OR_RETURN(f->name, ExpectName());
+        while (AcceptOp(".")) {
+          GRAFT_ASSIGN_OR_RETURN(std::string part, ExpectName());
+          f->name += "." + part;
+        }
+        f->a = std::move(node);
+        if (AcceptOp("(")) GRAFT_RETURN_IF_ERROR(ParseArgs(*f));
+        node = std::move(f);
+      } else if (AcceptName("is")) {
+        auto t = Make(Expr::Kind::kTest);
+        t->negated = AcceptName("not");
+        GRAFT_ASSIGN_OR_RETURN(t->name, ExpectName());
+        t->a = std::move(node);
+        if (AcceptOp("(")) GRAFT_RETURN_IF_ERROR(ParseArgs(*t));
+        node = std::move(t);
+      } else {
+        return node;
+      }
+    }
+  }
+  Result<ExprPtr> ParsePostfix(ExprPtr node) {
+    while (true) {
+      if (AcceptOp(".")) {
+        auto e = Make(Expr::Kind::kAttr);
+        if (Peek().kind == Tok::Kind::kInt) e->name = std::to_string(toks_[pos_++].i);
+        else {
+          GRAFT_ASSIGN_OR_RETURN(e->name, ExpectName());
+        }
+        e->a = std::move(node);
+        node = std::move(e);
+      } else if (AcceptOp("[")) {
+        ExprPtr parts[3];
+        bool slice = false;
+        for (int k = 0; k < 3; ++k) {
+          if (!IsOp(":") && !IsOp("]")) {
+            GRAFT_ASSIGN_OR_RETURN(parts[k], ParseExpr());
+          }
+          if (k < 2 && AcceptOp(":")) {
+            slice = true;
+            continue;
+          }
+          break;
+        }
+        GRAFT_RETURN_IF_ERROR(ExpectOp("]"));
+        auto e = Make(slice ? Expr::Kind::kSlice : Expr::Kind::kItem);
+        e->a = std::move(node);
+        if (slice) {
+          e->b = std::move(parts[0]);
+          e->c = std::move(parts[1]);
+          if (parts[2]) e->args.push_back(std::move(parts[2]));
+        } else {
+          if (!parts[0]) return Err("empty subscript []");
+          e->b = std::move(parts[0]);
+        }
+        node = std::move(e);
+      } else if (AcceptOp("(")) {
+        auto e = Make(Expr::Kind::kCall);
+        e->a = std::move(node);
+        GRAFT_RETURN_IF_ERROR(ParseArgs(*e));
+        node = std::move(e);
+      } else {
+        return node;
+      }
+    }
+  }
+  Result<ExprPtr> ParsePrimary() {
+    const Tok t = Peek();
+    if (t.kind == Tok::Kind::kString) {
+      std::string s;
+      while (Peek().kind == Tok::Kind::kString) s += toks_[pos_++].text;  // adjacent literals join
+      auto e = Make(Expr::Kind::kLiteral);
+      e->literal = Value(s);
+      return e;
+    }
+    if (t.kind == Tok::Kind::kInt || t.kind == Tok::Kind::kFloat) {
+      ++pos_;
+      auto e = Make(Expr::Kind::kLiteral);
+      e->literal = t.kind == Tok::Kind::kInt ? Value(t.i) : Value(t.f);
+      return e;
+    }
+    if (t.kind == Tok::Kind::kName) {
+      ++pos_;
+      auto e = Make(Expr::Kind::kLiteral);
+      if (t.text == "true" || t.text == "True") e->literal = Value(true);
+      else if (t.text == "false" || t.text == "False") e->literal = Value(false);
+      else if (t.text == "none" || t.text == "None") e->literal = Value::None();
+      else {
+        e->kind = Expr::Kind::kName;
+        e->name = t.text;
+      }
+      return e;
+    }
+    if (AcceptOp("(")) {
+      GRAFT_ASSIGN_OR_RETURN(ExprPtr e, ParseExpr());
+      if (IsOp(",")) {  // a tuple: evaluate as a list
+        auto l = Make(Expr::Kind::kList);
+        l->args.push_back(std::move(e));
+        while (AcceptOp(",")) {
+          if (IsOp(")")) break;
+          GRAFT_ASSIGN_OR_RETURN(ExprPtr x, ParseExpr());
+          l->args.push_back(std::move(x));
+        }
+        e = std::move(l);
+      }
+      GRAFT_RETURN_IF_ERROR(ExpectOp(")"));
+      return e;
+    }
+    if (AcceptOp("[")) {
+      auto l = Make(Expr::Kind::kList);
+      while (!AcceptOp("]")) {
+        GRAFT_ASSIGN_OR_RETURN(ExprPtr x, ParseExpr());
+        l->args.push_back(std::move(x));
+        if (!IsOp("]")) GRAFT_RETURN_IF_ERROR(ExpectOp(","));
+      }
+      return l;
+    }
+    if (AcceptOp("{")) {
+      auto d = Make(Expr::Kind::kDict);
+      while (!AcceptOp("}")) {
+        GRAFT_ASSIGN_OR_RETURN(ExprPtr k, ParseExpr());
+        GRAFT_RETURN_IF_ERROR(ExpectOp(":"));
+        GRAFT_ASSIGN_OR_RETURN(ExprPtr v, ParseExpr());
+        d->args.push_back(std::move(k));
+        d->args.push_back(std::move(v));
+        if (!IsOp("}")) GRAFT_RETURN_IF_ERROR(ExpectOp(","));
+      }
+      return d;
+    }
+    return Err(fmt::format("unexpected '{}' in an expression", t.text.empty() ? "end of tag" : t.text));
+  }
+
+  Status StartTag(const Chunk& c) {
+    line_ = c.line;
+    GRAFT_ASSIGN_OR_RETURN(toks_, Lex(c.text, c.line));
+    pos_ = 0;
+    return Status::Ok();
+  }
+  Status EndTag() {
+    if (Peek().kind != Tok::Kind::kEnd) return Err(fmt::format("unexpected '{}' at the end of a tag", Peek().text));
+    return Status::Ok();
+  }
+
+  // Parses statements until a block tag whose keyword is in `ends`; its keyword goes to *end
+  // (the tag's tokens stay current for the caller).
+  Status ParseBody(Body& body, const std::vector<std::string>& ends, std::string* end) {
+    while (next_ < chunks_.size()) {
+      const Chunk& c = chunks_[next_++];
+      if (c.kind == Chunk::Kind::kText) {
+        auto s = std::make_unique<Stmt>();
+        s->kind = Stmt::Kind::kText;
+        s->text = c.text;
+        body.push_back(std::move(s));
+        continue;
+      }
+      GRAFT_RETURN_IF_ERROR(StartTag(c));
+      if (c.kind == Chunk::Kind::kOutput) {
+        auto s = std::make_unique<Stmt>();
+        s->kind = Stmt::Kind::kOutput;
+        s->line = line_;
+        GRAFT_ASSIGN_OR_RETURN(s->expr, ParseExpr());
+        GRAFT_RETURN_IF_ERROR(EndTag());
+        body.push_back(std::move(s));
+        continue;
+      }
+      GRAFT_ASSIGN_OR_RETURN(std::string kw, ExpectName());
+      for (const auto& e : ends) {
+        if (kw == e) {
+          *end = kw;
+          return Status::Ok();
+        }
+      }
+      GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Stmt> s, ParseStatement(kw));
+      body.push_back(std::move(s));
+    }
+    if (!ends.empty()) return Err(fmt::format("missing '{{% {} %}}' before the end of the template", ends.back()));
+    return Status::Ok();
+  }
+
+  Result<std::unique_ptr<Stmt>> ParseStatement(const std::string& kw) {
+    auto s = std::make_unique<Stmt>();
+    s->line = line_;
+    if (kw == "if") {
+      s->kind = Stmt::Kind::kIf;
+      GRAFT_ASSIGN_OR_RETURN(ExprPtr cond, ParseExpr());
+      GRAFT_RETURN_IF_ERROR(EndTag());
+      while (true) {
+        Body b;
+        std::string end;
+        GRAFT_RETURN_IF_ERROR(ParseBody(b, {"elif", "else", "endif"}, &end));
+        s->branches.emplace_back(std::move(cond), std::move(b));
+        if (end == "endif") break;
+        if (end == "else") {
+          GRAFT_RETURN_IF_ERROR(EndTag());
+          Body eb;
+          GRAFT_RETURN_IF_ERROR(ParseBody(eb, {"endif"}, &end));
+          s->branches.emplace_back(nullptr, std::move(eb));
+          break;
+        }
+        GRAFT_ASSIGN_OR_RETURN(cond, ParseExpr());  // elif
+        GRAFT_RETURN_IF_ERROR(EndTag());
+      }
+      GRAFT_RETURN_IF_ERROR(EndTag());
+      return s;
+    }
+    if (kw == "for") {
+      s->kind = Stmt::Kind::kFor;
+      do {
+        GRAFT_ASSIGN_OR_RETURN(std::string t, ExpectName());
+        s->targets.push_back(t);
+      } while (AcceptOp(","));
+      if (!AcceptName("in")) return Err("expected 'in' in a for loop");
+      GRAFT_ASSIGN_OR_RETURN(s->expr, ParseOr());
+      if (AcceptName("if")) {
+        GRAFT_ASSIGN_OR_RETURN(s->filter, ParseOr());
+      }
+      if (AcceptName("recursive")) return Err("recursive for loops are not supported");
+      GRAFT_RETURN_IF_ERROR(EndTag());
+      std::string end;
+      GRAFT_RETURN_IF_ERROR(ParseBody(s->body, {"else", "endfor"}, &end));
+      if (end == "else") {
+        GRAFT_RETURN_IF_ERROR(EndTag());
+        GRAFT_RETURN_IF_ERROR(ParseBody(s->else_body, {"endfor"}, &end));
+      }
+      GRAFT_RETURN_IF_ERROR(EndTag());
+      return s;
+    }
+    if (kw == "set") {
+      GRAFT_ASSIGN_OR_RETURN(std::string first, ExpectName());
+      if (AcceptOp(".")) {
+        s->attr_of = first;
+        GRAFT_ASSIGN_OR_RETURN(first, ExpectName());
+      }
+      s->targets.push_back(first);
+      while (s->attr_of.empty() && AcceptOp(",")) {
+        GRAFT_ASSIGN_OR_RETURN(std::string t, ExpectName());
+        s->targets.push_back(t);
+      }
+      if (AcceptOp("=")) {
+        s->kind = Stmt::Kind::kSet;
+        GRAFT_ASSIGN_OR_RETURN(s->expr, ParseExpr());
+        GRAFT_RETURN_IF_ERROR(EndTag());
+        return s;
+      }
+      if (s->targets.size() != 1 || !s->attr_of.empty()) return Err("expected '=' in a set tag");
+      s->kind = Stmt::Kind::kSetBlock;
+      GRAFT_RETURN_IF_ERROR(EndTag());
+      std::string end;
+      GRAFT_RETURN_IF_ERROR(ParseBody(s->body, {"endset"}, &end));
+      GRAFT_RETURN_IF_ERROR(EndTag());
+      return s;
+    }
+    if (kw == "macro") {
+      s->kind = Stmt::Kind::kMacro;
+      GRAFT_ASSIGN_OR_RETURN(s->name, ExpectName());
+      GRAFT_RETURN_IF_ERROR(ExpectOp("("));
+      while (!AcceptOp(")")) {
+        GRAFT_ASSIGN_OR_RETURN(std::string p, ExpectName());
+        ExprPtr def;
+        if (AcceptOp("=")) {
+          GRAFT_ASSIGN_OR_RETURN(def, ParseExpr());
+        }
+        s->params.emplace_back(p, std::move(def));
+        if (!IsOp(")")) GRAFT_RETURN_IF_ERROR(ExpectOp(","));
+      }
+      GRAFT_RETURN_IF_ERROR(EndTag());
+      std::string end;
+      GRAFT_RETURN_IF_ERROR(ParseBody(s->body, {"endmacro"}, &end));
+      GRAFT_RETURN_IF_ERROR(EndTag());
+      return s;
+    }
+    if (kw == "break" || kw == "continue") {
+      s->kind = kw == "break" ? Stmt::Kind::kBreak : Stmt::Kind::kContinue;
+      GRAFT_RETURN_IF_ERROR(EndTag());
+      return s;
+    }
+    if (kw == "generation") {  // transformers' extension: marks assistant text; renders its body
+      s->kind = Stmt::Kind::kGeneration;
+      GRAFT_RETURN_IF_ERROR(EndTag());
+      std::string end;
+      GRAFT_RETURN_IF_ERROR(ParseBody(s->body, {"endgeneration"}, &end));
+      GRAFT_RETURN_IF_ERROR(EndTag());
+      return s;
+    }
+    return Err(fmt::format("unsupported tag '{}'", kw));
+  }
+
+  std::vector<Chunk> chunks_;
+  size_t next_ = 0;
+  std::vector<Tok> toks_;
+  size_t pos_ = 0;
+  int line_ = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Template>> Parse(const std::string& source) {
+  GRAFT_ASSIGN_OR_RETURN(std::vector<Chunk> chunks, SplitChunks(source));
+  return Parser(std::move(chunks)).Run();
+}
+
+}  // namespace graft::jinja

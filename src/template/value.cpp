@@ -1,0 +1,233 @@
+#include "template/value.h"
+
+#include <fmt/core.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace graft::jinja {
+
+const Value* Dict::Find(const std::string& key) const {
+  for (const auto& [k, v] : items) if (k == key) return &v;
+  return nullptr;
+}
+
+Value* Dict::Find(const std::string& key) {
+  for (auto& [k, v] : items) if (k == key) return &v;
+  return nullptr;
+}
+
+void Dict::Set(const std::string& key, Value v) {
+  if (Value* p = Find(key)) *p = std::move(v);
+  else items.emplace_back(key, std::move(v));
+}
+
+Value Value::FromJson(const nlohmann::ordered_json& j) {
+  switch (j.type()) {
+    case nlohmann::ordered_json::value_t::null: return Value::None();
+    case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+    case nlohmann::ordered_json::value_t::number_unsigned: return Value(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_float: return Value(j.get<double>());
+    case nlohmann::ordered_json::value_t::string: return Value(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
+      List l;
+      for (const auto& e : j) l.push_back(FromJson(e));
+      return Value(std::move(l));
+    }
+    case nlohmann::ordered_json::value_t::object: {
+      Dict d;
+      for (const auto& [k, v] : j.items()) d.items.emplace_back(k, FromJson(v));
+      return Value(std::move(d));
+    }
+    default: return Value();
+  }
+}
+
+Value::Kind Value::kind() const {
+  switch (v_.index()) {
+    case 0: return Kind::kUndefined;
+    case 1: return Kind::kNone;
+    case 2: return Kind::kBool;
+    case 3: return Kind::kInt;
+    case 4: return Kind::kFloat;
+    case 5: return Kind::kString;
+    case 6: return Kind::kList;
+    case 7: return namespace_ ? Kind::kNamespace : Kind::kDict;
+    default: return Kind::kCallable;
+  }
+}
+
+double Value::as_double() const { return kind() == Kind::kInt ? static_cast<double>(as_int()) : std::get<double>(v_); }
+
+bool Value::Truthy() const {
+  switch (kind()) {
+    case Kind::kUndefined:
+    case Kind::kNone: return false;
+    case Kind::kBool: return as_bool();
+    case Kind::kInt: return as_int() != 0;
+    case Kind::kFloat: return as_double() != 0.0;
+    case Kind::kString: return !as_string().empty();
+    case Kind::kList: return !as_list().empty();
+    case Kind::kDict:
+    case Kind::kNamespace: return !as_dict().items.empty();
+    case Kind::kCallable: return true;
+  }
+  return false;
+}
+
+namespace {
+
+std::string FloatRepr(double d) {
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+  if (d == std::floor(d) && std::fabs(d) < 1e16) return fmt::format("{:.1f}", d);
+  return fmt::format("{}", d);  // shortest round-trip, as Python's repr
+}
+
+std::string QuoteRepr(const std::string& s) {
+  const bool use_double = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
+  const char q = use_double ? '"' : '\'';
+  std::string out(1, q);
+  for (char c : s) {
+    if (c == q || c == '\\') out += '\\', out += c;
+    else if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else out += c;
+  }
+  return out + q;
+}
+
+}  // namespace
+
+std::string Value::Str() const {
+  switch (kind()) {
+    case Kind::kUndefined: return "";
+    case Kind::kString: return as_string();
+    default: return Repr();
+  }
+}
+
+std::string Value::Repr() const {
+  switch (kind()) {
+    case Kind::kUndefined: return "";
+    case Kind::kNone: return "None";
+    case Kind::kBool: return as_bool() ? "True" : "False";
+    case Kind::kInt: return std::to_string(as_int());
+    case Kind::kFloat: return FloatRepr(as_double());
+    case Kind::kString: return QuoteRepr(as_string());
+    case Kind::kList: {
+      std::string s = "[";
+      for (size_t i = 0; i < as_list().size(); ++i) s += (i ? ", " : "") + as_list()[i].Repr();
+      return s + "]";
+    }
+    case Kind::kDict:
+    case Kind::kNamespace: {
+      std::string s = "{";
+      bool first = true;
+      for (const auto& [k, v] : as_dict().items) {
+        s += (first ? "" : ", ") + QuoteRepr(k) + ": " + v.Repr();
+        first = false;
+      }
+      return s + "}";
+    }
+    case Kind::kCallable: return "<function " + as_callable().name + ">";
+  }
+  return "";
+}
+
+Result<std::string> Value::ToJson(int indent) const {
+  std::function<Result<std::string>(const Value&, int)> rec = [&](const Value& v, int depth) -> Result<std::string> {
+    const std::string nl = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent * (depth + 1)), ' ') : "";
+    const std::string nl_end = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent * depth), ' ') : "";
+    const std::string item_sep = indent >= 0 ? "," : ", ";
+    switch (v.kind()) {
+      case Kind::kUndefined:
+      case Kind::kNone: return std::string("null");
+      case Kind::kBool: return std::string(v.as_bool() ? "true" : "false");
+      case Kind::kInt: return std::to_string(v.as_int());
+      case Kind::kFloat: {
+        const double d = v.as_double();
+        if (std::isnan(d)) return std::string("NaN");
+        if (std::isinf(d)) return std::string(d > 0 ? "Infinity" : "-Infinity");
+        return FloatRepr(d);
+      }
+      case Kind::kString: return nlohmann::json(v.as_string()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      case Kind::kList: {
+        if (v.as_list().empty()) return std::string("[]");
+        std::string s = "[";
+        for (size_t i = 0; i < v.as_list().size(); ++i) {
+          GRAFT_ASSIGN_OR_RETURN(std::string e, rec(v.as_list()[i], depth + 1));
+          s += (i ? item_sep : "") + nl + e;
+        }
+        return s + nl_end + "]";
+      }
+      case Kind::kDict:
+      case Kind::kNamespace: {
+        if (v.as_dict().items.empty()) return std::string("{}");
+        std::string s = "{";
+        bool first = true;
+        for (const auto& [k, e] : v.as_dict().items) {
+          GRAFT_ASSIGN_OR_RETURN(std::string ej, rec(e, depth + 1));
+          s += (first ? "" : item_sep) + nl + nlohmann::json(k).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+               ": " + ej;
+          first = false;
+        }
+        return s + nl_end + "}";
+      }
+      case Kind::kCallable: return InvalidArgument("tojson: a function is not JSON serializable");
+    }
+    return std::string();
+  };
+  return rec(*this, 0);
+}
+
+const char* Value::TypeName() const {
+  switch (kind()) {
+    case Kind::kUndefined: return "undefined";
+    case Kind::kNone: return "none";
+    case Kind::kBool: return "bool";
+    case Kind::kInt: return "int";
+    case Kind::kFloat: return "float";
+    case Kind::kString: return "string";
+    case Kind::kList: return "list";
+    case Kind::kDict: return "dict";
+    case Kind::kNamespace: return "namespace";
+    case Kind::kCallable: return "function";
+  }
+  return "?";
+}
+
+bool Equal(const Value& a, const Value& b) {
+  using K = Value::Kind;
+  if (a.is_number() && b.is_number()) return a.as_double() == b.as_double();
+  if (a.kind() == K::kBool && b.is_number()) return (a.as_bool() ? 1.0 : 0.0) == b.as_double();
+  if (b.kind() == K::kBool && a.is_number()) return (b.as_bool() ? 1.0 : 0.0) == a.as_double();
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case K::kUndefined:
+    case K::kNone: return true;
+    case K::kBool: return a.as_bool() == b.as_bool();
+    case K::kString: return a.as_string() == b.as_string();
+    case K::kList: {
+      const auto &x = a.as_list(), &y = b.as_list();
+      if (x.size() != y.size()) return false;
+      for (size_t i = 0; i < x.size(); ++i) if (!Equal(x[i], y[i])) return false;
+      return true;
+    }
+    case K::kDict:
+    case K::kNamespace: {
+      const auto &x = a.as_dict(), &y = b.as_dict();
+      if (x.items.size() != y.items.size()) return false;
+      for (const auto& [k, v] : x.items) {
+        const Value* o = y.Find(k);
+        if (!o || !Equal(v, *o)) return false;
+      }
+      return true;
+    }
+    default: return &a.as_callable() == &b.as_callable();
+  }
+}
+
+}  // namespace graft::jinja

@@ -1,0 +1,92 @@
+// Value: the dynamic values a chat template computes with (a Python/Jinja subset).
+//
+// Undefined, None, bool, int, float, string, list, dict (insertion-ordered), namespace
+// (a mutable dict) and callable (macros, raise_exception). Lists, dicts and namespaces are
+// shared by reference, as in Python. Conversions follow Python's rules where templates
+// observe them: truthiness, str() of numbers ("1.0", "True", "None"), == across int/float.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "util/status.h"
+
+namespace graft::jinja {
+
+class Value;
+using List = std::vector<Value>;
+struct Dict {
+  std::vector<std::pair<std::string, Value>> items;
+  const Value* Find(const std::string& key) const;
+  Value* Find(const std::string& key);
+  void Set(const std::string& key, Value v);
+};
+struct Undefined {};
+struct None {};
+struct Callable {
+  std::string name;
+  // args: positional; kwargs: named. Returns the call's value.
+  std::function<Result<Value>(const List& args, const Dict& kwargs)> fn;
+};
+
+class Value {
+ public:
+  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace, kCallable };
+
+  Value() : v_(Undefined{}) {}
+  static Value None() { Value x; x.v_ = jinja::None{}; return x; }
+  Value(bool b) : v_(b) {}                                             // NOLINT
+  Value(int64_t i) : v_(i) {}                                          // NOLINT
+  Value(int i) : v_(static_cast<int64_t>(i)) {}                        // NOLINT
+  Value(double d) : v_(d) {}                                           // NOLINT
+  Value(std::string s) : v_(std::move(s)) {}                           // NOLINT
+  Value(const char* s) : v_(std::string(s)) {}                         // NOLINT
+  Value(List l) : v_(std::make_shared<List>(std::move(l))) {}          // NOLINT
+  Value(Dict d, bool is_namespace = false)                             // NOLINT
+      : v_(std::make_shared<Dict>(std::move(d))), namespace_(is_namespace) {}
+  Value(Callable c) : v_(std::make_shared<Callable>(std::move(c))) {}  // NOLINT
+
+  static Value FromJson(const nlohmann::ordered_json& j);
+
+  Kind kind() const;
+  bool is_undefined() const { return kind() == Kind::kUndefined; }
+  bool is_none() const { return kind() == Kind::kNone; }
+  bool is_string() const { return kind() == Kind::kString; }
+  bool is_number() const { return kind() == Kind::kInt || kind() == Kind::kFloat; }
+  bool is_list() const { return kind() == Kind::kList; }
+  bool is_dict() const { return kind() == Kind::kDict || kind() == Kind::kNamespace; }
+
+  bool as_bool() const { return std::get<bool>(v_); }
+  int64_t as_int() const { return std::get<int64_t>(v_); }
+  double as_double() const;  // int or float
+  const std::string& as_string() const { return std::get<std::string>(v_); }
+  List& as_list() const { return *std::get<std::shared_ptr<List>>(v_); }
+  Dict& as_dict() const { return *std::get<std::shared_ptr<Dict>>(v_); }
+  const Callable& as_callable() const { return *std::get<std::shared_ptr<Callable>>(v_); }
+
+  bool Truthy() const;
+  // Python str(): what {{ value }} prints.
+  std::string Str() const;
+  // Python repr() (strings quoted), used inside lists and dicts.
+  std::string Repr() const;
+  // Python json.dumps(value, ensure_ascii=False, indent=indent) with its default separators.
+  Result<std::string> ToJson(int indent) const;
+  const char* TypeName() const;
+
+ private:
+  std::variant<Undefined, jinja::None, bool, int64_t, double, std::string, std::shared_ptr<List>,
+               std::shared_ptr<Dict>, std::shared_ptr<Callable>>
+      v_;
+  bool namespace_ = false;
+};
+
+bool Equal(const Value& a, const Value& b);
+
+}  // namespace graft::jinja

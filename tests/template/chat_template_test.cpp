@@ -1,0 +1,141 @@
+// Chat templates rendered by graft against @huggingface/jinja's renderings
+// (oracle/render-templates.mjs) of the Qwen3 and Qwen3.5 templates, byte for byte.
+#include "tokenizer/chat_template.h"
+
+#include <gtest/gtest.h>
+
+#include "template/interpreter.h"
+#include "template/parser.h"
+#include "test_util.h"
+
+namespace graft {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::shared_ptr<const ChatTemplate> LoadTemplate(const std::string& name) {
+  const std::string path = test::Fixture("templates/" + name + ".jinja");
+  auto t = ChatTemplate::FromText(test::ReadText(path), path);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(t).value() : nullptr;
+}
+
+TEST(ChatTemplate, MatchesHuggingFaceJinjaByteForByte) {
+  const json cases = json::parse(test::ReadText(test::Fixture("templates/conversations.json")));
+  const json renders = json::parse(test::ReadText(test::Fixture("templates/renders.json")));
+  ASSERT_GT(renders.size(), 25u);
+  std::map<std::string, std::shared_ptr<const ChatTemplate>> templates = {{"qwen3", LoadTemplate("qwen3")},
+                                                                          {"qwen3_5", LoadTemplate("qwen3_5")}};
+  size_t compared = 0;
+  for (const auto& r : renders) {
+    const std::string tname = r["template"], cname = r["case"];
+    const json* c = nullptr;
+    for (const auto& x : cases) if (x["name"] == cname) c = &x;
+    ASSERT_NE(c, nullptr) << cname;
+    ChatOptions opt;
+    opt.add_generation_prompt = c->value("add_generation_prompt", true);
+    if (c->contains("enable_thinking")) opt.enable_thinking = (*c)["enable_thinking"].get<bool>();
+    if (c->contains("tools")) opt.tools = (*c)["tools"];
+    opt.extra = c->value("extra", json::object());
+    opt.extra["bos_token"] = "";
+    opt.extra["eos_token"] = "<|im_end|>";
+    auto got = templates[tname]->Render((*c)["messages"], opt);
+    if (r.contains("error")) {
+      ASSERT_FALSE(got.ok()) << tname << "/" << cname;
+      EXPECT_NE(got.status().message().find(r["error"].get<std::string>()), std::string::npos) << got.status().ToString();
+      continue;
+    }
+    ASSERT_TRUE(got.ok()) << tname << "/" << cname << ": " << got.status().ToString();
+    EXPECT_EQ(got.value(), r["rendered"].get<std::string>()) << tname << "/" << cname;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 29u);  // every rendering but the three expected errors
+}
+
+std::string RenderText(const std::string& tmpl, const std::string& vars_json = "{}") {
+  auto t = jinja::Parse(tmpl);
+  if (!t.ok()) return "PARSE ERROR: " + t.status().message();
+  jinja::Value v = jinja::Value::FromJson(json::parse(vars_json));
+  auto out = jinja::Render(**t, v.as_dict());
+  return out.ok() ? out.value() : "RENDER ERROR: " + out.status().message();
+}
+
+TEST(Jinja, WhitespaceControlTrimAndLstripBlocks) {
+  EXPECT_EQ(RenderText("a\n  {% if true %}\n  b\n  {% endif %}\nc"), "a\n  b\nc");
+  EXPECT_EQ(RenderText("a  {%- if true -%}  b  {%- endif -%}  c"), "abc");
+  EXPECT_EQ(RenderText("{{ 'x' }}\n{{ 'y' }}"), "x\ny");  // expression tags keep their newline
+  EXPECT_EQ(RenderText("a {# comment #}\nb"), "a b");
+}
+
+TEST(Jinja, ExpressionsFiltersTestsAndMethods) {
+  EXPECT_EQ(RenderText("{{ 1 + 2 * 3 }} {{ 7 // 2 }} {{ 7 / 2 }} {{ -7 % 3 }} {{ 2 ** 10 }}"), "7 3 3.5 2 1024");
+  EXPECT_EQ(RenderText("{{ [1, 2, 3][::-1] }} {{ 'abcdef'[1:4] }} {{ [1,2,3][-1] }}"), "[3, 2, 1] bcd 3");
+  EXPECT_EQ(RenderText("{{ 'a' ~ 1 ~ none ~ true }}"), "a1NoneTrue");
+  EXPECT_EQ(RenderText("{{ '  x  '|trim }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}"), "x|['a', 'b', '', 'c']|['a', 'b']");
+  EXPECT_EQ(RenderText("{{ 'Hello'.startswith('He') }} {{ 'xyz'.rstrip('z') }} {{ 'abc'|upper }}"), "True xy ABC");
+  EXPECT_EQ(RenderText("{{ x|tojson }}", R"({"x": {"a": [1, 2.5, "é\n"], "b": null}})"), R"({"a": [1, 2.5, "é\n"], "b": null})");
+  EXPECT_EQ(RenderText("{{ x|tojson(indent=2) }}", R"({"x": {"a": [1]}})"), "{\n  \"a\": [\n    1\n  ]\n}");
+  EXPECT_EQ(RenderText("{{ y is defined }} {{ x is mapping }} {{ x.k is none }} {{ 3 is odd }} {{ 'a' is not string }}",
+                       R"({"x": {"k": null}})"),
+            "False True True True False");
+  EXPECT_EQ(RenderText("{{ 'b' in 'abc' }} {{ 2 in [1, 2] }} {{ 'k' in x }} {{ 'z' not in x }}", R"({"x": {"k": 1}})"),
+            "True True True True");
+  EXPECT_EQ(RenderText("{{ 'yes' if x else 'no' }} {{ x or 'fallback' }} {{ undefined_thing|default('d') }}", R"({"x": 0})"),
+            "no fallback d");
+  EXPECT_EQ(RenderText("{% for k, v in x|items %}{{ k }}={{ v }};{% endfor %}", R"({"x": {"a": 1, "b": 2}})"), "a=1;b=2;");
+  EXPECT_EQ(RenderText("{{ x|selectattr('r', 'equalto', 'u')|map(attribute='c')|join(',') }}",
+                       R"({"x": [{"r": "u", "c": "1"}, {"r": "s", "c": "2"}, {"r": "u", "c": "3"}]})"),
+            "1,3");
+}
+
+TEST(Jinja, LoopsScopesMacrosAndNamespaces) {
+  EXPECT_EQ(RenderText("{% for x in [1,2,3] %}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}{% if not loop.last %},{% endif %}{% endfor %}"),
+            "0TrueFalse,1FalseFalse,2FalseTrue");
+  EXPECT_EQ(RenderText("{% set n = 1 %}{% for x in [1] %}{% set n = 5 %}{% endfor %}{{ n }}"), "1");
+  EXPECT_EQ(RenderText("{% set ns = namespace(n=1) %}{% for x in [1] %}{% set ns.n = 5 %}{% endfor %}{{ ns.n }}"), "5");
+  EXPECT_EQ(RenderText("{% for x in [1,2,3,4] %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 4 %}{% break %}{% endif %}{{ x }}{% endfor %}"), "13");
+  EXPECT_EQ(RenderText("{% for x in [] %}a{% else %}empty{% endfor %}"), "empty");
+  EXPECT_EQ(RenderText("{% for x in [1,2,3,4] if x is even %}{{ x }}{{ loop.length }}{% endfor %}"), "2242");
+  EXPECT_EQ(RenderText("{% macro m(a, b='B') %}[{{ a }}{{ b }}]{% endmacro %}{{ m(1) }}{{ m(2, b=3) }}{{ m('x')|length }}"), "[1B][23]4");
+  EXPECT_EQ(RenderText("{% for x in [1,2] %}{{ loop.previtem }}{{ loop.nextitem }}|{% endfor %}"), "2|1|");
+  EXPECT_EQ(RenderText("{% set s %}in{{ 1 }}{% endset %}{{ s }}"), "in1");
+}
+
+TEST(Jinja, UnsupportedConstructsAreNamed) {
+  EXPECT_EQ(RenderText("x\n{% include 'other' %}"), "PARSE ERROR: line 2: unsupported tag 'include'");
+  EXPECT_EQ(RenderText("{{ 1|wordwrap }}"), "RENDER ERROR: line 1: unsupported filter 'wordwrap'");
+  EXPECT_EQ(RenderText("{{ 1 is prime }}"), "RENDER ERROR: line 1: unsupported test 'prime'");
+  EXPECT_EQ(RenderText("{{ 'a'.zfill(3) }}"), "RENDER ERROR: line 1: unsupported method 'zfill' on a string");
+  EXPECT_EQ(RenderText("{% if x %}never closed"), "PARSE ERROR: line 1: missing '{% endif %}' before the end of the template");
+  EXPECT_EQ(RenderText("{{ 'unterminated }}"), "PARSE ERROR: line 1: '{{' is never closed");
+  EXPECT_EQ(RenderText("{{ 1 + }}"), "PARSE ERROR: line 1: unexpected 'end of tag' in an expression");
+  EXPECT_EQ(RenderText("{{ 'a' + 1 }}"), "RENDER ERROR: line 1: unsupported operands for '+': string and int");
+  EXPECT_EQ(RenderText("{{ raise_exception('boom') }}"), "RENDER ERROR: line 1: template raised: boom");
+  EXPECT_EQ(RenderText("{{ nothing() }}"), "RENDER ERROR: line 1: 'nothing' is not a function (it is undefined)");
+}
+
+TEST(ChatTemplate, LoadsFromTokenizerConfigAndOverride) {
+  test::TempDir d;
+  test::WriteText(d.File("tokenizer_config.json"),
+                  R"({"eos_token": "<|im_end|>", "bos_token": null, "chat_template": "{{ eos_token }}|{{ messages[0].content }}"})");
+  auto t = ChatTemplate::Load(d.path(), "");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ((*t)->eos_token(), "<|im_end|>");
+  EXPECT_EQ((*t)->Render(json::parse(R"([{"role":"user","content":"hi"}])"), {}).value(), "<|im_end|>|hi");
+  test::WriteText(d.File("override.jinja"), "override {{ messages|length }}");
+  auto o = ChatTemplate::Load(d.path(), d.File("override.jinja"));
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ((*o)->Render(json::parse(R"([{"role":"user","content":"hi"}])"), {}).value(), "override 1");
+  test::TempDir empty;
+  auto none = ChatTemplate::Load(empty.path(), "");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("pass --chat-template FILE"), std::string::npos);
+  auto bad = ChatTemplate::FromText("{% for %}", "bad.jinja");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("chat template bad.jinja: line 1"), std::string::npos);
+  auto msgs = ChatTemplate::FromText("x", "t");
+  EXPECT_FALSE((*msgs)->Render(json::parse(R"([{"content":"no role"}])"), {}).ok());
+}
+
+}  // namespace
+}  // namespace graft
