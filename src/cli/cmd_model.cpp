@@ -1,0 +1,83 @@
+// graft logits | info | compare-logits
+#include <fmt/core.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "io/checkpoint.h"
+#include "io/identity.h"
+#include "io/model_config.h"
+#include "model/model.h"
+#include "tools/compare_logits.h"
+#include "tools/logits.h"
+
+namespace graft::cli {
+
+void AddLogitsCommand(CLI::App& app, Runner& run) {
+  struct S {
+    ModelSettings m;
+    LogitsJob job;
+  };
+  auto s = std::make_shared<S>();
+  auto* cmd = app.add_subcommand("logits", "Logits for every position of int32 token sequences (each from an empty cache)");
+  AddModelFlags(cmd, s->m);
+  cmd->add_option("--input", s->job.input, "IN.safetensors: int32 1-D token tensors under any names")
+      ->required()->check(CLI::ExistingFile);
+  cmd->add_option("--output", s->job.output, "OUT.safetensors: float32 [len, vocab] logits under the same names")->required();
+  cmd->callback([s, &run] {
+    run = [s]() -> Status {
+      spdlog::info("graft logits: model {} | device {} | activations {} | threads {} | {} -> {}", s->m.model,
+                   s->m.device, s->m.dtype, s->m.threads, s->job.input, s->job.output);
+      std::unique_ptr<Ops> ops;
+      GRAFT_RETURN_IF_ERROR(MakeOps(s->m, &ops));
+      GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(s->m.model));
+      spdlog::info("model: {} ({:.1f} MB of weights)", model->config().Summary(), model->weights().bytes() / 1e6);
+      return RunLogits(*model, *ops, s->job);
+    };
+  });
+}
+
+void AddInfoCommand(CLI::App& app, Runner& run) {
+  struct S {
+    std::string dir, cache_dir = DefaultCacheDir();
+  };
+  auto s = std::make_shared<S>();
+  auto* cmd = app.add_subcommand("info", "Print a checkpoint's configuration and identity (SHA-256, cached)");
+  cmd->add_option("--model", s->dir, "Model directory")->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--cache-dir", s->cache_dir, "Where identities are cached (empty: no cache)")->capture_default_str();
+  cmd->callback([s, &run] {
+    run = [s]() -> Status {
+      GRAFT_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(s->dir));
+      GRAFT_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(s->dir));
+      GRAFT_ASSIGN_OR_RETURN(IdentityResult id, CachedIdentity(ckpt, s->cache_dir));
+      fmt::print("model     {}\nconfig    {}\ntensors   {} in {} file(s), {:.1f} MB\nidentity  {}{}\n", s->dir,
+                 cfg.Summary(), ckpt.All().size(), ckpt.files().size(), ckpt.total_bytes() / 1e6, id.identity,
+                 id.from_cache ? " (cached)" : "");
+      return Status::Ok();
+    };
+  });
+}
+
+void AddCompareLogitsCommand(CLI::App& app, Runner& run) {
+  struct S {
+    std::string reference, candidate;
+  };
+  auto s = std::make_shared<S>();
+  auto* cmd = app.add_subcommand("compare-logits", "Compare two logits files: top-1 agreement, max |dlogit|, mean KL");
+  cmd->add_option("--reference", s->reference, "Reference logits (e.g. transformers')")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--candidate", s->candidate, "Candidate logits (e.g. graft logits output)")->required()->check(CLI::ExistingFile);
+  cmd->callback([s, &run] {
+    run = [s]() -> Status {
+      GRAFT_ASSIGN_OR_RETURN(std::vector<LogitsAgreement> rows, CompareLogitsFiles(s->reference, s->candidate));
+      fmt::print("{:<12} {:>9} {:>14} {:>22} {:>12}\n", "sequence", "positions", "top-1 agree", "max|dlogit|/max|logit|",
+                 "mean KL");
+      for (const auto& r : rows) {
+        fmt::print("{:<12} {:>9} {:>8} {:>5.1f}% {:>22.2e} {:>12.2e}\n", r.name, r.positions,
+                   fmt::format("{}/{}", r.top1_same, r.positions), 100.0 * r.top1_same / std::max(r.positions, 1),
+                   r.max_abs_diff / std::max(r.max_abs_ref, 1e-30), r.mean_kl);
+      }
+      return Status::Ok();
+    };
+  });
+}
+
+}  // namespace graft::cli

@@ -1,0 +1,92 @@
+// graft tokenize | generate
+#include <fmt/core.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "model/model.h"
+#include "tools/generate.h"
+#include "tools/tokenize.h"
+
+namespace graft::cli {
+namespace {
+
+std::string TokenizerPath(const std::string& dir) { return (std::filesystem::path(dir) / "tokenizer.json").string(); }
+
+}  // namespace
+
+void AddTokenizeCommand(CLI::App& app, Runner& run) {
+  struct S {
+    std::string model, input, output;
+    bool decode = false;
+  };
+  auto s = std::make_shared<S>();
+  auto* cmd = app.add_subcommand("tokenize", "Strings to token ids with the model's tokenizer.json (or back with --decode)");
+  cmd->add_option("--model", s->model, "Model directory holding tokenizer.json")->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--input", s->input, "STRINGS.json: a JSON array of strings (with --decode: of id arrays)")
+      ->required()->check(CLI::ExistingFile);
+  cmd->add_option("--output", s->output, "IDS.json: a JSON array of id arrays (with --decode: of strings)")->required();
+  cmd->add_flag("--decode", s->decode, "Decode id arrays to strings instead");
+  cmd->callback([s, &run] {
+    run = [s]() -> Status {
+      GRAFT_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromFile(TokenizerPath(s->model)));
+      return RunTokenize(*tok, s->input, s->output, s->decode);
+    };
+  });
+}
+
+void AddGenerateCommand(CLI::App& app, Runner& run) {
+  struct S {
+    ModelSettings m;
+    GenerateJob job;
+    std::string chat_template, thinking = "default";
+  };
+  auto s = std::make_shared<S>();
+  auto* cmd = app.add_subcommand("generate", "Generate a reply to a prompt (chat template applied), streamed to stdout");
+  AddModelFlags(cmd, s->m);
+  cmd->add_option("--prompt", s->job.prompt, "The user message")->required();
+  cmd->add_option("--system", s->job.system, "An optional system message");
+  cmd->add_flag("--raw", s->job.raw, "Encode the prompt as is, without the chat template");
+  cmd->add_option("--chat-template", s->chat_template, "A Jinja file to use instead of the model's chat template")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--enable-thinking", s->thinking, "true, false or default (the template decides)")->capture_default_str()
+      ->check(CLI::IsMember({"true", "false", "default"}));
+  cmd->add_option("--max-tokens", s->job.max_tokens, "Stop after this many generated tokens")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--temperature", s->job.sampling.temperature, "0 = greedy")->capture_default_str()->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--top-k", s->job.sampling.top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str()->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--top-p", s->job.sampling.top_p, "Nucleus sampling threshold (1 = off)")->capture_default_str();
+  cmd->add_option("--seed", s->job.sampling.seed, "Sampling seed: the same seed gives the same text")->capture_default_str();
+  cmd->callback([s, &run] {
+    run = [s]() -> Status {
+      if (s->thinking != "default") s->job.chat.enable_thinking = s->thinking == "true";
+      std::unique_ptr<Ops> ops;
+      GRAFT_RETURN_IF_ERROR(MakeOps(s->m, &ops));
+      GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(s->m.model));
+      GRAFT_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromFile(TokenizerPath(s->m.model)));
+      std::shared_ptr<const ChatTemplate> tmpl;
+      if (!s->job.raw) {
+        GRAFT_ASSIGN_OR_RETURN(tmpl, ChatTemplate::Load(s->m.model, s->chat_template));
+      }
+      const auto stop = StopTokens(s->m.model, model->config(), *tok, tmpl.get());
+      spdlog::info("graft generate: {} | {} | {} threads | max {} tokens | temperature {} top-k {} top-p {} seed {}",
+                   model->config().Summary(), s->m.dtype, s->m.threads, s->job.max_tokens, s->job.sampling.temperature,
+                   s->job.sampling.top_k, s->job.sampling.top_p, s->job.sampling.seed);
+      GRAFT_ASSIGN_OR_RETURN(GenerateResult r, RunGenerate(*model, *ops, *tok, tmpl.get(), stop, s->job,
+                                                          [](const std::string& piece) {
+                                                            std::fwrite(piece.data(), 1, piece.size(), stdout);
+                                                            std::fflush(stdout);
+                                                          }));
+      std::fputc('\n', stdout);
+      spdlog::info("prompt {} tokens in {:.3f} s ({:.0f} tokens/s); generated {} tokens in {:.3f} s ({:.1f} tokens/s); "
+                   "stopped: {}",
+                   r.prompt_tokens, r.prefill_seconds, r.prompt_tokens / std::max(r.prefill_seconds, 1e-9),
+                   r.generated_tokens, r.decode_seconds, r.generated_tokens / std::max(r.decode_seconds, 1e-9),
+                   r.stop_reason);
+      return Status::Ok();
+    };
+  });
+}
+
+}  // namespace graft::cli
