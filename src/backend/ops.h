@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "adapters/lora.h"
 #include "model/weights.h"
 
 namespace graft {
@@ -59,6 +60,18 @@ struct GdnCoreArgs {
   float* out;           // [n, Hv, dv]
 };
 
+// LoRA deltas for the rows that select an adapter (see adapters/lora.h for the arithmetic).
+// Rows whose slot is 0, or whose adapter has no module on this projection, are not touched.
+struct LoraArgs {
+  const float* x;            // [m, k] the projection's input
+  int64_t m, k;
+  const int32_t* row_slot;   // [m] adapter slot per row, 0 = base
+  // By slot: the modules of that adapter on this fused projection (nullptr or empty: none).
+  const std::vector<const std::vector<LoraModule>*>* modules;
+  float* y;                  // [m, y_stride] the base matmul's output, updated in place
+  int64_t y_stride;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -72,6 +85,8 @@ class Ops {
   // y[m, N] = x[m, K] · Wᵀ with W [N, K]; fp32 accumulation; rounds once at the end when
   // round_output (logits are kept in fp32: pass false).
   virtual void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) = 0;
+  // y += LoRA deltas, per row by its adapter (LoraArgs).
+  virtual void LoraAdd(const LoraArgs& a) = 0;
   // Strided 2-D copy: dst[r, dst_col + c] = src[r, src_col + c], c < cols.
   virtual void CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                          int64_t dst_col, int64_t rows, int64_t cols) = 0;

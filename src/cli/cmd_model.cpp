@@ -29,9 +29,9 @@ void AddLogitsCommand(CLI::App& app, Runner& run) {
                    s->m.device, s->m.dtype, s->m.threads, s->job.input, s->job.output);
       std::unique_ptr<Ops> ops;
       GRAFT_RETURN_IF_ERROR(MakeOps(s->m, &ops));
-      GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(s->m.model));
-      spdlog::info("model: {} ({:.1f} MB of weights)", model->config().Summary(), model->weights().bytes() / 1e6);
-      return RunLogits(*model, *ops, s->job);
+      GRAFT_ASSIGN_OR_RETURN(LoadedModel lm, LoadModelAndAdapter(s->m));
+      s->job.adapter_slot = lm.slot;
+      return RunLogits(*lm.model, *ops, s->job, lm.adapters);
     };
   });
 }

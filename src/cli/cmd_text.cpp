@@ -63,7 +63,9 @@ void AddGenerateCommand(CLI::App& app, Runner& run) {
       if (s->thinking != "default") s->job.chat.enable_thinking = s->thinking == "true";
       std::unique_ptr<Ops> ops;
       GRAFT_RETURN_IF_ERROR(MakeOps(s->m, &ops));
-      GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(s->m.model));
+      GRAFT_ASSIGN_OR_RETURN(LoadedModel lm, LoadModelAndAdapter(s->m));
+      const Model* model = lm.model.get();
+      s->job.adapter_slot = lm.slot;
       GRAFT_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromFile(TokenizerPath(s->m.model)));
       std::shared_ptr<const ChatTemplate> tmpl;
       if (!s->job.raw) {
@@ -77,7 +79,8 @@ void AddGenerateCommand(CLI::App& app, Runner& run) {
                                                           [](const std::string& piece) {
                                                             std::fwrite(piece.data(), 1, piece.size(), stdout);
                                                             std::fflush(stdout);
-                                                          }));
+                                                          },
+                                                          lm.adapters));
       std::fputc('\n', stdout);
       spdlog::info("prompt {} tokens in {:.3f} s ({:.0f} tokens/s); generated {} tokens in {:.3f} s ({:.1f} tokens/s); "
                    "stopped: {}",

@@ -8,7 +8,9 @@
 #include <string>
 #include <thread>
 
+#include "adapters/lora.h"
 #include "backend/ops.h"
+#include "model/model.h"
 #include "util/status.h"
 
 namespace graft::cli {
@@ -18,6 +20,8 @@ using Runner = std::function<Status()>;
 // Flags every model-running command shares.
 struct ModelSettings {
   std::string model;
+  std::string adapter;  // a PEFT adapter directory, applied to every row ("" = none)
+  bool force = false;   // load an adapter whose manifest names another base
   std::string device = "cpu";
   std::string dtype = "bfloat16";
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -25,6 +29,15 @@ struct ModelSettings {
 void AddModelFlags(CLI::App* cmd, ModelSettings& s);
 Status MakeOps(const ModelSettings& s, std::unique_ptr<Ops>* ops);
 std::string DefaultCacheDir();
+
+// A loaded model with the optional adapter of ModelSettings in slot 1; logs a memory summary.
+struct LoadedModel {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<LoraAdapter> adapter;
+  AdapterSet adapters;
+  int32_t slot = 0;  // the slot rows should select
+};
+Result<LoadedModel> LoadModelAndAdapter(const ModelSettings& s);
 
 void AddLogitsCommand(CLI::App& app, Runner& run);
 void AddInfoCommand(CLI::App& app, Runner& run);

@@ -4,38 +4,56 @@
 
 namespace graft {
 
-void Mlp(Ops& ops, const LayerWeights& l, const float* x, int n, int hidden, int inter, float* out) {
-  (void)hidden;
+void AddLora(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, const float* x, int64_t k, float* y,
+             int64_t y_stride) {
+  const auto& slots = ctx.adapters.slots;
+  std::vector<const std::vector<LoraModule>*> modules(slots.size(), nullptr);
+  bool any = false;
+  for (size_t s = 1; s < slots.size(); ++s) {
+    if (!slots[s]) continue;
+    const auto& mods = slots[s]->layers[static_cast<size_t>(layer)].at(target);
+    if (!mods.empty()) modules[s] = &mods;
+  }
+  for (int32_t slot : ctx.batch.row_adapter) any |= slot > 0 && modules[static_cast<size_t>(slot)] != nullptr;
+  if (!any) return;  // base rows never see a LoRA op
+  LoraArgs a{x, ctx.batch.rows(), k, ctx.batch.row_adapter.data(), &modules, y, y_stride};
+  ops.LoraAdd(a);
+}
+
+void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, const float* x, int hidden, int inter,
+         float* out) {
+  const int n = ctx.batch.rows();
   std::vector<float> gu(static_cast<size_t>(n) * 2 * inter), act(static_cast<size_t>(n) * inter);
   ops.MatMul(x, n, l.gate_up, gu.data(), true);
+  AddLora(ops, ctx, layer, LoraTarget::kMlpGateUp, x, hidden, gu.data(), 2 * inter);
   ops.SiluMul(gu.data(), n, inter, act.data());
   ops.MatMul(act.data(), n, l.down, out, true);
+  AddLora(ops, ctx, layer, LoraTarget::kMlpDown, act.data(), inter, out, hidden);
 }
 
-void CachedAttention(Ops& ops, KvCache& cache, const float* q, const float* k, const float* v,
-                     const int32_t* pos, int n, const ModelConfig& c, float* out) {
-  const size_t row = static_cast<size_t>(c.num_kv_heads) * c.head_dim;
-  cache.k.insert(cache.k.end(), k, k + n * row);
-  cache.v.insert(cache.v.end(), v, v + n * row);
-  cache.len += n;
-  AttentionArgs a{};
-  a.q = q;
-  a.k_cache = cache.k.data();
-  a.v_cache = cache.v.data();
-  a.pos = pos;
-  a.n = n;
-  a.num_heads = c.num_heads;
-  a.num_kv_heads = c.num_kv_heads;
-  a.head_dim = c.head_dim;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  a.out = out;
-  ops.Attention(a);
-}
-
-std::vector<int32_t> Positions(const SequenceState& s, int n) {
-  std::vector<int32_t> p(static_cast<size_t>(n));
-  for (int t = 0; t < n; ++t) p[t] = s.pos + t;
-  return p;
+void CachedAttention(Ops& ops, const StepContext& ctx, int layer, const float* q, const float* k, const float* v,
+                     const ModelConfig& c, float* out) {
+  const int64_t kv_w = int64_t{c.num_kv_heads} * c.head_dim, q_w = int64_t{c.num_heads} * c.head_dim;
+  const auto& b = ctx.batch;
+  for (int s = 0; s < b.num_seqs(); ++s) {
+    const int r0 = b.seq_start[s], n = b.seq_start[s + 1] - r0;
+    KvCache& cache = b.states[s]->kv[static_cast<size_t>(layer)];
+    cache.k.insert(cache.k.end(), k + r0 * kv_w, k + (r0 + n) * kv_w);
+    cache.v.insert(cache.v.end(), v + r0 * kv_w, v + (r0 + n) * kv_w);
+    cache.len += n;
+    AttentionArgs a{};
+    a.q = q + r0 * q_w;
+    a.k_cache = cache.k.data();
+    a.v_cache = cache.v.data();
+    a.pos = ctx.pos.data() + r0;
+    a.n = n;
+    a.num_heads = c.num_heads;
+    a.num_kv_heads = c.num_kv_heads;
+    a.head_dim = c.head_dim;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    a.out = out + r0 * q_w;
+    ops.Attention(a);
+  }
 }
 
 }  // namespace graft

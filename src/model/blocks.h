@@ -8,15 +8,18 @@
 
 namespace graft {
 
-// SwiGLU MLP: out [n, H] = down(r(r(silu(gate(x))) * up(x))), x [n, H].
-void Mlp(Ops& ops, const LayerWeights& l, const float* x, int n, int hidden, int inter, float* out);
+// y [rows, y_stride] += the LoRA deltas of each row's adapter on one fused projection of one
+// layer; x [rows, k] is that projection's input. A no-op when no row's adapter touches it.
+void AddLora(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, const float* x, int64_t k, float* y,
+             int64_t y_stride);
 
-// Appends k, v [n, nkv*hd] to the cache, then attends q [n, nh, hd] over it causally.
-// out: [n, nh*hd]. pos: the n query positions (= cache.len before the append, onwards).
-void CachedAttention(Ops& ops, KvCache& cache, const float* q, const float* k, const float* v,
-                     const int32_t* pos, int n, const ModelConfig& c, float* out);
+// SwiGLU MLP with its LoRA deltas: out [n, H] = down(r(r(silu(gate(x))) * up(x))), x [n, H].
+void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, const float* x, int hidden, int inter,
+         float* out);
 
-// Positions state.pos .. state.pos + n - 1.
-std::vector<int32_t> Positions(const SequenceState& s, int n);
+// For every sequence of the step: appends its k, v rows [n_s, nkv*hd] to its cache, then
+// attends its q rows [n_s, nh, hd] over the cache causally. out: [rows, nh*hd].
+void CachedAttention(Ops& ops, const StepContext& ctx, int layer, const float* q, const float* k, const float* v,
+                     const ModelConfig& c, float* out);
 
 }  // namespace graft

@@ -37,7 +37,8 @@ std::set<int32_t> StopTokens(const std::string& model_dir, const ModelConfig& cf
 
 Result<GenerateResult> RunGenerate(const Model& model, Ops& ops, const Tokenizer& tok, const ChatTemplate* tmpl,
                                    const std::set<int32_t>& stop, const GenerateJob& job,
-                                   const std::function<void(const std::string&)>& on_text) {
+                                   const std::function<void(const std::string&)>& on_text,
+                                   const AdapterSet& adapters) {
   GRAFT_RETURN_IF_ERROR(ValidateSamplingParams(job.sampling));
   if (job.max_tokens < 1) return InvalidArgument(fmt::format("max_tokens {} must be >= 1", job.max_tokens));
   std::string prompt = job.prompt;
@@ -63,7 +64,7 @@ Result<GenerateResult> RunGenerate(const Model& model, Ops& ops, const Tokenizer
   SequenceState st = model.NewState();
   std::vector<float> logits(ids.size() * static_cast<size_t>(c.vocab_size));
   auto t0 = std::chrono::steady_clock::now();
-  GRAFT_RETURN_IF_ERROR(model.Forward(ops, ids.data(), static_cast<int>(ids.size()), st, logits.data()));
+  GRAFT_RETURN_IF_ERROR(model.Forward(ops, ids.data(), static_cast<int>(ids.size()), st, logits.data(), job.adapter_slot, &adapters));
   r.prefill_seconds = Since(t0);
   const float* last = logits.data() + (ids.size() - 1) * static_cast<size_t>(c.vocab_size);
   Sampler sampler(job.sampling);
@@ -84,7 +85,7 @@ Result<GenerateResult> RunGenerate(const Model& model, Ops& ops, const Tokenizer
       r.stop_reason = "context";
       break;
     }
-    GRAFT_RETURN_IF_ERROR(model.Forward(ops, &next, 1, st, step.data()));
+    GRAFT_RETURN_IF_ERROR(model.Forward(ops, &next, 1, st, step.data(), job.adapter_slot, &adapters));
     last = step.data();
   }
   on_text(dec.Flush());

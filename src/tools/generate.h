@@ -21,6 +21,7 @@ struct GenerateJob {
   ChatOptions chat;            // add_generation_prompt, enable_thinking
   int max_tokens = 256;
   SamplingParams sampling;
+  int32_t adapter_slot = 0;       // of the AdapterSet passed to RunGenerate
 };
 
 struct GenerateResult {
@@ -39,6 +40,7 @@ std::set<int32_t> StopTokens(const std::string& model_dir, const ModelConfig& cf
 // on_text receives each complete-UTF-8 piece of generated text as soon as it exists.
 Result<GenerateResult> RunGenerate(const Model& model, Ops& ops, const Tokenizer& tok, const ChatTemplate* tmpl,
                                    const std::set<int32_t>& stop, const GenerateJob& job,
-                                   const std::function<void(const std::string&)>& on_text);
+                                   const std::function<void(const std::string&)>& on_text,
+                                   const AdapterSet& adapters = AdapterSet{});
 
 }  // namespace graft

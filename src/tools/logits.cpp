@@ -13,7 +13,7 @@
 
 namespace graft {
 
-Status RunLogits(const Model& model, Ops& ops, const LogitsJob& job) {
+Status RunLogits(const Model& model, Ops& ops, const LogitsJob& job, const AdapterSet& adapters) {
   GRAFT_ASSIGN_OR_RETURN(SafetensorsFile in, SafetensorsFile::Open(job.input));
   if (in.tensors().empty()) return InvalidArgument(job.input + ": holds no token sequences");
   const int vocab = model.config().vocab_size;
@@ -34,7 +34,7 @@ Status RunLogits(const Model& model, Ops& ops, const LogitsJob& job) {
     std::memcpy(ids.data(), in.Data(t), ids.size() * 4);
     std::vector<float> logits(static_cast<size_t>(n) * vocab);
     SequenceState st = model.NewState();
-    GRAFT_RETURN_IF_ERROR(model.Forward(ops, ids.data(), n, st, logits.data()).WithContext(
+    GRAFT_RETURN_IF_ERROR(model.Forward(ops, ids.data(), n, st, logits.data(), job.adapter_slot, &adapters).WithContext(
         fmt::format("{}: sequence '{}'", job.input, t.name)));
     TensorToWrite w{t.name, DType::kF32, {n, vocab}, {}};
     w.bytes.resize(logits.size() * 4);

@@ -64,6 +64,32 @@ void CpuOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool r
   });
 }
 
+void CpuOps::LoraAdd(const LoraArgs& a) {
+  ParallelFor(a.m, threads_, [&](int64_t b, int64_t e) {
+    std::vector<float> t;
+    for (int64_t r = b; r < e; ++r) {
+      const int32_t slot = a.row_slot[r];
+      if (slot <= 0 || static_cast<size_t>(slot) >= a.modules->size()) continue;
+      const std::vector<LoraModule>* mods = (*a.modules)[slot];
+      if (!mods) continue;
+      const float* x = a.x + r * a.k;
+      for (const LoraModule& m : *mods) {
+        t.resize(static_cast<size_t>(m.rank));
+        for (int j = 0; j < m.rank; ++j) {  // shrink: t = r(x · Aᵀ)
+          t[j] = m.a.is_bf16 ? R(Dot16(x, [&](int64_t i) { return Bf16ToFloat(m.a.bf16[j * a.k + i]); }, a.k))
+                             : R(Dot16(x, [&](int64_t i) { return m.a.f32[j * a.k + i]; }, a.k));
+        }
+        float* y = a.y + r * a.y_stride + m.row_offset;
+        for (int64_t n = 0; n < m.b.rows; ++n) {  // expand: y = r(y + r(r(t · Bᵀ) * s))
+          const float u = m.b.is_bf16 ? R(Dot16(t.data(), [&](int64_t i) { return Bf16ToFloat(m.b.bf16[n * m.rank + i]); }, m.rank))
+                                      : R(Dot16(t.data(), [&](int64_t i) { return m.b.f32[n * m.rank + i]; }, m.rank));
+          y[n] = R(y[n] + R(u * m.scale));
+        }
+      }
+    }
+  });
+}
+
 void CpuOps::CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                        int64_t dst_col, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {

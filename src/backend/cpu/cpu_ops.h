@@ -19,6 +19,7 @@ class CpuOps final : public Ops {
   void RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind,
                float* out) override;
   void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) override;
+  void LoraAdd(const LoraArgs& a) override;
   void CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                  int64_t dst_col, int64_t rows, int64_t cols) override;
   void Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, double theta) override;

@@ -1,0 +1,52 @@
+#include "adapters/lora.h"
+
+#include <algorithm>
+#include <climits>
+
+namespace graft {
+
+const char* LoraTargetName(LoraTarget t) {
+  switch (t) {
+    case LoraTarget::kAttnQkv: return "attention q|k|v";
+    case LoraTarget::kAttnO: return "attention o";
+    case LoraTarget::kGdnIn: return "linear-attention in";
+    case LoraTarget::kGdnOut: return "linear-attention out";
+    case LoraTarget::kMlpGateUp: return "mlp gate|up";
+    case LoraTarget::kMlpDown: return "mlp down";
+    case LoraTarget::kCount: break;
+  }
+  return "?";
+}
+
+namespace {
+template <typename F>
+void ForEachModule(const LoraAdapter& a, F f) {
+  for (const auto& l : a.layers) for (const auto& t : l.targets) for (const auto& m : t) f(m);
+}
+}  // namespace
+
+int LoraAdapter::num_modules() const {
+  int n = 0;
+  ForEachModule(*this, [&](const LoraModule&) { ++n; });
+  return n;
+}
+
+int LoraAdapter::min_rank() const {
+  int r = INT_MAX;
+  ForEachModule(*this, [&](const LoraModule& m) { r = std::min(r, m.rank); });
+  return r == INT_MAX ? 0 : r;
+}
+
+int LoraAdapter::max_rank() const {
+  int r = 0;
+  ForEachModule(*this, [&](const LoraModule& m) { r = std::max(r, m.rank); });
+  return r;
+}
+
+int64_t LoraAdapter::bytes() const {
+  int64_t b = 0;
+  ForEachModule(*this, [&](const LoraModule& m) { b += m.a.bytes() + m.b.bytes(); });
+  return b;
+}
+
+}  // namespace graft

@@ -1,0 +1,31 @@
+// Loads and validates a PEFT LoRA adapter (adapter_config.json + adapter_model.safetensors)
+// for one base model, before anything uses it.
+//
+// Checks, each problem reported (all of them, not only the first): every tensor key maps to a
+// known layer and projection of this architecture; every module has lora_A and lora_B and
+// nothing else; the set of modules equals what adapter_config.json targets (nothing extra,
+// nothing missing); A is [rank, K] and B is [N, rank] for the projection's widths, with the
+// rank the config gives the module; dtypes are F32/BF16/F16; every value is finite. When
+// graft_manifest.json names a base identity and it differs from the loaded base's, the
+// adapter is refused unless `force`.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "adapters/lora.h"
+#include "io/model_config.h"
+#include "util/status.h"
+
+namespace graft {
+
+struct LoraLoadOptions {
+  std::string name;  // how requests will name it
+  bool force = false;
+  // Returns the loaded base's identity (computed only when a manifest asks for it).
+  std::function<Result<std::string>()> base_identity;
+};
+
+Result<LoraAdapter> LoadLoraAdapter(const std::string& dir, const ModelConfig& cfg, const LoraLoadOptions& opt);
+
+}  // namespace graft

@@ -1,0 +1,24 @@
+// The projections (nn.Linear modules) of one layer: their checkpoint names, the fused slot
+// each feeds and where its rows land there. Shared by the LoRA loader and anything else that
+// addresses individual projections of the fused weights.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "adapters/lora.h"
+#include "io/model_config.h"
+
+namespace graft {
+
+struct Projection {
+  std::string path;      // relative to the layer: "self_attn.q_proj", "linear_attn.in_proj_qkv", ...
+  LoraTarget target;     // the fused slot
+  int64_t row_offset;    // first row inside the fused slot
+  int64_t rows;          // N (output features)
+  int64_t cols;          // K (input features)
+};
+
+std::vector<Projection> LayerProjections(const ModelConfig& c, LayerKind kind);
+
+}  // namespace graft
