@@ -8,7 +8,8 @@ Usage: scripts/make-adapter-fixtures.py OUTDIR
 
 For each adapter OUTDIR/<base>-lora-<tag>/ holds adapter_config.json, adapter_model.safetensors,
 ref_f32.safetensors (PEFT, float32, the base fixture's inputs.safetensors) and meta.json;
-OUTDIR/<base>-lora-<tag>-merged/ holds the merged checkpoint (bf16) and its ref_f32.safetensors.
+OUTDIR/<base>-lora-<tag>-merged/ holds the merged checkpoint (bf16) and its ref_f32.safetensors;
+for the adapters in F32_MERGES, <...>-merged-f32/ also holds the merge saved in float32.
 Adapter weights are random (B non-zero) and rounded to bf16 values, so the float32 references
 use exactly the weights the files hold.
 """
@@ -40,6 +41,9 @@ ADAPTERS = [
     ("qwen3-tiny", "alllinear", dict(r=3, lora_alpha=6, target_modules="all-linear",
                                      exclude_modules=["layers.1.mlp.up_proj"]), torch.bfloat16),
 ]
+
+
+F32_MERGES = {"qwen3-tiny-lora-mixed", "qwen3_5-wrapper-lora-gdn"}
 
 
 def load_base(d):
@@ -90,7 +94,17 @@ def main():
         if os.path.exists(os.path.join(d, "README.md")):
             os.remove(os.path.join(d, "README.md"))
 
-        merged = pm.merge_and_unload().to(torch.bfloat16)
+        merged = pm.merge_and_unload()
+        if base_name + "-lora-" + tag in F32_MERGES:
+            # A float32 merge holds the delta exactly (no bf16 rounding residual): the fixture
+            # on which extraction at the adapter's rank must reproduce the merged logits.
+            fd = d + "-merged-f32"
+            merged.save_pretrained(fd)
+            save_file(logits(load_base(fd), seqs), os.path.join(fd, "ref_f32.safetensors"))
+            shutil.copy(os.path.join(base_dir, "inputs.safetensors"), os.path.join(fd, "inputs.safetensors"))
+            if os.path.exists(os.path.join(fd, "generation_config.json")):
+                os.remove(os.path.join(fd, "generation_config.json"))
+        merged = merged.to(torch.bfloat16)
         md = d + "-merged"
         merged.save_pretrained(md)
         for junk in ("generation_config.json",):

@@ -44,5 +44,6 @@ void AddInfoCommand(CLI::App& app, Runner& run);
 void AddCompareLogitsCommand(CLI::App& app, Runner& run);
 void AddTokenizeCommand(CLI::App& app, Runner& run);
 void AddGenerateCommand(CLI::App& app, Runner& run);
+void AddAdapterCommand(CLI::App& app, Runner& run);
 
 }  // namespace graft::cli

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   graft::cli::AddLogitsCommand(app, run);
   graft::cli::AddGenerateCommand(app, run);
   graft::cli::AddTokenizeCommand(app, run);
+  graft::cli::AddAdapterCommand(app, run);
   graft::cli::AddInfoCommand(app, run);
   graft::cli::AddCompareLogitsCommand(app, run);
   CLI11_PARSE(app, argc, argv);

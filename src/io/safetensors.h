@@ -61,6 +61,8 @@ class SafetensorsFile {
   const TensorInfo* Find(std::string_view name) const;
   // The tensor's bytes inside the mapping (not necessarily aligned to the element size).
   const uint8_t* Data(const TensorInfo& t) const { return buffer_ + t.begin; }
+  // Drops the tensor's pages from memory (see MappedFile::Release).
+  void Release(const TensorInfo& t) const { file_.Release(Data(t), t.num_bytes()); }
 
  private:
   MappedFile file_;

@@ -73,14 +73,17 @@ std::vector<Entry> BuildTable(const ModelConfig& c, ModelWeights& w, bool head_p
   return t;
 }
 
-// Tensors a text-only model skips on purpose.
-bool Skipped(const std::string& name, const ModelConfig& c) {
+}  // namespace
+
+bool SkippedByTextModel(const std::string& name, const ModelConfig& c) {
   auto starts = [&](const char* s) { return name.rfind(s, 0) == 0; };
   if (starts("mtp.") || starts("model.visual.") || starts("visual.")) return true;
   if (name.size() > 22 && name.compare(name.size() - 22, 22, ".rotary_emb.inv_freq") == 0) return true;
   if (name == "lm_head.weight" && c.tie_word_embeddings) return true;  // tied: the embedding is the head
   return false;
 }
+
+namespace {
 
 Status FillSlot(const Checkpoint& ck, const ModelConfig& c, const Entry& e, std::set<std::string>& used,
                 Progress& bar) {
@@ -137,7 +140,7 @@ Result<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& cfg)
   bar.Finish();
   std::vector<std::string> unclaimed;
   for (const auto& t : ckpt.All()) {
-    if (!used.count(t.info->name) && !Skipped(t.info->name, cfg)) unclaimed.push_back(t.info->name);
+    if (!used.count(t.info->name) && !SkippedByTextModel(t.info->name, cfg)) unclaimed.push_back(t.info->name);
   }
   if (!unclaimed.empty()) {
     if (unclaimed.size() > 8) unclaimed.resize(8), unclaimed.push_back("...");

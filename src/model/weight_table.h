@@ -20,4 +20,8 @@ namespace graft {
 
 Result<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& cfg);
 
+// True for tensors a text model skips on purpose: the vision tower, MTP layers, rotary caches,
+// and lm_head when the embeddings are tied.
+bool SkippedByTextModel(const std::string& name, const ModelConfig& cfg);
+
 }  // namespace graft

@@ -57,6 +57,14 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   return *this;
 }
 
+void MappedFile::Release(const uint8_t* p, size_t n) const {
+  if (!data_ || p < data_ || p + n > data_ + size_) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

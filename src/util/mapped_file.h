@@ -26,6 +26,9 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Tells the kernel the bytes [p, p + n) of this mapping are not needed for now, so streaming
+  // readers keep their resident memory near one tensor (the bytes can still be read again).
+  void Release(const uint8_t* p, size_t n) const;
 
  private:
   std::string path_;

@@ -1,0 +1,386 @@
+#include "tools/adapter_extract.h"
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "adapters/exact.h"
+#include "adapters/lora_loader.h"
+#include "backend/cpu/cpu_ops.h"
+#include "io/checkpoint.h"
+#include "io/identity.h"
+#include "io/model_config.h"
+#include "io/safetensors_writer.h"
+#include "model/model.h"
+#include "model/projections.h"
+#include "model/weight_table.h"
+#include "util/bf16.h"
+#include "util/progress.h"
+#include "util/sha256.h"
+
+namespace graft {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+constexpr const char* kToolVersion = "graft 0.1.0";
+
+// Everything that shapes the forward pass must agree between the two checkpoints.
+Status CheckSamePair(const ModelConfig& b, const ModelConfig& m) {
+  std::vector<std::string> diffs;
+  auto cmp = [&](const char* what, auto x, auto y) {
+    if (x != y) diffs.push_back(fmt::format("{}: base {} vs merged {}", what, x, y));
+  };
+  cmp("architecture", std::string(ArchName(b.arch)), std::string(ArchName(m.arch)));
+  cmp("vocab_size", b.vocab_size, m.vocab_size);
+  cmp("hidden_size", b.hidden_size, m.hidden_size);
+  cmp("intermediate_size", b.intermediate_size, m.intermediate_size);
+  cmp("num_hidden_layers", b.num_layers, m.num_layers);
+  cmp("num_attention_heads", b.num_heads, m.num_heads);
+  cmp("num_key_value_heads", b.num_kv_heads, m.num_kv_heads);
+  cmp("head_dim", b.head_dim, m.head_dim);
+  cmp("linear_num_key_heads", b.linear_num_key_heads, m.linear_num_key_heads);
+  cmp("linear_num_value_heads", b.linear_num_value_heads, m.linear_num_value_heads);
+  cmp("linear_key_head_dim", b.linear_key_head_dim, m.linear_key_head_dim);
+  cmp("linear_value_head_dim", b.linear_value_head_dim, m.linear_value_head_dim);
+  cmp("tie_word_embeddings", b.tie_word_embeddings, m.tie_word_embeddings);
+  if (b.layer_kinds != m.layer_kinds) diffs.push_back("layer_types differ");
+  if (diffs.empty()) return Status::Ok();
+  return InvalidArgument(fmt::format("base and merged are not the same architecture:\n  - {}", fmt::join(diffs, "\n  - ")));
+}
+
+std::string Hex(const std::vector<uint8_t>& bytes) { return Sha256Hex(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size())); }
+
+TensorToWrite F32Tensor(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v, bool as_bf16) {
+  TensorToWrite t{name, as_bf16 ? DType::kBF16 : DType::kF32, std::move(shape), {}};
+  if (as_bf16) {
+    t.bytes.resize(v.size() * 2);
+    for (size_t i = 0; i < v.size(); ++i) {
+      const uint16_t h = FloatToBf16(v[i]);
+      std::memcpy(t.bytes.data() + 2 * i, &h, 2);
+    }
+  } else {
+    t.bytes.resize(v.size() * 4);
+    std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  }
+  return t;
+}
+
+void RoundInPlace(std::vector<float>& v) {
+  for (auto& x : v) x = RoundBf16(x);
+}
+
+bool IsFloat(DType t) { return t == DType::kBF16 || t == DType::kF16 || t == DType::kF32; }
+
+// Same values: the same bytes, or (for float tensors stored in different dtypes) the same
+// numbers once widened to fp32.
+bool SameValues(const TensorRef& a, const TensorRef& b) {
+  if (a.info->shape != b.info->shape) return false;
+  if (a.info->dtype == b.info->dtype) return std::memcmp(a.data(), b.data(), a.info->num_bytes()) == 0;
+  auto x = ReadAsFloat(a), y = ReadAsFloat(b);
+  return x.ok() && y.ok() && x.value() == y.value();
+}
+
+std::vector<uint16_t> Bf16Copy(const TensorRef& t) {
+  std::vector<uint16_t> v(t.info->num_elements());
+  std::memcpy(v.data(), t.data(), v.size() * 2);
+  return v;
+}
+
+// KL(p ‖ q) of the softmaxes of two logit rows, in double.
+double Kl(const float* p, const float* q, int n) {
+  double mp = p[0], mq = q[0];
+  for (int i = 1; i < n; ++i) mp = std::max<double>(mp, p[i]), mq = std::max<double>(mq, q[i]);
+  double zp = 0, zq = 0;
+  for (int i = 0; i < n; ++i) zp += std::exp(p[i] - mp), zq += std::exp(q[i] - mq);
+  const double lp = std::log(zp) + mp, lq = std::log(zq) + mq;
+  double kl = 0;
+  for (int i = 0; i < n; ++i) kl += std::exp(p[i] - lp) * ((p[i] - lp) - (q[i] - lq));
+  return std::max(kl, 0.0);
+}
+
+Status Quality(const ExtractJob& job, const ModelConfig& cfg, ExtractReport& rep, json& manifest) {
+  GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> base, LoadModel(job.base));
+  GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> merged, LoadModel(job.merged));
+  LoraLoadOptions opt;
+  opt.name = "extracted";
+  opt.force = true;
+  GRAFT_ASSIGN_OR_RETURN(LoraAdapter ad, LoadLoraAdapter(job.out, cfg, opt));
+  AdapterSet set;
+  set.slots.push_back(&ad);
+  CpuOps ops(ActDtype::kF32, job.threads);
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size - 1);
+  const int vocab = cfg.vocab_size;
+  double kl_sum = 0, kl_max = 0;
+  int64_t rows = 0, same = 0;
+  for (int s = 0; s < job.eval_sequences; ++s) {
+    std::vector<int32_t> ids(static_cast<size_t>(job.eval_length));
+    for (auto& t : ids) t = tok(rng);
+    std::vector<float> la(ids.size() * vocab), lm(ids.size() * vocab);
+    SequenceState sa = base->NewState(), sm = merged->NewState();
+    GRAFT_RETURN_IF_ERROR(base->Forward(ops, ids.data(), job.eval_length, sa, la.data(), 1, &set));
+    GRAFT_RETURN_IF_ERROR(merged->Forward(ops, ids.data(), job.eval_length, sm, lm.data()));
+    for (int t = 0; t < job.eval_length; ++t) {
+      const float* pa = la.data() + static_cast<size_t>(t) * vocab;
+      const float* pm = lm.data() + static_cast<size_t>(t) * vocab;
+      const double kl = Kl(pm, pa, vocab);
+      kl_sum += kl;
+      kl_max = std::max(kl_max, kl);
+      same += std::max_element(pa, pa + vocab) - pa == std::max_element(pm, pm + vocab) - pm;
+      ++rows;
+    }
+  }
+  rep.mean_kl = kl_sum / std::max<int64_t>(rows, 1);
+  rep.max_kl = kl_max;
+  rep.top1 = static_cast<double>(same) / std::max<int64_t>(rows, 1);
+  manifest["quality"] = {{"tokens", rows},
+                         {"sequences", job.eval_sequences},
+                         {"activations", "float32"},
+                         {"mean_kl_merged_vs_adapter", rep.mean_kl},
+                         {"max_kl", rep.max_kl},
+                         {"top1_agreement", rep.top1}};
+  return Status::Ok();
+}
+
+}  // namespace
+
+int64_t PeakRssKb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return 0;
+}
+
+Result<ExtractReport> RunExtract(const ExtractJob& job) {
+  if (job.rank.rank <= 0 && job.rank.energy <= 0) return InvalidArgument("give --rank R or --energy F");
+  GRAFT_ASSIGN_OR_RETURN(ModelConfig bcfg, LoadModelConfig(job.base));
+  GRAFT_ASSIGN_OR_RETURN(ModelConfig mcfg, LoadModelConfig(job.merged));
+  GRAFT_RETURN_IF_ERROR(CheckSamePair(bcfg, mcfg));
+  GRAFT_ASSIGN_OR_RETURN(Checkpoint bck, Checkpoint::Open(job.base));
+  GRAFT_ASSIGN_OR_RETURN(Checkpoint mck, Checkpoint::Open(job.merged));
+  {
+    std::vector<std::string> diffs;
+    for (const auto& t : bck.All()) {
+      if (SkippedByTextModel(t.info->name, bcfg)) continue;
+      TensorRef m = mck.Find(t.info->name);
+      if (!m.file) diffs.push_back(fmt::format("{} is only in the base", t.info->name));
+      else if (m.info->shape != t.info->shape ||
+               (m.info->dtype != t.info->dtype && !(IsFloat(m.info->dtype) && IsFloat(t.info->dtype)))) {
+        diffs.push_back(fmt::format("{}: base {} [{}] vs merged {} [{}]", t.info->name, DTypeName(t.info->dtype),
+                                    fmt::join(t.info->shape, ", "), DTypeName(m.info->dtype), fmt::join(m.info->shape, ", ")));
+      }
+    }
+    for (const auto& t : mck.All()) {
+      if (SkippedByTextModel(t.info->name, mcfg)) continue;
+      if (!bck.Has(t.info->name)) diffs.push_back(fmt::format("{} is only in the merged checkpoint", t.info->name));
+    }
+    if (!diffs.empty()) {
+      if (diffs.size() > 20) diffs.resize(20), diffs.push_back("...");
+      return InvalidArgument(fmt::format("base and merged checkpoints hold different tensors:\n  - {}", fmt::join(diffs, "\n  - ")));
+    }
+  }
+  GRAFT_ASSIGN_OR_RETURN(IdentityResult bid, CachedIdentity(bck, job.cache_dir));
+  GRAFT_ASSIGN_OR_RETURN(IdentityResult mid, CachedIdentity(mck, job.cache_dir));
+  if (bid.identity == mid.identity) return InvalidArgument("base and merged checkpoints are identical: nothing to extract");
+
+  std::error_code ec;
+  fs::create_directories(job.out, ec);
+  if (ec) return IoError(fmt::format("{}: cannot create: {}", job.out, ec.message()));
+  for (const char* stale : {"graft_manifest.json", "graft_exact.safetensors", "graft_full.safetensors"}) {
+    fs::remove(fs::path(job.out) / stale, ec);
+  }
+  const bool as_bf16 = !job.float32_factors && !job.exact;
+  const std::string& prefix = bcfg.weight_prefix;
+
+  // Projections to extract, and the bytes they span (for the progress bar).
+  struct Item {
+    int layer;
+    Projection p;
+    std::string module, tensor;
+  };
+  std::vector<Item> items;
+  std::set<std::string> projection_tensors;
+  uint64_t total_bytes = 0;
+  for (int l = 0; l < bcfg.num_layers; ++l) {
+    for (const auto& p : LayerProjections(bcfg, bcfg.layer_kinds[l])) {
+      const std::string module = fmt::format("{}layers.{}.{}", prefix, l, p.path);
+      const std::string short_name = p.path.substr(p.path.find('.') + 1);
+      const bool wanted = (job.layers.empty() || job.layers.count(l)) && (job.modules.empty() || job.modules.count(short_name));
+      if (!wanted) continue;
+      projection_tensors.insert(module + ".weight");
+      items.push_back({l, p, module, module + ".weight"});
+      total_bytes += bck.Find(module + ".weight").info->num_bytes();
+    }
+  }
+
+  // Every other tensor that differs is reported; stored whole only when asked.
+  std::vector<TensorToWrite> full;
+  json other = json::array();
+  for (const auto& t : mck.All()) {
+    if (projection_tensors.count(t.info->name) || SkippedByTextModel(t.info->name, mcfg)) continue;
+    TensorRef b = bck.Find(t.info->name);
+    if (SameValues(b, t)) continue;
+    GRAFT_ASSIGN_OR_RETURN(std::vector<float> bv, ReadAsFloat(b));
+    GRAFT_ASSIGN_OR_RETURN(std::vector<float> mv, ReadAsFloat(t));
+    double md = 0;
+    for (size_t i = 0; i < bv.size(); ++i) md = std::max(md, static_cast<double>(std::fabs(mv[i] - bv[i])));
+    other.push_back({{"tensor", t.info->name}, {"max_abs_diff", md}, {"stored", job.store_full}});
+    if (job.store_full) {
+      TensorToWrite w{t.info->name, t.info->dtype, t.info->shape, {}};
+      w.bytes.assign(t.data(), t.data() + t.info->num_bytes());
+      full.push_back(std::move(w));
+    }
+  }
+  if (!other.empty() && !job.store_full) {
+    std::vector<std::string> names;
+    for (const auto& o : other) names.push_back(fmt::format("{} (max |diff| {:.3g})", o["tensor"].get<std::string>(), o["max_abs_diff"].get<double>()));
+    return InvalidArgument(fmt::format("these tensors differ but are not LoRA-extractable projections (or were left out by "
+                                       "--modules/--layers); refusing to drop them silently, pass --store-full to keep them:\n  - {}",
+                                       fmt::join(names, "\n  - ")));
+  }
+
+  ExtractReport rep;
+  std::vector<TensorToWrite> lora, exact_tensors;
+  json modules_json = json::object(), rank_pattern = json::object(), alpha_pattern = json::object();
+  std::vector<std::string> targets;
+  std::map<int, int> rank_count;
+  Progress bar("extracting", total_bytes, /*bytes=*/true);
+  for (const auto& it : items) {
+    TensorRef b = bck.Find(it.tensor), m = mck.Find(it.tensor);
+    bar.Add(b.info->num_bytes());
+    if (SameValues(b, m)) {
+      b.file->Release(*b.info);
+      m.file->Release(*m.info);
+      continue;
+    }
+    const int64_t n = it.p.rows, k = it.p.cols;
+    GRAFT_ASSIGN_OR_RETURN(std::vector<float> d, ReadAsFloat(m));
+    {
+      GRAFT_ASSIGN_OR_RETURN(std::vector<float> bv, ReadAsFloat(b));
+      for (size_t i = 0; i < d.size(); ++i) d[i] -= bv[i];
+    }
+    double dnorm = 0;
+    for (float x : d) dnorm += static_cast<double>(x) * x;
+    GRAFT_ASSIGN_OR_RETURN(LowRank lr, TruncatedSvd(d.data(), n, k, job.rank, std::hash<std::string>{}(it.module)));
+    if (job.exact) {
+      if (b.info->dtype != DType::kBF16 || m.info->dtype != DType::kBF16) {
+        return Unsupported(fmt::format("--exact needs bf16 checkpoints; {} is {}", it.tensor, DTypeName(m.info->dtype)));
+      }
+      const std::vector<uint16_t> bw = Bf16Copy(b), mw = Bf16Copy(m);
+      GRAFT_ASSIGN_OR_RETURN(int64_t left, RefitForExact(bw.data(), mw.data(), n, k, lr.rank, lr.a, lr.b, job.exact_iterations, 7));
+      std::vector<uint16_t> rec = ReconstructBf16(bw.data(), n, k, lr.a.data(), lr.b.data(), lr.rank);
+      ExactResidual res = EncodeResidual(rec, mw.data(), n * k);
+      rep.exact_residual_elements += left;
+      rep.exact_residual_bytes += res.bytes();
+      rep.touched_bf16_bytes += n * k * 2;
+      TensorToWrite idx{it.module + ".exact_index", DType::kU8, {static_cast<int64_t>(res.index_stream.size())}, res.index_stream};
+      TensorToWrite val{it.module + ".exact_value", DType::kBF16, {static_cast<int64_t>(res.values.size())}, {}};
+      val.bytes.resize(res.values.size() * 2);
+      std::memcpy(val.bytes.data(), res.values.data(), val.bytes.size());
+      exact_tensors.push_back(std::move(idx));
+      exact_tensors.push_back(std::move(val));
+    }
+    if (as_bf16) RoundInPlace(lr.a), RoundInPlace(lr.b);
+    // Relative Frobenius error of what is stored.
+    double err = 0;
+    for (int64_t row = 0; row < n; ++row) {
+      for (int64_t c = 0; c < k; ++c) {
+        float acc = 0;
+        for (int j = 0; j < lr.rank; ++j) acc += lr.b[row * lr.rank + j] * lr.a[j * k + c];
+        const double e = d[row * k + c] - acc;
+        err += e * e;
+      }
+    }
+    const double rel = dnorm > 0 ? std::sqrt(err / dnorm) : 0.0;
+    const std::string key = "base_model.model." + it.module;
+    lora.push_back(F32Tensor(key + ".lora_A.weight", {lr.rank, k}, lr.a, as_bf16));
+    lora.push_back(F32Tensor(key + ".lora_B.weight", {n, lr.rank}, lr.b, as_bf16));
+    modules_json[it.module] = {{"rank", lr.rank}, {"relative_error", rel}, {"kept_energy", lr.kept_energy}};
+    targets.push_back(it.module);
+    rank_count[lr.rank]++;
+    rep.projections++;
+    b.file->Release(*b.info);
+    m.file->Release(*m.info);
+  }
+  bar.Finish();
+  if (targets.empty()) return InvalidArgument("no selected projection differs between base and merged");
+
+  // PEFT config: scale 1 everywhere (lora_alpha = rank), per-module ranks where they differ.
+  int common = 0, most = 0;
+  for (const auto& [r, c] : rank_count) if (c > most) common = r, most = c;
+  for (const auto& [module, info] : modules_json.items()) {
+    const int r = info["rank"].get<int>();
+    if (r != common) rank_pattern[module] = r, alpha_pattern[module] = r;
+  }
+  json cfg = {{"peft_type", "LORA"}, {"task_type", "CAUSAL_LM"}, {"r", common}, {"lora_alpha", common},
+              {"rank_pattern", rank_pattern}, {"alpha_pattern", alpha_pattern}, {"target_modules", targets},
+              {"use_rslora", false}, {"use_dora", false}, {"bias", "none"}, {"fan_in_fan_out", false},
+              {"lora_dropout", 0.0}, {"inference_mode", true}, {"modules_to_save", nullptr},
+              {"base_model_name_or_path", job.base}};
+  {
+    std::ofstream o(fs::path(job.out) / "adapter_config.json");
+    o << cfg.dump(2) << "\n";
+    if (!o) return IoError(job.out + "/adapter_config.json: write failed");
+  }
+  json hashes = json::object();
+  auto hash_all = [&](const std::string& file, const std::vector<TensorToWrite>& ts) {
+    json h = json::object();
+    for (const auto& t : ts) {
+      h[t.name] = Hex(t.bytes);
+      rep.adapter_bytes += static_cast<int64_t>(t.bytes.size());
+    }
+    hashes[file] = h;
+  };
+  hash_all("adapter_model.safetensors", lora);
+  GRAFT_RETURN_IF_ERROR(WriteSafetensors((fs::path(job.out) / "adapter_model.safetensors").string(), std::move(lora)));
+  if (job.exact) {
+    hash_all("graft_exact.safetensors", exact_tensors);
+    GRAFT_RETURN_IF_ERROR(WriteSafetensors((fs::path(job.out) / "graft_exact.safetensors").string(), std::move(exact_tensors)));
+  }
+  const bool has_full = !full.empty();
+  if (has_full) {
+    hash_all("graft_full.safetensors", full);
+    GRAFT_RETURN_IF_ERROR(WriteSafetensors((fs::path(job.out) / "graft_full.safetensors").string(), std::move(full)));
+  }
+  json manifest = {{"format", "graft-adapter-manifest-v1"},
+                   {"tool", kToolVersion},
+                   {"base_identity", bid.identity},
+                   {"merged_identity", mid.identity},
+                   {"base", {{"path", job.base}, {"revision", job.base_revision}}},
+                   {"merged", {{"path", job.merged}, {"revision", job.merged_revision}}},
+                   {"rank_choice", job.rank.rank > 0 ? json{{"rank", job.rank.rank}} : json{{"energy", job.rank.energy}}},
+                   {"factor_dtype", as_bf16 ? "bfloat16" : "float32"},
+                   {"modules", modules_json},
+                   {"other_differences", other},
+                   {"tensors", hashes}};
+  if (job.exact) {
+    manifest["exact"] = {{"file", "graft_exact.safetensors"},
+                         {"reconstruction", "bf16(float(W_base) + sum_j B[n][j]*A[j][k]) in fp32, j ascending, no FMA; "
+                                            "then residual values at residual indices"},
+                         {"refit_iterations", job.exact_iterations},
+                         {"residual_elements", rep.exact_residual_elements},
+                         {"residual_bytes", rep.exact_residual_bytes},
+                         {"touched_projection_bf16_bytes", rep.touched_bf16_bytes}};
+  }
+  rep.peak_rss_kb = PeakRssKb();
+  if (job.eval_sequences > 0 && !has_full) {
+    // The quality report loads the models whole; it runs after the streamed extraction.
+    GRAFT_RETURN_IF_ERROR(Quality(job, bcfg, rep, manifest));
+  }
+  std::ofstream o(fs::path(job.out) / "graft_manifest.json");
+  o << manifest.dump(2) << "\n";
+  if (!o) return IoError(job.out + "/graft_manifest.json: write failed");
+  return rep;
+}
+
+}  // namespace graft

@@ -1,0 +1,56 @@
+// `graft adapter extract`: a merged release plus its base in, a PEFT LoRA adapter out.
+//
+// The two checkpoints are streamed one projection at a time (peak memory near one projection,
+// not a checkpoint): for every projection whose weights differ, the fp32 delta gets a truncated
+// SVD at a fixed rank or at the rank that keeps a share of the spectral energy. Other tensors
+// that differ (norms, embeddings, lm_head, conv, A_log, projections left out by the filters)
+// are reported and, with store_full, stored whole in graft_full.safetensors; without it the
+// extraction is refused, so nothing is dropped silently. With exact, graft_exact.safetensors
+// also holds the residual that makes reconstruction bitwise equal to the merged bf16 weights
+// (adapters/exact.h), with factors stored in fp32.
+//
+// Output: adapter_config.json + adapter_model.safetensors (standard PEFT: scale 1 per module
+// through lora_alpha = rank), graft_manifest.json (identities, per-projection rank and
+// relative error, SHA-256 of every stored tensor, the quality report).
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "adapters/svd.h"
+#include "util/status.h"
+
+namespace graft {
+
+struct ExtractJob {
+  std::string merged, base, out;
+  RankChoice rank;
+  std::set<std::string> modules;  // projection names ("q_proj", "in_proj_qkv", ...); empty = all
+  std::set<int> layers;           // empty = all
+  bool exact = false;
+  int exact_iterations = 50;      // refit rounds (each one SVD) that shrink the exact residual
+  bool store_full = false;
+  bool float32_factors = false;   // default bf16 (exact forces fp32)
+  std::string base_revision, merged_revision;
+  std::string cache_dir;          // identity cache
+  int eval_sequences = 4;         // quality report: token sequences of eval_length (0 = skip)
+  int eval_length = 64;
+  int threads = 2;
+};
+
+struct ExtractReport {
+  int projections = 0;            // extracted
+  int64_t adapter_bytes = 0;
+  int64_t exact_residual_bytes = 0;
+  int64_t exact_residual_elements = 0;
+  int64_t touched_bf16_bytes = 0;  // a plain bf16 copy of the touched projections
+  double mean_kl = -1, max_kl = -1, top1 = -1;
+  int64_t peak_rss_kb = 0;
+};
+
+Result<ExtractReport> RunExtract(const ExtractJob& job);
+
+// Peak resident set of this process so far (VmHWM), in KiB; 0 if unknown.
+int64_t PeakRssKb();
+
+}  // namespace graft
