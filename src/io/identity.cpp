@@ -63,6 +63,7 @@ Result<std::string> ComputeIdentity(const Checkpoint& ckpt, const std::string& c
       h.Update(t.data() + off, n);
       bar.Add(n);
     }
+    t.file->Release(*t.info);  // hashing streams: keep resident memory near one tensor
   }
   bar.Finish();
   return h.HexDigest();

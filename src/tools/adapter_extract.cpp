@@ -88,6 +88,25 @@ bool SameValues(const TensorRef& a, const TensorRef& b) {
   return x.ok() && y.ok() && x.value() == y.value();
 }
 
+// merged - base in fp32, without a second full-size copy when both are bf16.
+Result<std::vector<float>> Difference(const TensorRef& m, const TensorRef& b) {
+  if (m.info->dtype == DType::kBF16 && b.info->dtype == DType::kBF16) {
+    const uint64_t n = m.info->num_elements();
+    std::vector<float> d(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      uint16_t x, y;
+      std::memcpy(&x, m.data() + 2 * i, 2);
+      std::memcpy(&y, b.data() + 2 * i, 2);
+      d[i] = Bf16ToFloat(x) - Bf16ToFloat(y);
+    }
+    return d;
+  }
+  GRAFT_ASSIGN_OR_RETURN(std::vector<float> d, ReadAsFloat(m));
+  GRAFT_ASSIGN_OR_RETURN(std::vector<float> bv, ReadAsFloat(b));
+  for (size_t i = 0; i < d.size(); ++i) d[i] -= bv[i];
+  return d;
+}
+
 std::vector<uint16_t> Bf16Copy(const TensorRef& t) {
   std::vector<uint16_t> v(t.info->num_elements());
   std::memcpy(v.data(), t.data(), v.size() * 2);
@@ -229,7 +248,10 @@ Result<ExtractReport> RunExtract(const ExtractJob& job) {
   for (const auto& t : mck.All()) {
     if (projection_tensors.count(t.info->name) || SkippedByTextModel(t.info->name, mcfg)) continue;
     TensorRef b = bck.Find(t.info->name);
-    if (SameValues(b, t)) continue;
+    const bool same = SameValues(b, t);
+    b.file->Release(*b.info);
+    t.file->Release(*t.info);
+    if (same) continue;
     GRAFT_ASSIGN_OR_RETURN(std::vector<float> bv, ReadAsFloat(b));
     GRAFT_ASSIGN_OR_RETURN(std::vector<float> mv, ReadAsFloat(t));
     double md = 0;
@@ -264,11 +286,7 @@ Result<ExtractReport> RunExtract(const ExtractJob& job) {
       continue;
     }
     const int64_t n = it.p.rows, k = it.p.cols;
-    GRAFT_ASSIGN_OR_RETURN(std::vector<float> d, ReadAsFloat(m));
-    {
-      GRAFT_ASSIGN_OR_RETURN(std::vector<float> bv, ReadAsFloat(b));
-      for (size_t i = 0; i < d.size(); ++i) d[i] -= bv[i];
-    }
+    GRAFT_ASSIGN_OR_RETURN(std::vector<float> d, Difference(m, b));
     double dnorm = 0;
     for (float x : d) dnorm += static_cast<double>(x) * x;
     GRAFT_ASSIGN_OR_RETURN(LowRank lr, TruncatedSvd(d.data(), n, k, job.rank, std::hash<std::string>{}(it.module)));
