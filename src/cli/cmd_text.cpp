@@ -7,6 +7,8 @@
 
 #include "cli/commands.h"
 #include "model/model.h"
+#include "engine/decision_scorer.h"
+#include "tools/decide.h"
 #include "tools/generate.h"
 #include "tools/tokenize.h"
 
@@ -87,6 +89,42 @@ void AddGenerateCommand(CLI::App& app, Runner& run) {
                    r.prompt_tokens, r.prefill_seconds, r.prompt_tokens / std::max(r.prefill_seconds, 1e-9),
                    r.generated_tokens, r.decode_seconds, r.generated_tokens / std::max(r.decode_seconds, 1e-9),
                    r.stop_reason);
+      return Status::Ok();
+    };
+  });
+}
+
+}  // namespace graft::cli
+
+namespace graft::cli {
+
+void AddDecideCommand(CLI::App& app, Runner& run) {
+  struct S {
+    ModelSettings m;
+    DecideJob job;
+    std::string chat_template;
+  };
+  auto s = std::make_shared<S>();
+  auto* cmd = app.add_subcommand("decide", "Run decision requests (JSONL) offline: one response line per request line");
+  AddModelFlags(cmd, s->m);
+  cmd->add_option("--input", s->job.input, "requests.jsonl: one decisions request body per line")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--output", s->job.output, "decisions.jsonl: the response to each line, in order")->required();
+  cmd->add_option("--chat-template", s->chat_template, "A Jinja file to use instead of the model's chat template")
+      ->check(CLI::ExistingFile);
+  cmd->callback([s, &run] {
+    run = [s]() -> Status {
+      std::unique_ptr<Ops> ops;
+      GRAFT_RETURN_IF_ERROR(MakeOps(s->m, &ops));
+      GRAFT_ASSIGN_OR_RETURN(LoadedModel lm, LoadModelAndAdapter(s->m));
+      GRAFT_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromFile(TokenizerPath(s->m.model)));
+      GRAFT_ASSIGN_OR_RETURN(auto tmpl, ChatTemplate::Load(s->m.model, s->chat_template));
+      s->job.adapter_slot = lm.slot;
+      s->job.model_name = s->m.adapter.empty() ? s->m.model : s->m.adapter;
+      DecisionScorer scorer(*lm.model, *ops, *tok, *tmpl, lm.adapters);
+      spdlog::info("graft decide: {} -> {} | {} | {} | {} threads", s->job.input, s->job.output, s->job.model_name,
+                   s->m.dtype, s->m.threads);
+      GRAFT_ASSIGN_OR_RETURN(DecideReport r, RunDecide(scorer, s->job));
+      spdlog::info("decided {} requests ({} failed; their lines hold the error)", r.lines, r.failed);
       return Status::Ok();
     };
   });

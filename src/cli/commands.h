@@ -45,5 +45,6 @@ void AddCompareLogitsCommand(CLI::App& app, Runner& run);
 void AddTokenizeCommand(CLI::App& app, Runner& run);
 void AddGenerateCommand(CLI::App& app, Runner& run);
 void AddAdapterCommand(CLI::App& app, Runner& run);
+void AddDecideCommand(CLI::App& app, Runner& run);
 
 }  // namespace graft::cli

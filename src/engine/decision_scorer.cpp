@@ -1,0 +1,93 @@
+#include "engine/decision_scorer.h"
+
+#include <fmt/core.h>
+
+#include <cmath>
+
+namespace graft {
+namespace {
+
+// log_softmax(row)[token] in double.
+double LogProb(const float* row, int vocab, int32_t token) {
+  double mx = row[0];
+  for (int v = 1; v < vocab; ++v) mx = std::max<double>(mx, row[v]);
+  double z = 0;
+  for (int v = 0; v < vocab; ++v) z += std::exp(static_cast<double>(row[v]) - mx);
+  return static_cast<double>(row[token]) - mx - std::log(z);
+}
+
+}  // namespace
+
+Status DecisionScorer::Forward(const std::vector<int32_t>& ids, SequenceState& st, int32_t slot, std::vector<float>* logits) {
+  const int vocab = model_.config().vocab_size;
+  std::vector<float> local;
+  std::vector<float>& out = logits ? *logits : local;
+  out.resize(ids.size() * static_cast<size_t>(vocab));
+  return model_.Forward(ops_, ids.data(), static_cast<int>(ids.size()), st, out.data(), slot, &adapters_);
+}
+
+Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t slot, bool share_prefix) {
+  const int vocab = model_.config().vocab_size;
+  const int ctx = model_.config().max_position_embeddings;
+  DecisionResult res;
+  res.model = r.model;
+  GRAFT_ASSIGN_OR_RETURN(std::vector<int32_t> prefix, layout_.Prefix(r));
+  res.record_tokens = static_cast<int>(prefix.size());
+  SequenceState prefix_state = model_.NewState();
+  if (share_prefix && !prefix.empty()) {
+    auto key = std::make_pair(slot, prefix);
+    auto hit = cache_.find(key);
+    if (hit != cache_.end()) {
+      prefix_state = hit->second;
+      res.cached_tokens = static_cast<int>(prefix.size());
+    } else {
+      GRAFT_RETURN_IF_ERROR(Forward(prefix, prefix_state, slot, nullptr));
+      if (cache_capacity_ > 0) {
+        if (cache_.size() >= cache_capacity_) {
+          cache_.erase(cache_order_.front());
+          cache_order_.pop_front();
+        }
+        cache_.emplace(key, prefix_state);
+        cache_order_.push_back(std::move(key));
+      }
+    }
+  }
+  std::vector<std::string> answers;
+  std::vector<float> logits, more;
+  for (size_t i = 0; i < r.questions.size(); ++i) {
+    GRAFT_ASSIGN_OR_RETURN(QuestionTokens qt, layout_.Question(r, i, answers));
+    size_t longest = 0;
+    for (const auto& c : qt.choices) longest = std::max(longest, c.size());
+    if (ctx > 0 && prefix.size() + qt.rest.size() + longest > static_cast<size_t>(ctx)) {
+      return InvalidArgument(fmt::format("question '{}' needs {} tokens; the model's context is {}", r.questions[i].id,
+                                         prefix.size() + qt.rest.size() + longest, ctx));
+    }
+    SequenceState st = share_prefix ? prefix_state : model_.NewState();
+    std::vector<int32_t> run = qt.rest;
+    if (!share_prefix) run.insert(run.begin(), prefix.begin(), prefix.end());
+    if (run.empty()) return Internal("decision layout produced an empty question");
+    GRAFT_RETURN_IF_ERROR(Forward(run, st, slot, &logits));
+    res.question_tokens += static_cast<int>(qt.rest.size());
+    const float* last = logits.data() + (run.size() - 1) * static_cast<size_t>(vocab);
+    QuestionResult q;
+    q.id = r.questions[i].id;
+    for (size_t c = 0; c < qt.choices.size(); ++c) {
+      const auto& toks = qt.choices[c];
+      double lp = LogProb(last, vocab, toks[0]);
+      if (toks.size() > 1) {
+        SequenceState cs = st;
+        std::vector<int32_t> head(toks.begin(), toks.end() - 1);
+        GRAFT_RETURN_IF_ERROR(Forward(head, cs, slot, &more));
+        for (size_t j = 1; j < toks.size(); ++j) lp += LogProb(more.data() + (j - 1) * static_cast<size_t>(vocab), vocab, toks[j]);
+        res.question_tokens += static_cast<int>(head.size());
+      }
+      q.scores.push_back({r.questions[i].choices[c], lp, 0.0});
+    }
+    FinishQuestion(q);
+    answers.push_back(q.choice);
+    res.questions.push_back(std::move(q));
+  }
+  return res;
+}
+
+}  // namespace graft

@@ -1,0 +1,69 @@
+#include "tools/decide.h"
+
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "util/progress.h"
+#include "util/sha256.h"
+
+namespace graft {
+
+Result<DecideReport> RunDecide(DecisionScorer& scorer, const DecideJob& job) {
+  std::ifstream in(job.input, std::ios::binary);
+  if (!in) return NotFound(job.input + ": cannot open");
+  std::vector<std::string> lines;
+  std::string line;
+  uint64_t total = 0;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    total += line.size();
+    lines.push_back(std::move(line));
+  }
+  while (!lines.empty() && lines.back().empty()) lines.pop_back();
+  const std::string tmp = job.output + ".tmp";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) return IoError(tmp + ": cannot create");
+  DecideReport rep;
+  Progress bar("deciding", lines.size(), /*bytes=*/false);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    rep.lines++;
+    auto body = nlohmann::json::parse(lines[i], nullptr, false);
+    Status st;
+    nlohmann::ordered_json response;
+    if (body.is_discarded()) {
+      st = InvalidArgument("the line is not valid JSON");
+    } else {
+      auto req = ParseDecisionRequest(body, job.limits);
+      if (!req.ok()) {
+        st = req.status();
+      } else {
+        auto res = scorer.Score(req.value(), job.adapter_slot);
+        if (!res.ok()) {
+          st = res.status();
+        } else {
+          res->id = "dec-" + Sha256Hex(lines[i]).substr(0, 24);
+          res->model = req->model.empty() ? job.model_name : req->model;
+          response = DecisionResultJson(res.value());
+        }
+      }
+    }
+    if (!st.ok()) {
+      rep.failed++;
+      response = {{"error", {{"message", fmt::format("line {}: {}", i + 1, st.message())}, {"type", "invalid_request_error"}}}};
+    }
+    out << response.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    bar.Add(1);
+  }
+  bar.Finish();
+  out.close();
+  if (!out) return IoError(tmp + ": write failed");
+  std::error_code ec;
+  std::filesystem::rename(tmp, job.output, ec);
+  if (ec) return IoError(job.output + ": " + ec.message());
+  return rep;
+}
+
+}  // namespace graft

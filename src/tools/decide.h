@@ -1,0 +1,24 @@
+// The `graft decide` job: JSONL decision requests in, JSONL responses out, line for line.
+// A line that fails validation gets {"error": {...}} in its place; the others still run.
+#pragma once
+
+#include <string>
+
+#include "engine/decision_scorer.h"
+
+namespace graft {
+
+struct DecideJob {
+  std::string input, output;
+  std::string model_name;  // reported in each response's "model"
+  int32_t adapter_slot = 0;
+  DecisionLimits limits;
+};
+
+struct DecideReport {
+  int lines = 0, failed = 0;
+};
+
+Result<DecideReport> RunDecide(DecisionScorer& scorer, const DecideJob& job);
+
+}  // namespace graft
