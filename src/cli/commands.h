@@ -46,5 +46,6 @@ void AddTokenizeCommand(CLI::App& app, Runner& run);
 void AddGenerateCommand(CLI::App& app, Runner& run);
 void AddAdapterCommand(CLI::App& app, Runner& run);
 void AddDecideCommand(CLI::App& app, Runner& run);
+void AddServeCommand(CLI::App& app, Runner& run);
 
 }  // namespace graft::cli

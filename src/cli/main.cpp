@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   CLI::App app{"graft: serve a base language model and its fine-tunes, grafted at run time"};
   app.require_subcommand(1);
   graft::cli::Runner run;
+  graft::cli::AddServeCommand(app, run);
   graft::cli::AddLogitsCommand(app, run);
   graft::cli::AddGenerateCommand(app, run);
   graft::cli::AddDecideCommand(app, run);

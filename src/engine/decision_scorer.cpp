@@ -33,6 +33,9 @@ Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t s
   res.model = r.model;
   GRAFT_ASSIGN_OR_RETURN(std::vector<int32_t> prefix, layout_.Prefix(r));
   res.record_tokens = static_cast<int>(prefix.size());
+  if (ctx > 0 && prefix.size() >= static_cast<size_t>(ctx)) {
+    return InvalidArgument(fmt::format("the record needs {} tokens; the model's context is {}", prefix.size(), ctx));
+  }
   SequenceState prefix_state = model_.NewState();
   if (share_prefix && !prefix.empty()) {
     auto key = std::make_pair(slot, prefix);

@@ -10,6 +10,8 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kCorrupt: return "corrupt";
     case StatusCode::kUnsupported: return "unsupported";
     case StatusCode::kIo: return "i/o error";
+    case StatusCode::kResourceExhausted: return "resource exhausted";
+    case StatusCode::kUnavailable: return "unavailable";
     case StatusCode::kInternal: return "internal error";
   }
   return "unknown";

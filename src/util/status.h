@@ -18,6 +18,8 @@ enum class StatusCode {
   kCorrupt,          // a file's bytes contradict its own format (truncated, overlapping, ...)
   kUnsupported,      // well-formed, but a feature graft does not implement
   kIo,               // the operating system refused (open, mmap, read, write)
+  kResourceExhausted,  // a queue or memory budget is full right now: retry later
+  kUnavailable,      // shutting down or not serving
   kInternal,         // a broken invariant inside graft
 };
 
@@ -47,6 +49,8 @@ inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move
 inline Status Corrupt(std::string m) { return {StatusCode::kCorrupt, std::move(m)}; }
 inline Status Unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
 inline Status IoError(std::string m) { return {StatusCode::kIo, std::move(m)}; }
+inline Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
 // Result<T>: a value or a non-ok Status.

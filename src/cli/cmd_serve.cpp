@@ -1,0 +1,134 @@
+// graft serve
+#include <fmt/core.h>
+#include <signal.h>
+#include <unistd.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "adapters/lora_loader.h"
+#include "cli/commands.h"
+#include "engine/engine.h"
+#include "io/checkpoint.h"
+#include "io/identity.h"
+#include "server/http_server.h"
+#include "tools/generate.h"
+
+namespace graft::cli {
+namespace {
+
+// SIGINT/SIGTERM reach this pipe (the self-pipe trick): threads that libraries start before
+// main (OpenBLAS) may receive the signal, so masking cannot route it to one thread.
+int g_signal_pipe[2] = {-1, -1};  // file-local: the one piece of state a signal handler may touch
+
+void OnSignal(int sig) {
+  const char c = static_cast<char>(sig);
+  [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &c, 1);
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, Runner& run) {
+  struct S {
+    ModelSettings m;
+    std::vector<std::string> adapters;  // NAME=DIR
+    std::string name, chat_template;
+    ServerConfig server;
+    EngineConfig engine;
+  };
+  auto s = std::make_shared<S>();
+  auto* cmd = app.add_subcommand("serve", "Serve the base and its adapters over HTTP (OpenAI chat/completions, decisions)");
+  cmd->add_option("--model", s->m.model, "Model directory (config.json, safetensors, tokenizer.json, chat template)")
+      ->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--adapter", s->adapters, "NAME=DIR: a PEFT adapter requests select with \"model\": NAME (repeatable)");
+  cmd->add_option("--served-model-name", s->name, "The base's name in requests and /v1/models (default: the directory's name)");
+  cmd->add_option("--device", s->m.device, "Backend: cpu (reference) or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--dtype", s->m.dtype, "Activation dtype")->capture_default_str()->check(CLI::IsMember({"float32", "bfloat16"}));
+  cmd->add_option("--threads", s->m.threads, "CPU threads for the model")->capture_default_str();
+  cmd->add_flag("--force", s->m.force, "Load adapters whose manifest names a different base");
+  cmd->add_option("--chat-template", s->chat_template, "A Jinja file to use instead of the model's chat template")->check(CLI::ExistingFile);
+  cmd->add_option("--host", s->server.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", s->server.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd->add_option("--kv-tokens", s->engine.kv_token_budget, "KV budget in tokens across live sequences")->capture_default_str()
+      ->check(CLI::Range(16, 1 << 30));
+  cmd->add_option("--max-step-tokens", s->engine.max_step_tokens, "Rows per forward step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-queue", s->engine.max_queue, "Queued plus running requests before 429")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-body-bytes", s->server.max_body_bytes, "Largest request body (413 above)")->capture_default_str();
+  cmd->callback([s, &run] {
+    run = [s]() -> Status {
+      std::unique_ptr<Ops> ops;
+      GRAFT_RETURN_IF_ERROR(MakeOps(s->m, &ops));
+      GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(s->m.model));
+      GRAFT_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromFile((std::filesystem::path(s->m.model) / "tokenizer.json").string()));
+      GRAFT_ASSIGN_OR_RETURN(auto tmpl, ChatTemplate::Load(s->m.model, s->chat_template));
+      ServedModels served;
+      served.base_name = !s->name.empty() ? s->name : std::filesystem::path(s->m.model).lexically_normal().filename().string();
+      if (served.base_name.empty()) served.base_name = "base";
+      served.context = model->config().max_position_embeddings;
+      std::vector<std::unique_ptr<LoraAdapter>> adapters;
+      AdapterSet set;
+      for (const auto& spec : s->adapters) {
+        const size_t eq = spec.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+          return InvalidArgument(fmt::format("--adapter '{}': expected NAME=DIR", spec));
+        }
+        const std::string name = spec.substr(0, eq), dir = spec.substr(eq + 1);
+        if (name == served.base_name || served.adapters.count(name)) {
+          return InvalidArgument(fmt::format("--adapter: the name '{}' is already taken", name));
+        }
+        LoraLoadOptions opt;
+        opt.name = name;
+        opt.force = s->m.force;
+        opt.base_identity = [&s]() -> Result<std::string> {
+          GRAFT_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(s->m.model));
+          GRAFT_ASSIGN_OR_RETURN(IdentityResult id, CachedIdentity(ck, DefaultCacheDir()));
+          return id.identity;
+        };
+        GRAFT_ASSIGN_OR_RETURN(LoraAdapter ad, LoadLoraAdapter(dir, model->config(), opt));
+        adapters.push_back(std::make_unique<LoraAdapter>(std::move(ad)));
+        set.slots.push_back(adapters.back().get());
+        served.adapters[name] = static_cast<int32_t>(set.slots.size() - 1);
+      }
+      const auto& c = model->config();
+      const int full = c.num_layers_of(LayerKind::kFullAttention), gdn = c.num_layers_of(LayerKind::kLinearAttention);
+      const double kv_per_token = 2.0 * c.num_kv_heads * c.head_dim * 4 * full;  // the CPU keeps KV in fp32
+      const double state_per_seq = gdn * (4.0 * c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim * 2 +
+                                          4.0 * c.conv_dim() * (c.linear_conv_kernel - 1));
+      spdlog::info("graft serve: {} | {} backend, {} activations, {} threads", c.Summary(), s->m.device, s->m.dtype, s->m.threads);
+      spdlog::info("memory: base weights {:.1f} MB", model->weights().bytes() / 1e6);
+      for (const auto& [name, slot] : served.adapters) {
+        const LoraAdapter* a = set.slots[slot];
+        spdlog::info("memory: adapter {} ({}) {:.2f} MB, {} modules, rank {}..{}", name, a->dir, a->bytes() / 1e6, a->num_modules(),
+                     a->min_rank(), a->max_rank());
+      }
+      spdlog::info("memory: KV budget {} tokens ({:.1f} MB at {:.0f} B/token) + {:.2f} MB recurrent state per sequence",
+                   s->engine.kv_token_budget, s->engine.kv_token_budget * kv_per_token / 1e6, kv_per_token, state_per_seq / 1e6);
+      Engine engine(s->engine, *model, std::move(ops), *tok, *tmpl, set);
+      HttpServer server(engine, *tok, *tmpl, served, StopTokens(s->m.model, c, *tok, tmpl.get()), s->server);
+      GRAFT_RETURN_IF_ERROR(server.Bind());
+      if (::pipe(g_signal_pipe) != 0) return IoError("cannot create the signal pipe");
+      struct sigaction sa {};
+      sa.sa_handler = OnSignal;
+      sigemptyset(&sa.sa_mask);
+      ::sigaction(SIGINT, &sa, nullptr);
+      ::sigaction(SIGTERM, &sa, nullptr);
+      std::thread signals([&server] {
+        char c = 0;
+        if (::read(g_signal_pipe[0], &c, 1) == 1 && c != 0) spdlog::info("signal {}: shutting down", static_cast<int>(c));
+        server.Stop();
+      });
+      spdlog::info("serving {} (+{} adapters) on http://{}:{}/v1", served.base_name, served.adapters.size(), s->server.host,
+                   server.port());
+      server.Serve();
+      const char wake = 0;
+      [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &wake, 1);  // ends the signal thread
+      signals.join();
+      engine.Stop();
+      spdlog::info("stopped");
+      return Status::Ok();
+    };
+  });
+}
+
+}  // namespace graft::cli

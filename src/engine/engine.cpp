@@ -1,0 +1,305 @@
+#include "engine/engine.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace graft {
+
+struct Engine::Live {
+  int64_t id = 0;
+  GenerationRequest req;
+  SchedSeq sched;
+  SequenceState state;
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<StreamDecoder> decoder;
+  int32_t next_token = -1;  // sampled, not yet fed to the model
+  int generated = 0;
+  std::string held;         // decoded text not yet emitted (a stop string may be starting)
+  std::vector<TokenLogprob> held_logprobs;
+  bool done = false;
+};
+
+Engine::Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops> ops, const Tokenizer& tok,
+               const ChatTemplate& tmpl, const AdapterSet& adapters)
+    : cfg_(cfg),
+      model_(model),
+      ops_(std::move(ops)),
+      tok_(tok),
+      adapters_(adapters),
+      scorer_(model, *ops_, tok, tmpl, adapters),
+      sched_(cfg.max_step_tokens, cfg.kv_token_budget) {
+  stats_.kv_budget = cfg.kv_token_budget;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Engine::~Engine() { Stop(); }
+
+void Engine::Stop() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status Engine::Submit(GenerationRequest req) {
+  const int ctx = model_.config().max_position_embeddings;
+  const int64_t need = static_cast<int64_t>(req.prompt.size()) + req.max_tokens;
+  if (req.prompt.empty()) return InvalidArgument("the prompt is empty");
+  if (ctx > 0 && need > ctx) {
+    return InvalidArgument(fmt::format("the prompt ({} tokens) plus max_tokens ({}) exceeds the model's context of {} tokens",
+                                       req.prompt.size(), req.max_tokens, ctx));
+  }
+  if (need > cfg_.kv_token_budget) {
+    return InvalidArgument(fmt::format("the prompt plus max_tokens ({} tokens) exceeds the KV budget of {} tokens", need,
+                                       cfg_.kv_token_budget));
+  }
+  if (req.adapter_slot < 0 || static_cast<size_t>(req.adapter_slot) >= adapters_.slots.size()) {
+    return InvalidArgument("unknown adapter slot");
+  }
+  for (int32_t t : req.prompt) {
+    if (t < 0 || t >= model_.config().vocab_size) return InvalidArgument(fmt::format("token {} is outside the vocabulary", t));
+  }
+  GRAFT_RETURN_IF_ERROR(ValidateSamplingParams(req.sampling));
+  auto s = std::make_unique<Live>();
+  s->sched.prompt_tokens = static_cast<int>(req.prompt.size());
+  s->sched.max_new_tokens = req.max_tokens;
+  s->sampler = std::make_unique<Sampler>(req.sampling);
+  s->decoder = std::make_unique<StreamDecoder>(tok_);
+  s->req = std::move(req);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stop_) return Unavailable("the server is shutting down");
+    if (live_count_ >= cfg_.max_queue) {
+      return ResourceExhausted(fmt::format("{} requests are queued or running; the limit is {}", live_count_, cfg_.max_queue));
+    }
+    ++live_count_;
+    incoming_.push_back(std::move(s));
+  }
+  cv_.notify_one();
+  return Status::Ok();
+}
+
+Result<DecisionResult> Engine::Decide(const DecisionRequest& r, int32_t slot) {
+  auto job = std::make_unique<DecisionJob>();
+  job->request = r;
+  job->slot = slot;
+  auto fut = job->done.get_future();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stop_) return Unavailable("the server is shutting down");
+    decisions_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+  return fut.get();
+}
+
+EngineStats Engine::Stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return stats_;
+}
+
+void Engine::Finish(Live& s, const std::string& reason) {
+  if (s.done) return;
+  s.done = true;
+  if (!s.held.empty() || !s.held_logprobs.empty()) {
+    GenEvent d;
+    d.text = std::move(s.held);
+    d.logprobs = std::move(s.held_logprobs);
+    s.req.on_event(d);
+  }
+  GenEvent e;
+  e.kind = GenEvent::Kind::kDone;
+  e.finish_reason = reason;
+  e.prompt_tokens = s.sched.prompt_tokens;
+  e.completion_tokens = s.generated;
+  s.req.on_event(e);
+}
+
+namespace {
+
+TokenLogprob Logprobs(const Tokenizer& tok, const float* row, int vocab, int32_t token, int top) {
+  double mx = row[0];
+  for (int v = 1; v < vocab; ++v) mx = std::max<double>(mx, row[v]);
+  double z = 0;
+  for (int v = 0; v < vocab; ++v) z += std::exp(static_cast<double>(row[v]) - mx);
+  const double lz = std::log(z) + mx;
+  TokenLogprob t{token, tok.Decode({token}), row[token] - lz, {}};
+  if (top > 0) {
+    std::vector<int32_t> idx(static_cast<size_t>(vocab));
+    for (int v = 0; v < vocab; ++v) idx[v] = v;
+    const int k = std::min(top, vocab);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+      return row[a] != row[b] ? row[a] > row[b] : a < b;
+    });
+    for (int i = 0; i < k; ++i) t.top.emplace_back(tok.Decode({idx[i]}), row[idx[i]] - lz);
+  }
+  return t;
+}
+
+// Length of the longest suffix of `text` that is a proper prefix of some stop string.
+size_t HeldForStops(const std::string& text, const std::vector<std::string>& stops) {
+  size_t keep = 0;
+  for (const auto& s : stops) {
+    for (size_t n = std::min(s.size() - 1, text.size()); n > keep; --n) {
+      if (text.compare(text.size() - n, n, s, 0, n) == 0) {
+        keep = n;
+        break;
+      }
+    }
+  }
+  return keep;
+}
+
+}  // namespace
+
+void Engine::Loop() {
+  while (true) {
+    std::deque<std::unique_ptr<DecisionJob>> jobs;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return stop_ || !incoming_.empty() || !decisions_.empty() || !live_.empty(); });
+      if (stop_) break;
+      while (!incoming_.empty()) {
+        incoming_.front()->id = next_id_++;
+        incoming_.front()->sched.id = incoming_.front()->id;
+        incoming_.front()->state = model_.NewState();
+        live_.push_back(std::move(incoming_.front()));
+        incoming_.pop_front();
+      }
+      jobs.swap(decisions_);
+    }
+    for (auto& j : jobs) j->done.set_value(scorer_.Score(j->request, j->slot));
+    if (!live_.empty()) RunStep();
+    // Drop finished and cancelled sequences.
+    int removed = 0;
+    for (auto& s : live_) {
+      if (!s->done && s->req.cancelled->load()) s->done = true;  // the client is gone: no more events
+      if (s->done) {
+        sched_.Release(s->sched);
+        ++removed;
+      }
+    }
+    live_.erase(std::remove_if(live_.begin(), live_.end(), [](const auto& s) { return s->done; }), live_.end());
+    std::lock_guard<std::mutex> l(mu_);
+    live_count_ -= removed;
+    stats_.running = static_cast<int>(std::count_if(live_.begin(), live_.end(), [](const auto& s) { return s->sched.admitted; }));
+    stats_.waiting = static_cast<int>(live_.size()) - stats_.running + static_cast<int>(incoming_.size());
+    stats_.kv_reserved = sched_.kv_reserved();
+  }
+  // Shutting down: whatever is left ends with an error.
+  for (auto& s : live_) {
+    if (!s->done) {
+      GenEvent e;
+      e.kind = GenEvent::Kind::kError;
+      e.error = Unavailable("the server is shutting down");
+      s->req.on_event(e);
+    }
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& j : decisions_) j->done.set_value(Unavailable("the server is shutting down"));
+  for (auto& s : incoming_) {
+    GenEvent e;
+    e.kind = GenEvent::Kind::kError;
+    e.error = Unavailable("the server is shutting down");
+    s->req.on_event(e);
+  }
+}
+
+void Engine::RunStep() {
+  std::vector<SchedSeq> seqs;
+  std::map<int64_t, Live*> by_id;
+  for (auto& s : live_) {
+    if (s->done || s->req.cancelled->load()) continue;
+    seqs.push_back(s->sched);
+    by_id[s->id] = s.get();
+  }
+  StepPlan plan = sched_.Plan(seqs);
+  for (const auto& ss : seqs) by_id[ss.id]->sched.admitted = ss.admitted;
+  for (int64_t id : plan.rejected) {
+    GenEvent e;
+    e.kind = GenEvent::Kind::kError;
+    e.error = InvalidArgument("the request does not fit the KV budget");
+    by_id[id]->req.on_event(e);
+    by_id[id]->done = true;
+  }
+  if (plan.entries.empty()) return;
+  StepBatch batch;
+  std::vector<Live*> order;
+  for (const auto& e : plan.entries) {
+    Live* s = by_id[e.id];
+    if (s->sched.prefilled < s->sched.prompt_tokens) {
+      batch.Add(&s->state, s->req.prompt.data() + s->sched.prefilled, e.tokens, s->req.adapter_slot);
+    } else {
+      batch.Add(&s->state, &s->next_token, 1, s->req.adapter_slot);
+    }
+    order.push_back(s);
+  }
+  const int vocab = model_.config().vocab_size;
+  std::vector<float> logits(static_cast<size_t>(batch.rows()) * vocab);
+  const Status st = model_.Forward(*ops_, batch, adapters_, logits.data());
+  int64_t prompt_rows = 0, sampled = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    Live& s = *order[i];
+    const int rows = batch.seq_start[i + 1] - batch.seq_start[i];
+    if (!st.ok()) {
+      GenEvent e;
+      e.kind = GenEvent::Kind::kError;
+      e.error = st;
+      s.req.on_event(e);
+      s.done = true;
+      continue;
+    }
+    if (s.sched.prefilled < s.sched.prompt_tokens) {
+      s.sched.prefilled += rows;
+      prompt_rows += rows;
+      if (s.sched.prefilled < s.sched.prompt_tokens) continue;  // more prompt to go
+    }
+    ++sampled;
+    const float* row = logits.data() + static_cast<size_t>(batch.seq_start[i + 1] - 1) * vocab;
+    const int32_t tok = s.sampler->Sample(row, vocab);
+    if (s.req.stop_tokens.count(tok)) {
+      Finish(s, "stop");
+      continue;
+    }
+    ++s.generated;
+    s.next_token = tok;
+    if (s.req.top_logprobs >= 0) s.held_logprobs.push_back(Logprobs(tok_, row, vocab, tok, s.req.top_logprobs));
+    s.held += s.decoder->Push(tok);
+    bool stopped = false;
+    for (const auto& stop : s.req.stop_strings) {
+      const size_t at = s.held.find(stop);
+      if (at != std::string::npos) {
+        s.held.resize(at);
+        stopped = true;
+      }
+    }
+    if (stopped) {
+      Finish(s, "stop");
+      continue;
+    }
+    if (s.generated >= s.req.max_tokens) {
+      s.held += s.decoder->Flush();
+      Finish(s, "length");
+      continue;
+    }
+    const size_t keep = HeldForStops(s.held, s.req.stop_strings);
+    if (s.held.size() > keep) {
+      GenEvent d;
+      d.text = s.held.substr(0, s.held.size() - keep);
+      s.held.erase(0, s.held.size() - keep);
+      d.logprobs = std::move(s.held_logprobs);
+      s.held_logprobs.clear();
+      s.req.on_event(d);
+    }
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  stats_.steps++;
+  stats_.prompt_tokens += prompt_rows;
+  stats_.generated_tokens += sampled;
+}
+
+}  // namespace graft

@@ -1,0 +1,125 @@
+// Engine: one thread that owns the model and runs every step; requests reach it through a
+// queue and results leave through per-request callbacks (called on the engine thread).
+//
+// Chat and completion sequences are continuously batched: each step mixes the decode rows of
+// running sequences with prefill chunks of waiting ones (Scheduler), every row selecting its
+// sequence's adapter slot. Decisions run on the same thread between steps (DecisionScorer).
+// A sequence whose prompt plus max_tokens exceeds the KV budget is refused; others wait for
+// room. Cancelling a request (its flag) drops it at the next step.
+//
+// Thread-safety: Submit, Decide, Stats and Stop may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "adapters/lora.h"
+#include "backend/ops.h"
+#include "engine/decision_scorer.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "model/model.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace graft {
+
+struct EngineConfig {
+  int max_step_tokens = 256;       // rows per step
+  int64_t kv_token_budget = 65536;  // tokens of KV/state reserved for live sequences
+  int max_queue = 256;             // waiting + running sequences before 429
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  std::string text;
+  double logprob = 0;
+  std::vector<std::pair<std::string, double>> top;
+};
+
+struct GenEvent {
+  enum class Kind { kDelta, kDone, kError } kind = Kind::kDelta;
+  std::string text;                    // kDelta: new text (complete UTF-8)
+  std::vector<TokenLogprob> logprobs;  // kDelta: the tokens behind `text`, when asked
+  std::string finish_reason;           // kDone: "stop" or "length"
+  int prompt_tokens = 0, completion_tokens = 0;
+  Status error;                        // kError
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  int32_t adapter_slot = 0;
+  SamplingParams sampling;
+  int max_tokens = 256;
+  std::set<int32_t> stop_tokens;
+  std::vector<std::string> stop_strings;
+  int top_logprobs = -1;  // -1: no logprobs; 0..20: the sampled token's, plus that many alternatives
+  std::function<void(const GenEvent&)> on_event;
+  std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+};
+
+struct EngineStats {
+  int waiting = 0, running = 0;
+  int64_t kv_reserved = 0, kv_budget = 0;
+  int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
+};
+
+class Engine {
+ public:
+  Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops> ops, const Tokenizer& tok,
+         const ChatTemplate& tmpl, const AdapterSet& adapters);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a generation. kResourceExhausted when the queue is full, kInvalidArgument when the
+  // request can never fit the KV budget or the context, kUnavailable after Stop().
+  Status Submit(GenerationRequest req);
+  // Runs a decision on the engine thread; blocks the caller until it is done.
+  Result<DecisionResult> Decide(const DecisionRequest& r, int32_t adapter_slot);
+  EngineStats Stats() const;
+  void Stop();
+
+ private:
+  struct Live;
+  struct DecisionJob {
+    DecisionRequest request;
+    int32_t slot;
+    std::promise<Result<DecisionResult>> done;
+  };
+  void Loop();
+  void RunStep();
+  void Finish(Live& s, const std::string& reason);
+
+  EngineConfig cfg_;
+  const Model& model_;
+  std::unique_ptr<Ops> ops_;
+  const Tokenizer& tok_;
+  const AdapterSet& adapters_;
+  DecisionScorer scorer_;
+  Scheduler sched_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Live>> incoming_;          // GUARDED_BY(mu_)
+  std::deque<std::unique_ptr<DecisionJob>> decisions_;  // GUARDED_BY(mu_)
+  bool stop_ = false;                                   // GUARDED_BY(mu_)
+  int live_count_ = 0;                                  // GUARDED_BY(mu_): incoming + live
+  EngineStats stats_;                                   // GUARDED_BY(mu_)
+
+  std::vector<std::unique_ptr<Live>> live_;  // engine thread only
+  int64_t next_id_ = 1;
+  std::thread thread_;
+};
+
+}  // namespace graft

@@ -1,0 +1,53 @@
+// Scheduler: which sequences run in the next step and with how many tokens. Pure integer
+// bookkeeping: no model, no threads, no GPU (STYLE.md 2).
+//
+// Each step holds at most `max_step_tokens` rows. Running (decoding) sequences get one row
+// each, oldest first; then waiting sequences are admitted in arrival order while both the row
+// budget and the KV budget (`kv_token_budget` tokens in all, each sequence reserving its
+// prompt plus max_tokens when admitted) allow; an admitted sequence prefills in chunks of
+// whatever rows are left. A sequence whose reservation exceeds the whole budget is rejected.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace graft {
+
+struct SchedSeq {
+  int64_t id = 0;
+  int prompt_tokens = 0;    // total prompt length
+  int prefilled = 0;        // prompt tokens already processed
+  int max_new_tokens = 0;
+  bool admitted = false;    // holds a KV reservation
+};
+
+struct StepPlanEntry {
+  int64_t id;
+  int tokens;  // rows this sequence brings to the step
+};
+
+struct StepPlan {
+  std::vector<StepPlanEntry> entries;  // in row order
+  std::vector<int64_t> admitted;       // sequences that got their reservation this step
+  std::vector<int64_t> rejected;       // can never fit
+};
+
+class Scheduler {
+ public:
+  Scheduler(int max_step_tokens, int64_t kv_token_budget)
+      : max_step_tokens_(max_step_tokens), kv_budget_(kv_token_budget) {}
+
+  // seqs: every live sequence, in arrival order. Marks admissions in `seqs`.
+  StepPlan Plan(std::vector<SchedSeq>& seqs);
+  // A finished or cancelled sequence gives its reservation back.
+  void Release(const SchedSeq& s);
+  int64_t kv_reserved() const { return kv_reserved_; }
+  int64_t kv_budget() const { return kv_budget_; }
+
+ private:
+  int max_step_tokens_;
+  int64_t kv_budget_;
+  int64_t kv_reserved_ = 0;
+};
+
+}  // namespace graft

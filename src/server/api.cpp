@@ -1,0 +1,247 @@
+#include "server/api.h"
+
+#include <fmt/core.h>
+
+namespace graft {
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+ApiError Bad(const std::string& message, const std::string& param, int status = 400) {
+  return ApiError{status, message, "invalid_request_error", param};
+}
+
+}  // namespace
+
+ojson ApiError::Json() const {
+  return {{"error", {{"message", message}, {"type", type}, {"param", param.empty() ? ojson(nullptr) : ojson(param)},
+                     {"code", nullptr}}}};
+}
+
+std::optional<ApiError> ServedModels::Resolve(const json& body, int32_t* slot, std::string* name) const {
+  auto it = body.find("model");
+  if (it == body.end() || it->is_null()) {
+    *slot = 0;
+    *name = base_name;
+    return std::nullopt;
+  }
+  if (!it->is_string()) return Bad("'model' must be a string", "model");
+  const std::string m = it->get<std::string>();
+  if (m == base_name) {
+    *slot = 0;
+    *name = m;
+    return std::nullopt;
+  }
+  auto a = adapters.find(m);
+  if (a == adapters.end()) {
+    return ApiError{404, fmt::format("The model '{}' does not exist; GET /v1/models lists the base and every adapter", m),
+                    "not_found_error", "model"};
+  }
+  *slot = a->second;
+  *name = m;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, const ServedModels& models, const Tokenizer& tok,
+                                               const ChatTemplate& tmpl, const std::set<int32_t>& stop_tokens,
+                                               GenerationApiRequest* out) {
+  if (!body.is_object()) return Bad("the request body must be a JSON object", "");
+  out->chat = chat;
+  if (auto e = models.Resolve(body, &out->slot, &out->model)) return e;
+  auto number = [&](const char* key, double lo, double hi, double* v) -> std::optional<ApiError> {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null()) return std::nullopt;
+    if (!it->is_number()) return Bad(fmt::format("'{}' must be a number", key), key);
+    const double x = it->get<double>();
+    if (!(x >= lo && x <= hi)) return Bad(fmt::format("'{}' = {} is outside [{}, {}]", key, x, lo, hi), key, 422);
+    *v = x;
+    return std::nullopt;
+  };
+  auto integer = [&](const char* key, int64_t lo, int64_t hi, int64_t* v) -> std::optional<ApiError> {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null()) return std::nullopt;
+    if (!it->is_number_integer()) return Bad(fmt::format("'{}' must be an integer", key), key);
+    const int64_t x = it->get<int64_t>();
+    if (x < lo || x > hi) return Bad(fmt::format("'{}' = {} is outside [{}, {}]", key, x, lo, hi), key, 422);
+    *v = x;
+    return std::nullopt;
+  };
+  auto boolean = [&](const char* key, bool* v) -> std::optional<ApiError> {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null()) return std::nullopt;
+    if (!it->is_boolean()) return Bad(fmt::format("'{}' must be true or false", key), key);
+    *v = it->get<bool>();
+    return std::nullopt;
+  };
+  // Prompt.
+  if (chat) {
+    auto m = body.find("messages");
+    if (m == body.end() || !m->is_array()) return Bad("'messages' must be an array", "messages");
+    if (m->empty()) return Bad("'messages' is empty", "messages", 422);
+    for (size_t i = 0; i < m->size(); ++i) {
+      const json& msg = (*m)[i];
+      if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string()) {
+        return Bad(fmt::format("messages[{}] needs a string 'role'", i), "messages");
+      }
+      if (msg.contains("content") && !msg["content"].is_string() && !msg["content"].is_array() && !msg["content"].is_null()) {
+        return Bad(fmt::format("messages[{}].content must be a string or an array of parts", i), "messages");
+      }
+    }
+    ChatOptions opt;
+    opt.add_generation_prompt = true;
+    if (body.contains("tools") && !body["tools"].is_null()) {
+      if (!body["tools"].is_array()) return Bad("'tools' must be an array", "tools");
+      opt.tools = nlohmann::ordered_json::parse(body["tools"].dump());
+    }
+    auto kw = body.find("chat_template_kwargs");
+    if (kw != body.end() && !kw->is_null()) {
+      if (!kw->is_object()) return Bad("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+      opt.extra = nlohmann::ordered_json::parse(kw->dump());
+      if (kw->contains("enable_thinking") && (*kw)["enable_thinking"].is_boolean()) {
+        opt.enable_thinking = (*kw)["enable_thinking"].get<bool>();
+        opt.extra.erase("enable_thinking");
+      }
+    }
+    auto rendered = tmpl.Render(nlohmann::ordered_json::parse(m->dump()), opt);
+    if (!rendered.ok()) return Bad(rendered.status().message(), "messages", 422);
+    out->prompt_text = rendered.value();
+  } else {
+    auto p = body.find("prompt");
+    if (p == body.end()) return Bad("missing required field 'prompt'", "prompt");
+    if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) out->prompt_text = (*p)[0].get<std::string>();
+    else if (p->is_string()) out->prompt_text = p->get<std::string>();
+    else return Bad("'prompt' must be a string (or an array holding one string)", "prompt");
+    if (body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>()) return Bad("'echo' is not supported", "echo", 422);
+    if (body.contains("suffix") && !body["suffix"].is_null()) return Bad("'suffix' is not supported", "suffix", 422);
+  }
+  auto ids = tok.Encode(out->prompt_text);
+  if (!ids.ok()) return Bad(ids.status().message(), chat ? "messages" : "prompt");
+  if (ids->empty()) return Bad("the prompt encodes to no tokens", chat ? "messages" : "prompt", 422);
+  out->gen.prompt = std::move(ids).value();
+  out->gen.adapter_slot = out->slot;
+  // Sampling and limits.
+  double temperature = 1.0, top_p = 1.0, presence = 0, frequency = 0;
+  int64_t top_k = 0, seed = 0, n = 1, top_logprobs = -1;
+  int64_t max_tokens = -1;
+  if (auto e = number("temperature", 0, 2, &temperature)) return e;
+  if (auto e = number("top_p", 1e-9, 1, &top_p)) return e;
+  if (auto e = integer("top_k", -1, 1 << 30, &top_k)) return e;
+  if (auto e = integer("seed", INT64_MIN, INT64_MAX, &seed)) return e;
+  if (auto e = integer("n", 1, 1, &n)) return e;
+  if (auto e = number("presence_penalty", 0, 0, &presence)) return e;
+  if (auto e = number("frequency_penalty", 0, 0, &frequency)) return e;
+  if (auto e = integer("max_tokens", 1, 1 << 24, &max_tokens)) return e;
+  if (auto e = integer("max_completion_tokens", 1, 1 << 24, &max_tokens)) return e;
+  if (auto e = boolean("stream", &out->stream)) return e;
+  if (chat) {
+    if (auto e = boolean("logprobs", &out->logprobs)) return e;
+    if (auto e = integer("top_logprobs", 0, 20, &top_logprobs)) return e;
+    if (top_logprobs >= 0 && !out->logprobs) return Bad("'top_logprobs' needs 'logprobs': true", "top_logprobs", 422);
+    if (out->logprobs && top_logprobs < 0) top_logprobs = 0;
+  } else {
+    int64_t lp = -1;
+    if (auto e = integer("logprobs", 0, 20, &lp)) return e;
+    out->logprobs = lp >= 0;
+    top_logprobs = lp;
+  }
+  auto so = body.find("stream_options");
+  if (so != body.end() && so->is_object() && so->contains("include_usage") && (*so)["include_usage"].is_boolean()) {
+    out->include_usage = (*so)["include_usage"].get<bool>();
+  }
+  auto stop = body.find("stop");
+  if (stop != body.end() && !stop->is_null()) {
+    if (stop->is_string()) {
+      out->gen.stop_strings.push_back(stop->get<std::string>());
+    } else if (stop->is_array() && stop->size() <= 4) {
+      for (const auto& s : *stop) {
+        if (!s.is_string()) return Bad("'stop' entries must be strings", "stop");
+        out->gen.stop_strings.push_back(s.get<std::string>());
+      }
+    } else {
+      return Bad("'stop' must be a string or an array of at most 4 strings", "stop");
+    }
+    for (const auto& s : out->gen.stop_strings) if (s.empty()) return Bad("'stop' strings must not be empty", "stop", 422);
+  }
+  const int64_t prompt = static_cast<int64_t>(out->gen.prompt.size());
+  if (max_tokens < 0) max_tokens = std::min<int64_t>(models.default_max_tokens, std::max<int64_t>(models.context - prompt, 1));
+  if (models.context > 0 && prompt + max_tokens > models.context) {
+    return Bad(fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the "
+                           "prompt, {} for the completion). Please reduce the prompt or max_tokens.",
+                           models.context, prompt + max_tokens, prompt, max_tokens),
+               chat ? "messages" : "prompt");
+  }
+  out->gen.max_tokens = static_cast<int>(max_tokens);
+  out->gen.sampling.temperature = static_cast<float>(temperature);
+  out->gen.sampling.top_p = static_cast<float>(top_p);
+  out->gen.sampling.top_k = top_k < 0 ? 0 : static_cast<int>(top_k);
+  out->gen.sampling.seed = static_cast<uint64_t>(seed);
+  out->gen.top_logprobs = static_cast<int>(top_logprobs);
+  out->gen.stop_tokens = stop_tokens;
+  return std::nullopt;
+}
+
+ojson LogprobsJson(const std::vector<TokenLogprob>& lps, bool chat) {
+  if (chat) {
+    ojson content = ojson::array();
+    for (const auto& t : lps) {
+      ojson top = ojson::array();
+      for (const auto& [text, lp] : t.top) {
+        top.push_back({{"token", text}, {"logprob", lp}, {"bytes", std::vector<uint8_t>(text.begin(), text.end())}});
+      }
+      content.push_back({{"token", t.text}, {"logprob", t.logprob}, {"bytes", std::vector<uint8_t>(t.text.begin(), t.text.end())},
+                         {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  ojson tokens = ojson::array(), lp = ojson::array(), top = ojson::array();
+  for (const auto& t : lps) {
+    tokens.push_back(t.text);
+    lp.push_back(t.logprob);
+    ojson m = ojson::object();
+    for (const auto& [text, v] : t.top) m[text] = v;
+    top.push_back(m);
+  }
+  return {{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", top}};
+}
+
+ojson CompletionJson(const GenerationApiRequest& r, const std::string& id, int64_t created, const std::string& text,
+                     const std::vector<TokenLogprob>& lps, const std::string& finish_reason, int prompt_tokens,
+                     int completion_tokens) {
+  ojson choice;
+  choice["index"] = 0;
+  if (r.chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
+  else choice["text"] = text;
+  choice["logprobs"] = r.logprobs ? LogprobsJson(lps, r.chat) : ojson(nullptr);
+  choice["finish_reason"] = finish_reason;
+  return {{"id", id},
+          {"object", r.chat ? "chat.completion" : "text_completion"},
+          {"created", created},
+          {"model", r.model},
+          {"choices", ojson::array({choice})},
+          {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
+                     {"total_tokens", prompt_tokens + completion_tokens}}}};
+}
+
+ojson ChunkJson(const GenerationApiRequest& r, const std::string& id, int64_t created, const std::string* role,
+                const std::string& text, const std::vector<TokenLogprob>* lps, const std::string* finish_reason) {
+  ojson choice;
+  choice["index"] = 0;
+  if (r.chat) {
+    ojson delta = ojson::object();
+    if (role) delta["role"] = *role;
+    if (!text.empty() || (!role && !finish_reason)) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+  }
+  choice["logprobs"] = (r.logprobs && lps) ? LogprobsJson(*lps, r.chat) : ojson(nullptr);
+  choice["finish_reason"] = finish_reason ? ojson(*finish_reason) : ojson(nullptr);
+  return {{"id", id},
+          {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created},
+          {"model", r.model},
+          {"choices", ojson::array({choice})}};
+}
+
+}  // namespace graft

@@ -1,0 +1,59 @@
+// The OpenAI-shaped request parsing and response building behind the HTTP handlers (no
+// sockets here). Errors carry the HTTP status and the OpenAI error object's type and param.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace graft {
+
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;
+  nlohmann::ordered_json Json() const;
+};
+
+// What the server knows about the models it serves.
+struct ServedModels {
+  std::string base_name;
+  std::map<std::string, int32_t> adapters;  // name -> slot
+  int context = 0;
+  int default_max_tokens = 512;
+  // The slot a request's "model" selects; a missing model means the base.
+  std::optional<ApiError> Resolve(const nlohmann::json& body, int32_t* slot, std::string* name) const;
+};
+
+struct GenerationApiRequest {
+  bool chat = true;
+  bool stream = false;
+  bool include_usage = false;
+  std::string model;
+  int32_t slot = 0;
+  std::string prompt_text;  // rendered (chat) or given (completions)
+  GenerationRequest gen;    // prompt tokens, sampling, stops, logprobs (on_event left empty)
+  bool logprobs = false;
+};
+
+// Validates a /v1/chat/completions or /v1/completions body, renders and tokenizes the prompt.
+std::optional<ApiError> ParseGenerationRequest(const nlohmann::json& body, bool chat, const ServedModels& models,
+                                               const Tokenizer& tok, const ChatTemplate& tmpl,
+                                               const std::set<int32_t>& stop_tokens, GenerationApiRequest* out);
+
+// Response bodies.
+nlohmann::ordered_json LogprobsJson(const std::vector<TokenLogprob>& lps, bool chat);
+nlohmann::ordered_json CompletionJson(const GenerationApiRequest& r, const std::string& id, int64_t created,
+                                      const std::string& text, const std::vector<TokenLogprob>& lps,
+                                      const std::string& finish_reason, int prompt_tokens, int completion_tokens);
+nlohmann::ordered_json ChunkJson(const GenerationApiRequest& r, const std::string& id, int64_t created,
+                                 const std::string* role, const std::string& text, const std::vector<TokenLogprob>* lps,
+                                 const std::string* finish_reason);
+
+}  // namespace graft

@@ -1,0 +1,280 @@
+#include "server/http_server.h"
+
+#include <fmt/core.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <random>
+
+namespace graft {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+// Events from the engine thread to one HTTP handler.
+struct Channel {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<GenEvent> events;
+  void Push(const GenEvent& e) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      events.push_back(e);
+    }
+    cv.notify_one();
+  }
+  // Waits up to `timeout` for an event.
+  bool Pop(GenEvent* e, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> l(mu);
+    if (!cv.wait_for(l, timeout, [&] { return !events.empty(); })) return false;
+    *e = std::move(events.front());
+    events.pop_front();
+    return true;
+  }
+};
+
+ApiError FromStatus(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument: return {400, s.message(), "invalid_request_error", ""};
+    case StatusCode::kNotFound: return {404, s.message(), "not_found_error", ""};
+    case StatusCode::kResourceExhausted: return {429, s.message(), "rate_limit_error", ""};
+    case StatusCode::kUnavailable: return {503, s.message(), "service_unavailable", ""};
+    default: return {500, s.message(), "internal_error", ""};
+  }
+}
+
+void Reply(httplib::Response& res, int status, const ojson& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, ojson::error_handler_t::replace), "application/json");
+}
+
+void ReplyError(httplib::Response& res, const ApiError& e) { Reply(res, e.status, e.Json()); }
+
+std::string NewId(const char* prefix) {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t salt = std::random_device{}();
+  return fmt::format("{}{:012x}{:08x}", prefix, salt & 0xffffffffffffull, counter.fetch_add(1) & 0xffffffffu);
+}
+
+std::optional<ApiError> ParseBody(const httplib::Request& req, nlohmann::json* body) {
+  try {
+    *body = nlohmann::json::parse(req.body);
+  } catch (const nlohmann::json::exception& e) {
+    return ApiError{400, fmt::format("the request body is not valid JSON: {}", e.what()), "invalid_request_error", ""};
+  }
+  return std::nullopt;
+}
+
+std::string Sse(const ojson& j) { return "data: " + j.dump(-1, ' ', false, ojson::error_handler_t::replace) + "\n\n"; }
+
+}  // namespace
+
+HttpServer::HttpServer(Engine& engine, const Tokenizer& tok, const ChatTemplate& tmpl, ServedModels models,
+                       std::set<int32_t> stop_tokens, ServerConfig cfg)
+    : engine_(engine), tok_(tok), tmpl_(tmpl), models_(std::move(models)), stop_tokens_(std::move(stop_tokens)),
+      cfg_(std::move(cfg)), svr_(std::make_unique<httplib::Server>()) {
+  const int threads = cfg_.http_threads;
+  svr_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  svr_->set_payload_max_length(cfg_.max_body_bytes);
+  svr_->set_read_timeout(30, 0);
+  svr_->set_write_timeout(30, 0);
+  svr_->set_keep_alive_max_count(1000);
+  Routes();
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Status HttpServer::Bind() {
+  if (cfg_.port == 0) {
+    port_ = svr_->bind_to_any_port(cfg_.host);
+    if (port_ <= 0) return IoError("cannot bind any port on " + cfg_.host);
+  } else {
+    if (!svr_->bind_to_port(cfg_.host, cfg_.port)) return IoError(fmt::format("cannot bind {}:{}", cfg_.host, cfg_.port));
+    port_ = cfg_.port;
+  }
+  return Status::Ok();
+}
+
+void HttpServer::Serve() { svr_->listen_after_bind(); }
+
+void HttpServer::Stop() {
+  if (svr_) svr_->stop();
+}
+
+void HttpServer::Routes() {
+  auto& s = *svr_;
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 413) {
+      ReplyError(res, {413, "the request body is larger than the server's limit", "invalid_request_error", ""});
+    } else if (res.status == 404) {
+      ReplyError(res, {404, fmt::format("no route {} {}", req.method, req.path), "not_found_error", ""});
+    } else {
+      ReplyError(res, {res.status, fmt::format("HTTP {}", res.status), "invalid_request_error", ""});
+    }
+  });
+
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const EngineStats st = engine_.Stats();
+    Reply(res, 200, {{"status", "ok"}, {"waiting", st.waiting}, {"running", st.running}});
+  });
+
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.Render(engine_.Stats()), "text/plain; version=0.0.4");
+  });
+
+  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    const int64_t created = std::time(nullptr);
+    ojson data = ojson::array();
+    data.push_back({{"id", models_.base_name}, {"object", "model"}, {"created", created}, {"owned_by", "graft"},
+                    {"root", models_.base_name}, {"parent", nullptr}, {"max_model_len", models_.context}});
+    for (const auto& [name, slot] : models_.adapters) {
+      data.push_back({{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "graft"},
+                      {"root", name}, {"parent", models_.base_name}, {"max_model_len", models_.context}});
+    }
+    Reply(res, 200, {{"object", "list"}, {"data", data}});
+  });
+
+  auto generation = [this](bool chat) {
+    return [this, chat](const httplib::Request& req, httplib::Response& res) {
+      const auto t0 = Clock::now();
+      const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
+      nlohmann::json body;
+      auto api = std::make_shared<GenerationApiRequest>();
+      std::optional<ApiError> err = ParseBody(req, &body);
+      if (!err) err = ParseGenerationRequest(body, chat, models_, tok_, tmpl_, stop_tokens_, api.get());
+      if (err) {
+        ReplyError(res, *err);
+        metrics_.Observe(endpoint, api->model, err->status, std::chrono::duration<double>(Clock::now() - t0).count());
+        return;
+      }
+      auto ch = std::make_shared<Channel>();
+      api->gen.on_event = [ch](const GenEvent& e) { ch->Push(e); };
+      auto cancelled = api->gen.cancelled;
+      const Status st = engine_.Submit(api->gen);
+      if (!st.ok()) {
+        const ApiError e = FromStatus(st);
+        ReplyError(res, e);
+        metrics_.Observe(endpoint, api->model, e.status, std::chrono::duration<double>(Clock::now() - t0).count());
+        return;
+      }
+      const std::string id = NewId(chat ? "chatcmpl-" : "cmpl-");
+      const int64_t created = std::time(nullptr);
+      if (!api->stream) {
+        std::string text;
+        std::vector<TokenLogprob> lps;
+        GenEvent e;
+        while (true) {
+          if (!ch->Pop(&e, std::chrono::milliseconds(200))) continue;
+          if (e.kind == GenEvent::Kind::kDelta) {
+            text += e.text;
+            lps.insert(lps.end(), e.logprobs.begin(), e.logprobs.end());
+          } else {
+            break;
+          }
+        }
+        if (e.kind == GenEvent::Kind::kError) {
+          ReplyError(res, FromStatus(e.error));
+        } else {
+          Reply(res, 200, CompletionJson(*api, id, created, text, lps, e.finish_reason, e.prompt_tokens, e.completion_tokens));
+        }
+        metrics_.Observe(endpoint, api->model, res.status, std::chrono::duration<double>(Clock::now() - t0).count());
+        return;
+      }
+      res.set_header("Cache-Control", "no-cache");
+      auto sent_role = std::make_shared<bool>(false);
+      auto finished = std::make_shared<bool>(false);
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [this, api, ch, id, created, sent_role, finished](size_t, httplib::DataSink& sink) {
+            if (*finished) {
+              sink.done();
+              return true;
+            }
+            if (!sink.is_writable()) return false;
+            std::string out;
+            if (api->chat && !*sent_role) {
+              const std::string role = "assistant";
+              out += Sse(ChunkJson(*api, id, created, &role, "", nullptr, nullptr));
+              *sent_role = true;
+            }
+            GenEvent e;
+            if (ch->Pop(&e, std::chrono::milliseconds(100))) {
+              if (e.kind == GenEvent::Kind::kDelta) {
+                out += Sse(ChunkJson(*api, id, created, nullptr, e.text, &e.logprobs, nullptr));
+              } else if (e.kind == GenEvent::Kind::kDone) {
+                out += Sse(ChunkJson(*api, id, created, nullptr, "", nullptr, &e.finish_reason));
+                if (api->include_usage) {
+                  ojson u = ChunkJson(*api, id, created, nullptr, "", nullptr, nullptr);
+                  u["choices"] = ojson::array();
+                  u["usage"] = {{"prompt_tokens", e.prompt_tokens}, {"completion_tokens", e.completion_tokens},
+                                {"total_tokens", e.prompt_tokens + e.completion_tokens}};
+                  out += Sse(u);
+                }
+                out += "data: [DONE]\n\n";
+                *finished = true;
+              } else {
+                out += Sse(FromStatus(e.error).Json());
+                out += "data: [DONE]\n\n";
+                *finished = true;
+              }
+            }
+            if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+            return true;
+          },
+          [this, cancelled, api, endpoint, t0](bool success) {
+            if (!success) cancelled->store(true);  // the client hung up: stop generating
+            metrics_.Observe(endpoint, api->model, success ? 200 : 499, std::chrono::duration<double>(Clock::now() - t0).count());
+          });
+    };
+  };
+  s.Post("/v1/chat/completions", generation(true));
+  s.Post("/v1/completions", generation(false));
+
+  s.Post("/v1/decisions", [this](const httplib::Request& req, httplib::Response& res) {
+    const auto t0 = Clock::now();
+    nlohmann::json body;
+    std::string model = models_.base_name;
+    auto finish = [&](int status) {
+      metrics_.Observe("/v1/decisions", model, status, std::chrono::duration<double>(Clock::now() - t0).count());
+    };
+    if (auto err = ParseBody(req, &body)) {
+      ReplyError(res, *err);
+      return finish(err->status);
+    }
+    if (!body.is_object()) {
+      ReplyError(res, {400, "the request body must be a JSON object", "invalid_request_error", ""});
+      return finish(400);
+    }
+    int32_t slot = 0;
+    if (auto err = models_.Resolve(body, &slot, &model)) {
+      ReplyError(res, *err);
+      return finish(err->status);
+    }
+    auto r = ParseDecisionRequest(body, cfg_.decision_limits);
+    if (!r.ok()) {
+      // Wrong JSON types are 400; well-typed but invalid values (duplicates, limits) are 422.
+      const std::string& m = r.status().message();
+      const bool typing = m.find("must be") != std::string::npos || m.find("missing required") != std::string::npos;
+      ReplyError(res, {typing ? 400 : 422, m, "invalid_request_error", ""});
+      return finish(res.status);
+    }
+    auto result = engine_.Decide(r.value(), slot);
+    if (!result.ok()) {
+      ApiError e = FromStatus(result.status());
+      if (e.status == 400) e.status = 422;
+      ReplyError(res, e);
+      return finish(e.status);
+    }
+    result->id = NewId("dec-");
+    result->model = model;
+    Reply(res, 200, DecisionResultJson(result.value()));
+    finish(200);
+  });
+}
+
+}  // namespace graft

@@ -1,0 +1,58 @@
+// HttpServer: HTTP transport only (STYLE.md 10). Handlers parse and validate, hand the work to
+// the Engine as a request with a callback, and turn the callback's events into a response or
+// a server-sent-event stream. Handlers never throw; errors are OpenAI error objects with
+// fitting statuses (400 malformed, 404 unknown model or route, 413 body too large, 422
+// well-formed but invalid, 429 queue full, 503 shutting down).
+//
+// Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/decisions,
+//         GET /v1/models, GET /health, GET /metrics.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+
+#include "engine/engine.h"
+#include "server/api.h"
+#include "server/metrics.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace graft {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8000;             // 0: any free port
+  size_t max_body_bytes = 8u << 20;
+  int http_threads = 128;      // each open stream holds one
+  DecisionLimits decision_limits;
+};
+
+class HttpServer {
+ public:
+  HttpServer(Engine& engine, const Tokenizer& tok, const ChatTemplate& tmpl, ServedModels models,
+             std::set<int32_t> stop_tokens, ServerConfig cfg);
+  ~HttpServer();
+  // Binds the socket; port() is known afterwards.
+  Status Bind();
+  // Serves until Stop() (blocking).
+  void Serve();
+  void Stop();
+  int port() const { return port_; }
+
+ private:
+  void Routes();
+  Engine& engine_;
+  const Tokenizer& tok_;
+  const ChatTemplate& tmpl_;
+  ServedModels models_;
+  std::set<int32_t> stop_tokens_;
+  ServerConfig cfg_;
+  Metrics metrics_;
+  std::unique_ptr<httplib::Server> svr_;
+  int port_ = 0;
+};
+
+}  // namespace graft

@@ -1,0 +1,17 @@
+#!/bin/sh
+# Starts graft serve on a free port, runs the official OpenAI client (oracle/openai-client.mjs,
+# where npm installed it) against it, stops it.
+#   openai_client.sh GRAFT_BINARY FIXTURES_DIR ORACLE_DIR
+set -eu
+log=$(mktemp)
+"$1" serve --model "$2/qwen3_5-wrapper" --adapter "gdn=$2/adapters/qwen3_5-wrapper-lora-gdn" --port 0 >"$log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null; rm -f "$log"' EXIT
+url=""
+for _ in $(seq 1 100); do
+  url=$(sed -n 's/.* on \(http:[^ ]*\/v1\).*/\1/p' "$log" | head -n 1)
+  [ -n "$url" ] && break
+  sleep 0.1
+done
+[ -n "$url" ] || { echo "graft serve did not start:"; cat "$log"; exit 1; }
+node "$3/openai-client.mjs" "$url"

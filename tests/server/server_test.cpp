@@ -1,0 +1,287 @@
+// The HTTP server end to end, in process: OpenAI shapes, decisions, isolation of chat from
+// adapter decisions, concurrency, and a hostile-input suite after which it still answers.
+#include "server/http_server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "adapters/lora_loader.h"
+#include "backend/cpu/cpu_ops.h"
+#include "test_util.h"
+#include "tools/generate.h"
+
+namespace graft {
+namespace {
+
+using json = nlohmann::json;
+
+class Server : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = test::LoadFixtureModel("qwen3_5-wrapper");
+    tok_ = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
+    tmpl_ = ChatTemplate::Load(test::Fixture("qwen3_5-wrapper"), "").value();
+    auto a = LoadLoraAdapter(test::Fixture("adapters/qwen3_5-wrapper-lora-gdn"), model_->config(), {"gdn", false, nullptr});
+    ASSERT_TRUE(a.ok());
+    adapter_ = std::make_unique<LoraAdapter>(std::move(a).value());
+    set_.slots.push_back(adapter_.get());
+    ServedModels served;
+    served.base_name = "base";
+    served.adapters["gdn"] = 1;
+    served.context = model_->config().max_position_embeddings;
+    EngineConfig ec;
+    ec.max_step_tokens = 64;
+    ec.kv_token_budget = 8192;
+    engine_ = std::make_unique<Engine>(ec, *model_, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok_, *tmpl_, set_);
+    ServerConfig sc;
+    sc.port = 0;
+    sc.max_body_bytes = 1 << 20;
+    server_ = std::make_unique<HttpServer>(*engine_, *tok_, *tmpl_, served,
+                                           StopTokens(test::Fixture("qwen3_5-wrapper"), model_->config(), *tok_, tmpl_.get()), sc);
+    ASSERT_TRUE(server_->Bind().ok());
+    thread_ = std::thread([this] { server_->Serve(); });
+  }
+  void TearDown() override {
+    server_->Stop();
+    if (thread_.joinable()) thread_.join();
+    engine_->Stop();
+  }
+  httplib::Client Client() {
+    httplib::Client c("127.0.0.1", server_->port());
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+  std::pair<int, json> Post(const std::string& path, const std::string& body) {
+    auto c = Client();
+    auto r = c.Post(path.c_str(), body, "application/json");
+    if (!r) return {-1, json()};
+    return {r->status, json::parse(r->body, nullptr, false)};
+  }
+  std::string Chat(int max_tokens = 12) {
+    auto [status, j] = Post("/v1/chat/completions",
+                            R"({"model": "base", "messages": [{"role": "user", "content": "Tell me about logs."}], "max_tokens": )" +
+                                std::to_string(max_tokens) + R"(, "temperature": 0, "logprobs": true, "top_logprobs": 3})");
+    EXPECT_EQ(status, 200) << j.dump();
+    return j["choices"][0].dump();  // content and logprobs
+  }
+  static std::string Decision(const std::string& record) {
+    return json{{"model", "gdn"},
+                {"record", record},
+                {"questions", {{{"id", "m"}, {"question", "Malicious?"}, {"choices", {"yes", "no"}}},
+                               {{"id", "c"}, {"question", "Category?"}, {"choices", {"sqli", "xss", "none"}}}}}}
+        .dump();
+  }
+
+  std::unique_ptr<Model> model_;
+  std::shared_ptr<const Tokenizer> tok_;
+  std::shared_ptr<const ChatTemplate> tmpl_;
+  std::unique_ptr<LoraAdapter> adapter_;
+  AdapterSet set_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<HttpServer> server_;
+  std::thread thread_;
+};
+
+TEST_F(Server, ChatCompletionShapesAndModels) {
+  auto [status, j] = Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5})");
+  ASSERT_EQ(status, 200) << j.dump();
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(j["usage"]["completion_tokens"].get<int>() + j["usage"]["prompt_tokens"].get<int>(), j["usage"]["total_tokens"].get<int>());
+  EXPECT_TRUE(j["choices"][0]["finish_reason"] == "length" || j["choices"][0]["finish_reason"] == "stop");
+  auto c = Client();
+  auto m = c.Get("/v1/models");
+  ASSERT_TRUE(m);
+  const json models = json::parse(m->body);
+  EXPECT_EQ(models["data"][0]["id"], "base");
+  EXPECT_EQ(models["data"][1]["id"], "gdn");
+  EXPECT_EQ(models["data"][1]["parent"], "base");
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  auto met = c.Get("/metrics");
+  ASSERT_TRUE(met);
+  EXPECT_NE(met->body.find("graft_requests_total{endpoint=\"/v1/chat/completions\",model=\"base\",status=\"200\"} 1"), std::string::npos)
+      << met->body;
+  EXPECT_NE(met->body.find("graft_request_duration_seconds_bucket"), std::string::npos);
+  EXPECT_NE(met->body.find("graft_kv_budget_tokens 8192"), std::string::npos);
+}
+
+TEST_F(Server, StreamingEndsWithDoneAndMatchesTheNonStreamedText) {
+  const std::string body = R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 10, "temperature": 0, "stream": true,
+                             "stream_options": {"include_usage": true}})";
+  auto c = Client();
+  std::string sse;
+  auto r = c.Post("/v1/chat/completions", httplib::Headers{}, body, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  sse = r->body;
+  ASSERT_GE(sse.size(), 14u);
+  EXPECT_EQ(sse.substr(sse.size() - 14), "data: [DONE]\n\n");
+  std::string text;
+  size_t pos = 0;
+  bool usage = false;
+  while ((pos = sse.find("data: {", pos)) != std::string::npos) {
+    const size_t end = sse.find("\n\n", pos);
+    const json chunk = json::parse(sse.substr(pos + 6, end - pos - 6));
+    if (chunk.contains("usage")) usage = true;
+    if (!chunk["choices"].empty() && chunk["choices"][0]["delta"].contains("content")) {
+      text += chunk["choices"][0]["delta"]["content"].get<std::string>();
+    }
+    pos = end;
+  }
+  EXPECT_TRUE(usage);
+  auto [status, j] = Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 10, "temperature": 0})");
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(text, j["choices"][0]["message"]["content"].get<std::string>());
+}
+
+TEST_F(Server, ChatIsBitIdenticalBeforeDuringAndAfterAdapterDecisions) {
+  const std::string before = Chat();
+  std::vector<std::thread> burst;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 6; ++i) {
+    burst.emplace_back([&, i] {
+      auto [status, j] = Post("/v1/decisions", Decision("GET /admin?id=" + std::to_string(i)));
+      ok += status == 200;
+    });
+  }
+  const std::string during = Chat();
+  for (auto& t : burst) t.join();
+  const std::string after = Chat();
+  EXPECT_EQ(ok.load(), 6);
+  EXPECT_EQ(before, during);
+  EXPECT_EQ(before, after);
+}
+
+TEST_F(Server, ConcurrentDecisionsEqualTheSameDecisionsAlone) {
+  std::vector<std::string> records = {"GET /a", "POST /login user=admin'--", "GET /img.png", "DELETE /users/1"};
+  std::vector<json> alone;
+  for (const auto& r : records) alone.push_back(Post("/v1/decisions", Decision(r)).second);
+  std::vector<json> together(records.size());
+  std::vector<std::thread> ts;
+  for (size_t i = 0; i < records.size(); ++i) ts.emplace_back([&, i] { together[i] = Post("/v1/decisions", Decision(records[i])).second; });
+  for (auto& t : ts) t.join();
+  for (size_t i = 0; i < records.size(); ++i) {
+    ASSERT_TRUE(alone[i].contains("decisions")) << alone[i].dump();
+    EXPECT_EQ(alone[i]["decisions"].dump(), together[i]["decisions"].dump());
+  }
+}
+
+TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
+  const std::string healthy = Chat(6);
+  struct Case {
+    std::string path, body;
+    int status;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/chat/completions", "{not json", 400, "not valid JSON"},
+      {"/v1/chat/completions", R"({"messages": "hi"})", 400, "'messages' must be an array"},
+      {"/v1/chat/completions", R"({"messages": []})", 422, "'messages' is empty"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": "5"})", 400, "'max_tokens' must be an integer"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "temperature": 9})", 422, "'temperature' = 9 is outside"},
+      {"/v1/chat/completions", R"({"model": "nope", "messages": [{"role": "user", "content": "x"}]})", 404, "The model 'nope' does not exist"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 5000})", 400, "maximum context length is 4096"},
+      {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}", 400, "not valid JSON"},
+      {"/v1/completions", R"({"prompt": 7})", 400, "'prompt' must be a string"},
+      {"/v1/decisions", R"({"model": "gdn", "record": "r", "questions": [{"id": "a", "question": "q", "choices": []}]})", 422,
+       "needs at least 2 choices"},
+      {"/v1/decisions", R"({"model": "gdn", "record": "r", "questions": [{"id": "a", "question": "q", "choices": ["x", "x"]}]})", 422,
+       "duplicate choice 'x'"},
+      {"/v1/decisions", R"({"model": "gdn", "record": "r", "questions": [{"id": "a", "question": "q", "choices": ["x", "y"]},
+        {"id": "a", "question": "q", "choices": ["x", "y"]}]})", 422, "duplicate question id 'a'"},
+      {"/v1/decisions", R"({"model": "gdn", "record": 12, "questions": []})", 400, "'record' must be a string"},
+      {"/v1/decisions", R"({"model": "other", "record": "r", "questions": []})", 404, "does not exist"},
+      {"/v1/decisions", R"({"model": "gdn", "record": ")" + std::string(5000 * 4, 'x') + R"(", "questions": [{"id": "a", "question": "q", "choices": ["x", "y"]}]})",
+       422, "the model's context is 4096"},
+      {"/v1/nothing", "{}", 404, "no route POST /v1/nothing"},
+  };
+  for (const auto& c : cases) {
+    auto [status, j] = Post(c.path, c.body);
+    EXPECT_EQ(status, c.status) << c.body.substr(0, 200) << " -> " << j.dump();
+    ASSERT_TRUE(j.is_object() && j.contains("error")) << c.body.substr(0, 200);
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(c.expect), std::string::npos) << j.dump();
+  }
+  // A 10 MB body: 413 with an OpenAI error object.
+  auto [big_status, big] = Post("/v1/chat/completions", std::string(10 << 20, ' '));
+  EXPECT_EQ(big_status, 413);
+  EXPECT_NE(big.dump().find("larger than the server's limit"), std::string::npos);
+  // A client that disconnects mid-stream: the server cancels and keeps serving.
+  {
+    // A raw socket: send the request, read the first events, hang up.
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const std::string body = R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3000, "stream": true})";
+    const std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                            std::to_string(body.size()) + "\r\n\r\n" + body;
+    ASSERT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
+    std::string got;
+    char buf[512];
+    while (got.find("data:") == std::string::npos) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    EXPECT_NE(got.find("data:"), std::string::npos);
+    ::close(fd);
+  }
+  // The abandoned stream is cancelled: the engine drains back to idle.
+  for (int i = 0; i < 100 && engine_->Stats().running + engine_->Stats().waiting > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(engine_->Stats().running, 0);
+  // 100 concurrent connections.
+  std::vector<std::thread> ts;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 100; ++i) {
+    ts.emplace_back([&, i] {
+      auto [status, j] = i % 10 == 0 ? Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2})")
+                                     : std::pair<int, json>{Client().Get("/health") ? 200 : -1, json()};
+      ok += status == 200;
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(ok.load(), 100);
+  EXPECT_EQ(Chat(6), healthy);  // and the answers are still the same bits
+}
+
+TEST(Scheduler, DecodesFirstThenAdmitsInOrderWithinBudgets) {
+  Scheduler s(8, 40);
+  std::vector<SchedSeq> seqs = {{1, 10, 0, 10, false}, {2, 30, 0, 10, false}, {3, 5, 0, 5, false}};
+  StepPlan p = s.Plan(seqs);
+  ASSERT_EQ(p.entries.size(), 1u);  // seq 1 admitted (20 of 40), prefills 8 rows; seq 2 needs 40: waits
+  EXPECT_EQ(p.entries[0].id, 1);
+  EXPECT_EQ(p.entries[0].tokens, 8);
+  EXPECT_EQ(s.kv_reserved(), 20);
+  seqs[0].prefilled = 8;
+  p = s.Plan(seqs);
+  EXPECT_EQ(p.entries[0].tokens, 2);  // the rest of seq 1's prompt; seq 2 still does not fit, so seq 3 waits behind it
+  EXPECT_EQ(p.entries.size(), 1u);
+  seqs[0].prefilled = 10;
+  p = s.Plan(seqs);
+  EXPECT_EQ(p.entries[0].id, 1);  // decode row first
+  EXPECT_EQ(p.entries[0].tokens, 1);
+  s.Release(seqs[0]);
+  seqs.erase(seqs.begin());
+  p = s.Plan(seqs);
+  EXPECT_EQ(p.admitted, (std::vector<int64_t>{2}));
+  EXPECT_EQ(p.entries[0].tokens, 8);
+  std::vector<SchedSeq> huge = {{9, 100, 0, 100, false}};
+  EXPECT_EQ(s.Plan(huge).rejected, (std::vector<int64_t>{9}));
+}
+
+}  // namespace
+}  // namespace graft
