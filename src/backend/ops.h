@@ -24,12 +24,15 @@ enum class NormKind {
   kOnePlusW,  // Qwen3_5RMSNorm:    out = r(x * rsqrt(mean(x²) + eps) * (1 + w))
 };
 
-// Causal GQA attention of one sequence over its own KV cache.
+// Causal GQA attention of one sequence over its paged KV cache: key position j lives in page
+// page_table[j / page_size], row j % page_size of that page.
 struct AttentionArgs {
   const float* q;          // [n, num_heads, head_dim]
-  const float* k_cache;    // [cache_len, num_kv_heads, head_dim], post-RoPE
-  const float* v_cache;    // [cache_len, num_kv_heads, head_dim]
-  const int32_t* pos;      // [n] query positions; query t attends keys 0..pos[t] (< cache_len)
+  const float* k_pages;    // [num_pages, page_size, num_kv_heads, head_dim], post-RoPE
+  const float* v_pages;    // [num_pages, page_size, num_kv_heads, head_dim]
+  const int32_t* page_table;  // the sequence's pages, covering positions 0..pos[n-1]
+  int page_size;
+  const int32_t* pos;      // [n] query positions; query t attends keys 0..pos[t]
   int n, num_heads, num_kv_heads, head_dim;
   float scale;             // usually head_dim^-0.5
   float* out;              // [n, num_heads * head_dim]

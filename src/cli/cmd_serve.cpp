@@ -52,6 +52,11 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--port", s->server.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--kv-tokens", s->engine.kv_token_budget, "KV budget in tokens across live sequences")->capture_default_str()
       ->check(CLI::Range(16, 1 << 30));
+  cmd->add_option("--max-running", s->engine.max_running, "Chat sequences running at once (state slots)")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--decision-kv-tokens", s->engine.decision_kv_tokens, "KV pool for decisions and their prefix cache, in tokens")
+      ->capture_default_str()->check(CLI::Range(16, 1 << 30));
+  cmd->add_option("--page-size", s->engine.page_size, "KV page, in tokens")->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_option("--max-step-tokens", s->engine.max_step_tokens, "Rows per forward step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-queue", s->engine.max_queue, "Queued plus running requests before 429")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-body-bytes", s->server.max_body_bytes, "Largest request body (413 above)")->capture_default_str();
@@ -102,9 +107,11 @@ void AddServeCommand(CLI::App& app, Runner& run) {
         spdlog::info("memory: adapter {} ({}) {:.2f} MB, {} modules, rank {}..{}", name, a->dir, a->bytes() / 1e6, a->num_modules(),
                      a->min_rank(), a->max_rank());
       }
-      spdlog::info("memory: KV budget {} tokens ({:.1f} MB at {:.0f} B/token) + {:.2f} MB recurrent state per sequence",
-                   s->engine.kv_token_budget, s->engine.kv_token_budget * kv_per_token / 1e6, kv_per_token, state_per_seq / 1e6);
       Engine engine(s->engine, *model, std::move(ops), *tok, *tmpl, set);
+      spdlog::info("memory: KV + state pools {:.1f} MB, reserved now: chat {} tokens in pages of {} ({:.0f} B/token) and {} "
+                   "state slots ({:.2f} MB each); decisions {} tokens",
+                   engine.Stats().pool_bytes / 1e6, s->engine.kv_token_budget, s->engine.page_size, kv_per_token,
+                   s->engine.max_running, state_per_seq / 1e6, s->engine.decision_kv_tokens);
       HttpServer server(engine, *tok, *tmpl, served, StopTokens(s->m.model, c, *tok, tmpl.get()), s->server);
       GRAFT_RETURN_IF_ERROR(server.Bind());
       if (::pipe(g_signal_pipe) != 0) return IoError("cannot create the signal pipe");

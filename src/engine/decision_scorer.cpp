@@ -26,6 +26,11 @@ Status DecisionScorer::Forward(const std::vector<int32_t>& ids, SequenceState& s
   return model_.Forward(ops_, ids.data(), static_cast<int>(ids.size()), st, out.data(), slot, &adapters_);
 }
 
+Result<SequenceState> DecisionScorer::NewState() {
+  if (pool_) return model_.NewState(*pool_);
+  return model_.NewState();
+}
+
 Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t slot, bool share_prefix) {
   const int vocab = model_.config().vocab_size;
   const int ctx = model_.config().max_position_embeddings;
@@ -36,12 +41,12 @@ Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t s
   if (ctx > 0 && prefix.size() >= static_cast<size_t>(ctx)) {
     return InvalidArgument(fmt::format("the record needs {} tokens; the model's context is {}", prefix.size(), ctx));
   }
-  SequenceState prefix_state = model_.NewState();
+  GRAFT_ASSIGN_OR_RETURN(SequenceState prefix_state, NewState());
   if (share_prefix && !prefix.empty()) {
     auto key = std::make_pair(slot, prefix);
     auto hit = cache_.find(key);
     if (hit != cache_.end()) {
-      prefix_state = hit->second;
+      GRAFT_ASSIGN_OR_RETURN(prefix_state, hit->second.Fork());
       res.cached_tokens = static_cast<int>(prefix.size());
     } else {
       GRAFT_RETURN_IF_ERROR(Forward(prefix, prefix_state, slot, nullptr));
@@ -50,7 +55,8 @@ Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t s
           cache_.erase(cache_order_.front());
           cache_order_.pop_front();
         }
-        cache_.emplace(key, prefix_state);
+        GRAFT_ASSIGN_OR_RETURN(SequenceState kept, prefix_state.Fork());
+        cache_.emplace(key, std::move(kept));
         cache_order_.push_back(std::move(key));
       }
     }
@@ -65,7 +71,12 @@ Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t s
       return InvalidArgument(fmt::format("question '{}' needs {} tokens; the model's context is {}", r.questions[i].id,
                                          prefix.size() + qt.rest.size() + longest, ctx));
     }
-    SequenceState st = share_prefix ? prefix_state : model_.NewState();
+    SequenceState st;
+    if (share_prefix) {
+      GRAFT_ASSIGN_OR_RETURN(st, prefix_state.Fork());
+    } else {
+      GRAFT_ASSIGN_OR_RETURN(st, NewState());
+    }
     std::vector<int32_t> run = qt.rest;
     if (!share_prefix) run.insert(run.begin(), prefix.begin(), prefix.end());
     if (run.empty()) return Internal("decision layout produced an empty question");
@@ -78,7 +89,7 @@ Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t s
       const auto& toks = qt.choices[c];
       double lp = LogProb(last, vocab, toks[0]);
       if (toks.size() > 1) {
-        SequenceState cs = st;
+        GRAFT_ASSIGN_OR_RETURN(SequenceState cs, st.Fork());
         std::vector<int32_t> head(toks.begin(), toks.end() - 1);
         GRAFT_RETURN_IF_ERROR(Forward(head, cs, slot, &more));
         for (size_t j = 1; j < toks.size(); ++j) lp += LogProb(more.data() + (j - 1) * static_cast<size_t>(vocab), vocab, toks[j]);

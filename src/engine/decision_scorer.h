@@ -1,7 +1,8 @@
 // DecisionScorer: runs decisions on a model (DESIGN.md §4).
 //
-// The record prefix is computed once per request and every question forks its state (a copy
-// of the sequence state); with share_prefix = false every question runs from scratch instead.
+// The record prefix is computed once per request and every question forks its state (shared
+// KV pages, a copy of the recurrent state); with share_prefix = false every question runs from
+// scratch instead.
 // Both give the same bits: a row's logits do not depend on how its sequence is split.
 // A small prefix cache keyed by (adapter slot, prefix tokens) lets repeated records skip the
 // prefix entirely (usage.cached_tokens counts those tokens).
@@ -22,20 +23,29 @@ namespace graft {
 
 class DecisionScorer {
  public:
+  // pool: where the states live (nullptr: the model's own growable pool).
   DecisionScorer(const Model& model, Ops& ops, const Tokenizer& tok, const ChatTemplate& tmpl,
-                 const AdapterSet& adapters, size_t prefix_cache_entries = 4)
-      : model_(model), ops_(ops), layout_(tok, tmpl), adapters_(adapters), cache_capacity_(prefix_cache_entries) {}
+                 const AdapterSet& adapters, KvPool* pool = nullptr, size_t prefix_cache_entries = 4)
+      : model_(model), ops_(ops), layout_(tok, tmpl), adapters_(adapters), pool_(pool),
+        cache_capacity_(prefix_cache_entries) {}
 
   // Scores every question of `r` with the rows selecting `adapter_slot`.
   Result<DecisionResult> Score(const DecisionRequest& r, int32_t adapter_slot, bool share_prefix = true);
   const DecisionLayout& layout() const { return layout_; }
+  // Forgets every cached prefix (their pages go back to the pool).
+  void ClearCache() {
+    cache_.clear();
+    cache_order_.clear();
+  }
 
  private:
   Status Forward(const std::vector<int32_t>& ids, SequenceState& st, int32_t slot, std::vector<float>* logits);
+  Result<SequenceState> NewState();
   const Model& model_;
   Ops& ops_;
   DecisionLayout layout_;
   const AdapterSet& adapters_;
+  KvPool* pool_;
   size_t cache_capacity_;
   std::map<std::pair<int32_t, std::vector<int32_t>>, SequenceState> cache_;
   std::deque<std::pair<int32_t, std::vector<int32_t>>> cache_order_;  // oldest first

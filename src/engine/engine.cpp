@@ -6,6 +6,11 @@
 #include <cmath>
 
 namespace graft {
+namespace {
+// A decision holds at most: the record prefix, the prefix cache's entries, a question's fork
+// and a choice's fork.
+constexpr int kDecisionSlots = 8;
+}  // namespace
 
 struct Engine::Live {
   int64_t id = 0;
@@ -28,9 +33,15 @@ Engine::Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops>
       ops_(std::move(ops)),
       tok_(tok),
       adapters_(adapters),
-      scorer_(model, *ops_, tok, tmpl, adapters),
-      sched_(cfg.max_step_tokens, cfg.kv_token_budget) {
+      chat_pool_(model.NewPool(cfg.page_size, static_cast<int>((cfg.kv_token_budget + cfg.page_size - 1) / cfg.page_size),
+                               cfg.max_running, /*growable=*/false)),
+      decision_pool_(model.NewPool(cfg.page_size,
+                                   static_cast<int>((cfg.decision_kv_tokens + cfg.page_size - 1) / cfg.page_size),
+                                   kDecisionSlots, /*growable=*/false)),
+      scorer_(model, *ops_, tok, tmpl, adapters, decision_pool_.get()),
+      sched_(cfg.max_step_tokens, cfg.kv_token_budget, cfg.page_size, cfg.max_running) {
   stats_.kv_budget = cfg.kv_token_budget;
+  stats_.pool_bytes = chat_pool_->bytes() + decision_pool_->bytes();
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -166,13 +177,23 @@ void Engine::Loop() {
       while (!incoming_.empty()) {
         incoming_.front()->id = next_id_++;
         incoming_.front()->sched.id = incoming_.front()->id;
-        incoming_.front()->state = model_.NewState();
         live_.push_back(std::move(incoming_.front()));
         incoming_.pop_front();
       }
       jobs.swap(decisions_);
     }
-    for (auto& j : jobs) j->done.set_value(scorer_.Score(j->request, j->slot));
+    for (auto& j : jobs) {
+      Result<DecisionResult> r = scorer_.Score(j->request, j->slot);
+      if (!r.ok() && r.status().code() == StatusCode::kResourceExhausted) {
+        scorer_.ClearCache();  // the prefix cache may hold the memory: drop it and try once more
+        r = scorer_.Score(j->request, j->slot);
+        if (!r.ok() && r.status().code() == StatusCode::kResourceExhausted) {
+          r = ResourceExhausted(fmt::format("not enough KV memory for this decision ({}); the decision pool holds {} tokens",
+                                            r.status().message(), cfg_.decision_kv_tokens));
+        }
+      }
+      j->done.set_value(std::move(r));
+    }
     if (!live_.empty()) RunStep();
     // Drop finished and cancelled sequences.
     int removed = 0;
@@ -180,6 +201,7 @@ void Engine::Loop() {
       if (!s->done && s->req.cancelled->load()) s->done = true;  // the client is gone: no more events
       if (s->done) {
         sched_.Release(s->sched);
+        s->state.Clear();
         ++removed;
       }
     }
@@ -219,6 +241,10 @@ void Engine::RunStep() {
   }
   StepPlan plan = sched_.Plan(seqs);
   for (const auto& ss : seqs) by_id[ss.id]->sched.admitted = ss.admitted;
+  for (int64_t id : plan.admitted) {
+    // The scheduler keeps admissions within the pool's slots and pages: this cannot fail.
+    by_id[id]->state = std::move(model_.NewState(*chat_pool_)).value();
+  }
   for (int64_t id : plan.rejected) {
     GenEvent e;
     e.kind = GenEvent::Kind::kError;

@@ -4,8 +4,11 @@
 // Chat and completion sequences are continuously batched: each step mixes the decode rows of
 // running sequences with prefill chunks of waiting ones (Scheduler), every row selecting its
 // sequence's adapter slot. Decisions run on the same thread between steps (DecisionScorer).
-// A sequence whose prompt plus max_tokens exceeds the KV budget is refused; others wait for
-// room. Cancelling a request (its flag) drops it at the next step.
+// All cache memory is reserved when the engine starts: a chat pool (KV pages and state slots
+// that the scheduler hands out) and a decision pool (the record prefix, its forks and the
+// prefix cache), so decisions never take memory a chat sequence was promised. A sequence
+// whose prompt plus max_tokens exceeds the KV budget is refused; others wait for room.
+// Cancelling a request (its flag) drops it at the next step.
 //
 // Thread-safety: Submit, Decide, Stats and Stop may be called from any thread.
 #pragma once
@@ -35,9 +38,12 @@
 namespace graft {
 
 struct EngineConfig {
-  int max_step_tokens = 256;       // rows per step
-  int64_t kv_token_budget = 65536;  // tokens of KV/state reserved for live sequences
-  int max_queue = 256;             // waiting + running sequences before 429
+  int max_step_tokens = 256;          // rows per step
+  int page_size = 16;                 // KV page, in tokens
+  int64_t kv_token_budget = 65536;    // chat/completion KV pool, in tokens (reserved at start-up)
+  int max_running = 64;               // chat sequences running at once (one state slot each)
+  int64_t decision_kv_tokens = 16384; // a separate pool for decisions and their prefix cache
+  int max_queue = 256;                // waiting + running sequences before 429
 };
 
 struct TokenLogprob {
@@ -71,6 +77,7 @@ struct GenerationRequest {
 struct EngineStats {
   int waiting = 0, running = 0;
   int64_t kv_reserved = 0, kv_budget = 0;
+  int64_t pool_bytes = 0;  // both pools, reserved at start-up
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
 };
 
@@ -106,6 +113,7 @@ class Engine {
   std::unique_ptr<Ops> ops_;
   const Tokenizer& tok_;
   const AdapterSet& adapters_;
+  std::unique_ptr<KvPool> chat_pool_, decision_pool_;
   DecisionScorer scorer_;
   Scheduler sched_;
 

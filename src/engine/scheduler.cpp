@@ -4,6 +4,11 @@
 
 namespace graft {
 
+int64_t Scheduler::Need(const SchedSeq& s) const {
+  const int64_t tokens = int64_t{s.prompt_tokens} + s.max_new_tokens;
+  return (tokens + page_size_ - 1) / page_size_ * page_size_;
+}
+
 StepPlan Scheduler::Plan(std::vector<SchedSeq>& seqs) {
   StepPlan plan;
   int rows = 0;
@@ -19,13 +24,14 @@ StepPlan Scheduler::Plan(std::vector<SchedSeq>& seqs) {
     if (rows >= max_step_tokens_) break;
     if (s.prefilled >= s.prompt_tokens && s.admitted) continue;
     if (!s.admitted) {
-      const int64_t need = int64_t{s.prompt_tokens} + s.max_new_tokens;
+      const int64_t need = Need(s);
       if (need > kv_budget_) {
         plan.rejected.push_back(s.id);
         continue;
       }
-      if (kv_reserved_ + need > kv_budget_) break;  // keep arrival order: later ones wait too
+      if (kv_reserved_ + need > kv_budget_ || running_ >= max_running_) break;  // keep arrival order
       kv_reserved_ += need;
+      ++running_;
       s.admitted = true;
       plan.admitted.push_back(s.id);
     }
@@ -39,7 +45,10 @@ StepPlan Scheduler::Plan(std::vector<SchedSeq>& seqs) {
 }
 
 void Scheduler::Release(const SchedSeq& s) {
-  if (s.admitted) kv_reserved_ -= int64_t{s.prompt_tokens} + s.max_new_tokens;
+  if (s.admitted) {
+    kv_reserved_ -= Need(s);
+    --running_;
+  }
 }
 
 }  // namespace graft

@@ -2,10 +2,11 @@
 // bookkeeping: no model, no threads, no GPU (STYLE.md 2).
 //
 // Each step holds at most `max_step_tokens` rows. Running (decoding) sequences get one row
-// each, oldest first; then waiting sequences are admitted in arrival order while both the row
-// budget and the KV budget (`kv_token_budget` tokens in all, each sequence reserving its
-// prompt plus max_tokens when admitted) allow; an admitted sequence prefills in chunks of
-// whatever rows are left. A sequence whose reservation exceeds the whole budget is rejected.
+// each, oldest first; then waiting sequences are admitted in arrival order while the row
+// budget, the KV budget (`kv_token_budget` tokens, each sequence reserving its prompt plus
+// max_tokens rounded up to whole pages of `page_size`) and the running limit (`max_running`,
+// one recurrent-state slot each) allow; an admitted sequence prefills in chunks of whatever
+// rows are left. A sequence whose reservation exceeds the whole budget is rejected.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +35,8 @@ struct StepPlan {
 
 class Scheduler {
  public:
-  Scheduler(int max_step_tokens, int64_t kv_token_budget)
-      : max_step_tokens_(max_step_tokens), kv_budget_(kv_token_budget) {}
+  Scheduler(int max_step_tokens, int64_t kv_token_budget, int page_size = 1, int max_running = 1 << 30)
+      : max_step_tokens_(max_step_tokens), kv_budget_(kv_token_budget), page_size_(page_size), max_running_(max_running) {}
 
   // seqs: every live sequence, in arrival order. Marks admissions in `seqs`.
   StepPlan Plan(std::vector<SchedSeq>& seqs);
@@ -45,9 +46,13 @@ class Scheduler {
   int64_t kv_budget() const { return kv_budget_; }
 
  private:
+  int64_t Need(const SchedSeq& s) const;
   int max_step_tokens_;
   int64_t kv_budget_;
+  int page_size_;
+  int max_running_;
   int64_t kv_reserved_ = 0;
+  int running_ = 0;
 };
 
 }  // namespace graft

@@ -37,14 +37,22 @@ void CachedAttention(Ops& ops, const StepContext& ctx, int layer, const float* q
   const auto& b = ctx.batch;
   for (int s = 0; s < b.num_seqs(); ++s) {
     const int r0 = b.seq_start[s], n = b.seq_start[s + 1] - r0;
-    KvCache& cache = b.states[s]->kv[static_cast<size_t>(layer)];
-    cache.k.insert(cache.k.end(), k + r0 * kv_w, k + (r0 + n) * kv_w);
-    cache.v.insert(cache.v.end(), v + r0 * kv_w, v + (r0 + n) * kv_w);
-    cache.len += n;
+    SequenceState& st = *b.states[s];
+    KvPool& pool = *st.pool;
+    const int P = pool.page_size();
+    // Rows for positions pos..pos+n-1 (pages reserved by Model::ReserveRows).
+    for (int t = 0; t < n; ++t) {
+      const int p = ctx.pos[r0 + t];
+      const int64_t row = static_cast<int64_t>(st.pages[static_cast<size_t>(p / P)]) * P + p % P;
+      ops.CopyBlock(k + (r0 + t) * kv_w, kv_w, 0, pool.k(layer), kv_w, row * kv_w, 1, kv_w);
+      ops.CopyBlock(v + (r0 + t) * kv_w, kv_w, 0, pool.v(layer), kv_w, row * kv_w, 1, kv_w);
+    }
     AttentionArgs a{};
     a.q = q + r0 * q_w;
-    a.k_cache = cache.k.data();
-    a.v_cache = cache.v.data();
+    a.k_pages = pool.k(layer);
+    a.v_pages = pool.v(layer);
+    a.page_table = st.pages.data();
+    a.page_size = P;
     a.pos = ctx.pos.data() + r0;
     a.n = n;
     a.num_heads = c.num_heads;

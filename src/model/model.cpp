@@ -2,27 +2,107 @@
 
 #include <fmt/core.h>
 
+#include <map>
+
 #include "io/checkpoint.h"
 #include "model/weight_table.h"
 
 namespace graft {
 
-SequenceState Model::NewState() const {
-  const auto& c = config_;
+SequenceState& SequenceState::operator=(SequenceState&& o) noexcept {
+  if (this != &o) {
+    Clear();
+    pos = o.pos;
+    pool = o.pool;
+    slot = o.slot;
+    pages = std::move(o.pages);
+    o.pool = nullptr;
+    o.slot = -1;
+    o.pages.clear();
+    o.pos = 0;
+  }
+  return *this;
+}
+
+void SequenceState::Clear() {
+  if (pool) {
+    for (int32_t p : pages) pool->Release(p);
+    if (slot >= 0) pool->ReleaseSlot(slot);
+  }
+  pages.clear();
+  slot = -1;
+  pool = nullptr;
+  pos = 0;
+}
+
+Result<SequenceState> SequenceState::Fork() const {
+  if (!pool) return InvalidArgument("fork: the sequence has no pool");
+  SequenceState f;
+  if (slot >= 0) {
+    GRAFT_ASSIGN_OR_RETURN(f.slot, pool->AllocateSlot());
+    pool->CopySlot(slot, f.slot);
+  }
+  f.pool = pool;
+  f.pos = pos;
+  f.pages = pages;
+  for (int32_t p : pages) pool->Retain(p);
+  return f;
+}
+
+Model::Model(ModelConfig c, ModelWeights w) : config_(std::move(c)), weights_(std::move(w)) {}
+
+std::unique_ptr<KvPool> Model::NewPool(int page_size, int num_pages, int num_slots, bool growable) const {
+  return std::make_unique<KvPool>(config_, page_size, num_pages, num_slots, growable);
+}
+
+Result<SequenceState> Model::NewState(KvPool& pool) const {
   SequenceState s;
-  s.kv.resize(static_cast<size_t>(c.num_layers));
-  s.gdn.resize(static_cast<size_t>(c.num_layers));
-  for (int i = 0; i < c.num_layers; ++i) {
-    if (c.layer_kinds[i] != LayerKind::kLinearAttention) continue;
-    auto& g = s.gdn[i];
-    const size_t hv = c.linear_num_value_heads, dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
-    g.conv.assign(static_cast<size_t>(c.conv_dim()) * (c.linear_conv_kernel - 1), 0.0f);
-    g.S.assign(hv * dk * dv, 0.0f);
-    g.pk.assign(kGdnChunk * hv * dk, 0.0f);
-    g.pvn.assign(kGdnChunk * hv * dv, 0.0f);
-    g.pgam.assign(kGdnChunk * hv, 0.0f);
+  s.pool = &pool;
+  if (pool.has_gdn()) {
+    GRAFT_ASSIGN_OR_RETURN(s.slot, pool.AllocateSlot());
   }
   return s;
+}
+
+SequenceState Model::NewState() const {
+  if (!own_pool_) own_pool_ = NewPool(/*page_size=*/16, /*num_pages=*/64, /*num_slots=*/4, /*growable=*/true);
+  return std::move(NewState(*own_pool_)).value();  // a growable pool cannot run out
+}
+
+Status Model::ReserveRows(const StepBatch& b) const {
+  // Count first, so that a step either gets all its pages or changes nothing.
+  std::map<KvPool*, int> need;
+  for (int s = 0; s < b.num_seqs(); ++s) {
+    const SequenceState* st = b.states[s];
+    const int n = b.seq_start[s + 1] - b.seq_start[s];
+    const int P = st->pool->page_size();
+    const int have = static_cast<int>(st->pages.size());
+    int add = (st->pos + n + P - 1) / P - have;
+    if (st->pos % P != 0 && have > 0 && st->pool->refcount(st->pages.back()) > 1) ++add;  // copy-on-write
+    need[st->pool] += std::max(add, 0);
+  }
+  for (const auto& [pool, n] : need) {
+    if (n > pool->free_pages()) {
+      return ResourceExhausted(fmt::format("the step needs {} KV pages but only {} are free", n, pool->free_pages()));
+    }
+  }
+  for (int s = 0; s < b.num_seqs(); ++s) {
+    SequenceState* st = b.states[s];
+    KvPool& pool = *st->pool;
+    const int P = pool.page_size();
+    if (st->pos % P != 0 && !st->pages.empty() && pool.refcount(st->pages.back()) > 1) {
+      GRAFT_ASSIGN_OR_RETURN(int32_t fresh, pool.AllocatePage());
+      pool.CopyPage(st->pages.back(), fresh);
+      pool.Release(st->pages.back());
+      st->pages.back() = fresh;
+    }
+    const int n = b.seq_start[s + 1] - b.seq_start[s];
+    while (static_cast<int>(st->pages.size()) * P < st->pos + n) {
+      GRAFT_ASSIGN_OR_RETURN(int32_t p, pool.AllocatePage());
+      st->pages.push_back(p);
+    }
+  }
+  return Status::Ok();
 }
 
 void StepBatch::Add(SequenceState* state, const int32_t* ids, int n, int32_t adapter_slot) {
@@ -58,13 +138,14 @@ Status Model::Forward(Ops& ops, const StepBatch& b, const AdapterSet& adapters, 
     for (int o = 0; o < s; ++o) {
       if (b.states[o] == st) return InvalidArgument("forward: a sequence appears twice in one step");
     }
-    if (static_cast<int>(st->kv.size()) != config_.num_layers) return InvalidArgument("forward: state is not for this model");
+    if (!st->pool || (st->pool->has_gdn() && st->slot < 0)) return InvalidArgument("forward: the state holds no cache (use NewState)");
     if (config_.max_position_embeddings > 0 && st->pos + n > config_.max_position_embeddings) {
       return InvalidArgument(fmt::format("{} positions exceed the model's context length of {}", st->pos + n,
                                          config_.max_position_embeddings));
     }
     for (int i = 0; i < n; ++i) ctx.pos[b.seq_start[s] + i] = st->pos + i;
   }
+  GRAFT_RETURN_IF_ERROR(ReserveRows(b));
   Run(ops, ctx, logits);
   for (int s = 0; s < b.num_seqs(); ++s) b.states[s]->pos += b.seq_start[s + 1] - b.seq_start[s];
   return Status::Ok();

@@ -15,22 +15,30 @@
 #include "adapters/lora.h"
 #include "backend/ops.h"
 #include "io/model_config.h"
+#include "model/kv_pool.h"
 #include "model/weights.h"
 #include "util/status.h"
 
 namespace graft {
 
-// The cache of one sequence: KV for full-attention layers, conv + recurrent state for GDN
-// layers (indexed by layer; the entries of the other kind stay empty).
-struct KvCache {
-  std::vector<float> k, v;  // [len, num_kv_heads, head_dim]
-  int len = 0;
-};
-
+// The cache of one sequence inside a KvPool: its page table (positions -> pages, all
+// full-attention layers), its recurrent-state slot (GDN layers) and its length. Move-only; it
+// gives its pages and slot back when destroyed. Fork() makes a sibling that shares the pages
+// (copy-on-write) and copies the recurrent state: a decision's questions fork the record.
 struct SequenceState {
-  int pos = 0;  // tokens processed so far
-  std::vector<KvCache> kv;
-  std::vector<GdnState> gdn;
+  int pos = 0;                  // tokens processed so far
+  KvPool* pool = nullptr;
+  int32_t slot = -1;            // -1 when the model has no GDN layer
+  std::vector<int32_t> pages;   // [ceil(pos / page_size)]
+
+  SequenceState() = default;
+  SequenceState(SequenceState&& o) noexcept { *this = std::move(o); }
+  SequenceState& operator=(SequenceState&& o) noexcept;
+  SequenceState(const SequenceState&) = delete;
+  SequenceState& operator=(const SequenceState&) = delete;
+  ~SequenceState() { Clear(); }
+  Result<SequenceState> Fork() const;
+  void Clear();
 };
 
 // One step's rows, grouped by sequence: sequence s owns rows [seq_start[s], seq_start[s+1]).
@@ -57,8 +65,12 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
 
-  // A fresh (empty) state sized for this model.
+  // A fresh (empty) sequence in `pool` (kResourceExhausted when it has no free slot).
+  Result<SequenceState> NewState(KvPool& pool) const;
+  // A fresh sequence in the model's own growable pool, for offline tools and tests that run
+  // from one thread; a server uses a fixed pool made with NewPool.
   SequenceState NewState() const;
+  std::unique_ptr<KvPool> NewPool(int page_size, int num_pages, int num_slots, bool growable) const;
   // logits: [batch.rows(), vocab]. Fails (no state touched) on a bad token, adapter slot,
   // duplicate state, or positions past max_position_embeddings.
   Status Forward(Ops& ops, const StepBatch& batch, const AdapterSet& adapters, float* logits) const;
@@ -67,12 +79,16 @@ class Model {
                  int32_t adapter_slot = 0, const AdapterSet* adapters = nullptr) const;
 
  protected:
-  Model(ModelConfig c, ModelWeights w) : config_(std::move(c)), weights_(std::move(w)) {}
+  Model(ModelConfig c, ModelWeights w);
   // The architecture's forward pass; inputs already validated.
   virtual void Run(Ops& ops, const StepContext& ctx, float* logits) const = 0;
 
+  // Makes room for n more positions of every sequence (pages, copy-on-write); all or nothing.
+  Status ReserveRows(const StepBatch& b) const;
+
   ModelConfig config_;
   ModelWeights weights_;
+  mutable std::unique_ptr<KvPool> own_pool_;  // NewState()'s growable pool
 };
 
 std::unique_ptr<Model> MakeQwen3(ModelConfig c, ModelWeights w);

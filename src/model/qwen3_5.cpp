@@ -83,7 +83,7 @@ class Qwen3_5 final : public Model {
                  beta.data(), g.data());
     for (int s = 0; s < b.num_seqs(); ++s) {
       const int r0 = b.seq_start[s], ns = b.seq_start[s + 1] - r0;
-      GdnState& state = b.states[s]->gdn[static_cast<size_t>(layer)];
+      GdnState& state = b.states[s]->pool->state(b.states[s]->slot, layer);
       ops.CausalConvSilu(proj.data() + int64_t{r0} * proj_w, proj_w, ns, conv_dim, w.conv, state.conv.data(),
                          mixed.data() + int64_t{r0} * conv_dim);
       GdnCoreArgs a{};

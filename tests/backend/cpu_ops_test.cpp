@@ -104,13 +104,22 @@ TEST(CpuOps, RopeRotatesPairsAndPassesTheRest) {
   for (int i = 4; i < 8; ++i) EXPECT_EQ(x[i], i + 1);
 }
 
-TEST(CpuOps, AttentionIsCausalGqaSoftmax) {
+TEST(CpuOps, AttentionIsCausalGqaSoftmaxOverPages) {
   std::mt19937 rng(4);
   const int n = 5, nh = 4, nkv = 2, hd = 8;
   auto q = Random(n * nh * hd, rng), k = Random(n * nkv * hd, rng), v = Random(n * nkv * hd, rng);
   std::vector<int32_t> pos = {0, 1, 2, 3, 4};
   std::vector<float> out(n * nh * hd);
-  AttentionArgs a{q.data(), k.data(), v.data(), pos.data(), n, nh, nkv, hd, 0.3f, out.data()};
+  // Paged: pages of 2 positions, the sequence's pages out of order in a pool of 3.
+  const int P = 2;
+  const std::vector<int32_t> table = {2, 0, 1};
+  std::vector<float> kp(3 * P * nkv * hd, NAN), vp(kp.size(), NAN);
+  for (int j = 0; j < n; ++j) {
+    const int row = table[j / P] * P + j % P;
+    std::copy_n(k.begin() + j * nkv * hd, nkv * hd, kp.begin() + row * nkv * hd);
+    std::copy_n(v.begin() + j * nkv * hd, nkv * hd, vp.begin() + row * nkv * hd);
+  }
+  AttentionArgs a{q.data(), kp.data(), vp.data(), table.data(), P, pos.data(), n, nh, nkv, hd, 0.3f, out.data()};
   CpuOps(ActDtype::kF32, 2).Attention(a);
   std::vector<double> ref(out.size());
   for (int t = 0; t < n; ++t)

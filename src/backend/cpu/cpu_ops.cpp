@@ -135,8 +135,9 @@ void CpuOps::Attention(const AttentionArgs& a) {
       const int len = a.pos[t] + 1;
       p.resize(static_cast<size_t>(len));
       float mx = -INFINITY;
+      auto row = [&](int j) { return static_cast<int64_t>(a.page_table[j / a.page_size]) * a.page_size + j % a.page_size; };
       for (int j = 0; j < len; ++j) {
-        const float* k = a.k_cache + j * kv_stride + kvh * hd;
+        const float* k = a.k_pages + row(j) * kv_stride + kvh * hd;
         p[j] = R(R(DotF32(q, k, hd)) * a.scale);
         mx = std::max(mx, p[j]);
       }
@@ -149,7 +150,7 @@ void CpuOps::Attention(const AttentionArgs& a) {
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int j = 0; j < len; ++j) {
         const float pj = R(p[j] * inv);
-        const float* v = a.v_cache + j * kv_stride + kvh * hd;
+        const float* v = a.v_pages + row(j) * kv_stride + kvh * hd;
         for (int d = 0; d < hd; ++d) acc[d] += pj * v[d];
       }
       float* o = a.out + (static_cast<int64_t>(t) * a.num_heads + h) * hd;

@@ -1,0 +1,69 @@
+// KvPool: the memory every sequence's cache lives in, reserved up front (DESIGN.md §3.5).
+//
+//   KV pages   for each full-attention layer, K and V storage [num_pages][page_size][nkv][hd]
+//              (floats holding activation-dtype values). A sequence's page table maps its
+//              positions to pages and is shared by all layers.
+//   state slots  for each Gated DeltaNet layer, one GdnState (conv + recurrent state) per slot.
+//
+// Pages are reference-counted: forking a sequence shares its pages, and the first write into
+// a shared page copies it (copy-on-write), so a decision's questions all read one copy of the
+// record's KV. A fixed pool refuses to grow (allocation fails: the caller waits or answers
+// 429); a growable pool (offline tools running a sequence at a time) adds pages as needed.
+//
+// Thread-safety: none; one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/ops.h"
+#include "io/model_config.h"
+#include "util/status.h"
+
+namespace graft {
+
+class KvPool {
+ public:
+  KvPool(const ModelConfig& c, int page_size, int num_pages, int num_slots, bool growable);
+
+  int page_size() const { return page_size_; }
+  int64_t row_floats() const { return row_floats_; }  // one token of one layer: nkv * hd
+  // K / V page storage of layer `layer` (a full-attention layer).
+  float* k(int layer) { return k_[static_cast<size_t>(layer)].data(); }
+  float* v(int layer) { return v_[static_cast<size_t>(layer)].data(); }
+  GdnState& state(int32_t slot, int layer) { return slots_[static_cast<size_t>(slot)][static_cast<size_t>(layer)]; }
+
+  Result<int32_t> AllocatePage();
+  void Retain(int32_t page) { ++refs_[static_cast<size_t>(page)]; }
+  void Release(int32_t page);
+  int refcount(int32_t page) const { return refs_[static_cast<size_t>(page)]; }
+  void CopyPage(int32_t from, int32_t to);  // every layer's K and V
+
+  Result<int32_t> AllocateSlot();  // a zeroed state
+  void ReleaseSlot(int32_t slot) { free_slots_.push_back(slot); }
+  void CopySlot(int32_t from, int32_t to);
+
+  int num_pages() const { return static_cast<int>(refs_.size()); }
+  int free_pages() const { return static_cast<int>(free_pages_.size()) + (growable_ ? 1 << 30 : 0); }
+  int num_slots() const { return static_cast<int>(slots_.size()); }
+  int free_slots() const { return static_cast<int>(free_slots_.size()); }
+  bool growable() const { return growable_; }
+  bool has_gdn() const { return has_gdn_; }
+  int64_t bytes() const;
+
+ private:
+  void AddPages(int n);
+  void AddSlots(int n);
+  const ModelConfig cfg_;
+  int page_size_;
+  int64_t row_floats_;
+  bool growable_;
+  bool has_gdn_;
+  std::vector<std::vector<float>> k_, v_;          // [layer] -> [pages * page_size * row_floats]
+  std::vector<int> refs_;                          // [pages]
+  std::vector<int32_t> free_pages_;
+  std::vector<std::vector<GdnState>> slots_;       // [slot][layer]
+  std::vector<int32_t> free_slots_;
+};
+
+}  // namespace graft

@@ -1,0 +1,91 @@
+// Paged KV and state slots: reference counts, copy-on-write forks that change no bits, and a
+// fixed pool that refuses (without side effects) when it is full.
+#include "model/kv_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "backend/cpu/cpu_ops.h"
+#include "test_util.h"
+
+namespace graft {
+namespace {
+
+TEST(KvPool, PagesAndSlotsAreCountedAndFixedPoolsRefuse) {
+  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
+  ASSERT_NE(model, nullptr);
+  auto pool = model->NewPool(4, 3, 1, /*growable=*/false);
+  EXPECT_GT(pool->bytes(), 0);
+  auto a = pool->AllocatePage(), b = pool->AllocatePage(), c = pool->AllocatePage();
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  auto d = pool->AllocatePage();
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kResourceExhausted);
+  pool->Retain(*a);
+  pool->Release(*a);
+  EXPECT_EQ(pool->refcount(*a), 1);
+  pool->Release(*a);
+  EXPECT_TRUE(pool->AllocatePage().ok());  // a came back
+  auto s1 = model->NewState(*pool);
+  ASSERT_TRUE(s1.ok());
+  EXPECT_EQ(model->NewState(*pool).status().code(), StatusCode::kResourceExhausted);  // one slot
+}
+
+TEST(KvPool, ForksShareThePrefixCopyOnWriteAndMatchLoneRuns) {
+  for (const char* fixture : {"qwen3-tiny", "qwen3_5-wrapper"}) {
+    auto model = test::LoadFixtureModel(fixture);
+    ASSERT_NE(model, nullptr);
+    auto pool = model->NewPool(16, 64, 8, /*growable=*/false);
+    CpuOps ops(ActDtype::kBF16, 2);
+    const int vocab = model->config().vocab_size;
+    auto ids = test::ReadIntTensors(test::Fixture(std::string(fixture) + "/inputs.safetensors")).at("seq3");
+    const std::vector<int32_t> prefix(ids.begin(), ids.begin() + 20);  // ends inside the second page
+    const std::vector<int32_t> tail_a(ids.begin() + 20, ids.begin() + 40), tail_b(ids.begin() + 40, ids.begin() + 55);
+    auto root = model->NewState(*pool);
+    ASSERT_TRUE(root.ok());
+    std::vector<float> scratch(64 * vocab);
+    ASSERT_TRUE(model->Forward(ops, prefix.data(), 20, *root, scratch.data()).ok());
+    const int free_before = pool->free_pages();
+    auto fa = root->Fork(), fb = root->Fork();
+    ASSERT_TRUE(fa.ok() && fb.ok());
+    EXPECT_EQ(pool->free_pages(), free_before);  // forks share pages
+    EXPECT_EQ(pool->refcount(root->pages[1]), 3);
+    std::vector<float> la(tail_a.size() * vocab), lb(tail_b.size() * vocab);
+    ASSERT_TRUE(model->Forward(ops, tail_a.data(), static_cast<int>(tail_a.size()), *fa, la.data()).ok());
+    ASSERT_TRUE(model->Forward(ops, tail_b.data(), static_cast<int>(tail_b.size()), *fb, lb.data()).ok());
+    EXPECT_NE(fa->pages[1], root->pages[1]);  // the shared partial page was copied before writing
+    EXPECT_EQ(fa->pages[0], root->pages[0]);  // the full page is still shared
+    auto lone = [&](const std::vector<int32_t>& tail) {
+      std::vector<int32_t> all = prefix;
+      all.insert(all.end(), tail.begin(), tail.end());
+      const auto l = test::RunChunks(*model, ops, all, {});
+      return std::vector<float>(l.end() - static_cast<long>(tail.size()) * vocab, l.end());
+    };
+    EXPECT_EQ(std::memcmp(la.data(), lone(tail_a).data(), la.size() * 4), 0) << fixture;
+    EXPECT_EQ(std::memcmp(lb.data(), lone(tail_b).data(), lb.size() * 4), 0) << fixture;
+  }
+}
+
+TEST(KvPool, AFullFixedPoolFailsTheStepAndLeavesTheStateAlone) {
+  auto model = test::LoadFixtureModel("qwen3-tiny");
+  ASSERT_NE(model, nullptr);
+  auto pool = model->NewPool(4, 2, 0, /*growable=*/false);  // room for 8 positions
+  CpuOps ops(ActDtype::kF32, 1);
+  auto st = model->NewState(*pool);
+  ASSERT_TRUE(st.ok());
+  std::vector<int32_t> ids(9, 5);
+  std::vector<float> logits(9 * 512);
+  Status s = model->Forward(ops, ids.data(), 9, *st, logits.data());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("needs 3 KV pages but only 2 are free"), std::string::npos) << s.ToString();
+  EXPECT_EQ(st->pos, 0);
+  EXPECT_TRUE(st->pages.empty());
+  EXPECT_TRUE(model->Forward(ops, ids.data(), 8, *st, logits.data()).ok());
+  st->Clear();
+  EXPECT_EQ(pool->free_pages(), 2);
+}
+
+}  // namespace
+}  // namespace graft
