@@ -15,6 +15,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/projections.h"
+#include "util/file.h"
 
 namespace graft {
 namespace {
@@ -23,17 +24,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kKeyPrefix = "base_model.model.";
 constexpr size_t kMaxReported = 40;
-
-Result<std::string> ReadText(const std::string& path, uint64_t limit) {
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  if (ec) return NotFound(fmt::format("{}: {}", path, ec.message()));
-  if (size > limit) return InvalidArgument(fmt::format("{}: {} bytes is larger than the limit of {}", path, size, limit));
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 struct ModuleTensors {
   const TensorInfo* a = nullptr;
@@ -90,7 +80,7 @@ Result<LoraAdapter> LoadLoraAdapter(const std::string& dir, const ModelConfig& c
     }
     return NotFound(dir + ": no adapter_model.safetensors");
   }
-  GRAFT_ASSIGN_OR_RETURN(std::string cfg_text, ReadText(cfg_path, 16u << 20));
+  GRAFT_ASSIGN_OR_RETURN(std::string cfg_text, ReadFileLimited(cfg_path, 16u << 20));
   GRAFT_ASSIGN_OR_RETURN(PeftConfig pc, PeftConfig::Parse(cfg_text, cfg_path));
   GRAFT_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(st_path));
 
@@ -222,7 +212,7 @@ Result<LoraAdapter> LoadLoraAdapter(const std::string& dir, const ModelConfig& c
   // 3. A manifest that names a base identity must name this base.
   const std::string manifest_path = (fs::path(dir) / "graft_manifest.json").string();
   if (fs::exists(manifest_path, ec)) {
-    GRAFT_ASSIGN_OR_RETURN(std::string text, ReadText(manifest_path, 64u << 20));
+    GRAFT_ASSIGN_OR_RETURN(std::string text, ReadFileLimited(manifest_path, 64u << 20));
     auto mj = nlohmann::json::parse(text, nullptr, false);
     if (mj.is_discarded() || !mj.is_object()) {
       problems.push_back(manifest_path + ": not a JSON object");

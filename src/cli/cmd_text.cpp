@@ -4,11 +4,13 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "model/model.h"
 #include "engine/decision_scorer.h"
 #include "tools/decide.h"
+#include "tools/gate.h"
 #include "tools/generate.h"
 #include "tools/tokenize.h"
 
@@ -125,6 +127,60 @@ void AddDecideCommand(CLI::App& app, Runner& run) {
                    s->m.dtype, s->m.threads);
       GRAFT_ASSIGN_OR_RETURN(DecideReport r, RunDecide(scorer, s->job));
       spdlog::info("decided {} requests ({} failed; their lines hold the error)", r.lines, r.failed);
+      return Status::Ok();
+    };
+  });
+}
+
+}  // namespace graft::cli
+
+namespace graft::cli {
+
+void AddGateCommand(CLI::App& app, Runner& run) {
+  struct S {
+    std::string reference, candidate, requests;
+    ModelSettings m;
+    double max_kl = 0.05, min_top = 95;
+  };
+  auto s = std::make_shared<S>();
+  auto* cmd = app.add_subcommand("gate", "Compare decisions with a reference: KL per question, top-choice agreement; exit 1 on fail");
+  cmd->add_option("--reference", s->reference, "Reference decisions (graft decide on the merged release)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--candidate", s->candidate, "Candidate decisions (or compute them: --requests with --model/--adapter)");
+  cmd->add_option("--requests", s->requests, "The requests behind the reference, to compute the candidate")->check(CLI::ExistingFile);
+  cmd->add_option("--model", s->m.model, "Base model for the computed candidate")->check(CLI::ExistingDirectory);
+  cmd->add_option("--adapter", s->m.adapter, "Adapter for the computed candidate")->check(CLI::ExistingDirectory);
+  cmd->add_option("--dtype", s->m.dtype, "Activations for the computed candidate")->capture_default_str()->check(CLI::IsMember({"float32", "bfloat16"}));
+  cmd->add_option("--threads", s->m.threads, "CPU threads")->capture_default_str();
+  cmd->add_option("--max-kl", s->max_kl, "Fail when the mean KL is above this")->capture_default_str();
+  cmd->add_option("--min-top", s->min_top, "Fail when top-choice agreement (percent) is below this")->capture_default_str();
+  cmd->callback([s, &run] {
+    run = [s]() -> Status {
+      std::string candidate = s->candidate;
+      std::string tmp;
+      if (candidate.empty()) {
+        if (s->requests.empty() || s->m.model.empty()) {
+          return InvalidArgument("give --candidate FILE, or --requests FILE with --model DIR [--adapter DIR]");
+        }
+        std::unique_ptr<Ops> ops;
+        GRAFT_RETURN_IF_ERROR(MakeOps(s->m, &ops));
+        GRAFT_ASSIGN_OR_RETURN(LoadedModel lm, LoadModelAndAdapter(s->m));
+        GRAFT_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromFile(TokenizerPath(s->m.model)));
+        GRAFT_ASSIGN_OR_RETURN(auto tmpl, ChatTemplate::Load(s->m.model, ""));
+        DecisionScorer scorer(*lm.model, *ops, *tok, *tmpl, lm.adapters);
+        tmp = std::filesystem::temp_directory_path() / fmt::format("graft-gate-{}.jsonl", ::getpid());
+        DecideJob job{s->requests, tmp, s->m.adapter.empty() ? s->m.model : s->m.adapter, lm.slot, {}};
+        GRAFT_ASSIGN_OR_RETURN(DecideReport r, RunDecide(scorer, job));
+        (void)r;
+        candidate = tmp;
+      }
+      auto rep = RunGate(s->reference, candidate, s->max_kl, s->min_top);
+      if (!tmp.empty()) std::filesystem::remove(tmp);
+      if (!rep.ok()) return rep.status();
+      fmt::print("{}", rep->Table());
+      if (!rep->passed) {
+        return InvalidArgument(fmt::format("the gate failed: mean KL {:.3g} (max {}), top-1 agreement {:.2f}% (min {}%)",
+                                           rep->rows[0].mean_kl, s->max_kl, rep->rows[0].top_agreement, s->min_top));
+      }
       return Status::Ok();
     };
   });

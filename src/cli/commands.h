@@ -47,5 +47,6 @@ void AddGenerateCommand(CLI::App& app, Runner& run);
 void AddAdapterCommand(CLI::App& app, Runner& run);
 void AddDecideCommand(CLI::App& app, Runner& run);
 void AddServeCommand(CLI::App& app, Runner& run);
+void AddGateCommand(CLI::App& app, Runner& run);
 
 }  // namespace graft::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   graft::cli::AddLogitsCommand(app, run);
   graft::cli::AddGenerateCommand(app, run);
   graft::cli::AddDecideCommand(app, run);
+  graft::cli::AddGateCommand(app, run);
   graft::cli::AddTokenizeCommand(app, run);
   graft::cli::AddAdapterCommand(app, run);
   graft::cli::AddInfoCommand(app, run);

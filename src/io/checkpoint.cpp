@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "util/bf16.h"
+#include "util/file.h"
 
 namespace graft {
 namespace {
@@ -18,18 +19,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 constexpr uint64_t kMaxIndexBytes = 64ull << 20;
-
-Result<std::string> ReadSmallFile(const std::string& path, uint64_t limit) {
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  if (ec) return NotFound(fmt::format("{}: {}", path, ec.message()));
-  if (size > limit) return InvalidArgument(fmt::format("{}: {} bytes exceeds the limit of {}", path, size, limit));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError(path + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 }  // namespace
 
@@ -51,7 +40,7 @@ Result<Checkpoint> Checkpoint::Open(const std::string& dir) {
     return c;
   }
 
-  GRAFT_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(index_path, kMaxIndexBytes));
+  GRAFT_ASSIGN_OR_RETURN(std::string text, ReadFileLimited(index_path, kMaxIndexBytes));
   json idx = json::parse(text, nullptr, false);
   if (idx.is_discarded() || !idx.is_object()) return Corrupt(index_path + ": not a JSON object");
   auto wm = idx.find("weight_map");

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "util/file.h"
 #include "util/progress.h"
 #include "util/sha256.h"
 
@@ -17,14 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-Result<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // name:size:mtime of every file in the directory, sorted: the cache's validity key.
 json Fingerprint(const std::string& dir) {
@@ -70,7 +63,7 @@ Result<std::string> ComputeIdentity(const Checkpoint& ckpt, const std::string& c
 }
 
 Result<IdentityResult> CachedIdentity(const Checkpoint& ckpt, const std::string& cache_dir) {
-  GRAFT_ASSIGN_OR_RETURN(std::string config_text, ReadText((fs::path(ckpt.dir()) / "config.json").string()));
+  GRAFT_ASSIGN_OR_RETURN(std::string config_text, ReadFileLimited((fs::path(ckpt.dir()) / "config.json").string(), 16u << 20));
   std::error_code ec;
   const std::string abs = fs::absolute(ckpt.dir(), ec).lexically_normal().string();
   const json fingerprint = Fingerprint(ckpt.dir());

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "util/file.h"
 #include <sstream>
 
 namespace graft {
@@ -259,12 +261,8 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
 
 Result<ModelConfig> LoadModelConfig(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (ss.str().size() > (16u << 20)) return InvalidArgument(path + ": larger than 16 MiB");
-  return ParseModelConfig(ss.str(), path);
+  GRAFT_ASSIGN_OR_RETURN(std::string text, ReadFileLimited(path, 16u << 20));
+  return ParseModelConfig(text, path);
 }
 
 }  // namespace graft

@@ -8,23 +8,13 @@
 
 #include "template/interpreter.h"
 #include "template/parser.h"
+#include "util/file.h"
 
 namespace graft {
 namespace {
 
 namespace fs = std::filesystem;
 constexpr uint64_t kMaxTemplateBytes = 4u << 20;
-
-Result<std::string> ReadFile(const std::string& path, uint64_t limit) {
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  if (ec) return NotFound(fmt::format("{}: {}", path, ec.message()));
-  if (size > limit) return InvalidArgument(fmt::format("{}: {} bytes is larger than the limit of {}", path, size, limit));
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string TokenText(const nlohmann::ordered_json& v) {
   if (v.is_string()) return v.get<std::string>();
@@ -51,17 +41,17 @@ Result<std::shared_ptr<const ChatTemplate>> ChatTemplate::Load(const std::string
   const std::string cfg_path = (fs::path(dir) / "tokenizer_config.json").string();
   std::error_code ec;
   if (fs::exists(cfg_path, ec)) {
-    GRAFT_ASSIGN_OR_RETURN(std::string text, ReadFile(cfg_path, 64u << 20));
+    GRAFT_ASSIGN_OR_RETURN(std::string text, ReadFileLimited(cfg_path, 64u << 20));
     cfg = nlohmann::ordered_json::parse(text, nullptr, false);
     if (cfg.is_discarded() || !cfg.is_object()) return InvalidArgument(cfg_path + ": not a JSON object");
   }
   std::string text, source;
   const std::string jinja_path = (fs::path(dir) / "chat_template.jinja").string();
   if (!override_file.empty()) {
-    GRAFT_ASSIGN_OR_RETURN(text, ReadFile(override_file, kMaxTemplateBytes));
+    GRAFT_ASSIGN_OR_RETURN(text, ReadFileLimited(override_file, kMaxTemplateBytes));
     source = override_file;
   } else if (fs::exists(jinja_path, ec)) {
-    GRAFT_ASSIGN_OR_RETURN(text, ReadFile(jinja_path, kMaxTemplateBytes));
+    GRAFT_ASSIGN_OR_RETURN(text, ReadFileLimited(jinja_path, kMaxTemplateBytes));
     source = jinja_path;
   } else {
     auto ct = cfg.find("chat_template");
