@@ -3,7 +3,7 @@
 
 Runs where transformers (>= 5, with qwen3_5) and torch are installed (the GPU machine); the
 forward passes run on the CPU in float32 with eager attention, so the reference is
-deterministic. Usage: scripts/make-fixtures.py OUTDIR
+deterministic. Usage: scripts/make-fixtures.py OUTDIR [NAME ...]   (NAMEs: only those fixtures)
 
 For each fixture OUTDIR/<name>/ holds:
   config.json, model.safetensors (or shards + model.safetensors.index.json)  the checkpoint (bf16)
@@ -23,12 +23,12 @@ from safetensors.torch import save_file, load_file
 SEQ_LENS = [1, 5, 17, 64, 130]  # 64 and 130 cross the GDN chunk size (64)
 
 
-def qwen3_config(vocab, hidden, inter, layers, nh, nkv, hd, tied):
+def qwen3_config(vocab, hidden, inter, layers, nh, nkv, hd, tied, rope=None):
     from transformers import Qwen3Config
     return Qwen3Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter,
                        num_hidden_layers=layers, num_attention_heads=nh, num_key_value_heads=nkv,
                        head_dim=hd, tie_word_embeddings=tied, max_position_embeddings=4096,
-                       rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+                       rms_norm_eps=1e-6, rope_parameters=rope or {"rope_type": "default", "rope_theta": 1e6},
                        bos_token_id=1, eos_token_id=2, pad_token_id=None)
 
 
@@ -118,7 +118,12 @@ def stats(ref, other):
     return {"top1_agreement": top_same / total, "max_abs_diff_over_max_abs": max_rel}
 
 
+ONLY = set()
+
+
 def make(out_dir, name, model_cls, config, arch, seed, emb_std, w_std, head_boost, shard, wrapper=False):
+    if ONLY and name not in ONLY:
+        return
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     gen = torch.Generator().manual_seed(seed)
@@ -203,6 +208,7 @@ def check_wrapper_reload(d, seqs, ref32):
 
 def main():
     out = sys.argv[1]
+    ONLY.update(sys.argv[2:])  # optional: names of the fixtures to make
     from transformers import Qwen3ForCausalLM
     from transformers.models.qwen3_5 import Qwen3_5ForCausalLM
     L, F = "linear_attention", "full_attention"
@@ -220,6 +226,12 @@ def main():
          qwen3_5_text_config(vocab=300, hidden=72, inter=136, layer_types=[L, L, F, L, L], nh=3, nkv=1,
                              hd=64, hk=3, hv=6, dk=8, dv=12, tied=True),
          "qwen3_5", seed=14, emb_std=0.5, w_std=0.08, head_boost=0.0, shard="40KB")
+    # YaRN (Qwen3's long-context setting): factor derived from 4096 / 1024.
+    make(out, "qwen3-yarn", Qwen3ForCausalLM,
+         qwen3_config(vocab=512, hidden=64, inter=160, layers=2, nh=4, nkv=2, hd=32, tied=True,
+                      rope={"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0,
+                            "original_max_position_embeddings": 1024}),
+         "qwen3", seed=15, emb_std=0.5, w_std=0.08, head_boost=0.0, shard=None)
 
 
 if __name__ == "__main__":

@@ -94,9 +94,10 @@ class Ops {
   virtual void CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                          int64_t dst_col, int64_t rows, int64_t cols) = 0;
   // NeoX RoPE, in place, on the first rot_dim dims of each head of x [n, heads, head_dim]:
-  // cos/sin rounded to the activation dtype; y[i] = r(r(x[i]c) + r(-x[i+R/2]s)), y[i+R/2] =
-  // r(r(x[i+R/2]c) + r(x[i]s)).
-  virtual void Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, double theta) = 0;
+  // angle = float(pos) * inv_freq[i] (inv_freq [rot_dim/2]); c = r(cos(angle) * attn_scale),
+  // s = r(sin(angle) * attn_scale); y[i] = r(r(x[i]c) + r(-x[i+R/2]s)), y[i+R/2] = r(r(x[i+R/2]c) + r(x[i]s)).
+  virtual void Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,
+                    float attn_scale) = 0;
   // Scores r(r(q·k) * scale), softmax in fp32, probabilities rounded, out = r(Σ p v).
   virtual void Attention(const AttentionArgs& a) = 0;
   // out[t, i] = r(r(silu(gu[t, i])) * gu[t, I + i]), gu: [n, 2I], out: [n, I]

@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -87,8 +89,8 @@ Status CheckUnsupported(const json& t, const std::string& src) {
       if (ty == rs->end() || ty->is_null()) continue;
       if (!ty->is_string()) return InvalidArgument(fmt::format("{}: {}.{} must be a string", src, key, type_key));
       const auto s = ty->get<std::string>();
-      if (s != "default") {
-        return Refuse(src, fmt::format("{}.{} = \"{}\" is not supported (only \"default\")", key, type_key, s));
+      if (s != "default" && s != "yarn") {
+        return Refuse(src, fmt::format("{}.{} = \"{}\" is not supported (\"default\" or \"yarn\")", key, type_key, s));
       }
     }
   }
@@ -115,6 +117,53 @@ Status ReadRope(const json& t, const std::string& src, ModelConfig& c) {
   if (c.rotary_dim < 2 || c.rotary_dim % 2 != 0) {
     return InvalidArgument(fmt::format("{}: rotary dimension {} (head_dim {} x {}) must be even and >= 2", src,
                                        c.rotary_dim, c.head_dim, partial));
+  }
+  const int dim = c.rotary_dim, half = dim / 2;
+  std::vector<float> pos_freqs(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) pos_freqs[i] = std::pow(static_cast<float>(theta), static_cast<float>(2 * i) / static_cast<float>(dim));
+  c.inv_freq.resize(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) c.inv_freq[i] = 1.0f / pos_freqs[i];
+  // YaRN, in whichever of the two places the config keeps it.
+  const json* scaling = nullptr;
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    auto it = t.find(key);
+    if (it != t.end() && it->is_object() && (it->value("rope_type", "") == "yarn" || it->value("type", "") == "yarn")) scaling = &*it;
+  }
+  if (!scaling) return Status::Ok();
+  c.rope_type = "yarn";
+  double factor = 0, attention = 0, beta_fast = 32, beta_slow = 1, original = 0;
+  GRAFT_RETURN_IF_ERROR(r.Num(*scaling, "factor", &factor));
+  GRAFT_RETURN_IF_ERROR(r.Num(*scaling, "attention_factor", &attention));
+  GRAFT_RETURN_IF_ERROR(r.Num(*scaling, "beta_fast", &beta_fast));
+  GRAFT_RETURN_IF_ERROR(r.Num(*scaling, "beta_slow", &beta_slow));
+  GRAFT_RETURN_IF_ERROR(r.Num(*scaling, "original_max_position_embeddings", &original));
+  if (scaling->contains("mscale") || scaling->contains("mscale_all_dim")) {
+    return Refuse(src, "YaRN with mscale / mscale_all_dim is not supported");
+  }
+  if (original > 0) {
+    // transformers derives the factor from the two context lengths when both are given.
+    if (c.max_position_embeddings <= 0) return InvalidArgument(src + ": YaRN needs max_position_embeddings");
+    factor = c.max_position_embeddings / original;
+  } else {
+    original = c.max_position_embeddings;
+  }
+  if (!(factor >= 1.0)) return InvalidArgument(fmt::format("{}: YaRN factor {} must be >= 1", src, factor));
+  if (!(original > 0)) return InvalidArgument(src + ": YaRN needs original_max_position_embeddings or max_position_embeddings");
+  c.rope_attention_scaling = static_cast<float>(attention > 0 ? attention : 0.1 * std::log(factor) + 1.0);
+  const bool truncate = scaling->value("truncate", true);
+  auto correction_dim = [&](double rotations) {
+    return (dim * std::log(original / (rotations * 2 * M_PI))) / (2 * std::log(theta));
+  };
+  double low = correction_dim(beta_fast), high = correction_dim(beta_slow);
+  if (truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(dim - 1));
+  if (low == high) high += 0.001;
+  for (int i = 0; i < half; ++i) {
+    const float ramp = std::clamp((static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(high - low), 0.0f, 1.0f);
+    const float extrapolation = 1.0f - ramp;  // 1 keeps the original frequency
+    const float interp = 1.0f / (static_cast<float>(factor) * pos_freqs[i]);
+    c.inv_freq[i] = interp * (1.0f - extrapolation) + c.inv_freq[i] * extrapolation;
   }
   return Status::Ok();
 }
@@ -184,6 +233,7 @@ std::string ModelConfig::Summary() const {
     s += fmt::format(", GDN {}/{} heads {}x{} conv {}", linear_num_key_heads, linear_num_value_heads,
                      linear_key_head_dim, linear_value_head_dim, linear_conv_kernel);
   }
+  if (rope_type == "yarn") s += fmt::format(" (YaRN, attention factor {:.4g})", rope_attention_scaling);
   s += tie_word_embeddings ? ", tied embeddings" : ", untied embeddings";
   return s;
 }

@@ -33,6 +33,12 @@ struct ModelConfig {
   int head_dim = 0;
   double rope_theta = 0;
   int rotary_dim = 0;  // leading dims of each head that RoPE rotates (NeoX pairs i, i + dim/2)
+  // RoPE frequencies [rotary_dim / 2] (fp32, as transformers computes them) and the factor
+  // cos/sin are multiplied by: plain RoPE (1.0), or YaRN (rope_scaling / rope_parameters
+  // rope_type "yarn": interpolated low frequencies, attention factor 0.1·ln(factor) + 1).
+  std::vector<float> inv_freq;
+  float rope_attention_scaling = 1.0f;
+  std::string rope_type = "default";
   // Gated DeltaNet (Qwen3.5 linear-attention layers).
   int linear_num_key_heads = 0;    // Hk
   int linear_num_value_heads = 0;  // Hv

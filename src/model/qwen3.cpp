@@ -34,8 +34,8 @@ class Qwen3 final : public Model {
       ops.CopyBlock(qkv.data(), qkv_w, q_w + kv_w, v.data(), kv_w, 0, n, kv_w);
       ops.RmsNorm(q.data(), l.attn.q_norm, static_cast<int64_t>(n) * nh, hd, eps, NormKind::kPlainW, q.data());
       ops.RmsNorm(k.data(), l.attn.k_norm, static_cast<int64_t>(n) * nkv, hd, eps, NormKind::kPlainW, k.data());
-      ops.Rope(q.data(), n, nh, hd, c.rotary_dim, pos, c.rope_theta);
-      ops.Rope(k.data(), n, nkv, hd, c.rotary_dim, pos, c.rope_theta);
+      ops.Rope(q.data(), n, nh, hd, c.rotary_dim, pos, c.inv_freq.data(), c.rope_attention_scaling);
+      ops.Rope(k.data(), n, nkv, hd, c.rotary_dim, pos, c.inv_freq.data(), c.rope_attention_scaling);
       CachedAttention(ops, ctx, i, q.data(), k.data(), v.data(), c, a.data());
       ops.MatMul(a.data(), n, l.attn.o, y.data(), true);
       AddLora(ops, ctx, i, LoraTarget::kAttnO, a.data(), q_w, y.data(), H);

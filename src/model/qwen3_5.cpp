@@ -57,8 +57,8 @@ class Qwen3_5 final : public Model {
     ops.CopyBlock(qkv.data(), qkv_w, qg_w + kv_w, v.data(), kv_w, 0, n, kv_w);
     ops.RmsNorm(q.data(), w.q_norm, static_cast<int64_t>(n) * nh, hd, eps, NormKind::kOnePlusW, q.data());
     ops.RmsNorm(k.data(), w.k_norm, static_cast<int64_t>(n) * nkv, hd, eps, NormKind::kOnePlusW, k.data());
-    ops.Rope(q.data(), n, nh, hd, c.rotary_dim, ctx.pos.data(), c.rope_theta);
-    ops.Rope(k.data(), n, nkv, hd, c.rotary_dim, ctx.pos.data(), c.rope_theta);
+    ops.Rope(q.data(), n, nh, hd, c.rotary_dim, ctx.pos.data(), c.inv_freq.data(), c.rope_attention_scaling);
+    ops.Rope(k.data(), n, nkv, hd, c.rotary_dim, ctx.pos.data(), c.inv_freq.data(), c.rope_attention_scaling);
     CachedAttention(ops, ctx, layer, q.data(), k.data(), v.data(), c, a.data());
     ops.SigmoidGateMul(a.data(), gate.data(), q_w, n, q_w);
     ops.MatMul(a.data(), n, w.o, out, true);

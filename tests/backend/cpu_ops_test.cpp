@@ -94,7 +94,8 @@ TEST(CpuOps, RopeRotatesPairsAndPassesTheRest) {
   const int hd = 8, rot = 4;
   std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8};
   const int32_t pos = 3;
-  CpuOps(ActDtype::kF32, 1).Rope(x.data(), 1, 1, hd, rot, &pos, 100.0);
+  const float inv_freq[2] = {1.0f, 1.0f / 10.0f};  // theta 100 over 4 rotated dims
+  CpuOps(ActDtype::kF32, 1).Rope(x.data(), 1, 1, hd, rot, &pos, inv_freq, 1.0f);
   const double f0 = 1.0, f1 = 1.0 / std::pow(100.0, 2.0 / 4);
   const double c0 = std::cos(3 * f0), s0 = std::sin(3 * f0), c1 = std::cos(3 * f1), s1 = std::sin(3 * f1);
   EXPECT_NEAR(x[0], 1 * c0 - 3 * s0, 1e-5);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "test_util.h"
 
 namespace graft {
@@ -60,6 +62,26 @@ TEST(ModelConfig, WrapperTieFlagAtTheTopLevelWins) {
   EXPECT_TRUE(c->tie_word_embeddings);
 }
 
+TEST(ModelConfig, YarnFrequenciesAndAttentionFactor) {
+  auto c = ParseModelConfig(R"({"model_type":"qwen3","vocab_size":10,"hidden_size":8,"intermediate_size":16,
+    "num_hidden_layers":1,"num_attention_heads":1,"head_dim":128,"max_position_embeddings":131072,
+    "rope_scaling":{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768},"rope_theta":1000000})",
+                            "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rope_type, "yarn");
+  EXPECT_NEAR(c->rope_attention_scaling, 0.1 * std::log(4.0) + 1.0, 1e-6);
+  ASSERT_EQ(c->inv_freq.size(), 64u);
+  // The highest frequencies stay (extrapolation), the lowest are divided by the factor.
+  EXPECT_FLOAT_EQ(c->inv_freq[0], 1.0f);
+  const float plain_last = 1.0f / std::pow(1e6f, 126.0f / 128.0f);
+  EXPECT_NEAR(c->inv_freq[63], plain_last / 4.0f, plain_last * 1e-5);
+  auto m = ParseModelConfig(R"({"model_type":"qwen3","vocab_size":10,"hidden_size":8,"intermediate_size":16,
+    "num_hidden_layers":1,"num_attention_heads":1,"max_position_embeddings":4096,
+    "rope_scaling":{"rope_type":"yarn","factor":4.0,"mscale":0.7}})", "config.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("mscale"), std::string::npos);
+}
+
 TEST(ModelConfig, RefusesWhatItCannotRun) {
   const std::string base = R"("vocab_size":10,"hidden_size":8,"intermediate_size":16,"num_hidden_layers":2,
     "num_attention_heads":2,"num_key_value_heads":1,"head_dim":4)";
@@ -71,7 +93,7 @@ TEST(ModelConfig, RefusesWhatItCannotRun) {
       {R"("model_type":"qwen3","num_experts":8)", "mixture-of-experts models ('num_experts' = 8)"},
       {R"("model_type":"qwen3","rope_scaling":{"rope_type":"dynamic","factor":2})",
        "rope_scaling.rope_type = \"dynamic\" is not supported"},
-      {R"("model_type":"qwen3","rope_scaling":{"type":"yarn","factor":4})", "rope_scaling.type = \"yarn\""},
+      {R"("model_type":"qwen3","rope_scaling":{"type":"longrope","factor":4})", "rope_scaling.type = \"longrope\""},
       {R"("model_type":"qwen3","use_sliding_window":true)", "sliding-window attention"},
       {R"("model_type":"qwen3","attention_bias":true)", "attention_bias"},
       {R"("model_type":"qwen3","hidden_act":"gelu")", "hidden_act \"gelu\" is not supported"},

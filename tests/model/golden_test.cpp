@@ -79,7 +79,7 @@ TEST_P(Golden, Bfloat16TracksTransformersBfloat16) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Golden,
-                         ::testing::Values("qwen3-tiny", "qwen3-odd-sharded", "qwen3_5-wrapper", "qwen3_5-text-odd"),
+                         ::testing::Values("qwen3-tiny", "qwen3-odd-sharded", "qwen3_5-wrapper", "qwen3_5-text-odd", "qwen3-yarn"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s) if (!isalnum(static_cast<unsigned char>(c))) c = '_';

@@ -97,18 +97,15 @@ void CpuOps::CopyBlock(const float* src, int64_t src_stride, int64_t src_col, fl
   }
 }
 
-void CpuOps::Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, double theta) {
+void CpuOps::Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,
+                  float attn_scale) {
   const int half = rot_dim / 2;
-  std::vector<float> inv_freq(static_cast<size_t>(half));
-  for (int i = 0; i < half; ++i) {
-    inv_freq[i] = 1.0f / std::pow(static_cast<float>(theta), static_cast<float>(2 * i) / static_cast<float>(rot_dim));
-  }
   std::vector<float> c(static_cast<size_t>(half)), s(static_cast<size_t>(half));
   for (int t = 0; t < n; ++t) {
     for (int i = 0; i < half; ++i) {
       const float ang = static_cast<float>(pos[t]) * inv_freq[i];
-      c[i] = R(std::cos(ang));
-      s[i] = R(std::sin(ang));
+      c[i] = R(std::cos(ang) * attn_scale);
+      s[i] = R(std::sin(ang) * attn_scale);
     }
     for (int h = 0; h < heads; ++h) {
       float* v = x + (static_cast<int64_t>(t) * heads + h) * head_dim;
