@@ -3,6 +3,10 @@
 #include <fmt/core.h>
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -88,6 +92,28 @@ HttpServer::HttpServer(Engine& engine, const Tokenizer& tok, const ChatTemplate&
 
 HttpServer::~HttpServer() { Stop(); }
 
+namespace {
+
+// cpp-httplib 0.11 listens with a backlog of 5, compiled into Debian's shared library, so a
+// burst of connections overflows the accept queue and some are reset. Find the listening
+// socket on `port` and listen again with a real backlog (Linux updates it in place).
+void RaiseListenBacklog(int port, int backlog) {
+  for (int fd = 3; fd < 4096; ++fd) {
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof addr;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
+    int p = -1;
+    if (addr.ss_family == AF_INET) p = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    if (addr.ss_family == AF_INET6) p = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+    if (p == port) ::listen(fd, backlog);
+  }
+}
+
+}  // namespace
+
 Status HttpServer::Bind() {
   if (cfg_.port == 0) {
     port_ = svr_->bind_to_any_port(cfg_.host);
@@ -96,6 +122,7 @@ Status HttpServer::Bind() {
     if (!svr_->bind_to_port(cfg_.host, cfg_.port)) return IoError(fmt::format("cannot bind {}:{}", cfg_.host, cfg_.port));
     port_ = cfg_.port;
   }
+  RaiseListenBacklog(port_, 1024);
   return Status::Ok();
 }
 

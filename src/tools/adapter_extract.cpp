@@ -15,6 +15,7 @@
 #include "adapters/lora_loader.h"
 #include "backend/cpu/cpu_ops.h"
 #include "io/checkpoint.h"
+#include "tools/kl.h"
 #include "io/identity.h"
 #include "io/model_config.h"
 #include "io/safetensors_writer.h"
@@ -113,17 +114,6 @@ std::vector<uint16_t> Bf16Copy(const TensorRef& t) {
   return v;
 }
 
-// KL(p ‖ q) of the softmaxes of two logit rows, in double.
-double Kl(const float* p, const float* q, int n) {
-  double mp = p[0], mq = q[0];
-  for (int i = 1; i < n; ++i) mp = std::max<double>(mp, p[i]), mq = std::max<double>(mq, q[i]);
-  double zp = 0, zq = 0;
-  for (int i = 0; i < n; ++i) zp += std::exp(p[i] - mp), zq += std::exp(q[i] - mq);
-  const double lp = std::log(zp) + mp, lq = std::log(zq) + mq;
-  double kl = 0;
-  for (int i = 0; i < n; ++i) kl += std::exp(p[i] - lp) * ((p[i] - lp) - (q[i] - lq));
-  return std::max(kl, 0.0);
-}
 
 Status Quality(const ExtractJob& job, const ModelConfig& cfg, ExtractReport& rep, json& manifest) {
   GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> base, LoadModel(job.base));
@@ -150,7 +140,7 @@ Status Quality(const ExtractJob& job, const ModelConfig& cfg, ExtractReport& rep
     for (int t = 0; t < job.eval_length; ++t) {
       const float* pa = la.data() + static_cast<size_t>(t) * vocab;
       const float* pm = lm.data() + static_cast<size_t>(t) * vocab;
-      const double kl = Kl(pm, pa, vocab);
+      const double kl = KlOfLogits(pm, pa, vocab);
       kl_sum += kl;
       kl_max = std::max(kl_max, kl);
       same += std::max_element(pa, pa + vocab) - pa == std::max_element(pm, pm + vocab) - pm;

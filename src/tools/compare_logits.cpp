@@ -7,24 +7,12 @@
 #include <cmath>
 
 #include "io/checkpoint.h"
+#include "tools/kl.h"
 #include "io/safetensors.h"
 
 namespace graft {
 namespace {
 
-// KL(p ‖ q) of softmax(a), softmax(b), in double.
-double Kl(const float* a, const float* b, int n) {
-  const double ma = *std::max_element(a, a + n), mb = *std::max_element(b, b + n);
-  double za = 0, zb = 0;
-  for (int i = 0; i < n; ++i) za += std::exp(a[i] - ma), zb += std::exp(b[i] - mb);
-  const double la = std::log(za) + ma, lb = std::log(zb) + mb;
-  double kl = 0;
-  for (int i = 0; i < n; ++i) {
-    const double lpa = a[i] - la, lpb = b[i] - lb;
-    kl += std::exp(lpa) * (lpa - lpb);
-  }
-  return std::max(kl, 0.0);
-}
 
 }  // namespace
 
@@ -57,7 +45,7 @@ Result<std::vector<LogitsAgreement>> CompareLogitsFiles(const std::string& refer
         a.max_abs_diff = std::max(a.max_abs_diff, static_cast<double>(std::fabs(rp[v] - cp[v])));
         a.max_abs_ref = std::max(a.max_abs_ref, static_cast<double>(std::fabs(rp[v])));
       }
-      a.mean_kl += Kl(rp, cp, vocab);
+      a.mean_kl += KlOfLogits(rp, cp, vocab);
     }
     all.positions += a.positions;
     all.top1_same += a.top1_same;

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <mutex>
 #include <thread>
 
 #include "adapters/lora_loader.h"
@@ -246,15 +247,24 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
   // 100 concurrent connections.
   std::vector<std::thread> ts;
   std::atomic<int> ok{0};
+  std::mutex failures_mu;
+  std::vector<std::string> failures;
   for (int i = 0; i < 100; ++i) {
     ts.emplace_back([&, i] {
-      auto [status, j] = i % 10 == 0 ? Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2})")
-                                     : std::pair<int, json>{Client().Get("/health") ? 200 : -1, json()};
-      ok += status == 200;
+      auto c = Client();
+      auto r = i % 10 == 0 ? c.Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2})",
+                                    "application/json")
+                           : c.Get("/health");
+      if (r && r->status == 200) {
+        ++ok;
+      } else {
+        std::lock_guard<std::mutex> l(failures_mu);
+        failures.push_back(r ? std::to_string(r->status) : httplib::to_string(r.error()));
+      }
     });
   }
   for (auto& t : ts) t.join();
-  EXPECT_EQ(ok.load(), 100);
+  EXPECT_EQ(ok.load(), 100) << "failures: " << ::testing::PrintToString(failures);
   EXPECT_EQ(Chat(6), healthy);  // and the answers are still the same bits
 }
 
