@@ -45,20 +45,17 @@ std::string Metrics::Render(const EngineStats& e) const {
     out += fmt::format("graft_request_duration_seconds_sum{{{}}} {}\n", labels, h.sum);
     out += fmt::format("graft_request_duration_seconds_count{{{}}} {}\n", labels, h.count);
   }
-  out += fmt::format("# HELP graft_prompt_tokens_total Prompt tokens processed.\n# TYPE graft_prompt_tokens_total counter\n"
-                     "graft_prompt_tokens_total {}\n", e.prompt_tokens);
-  out += fmt::format("# HELP graft_generated_tokens_total Tokens generated.\n# TYPE graft_generated_tokens_total counter\n"
-                     "graft_generated_tokens_total {}\n", e.generated_tokens);
-  out += fmt::format("# HELP graft_engine_steps_total Forward steps run.\n# TYPE graft_engine_steps_total counter\n"
-                     "graft_engine_steps_total {}\n", e.steps);
-  out += fmt::format("# HELP graft_queue_waiting Sequences waiting for room.\n# TYPE graft_queue_waiting gauge\n"
-                     "graft_queue_waiting {}\n", e.waiting);
-  out += fmt::format("# HELP graft_queue_running Sequences running.\n# TYPE graft_queue_running gauge\n"
-                     "graft_queue_running {}\n", e.running);
-  out += fmt::format("# HELP graft_kv_reserved_tokens KV tokens reserved by live sequences.\n# TYPE graft_kv_reserved_tokens gauge\n"
-                     "graft_kv_reserved_tokens {}\n", e.kv_reserved);
-  out += fmt::format("# HELP graft_kv_budget_tokens KV token budget.\n# TYPE graft_kv_budget_tokens gauge\n"
-                     "graft_kv_budget_tokens {}\n", e.kv_budget);
+  auto scalar = [&out](const char* name, const char* type, const char* help, int64_t value) {
+    out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
+  };
+  scalar("graft_prompt_tokens_total", "counter", "Prompt tokens processed.", e.prompt_tokens);
+  scalar("graft_generated_tokens_total", "counter", "Tokens generated.", e.generated_tokens);
+  scalar("graft_engine_steps_total", "counter", "Forward steps run.", e.steps);
+  scalar("graft_queue_waiting", "gauge", "Sequences waiting for room.", e.waiting);
+  scalar("graft_queue_running", "gauge", "Sequences running.", e.running);
+  scalar("graft_kv_reserved_tokens", "gauge", "KV tokens reserved by live sequences.", e.kv_reserved);
+  scalar("graft_kv_budget_tokens", "gauge", "KV token budget.", e.kv_budget);
+  scalar("graft_cache_pool_bytes", "gauge", "Bytes of the KV and state pools, reserved at start-up.", e.pool_bytes);
   return out;
 }
 
