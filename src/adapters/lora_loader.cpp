@@ -43,10 +43,9 @@ bool SplitModule(const std::string& module, std::string* prefix, int* layer, std
   return true;
 }
 
-bool AllFinite(const SafetensorsFile& f, const TensorInfo& t) {
-  auto v = ReadAsFloat(TensorRef{&f, &t});
-  if (!v.ok()) return true;  // dtype problems are reported separately
-  for (float x : v.value()) if (!std::isfinite(x)) return false;
+bool AllFinite(const Weight& w) {
+  for (int64_t i = 0, n = w.rows * w.cols; i < n; ++i)
+    if (!std::isfinite(w.at(i))) return false;
   return true;
 }
 
@@ -191,20 +190,20 @@ Result<LoraAdapter> LoadLoraAdapter(const std::string& dir, const ModelConfig& c
         ok = false;
       }
       if (!ok) continue;
-      for (const TensorInfo* t : {mt.a, mt.b}) {
-        if (!AllFinite(file, *t)) {
-          problems.push_back(fmt::format("{}: holds NaN or infinite values", t->name));
+      LoraModule lm;
+      GRAFT_ASSIGN_OR_RETURN(lm.a, ToWeight(file, *mt.a));
+      GRAFT_ASSIGN_OR_RETURN(lm.b, ToWeight(file, *mt.b));
+      for (const Weight* w : {&lm.a, &lm.b}) {
+        if (!AllFinite(*w)) {
+          problems.push_back(fmt::format("{}: holds NaN or infinite values", w->name));
           ok = false;
         }
       }
       if (!ok) continue;
-      LoraModule lm;
       lm.name = fmt::format("layers.{}.{}", layer, p.path);
       lm.row_offset = p.row_offset;
       lm.rank = rank;
       GRAFT_ASSIGN_OR_RETURN(lm.scale, pc.ScaleFor(module, rank));
-      GRAFT_ASSIGN_OR_RETURN(lm.a, ToWeight(file, *mt.a));
-      GRAFT_ASSIGN_OR_RETURN(lm.b, ToWeight(file, *mt.b));
       ad.layers[layer].targets[static_cast<size_t>(p.target)].push_back(std::move(lm));
     }
   }
