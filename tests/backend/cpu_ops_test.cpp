@@ -1,5 +1,6 @@
 // CPU reference ops against direct double-precision formulas over a sweep of shapes.
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_math.h"
 
 #include <gtest/gtest.h>
 
@@ -52,6 +53,17 @@ TEST(CpuOps, MatMulMatchesDoubleOverShapes) {
         }
       EXPECT_LT(RelErr(y, ref), 1e-6) << m << "x" << n << "x" << k;
     }
+  }
+}
+
+// The register-held dot product must keep the documented 16-lane order exactly: the matmul,
+// the LoRA path (generic Dot16) and the CUDA kernels are all defined against that order.
+TEST(CpuOps, VectorDotIsBitIdenticalToTheSixteenLaneOrder) {
+  std::mt19937 rng(5);
+  for (int k : {0, 1, 7, 15, 16, 17, 31, 64, 100, 255, 1000}) {
+    auto a = Random(static_cast<size_t>(k), rng, 3.0f), b = Random(static_cast<size_t>(k), rng, 0.01f);
+    const float generic = cpu::Dot16(a.data(), [&](int64_t i) { return b[i]; }, k);
+    EXPECT_EQ(DotF32(a.data(), b.data(), k), generic) << "k=" << k;
   }
 }
 

@@ -14,9 +14,7 @@ using cpu::Dot16;
 
 float CpuOps::R(float v) const { return act_ == ActDtype::kBF16 ? RoundBf16(v) : v; }
 
-float DotF32(const float* a, const float* b, int64_t k) {
-  return Dot16(a, [b](int64_t i) { return b[i]; }, k);
-}
+float DotF32(const float* a, const float* b, int64_t k) { return cpu::Dot16F32(a, b, k); }
 
 void CpuOps::Embed(const Weight& table, const int32_t* ids, int n, float* out) {
   const int64_t h = table.cols;
@@ -44,19 +42,22 @@ void CpuOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool r
   const int64_t n = w.rows, k = w.cols;
   constexpr int64_t kBlock = 16;  // output features per task
   ParallelFor((n + kBlock - 1) / kBlock, threads_, [&](int64_t b, int64_t e) {
+    std::vector<float> block;  // a bf16 block widened once, then reused for every row
     for (int64_t blk = b; blk < e; ++blk) {
       const int64_t j0 = blk * kBlock, j1 = std::min(n, j0 + kBlock);
+      const float* wb = nullptr;
+      if (w.is_bf16) {
+        block.resize(static_cast<size_t>((j1 - j0) * k));
+        const uint16_t* src = w.bf16.data() + j0 * k;
+        for (int64_t i = 0; i < (j1 - j0) * k; ++i) block[i] = Bf16ToFloat(src[i]);
+        wb = block.data();
+      } else {
+        wb = w.f32.data() + j0 * k;
+      }
       for (int64_t r = 0; r < m; ++r) {
         const float* xr = x + r * k;
         for (int64_t j = j0; j < j1; ++j) {
-          float acc;
-          if (w.is_bf16) {
-            const uint16_t* wr = w.bf16.data() + j * k;
-            acc = Dot16(xr, [wr](int64_t i) { return Bf16ToFloat(wr[i]); }, k);
-          } else {
-            const float* wr = w.f32.data() + j * k;
-            acc = Dot16(xr, [wr](int64_t i) { return wr[i]; }, k);
-          }
+          const float acc = DotF32(xr, wb + (j - j0) * k, k);
           y[r * n + j] = round_output ? R(acc) : acc;
         }
       }
