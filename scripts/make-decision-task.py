@@ -7,8 +7,8 @@ Usage:
   scripts/make-decision-task.py --check OUTDIR     (re-derive every answer from its record)
 
 Writes OUTDIR/{train,validation,test}.jsonl (80/10/10). Each line is a decisions request body
-(DESIGN.md §4) plus "answers": {question id: correct choice}. Records run from ~10 to ~450
-log lines (about 200 to more than 10K tokens); each has 5-12 questions drawn from the
+(DESIGN.md §4) plus "answers": {question id: correct choice}. Records run from 2 to 190
+log lines (about 200 to 17K tokens with the demo tokenizer, which splits digits); each has 5-12 questions drawn from the
 templates below. Standard library only; the same seed gives the same files.
 """
 import json
@@ -34,7 +34,7 @@ def ip(rng):
 
 
 def make_record(rng):
-    n = int(rng.choice([rng.randint(8, 40), rng.randint(40, 150), rng.randint(150, 450)]))
+    n = int(rng.choice([rng.randint(2, 30), rng.randint(30, 110), rng.randint(110, 190)]))
     clients = [ip(rng) for _ in range(rng.randint(1, 6))]
     attack = rng.choice([None, None, "sqli", "xss", "traversal", "scan"])
     failing = rng.random() < 0.3

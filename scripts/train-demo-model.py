@@ -4,20 +4,18 @@ model and its "release", a LoRA fine-tune of the upper layers on the decision ta
 into a bf16 checkpoint the way vendors publish.
 
 Usage (from the repository root, with torch, transformers >= 5, peft and tokenizers):
-  scripts/train-demo-model.py CORPUS.txt[.xz] OUTDIR [--pretrain-steps 1500] [--finetune-steps 600]
+  scripts/train-demo-model.py CORPUS.txt[.xz] OUTDIR [--pretrain-steps 700] [--finetune-steps 900]
+      [--time-budget 470]
 
 CORPUS is plain text to pretrain on (graft uses Debian's package documentation); the decision
 task comes from scripts/make-decision-task.py (its records are pretraining text too).
-OUTDIR receives base/, release/ (config, bf16 safetensors, tokenizer.json, tokenizer_config.json
+OUTDIR receives base/, release/, release-lora/ (the PEFT adapter before merging), (config, bf16 safetensors, tokenizer.json, tokenizer_config.json
 with the Qwen3.5 chat template) and report.json (accuracy of base and release on the splits).
 
-Status: work in progress for issue 7. Measured on the H200 (one run, 2026-11-29): tokenizer
-3 s; 6.64 M parameters; 700 pretraining steps of 32 x 1024 tokens in ~100 s (loss 9.0 ->
-0.90); base validation accuracy 0.553 on 150 questions; the base checkpoint saved. The LoRA
-fine-tune ran at ~2 s per step (8 sequences of up to 3072 tokens, the transformers GDN
-fallback without flash-linear-attention), so 300 steps do not fit one 10-minute call: the
-run stopped at step ~150 (loss 1.03). Next: shorter training prompts (MAX_TRAIN_TOKENS 1536)
-or fewer, larger-lr steps, or split the job over two calls; then report release accuracy.
+Timings measured on the H200 are in bench/results/ (the first attempt fine-tuned one
+sequence at a time at ~2 s per step and did not fit a 10-minute call; the fine-tune now runs
+8 right-padded sequences in one forward pass). `--time-budget S` ends the fine-tune early
+(cosine schedule cut short) so that a run always saves its checkpoints inside a device call.
 
 The fine-tuning prompts are exactly graft's decision layout (src/engine/decision.h): the chat
 template applied to [system: instructions, user: "Record:\\n" + record + "\\n\\n" + question block],
@@ -45,7 +43,8 @@ SENTINEL = "\x01GRAFT-QUESTION\x01"
 QWEN_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
               r"\s+(?!\S)|\s+")
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-MAX_TRAIN_TOKENS = 3072
+MAX_TRAIN_TOKENS = 12288  # longest fine-tuning prompt
+BATCH_TOKENS = 24576      # padded tokens per fine-tuning step (at most 8 rows)
 
 
 def arg(name, default):
@@ -78,7 +77,7 @@ def question_block(q):
             "\nAnswer with exactly one of the choices.")
 
 
-def layout(hf_tok, ex, q):
+def layout(hf_tok, ex, q, cache=None):
     """graft's DecisionLayout for one independent question: (prefix ids, rest ids)."""
     messages = []
     if ex.get("instructions"):
@@ -86,9 +85,15 @@ def layout(hf_tok, ex, q):
     messages.append({"role": "user", "content": "Record:\n" + ex["record"] + "\n\n" + SENTINEL + question_block(q)})
     text = hf_tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, enable_thinking=False)
     at = text.index(SENTINEL)
-    prefix = hf_tok.backend_tokenizer.encode(text[:at], add_special_tokens=False).ids
+    key = text[:at]
+    if cache is None or key not in cache:
+        ids = hf_tok.backend_tokenizer.encode(key, add_special_tokens=False).ids
+        if cache is None:
+            return ids, hf_tok.backend_tokenizer.encode(text[at + len(SENTINEL):], add_special_tokens=False).ids
+        cache.clear()
+        cache[key] = ids
     rest = hf_tok.backend_tokenizer.encode(text[at + len(SENTINEL):], add_special_tokens=False).ids
-    return prefix, rest
+    return cache[key], rest
 
 
 def choice_ids(hf_tok, c):
@@ -100,8 +105,9 @@ def examples(hf_tok, split, limit_tokens):
     for ex in split:
         if len(ex["record"]) > limit_tokens * 6:  # far too long: skip before tokenizing
             continue
+        cache = {}  # the record's prefix is the same for all its questions: encode it once
         for q in ex["questions"]:
-            prefix, rest = layout(hf_tok, ex, q)
+            prefix, rest = layout(hf_tok, ex, q, cache)
             if len(prefix) + len(rest) + 8 > limit_tokens:
                 continue
             out.append((prefix + rest, [choice_ids(hf_tok, c) for c in q["choices"]], q["choices"].index(ex["answers"][q["id"]])))
@@ -109,7 +115,7 @@ def examples(hf_tok, split, limit_tokens):
 
 
 @torch.no_grad()
-def accuracy(model, items, device, max_items=150):
+def accuracy(model, items, device, max_items=100):
     model.eval()
     right = 0
     items = items[:max_items]
@@ -144,7 +150,8 @@ def save(model, hf_tok, d, template):
 
 def main():
     corpus_path, out = sys.argv[1], sys.argv[2]
-    pre_steps, ft_steps = arg("--pretrain-steps", 1500), arg("--finetune-steps", 600)
+    pre_steps, ft_steps = arg("--pretrain-steps", 700), arg("--finetune-steps", 900)
+    budget = arg("--time-budget", 470.0)
     torch.manual_seed(0)
     random.seed(0)
     device = "cuda"
@@ -165,7 +172,7 @@ def main():
                             layer_types=[L, L, Fa, L, L, Fa], num_hidden_layers=6, num_attention_heads=4,
                             num_key_value_heads=2, head_dim=64, linear_num_key_heads=2, linear_num_value_heads=4,
                             linear_key_head_dim=64, linear_value_head_dim=64, linear_conv_kernel_dim=4,
-                            tie_word_embeddings=True, max_position_embeddings=16384, rms_norm_eps=1e-6,
+                            tie_word_embeddings=True, max_position_embeddings=32768, rms_norm_eps=1e-6,
                             rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
                                              "mrope_section": [4, 2, 2], "mrope_interleaved": True},
                             eos_token_id=tok.token_to_id("<|im_end|>"), pad_token_id=tok.token_to_id("<|endoftext|>"))
@@ -196,11 +203,11 @@ def main():
         opt.zero_grad(set_to_none=True)
         if step % 250 == 0 or step == pre_steps - 1:
             print(f"pretrain {step}: loss {loss.item():.3f} ({time.time() - t0:.0f} s)", flush=True)
-    train = examples(hf_tok, split["train"], MAX_TRAIN_TOKENS)
-    val = examples(hf_tok, split["validation"], 6144)
-    test = examples(hf_tok, split["test"], 6144)
+    train = sorted(examples(hf_tok, split["train"], MAX_TRAIN_TOKENS), key=lambda e: len(e[0]))
+    print(f"finetune data: {len(train)} questions, prompts of {len(train[0][0])} to {len(train[-1][0])} tokens", flush=True)
+    val = examples(hf_tok, split["validation"], 3072)
     base_val = accuracy(model, val, device)
-    print(f"base: validation accuracy {base_val:.3f} on {min(len(val), 150)} questions", flush=True)
+    print(f"base: validation accuracy {base_val:.3f} on {min(len(val), 100)} questions", flush=True)
     save(model, hf_tok, os.path.join(out, "base"), template)
 
     # The release: LoRA on the upper layers, trained on the answer tokens only, then merged.
@@ -209,34 +216,44 @@ def main():
                                                           "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]))
     opt = torch.optim.AdamW([p for p in pm.parameters() if p.requires_grad], lr=1e-3, weight_decay=0.0)
     pm.train()
+    pad = tok.token_to_id("<|endoftext|>")
+    done = 0
     for step in range(ft_steps):
+        if time.time() - t0 > budget:
+            print(f"finetune: time budget reached after {step} steps", flush=True)
+            break
         lr = 1e-3 * min(1.0, (step + 1) / 50) * 0.5 * (1 + math.cos(math.pi * step / ft_steps))
         for g in opt.param_groups:
             g["lr"] = lr
-        total = 0.0
-        for _ in range(8):  # gradient accumulation over 8 single-question sequences
-            prompt, choices, answer = random.choice(train)
-            target = choices[answer]
-            x = torch.tensor([prompt + target], device=device)
-            labels = torch.full_like(x, -100)
-            labels[0, len(prompt):] = x[0, len(prompt):]
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss = pm(input_ids=x, labels=labels).loss / 8
-            loss.backward()
-            total += loss.item()
+        # Up to 8 single-question sequences of similar length (neighbours in length order),
+        # right-padded into one batch of at most BATCH_TOKENS: padding sits after every real
+        # token, so causal attention and the causal DeltaNet recurrence never see it.
+        i = random.randrange(0, len(train) - 7)
+        rows = train[i:i + 8]
+        width = max(len(p) + len(c[a]) for p, c, a in rows)
+        rows = random.sample(rows, max(1, min(8, BATCH_TOKENS // width)))
+        x = torch.full((len(rows), width), pad, dtype=torch.long)
+        labels = torch.full((len(rows), width), -100, dtype=torch.long)
+        for r, (prompt, choices, answer) in enumerate(rows):
+            seq = prompt + choices[answer]
+            x[r, :len(seq)] = torch.tensor(seq)
+            labels[r, len(prompt):len(seq)] = torch.tensor(choices[answer])
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = pm(input_ids=x.to(device), labels=labels.to(device)).loss
+        loss.backward()
         torch.nn.utils.clip_grad_norm_(pm.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if step % 100 == 0 or step == ft_steps - 1:
-            print(f"finetune {step}: loss {total:.3f} ({time.time() - t0:.0f} s)", flush=True)
+        done = step + 1
+        if step % 50 == 0 or step == ft_steps - 1:
+            print(f"finetune {step}: loss {loss.item():.3f} ({time.time() - t0:.0f} s)", flush=True)
+    pm.save_pretrained(os.path.join(out, "release-lora"))
     release = pm.merge_and_unload()
-    rel_val = accuracy(release, val, device)
-    rel_test = accuracy(release, test, device)
-    print(f"release: validation accuracy {rel_val:.3f}, test accuracy {rel_test:.3f}", flush=True)
     save(release, hf_tok, os.path.join(out, "release"), template)
-    report = {"parameters": n_params, "vocab": tok.get_vocab_size(), "pretrain_steps": pre_steps, "finetune_steps": ft_steps,
-              "base_validation_accuracy": base_val, "release_validation_accuracy": rel_val,
-              "release_test_accuracy": rel_test, "seconds": time.time() - t0,
+    rel_val = accuracy(release, val, device)
+    print(f"release: validation accuracy {rel_val:.3f} on {min(len(val), 100)} questions", flush=True)
+    report = {"parameters": n_params, "vocab": tok.get_vocab_size(), "pretrain_steps": pre_steps, "finetune_steps": done,
+              "base_validation_accuracy": base_val, "release_validation_accuracy": rel_val, "seconds": time.time() - t0,
               "torch": torch.__version__, "transformers": __import__("transformers").__version__}
     json.dump(report, open(os.path.join(out, "report.json"), "w"), indent=2)
     print(json.dumps(report), flush=True)
