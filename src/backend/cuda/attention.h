@@ -1,0 +1,36 @@
+// CUDA causal GQA attention over a paged KV cache: the contract of Ops::Attention (prefill and
+// decode alike), on device pointers.
+//
+// One block per (query row, head). Keys are visited in fixed tiles of kAttnTile positions
+// from position 0 with an online softmax, so a query's bits depend only on its own q, its
+// position and the keys 0..pos — not on how many queries share the call (prefill chunking,
+// batching) or where they sit. Scores are rounded as the CPU reference rounds them
+// (r(r(q·k) * scale)); the softmax and the weighted sum stay fp32 until the output, which is
+// rounded once. (The CPU reference rounds each probability; the online form cannot, so the two
+// agree within the bound in the parity test, not bit for bit.) head_dim <= 256.
+#pragma once
+
+#include <cstdint>
+
+#include "util/status.h"
+
+namespace graft::cuda {
+
+inline constexpr int kAttnTile = 128;
+
+struct AttentionArgs {
+  const float* q;             // [n, num_heads, head_dim]
+  const float* k_pages;       // [num_pages, page_size, num_kv_heads, head_dim]
+  const float* v_pages;
+  const int32_t* page_table;  // device
+  int page_size;
+  const int32_t* pos;         // [n] device
+  int n, num_heads, num_kv_heads, head_dim;
+  float scale;
+  bool bf16;
+  float* out;                 // [n, num_heads * head_dim]
+};
+
+Status Attention(const AttentionArgs& a, void* stream);
+
+}  // namespace graft::cuda

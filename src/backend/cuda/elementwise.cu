@@ -1,0 +1,149 @@
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/elementwise.h"
+
+namespace graft::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned Blocks(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
+}
+
+Status Launched(const char* op) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda ") + op + " launch: " + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
+cudaStream_t S(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+__global__ void EmbedKernel(DevWeight table, const int32_t* ids, int64_t total, bool bf16, float* out) {
+  const int64_t h = table.cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = i / h, c = i % h;
+    out[i] = RoundAct(WeightAt(table, int64_t{ids[t]} * h + c), bf16);
+  }
+}
+
+__global__ void SiluMulKernel(const float* gu, int64_t inter, int64_t total, bool bf16, float* out) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = i / inter, c = i % inter;
+    const float g = gu[t * 2 * inter + c], u = gu[t * 2 * inter + inter + c];
+    out[i] = RoundAct(__fmul_rn(RoundAct(SiluF(g), bf16), u), bf16);
+  }
+}
+
+__global__ void AddKernel(float* x, const float* y, int64_t n, bool bf16) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    x[i] = RoundAct(__fadd_rn(x[i], y[i]), bf16);
+  }
+}
+
+__global__ void SigmoidGateMulKernel(float* x, const float* gate, int64_t gate_stride, int64_t cols, int64_t total,
+                                     bool bf16) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    x[i] = RoundAct(__fmul_rn(x[i], RoundAct(SigmoidF(gate[r * gate_stride + c]), bf16)), bf16);
+  }
+}
+
+__global__ void RopeKernel(float* x, int heads, int head_dim, int half, const int32_t* pos, const float* inv_freq,
+                           float attn_scale, int64_t total, bool bf16) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t th = i / half;  // (token, head)
+    const int d = static_cast<int>(i % half);
+    const int64_t t = th / heads;
+    const float ang = __fmul_rn(static_cast<float>(pos[t]), inv_freq[d]);
+    const float c = RoundAct(__fmul_rn(cosf(ang), attn_scale), bf16);
+    const float s = RoundAct(__fmul_rn(sinf(ang), attn_scale), bf16);
+    float* v = x + th * head_dim;
+    const float x0 = v[d], x1 = v[d + half];
+    v[d] = RoundAct(__fadd_rn(RoundAct(__fmul_rn(x0, c), bf16), RoundAct(__fmul_rn(-x1, s), bf16)), bf16);
+    v[d + half] = RoundAct(__fadd_rn(RoundAct(__fmul_rn(x1, c), bf16), RoundAct(__fmul_rn(x0, s), bf16)), bf16);
+  }
+}
+
+__global__ void GdnGatesKernel(const float* in, int64_t stride, int64_t b_col, int64_t a_col, int hv, DevWeight a_log,
+                               DevWeight dt_bias, int64_t total, bool bf16, float* beta, float* g) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = i / hv;
+    const int h = static_cast<int>(i % hv);
+    const float b = in[t * stride + b_col + h], a = in[t * stride + a_col + h];
+    beta[i] = RoundAct(SigmoidF(b), bf16);
+    g[i] = __fmul_rn(-expf(WeightAt(a_log, h)), SoftplusF(__fadd_rn(a, WeightAt(dt_bias, h))));
+  }
+}
+
+}  // namespace
+
+Status Embed(const DevWeight& table, const int32_t* ids, int n, bool bf16, float* out, void* stream) {
+  if (n < 0 || table.cols <= 0) return InvalidArgument("cuda Embed: bad shape");
+  if (n == 0) return Status::Ok();
+  const int64_t total = int64_t{n} * table.cols;
+  EmbedKernel<<<Blocks(total), kThreads, 0, S(stream)>>>(table, ids, total, bf16, out);
+  return Launched("Embed");
+}
+
+Status SiluMul(const float* gu, int64_t n, int64_t inter, bool bf16, float* out, void* stream) {
+  if (n < 0 || inter <= 0) return InvalidArgument("cuda SiluMul: bad shape");
+  if (n == 0) return Status::Ok();
+  SiluMulKernel<<<Blocks(n * inter), kThreads, 0, S(stream)>>>(gu, inter, n * inter, bf16, out);
+  return Launched("SiluMul");
+}
+
+Status Add(float* x, const float* y, int64_t n, bool bf16, void* stream) {
+  if (n < 0) return InvalidArgument("cuda Add: bad shape");
+  if (n == 0) return Status::Ok();
+  AddKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, n, bf16);
+  return Launched("Add");
+}
+
+Status SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols, bool bf16,
+                      void* stream) {
+  if (rows < 0 || cols <= 0 || gate_stride < cols) return InvalidArgument("cuda SigmoidGateMul: bad shape");
+  if (rows == 0) return Status::Ok();
+  SigmoidGateMulKernel<<<Blocks(rows * cols), kThreads, 0, S(stream)>>>(x, gate, gate_stride, cols, rows * cols, bf16);
+  return Launched("SigmoidGateMul");
+}
+
+Status CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
+                 int64_t dst_col, int64_t rows, int64_t cols, void* stream) {
+  if (rows < 0 || cols < 0) return InvalidArgument("cuda CopyBlock: bad shape");
+  if (rows == 0 || cols == 0) return Status::Ok();
+  const cudaError_t err = cudaMemcpy2DAsync(dst + dst_col, static_cast<size_t>(dst_stride) * 4, src + src_col,
+                                            static_cast<size_t>(src_stride) * 4, static_cast<size_t>(cols) * 4,
+                                            static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, S(stream));
+  if (err != cudaSuccess) return Internal(std::string("cuda CopyBlock: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
+Status Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,
+            float attn_scale, bool bf16, void* stream) {
+  if (n < 0 || heads <= 0 || rot_dim <= 0 || rot_dim % 2 != 0 || rot_dim > head_dim) {
+    return InvalidArgument("cuda Rope: bad shape");
+  }
+  if (n == 0) return Status::Ok();
+  const int half = rot_dim / 2;
+  const int64_t total = int64_t{n} * heads * half;
+  RopeKernel<<<Blocks(total), kThreads, 0, S(stream)>>>(x, heads, head_dim, half, pos, inv_freq, attn_scale, total,
+                                                        bf16);
+  return Launched("Rope");
+}
+
+Status GdnGates(const float* in, int64_t stride, int64_t b_col, int64_t a_col, int n, int hv, const DevWeight& a_log,
+                const DevWeight& dt_bias, bool bf16, float* beta, float* g, void* stream) {
+  if (n < 0 || hv <= 0) return InvalidArgument("cuda GdnGates: bad shape");
+  if (n == 0) return Status::Ok();
+  const int64_t total = int64_t{n} * hv;
+  GdnGatesKernel<<<Blocks(total), kThreads, 0, S(stream)>>>(in, stride, b_col, a_col, hv, a_log, dt_bias, total, bf16,
+                                                            beta, g);
+  return Launched("GdnGates");
+}
+
+}  // namespace graft::cuda

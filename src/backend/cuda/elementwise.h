@@ -1,0 +1,35 @@
+// CUDA elementwise ops: the same contracts as the Ops methods of the same names
+// (backend/ops.h), on device pointers, launched on `stream` (a cudaStream_t; nullptr = the
+// default stream). `bf16` rounds every written value to bf16 where the CPU reference rounds.
+// Each output element is computed by one thread from its own inputs only, so a row's bits never
+// depend on the other rows. Errors (bad shapes, launch failures) come back as a Status.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/device_weight.h"
+#include "util/status.h"
+
+namespace graft::cuda {
+
+// out[t] = table[ids[t]], ids [n] int32 on the device (checked by the caller), out [n, table.cols].
+Status Embed(const DevWeight& table, const int32_t* ids, int n, bool bf16, float* out, void* stream);
+// out[t, i] = r(r(silu(gu[t, i])) * gu[t, inter + i]); gu [n, 2*inter], out [n, inter].
+Status SiluMul(const float* gu, int64_t n, int64_t inter, bool bf16, float* out, void* stream);
+// x = r(x + y) over n values.
+Status Add(float* x, const float* y, int64_t n, bool bf16, void* stream);
+// x[r, c] = r(x[r, c] * r(sigmoid(gate[r * gate_stride + c]))), x [rows, cols].
+Status SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols, bool bf16,
+                      void* stream);
+// dst[r, dst_col + c] = src[r, src_col + c] for c < cols (strides in floats).
+Status CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
+                 int64_t dst_col, int64_t rows, int64_t cols, void* stream);
+// NeoX RoPE in place on the first rot_dim dims of each head of x [n, heads, head_dim]; pos [n]
+// and inv_freq [rot_dim/2] on the device. Rounding as Ops::Rope.
+Status Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,
+            float attn_scale, bool bf16, void* stream);
+// beta = r(sigmoid(b)), g = -exp(a_log) * softplus(a + dt_bias) (fp32); as Ops::GdnGates.
+Status GdnGates(const float* in, int64_t stride, int64_t b_col, int64_t a_col, int n, int hv, const DevWeight& a_log,
+                const DevWeight& dt_bias, bool bf16, float* beta, float* g, void* stream);
+
+}  // namespace graft::cuda

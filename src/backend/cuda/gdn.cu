@@ -1,0 +1,198 @@
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gdn.h"
+
+namespace graft::cuda {
+namespace {
+
+constexpr int kMaxConvK = 8;
+constexpr int kMaxDim = 256;
+
+Status Launched(const char* op) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda ") + op + " launch: " + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
+// One thread per channel walks the n tokens in order.
+__global__ void ConvKernel(const float* x, int64_t x_stride, int n, int channels, DevWeight w, float* conv_state,
+                           bool bf16, float* out) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= channels) return;
+  const int K = static_cast<int>(w.cols), hist = K - 1;
+  float win[kMaxConvK];
+  for (int j = 0; j < hist; ++j) win[j] = conv_state[int64_t{c} * hist + j];
+  for (int t = 0; t < n; ++t) {
+    win[hist] = x[int64_t{t} * x_stride + c];
+    float acc = 0.0f;
+    for (int j = 0; j < K; ++j) acc = __fadd_rn(acc, __fmul_rn(WeightAt(w, int64_t{c} * K + j), win[j]));
+    out[int64_t{t} * channels + c] = RoundAct(SiluF(RoundAct(acc, bf16)), bf16);
+    for (int j = 0; j < hist; ++j) win[j] = win[j + 1];
+  }
+  for (int j = 0; j < hist; ++j) conv_state[int64_t{c} * hist + j] = win[j];
+}
+
+// Σ x[i]² in the CPU reference's 16-lane order (one thread).
+__device__ float SumSquares16(const float* x, int d) {
+  float acc[16];
+  for (int l = 0; l < 16; ++l) acc[l] = 0.0f;
+  int i = 0;
+  for (; i + 16 <= d; i += 16)
+    for (int l = 0; l < 16; ++l) acc[l] = __fadd_rn(acc[l], __fmul_rn(x[i + l], x[i + l]));
+  for (int l = 0; i < d; ++i, ++l) acc[l] = __fadd_rn(acc[l], __fmul_rn(x[i], x[i]));
+  for (int s = 8; s > 0; s >>= 1)
+    for (int l = 0; l < s; ++l) acc[l] = __fadd_rn(acc[l], acc[l + s]);
+  return acc[0];
+}
+
+__device__ float Dot16(const float* a, const float* b, int d) {
+  float acc[16];
+  for (int l = 0; l < 16; ++l) acc[l] = 0.0f;
+  int i = 0;
+  for (; i + 16 <= d; i += 16)
+    for (int l = 0; l < 16; ++l) acc[l] = __fadd_rn(acc[l], __fmul_rn(a[i + l], b[i + l]));
+  for (int l = 0; i < d; ++i, ++l) acc[l] = __fadd_rn(acc[l], __fmul_rn(a[i], b[i]));
+  for (int s = 8; s > 0; s >>= 1)
+    for (int l = 0; l < s; ++l) acc[l] = __fadd_rn(acc[l], acc[l + s]);
+  return acc[0];
+}
+
+// One block per value head h; thread j < dv owns value column j; threads r < dk help with keys.
+__global__ void GdnCoreKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
+  __shared__ float q[kMaxDim], k[kMaxDim], coef[kGdnChunk], inv[2];
+  const int h = blockIdx.x, tid = threadIdx.x;
+  const int dk = a.dk, dv = a.dv, hv = a.hv, kh = h / (a.hv / a.hk);
+  const int64_t conv_dim = 2LL * a.hk * dk + int64_t{hv} * dv;
+  const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
+  float* S = st.S + int64_t{h} * dk * dv;
+  int pending = pending0;
+  for (int t = 0; t < a.n; ++t) {
+    const float* row = a.qkv + t * conv_dim;
+    const float* qraw = row + kh * dk;
+    const float* kraw = row + int64_t{a.hk} * dk + kh * dk;
+    if (tid == 0) {
+      inv[0] = 1.0f / sqrtf(__fadd_rn(SumSquares16(qraw, dk), 1e-6f));
+      inv[1] = 1.0f / sqrtf(__fadd_rn(SumSquares16(kraw, dk), 1e-6f));
+    }
+    __syncthreads();
+    for (int r = tid; r < dk; r += blockDim.x) {
+      q[r] = __fmul_rn(__fmul_rn(qraw[r], inv[0]), q_scale);
+      k[r] = __fmul_rn(__fmul_rn(kraw[r], inv[1]), 1.0f);
+    }
+    const int i = pending;
+    const float beta = a.beta[t * hv + h];
+    const float gam = __fadd_rn(i == 0 ? 0.0f : st.pgam[(i - 1) * hv + h], a.g[t * hv + h]);
+    const float e = expf(gam);
+    __syncthreads();
+    // coef[m] = (k·k_m) e^{gam - gam_m} for m < i.
+    for (int m = tid; m < i; m += blockDim.x) {
+      coef[m] = __fmul_rn(Dot16(k, st.pk + (int64_t{m} * hv + h) * dk, dk), expf(gam - st.pgam[m * hv + h]));
+    }
+    __syncthreads();
+    const int j = tid;
+    if (j < dv) {
+      float sk = 0.0f;
+      for (int r = 0; r < dk; ++r) sk = __fadd_rn(sk, __fmul_rn(S[int64_t{r} * dv + j], k[r]));
+      float w = a.qkv[t * conv_dim + 2LL * a.hk * dk + int64_t{h} * dv + j] - __fmul_rn(e, sk);
+      for (int m = 0; m < i; ++m) w = __fsub_rn(w, __fmul_rn(coef[m], st.pvn[(int64_t{m} * hv + h) * dv + j]));
+      st.pvn[(int64_t{i} * hv + h) * dv + j] = __fmul_rn(beta, w);
+    }
+    for (int r = tid; r < dk; r += blockDim.x) st.pk[(int64_t{i} * hv + h) * dk + r] = k[r];
+    if (tid == 0) st.pgam[i * hv + h] = gam;
+    __syncthreads();
+    // coef[m] = (q·k_m) e^{gam - gam_m} for m <= i.
+    for (int m = tid; m <= i; m += blockDim.x) {
+      coef[m] = __fmul_rn(Dot16(q, st.pk + (int64_t{m} * hv + h) * dk, dk), expf(gam - st.pgam[m * hv + h]));
+    }
+    __syncthreads();
+    if (j < dv) {
+      float sq = 0.0f;
+      for (int r = 0; r < dk; ++r) sq = __fadd_rn(sq, __fmul_rn(S[int64_t{r} * dv + j], q[r]));
+      float o = __fmul_rn(e, sq);
+      for (int m = 0; m <= i; ++m) o = __fadd_rn(o, __fmul_rn(coef[m], st.pvn[(int64_t{m} * hv + h) * dv + j]));
+      a.out[(int64_t{t} * hv + h) * dv + j] = RoundAct(o, a.bf16);
+    }
+    pending = i + 1;
+    __syncthreads();
+    if (pending == kGdnChunk) {
+      // S = e^{gam_last} S + Σ_m e^{gam_last − gam_m} k_m Vn_mᵀ (each thread its column).
+      const float e_last = expf(gam);
+      if (j < dv) {
+        for (int r = 0; r < dk; ++r) {
+          float s = __fmul_rn(S[int64_t{r} * dv + j], e_last);
+          for (int m = 0; m < kGdnChunk; ++m) {
+            const float d = expf(gam - st.pgam[m * hv + h]);
+            const float kr = __fmul_rn(st.pk[(int64_t{m} * hv + h) * dk + r], d);
+            s = __fadd_rn(s, __fmul_rn(kr, st.pvn[(int64_t{m} * hv + h) * dv + j]));
+          }
+          S[int64_t{r} * dv + j] = s;
+        }
+      }
+      pending = 0;
+      __syncthreads();
+    }
+  }
+}
+
+// One warp per (row, head).
+__global__ void GatedNormKernel(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
+                                DevWeight w, float eps, bool bf16, float* out) {
+  const int64_t rh = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (rh >= int64_t{n} * hv) return;
+  const int64_t t = rh / hv, h = rh % hv;
+  const float* xr = x + rh * dv;
+  const float* zr = z + t * z_stride + z_col + h * dv;
+  float* o = out + rh * dv;
+  __shared__ float invs[8];
+  if (lane == 0) invs[threadIdx.x / 32] = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(SumSquares16(xr, dv), static_cast<float>(dv)), eps));
+  __syncwarp();
+  const float inv = invs[threadIdx.x / 32];
+  for (int jj = lane; jj < dv; jj += 32) {
+    o[jj] = RoundAct(__fmul_rn(RoundAct(__fmul_rn(WeightAt(w, jj), RoundAct(__fmul_rn(xr[jj], inv), bf16)), bf16),
+                               SiluF(zr[jj])),
+                     bf16);
+  }
+}
+
+}  // namespace
+
+Status CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, const DevWeight& w, float* conv_state,
+                      bool bf16, float* out, void* stream) {
+  if (n < 0 || channels <= 0 || w.cols < 1 || w.cols > kMaxConvK || w.rows != channels) {
+    return InvalidArgument("cuda CausalConvSilu: bad shape (kernel width 1..8, one row per channel)");
+  }
+  if (n == 0) return Status::Ok();
+  ConvKernel<<<(channels + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream)>>>(x, x_stride, n, channels, w,
+                                                                                   conv_state, bf16, out);
+  return Launched("CausalConvSilu");
+}
+
+Status GdnCore(const GdnCoreArgs& a, void* stream) {
+  if (a.n < 0 || a.hk <= 0 || a.hv <= 0 || a.hv % a.hk != 0 || a.dk <= 0 || a.dv <= 0 || a.dk > kMaxDim ||
+      a.dv > kMaxDim || a.state == nullptr || a.state->pending < 0 || a.state->pending >= kGdnChunk) {
+    return InvalidArgument("cuda GdnCore: bad shape or state (dk, dv 1..256, value heads a multiple of key heads)");
+  }
+  if (a.n == 0) return Status::Ok();
+  const int threads = ((a.dk > a.dv ? a.dk : a.dv) + 31) / 32 * 32;
+  // The state descriptor travels by value (its pointers are device memory); `pending` is kept
+  // on the host and advanced here.
+  GdnCoreKernel<<<a.hv, threads, 0, static_cast<cudaStream_t>(stream)>>>(a, *a.state, a.state->pending);
+  a.state->pending = (a.state->pending + a.n) % kGdnChunk;
+  return Launched("GdnCore");
+}
+
+Status GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
+                    const DevWeight& w, float eps, bool bf16, float* out, void* stream) {
+  if (n < 0 || hv <= 0 || dv <= 0 || w.rows * w.cols < dv) return InvalidArgument("cuda GatedRmsNorm: bad shape");
+  if (n == 0) return Status::Ok();
+  const int64_t warps = int64_t{n} * hv;
+  GatedNormKernel<<<static_cast<unsigned>((warps + 7) / 8), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, z, z_stride, z_col, n, hv, dv, w, eps, bf16, out);
+  return Launched("GatedRmsNorm");
+}
+
+}  // namespace graft::cuda

@@ -1,0 +1,51 @@
+// CUDA Gated DeltaNet ops: the contracts of Ops::CausalConvSilu, Ops::GdnCore and
+// Ops::GatedRmsNorm (backend/ops.h), on device pointers.
+//
+// GdnCore runs the chunk-consistent form of the CPU reference token by token (one block per
+// value head, one thread per value column): the state S advances only at 64-token chunk ends,
+// rows inside the open chunk use the chunk formula. A token's output therefore depends only
+// on its own sequence, never on how the sequence is split into calls, and prefill and decode
+// run the same arithmetic. (A chunked tensor-core prefill is the speed work of a later issue;
+// it must keep this contract.)
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/device_weight.h"
+#include "util/status.h"
+
+namespace graft::cuda {
+
+inline constexpr int kGdnChunk = 64;  // must equal graft::kGdnChunk (backend/ops.h)
+
+// One GDN layer's state for one sequence, in device memory (fp32), as GdnState on the CPU.
+struct DevGdnState {
+  float* conv;   // [conv_dim, K-1]
+  float* S;      // [Hv, dk, dv]
+  float* pk;     // [kGdnChunk, Hv, dk]
+  float* pvn;    // [kGdnChunk, Hv, dv]
+  float* pgam;   // [kGdnChunk, Hv]
+  int pending;   // host-side: rows of the open chunk already processed; GdnCore advances it
+};
+
+// out [n, channels] = r(silu(r(Σ_j w[c, j] · X(t-(K-1)+j)))), X from conv_state then x (rows of
+// x_stride); conv_state [channels, K-1] updated to the last K-1 inputs. K <= 8.
+Status CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, const DevWeight& w, float* conv_state,
+                      bool bf16, float* out, void* stream);
+
+struct GdnCoreArgs {
+  const float* qkv;   // [n, conv_dim] post-conv: q [Hk*dk] | k [Hk*dk] | v [Hv*dv]
+  const float* beta;  // [n, Hv]
+  const float* g;     // [n, Hv]
+  int n, hk, hv, dk, dv;  // dk, dv <= 256
+  DevGdnState* state;
+  bool bf16;
+  float* out;         // [n, Hv, dv]
+};
+Status GdnCore(const GdnCoreArgs& a, void* stream);
+
+// Per (row, head): n = r(w * r(x * rsqrt(mean(x²) + eps))), out = r(n * silu(z)).
+Status GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
+                    const DevWeight& w, float eps, bool bf16, float* out, void* stream);
+
+}  // namespace graft::cuda

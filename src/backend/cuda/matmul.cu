@@ -1,0 +1,105 @@
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <string>
+
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/matmul.h"
+
+namespace graft::cuda {
+namespace {
+
+using namespace nvcuda;
+
+constexpr int kBM = 64, kBN = 64, kBK = 32, kPad = 8, kThreads = 128;
+
+// One 64 x 64 output tile per block; 4 warps as 2 x 2, each 32 x 32 = 2 x 2 WMMA fragments.
+__global__ void __launch_bounds__(kThreads) GemmBf16Kernel(const float* __restrict__ x, int64_t m,
+                                                           const __nv_bfloat16* __restrict__ w, int64_t n, int64_t k,
+                                                           float* __restrict__ y, bool round_bf16) {
+  __shared__ __align__(32) __nv_bfloat16 As[kBM][kBK + kPad];
+  __shared__ __align__(32) __nv_bfloat16 Bs[kBN][kBK + kPad];
+  __shared__ __align__(32) float Cs[kBM][kBN + 4];
+  const int64_t row0 = int64_t{blockIdx.y} * kBM, col0 = int64_t{blockIdx.x} * kBN;
+  const int warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+  for (int64_t k0 = 0; k0 < k; k0 += kBK) {
+    for (int e = threadIdx.x; e < kBM * kBK; e += kThreads) {
+      const int r = e / kBK, c = e % kBK;
+      const int64_t gr = row0 + r, gc = k0 + c;
+      As[r][c] = __float2bfloat16_rn(gr < m && gc < k ? x[gr * k + gc] : 0.0f);
+    }
+    for (int e = threadIdx.x; e < kBN * kBK; e += kThreads) {
+      const int r = e / kBK, c = e % kBK;
+      const int64_t gr = col0 + r, gc = k0 + c;
+      Bs[r][c] = gr < n && gc < k ? w[gr * k + gc] : __float2bfloat16_rn(0.0f);
+    }
+    __syncthreads();
+    for (int kk = 0; kk < kBK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b[2];
+      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], &As[wm * 32 + i * 16][kk], kBK + kPad);
+      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], &Bs[wn * 32 + j * 16][kk], kBK + kPad);
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
+      wmma::store_matrix_sync(&Cs[wm * 32 + i * 16][wn * 32 + j * 16], acc[i][j], kBN + 4, wmma::mem_row_major);
+  __syncthreads();
+  for (int e = threadIdx.x; e < kBM * kBN; e += kThreads) {
+    const int r = e / kBN, c = e % kBN;
+    const int64_t gr = row0 + r, gc = col0 + c;
+    if (gr < m && gc < n) y[gr * n + gc] = RoundAct(Cs[r][c], round_bf16);
+  }
+}
+
+// One output per thread, summed in the CPU reference's order: 16 partial sums over i mod 16,
+// then a fixed pairwise tree.
+__global__ void GemmSimtKernel(const float* __restrict__ x, int64_t m, DevWeight w, float* __restrict__ y,
+                               bool round_bf16) {
+  const int64_t n = w.rows, k = w.cols;
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < m * n; o += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = o / n, j = o % n;
+    const float* xr = x + r * k;
+    float acc[16];
+    for (int l = 0; l < 16; ++l) acc[l] = 0.0f;
+    int64_t i = 0;
+    for (; i + 16 <= k; i += 16)
+      for (int l = 0; l < 16; ++l) acc[l] = __fadd_rn(acc[l], __fmul_rn(xr[i + l], WeightAt(w, j * k + i + l)));
+    for (int l = 0; i < k; ++i, ++l) acc[l] = __fadd_rn(acc[l], __fmul_rn(xr[i], WeightAt(w, j * k + i)));
+    for (int s = 8; s > 0; s >>= 1)
+      for (int l = 0; l < s; ++l) acc[l] = __fadd_rn(acc[l], acc[l + s]);
+    y[o] = RoundAct(acc[0], round_bf16);
+  }
+}
+
+}  // namespace
+
+Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, bool round_output, bool bf16, void* stream) {
+  if (m < 0 || w.rows <= 0 || w.cols <= 0) return InvalidArgument("cuda MatMul: bad shape");
+  if (m == 0) return Status::Ok();
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (w.bf16 && bf16) {
+    const int64_t gy = (m + kBM - 1) / kBM;
+    if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 64 rows in one call");
+    const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>(gy));
+    GemmBf16Kernel<<<grid, kThreads, 0, s>>>(x, m, static_cast<const __nv_bfloat16*>(w.data), w.rows, w.cols, y,
+                                             round_output);
+  } else {
+    const int64_t total = m * w.rows;
+    const int64_t blocks = (total + 255) / 256;
+    GemmSimtKernel<<<static_cast<unsigned>(blocks < 1048576 ? blocks : 1048576), 256, 0, s>>>(x, m, w, y,
+                                                                                              round_output && bf16);
+  }
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda MatMul launch: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
+}  // namespace graft::cuda

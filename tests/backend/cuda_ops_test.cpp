@@ -1,0 +1,424 @@
+// The CUDA ops against the CPU reference (CpuOps) over sweeps of shapes, plus the batch- and
+// chunk-invariance each kernel promises (bits, not tolerances). Runs on a GPU machine; skips
+// where no device is present.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <random>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/attention.h"
+#include "backend/cuda/elementwise.h"
+#include "backend/cuda/gdn.h"
+#include "backend/cuda/lora.h"
+#include "backend/cuda/matmul.h"
+
+namespace graft {
+namespace {
+
+bool HaveGpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define REQUIRE_GPU() \
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device"
+
+// Device copy of a host vector; Get() copies back (after the stream's work is done).
+template <typename T>
+struct Dev {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit Dev(const std::vector<T>& v) : n(v.size()) {
+    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
+    if (n) EXPECT_EQ(cudaMemcpy(p, v.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  explicit Dev(size_t count) : n(count) {
+    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMemset(p, 0xff, std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);  // NaN poison
+  }
+  Dev(const Dev&) = delete;
+  ~Dev() { cudaFree(p); }
+  std::vector<T> Get() const {
+    std::vector<T> v(n);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (n) EXPECT_EQ(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return v;
+  }
+};
+
+// A host Weight and its device copy.
+struct DevW {
+  Weight host;
+  std::unique_ptr<Dev<uint16_t>> b;
+  std::unique_ptr<Dev<float>> f;
+  cuda::DevWeight dev() const {
+    return {host.is_bf16 ? static_cast<const void*>(b->p) : static_cast<const void*>(f->p), host.rows, host.cols,
+            host.is_bf16};
+  }
+};
+
+std::vector<float> Random(size_t n, std::mt19937& rng, float scale = 1.0f, bool bf16_values = true) {
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = bf16_values ? RoundBf16(d(rng)) : d(rng);
+  return v;
+}
+
+std::unique_ptr<DevW> MakeW(int64_t rows, int64_t cols, std::mt19937& rng, bool bf16, float scale = 0.1f) {
+  auto w = std::make_unique<DevW>();
+  w->host.rows = rows;
+  w->host.cols = cols;
+  w->host.is_bf16 = bf16;
+  auto v = Random(static_cast<size_t>(rows * cols), rng, scale);
+  if (bf16) {
+    for (float x : v) w->host.bf16.push_back(FloatToBf16(x));
+    w->b = std::make_unique<Dev<uint16_t>>(w->host.bf16);
+  } else {
+    w->host.f32 = v;
+    w->f = std::make_unique<Dev<float>>(w->host.f32);
+  }
+  return w;
+}
+
+// ‖got − ref‖ / ‖ref‖, and every value written.
+double RelErr(const std::vector<float>& got, const std::vector<float>& ref) {
+  EXPECT_EQ(got.size(), ref.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(got[i])) {
+      ADD_FAILURE() << "unwritten or non-finite output at " << i;
+      return 1e30;
+    }
+    num += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// bf16 mode: fp32 reduction-order differences, plus an occasional one-ulp bf16 flip.
+double Bound(bool bf16) { return bf16 ? 6e-3 : 2e-6; }
+ActDtype Act(bool bf16) { return bf16 ? ActDtype::kBF16 : ActDtype::kF32; }
+
+TEST(CudaOps, ElementwiseMatchCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(1);
+  for (bool bf16 : {false, true}) {
+    CpuOps cpu(Act(bf16), 2);
+    for (int n : {1, 5, 130}) {
+      // Embed
+      auto table = MakeW(50, 24, rng, true, 1.0f);
+      std::vector<int32_t> ids(static_cast<size_t>(n));
+      for (auto& i : ids) i = static_cast<int32_t>(rng() % 50);
+      Dev<int32_t> d_ids(ids);
+      std::vector<float> ref(static_cast<size_t>(n) * 24);
+      cpu.Embed(table->host, ids.data(), n, ref.data());
+      Dev<float> d_out(ref.size());
+      ASSERT_TRUE(cuda::Embed(table->dev(), d_ids.p, n, bf16, d_out.p, nullptr).ok());
+      EXPECT_EQ(d_out.Get(), ref) << "Embed is a copy (and a rounding): bit for bit";
+      // SiluMul
+      const int inter = 37;
+      auto gu = Random(static_cast<size_t>(n) * 2 * inter, rng, 2.0f, bf16);
+      std::vector<float> act(static_cast<size_t>(n) * inter);
+      cpu.SiluMul(gu.data(), n, inter, act.data());
+      Dev<float> d_gu(gu), d_act(act.size());
+      ASSERT_TRUE(cuda::SiluMul(d_gu.p, n, inter, bf16, d_act.p, nullptr).ok());
+      EXPECT_LT(RelErr(d_act.Get(), act), Bound(bf16)) << "SiluMul n=" << n;
+      // Add
+      auto x = Random(static_cast<size_t>(n) * 40, rng, 1.0f, bf16), y = Random(x.size(), rng, 1.0f, bf16);
+      Dev<float> d_x(x), d_y(y);
+      cpu.Add(x.data(), y.data(), static_cast<int64_t>(x.size()));
+      ASSERT_TRUE(cuda::Add(d_x.p, d_y.p, static_cast<int64_t>(x.size()), bf16, nullptr).ok());
+      EXPECT_EQ(d_x.Get(), x) << "Add: one rounding, bit for bit";
+      // SigmoidGateMul
+      auto a = Random(static_cast<size_t>(n) * 16, rng, 1.0f, bf16), gate = Random(static_cast<size_t>(n) * 48, rng);
+      Dev<float> d_a(a), d_gate(gate);
+      cpu.SigmoidGateMul(a.data(), gate.data() + 8, 48, n, 16);
+      ASSERT_TRUE(cuda::SigmoidGateMul(d_a.p, d_gate.p + 8, 48, n, 16, bf16, nullptr).ok());
+      EXPECT_LT(RelErr(d_a.Get(), a), Bound(bf16)) << "SigmoidGateMul n=" << n;
+      // Rope: partial rotation (16 of 64 dims) and full, positions up to 40000.
+      for (int rot : {16, 64}) {
+        const int heads = 3, hd = 64;
+        auto q = Random(static_cast<size_t>(n) * heads * hd, rng, 1.0f, bf16);
+        std::vector<int32_t> pos(static_cast<size_t>(n));
+        for (auto& p : pos) p = static_cast<int32_t>(rng() % 40000);
+        std::vector<float> inv(static_cast<size_t>(rot / 2));
+        for (int i = 0; i < rot / 2; ++i) inv[i] = std::pow(1e6f, -2.0f * i / rot);
+        Dev<float> d_q(q), d_inv(inv);
+        Dev<int32_t> d_pos(pos);
+        cpu.Rope(q.data(), n, heads, hd, rot, pos.data(), inv.data(), 1.0f);
+        ASSERT_TRUE(cuda::Rope(d_q.p, n, heads, hd, rot, d_pos.p, d_inv.p, 1.0f, bf16, nullptr).ok());
+        EXPECT_LT(RelErr(d_q.Get(), q), bf16 ? Bound(true) : 1e-5) << "Rope rot=" << rot;
+      }
+      // GdnGates
+      const int hv = 6, stride = 20;
+      auto in = Random(static_cast<size_t>(n) * stride, rng, 2.0f, bf16);
+      auto a_log = MakeW(hv, 1, rng, false, 1.0f), dt = MakeW(hv, 1, rng, false, 1.0f);
+      std::vector<float> beta(static_cast<size_t>(n) * hv), g(beta.size());
+      cpu.GdnGates(in.data(), stride, 4, 12, n, hv, a_log->host, dt->host, beta.data(), g.data());
+      Dev<float> d_in(in), d_beta(beta.size()), d_g(g.size());
+      ASSERT_TRUE(cuda::GdnGates(d_in.p, stride, 4, 12, n, hv, a_log->dev(), dt->dev(), bf16, d_beta.p, d_g.p, nullptr).ok());
+      EXPECT_LT(RelErr(d_beta.Get(), beta), Bound(bf16));
+      EXPECT_LT(RelErr(d_g.Get(), g), 1e-5);
+    }
+  }
+}
+
+TEST(CudaOps, MatMulMatchesCpuOverShapes) {
+  REQUIRE_GPU();
+  std::mt19937 rng(2);
+  for (auto [n, k] : std::vector<std::pair<int, int>>{{1, 1}, {17, 15}, {64, 64}, {130, 257}, {256, 1024}, {1000, 96}}) {
+    for (int m : {1, 3, 64, 65, 130}) {
+      for (bool wbf16 : {true, false}) {
+        for (bool bf16 : {true, false}) {
+          auto w = MakeW(n, k, rng, wbf16);
+          auto x = Random(static_cast<size_t>(m) * k, rng, 1.0f, bf16);
+          std::vector<float> ref(static_cast<size_t>(m) * n);
+          CpuOps(Act(bf16), 2).MatMul(x.data(), m, w->host, ref.data(), true);
+          Dev<float> d_x(x), d_y(ref.size());
+          ASSERT_TRUE(cuda::MatMul(d_x.p, m, w->dev(), d_y.p, true, bf16, nullptr).ok());
+          const auto got = d_y.Get();
+          if (wbf16 && bf16) {
+            EXPECT_LT(RelErr(got, ref), Bound(true)) << m << "x" << n << "x" << k << " (tensor cores)";
+          } else {
+            EXPECT_EQ(got, ref) << m << "x" << n << "x" << k << " (SIMT: the CPU's order, bit for bit)";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaOps, MatMulRowBitsIndependentOfBatch) {
+  REQUIRE_GPU();
+  std::mt19937 rng(3);
+  const int n = 200, k = 320, m = 150;
+  auto w = MakeW(n, k, rng, true);
+  auto x = Random(static_cast<size_t>(m) * k, rng);
+  Dev<float> d_x(x), d_all(static_cast<size_t>(m) * n);
+  ASSERT_TRUE(cuda::MatMul(d_x.p, m, w->dev(), d_all.p, true, true, nullptr).ok());
+  const auto all = d_all.Get();
+  for (int r : {0, 1, 63, 64, 65, 127, 149}) {
+    for (int count : {1, 2, 17}) {  // the row first in a smaller batch
+      const int c = std::min(count, m - r);
+      Dev<float> d_part(static_cast<size_t>(c) * n);
+      ASSERT_TRUE(cuda::MatMul(d_x.p + static_cast<size_t>(r) * k, c, w->dev(), d_part.p, true, true, nullptr).ok());
+      const auto part = d_part.Get();
+      for (int j = 0; j < n; ++j) ASSERT_EQ(part[j], all[static_cast<size_t>(r) * n + j]) << "row " << r << " col " << j;
+    }
+  }
+  // Neighbours' values do not matter either: change every other row.
+  auto x2 = x;
+  for (int r = 1; r < m; r += 2)
+    for (int i = 0; i < k; ++i) x2[static_cast<size_t>(r) * k + i] = RoundBf16(x2[static_cast<size_t>(r) * k + i] * 3);
+  Dev<float> d_x2(x2), d_all2(static_cast<size_t>(m) * n);
+  ASSERT_TRUE(cuda::MatMul(d_x2.p, m, w->dev(), d_all2.p, true, true, nullptr).ok());
+  const auto all2 = d_all2.Get();
+  for (int r = 0; r < m; r += 2)
+    for (int j = 0; j < n; ++j) ASSERT_EQ(all2[static_cast<size_t>(r) * n + j], all[static_cast<size_t>(r) * n + j]);
+}
+
+// Paged KV with a shuffled page table; queries at the last n positions of a len-token sequence.
+struct AttnCase {
+  int len, n, heads, kv_heads, hd, page = 16;
+  std::vector<float> q, k, v;
+  std::vector<int32_t> table, pos;
+};
+
+AttnCase MakeAttn(int len, int n, int heads, int kv_heads, int hd, std::mt19937& rng, bool bf16) {
+  AttnCase c{len, n, heads, kv_heads, hd};
+  const int pages = (len + c.page - 1) / c.page + 3;
+  c.q = Random(static_cast<size_t>(n) * heads * hd, rng, 1.0f, bf16);
+  c.k = Random(static_cast<size_t>(pages) * c.page * kv_heads * hd, rng, 1.0f, bf16);
+  c.v = Random(c.k.size(), rng, 1.0f, bf16);
+  c.table.resize(static_cast<size_t>(pages));
+  std::iota(c.table.begin(), c.table.end(), 0);
+  std::shuffle(c.table.begin(), c.table.end(), rng);
+  for (int t = 0; t < n; ++t) c.pos.push_back(len - n + t);
+  return c;
+}
+
+TEST(CudaOps, AttentionMatchesCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(4);
+  for (bool bf16 : {false, true}) {
+    for (auto [len, n, heads, kvh, hd] : std::vector<std::array<int, 5>>{
+             {1, 1, 2, 1, 8}, {5, 5, 4, 2, 64}, {130, 130, 4, 2, 64}, {300, 1, 8, 2, 128}, {600, 7, 6, 6, 256}}) {
+      AttnCase c = MakeAttn(len, n, heads, kvh, hd, rng, bf16);
+      std::vector<float> ref(static_cast<size_t>(n) * heads * hd);
+      AttentionArgs a{c.q.data(), c.k.data(), c.v.data(), c.table.data(), c.page, c.pos.data(), n, heads, kvh, hd,
+                      1.0f / std::sqrt(float(hd)), ref.data()};
+      CpuOps(Act(bf16), 2).Attention(a);
+      Dev<float> dq(c.q), dk(c.k), dv(c.v), dout(ref.size());
+      Dev<int32_t> dt(c.table), dp(c.pos);
+      cuda::AttentionArgs g{dq.p, dk.p, dv.p, dt.p, c.page, dp.p, n, heads, kvh, hd, a.scale, bf16, dout.p};
+      ASSERT_TRUE(cuda::Attention(g, nullptr).ok());
+      EXPECT_LT(RelErr(dout.Get(), ref), bf16 ? 1e-2 : 1e-5) << len << " " << n << " " << heads << "/" << kvh << "x" << hd;
+    }
+  }
+}
+
+TEST(CudaOps, AttentionRowBitsIndependentOfChunking) {
+  REQUIRE_GPU();
+  std::mt19937 rng(5);
+  AttnCase c = MakeAttn(700, 700, 4, 2, 64, rng, true);
+  Dev<float> dq(c.q), dk(c.k), dv(c.v), dall(c.q.size());
+  Dev<int32_t> dt(c.table), dp(c.pos);
+  const float scale = 0.125f;
+  cuda::AttentionArgs all{dq.p, dk.p, dv.p, dt.p, c.page, dp.p, 700, 4, 2, 64, scale, true, dall.p};
+  ASSERT_TRUE(cuda::Attention(all, nullptr).ok());
+  const auto whole = dall.Get();
+  const int row = 4 * 64;
+  for (int chunk : {1, 15, 16, 17, 64, 300}) {
+    Dev<float> dpart(c.q.size());
+    for (int t0 = 0; t0 < 700; t0 += chunk) {
+      const int n = std::min(chunk, 700 - t0);
+      cuda::AttentionArgs part{dq.p + size_t(t0) * row, dk.p, dv.p, dt.p, c.page, dp.p + t0, n, 4, 2, 64, scale, true,
+                               dpart.p + size_t(t0) * row};
+      ASSERT_TRUE(cuda::Attention(part, nullptr).ok());
+    }
+    EXPECT_EQ(dpart.Get(), whole) << "chunks of " << chunk;
+  }
+}
+
+TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
+  REQUIRE_GPU();
+  std::mt19937 rng(6);
+  for (bool bf16 : {false, true}) {
+    const int hk = 2, hv = 4, dk = 16, dv = 24, K = 4, n = 150;
+    const int conv_dim = 2 * hk * dk + hv * dv, stride = conv_dim + 9;
+    CpuOps cpu(Act(bf16), 2);
+    auto x = Random(static_cast<size_t>(n) * stride, rng, 1.0f, bf16);
+    auto conv_w = MakeW(conv_dim, K, rng, true, 0.5f);
+    // Conv over the whole sequence on the CPU, then on the GPU whole and in uneven pieces.
+    std::vector<float> cstate(static_cast<size_t>(conv_dim) * (K - 1), 0.0f), mixed(static_cast<size_t>(n) * conv_dim);
+    cpu.CausalConvSilu(x.data(), stride, n, conv_dim, conv_w->host, cstate.data(), mixed.data());
+    Dev<float> dx(x), dmixed(mixed.size()), dcs(std::vector<float>(cstate.size(), 0.0f));
+    ASSERT_TRUE(cuda::CausalConvSilu(dx.p, stride, n, conv_dim, conv_w->dev(), dcs.p, bf16, dmixed.p, nullptr).ok());
+    const auto gpu_mixed = dmixed.Get();
+    EXPECT_LT(RelErr(gpu_mixed, mixed), Bound(bf16)) << "conv";
+    EXPECT_LT(RelErr(dcs.Get(), cstate), 1e-7) << "conv state";
+    {
+      Dev<float> dm2(mixed.size()), dcs2(std::vector<float>(cstate.size(), 0.0f));
+      for (int t0 = 0, step = 1; t0 < n; t0 += step, step = step * 2 + 1) {
+        const int m = std::min(step, n - t0);
+        ASSERT_TRUE(cuda::CausalConvSilu(dx.p + size_t(t0) * stride, stride, m, conv_dim, conv_w->dev(), dcs2.p, bf16,
+                                         dm2.p + size_t(t0) * conv_dim, nullptr).ok());
+      }
+      EXPECT_EQ(dm2.Get(), gpu_mixed) << "conv in pieces";
+    }
+    // The delta rule on the CPU's conv output (the same input for both).
+    auto beta = Random(static_cast<size_t>(n) * hv, rng, 1.0f, false);
+    auto g = Random(beta.size(), rng, 1.0f, false);
+    for (auto& b : beta) b = RoundBf16(1.0f / (1.0f + std::exp(-b)));
+    for (auto& v : g) v = -std::fabs(v) * 0.3f;
+    GdnState st;
+    st.conv.assign(1, 0.0f);
+    st.S.assign(static_cast<size_t>(hv) * dk * dv, 0.0f);
+    st.pk.assign(static_cast<size_t>(kGdnChunk) * hv * dk, 0.0f);
+    st.pvn.assign(static_cast<size_t>(kGdnChunk) * hv * dv, 0.0f);
+    st.pgam.assign(static_cast<size_t>(kGdnChunk) * hv, 0.0f);
+    std::vector<float> core(static_cast<size_t>(n) * hv * dv);
+    GdnCoreArgs ca{mixed.data(), beta.data(), g.data(), n, hk, hv, dk, dv, &st, core.data()};
+    cpu.GdnCore(ca);
+    Dev<float> dmix(mixed), dbeta(beta), dg(g);
+    auto run = [&](int chunk) {
+      Dev<float> S(st.S.size()), pk(st.pk.size()), pvn(st.pvn.size()), pgam(st.pgam.size()), out(core.size());
+      cudaMemset(S.p, 0, S.n * 4);
+      cuda::DevGdnState ds{nullptr, S.p, pk.p, pvn.p, pgam.p, 0};
+      for (int t0 = 0; t0 < n; t0 += chunk) {
+        const int m = std::min(chunk, n - t0);
+        cuda::GdnCoreArgs a{dmix.p + size_t(t0) * conv_dim, dbeta.p + size_t(t0) * hv, dg.p + size_t(t0) * hv, m, hk, hv,
+                            dk, dv, &ds, bf16, out.p + size_t(t0) * hv * dv};
+        EXPECT_TRUE(cuda::GdnCore(a, nullptr).ok());
+      }
+      EXPECT_EQ(ds.pending, n % kGdnChunk);
+      return out.Get();
+    };
+    const auto whole = run(n);
+    EXPECT_LT(RelErr(whole, core), bf16 ? Bound(true) : 1e-5) << "GdnCore vs CPU";
+    for (int chunk : {1, 15, 16, 17, 64}) EXPECT_EQ(run(chunk), whole) << "GdnCore in chunks of " << chunk;
+    // Gated norm.
+    auto nw = MakeW(dv, 1, rng, false, 1.0f);
+    std::vector<float> normed(core.size());
+    cpu.GatedRmsNorm(core.data(), x.data(), stride, 5, n, hv, dv, nw->host, 1e-6f, normed.data());
+    Dev<float> dcore(core), dnormed(normed.size());
+    ASSERT_TRUE(cuda::GatedRmsNorm(dcore.p, dx.p, stride, 5, n, hv, dv, nw->dev(), 1e-6f, bf16, dnormed.p, nullptr).ok());
+    EXPECT_LT(RelErr(dnormed.Get(), normed), Bound(bf16)) << "GatedRmsNorm";
+  }
+}
+
+TEST(CudaOps, LoraTouchesOnlyItsRowsAndMatchesCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(7);
+  for (bool bf16 : {false, true}) {
+    const int m = 9, k = 48, n_out = 40;
+    // Slot 1: two modules (rows 0..15 and 16..39); slot 2: one module on all 40 columns.
+    std::vector<LoraModule> s1(2), s2(1);
+    auto fill = [&](LoraModule& mod, int rank, int64_t off, int64_t rows, float scale) {
+      mod.rank = rank;
+      mod.row_offset = off;
+      mod.scale = scale;
+      auto a = MakeW(rank, k, rng, true), b = MakeW(rows, rank, rng, true);
+      mod.a = a->host;
+      mod.b = b->host;
+    };
+    fill(s1[0], 3, 0, 16, 2.0f);
+    fill(s1[1], 5, 16, 24, 0.5f);
+    fill(s2[0], 13, 0, 40, 1.0f);
+    std::vector<const std::vector<LoraModule>*> by_slot{nullptr, &s1, &s2};
+    std::vector<int32_t> slots{0, 1, 2, 0, 2, 1, 1, 0, 2};
+    auto x = Random(static_cast<size_t>(m) * k, rng, 1.0f, bf16);
+    auto y0 = Random(static_cast<size_t>(m) * n_out, rng, 1.0f, bf16);
+    auto ref = y0;
+    LoraArgs ca{x.data(), m, k, slots.data(), &by_slot, ref.data(), n_out};
+    CpuOps(Act(bf16), 2).LoraAdd(ca);
+    // Device copies of the factors, as one array grouped by slot.
+    std::vector<std::unique_ptr<Dev<uint16_t>>> keep;
+    std::vector<cuda::DevLoraModule> mods;
+    auto up = [&](const Weight& w) {
+      keep.push_back(std::make_unique<Dev<uint16_t>>(w.bf16));
+      return cuda::DevWeight{keep.back()->p, w.rows, w.cols, true};
+    };
+    for (const auto* v : {&s1, &s2})
+      for (const auto& mod : *v) mods.push_back({up(mod.a), up(mod.b), mod.rank, mod.scale, mod.row_offset});
+    std::vector<int32_t> begin{0, 0, 2, 3};
+    Dev<cuda::DevLoraModule> dmods(mods);
+    Dev<int32_t> dbegin(begin), dslots(slots);
+    Dev<float> dx(x), dy(y0);
+    cuda::LoraArgs g{dx.p, m, k, dslots.p, dmods.p, dbegin.p, 3, 13, dy.p, n_out, bf16};
+    ASSERT_TRUE(cuda::LoraAdd(g, nullptr).ok());
+    const auto got = dy.Get();
+    EXPECT_EQ(got, ref) << "LoRA sums run in the CPU's order: bit for bit";
+    for (int r = 0; r < m; ++r)
+      if (slots[r] == 0)
+        for (int j = 0; j < n_out; ++j) ASSERT_EQ(got[size_t(r) * n_out + j], y0[size_t(r) * n_out + j]) << "base row " << r;
+    g.max_rank = 2000;
+    EXPECT_FALSE(cuda::LoraAdd(g, nullptr).ok()) << "a rank over the kernel's limit is refused";
+  }
+}
+
+TEST(CudaOps, BadShapesAreRefused) {
+  REQUIRE_GPU();
+  cuda::DevWeight w{nullptr, 0, 4, true};
+  EXPECT_FALSE(cuda::MatMul(nullptr, 1, w, nullptr, true, true, nullptr).ok());
+  cuda::AttentionArgs a{};
+  a.n = 1;
+  a.num_heads = 3;
+  a.num_kv_heads = 2;
+  a.head_dim = 64;
+  a.page_size = 16;
+  EXPECT_FALSE(cuda::Attention(a, nullptr).ok()) << "heads not a multiple of kv heads";
+  a.num_heads = 4;
+  a.head_dim = 512;
+  EXPECT_FALSE(cuda::Attention(a, nullptr).ok()) << "head_dim over 256";
+  cuda::DevWeight conv{nullptr, 8, 9, true};
+  EXPECT_FALSE(cuda::CausalConvSilu(nullptr, 8, 1, 8, conv, nullptr, true, nullptr, nullptr).ok()) << "kernel width 9";
+}
+
+}  // namespace
+}  // namespace graft
