@@ -18,12 +18,13 @@ double LogProb(const float* row, int vocab, int32_t token) {
 
 }  // namespace
 
-Status DecisionScorer::Forward(const std::vector<int32_t>& ids, SequenceState& st, int32_t slot, std::vector<float>* logits) {
+Status DecisionScorer::Forward(const std::vector<int32_t>& ids, SequenceState& st, int32_t slot, const LogitRows& which,
+                               std::vector<float>* logits) {
   const int vocab = model_.config().vocab_size;
   std::vector<float> local;
   std::vector<float>& out = logits ? *logits : local;
-  out.resize(ids.size() * static_cast<size_t>(vocab));
-  return model_.Forward(ops_, ids.data(), static_cast<int>(ids.size()), st, out.data(), slot, &adapters_);
+  out.resize(static_cast<size_t>(which.count(static_cast<int>(ids.size()))) * vocab);
+  return model_.Forward(ops_, ids.data(), static_cast<int>(ids.size()), st, out.data(), slot, &adapters_, which);
 }
 
 Result<SequenceState> DecisionScorer::NewState() {
@@ -49,7 +50,7 @@ Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t s
       GRAFT_ASSIGN_OR_RETURN(prefix_state, hit->second.Fork());
       res.cached_tokens = static_cast<int>(prefix.size());
     } else {
-      GRAFT_RETURN_IF_ERROR(Forward(prefix, prefix_state, slot, nullptr));
+      GRAFT_RETURN_IF_ERROR(Forward(prefix, prefix_state, slot, LogitRows::None(), nullptr));
       if (cache_capacity_ > 0) {
         if (cache_.size() >= cache_capacity_) {
           cache_.erase(cache_order_.front());
@@ -80,9 +81,9 @@ Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t s
     std::vector<int32_t> run = qt.rest;
     if (!share_prefix) run.insert(run.begin(), prefix.begin(), prefix.end());
     if (run.empty()) return Internal("decision layout produced an empty question");
-    GRAFT_RETURN_IF_ERROR(Forward(run, st, slot, &logits));
+    GRAFT_RETURN_IF_ERROR(Forward(run, st, slot, LogitRows::Only({static_cast<int32_t>(run.size() - 1)}), &logits));
     res.question_tokens += static_cast<int>(qt.rest.size());
-    const float* last = logits.data() + (run.size() - 1) * static_cast<size_t>(vocab);
+    const float* last = logits.data();
     QuestionResult q;
     q.id = r.questions[i].id;
     for (size_t c = 0; c < qt.choices.size(); ++c) {
@@ -91,7 +92,7 @@ Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t s
       if (toks.size() > 1) {
         GRAFT_ASSIGN_OR_RETURN(SequenceState cs, st.Fork());
         std::vector<int32_t> head(toks.begin(), toks.end() - 1);
-        GRAFT_RETURN_IF_ERROR(Forward(head, cs, slot, &more));
+        GRAFT_RETURN_IF_ERROR(Forward(head, cs, slot, LogitRows{}, &more));
         for (size_t j = 1; j < toks.size(); ++j) lp += LogProb(more.data() + (j - 1) * static_cast<size_t>(vocab), vocab, toks[j]);
         res.question_tokens += static_cast<int>(head.size());
       }

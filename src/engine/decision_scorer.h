@@ -39,7 +39,9 @@ class DecisionScorer {
   }
 
  private:
-  Status Forward(const std::vector<int32_t>& ids, SequenceState& st, int32_t slot, std::vector<float>* logits);
+  // Runs ids on st; logits (resized) receives the rows `which` selects.
+  Status Forward(const std::vector<int32_t>& ids, SequenceState& st, int32_t slot, const LogitRows& which,
+                 std::vector<float>* logits);
   Result<SequenceState> NewState();
   const Model& model_;
   Ops& ops_;

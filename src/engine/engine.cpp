@@ -264,8 +264,20 @@ void Engine::RunStep() {
     }
     order.push_back(s);
   }
+  // Logits only for the rows that are sampled: a decode row, or the last row of a prompt that
+  // completes in this step.
+  std::vector<int> logit_index(order.size(), -1);
+  batch.logits = LogitRows::None();
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Live& s = *order[i];
+    const int rows = batch.seq_start[i + 1] - batch.seq_start[i];
+    if (s.sched.prefilled + rows >= s.sched.prompt_tokens) {
+      logit_index[i] = static_cast<int>(batch.logits.rows.size());
+      batch.logits.rows.push_back(batch.seq_start[i + 1] - 1);
+    }
+  }
   const int vocab = model_.config().vocab_size;
-  std::vector<float> logits(static_cast<size_t>(batch.rows()) * vocab);
+  std::vector<float> logits(batch.logits.rows.size() * static_cast<size_t>(vocab));
   const Status st = model_.Forward(*ops_, batch, adapters_, logits.data());
   int64_t prompt_rows = 0, sampled = 0;
   for (size_t i = 0; i < order.size(); ++i) {
@@ -285,7 +297,7 @@ void Engine::RunStep() {
       if (s.sched.prefilled < s.sched.prompt_tokens) continue;  // more prompt to go
     }
     ++sampled;
-    const float* row = logits.data() + static_cast<size_t>(batch.seq_start[i + 1] - 1) * vocab;
+    const float* row = logits.data() + static_cast<size_t>(logit_index[i]) * vocab;
     const int32_t tok = s.sampler->Sample(row, vocab);
     if (s.req.stop_tokens.count(tok)) {
       Finish(s, "stop");

@@ -31,6 +31,20 @@ void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, con
   AddLora(ops, ctx, layer, LoraTarget::kMlpDown, act.data(), inter, out, hidden);
 }
 
+void OutputHead(Ops& ops, const StepContext& ctx, const Weight& head, const float* x, int hidden, float* logits) {
+  const LogitRows& which = ctx.batch.logits;
+  if (which.all) {
+    ops.MatMul(x, ctx.batch.rows(), head, logits, /*round_output=*/false);
+    return;
+  }
+  if (which.rows.empty()) return;
+  std::vector<float> picked(which.rows.size() * static_cast<size_t>(hidden));
+  for (size_t i = 0; i < which.rows.size(); ++i) {
+    ops.CopyBlock(x + int64_t{which.rows[i]} * hidden, hidden, 0, picked.data(), hidden, int64_t(i) * hidden, 1, hidden);
+  }
+  ops.MatMul(picked.data(), static_cast<int64_t>(which.rows.size()), head, logits, /*round_output=*/false);
+}
+
 void CachedAttention(Ops& ops, const StepContext& ctx, int layer, const float* q, const float* k, const float* v,
                      const ModelConfig& c, float* out) {
   const int64_t kv_w = int64_t{c.num_kv_heads} * c.head_dim, q_w = int64_t{c.num_heads} * c.head_dim;

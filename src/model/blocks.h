@@ -22,4 +22,9 @@ void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, con
 void CachedAttention(Ops& ops, const StepContext& ctx, int layer, const float* q, const float* k, const float* v,
                      const ModelConfig& c, float* out);
 
+// logits [ctx.batch.logits.count(rows), vocab] = x · headᵀ for the selected rows of x
+// [rows, hidden] (fp32, not rounded). Selected rows are gathered first; the matmul's rows are
+// independent, so a row's logits are the same bits whichever rows are selected with it.
+void OutputHead(Ops& ops, const StepContext& ctx, const Weight& head, const float* x, int hidden, float* logits);
+
 }  // namespace graft

@@ -129,6 +129,14 @@ Status Model::Forward(Ops& ops, const StepBatch& b, const AdapterSet& adapters, 
       return InvalidArgument(fmt::format("row {} selects adapter slot {}, which is not loaded", t, slot));
     }
   }
+  if (!b.logits.all) {
+    for (size_t i = 0; i < b.logits.rows.size(); ++i) {
+      const int32_t r = b.logits.rows[i];
+      if (r < 0 || r >= rows || (i > 0 && r <= b.logits.rows[i - 1])) {
+        return InvalidArgument(fmt::format("forward: logit row {} is out of range or out of order", r));
+      }
+    }
+  }
   StepContext ctx{b, adapters, {}};
   ctx.pos.resize(static_cast<size_t>(rows));
   for (int s = 0; s < b.num_seqs(); ++s) {
@@ -152,10 +160,11 @@ Status Model::Forward(Ops& ops, const StepBatch& b, const AdapterSet& adapters, 
 }
 
 Status Model::Forward(Ops& ops, const int32_t* tokens, int n, SequenceState& state, float* logits, int32_t adapter_slot,
-                      const AdapterSet* adapters) const {
+                      const AdapterSet* adapters, const LogitRows& which) const {
   if (n <= 0) return InvalidArgument("forward: no tokens");
   StepBatch b;
   b.Add(&state, tokens, n, adapter_slot);
+  b.logits = which;
   static const AdapterSet kNone;
   return Forward(ops, b, adapters ? *adapters : kNone, logits);
 }

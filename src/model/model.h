@@ -41,12 +41,24 @@ struct SequenceState {
   void Clear();
 };
 
+// Which rows of a step get logits. Computing the output head costs 2 * hidden * vocab FLOPs a
+// row, as much as several layers of a small model, and most rows never need it: a record's
+// prefill reads none, a question only its last row, a chat step one row per sequence.
+struct LogitRows {
+  bool all = true;             // every row, in order (the default)
+  std::vector<int32_t> rows;   // otherwise only these rows, strictly increasing (may be empty)
+  static LogitRows None() { return {false, {}}; }
+  static LogitRows Only(std::vector<int32_t> r) { return {false, std::move(r)}; }
+  int count(int total_rows) const { return all ? total_rows : static_cast<int>(rows.size()); }
+};
+
 // One step's rows, grouped by sequence: sequence s owns rows [seq_start[s], seq_start[s+1]).
 struct StepBatch {
   std::vector<int32_t> tokens;          // [rows]
   std::vector<int32_t> row_adapter;     // [rows] adapter slot, 0 = base
   std::vector<int> seq_start{0};        // [num_seqs + 1]
   std::vector<SequenceState*> states;   // [num_seqs], distinct
+  LogitRows logits;                     // which rows' logits Forward writes
   void Add(SequenceState* state, const int32_t* ids, int n, int32_t adapter_slot);
   int rows() const { return static_cast<int>(tokens.size()); }
   int num_seqs() const { return static_cast<int>(states.size()); }
@@ -71,12 +83,15 @@ class Model {
   // from one thread; a server uses a fixed pool made with NewPool.
   SequenceState NewState() const;
   std::unique_ptr<KvPool> NewPool(int page_size, int num_pages, int num_slots, bool growable) const;
-  // logits: [batch.rows(), vocab]. Fails (no state touched) on a bad token, adapter slot,
-  // duplicate state, or positions past max_position_embeddings.
+  // logits: [batch.logits.count(batch.rows()), vocab], the selected rows in order; a row's
+  // logits are the same bits whether or not other rows are selected. Fails (no state touched)
+  // on a bad token, adapter slot, logit row, duplicate state, or positions past
+  // max_position_embeddings.
   Status Forward(Ops& ops, const StepBatch& batch, const AdapterSet& adapters, float* logits) const;
-  // One sequence: tokens [n], logits [n, vocab].
+  // One sequence: tokens [n], logits [which.count(n), vocab] (every row by default).
   Status Forward(Ops& ops, const int32_t* tokens, int n, SequenceState& state, float* logits,
-                 int32_t adapter_slot = 0, const AdapterSet* adapters = nullptr) const;
+                 int32_t adapter_slot = 0, const AdapterSet* adapters = nullptr,
+                 const LogitRows& which = LogitRows{}) const;
 
  protected:
   Model(ModelConfig c, ModelWeights w);

@@ -46,7 +46,7 @@ class Qwen3 final : public Model {
       ops.Add(h.data(), y.data(), static_cast<int64_t>(n) * H);
     }
     ops.RmsNorm(h.data(), w.final_norm, n, H, eps, NormKind::kPlainW, x.data());
-    ops.MatMul(x.data(), n, w.head(), logits, /*round_output=*/false);
+    OutputHead(ops, ctx, w.head(), x.data(), H, logits);
   }
 };
 

@@ -33,7 +33,7 @@ class Qwen3_5 final : public Model {
       ops.Add(h.data(), y.data(), static_cast<int64_t>(n) * H);
     }
     ops.RmsNorm(h.data(), weights_.final_norm, n, H, eps, NormKind::kOnePlusW, x.data());
-    ops.MatMul(x.data(), n, weights_.head(), logits, /*round_output=*/false);
+    OutputHead(ops, ctx, weights_.head(), x.data(), H, logits);
   }
 
  private:

@@ -62,11 +62,12 @@ Result<GenerateResult> RunGenerate(const Model& model, Ops& ops, const Tokenizer
   GenerateResult r;
   r.prompt_tokens = static_cast<int>(ids.size());
   SequenceState st = model.NewState();
-  std::vector<float> logits(ids.size() * static_cast<size_t>(c.vocab_size));
+  std::vector<float> logits(static_cast<size_t>(c.vocab_size));  // the prompt's last row only
   auto t0 = std::chrono::steady_clock::now();
-  GRAFT_RETURN_IF_ERROR(model.Forward(ops, ids.data(), static_cast<int>(ids.size()), st, logits.data(), job.adapter_slot, &adapters));
+  GRAFT_RETURN_IF_ERROR(model.Forward(ops, ids.data(), static_cast<int>(ids.size()), st, logits.data(), job.adapter_slot,
+                                      &adapters, LogitRows::Only({static_cast<int32_t>(ids.size() - 1)})));
   r.prefill_seconds = Since(t0);
-  const float* last = logits.data() + (ids.size() - 1) * static_cast<size_t>(c.vocab_size);
+  const float* last = logits.data();
   Sampler sampler(job.sampling);
   StreamDecoder dec(tok);
   std::vector<float> step(static_cast<size_t>(c.vocab_size));

@@ -67,6 +67,40 @@ TEST(Forward, RejectsTokensOutsideTheVocabularyAndLeavesStateAlone) {
   EXPECT_FALSE(model->Forward(ops, ids.data(), 1, st, logits.data()).ok());
 }
 
+// Selecting logit rows changes which rows are written, never their bits; a prefill that
+// selects none still advances the cache exactly as a full one does.
+TEST(Forward, SelectedLogitRowsAreTheSameBitsAsAllRows) {
+  for (const char* fixture : {"qwen3-tiny", "qwen3_5-wrapper"}) {
+    auto model = test::LoadFixtureModel(fixture);
+    ASSERT_NE(model, nullptr);
+    auto ids = test::ReadIntTensors(test::Fixture(fixture) + "/inputs.safetensors").at("seq4");
+    const int n = static_cast<int>(ids.size()), vocab = model->config().vocab_size;
+    CpuOps ops(ActDtype::kBF16, 2);
+    SequenceState all_st = model->NewState(), some_st = model->NewState(), none_st = model->NewState();
+    std::vector<float> all(static_cast<size_t>(n) * vocab), some(3 * static_cast<size_t>(vocab));
+    ASSERT_TRUE(model->Forward(ops, ids.data(), n, all_st, all.data()).ok());
+    const std::vector<int32_t> rows = {0, 64, n - 1};
+    ASSERT_TRUE(model->Forward(ops, ids.data(), n, some_st, some.data(), 0, nullptr, LogitRows::Only(rows)).ok());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_EQ(std::memcmp(some.data() + i * vocab, all.data() + size_t(rows[i]) * vocab, vocab * sizeof(float)), 0)
+          << fixture << " row " << rows[i];
+    }
+    ASSERT_TRUE(model->Forward(ops, ids.data(), n, none_st, nullptr, 0, nullptr, LogitRows::None()).ok());
+    int32_t next = 7;
+    std::vector<float> a(vocab), b(vocab);
+    ASSERT_TRUE(model->Forward(ops, &next, 1, all_st, a.data()).ok());
+    ASSERT_TRUE(model->Forward(ops, &next, 1, none_st, b.data()).ok());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), vocab * sizeof(float)), 0) << fixture << ": the cache after a logit-free prefill";
+    for (const auto& bad : {std::vector<int32_t>{n}, std::vector<int32_t>{3, 3}, std::vector<int32_t>{5, 2}, std::vector<int32_t>{-1}}) {
+      SequenceState st = model->NewState();
+      Status s = model->Forward(ops, ids.data(), n, st, some.data(), 0, nullptr, LogitRows::Only(bad));
+      ASSERT_FALSE(s.ok());
+      EXPECT_NE(s.message().find("out of range or out of order"), std::string::npos) << s.message();
+      EXPECT_EQ(st.pos, 0) << "a refused step leaves the state alone";
+    }
+  }
+}
+
 TEST(Forward, RejectsPositionsPastTheContextLength) {
   auto model = test::LoadFixtureModel("qwen3-tiny");
   ASSERT_NE(model, nullptr);
