@@ -1,8 +1,10 @@
 // The ops interface: every computation the Qwen3 / Qwen3.5 forward passes perform.
 //
 // Backends: cpu/ (the reference: plain loops, fp32 accumulation, multithreaded) and, later,
-// cuda/. Activation pointers live in the backend's memory space; shapes are written beside
-// each argument. Activations are float arrays; in bf16 mode (ActDtype::kBF16) every value an op
+// cuda/. Activation pointers live in the backend's memory space and come from its scratch
+// stack (Alloc / Mark / Release), so a forward pass never touches host memory for them; index
+// arrays and small tables (token ids, positions, page tables, adapter slots, RoPE frequencies)
+// are host arrays the backend stages itself. Shapes are written beside each argument. Activations are float arrays; in bf16 mode (ActDtype::kBF16) every value an op
 // writes is first rounded to bf16 at the points named below, exactly where transformers'
 // bf16 run rounds, so the stored floats always hold bf16 values. In f32 mode nothing rounds.
 //
@@ -79,6 +81,15 @@ class Ops {
  public:
   virtual ~Ops() = default;
   virtual ActDtype act_dtype() const = 0;
+
+  // Scratch memory in the backend's space, as a stack: Alloc(n) hands out n floats (zeroed)
+  // that stay valid until Release(m) with a mark taken before them. A forward pass takes a
+  // Mark() on entry and releases it on exit (model/blocks.h: Scratch).
+  virtual float* Alloc(int64_t n) = 0;
+  virtual size_t Mark() const = 0;
+  virtual void Release(size_t mark) = 0;
+  // Copies n floats of backend memory to host memory (after the work that writes them).
+  virtual void ToHost(const float* src, int64_t n, float* host_dst) = 0;
 
   // out[t] = table[ids[t]]. ids are checked by the caller. out: [n, table.cols]
   virtual void Embed(const Weight& table, const int32_t* ids, int n, float* out) = 0;

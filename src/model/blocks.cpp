@@ -23,26 +23,33 @@ void AddLora(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, con
 void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, const float* x, int hidden, int inter,
          float* out) {
   const int n = ctx.batch.rows();
-  std::vector<float> gu(static_cast<size_t>(n) * 2 * inter), act(static_cast<size_t>(n) * inter);
-  ops.MatMul(x, n, l.gate_up, gu.data(), true);
-  AddLora(ops, ctx, layer, LoraTarget::kMlpGateUp, x, hidden, gu.data(), 2 * inter);
-  ops.SiluMul(gu.data(), n, inter, act.data());
-  ops.MatMul(act.data(), n, l.down, out, true);
-  AddLora(ops, ctx, layer, LoraTarget::kMlpDown, act.data(), inter, out, hidden);
+  Scratch scratch(ops);
+  float* gu = scratch(int64_t{n} * 2 * inter);
+  float* act = scratch(int64_t{n} * inter);
+  ops.MatMul(x, n, l.gate_up, gu, true);
+  AddLora(ops, ctx, layer, LoraTarget::kMlpGateUp, x, hidden, gu, 2 * inter);
+  ops.SiluMul(gu, n, inter, act);
+  ops.MatMul(act, n, l.down, out, true);
+  AddLora(ops, ctx, layer, LoraTarget::kMlpDown, act, inter, out, hidden);
 }
 
 void OutputHead(Ops& ops, const StepContext& ctx, const Weight& head, const float* x, int hidden, float* logits) {
   const LogitRows& which = ctx.batch.logits;
-  if (which.all) {
-    ops.MatMul(x, ctx.batch.rows(), head, logits, /*round_output=*/false);
-    return;
+  const int64_t count = which.count(ctx.batch.rows());
+  if (count == 0) return;
+  Scratch scratch(ops);
+  const float* in = x;
+  if (!which.all) {
+    float* picked = scratch(count * hidden);
+    for (int64_t i = 0; i < count; ++i) {
+      ops.CopyBlock(x + int64_t{which.rows[static_cast<size_t>(i)]} * hidden, hidden, 0, picked, hidden, i * hidden, 1,
+                    hidden);
+    }
+    in = picked;
   }
-  if (which.rows.empty()) return;
-  std::vector<float> picked(which.rows.size() * static_cast<size_t>(hidden));
-  for (size_t i = 0; i < which.rows.size(); ++i) {
-    ops.CopyBlock(x + int64_t{which.rows[i]} * hidden, hidden, 0, picked.data(), hidden, int64_t(i) * hidden, 1, hidden);
-  }
-  ops.MatMul(picked.data(), static_cast<int64_t>(which.rows.size()), head, logits, /*round_output=*/false);
+  float* out = scratch(count * head.rows);
+  ops.MatMul(in, count, head, out, /*round_output=*/false);
+  ops.ToHost(out, count * head.rows, logits);
 }
 
 void CachedAttention(Ops& ops, const StepContext& ctx, int layer, const float* q, const float* k, const float* v,

@@ -8,6 +8,21 @@
 
 namespace graft {
 
+// Scratch memory for one forward pass in the backend's space (Ops::Alloc): everything taken
+// through it is given back when it goes out of scope.
+class Scratch {
+ public:
+  explicit Scratch(Ops& ops) : ops_(ops), mark_(ops.Mark()) {}
+  ~Scratch() { ops_.Release(mark_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  float* operator()(int64_t n) { return ops_.Alloc(n); }
+
+ private:
+  Ops& ops_;
+  size_t mark_;
+};
+
 // y [rows, y_stride] += the LoRA deltas of each row's adapter on one fused projection of one
 // layer; x [rows, k] is that projection's input. A no-op when no row's adapter touches it.
 void AddLora(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, const float* x, int64_t k, float* y,
@@ -23,7 +38,7 @@ void CachedAttention(Ops& ops, const StepContext& ctx, int layer, const float* q
                      const ModelConfig& c, float* out);
 
 // logits [ctx.batch.logits.count(rows), vocab] = x · headᵀ for the selected rows of x
-// [rows, hidden] (fp32, not rounded). Selected rows are gathered first; the matmul's rows are
+// [rows, hidden] (fp32, not rounded), copied to `logits` in host memory. Selected rows are gathered first; the matmul's rows are
 // independent, so a row's logits are the same bits whichever rows are selected with it.
 void OutputHead(Ops& ops, const StepContext& ctx, const Weight& head, const float* x, int hidden, float* logits);
 

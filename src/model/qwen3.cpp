@@ -18,35 +18,36 @@ class Qwen3 final : public Model {
     const int q_w = nh * hd, kv_w = nkv * hd, qkv_w = q_w + 2 * kv_w;
     const float eps = static_cast<float>(c.rms_norm_eps);
     const int32_t* pos = ctx.pos.data();
-    auto buf = [n](int width) { return std::vector<float>(static_cast<size_t>(n) * width); };
+    Scratch scratch(ops);
+    auto buf = [&](int width) { return scratch(int64_t{n} * width); };
     auto h = buf(H), x = buf(H), y = buf(H), qkv = buf(qkv_w), q = buf(q_w), k = buf(kv_w), v = buf(kv_w),
          a = buf(q_w);
 
-    ops.Embed(w.embed, ctx.batch.tokens.data(), n, h.data());
+    ops.Embed(w.embed, ctx.batch.tokens.data(), n, h);
     for (int i = 0; i < c.num_layers; ++i) {
       const LayerWeights& l = w.layers[i];
       // Attention: q/k norms per head before RoPE; v has no norm.
-      ops.RmsNorm(h.data(), l.input_norm, n, H, eps, NormKind::kPlainW, x.data());
-      ops.MatMul(x.data(), n, l.attn.qkv, qkv.data(), true);
-      AddLora(ops, ctx, i, LoraTarget::kAttnQkv, x.data(), H, qkv.data(), qkv_w);
-      ops.CopyBlock(qkv.data(), qkv_w, 0, q.data(), q_w, 0, n, q_w);
-      ops.CopyBlock(qkv.data(), qkv_w, q_w, k.data(), kv_w, 0, n, kv_w);
-      ops.CopyBlock(qkv.data(), qkv_w, q_w + kv_w, v.data(), kv_w, 0, n, kv_w);
-      ops.RmsNorm(q.data(), l.attn.q_norm, static_cast<int64_t>(n) * nh, hd, eps, NormKind::kPlainW, q.data());
-      ops.RmsNorm(k.data(), l.attn.k_norm, static_cast<int64_t>(n) * nkv, hd, eps, NormKind::kPlainW, k.data());
-      ops.Rope(q.data(), n, nh, hd, c.rotary_dim, pos, c.inv_freq.data(), c.rope_attention_scaling);
-      ops.Rope(k.data(), n, nkv, hd, c.rotary_dim, pos, c.inv_freq.data(), c.rope_attention_scaling);
-      CachedAttention(ops, ctx, i, q.data(), k.data(), v.data(), c, a.data());
-      ops.MatMul(a.data(), n, l.attn.o, y.data(), true);
-      AddLora(ops, ctx, i, LoraTarget::kAttnO, a.data(), q_w, y.data(), H);
-      ops.Add(h.data(), y.data(), static_cast<int64_t>(n) * H);
+      ops.RmsNorm(h, l.input_norm, n, H, eps, NormKind::kPlainW, x);
+      ops.MatMul(x, n, l.attn.qkv, qkv, true);
+      AddLora(ops, ctx, i, LoraTarget::kAttnQkv, x, H, qkv, qkv_w);
+      ops.CopyBlock(qkv, qkv_w, 0, q, q_w, 0, n, q_w);
+      ops.CopyBlock(qkv, qkv_w, q_w, k, kv_w, 0, n, kv_w);
+      ops.CopyBlock(qkv, qkv_w, q_w + kv_w, v, kv_w, 0, n, kv_w);
+      ops.RmsNorm(q, l.attn.q_norm, static_cast<int64_t>(n) * nh, hd, eps, NormKind::kPlainW, q);
+      ops.RmsNorm(k, l.attn.k_norm, static_cast<int64_t>(n) * nkv, hd, eps, NormKind::kPlainW, k);
+      ops.Rope(q, n, nh, hd, c.rotary_dim, pos, c.inv_freq.data(), c.rope_attention_scaling);
+      ops.Rope(k, n, nkv, hd, c.rotary_dim, pos, c.inv_freq.data(), c.rope_attention_scaling);
+      CachedAttention(ops, ctx, i, q, k, v, c, a);
+      ops.MatMul(a, n, l.attn.o, y, true);
+      AddLora(ops, ctx, i, LoraTarget::kAttnO, a, q_w, y, H);
+      ops.Add(h, y, static_cast<int64_t>(n) * H);
       // MLP.
-      ops.RmsNorm(h.data(), l.post_norm, n, H, eps, NormKind::kPlainW, x.data());
-      Mlp(ops, ctx, i, l, x.data(), H, c.intermediate_size, y.data());
-      ops.Add(h.data(), y.data(), static_cast<int64_t>(n) * H);
+      ops.RmsNorm(h, l.post_norm, n, H, eps, NormKind::kPlainW, x);
+      Mlp(ops, ctx, i, l, x, H, c.intermediate_size, y);
+      ops.Add(h, y, static_cast<int64_t>(n) * H);
     }
-    ops.RmsNorm(h.data(), w.final_norm, n, H, eps, NormKind::kPlainW, x.data());
-    OutputHead(ops, ctx, w.head(), x.data(), H, logits);
+    ops.RmsNorm(h, w.final_norm, n, H, eps, NormKind::kPlainW, x);
+    OutputHead(ops, ctx, w.head(), x, H, logits);
   }
 };
 

@@ -14,6 +14,19 @@ using cpu::Dot16;
 
 float CpuOps::R(float v) const { return act_ == ActDtype::kBF16 ? RoundBf16(v) : v; }
 
+float* CpuOps::Alloc(int64_t n) {
+  scratch_.push_back(std::make_unique<float[]>(static_cast<size_t>(n > 0 ? n : 1)));
+  return scratch_.back().get();
+}
+
+void CpuOps::Release(size_t mark) {
+  while (scratch_.size() > mark) scratch_.pop_back();
+}
+
+void CpuOps::ToHost(const float* src, int64_t n, float* host_dst) {
+  if (n > 0 && src != host_dst) std::memcpy(host_dst, src, static_cast<size_t>(n) * sizeof(float));
+}
+
 float DotF32(const float* a, const float* b, int64_t k) { return cpu::Dot16F32(a, b, k); }
 
 void CpuOps::Embed(const Weight& table, const int32_t* ids, int n, float* out) {

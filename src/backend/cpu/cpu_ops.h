@@ -6,6 +6,9 @@
 // Thread-safety: an instance may be used by one thread at a time.
 #pragma once
 
+#include <memory>
+#include <vector>
+
 #include "backend/ops.h"
 
 namespace graft {
@@ -15,6 +18,10 @@ class CpuOps final : public Ops {
   CpuOps(ActDtype act, int threads) : act_(act), threads_(threads < 1 ? 1 : threads) {}
 
   ActDtype act_dtype() const override { return act_; }
+  float* Alloc(int64_t n) override;
+  size_t Mark() const override { return scratch_.size(); }
+  void Release(size_t mark) override;
+  void ToHost(const float* src, int64_t n, float* host_dst) override;
   void Embed(const Weight& table, const int32_t* ids, int n, float* out) override;
   void RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind,
                float* out) override;
@@ -42,6 +49,7 @@ class CpuOps final : public Ops {
  private:
   ActDtype act_;
   int threads_;
+  std::vector<std::unique_ptr<float[]>> scratch_;  // the scratch stack, one block per Alloc
 };
 
 // Dot product with the fixed 16-lane order described above. Exposed for tests and for ops
