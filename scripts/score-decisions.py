@@ -16,7 +16,7 @@ import sys
 
 
 def bucket(tokens):
-    return "<=1K" if tokens <= 1024 else "1K-4K" if tokens <= 4096 else "4K-10K" if tokens <= 10240 else ">10K"
+    return "<=1K" if tokens <= 1000 else "1K-4K" if tokens <= 4000 else "4K-10K" if tokens <= 10000 else ">10K"  # as graft gate
 
 
 def load(requests_path, decisions_path):
