@@ -47,13 +47,14 @@ struct AttentionArgs {
 // advances only when a chunk is complete. Prefill and token-by-token decode therefore run the
 // very same arithmetic per token and agree bit for bit.
 inline constexpr int kGdnChunk = 64;
+// The arrays live in the backend's memory (a KvPool's state slot); this is a view of them.
 struct GdnState {
-  std::vector<float> conv;  // [conv_dim, K-1] the last K-1 pre-conv inputs, oldest first
-  std::vector<float> S;     // [Hv, dk, dv]
-  int pending = 0;          // rows of the current chunk already processed (0..63)
-  std::vector<float> pk;    // [kGdnChunk, Hv, dk]  L2-normalised keys
-  std::vector<float> pvn;   // [kGdnChunk, Hv, dv]  Vn rows
-  std::vector<float> pgam;  // [kGdnChunk, Hv]      cumulative log-decay inside the chunk
+  float* conv = nullptr;  // [conv_dim, K-1] the last K-1 pre-conv inputs, oldest first
+  float* S = nullptr;     // [Hv, dk, dv]
+  int pending = 0;        // rows of the current chunk already processed (0..63)
+  float* pk = nullptr;    // [kGdnChunk, Hv, dk]  L2-normalised keys
+  float* pvn = nullptr;   // [kGdnChunk, Hv, dv]  Vn rows
+  float* pgam = nullptr;  // [kGdnChunk, Hv]      cumulative log-decay inside the chunk
 };
 
 struct GdnCoreArgs {

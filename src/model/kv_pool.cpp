@@ -6,25 +6,41 @@
 
 namespace graft {
 
-KvPool::KvPool(const ModelConfig& c, int page_size, int num_pages, int num_slots, bool growable)
+KvPool::KvPool(const ModelConfig& c, int page_size, int num_pages, int num_slots, bool growable, PoolMemory* mem)
     : cfg_(c),
       page_size_(page_size),
       row_floats_(int64_t{c.num_kv_heads} * c.head_dim),
       growable_(growable),
-      has_gdn_(c.num_layers_of(LayerKind::kLinearAttention) > 0) {
-  k_.resize(static_cast<size_t>(c.num_layers));
-  v_.resize(static_cast<size_t>(c.num_layers));
+      has_gdn_(c.num_layers_of(LayerKind::kLinearAttention) > 0),
+      own_mem_(mem ? nullptr : std::make_unique<HostPoolMemory>()),
+      mem_(mem ? mem : own_mem_.get()) {
+  k_.assign(static_cast<size_t>(c.num_layers), nullptr);
+  v_.assign(static_cast<size_t>(c.num_layers), nullptr);
   AddPages(num_pages);
   AddSlots(has_gdn_ ? num_slots : 0);
 }
 
+KvPool::~KvPool() {
+  for (float* p : k_) if (p) mem_->Free(p);
+  for (float* p : v_) if (p) mem_->Free(p);
+  for (float* p : slot_blocks_) mem_->Free(p);
+}
+
 void KvPool::AddPages(int n) {
   const int old = num_pages();
+  const int64_t page_floats = int64_t{page_size_} * row_floats_;
   for (int l = 0; l < cfg_.num_layers; ++l) {
     if (cfg_.layer_kinds[static_cast<size_t>(l)] != LayerKind::kFullAttention) continue;
-    const size_t floats = static_cast<size_t>(old + n) * page_size_ * row_floats_;
-    k_[l].resize(floats, 0.0f);
-    v_[l].resize(floats, 0.0f);
+    for (auto* kv : {&k_, &v_}) {
+      float*& block = (*kv)[static_cast<size_t>(l)];
+      float* grown = mem_->Allocate((old + n) * page_floats);
+      if (block) {
+        mem_->Copy(block, grown, old * page_floats);
+        mem_->Free(block);
+      }
+      block = grown;
+    }
+    bytes_ += 2 * int64_t{n} * page_floats * 4;
   }
   refs_.resize(static_cast<size_t>(old + n), 0);
   for (int p = old + n - 1; p >= old; --p) free_pages_.push_back(p);
@@ -32,17 +48,24 @@ void KvPool::AddPages(int n) {
 
 void KvPool::AddSlots(int n) {
   const auto& c = cfg_;
+  const int64_t hv = c.linear_num_value_heads, dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
+  const int64_t conv = int64_t{c.conv_dim()} * (c.linear_conv_kernel - 1), S = hv * dk * dv, pk = kGdnChunk * hv * dk,
+                pvn = kGdnChunk * hv * dv, pgam = kGdnChunk * hv, per_layer = conv + S + pk + pvn + pgam;
+  const int64_t per_slot = per_layer * c.num_layers_of(LayerKind::kLinearAttention);
   for (int s = 0; s < n; ++s) {
+    float* block = mem_->Allocate(per_slot);
+    slot_blocks_.push_back(block);
+    bytes_ += per_slot * 4;
     std::vector<GdnState> layers(static_cast<size_t>(c.num_layers));
     for (int i = 0; i < c.num_layers; ++i) {
       if (c.layer_kinds[i] != LayerKind::kLinearAttention) continue;
       auto& g = layers[i];
-      const size_t hv = c.linear_num_value_heads, dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
-      g.conv.assign(static_cast<size_t>(c.conv_dim()) * (c.linear_conv_kernel - 1), 0.0f);
-      g.S.assign(hv * dk * dv, 0.0f);
-      g.pk.assign(kGdnChunk * hv * dk, 0.0f);
-      g.pvn.assign(kGdnChunk * hv * dv, 0.0f);
-      g.pgam.assign(kGdnChunk * hv, 0.0f);
+      g.conv = block;
+      g.S = g.conv + conv;
+      g.pk = g.S + S;
+      g.pvn = g.pk + pk;
+      g.pgam = g.pvn + pvn;
+      block = g.pgam + pgam;
     }
     slots_.push_back(std::move(layers));
     free_slots_.insert(free_slots_.begin(), static_cast<int32_t>(slots_.size() - 1));
@@ -65,11 +88,11 @@ void KvPool::Release(int32_t page) {
 }
 
 void KvPool::CopyPage(int32_t from, int32_t to) {
-  const size_t n = static_cast<size_t>(page_size_) * row_floats_;
+  const int64_t n = int64_t{page_size_} * row_floats_;
   for (int l = 0; l < cfg_.num_layers; ++l) {
-    if (k_[l].empty()) continue;
-    std::copy_n(k_[l].begin() + static_cast<ptrdiff_t>(from * n), n, k_[l].begin() + static_cast<ptrdiff_t>(to * n));
-    std::copy_n(v_[l].begin() + static_cast<ptrdiff_t>(from * n), n, v_[l].begin() + static_cast<ptrdiff_t>(to * n));
+    if (!k_[l]) continue;
+    mem_->Copy(k_[l] + from * n, k_[l] + to * n, n);
+    mem_->Copy(v_[l] + from * n, v_[l] + to * n, n);
   }
 }
 
@@ -80,25 +103,29 @@ Result<int32_t> KvPool::AllocateSlot() {
   }
   const int32_t s = free_slots_.back();
   free_slots_.pop_back();
+  const auto& c = cfg_;
+  const int64_t conv = int64_t{c.conv_dim()} * (c.linear_conv_kernel - 1),
+                S = int64_t{c.linear_num_value_heads} * c.linear_key_head_dim * c.linear_value_head_dim;
   for (auto& g : slots_[static_cast<size_t>(s)]) {
-    std::fill(g.conv.begin(), g.conv.end(), 0.0f);
-    std::fill(g.S.begin(), g.S.end(), 0.0f);
+    if (!g.conv) continue;
+    mem_->Zero(g.conv, conv + S);  // conv and S are adjacent; the chunk rows are unused at pending 0
     g.pending = 0;
   }
   return s;
 }
 
 void KvPool::CopySlot(int32_t from, int32_t to) {
-  slots_[static_cast<size_t>(to)] = slots_[static_cast<size_t>(from)];  // same sizes: no allocation
+  const auto& c = cfg_;
+  const int64_t hv = c.linear_num_value_heads;
+  const int64_t per_layer = int64_t{c.conv_dim()} * (c.linear_conv_kernel - 1) + hv * c.linear_key_head_dim * c.linear_value_head_dim +
+                            kGdnChunk * hv * (c.linear_key_head_dim + c.linear_value_head_dim + 1);
+  mem_->Copy(slot_blocks_[static_cast<size_t>(from)], slot_blocks_[static_cast<size_t>(to)],
+             per_layer * c.num_layers_of(LayerKind::kLinearAttention));
+  auto& dst = slots_[static_cast<size_t>(to)];
+  const auto& src = slots_[static_cast<size_t>(from)];
+  for (size_t l = 0; l < dst.size(); ++l) dst[l].pending = src[l].pending;
 }
 
-int64_t KvPool::bytes() const {
-  int64_t b = 0;
-  for (const auto& l : k_) b += static_cast<int64_t>(l.size()) * 8;  // K and V
-  for (const auto& s : slots_) {
-    for (const auto& g : s) b += static_cast<int64_t>(g.conv.size() + g.S.size() + g.pk.size() + g.pvn.size() + g.pgam.size()) * 4;
-  }
-  return b;
-}
+int64_t KvPool::bytes() const { return bytes_; }
 
 }  // namespace graft

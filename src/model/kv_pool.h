@@ -10,6 +10,9 @@
 // record's KV. A fixed pool refuses to grow (allocation fails: the caller waits or answers
 // 429); a growable pool (offline tools running a sequence at a time) adds pages as needed.
 //
+// The pages and slots live in a PoolMemory (backend/pool_memory.h): host memory unless the
+// backend hands in its own. A pool only reads and writes them through ops and PoolMemory.
+//
 // Thread-safety: none; one thread at a time.
 #pragma once
 
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "backend/pool_memory.h"
 #include "io/model_config.h"
 #include "util/status.h"
 
@@ -24,13 +28,18 @@ namespace graft {
 
 class KvPool {
  public:
-  KvPool(const ModelConfig& c, int page_size, int num_pages, int num_slots, bool growable);
+  // mem: where pages and slots live (nullptr: host memory owned by the pool). It must outlive
+  // the pool.
+  KvPool(const ModelConfig& c, int page_size, int num_pages, int num_slots, bool growable, PoolMemory* mem = nullptr);
+  ~KvPool();
+  KvPool(const KvPool&) = delete;
+  KvPool& operator=(const KvPool&) = delete;
 
   int page_size() const { return page_size_; }
   int64_t row_floats() const { return row_floats_; }  // one token of one layer: nkv * hd
   // K / V page storage of layer `layer` (a full-attention layer).
-  float* k(int layer) { return k_[static_cast<size_t>(layer)].data(); }
-  float* v(int layer) { return v_[static_cast<size_t>(layer)].data(); }
+  float* k(int layer) { return k_[static_cast<size_t>(layer)]; }
+  float* v(int layer) { return v_[static_cast<size_t>(layer)]; }
   GdnState& state(int32_t slot, int layer) { return slots_[static_cast<size_t>(slot)][static_cast<size_t>(layer)]; }
 
   Result<int32_t> AllocatePage();
@@ -59,10 +68,14 @@ class KvPool {
   int64_t row_floats_;
   bool growable_;
   bool has_gdn_;
-  std::vector<std::vector<float>> k_, v_;          // [layer] -> [pages * page_size * row_floats]
+  std::unique_ptr<PoolMemory> own_mem_;            // when no PoolMemory was handed in
+  PoolMemory* mem_;
+  int64_t bytes_ = 0;
+  std::vector<float*> k_, v_;                      // [layer] -> [pages * page_size * row_floats]; null: not full attention
   std::vector<int> refs_;                          // [pages]
   std::vector<int32_t> free_pages_;
-  std::vector<std::vector<GdnState>> slots_;       // [slot][layer]
+  std::vector<std::vector<GdnState>> slots_;       // [slot][layer], views into slot_blocks_
+  std::vector<float*> slot_blocks_;                // [slot] one block holding all its layers' state
   std::vector<int32_t> free_slots_;
 };
 

@@ -84,7 +84,7 @@ class Qwen3_5 final : public Model {
     for (int s = 0; s < b.num_seqs(); ++s) {
       const int r0 = b.seq_start[s], ns = b.seq_start[s + 1] - r0;
       GdnState& state = b.states[s]->pool->state(b.states[s]->slot, layer);
-      ops.CausalConvSilu(proj + int64_t{r0} * proj_w, proj_w, ns, conv_dim, w.conv, state.conv.data(),
+      ops.CausalConvSilu(proj + int64_t{r0} * proj_w, proj_w, ns, conv_dim, w.conv, state.conv,
                          mixed + int64_t{r0} * conv_dim);
       GdnCoreArgs a{};
       a.qkv = mixed + int64_t{r0} * conv_dim;

@@ -27,11 +27,13 @@ TEST_P(GdnCore, MatchesRecurrentRuleInDouble) {
   for (auto& x : beta) x = ud(rng);
   for (auto& x : g) x = -0.5f * ud(rng);
 
+  std::vector<float> S(static_cast<size_t>(s.hv) * s.dk * s.dv), pk(static_cast<size_t>(kGdnChunk) * s.hv * s.dk),
+      pvn(static_cast<size_t>(kGdnChunk) * s.hv * s.dv), pgam(static_cast<size_t>(kGdnChunk) * s.hv);
   GdnState st;
-  st.S.assign(static_cast<size_t>(s.hv) * s.dk * s.dv, 0);
-  st.pk.assign(static_cast<size_t>(kGdnChunk) * s.hv * s.dk, 0);
-  st.pvn.assign(static_cast<size_t>(kGdnChunk) * s.hv * s.dv, 0);
-  st.pgam.assign(static_cast<size_t>(kGdnChunk) * s.hv, 0);
+  st.S = S.data();
+  st.pk = pk.data();
+  st.pvn = pvn.data();
+  st.pgam = pgam.data();
   std::vector<float> out(static_cast<size_t>(s.n) * s.hv * s.dv);
   GdnCoreArgs a{qkv.data(), beta.data(), g.data(), s.n, s.hk, s.hv, s.dk, s.dv, &st, out.data()};
   CpuOps(ActDtype::kF32, 2).GdnCore(a);

@@ -316,18 +316,19 @@ TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
     auto g = Random(beta.size(), rng, 1.0f, false);
     for (auto& b : beta) b = RoundBf16(1.0f / (1.0f + std::exp(-b)));
     for (auto& v : g) v = -std::fabs(v) * 0.3f;
+    std::vector<float> S0(static_cast<size_t>(hv) * dk * dv), pk0(static_cast<size_t>(kGdnChunk) * hv * dk),
+        pvn0(static_cast<size_t>(kGdnChunk) * hv * dv), pgam0(static_cast<size_t>(kGdnChunk) * hv);
     GdnState st;
-    st.conv.assign(1, 0.0f);
-    st.S.assign(static_cast<size_t>(hv) * dk * dv, 0.0f);
-    st.pk.assign(static_cast<size_t>(kGdnChunk) * hv * dk, 0.0f);
-    st.pvn.assign(static_cast<size_t>(kGdnChunk) * hv * dv, 0.0f);
-    st.pgam.assign(static_cast<size_t>(kGdnChunk) * hv, 0.0f);
+    st.S = S0.data();
+    st.pk = pk0.data();
+    st.pvn = pvn0.data();
+    st.pgam = pgam0.data();
     std::vector<float> core(static_cast<size_t>(n) * hv * dv);
     GdnCoreArgs ca{mixed.data(), beta.data(), g.data(), n, hk, hv, dk, dv, &st, core.data()};
     cpu.GdnCore(ca);
     Dev<float> dmix(mixed), dbeta(beta), dg(g);
     auto run = [&](int chunk) {
-      Dev<float> S(st.S.size()), pk(st.pk.size()), pvn(st.pvn.size()), pgam(st.pgam.size()), out(core.size());
+      Dev<float> S(S0.size()), pk(pk0.size()), pvn(pvn0.size()), pgam(pgam0.size()), out(core.size());
       cudaMemset(S.p, 0, S.n * 4);
       cuda::DevGdnState ds{nullptr, S.p, pk.p, pvn.p, pgam.p, 0};
       for (int t0 = 0; t0 < n; t0 += chunk) {

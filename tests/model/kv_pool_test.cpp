@@ -32,6 +32,60 @@ TEST(KvPool, PagesAndSlotsAreCountedAndFixedPoolsRefuse) {
   EXPECT_EQ(model->NewState(*pool).status().code(), StatusCode::kResourceExhausted);  // one slot
 }
 
+// Pages and slots live in the PoolMemory handed in (a device backend hands in device memory):
+// every block comes from it and goes back to it, bytes() counts them, and a model run on such
+// a pool — growing it, forking a sequence — gives the bits it gives on the default pool.
+class CountingMemory final : public PoolMemory {
+ public:
+  float* Allocate(int64_t n) override {
+    ++live;
+    allocated += n;
+    return host.Allocate(n);
+  }
+  void Free(float* b) override {
+    --live;
+    host.Free(b);
+  }
+  void Copy(const float* s, float* d, int64_t n) override {
+    ++copies;
+    host.Copy(s, d, n);
+  }
+  void Zero(float* d, int64_t n) override { host.Zero(d, n); }
+  HostPoolMemory host;
+  int live = 0, copies = 0;
+  int64_t allocated = 0;
+};
+
+TEST(KvPool, LivesInTheMemoryItIsGivenAndKeepsTheBits) {
+  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
+  ASSERT_NE(model, nullptr);
+  auto ids = test::ReadIntTensors(test::Fixture("qwen3_5-wrapper") + "/inputs.safetensors").at("seq4");
+  const int n = static_cast<int>(ids.size()), vocab = model->config().vocab_size;
+  CpuOps ops(ActDtype::kBF16, 2);
+  CountingMemory mem;
+  std::vector<float> a(static_cast<size_t>(n) * vocab), b(a.size()), fa(vocab), fb(vocab);
+  {
+    KvPool pool(model->config(), 4, 2, 1, /*growable=*/true, &mem);
+    EXPECT_GT(mem.live, 0);
+    EXPECT_EQ(pool.bytes(), mem.allocated * 4);
+    auto st = model->NewState(pool);
+    ASSERT_TRUE(st.ok());
+    ASSERT_TRUE(model->Forward(ops, ids.data(), n, *st, a.data()).ok());  // grows the pool: 130 tokens in 4-token pages
+    auto fork = st->Fork();
+    ASSERT_TRUE(fork.ok());
+    int32_t next = 9;
+    ASSERT_TRUE(model->Forward(ops, &next, 1, *fork, fa.data()).ok());
+    EXPECT_GT(mem.copies, 0) << "growth, the slot copy and the copy-on-write page went through the memory";
+  }
+  EXPECT_EQ(mem.live, 0) << "the pool gave every block back";
+  SequenceState st = model->NewState();
+  ASSERT_TRUE(model->Forward(ops, ids.data(), n, st, b.data()).ok());
+  int32_t next = 9;
+  ASSERT_TRUE(model->Forward(ops, &next, 1, st, fb.data()).ok());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(fa.data(), fb.data(), fa.size() * sizeof(float)), 0);
+}
+
 TEST(KvPool, ForksShareThePrefixCopyOnWriteAndMatchLoneRuns) {
   for (const char* fixture : {"qwen3-tiny", "qwen3_5-wrapper"}) {
     auto model = test::LoadFixtureModel(fixture);

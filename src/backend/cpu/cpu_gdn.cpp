@@ -61,7 +61,7 @@ void CpuOps::GdnCore(const GdnCoreArgs& a) {
     std::vector<float> q(dk), k(dk), sk(dv), sq(dv), w(dv), o(dv);
     for (int64_t h = hb; h < he; ++h) {
       const int kh = static_cast<int>(h) / group;
-      float* S = st.S.data() + h * dk * dv;
+      float* S = st.S + h * dk * dv;
       int pending = st.pending;
       for (int t = 0; t < a.n; ++t) {
         const float* row = a.qkv + t * conv_dim;
@@ -84,20 +84,20 @@ void CpuOps::GdnCore(const GdnCoreArgs& a) {
         // Vn_i = β (v − e Sᵀk − Σ_{m<i} (k·k_m) e^{gam − gam_m} Vn_m)
         for (int j = 0; j < dv; ++j) w[j] = v[j] - e * sk[j];
         for (int m = 0; m < i; ++m) {
-          const float* km = st.pk.data() + (static_cast<int64_t>(m) * hv + h) * dk;
-          const float* vm = st.pvn.data() + (static_cast<int64_t>(m) * hv + h) * dv;
+          const float* km = st.pk + (static_cast<int64_t>(m) * hv + h) * dk;
+          const float* vm = st.pvn + (static_cast<int64_t>(m) * hv + h) * dv;
           const float c = DotF32(k.data(), km, dk) * std::exp(gam - st.pgam[m * hv + h]);
           for (int j = 0; j < dv; ++j) w[j] -= c * vm[j];
         }
-        float* vn = st.pvn.data() + (static_cast<int64_t>(i) * hv + h) * dv;
+        float* vn = st.pvn + (static_cast<int64_t>(i) * hv + h) * dv;
         for (int j = 0; j < dv; ++j) vn[j] = beta * w[j];
-        std::copy(k.begin(), k.end(), st.pk.begin() + (static_cast<int64_t>(i) * hv + h) * dk);
+        std::copy(k.begin(), k.end(), st.pk + (static_cast<int64_t>(i) * hv + h) * dk);
         st.pgam[i * hv + h] = gam;
         // O_i = e Sᵀq + Σ_{m<=i} (q·k_m) e^{gam − gam_m} Vn_m
         for (int j = 0; j < dv; ++j) o[j] = e * sq[j];
         for (int m = 0; m <= i; ++m) {
-          const float* km = st.pk.data() + (static_cast<int64_t>(m) * hv + h) * dk;
-          const float* vm = st.pvn.data() + (static_cast<int64_t>(m) * hv + h) * dv;
+          const float* km = st.pk + (static_cast<int64_t>(m) * hv + h) * dk;
+          const float* vm = st.pvn + (static_cast<int64_t>(m) * hv + h) * dv;
           const float c = DotF32(q.data(), km, dk) * std::exp(gam - st.pgam[m * hv + h]);
           for (int j = 0; j < dv; ++j) o[j] += c * vm[j];
         }
@@ -109,8 +109,8 @@ void CpuOps::GdnCore(const GdnCoreArgs& a) {
           const float e_last = std::exp(gam);
           for (int64_t x = 0; x < static_cast<int64_t>(dk) * dv; ++x) S[x] *= e_last;
           for (int m = 0; m < kGdnChunk; ++m) {
-            const float* km = st.pk.data() + (static_cast<int64_t>(m) * hv + h) * dk;
-            const float* vm = st.pvn.data() + (static_cast<int64_t>(m) * hv + h) * dv;
+            const float* km = st.pk + (static_cast<int64_t>(m) * hv + h) * dk;
+            const float* vm = st.pvn + (static_cast<int64_t>(m) * hv + h) * dv;
             const float d = std::exp(gam - st.pgam[m * hv + h]);
             for (int r = 0; r < dk; ++r) {
               const float kr = km[r] * d;

@@ -1,0 +1,35 @@
+// PoolMemory: where a KvPool keeps its KV pages and recurrent-state slots, in the backend's
+// memory space — host memory for the CPU backend (HostPoolMemory), device memory for CUDA.
+// Blocks come zeroed and never move; Free gives one back. Pools reserve their memory up front
+// (DESIGN.md §3.5); only growable pools (offline tools) allocate later.
+//
+// Thread-safety: none; the pool's thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace graft {
+
+class PoolMemory {
+ public:
+  virtual ~PoolMemory() = default;
+  virtual float* Allocate(int64_t n) = 0;  // n floats, zeroed
+  virtual void Free(float* block) = 0;
+  virtual void Copy(const float* src, float* dst, int64_t n) = 0;
+  virtual void Zero(float* dst, int64_t n) = 0;
+};
+
+class HostPoolMemory final : public PoolMemory {
+ public:
+  float* Allocate(int64_t n) override;
+  void Free(float* block) override;
+  void Copy(const float* src, float* dst, int64_t n) override;
+  void Zero(float* dst, int64_t n) override;
+
+ private:
+  std::vector<std::unique_ptr<float[]>> blocks_;
+};
+
+}  // namespace graft
