@@ -14,6 +14,10 @@ KvPool::KvPool(const ModelConfig& c, int page_size, int num_pages, int num_slots
       has_gdn_(c.num_layers_of(LayerKind::kLinearAttention) > 0),
       own_mem_(mem ? nullptr : std::make_unique<HostPoolMemory>()),
       mem_(mem ? mem : own_mem_.get()) {
+  const int64_t hv = c.linear_num_value_heads, dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
+  slot_layout_ = {int64_t{c.conv_dim()} * (c.linear_conv_kernel - 1), hv * dk * dv, kGdnChunk * hv * dk,
+                  kGdnChunk * hv * dv, kGdnChunk * hv};
+  slot_floats_ = slot_layout_.layer() * c.num_layers_of(LayerKind::kLinearAttention);
   k_.assign(static_cast<size_t>(c.num_layers), nullptr);
   v_.assign(static_cast<size_t>(c.num_layers), nullptr);
   AddPages(num_pages);
@@ -48,24 +52,21 @@ void KvPool::AddPages(int n) {
 
 void KvPool::AddSlots(int n) {
   const auto& c = cfg_;
-  const int64_t hv = c.linear_num_value_heads, dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
-  const int64_t conv = int64_t{c.conv_dim()} * (c.linear_conv_kernel - 1), S = hv * dk * dv, pk = kGdnChunk * hv * dk,
-                pvn = kGdnChunk * hv * dv, pgam = kGdnChunk * hv, per_layer = conv + S + pk + pvn + pgam;
-  const int64_t per_slot = per_layer * c.num_layers_of(LayerKind::kLinearAttention);
+  const SlotLayout& sl = slot_layout_;
   for (int s = 0; s < n; ++s) {
-    float* block = mem_->Allocate(per_slot);
+    float* block = mem_->Allocate(slot_floats_);
     slot_blocks_.push_back(block);
-    bytes_ += per_slot * 4;
+    bytes_ += slot_floats_ * 4;
     std::vector<GdnState> layers(static_cast<size_t>(c.num_layers));
     for (int i = 0; i < c.num_layers; ++i) {
       if (c.layer_kinds[i] != LayerKind::kLinearAttention) continue;
       auto& g = layers[i];
       g.conv = block;
-      g.S = g.conv + conv;
-      g.pk = g.S + S;
-      g.pvn = g.pk + pk;
-      g.pgam = g.pvn + pvn;
-      block = g.pgam + pgam;
+      g.S = g.conv + sl.conv;
+      g.pk = g.S + sl.S;
+      g.pvn = g.pk + sl.pk;
+      g.pgam = g.pvn + sl.pvn;
+      block = g.pgam + sl.pgam;
     }
     slots_.push_back(std::move(layers));
     free_slots_.insert(free_slots_.begin(), static_cast<int32_t>(slots_.size() - 1));
@@ -103,24 +104,16 @@ Result<int32_t> KvPool::AllocateSlot() {
   }
   const int32_t s = free_slots_.back();
   free_slots_.pop_back();
-  const auto& c = cfg_;
-  const int64_t conv = int64_t{c.conv_dim()} * (c.linear_conv_kernel - 1),
-                S = int64_t{c.linear_num_value_heads} * c.linear_key_head_dim * c.linear_value_head_dim;
   for (auto& g : slots_[static_cast<size_t>(s)]) {
     if (!g.conv) continue;
-    mem_->Zero(g.conv, conv + S);  // conv and S are adjacent; the chunk rows are unused at pending 0
+    mem_->Zero(g.conv, slot_layout_.conv + slot_layout_.S);  // adjacent; the chunk rows are unused at pending 0
     g.pending = 0;
   }
   return s;
 }
 
 void KvPool::CopySlot(int32_t from, int32_t to) {
-  const auto& c = cfg_;
-  const int64_t hv = c.linear_num_value_heads;
-  const int64_t per_layer = int64_t{c.conv_dim()} * (c.linear_conv_kernel - 1) + hv * c.linear_key_head_dim * c.linear_value_head_dim +
-                            kGdnChunk * hv * (c.linear_key_head_dim + c.linear_value_head_dim + 1);
-  mem_->Copy(slot_blocks_[static_cast<size_t>(from)], slot_blocks_[static_cast<size_t>(to)],
-             per_layer * c.num_layers_of(LayerKind::kLinearAttention));
+  mem_->Copy(slot_blocks_[static_cast<size_t>(from)], slot_blocks_[static_cast<size_t>(to)], slot_floats_);
   auto& dst = slots_[static_cast<size_t>(to)];
   const auto& src = slots_[static_cast<size_t>(from)];
   for (size_t l = 0; l < dst.size(); ++l) dst[l].pending = src[l].pending;

@@ -74,6 +74,13 @@ class KvPool {
   std::vector<float*> k_, v_;                      // [layer] -> [pages * page_size * row_floats]; null: not full attention
   std::vector<int> refs_;                          // [pages]
   std::vector<int32_t> free_pages_;
+  // One GDN layer's share of a slot block, in this order (floats).
+  struct SlotLayout {
+    int64_t conv, S, pk, pvn, pgam;
+    int64_t layer() const { return conv + S + pk + pvn + pgam; }
+  };
+  SlotLayout slot_layout_;
+  int64_t slot_floats_;                            // slot_layout_.layer() * GDN layers
   std::vector<std::vector<GdnState>> slots_;       // [slot][layer], views into slot_blocks_
   std::vector<float*> slot_blocks_;                // [slot] one block holding all its layers' state
   std::vector<int32_t> free_slots_;
