@@ -113,7 +113,10 @@ std::vector<float> RunChunks(const Model& m, Ops& ops, const std::vector<int32_t
                              const std::vector<int>& chunks) {
   const int vocab = m.config().vocab_size;
   std::vector<float> out(ids.size() * static_cast<size_t>(vocab));
-  SequenceState st = m.NewState();
+  auto made = m.NewState(ops);
+  EXPECT_TRUE(made.ok());
+  if (!made.ok()) return {};
+  SequenceState st = std::move(made).value();
   size_t at = 0;
   size_t ci = 0;
   while (at < ids.size()) {

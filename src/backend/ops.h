@@ -14,8 +14,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "adapters/lora.h"
+#include "backend/pool_memory.h"
+#include "util/status.h"
 #include "model/weights.h"
 
 namespace graft {
@@ -82,6 +85,12 @@ class Ops {
  public:
   virtual ~Ops() = default;
   virtual ActDtype act_dtype() const = 0;
+  // Where KV pages and recurrent states must live for this backend (nullptr: host memory).
+  virtual std::shared_ptr<PoolMemory> pool_memory() { return nullptr; }
+  // The first error an op met since the last call, then ok again. Ops cannot fail on the
+  // CPU; a device backend can (a launch, an exhausted scratch arena), and then skips the rest
+  // of the step's work: Model::Forward reports it.
+  virtual Status TakeError() { return Status::Ok(); }
 
   // Scratch memory in the backend's space, as a stack: Alloc(n) hands out n floats (zeroed)
   // that stay valid until Release(m) with a mark taken before them. A forward pass takes a

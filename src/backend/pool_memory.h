@@ -15,7 +15,7 @@ namespace graft {
 class PoolMemory {
  public:
   virtual ~PoolMemory() = default;
-  virtual float* Allocate(int64_t n) = 0;  // n floats, zeroed
+  virtual float* Allocate(int64_t n) = 0;  // n floats, zeroed; nullptr when memory is exhausted
   virtual void Free(float* block) = 0;
   virtual void Copy(const float* src, float* dst, int64_t n) = 0;
   virtual void Zero(float* dst, int64_t n) = 0;

@@ -27,9 +27,9 @@ void AddLogitsCommand(CLI::App& app, Runner& run) {
     run = [s]() -> Status {
       spdlog::info("graft logits: model {} | device {} | activations {} | threads {} | {} -> {}", s->m.model,
                    s->m.device, s->m.dtype, s->m.threads, s->job.input, s->job.output);
-      std::unique_ptr<Ops> ops;
-      GRAFT_RETURN_IF_ERROR(MakeOps(s->m, &ops));
       GRAFT_ASSIGN_OR_RETURN(LoadedModel lm, LoadModelAndAdapter(s->m));
+      std::unique_ptr<Ops> ops;
+      GRAFT_RETURN_IF_ERROR(MakeOps(s->m, *lm.model, lm.adapters, &ops));
       s->job.adapter_slot = lm.slot;
       return RunLogits(*lm.model, *ops, s->job, lm.adapters);
     };

@@ -9,6 +9,9 @@
 
 #include "adapters/lora_loader.h"
 #include "cli/commands.h"
+#ifdef GRAFT_HAVE_CUDA
+#include "backend/cuda/cuda_ops.h"
+#endif
 #include "engine/engine.h"
 #include "io/checkpoint.h"
 #include "io/identity.h"
@@ -43,9 +46,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       ->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--adapter", s->adapters, "NAME=DIR: a PEFT adapter requests select with \"model\": NAME (repeatable)");
   cmd->add_option("--served-model-name", s->name, "The base's name in requests and /v1/models (default: the directory's name)");
-  cmd->add_option("--device", s->m.device, "Backend: cpu (reference) or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--dtype", s->m.dtype, "Activation dtype")->capture_default_str()->check(CLI::IsMember({"float32", "bfloat16"}));
-  cmd->add_option("--threads", s->m.threads, "CPU threads for the model")->capture_default_str();
+  AddBackendFlags(cmd, s->m);
   cmd->add_flag("--force", s->m.force, "Load adapters whose manifest names a different base");
   cmd->add_option("--chat-template", s->chat_template, "A Jinja file to use instead of the model's chat template")->check(CLI::ExistingFile);
   cmd->add_option("--host", s->server.host, "Address to listen on")->capture_default_str();
@@ -62,8 +63,6 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--max-body-bytes", s->server.max_body_bytes, "Largest request body (413 above)")->capture_default_str();
   cmd->callback([s, &run] {
     run = [s]() -> Status {
-      std::unique_ptr<Ops> ops;
-      GRAFT_RETURN_IF_ERROR(MakeOps(s->m, &ops));
       GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(s->m.model));
       GRAFT_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromFile((std::filesystem::path(s->m.model) / "tokenizer.json").string()));
       GRAFT_ASSIGN_OR_RETURN(auto tmpl, ChatTemplate::Load(s->m.model, s->chat_template));
@@ -95,6 +94,8 @@ void AddServeCommand(CLI::App& app, Runner& run) {
         set.slots.push_back(adapters.back().get());
         served.adapters[name] = static_cast<int32_t>(set.slots.size() - 1);
       }
+      std::unique_ptr<Ops> ops;
+      GRAFT_RETURN_IF_ERROR(MakeOps(s->m, *model, set, &ops));
       const auto& c = model->config();
       const int full = c.num_layers_of(LayerKind::kFullAttention), gdn = c.num_layers_of(LayerKind::kLinearAttention);
       const double kv_per_token = 2.0 * c.num_kv_heads * c.head_dim * 4 * full;  // the CPU keeps KV in fp32
@@ -107,7 +108,14 @@ void AddServeCommand(CLI::App& app, Runner& run) {
         spdlog::info("memory: adapter {} ({}) {:.2f} MB, {} modules, rank {}..{}", name, a->dir, a->bytes() / 1e6, a->num_modules(),
                      a->min_rank(), a->max_rank());
       }
+      Ops* ops_view = ops.get();
       Engine engine(s->engine, *model, std::move(ops), *tok, *tmpl, set);
+      GRAFT_RETURN_IF_ERROR(engine.PoolsReserved());
+#ifdef GRAFT_HAVE_CUDA
+      if (auto* cuda = dynamic_cast<CudaOps*>(ops_view)) spdlog::info("device memory with the pools:\n{}", cuda->memory().Table());
+#else
+      (void)ops_view;
+#endif
       spdlog::info("memory: KV + state pools {:.1f} MB, reserved now: chat {} tokens in pages of {} ({:.0f} B/token) and {} "
                    "state slots ({:.2f} MB each); decisions {} tokens",
                    engine.Stats().pool_bytes / 1e6, s->engine.kv_token_budget, s->engine.page_size, kv_per_token,

@@ -65,9 +65,9 @@ void AddGenerateCommand(CLI::App& app, Runner& run) {
   cmd->callback([s, &run] {
     run = [s]() -> Status {
       if (s->thinking != "default") s->job.chat.enable_thinking = s->thinking == "true";
-      std::unique_ptr<Ops> ops;
-      GRAFT_RETURN_IF_ERROR(MakeOps(s->m, &ops));
       GRAFT_ASSIGN_OR_RETURN(LoadedModel lm, LoadModelAndAdapter(s->m));
+      std::unique_ptr<Ops> ops;
+      GRAFT_RETURN_IF_ERROR(MakeOps(s->m, *lm.model, lm.adapters, &ops));
       const Model* model = lm.model.get();
       s->job.adapter_slot = lm.slot;
       GRAFT_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromFile(TokenizerPath(s->m.model)));
@@ -115,9 +115,9 @@ void AddDecideCommand(CLI::App& app, Runner& run) {
       ->check(CLI::ExistingFile);
   cmd->callback([s, &run] {
     run = [s]() -> Status {
-      std::unique_ptr<Ops> ops;
-      GRAFT_RETURN_IF_ERROR(MakeOps(s->m, &ops));
       GRAFT_ASSIGN_OR_RETURN(LoadedModel lm, LoadModelAndAdapter(s->m));
+      std::unique_ptr<Ops> ops;
+      GRAFT_RETURN_IF_ERROR(MakeOps(s->m, *lm.model, lm.adapters, &ops));
       GRAFT_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromFile(TokenizerPath(s->m.model)));
       GRAFT_ASSIGN_OR_RETURN(auto tmpl, ChatTemplate::Load(s->m.model, s->chat_template));
       s->job.adapter_slot = lm.slot;
@@ -161,9 +161,9 @@ void AddGateCommand(CLI::App& app, Runner& run) {
         if (s->requests.empty() || s->m.model.empty()) {
           return InvalidArgument("give --candidate FILE, or --requests FILE with --model DIR [--adapter DIR]");
         }
-        std::unique_ptr<Ops> ops;
-        GRAFT_RETURN_IF_ERROR(MakeOps(s->m, &ops));
         GRAFT_ASSIGN_OR_RETURN(LoadedModel lm, LoadModelAndAdapter(s->m));
+        std::unique_ptr<Ops> ops;
+        GRAFT_RETURN_IF_ERROR(MakeOps(s->m, *lm.model, lm.adapters, &ops));
         GRAFT_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromFile(TokenizerPath(s->m.model)));
         GRAFT_ASSIGN_OR_RETURN(auto tmpl, ChatTemplate::Load(s->m.model, ""));
         DecisionScorer scorer(*lm.model, *ops, *tok, *tmpl, lm.adapters);

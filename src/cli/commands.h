@@ -25,9 +25,15 @@ struct ModelSettings {
   std::string device = "cpu";
   std::string dtype = "bfloat16";
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  double gpu_memory_gib = 0;  // --device cuda: the device memory graft may use (0: 90% of the free memory)
+  int gpu_scratch_mib = 1024; // --device cuda: the activation arena, inside gpu_memory
 };
 void AddModelFlags(CLI::App* cmd, ModelSettings& s);
-Status MakeOps(const ModelSettings& s, std::unique_ptr<Ops>* ops);
+// --device, --dtype, --threads, --gpu-memory, --gpu-scratch.
+void AddBackendFlags(CLI::App* cmd, ModelSettings& s);
+// The backend the settings name, with the model's weights and the adapters already on it
+// (CUDA: uploaded, the memory table logged).
+Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& adapters, std::unique_ptr<Ops>* ops);
 std::string DefaultCacheDir();
 
 // A loaded model with the optional adapter of ModelSettings in slot 1; logs a memory summary.

@@ -5,6 +5,9 @@
 
 #include "adapters/lora_loader.h"
 #include "backend/cpu/cpu_ops.h"
+#ifdef GRAFT_HAVE_CUDA
+#include "backend/cuda/cuda_ops.h"
+#endif
 #include "io/checkpoint.h"
 #include "io/identity.h"
 #include "cli/commands.h"
@@ -13,20 +16,48 @@ namespace graft::cli {
 
 void AddModelFlags(CLI::App* cmd, ModelSettings& s) {
   cmd->add_option("--model", s.model, "Model directory (config.json + safetensors)")->required()->check(CLI::ExistingDirectory);
-  cmd->add_option("--device", s.device, "Backend: cpu (reference) or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--dtype", s.dtype, "Activation dtype: bfloat16 (as the checkpoint runs) or float32")->capture_default_str()
-      ->check(CLI::IsMember({"float32", "bfloat16"}));
   cmd->add_option("--adapter", s.adapter, "A PEFT LoRA adapter directory to apply")->check(CLI::ExistingDirectory);
   cmd->add_flag("--force", s.force, "Load the adapter even if its manifest names a different base");
-  cmd->add_option("--threads", s.threads, "CPU threads")->capture_default_str()->check(CLI::Range(1, 1024));
+  AddBackendFlags(cmd, s);
 }
 
-Status MakeOps(const ModelSettings& s, std::unique_ptr<Ops>* ops) {
-  if (s.device == "cuda") {
-    return Unsupported("--device cuda: the CUDA backend does not run whole models yet; use --device cpu");
+void AddBackendFlags(CLI::App* cmd, ModelSettings& s) {
+  cmd->add_option("--device", s.device, "Backend: cpu (reference) or cuda (one GPU, sm_90a)")->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--dtype", s.dtype, "Activation dtype: bfloat16 (as the checkpoint runs) or float32")->capture_default_str()
+      ->check(CLI::IsMember({"float32", "bfloat16"}));
+  cmd->add_option("--threads", s.threads, "CPU threads (cpu backend)")->capture_default_str()->check(CLI::Range(1, 1024));
+  cmd->add_option("--gpu-memory", s.gpu_memory_gib,
+                  "cuda: GiB of device memory graft reserves for weights, scratch and KV pools (0 = 90% of the free memory)")
+      ->capture_default_str()->check(CLI::Range(0.0, 4096.0));
+  cmd->add_option("--gpu-scratch", s.gpu_scratch_mib, "cuda: MiB of the activation arena a step may use")->capture_default_str()
+      ->check(CLI::Range(16, 1 << 20));
+}
+
+Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& adapters, std::unique_ptr<Ops>* ops) {
+  const ActDtype act = s.dtype == "float32" ? ActDtype::kF32 : ActDtype::kBF16;
+  if (s.device == "cpu") {
+    *ops = std::make_unique<CpuOps>(act, s.threads);
+    return Status::Ok();
   }
-  *ops = std::make_unique<CpuOps>(s.dtype == "float32" ? ActDtype::kF32 : ActDtype::kBF16, s.threads);
+#ifdef GRAFT_HAVE_CUDA
+  CudaOptions o;
+  o.act = act;
+  o.budget_bytes = static_cast<int64_t>(s.gpu_memory_gib * (1 << 30));
+  o.scratch_bytes = int64_t{s.gpu_scratch_mib} << 20;
+  GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<CudaOps> cuda, CudaOps::Create(o));
+  GRAFT_RETURN_IF_ERROR(cuda->Upload(model.weights()));
+  for (const LoraAdapter* a : adapters.slots) {
+    if (a) GRAFT_RETURN_IF_ERROR(cuda->Upload(*a));
+  }
+  spdlog::info("device: {} | {} activations | device memory:\n{}", cuda->device_name(), s.dtype, cuda->memory().Table());
+  *ops = std::move(cuda);
   return Status::Ok();
+#else
+  (void)model;
+  (void)adapters;
+  return Unsupported("--device cuda: this graft was built without the CUDA backend (nvcc was not found at build time)");
+#endif
 }
 
 Result<LoadedModel> LoadModelAndAdapter(const ModelSettings& s) {

@@ -29,7 +29,7 @@ Status DecisionScorer::Forward(const std::vector<int32_t>& ids, SequenceState& s
 
 Result<SequenceState> DecisionScorer::NewState() {
   if (pool_) return model_.NewState(*pool_);
-  return model_.NewState();
+  return model_.NewState(ops_);
 }
 
 Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t slot, bool share_prefix) {

@@ -34,10 +34,10 @@ Engine::Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops>
       tok_(tok),
       adapters_(adapters),
       chat_pool_(model.NewPool(cfg.page_size, static_cast<int>((cfg.kv_token_budget + cfg.page_size - 1) / cfg.page_size),
-                               cfg.max_running, /*growable=*/false)),
+                               cfg.max_running, /*growable=*/false, ops_->pool_memory())),
       decision_pool_(model.NewPool(cfg.page_size,
                                    static_cast<int>((cfg.decision_kv_tokens + cfg.page_size - 1) / cfg.page_size),
-                                   kDecisionSlots, /*growable=*/false)),
+                                   kDecisionSlots, /*growable=*/false, ops_->pool_memory())),
       scorer_(model, *ops_, tok, tmpl, adapters, decision_pool_.get()),
       sched_(cfg.max_step_tokens, cfg.kv_token_budget, cfg.page_size, cfg.max_running) {
   stats_.kv_budget = cfg.kv_token_budget;
@@ -46,6 +46,11 @@ Engine::Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops>
 }
 
 Engine::~Engine() { Stop(); }
+
+Status Engine::PoolsReserved() const {
+  GRAFT_RETURN_IF_ERROR(chat_pool_->reserved().WithContext("the chat KV pool (--kv-tokens, --max-running)"));
+  return decision_pool_->reserved().WithContext("the decision KV pool (--decision-kv-tokens)");
+}
 
 void Engine::Stop() {
   {

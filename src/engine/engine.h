@@ -95,6 +95,8 @@ class Engine {
   // Runs a decision on the engine thread; blocks the caller until it is done.
   Result<DecisionResult> Decide(const DecisionRequest& r, int32_t adapter_slot);
   EngineStats Stats() const;
+  // Whether both KV pools got all the memory they asked for (a device can run out).
+  Status PoolsReserved() const;
   void Stop();
 
  private:

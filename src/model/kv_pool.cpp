@@ -6,22 +6,22 @@
 
 namespace graft {
 
-KvPool::KvPool(const ModelConfig& c, int page_size, int num_pages, int num_slots, bool growable, PoolMemory* mem)
+KvPool::KvPool(const ModelConfig& c, int page_size, int num_pages, int num_slots, bool growable,
+               std::shared_ptr<PoolMemory> mem)
     : cfg_(c),
       page_size_(page_size),
       row_floats_(int64_t{c.num_kv_heads} * c.head_dim),
       growable_(growable),
       has_gdn_(c.num_layers_of(LayerKind::kLinearAttention) > 0),
-      own_mem_(mem ? nullptr : std::make_unique<HostPoolMemory>()),
-      mem_(mem ? mem : own_mem_.get()) {
+      mem_(mem ? std::move(mem) : std::make_shared<HostPoolMemory>()) {
   const int64_t hv = c.linear_num_value_heads, dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
   slot_layout_ = {int64_t{c.conv_dim()} * (c.linear_conv_kernel - 1), hv * dk * dv, kGdnChunk * hv * dk,
                   kGdnChunk * hv * dv, kGdnChunk * hv};
   slot_floats_ = slot_layout_.layer() * c.num_layers_of(LayerKind::kLinearAttention);
   k_.assign(static_cast<size_t>(c.num_layers), nullptr);
   v_.assign(static_cast<size_t>(c.num_layers), nullptr);
-  AddPages(num_pages);
-  AddSlots(has_gdn_ ? num_slots : 0);
+  reserved_ = AddPages(num_pages);
+  if (reserved_.ok()) reserved_ = AddSlots(has_gdn_ ? num_slots : 0);
 }
 
 KvPool::~KvPool() {
@@ -30,31 +30,50 @@ KvPool::~KvPool() {
   for (float* p : slot_blocks_) mem_->Free(p);
 }
 
-void KvPool::AddPages(int n) {
+Status KvPool::AddPages(int n) {
   const int old = num_pages();
   const int64_t page_floats = int64_t{page_size_} * row_floats_;
+  // Allocate every grown block first, so that a refusal leaves the pool as it was.
+  std::vector<float*> grown;
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    if (cfg_.layer_kinds[static_cast<size_t>(l)] != LayerKind::kFullAttention) continue;
+    for (int kv = 0; kv < 2; ++kv) {
+      float* g = mem_->Allocate((old + n) * page_floats);
+      if (!g) {
+        for (float* p : grown) mem_->Free(p);
+        return ResourceExhausted(fmt::format("KV pool: no memory for {} pages of {} tokens ({:.1f} MB per layer)",
+                                             old + n, page_size_, (old + n) * page_floats * 8 / 1e6));
+      }
+      grown.push_back(g);
+    }
+  }
+  size_t gi = 0;
   for (int l = 0; l < cfg_.num_layers; ++l) {
     if (cfg_.layer_kinds[static_cast<size_t>(l)] != LayerKind::kFullAttention) continue;
     for (auto* kv : {&k_, &v_}) {
       float*& block = (*kv)[static_cast<size_t>(l)];
-      float* grown = mem_->Allocate((old + n) * page_floats);
       if (block) {
-        mem_->Copy(block, grown, old * page_floats);
+        mem_->Copy(block, grown[gi], old * page_floats);
         mem_->Free(block);
       }
-      block = grown;
+      block = grown[gi++];
     }
     bytes_ += 2 * int64_t{n} * page_floats * 4;
   }
   refs_.resize(static_cast<size_t>(old + n), 0);
   for (int p = old + n - 1; p >= old; --p) free_pages_.push_back(p);
+  return Status::Ok();
 }
 
-void KvPool::AddSlots(int n) {
+Status KvPool::AddSlots(int n) {
   const auto& c = cfg_;
   const SlotLayout& sl = slot_layout_;
   for (int s = 0; s < n; ++s) {
     float* block = mem_->Allocate(slot_floats_);
+    if (!block) {
+      return ResourceExhausted(fmt::format("KV pool: no memory for recurrent-state slot {} ({:.1f} MB)",
+                                           slots_.size() + 1, slot_floats_ * 4 / 1e6));
+    }
     slot_blocks_.push_back(block);
     bytes_ += slot_floats_ * 4;
     std::vector<GdnState> layers(static_cast<size_t>(c.num_layers));
@@ -71,12 +90,13 @@ void KvPool::AddSlots(int n) {
     slots_.push_back(std::move(layers));
     free_slots_.insert(free_slots_.begin(), static_cast<int32_t>(slots_.size() - 1));
   }
+  return Status::Ok();
 }
 
 Result<int32_t> KvPool::AllocatePage() {
   if (free_pages_.empty()) {
     if (!growable_) return ResourceExhausted(fmt::format("the KV pool's {} pages are all in use", num_pages()));
-    AddPages(std::max(16, num_pages()));
+    GRAFT_RETURN_IF_ERROR(AddPages(std::max(16, num_pages())));
   }
   const int32_t p = free_pages_.back();
   free_pages_.pop_back();
@@ -100,7 +120,7 @@ void KvPool::CopyPage(int32_t from, int32_t to) {
 Result<int32_t> KvPool::AllocateSlot() {
   if (free_slots_.empty()) {
     if (!growable_) return ResourceExhausted(fmt::format("the {} recurrent-state slots are all in use", num_slots()));
-    AddSlots(std::max(4, num_slots()));
+    GRAFT_RETURN_IF_ERROR(AddSlots(std::max(4, num_slots())));
   }
   const int32_t s = free_slots_.back();
   free_slots_.pop_back();

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backend/ops.h"
@@ -28,9 +29,9 @@ namespace graft {
 
 class KvPool {
  public:
-  // mem: where pages and slots live (nullptr: host memory owned by the pool). It must outlive
-  // the pool.
-  KvPool(const ModelConfig& c, int page_size, int num_pages, int num_slots, bool growable, PoolMemory* mem = nullptr);
+  // mem: where pages and slots live (nullptr: host memory); the pool keeps it alive.
+  KvPool(const ModelConfig& c, int page_size, int num_pages, int num_slots, bool growable,
+         std::shared_ptr<PoolMemory> mem = nullptr);
   ~KvPool();
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
@@ -58,19 +59,22 @@ class KvPool {
   int free_slots() const { return static_cast<int>(free_slots_.size()); }
   bool growable() const { return growable_; }
   bool has_gdn() const { return has_gdn_; }
+  // Whether the pages and slots asked for at construction were all reserved (a device pool
+  // can run out of memory: the error names how much it wanted).
+  const Status& reserved() const { return reserved_; }
   int64_t bytes() const;
 
  private:
-  void AddPages(int n);
-  void AddSlots(int n);
+  Status AddPages(int n);  // all or nothing
+  Status AddSlots(int n);
   const ModelConfig cfg_;
   int page_size_;
   int64_t row_floats_;
   bool growable_;
   bool has_gdn_;
-  std::unique_ptr<PoolMemory> own_mem_;            // when no PoolMemory was handed in
-  PoolMemory* mem_;
+  std::shared_ptr<PoolMemory> mem_;
   int64_t bytes_ = 0;
+  Status reserved_;
   std::vector<float*> k_, v_;                      // [layer] -> [pages * page_size * row_floats]; null: not full attention
   std::vector<int> refs_;                          // [pages]
   std::vector<int32_t> free_pages_;

@@ -51,8 +51,9 @@ Result<SequenceState> SequenceState::Fork() const {
 
 Model::Model(ModelConfig c, ModelWeights w) : config_(std::move(c)), weights_(std::move(w)) {}
 
-std::unique_ptr<KvPool> Model::NewPool(int page_size, int num_pages, int num_slots, bool growable) const {
-  return std::make_unique<KvPool>(config_, page_size, num_pages, num_slots, growable);
+std::unique_ptr<KvPool> Model::NewPool(int page_size, int num_pages, int num_slots, bool growable,
+                                       std::shared_ptr<PoolMemory> mem) const {
+  return std::make_unique<KvPool>(config_, page_size, num_pages, num_slots, growable, std::move(mem));
 }
 
 Result<SequenceState> Model::NewState(KvPool& pool) const {
@@ -64,9 +65,17 @@ Result<SequenceState> Model::NewState(KvPool& pool) const {
   return s;
 }
 
+Result<SequenceState> Model::NewState(Ops& ops) const {
+  std::shared_ptr<PoolMemory> mem = ops.pool_memory();
+  auto& pool = own_pools_[mem.get()];
+  if (!pool) pool = NewPool(/*page_size=*/16, /*num_pages=*/64, /*num_slots=*/4, /*growable=*/true, mem);
+  return NewState(*pool);
+}
+
 SequenceState Model::NewState() const {
-  if (!own_pool_) own_pool_ = NewPool(/*page_size=*/16, /*num_pages=*/64, /*num_slots=*/4, /*growable=*/true);
-  return std::move(NewState(*own_pool_)).value();  // a growable pool cannot run out
+  auto& pool = own_pools_[nullptr];
+  if (!pool) pool = NewPool(/*page_size=*/16, /*num_pages=*/64, /*num_slots=*/4, /*growable=*/true);
+  return std::move(NewState(*pool)).value();  // a growable host pool cannot run out
 }
 
 Status Model::ReserveRows(const StepBatch& b) const {
@@ -156,7 +165,7 @@ Status Model::Forward(Ops& ops, const StepBatch& b, const AdapterSet& adapters, 
   GRAFT_RETURN_IF_ERROR(ReserveRows(b));
   Run(ops, ctx, logits);
   for (int s = 0; s < b.num_seqs(); ++s) b.states[s]->pos += b.seq_start[s + 1] - b.seq_start[s];
-  return Status::Ok();
+  return ops.TakeError().WithContext("forward");
 }
 
 Status Model::Forward(Ops& ops, const int32_t* tokens, int n, SequenceState& state, float* logits, int32_t adapter_slot,

@@ -8,6 +8,7 @@
 // sequence is split into steps.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,10 +80,14 @@ class Model {
 
   // A fresh (empty) sequence in `pool` (kResourceExhausted when it has no free slot).
   Result<SequenceState> NewState(KvPool& pool) const;
-  // A fresh sequence in the model's own growable pool, for offline tools and tests that run
-  // from one thread; a server uses a fixed pool made with NewPool.
+  // A fresh sequence in the model's own growable pool where `ops` keeps its caches, for
+  // offline tools and tests that run from one thread; a server uses a fixed pool made with
+  // NewPool. Fails only when device memory runs out.
+  Result<SequenceState> NewState(Ops& ops) const;
+  // The same in host memory (the CPU backend's; cannot fail).
   SequenceState NewState() const;
-  std::unique_ptr<KvPool> NewPool(int page_size, int num_pages, int num_slots, bool growable) const;
+  std::unique_ptr<KvPool> NewPool(int page_size, int num_pages, int num_slots, bool growable,
+                                  std::shared_ptr<PoolMemory> mem = nullptr) const;
   // logits: [batch.logits.count(batch.rows()), vocab], the selected rows in order; a row's
   // logits are the same bits whether or not other rows are selected. Fails (no state touched)
   // on a bad token, adapter slot, logit row, duplicate state, or positions past
@@ -103,7 +108,7 @@ class Model {
 
   ModelConfig config_;
   ModelWeights weights_;
-  mutable std::unique_ptr<KvPool> own_pool_;  // NewState()'s growable pool
+  mutable std::map<PoolMemory*, std::unique_ptr<KvPool>> own_pools_;  // NewState()'s growable pools
 };
 
 std::unique_ptr<Model> MakeQwen3(ModelConfig c, ModelWeights w);

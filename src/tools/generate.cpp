@@ -61,7 +61,7 @@ Result<GenerateResult> RunGenerate(const Model& model, Ops& ops, const Tokenizer
   }
   GenerateResult r;
   r.prompt_tokens = static_cast<int>(ids.size());
-  SequenceState st = model.NewState();
+  GRAFT_ASSIGN_OR_RETURN(SequenceState st, model.NewState(ops));
   std::vector<float> logits(static_cast<size_t>(c.vocab_size));  // the prompt's last row only
   auto t0 = std::chrono::steady_clock::now();
   GRAFT_RETURN_IF_ERROR(model.Forward(ops, ids.data(), static_cast<int>(ids.size()), st, logits.data(), job.adapter_slot,

@@ -33,7 +33,7 @@ Status RunLogits(const Model& model, Ops& ops, const LogitsJob& job, const Adapt
     std::vector<int32_t> ids(static_cast<size_t>(n));
     std::memcpy(ids.data(), in.Data(t), ids.size() * 4);
     std::vector<float> logits(static_cast<size_t>(n) * vocab);
-    SequenceState st = model.NewState();
+    GRAFT_ASSIGN_OR_RETURN(SequenceState st, model.NewState(ops));
     GRAFT_RETURN_IF_ERROR(model.Forward(ops, ids.data(), n, st, logits.data(), job.adapter_slot, &adapters).WithContext(
         fmt::format("{}: sequence '{}'", job.input, t.name)));
     TensorToWrite w{t.name, DType::kF32, {n, vocab}, {}};

@@ -62,10 +62,11 @@ TEST(KvPool, LivesInTheMemoryItIsGivenAndKeepsTheBits) {
   auto ids = test::ReadIntTensors(test::Fixture("qwen3_5-wrapper") + "/inputs.safetensors").at("seq4");
   const int n = static_cast<int>(ids.size()), vocab = model->config().vocab_size;
   CpuOps ops(ActDtype::kBF16, 2);
-  CountingMemory mem;
+  auto counting = std::make_shared<CountingMemory>();
+  CountingMemory& mem = *counting;
   std::vector<float> a(static_cast<size_t>(n) * vocab), b(a.size()), fa(vocab), fb(vocab);
   {
-    KvPool pool(model->config(), 4, 2, 1, /*growable=*/true, &mem);
+    KvPool pool(model->config(), 4, 2, 1, /*growable=*/true, counting);
     EXPECT_GT(mem.live, 0);
     EXPECT_EQ(pool.bytes(), mem.allocated * 4);
     auto st = model->NewState(pool);

@@ -1,0 +1,448 @@
+#include "backend/cuda/cuda_ops.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/attention.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/elementwise.h"
+#include "backend/cuda/gdn.h"
+#include "backend/cuda/lora.h"
+#include "backend/cuda/matmul.h"
+#include "backend/cuda/rmsnorm.h"
+
+namespace graft {
+namespace {
+
+cudaStream_t S(void* s) { return static_cast<cudaStream_t>(s); }
+constexpr int64_t kAlignFloats = 64;  // 256-byte aligned scratch blocks
+constexpr int64_t kPinnedBytes = int64_t{8} << 20;
+
+std::string Mb(int64_t b) { return fmt::format("{:.1f} MB", b / 1e6); }
+
+}  // namespace
+
+// ---- CudaPoolMemory -----------------------------------------------------------------------
+
+CudaPoolMemory::~CudaPoolMemory() {
+  for (auto& [p, n] : sizes_) cudaFree(p);
+  if (stream_) cudaStreamDestroy(S(stream_));
+}
+
+Result<void*> CudaPoolMemory::AllocateBytes(int64_t bytes, const char* what) {
+  bytes = std::max<int64_t>(bytes, 4);
+  if (used_ + bytes > budget_) {
+    return ResourceExhausted(fmt::format("device memory: {} needs {} but only {} of the {} budget (--gpu-memory) is left",
+                                         what, Mb(bytes), Mb(budget_ - used_), Mb(budget_)));
+  }
+  void* p = nullptr;
+  if (cudaMalloc(&p, static_cast<size_t>(bytes)) != cudaSuccess) {
+    cudaGetLastError();
+    return ResourceExhausted(fmt::format("device memory: cudaMalloc of {} for {} failed", Mb(bytes), what));
+  }
+  sizes_[p] = bytes;
+  used_ += bytes;
+  return p;
+}
+
+void CudaPoolMemory::FreeBytes(void* p) {
+  auto it = sizes_.find(p);
+  if (it == sizes_.end()) return;
+  cudaStreamSynchronize(S(stream_));  // work queued on the block must finish first
+  cudaFree(p);
+  used_ -= it->second;
+  sizes_.erase(it);
+}
+
+float* CudaPoolMemory::Allocate(int64_t n) {
+  auto r = AllocateBytes(n * 4, "the KV pool");
+  if (!r.ok()) return nullptr;
+  float* p = static_cast<float*>(r.value());
+  cudaMemsetAsync(p, 0, static_cast<size_t>(std::max<int64_t>(n, 1)) * 4, S(stream_));
+  pool_bytes_ += sizes_[p];
+  return p;
+}
+
+void CudaPoolMemory::Free(float* block) {
+  auto it = sizes_.find(block);
+  if (it != sizes_.end()) pool_bytes_ -= it->second;
+  FreeBytes(block);
+}
+
+void CudaPoolMemory::Copy(const float* src, float* dst, int64_t n) {
+  if (n > 0) cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToDevice, S(stream_));
+}
+
+void CudaPoolMemory::Zero(float* dst, int64_t n) {
+  if (n > 0) cudaMemsetAsync(dst, 0, static_cast<size_t>(n) * 4, S(stream_));
+}
+
+// ---- CudaMemoryUse ------------------------------------------------------------------------
+
+std::string CudaMemoryUse::Table() const {
+  auto line = [this](const char* what, int64_t b) {
+    return fmt::format("  {:<10} {:>10}  {:5.1f}%\n", what, Mb(b), budget ? 100.0 * b / budget : 0.0);
+  };
+  return line("weights", weights) + line("scratch", scratch) + line("kv pools", pools) +
+         fmt::format("  {:<10} {:>10}  (host, pinned)\n", "staging", Mb(pinned)) +
+         line("free", budget - weights - scratch - pools) + fmt::format("  {:<10} {:>10}\n", "budget", Mb(budget));
+}
+
+// ---- CudaOps: set-up ----------------------------------------------------------------------
+
+CudaOps::CudaOps(const CudaOptions& o) : act_(o.act), device_(o.device) {}
+
+Result<std::unique_ptr<CudaOps>> CudaOps::Create(const CudaOptions& o) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return Unavailable("--device cuda: no CUDA device is visible (cudaGetDeviceCount found none)");
+  }
+  if (o.device < 0 || o.device >= count) {
+    return InvalidArgument(fmt::format("CUDA device {} does not exist ({} visible)", o.device, count));
+  }
+  GRAFT_CUDA_CHECK(cudaSetDevice(o.device));
+  cudaDeviceProp prop{};
+  GRAFT_CUDA_CHECK(cudaGetDeviceProperties(&prop, o.device));
+  if (prop.major < 9) {
+    return Unsupported(fmt::format("CUDA device {} ({}) is sm_{}{}; graft's kernels are built for sm_90a (Hopper)",
+                                   o.device, prop.name, prop.major, prop.minor));
+  }
+  size_t free_b = 0, total_b = 0;
+  GRAFT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  int64_t budget = o.budget_bytes > 0 ? o.budget_bytes : static_cast<int64_t>(0.9 * static_cast<double>(free_b));
+  if (budget > static_cast<int64_t>(free_b)) {
+    return ResourceExhausted(fmt::format("--gpu-memory asks for {} but device {} has only {} free", Mb(budget),
+                                         o.device, Mb(static_cast<int64_t>(free_b))));
+  }
+  std::unique_ptr<CudaOps> ops(new CudaOps(o));
+  ops->device_name_ = prop.name;
+  cudaStream_t stream = nullptr;
+  GRAFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  ops->dev_ = std::make_shared<CudaPoolMemory>(stream, budget);
+  ops->stream_ = stream;
+  GRAFT_ASSIGN_OR_RETURN(void* arena, ops->dev_->AllocateBytes(o.scratch_bytes, "the scratch arena"));
+  ops->allocations_.push_back(arena);
+  ops->arena_ = static_cast<float*>(arena);
+  ops->arena_floats_ = o.scratch_bytes / 4;
+  void* pinned = nullptr;
+  GRAFT_CUDA_CHECK(cudaMallocHost(&pinned, kPinnedBytes));
+  ops->pinned_ = static_cast<char*>(pinned);
+  ops->pinned_bytes_ = kPinnedBytes;
+  return ops;
+}
+
+CudaOps::~CudaOps() {
+  if (stream_) cudaStreamSynchronize(S(stream_));
+  for (void* p : allocations_) dev_->FreeBytes(p);
+  if (pinned_) cudaFreeHost(pinned_);
+}
+
+CudaMemoryUse CudaOps::memory() const {
+  CudaMemoryUse m;
+  m.budget = dev_->budget();
+  m.weights = weight_bytes_;
+  m.scratch = arena_floats_ * 4;
+  m.pinned = pinned_bytes_;
+  m.pools = dev_->pool_bytes();
+  return m;
+}
+
+void CudaOps::Note(const Status& s) {
+  if (error_.ok() && !s.ok()) error_ = s;
+}
+
+Status CudaOps::TakeError() {
+  if (error_.ok()) Note(CudaStatus(cudaGetLastError(), "kernel launch", __FILE__, __LINE__));
+  Status e = error_;
+  error_ = Status::Ok();
+  return e;
+}
+
+const CudaOps::DevCopy* CudaOps::Dev(const Weight& w) {
+  auto it = weights_.find(&w);
+  if (it != weights_.end()) return &it->second;
+  if (Failed()) return nullptr;
+  const int64_t bytes = w.bytes();
+  auto mem = dev_->AllocateBytes(bytes, w.name.empty() ? "a weight" : w.name.c_str());
+  if (!mem.ok()) {
+    Note(mem.status());
+    return nullptr;
+  }
+  void* p = mem.value();
+  allocations_.push_back(p);
+  weight_bytes_ += bytes;
+  const void* src = w.is_bf16 ? static_cast<const void*>(w.bf16.data()) : static_cast<const void*>(w.f32.data());
+  Status s = CudaStatus(cudaMemcpy(p, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), "cudaMemcpy", __FILE__,
+                        __LINE__);
+  if (!s.ok()) {
+    Note(s);
+    return nullptr;
+  }
+  DevCopy d;
+  d.w = {p, w.rows, w.cols, w.is_bf16};
+  if (!w.is_bf16) d.f32 = static_cast<float*>(p);
+  return &weights_.emplace(&w, d).first->second;
+}
+
+const float* CudaOps::DevF32(const Weight& w) {
+  const DevCopy* d = Dev(w);
+  if (!d) return nullptr;
+  if (d->f32) return d->f32;
+  const int64_t n = w.rows * w.cols;
+  std::vector<float> host(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) host[static_cast<size_t>(i)] = w.at(i);
+  auto mem = dev_->AllocateBytes(n * 4, "an fp32 norm weight");
+  if (!mem.ok()) {
+    Note(mem.status());
+    return nullptr;
+  }
+  allocations_.push_back(mem.value());
+  weight_bytes_ += n * 4;
+  Status s = CudaStatus(cudaMemcpy(mem.value(), host.data(), static_cast<size_t>(n) * 4, cudaMemcpyHostToDevice),
+                        "cudaMemcpy", __FILE__, __LINE__);
+  if (!s.ok()) {
+    Note(s);
+    return nullptr;
+  }
+  weights_[&w].f32 = static_cast<float*>(mem.value());
+  return weights_[&w].f32;
+}
+
+Status CudaOps::Upload(const ModelWeights& w) {
+  auto up = [this](const Weight& x) {
+    if (!x.empty()) Dev(x);
+  };
+  up(w.embed);
+  up(w.final_norm);
+  DevF32(w.final_norm);
+  up(w.lm_head);
+  for (const LayerWeights& l : w.layers) {
+    for (const Weight* x : {&l.input_norm, &l.post_norm, &l.attn.q_norm, &l.attn.k_norm}) {
+      if (!x->empty()) DevF32(*x);
+    }
+    for (const Weight* x : {&l.attn.qkv, &l.attn.o, &l.gdn.in_proj, &l.gdn.conv, &l.gdn.a_log, &l.gdn.dt_bias,
+                            &l.gdn.norm, &l.gdn.out, &l.gate_up, &l.down}) {
+      up(*x);
+    }
+  }
+  return TakeError().WithContext("uploading the model to the device");
+}
+
+Status CudaOps::Upload(const LoraAdapter& a) {
+  for (const LoraLayer& l : a.layers) {
+    for (const auto& mods : l.targets) {
+      for (const LoraModule& m : mods) {
+        Dev(m.a);
+        Dev(m.b);
+      }
+    }
+  }
+  return TakeError().WithContext("uploading adapter " + a.name + " to the device");
+}
+
+// ---- scratch ------------------------------------------------------------------------------
+
+float* CudaOps::Alloc(int64_t n) {
+  const int64_t take = (std::max<int64_t>(n, 1) + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+  if (top_ + take > arena_floats_) {
+    Note(ResourceExhausted(fmt::format("the step needs more than the {} device scratch arena (--gpu-scratch); "
+                                       "run fewer tokens per step (--max-step-tokens) or raise it",
+                                       Mb(arena_floats_ * 4))));
+    return arena_;  // nothing runs after an error
+  }
+  float* p = arena_ + top_;
+  top_ += take;
+  if (!Failed()) {
+    Note(CudaStatus(cudaMemsetAsync(p, 0, static_cast<size_t>(n) * 4, S(stream_)), "cudaMemsetAsync", __FILE__,
+                    __LINE__));
+  }
+  return p;
+}
+
+void CudaOps::Release(size_t mark) { top_ = std::min<int64_t>(top_, static_cast<int64_t>(mark)); }
+
+void* CudaOps::Stage(const void* host, int64_t bytes) {
+  float* dst = Alloc((bytes + 3) / 4);
+  if (Failed() || bytes == 0) return dst;
+  if (bytes > pinned_bytes_) {  // too big for the staging buffer: a plain (synchronising) copy
+    Note(CudaStatus(cudaStreamSynchronize(S(stream_)), "cudaStreamSynchronize", __FILE__, __LINE__));
+    Note(CudaStatus(cudaMemcpy(dst, host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), "cudaMemcpy", __FILE__,
+                    __LINE__));
+    return dst;
+  }
+  if (pinned_top_ + bytes > pinned_bytes_) {
+    // Every earlier staged copy must have left the buffer before it is reused.
+    Note(CudaStatus(cudaStreamSynchronize(S(stream_)), "cudaStreamSynchronize", __FILE__, __LINE__));
+    pinned_top_ = 0;
+  }
+  char* src = pinned_ + pinned_top_;
+  std::memcpy(src, host, static_cast<size_t>(bytes));
+  pinned_top_ += (bytes + 255) / 256 * 256;
+  Note(CudaStatus(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, S(stream_)),
+                  "cudaMemcpyAsync", __FILE__, __LINE__));
+  return dst;
+}
+
+void CudaOps::ToHost(const float* src, int64_t n, float* host_dst) {
+  if (Failed() || n <= 0) return;
+  Note(CudaStatus(cudaMemcpyAsync(host_dst, src, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToHost, S(stream_)),
+                  "cudaMemcpyAsync", __FILE__, __LINE__));
+  Note(CudaStatus(cudaStreamSynchronize(S(stream_)), "cudaStreamSynchronize", __FILE__, __LINE__));
+  pinned_top_ = 0;  // the stream is idle: every staged copy is done
+}
+
+// ---- ops ----------------------------------------------------------------------------------
+
+void CudaOps::Embed(const Weight& table, const int32_t* ids, int n, float* out) {
+  const DevCopy* t = Dev(table);
+  const int32_t* d_ids = StageInts(ids, n);
+  if (Failed()) return;
+  Note(cuda::Embed(t->w, d_ids, n, bf16(), out, stream_));
+}
+
+void CudaOps::RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind, float* out) {
+  const float* dw = DevF32(w);
+  if (Failed()) return;
+  Note(cuda::RmsNorm(x, dw, rows, dim, eps, kind == NormKind::kPlainW ? cuda::NormKind::kPlainW : cuda::NormKind::kOnePlusW,
+                     bf16(), out, stream_));
+}
+
+void CudaOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) {
+  const DevCopy* d = Dev(w);
+  if (Failed() || m == 0) return;
+  Note(cuda::MatMul(x, m, d->w, y, round_output, bf16(), stream_));
+}
+
+void CudaOps::LoraAdd(const LoraArgs& a) {
+  if (Failed() || a.m == 0) return;
+  const auto& by_slot = *a.modules;
+  std::vector<cuda::DevLoraModule> mods;
+  std::vector<int32_t> begin(by_slot.size() + 1, 0);
+  int max_rank = 0;
+  for (size_t s = 0; s < by_slot.size(); ++s) {
+    begin[s] = static_cast<int32_t>(mods.size());
+    if (!by_slot[s]) continue;
+    for (const LoraModule& m : *by_slot[s]) {
+      const DevCopy* da = Dev(m.a);
+      const DevCopy* db = Dev(m.b);
+      if (Failed()) return;
+      mods.push_back({da->w, db->w, m.rank, m.scale, m.row_offset});
+      max_rank = std::max(max_rank, m.rank);
+    }
+  }
+  begin[by_slot.size()] = static_cast<int32_t>(mods.size());
+  if (mods.empty()) return;
+  cuda::LoraArgs d{};
+  d.x = a.x;
+  d.m = a.m;
+  d.k = a.k;
+  d.row_slot = StageInts(a.row_slot, a.m);
+  d.modules = static_cast<const cuda::DevLoraModule*>(
+      Stage(mods.data(), static_cast<int64_t>(mods.size() * sizeof(cuda::DevLoraModule))));
+  d.slot_begin = StageInts(begin.data(), static_cast<int64_t>(begin.size()));
+  d.num_slots = static_cast<int>(by_slot.size());
+  d.max_rank = max_rank;
+  d.y = a.y;
+  d.y_stride = a.y_stride;
+  d.bf16 = bf16();
+  if (Failed()) return;
+  Note(cuda::LoraAdd(d, stream_));
+}
+
+void CudaOps::CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
+                        int64_t dst_col, int64_t rows, int64_t cols) {
+  if (Failed()) return;
+  Note(cuda::CopyBlock(src, src_stride, src_col, dst, dst_stride, dst_col, rows, cols, stream_));
+}
+
+void CudaOps::Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,
+                   float attn_scale) {
+  const int32_t* d_pos = StageInts(pos, n);
+  const float* d_freq = static_cast<const float*>(Stage(inv_freq, int64_t{rot_dim / 2} * 4));
+  if (Failed()) return;
+  Note(cuda::Rope(x, n, heads, head_dim, rot_dim, d_pos, d_freq, attn_scale, bf16(), stream_));
+}
+
+void CudaOps::Attention(const AttentionArgs& a) {
+  if (Failed() || a.n == 0) return;
+  const int pages = a.pos[a.n - 1] / a.page_size + 1;
+  cuda::AttentionArgs d{};
+  d.q = a.q;
+  d.k_pages = a.k_pages;
+  d.v_pages = a.v_pages;
+  d.page_table = StageInts(a.page_table, pages);
+  d.page_size = a.page_size;
+  d.pos = StageInts(a.pos, a.n);
+  d.n = a.n;
+  d.num_heads = a.num_heads;
+  d.num_kv_heads = a.num_kv_heads;
+  d.head_dim = a.head_dim;
+  d.scale = a.scale;
+  d.bf16 = bf16();
+  d.out = a.out;
+  if (Failed()) return;
+  Note(cuda::Attention(d, stream_));
+}
+
+void CudaOps::SiluMul(const float* gu, int64_t n, int64_t inter, float* out) {
+  if (Failed()) return;
+  Note(cuda::SiluMul(gu, n, inter, bf16(), out, stream_));
+}
+
+void CudaOps::Add(float* x, const float* y, int64_t n) {
+  if (Failed()) return;
+  Note(cuda::Add(x, y, n, bf16(), stream_));
+}
+
+void CudaOps::SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols) {
+  if (Failed()) return;
+  Note(cuda::SigmoidGateMul(x, gate, gate_stride, rows, cols, bf16(), stream_));
+}
+
+void CudaOps::CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, const Weight& w, float* conv_state,
+                             float* out) {
+  const DevCopy* d = Dev(w);
+  if (Failed()) return;
+  Note(cuda::CausalConvSilu(x, x_stride, n, channels, d->w, conv_state, bf16(), out, stream_));
+}
+
+void CudaOps::GdnGates(const float* in, int64_t stride, int64_t b_col, int64_t a_col, int n, int hv,
+                       const Weight& a_log, const Weight& dt_bias, float* beta, float* g) {
+  const DevCopy* al = Dev(a_log);
+  const DevCopy* dt = Dev(dt_bias);
+  if (Failed()) return;
+  Note(cuda::GdnGates(in, stride, b_col, a_col, n, hv, al->w, dt->w, bf16(), beta, g, stream_));
+}
+
+void CudaOps::GdnCore(const GdnCoreArgs& a) {
+  if (Failed()) return;
+  GdnState& st = *a.state;
+  cuda::DevGdnState ds{st.conv, st.S, st.pk, st.pvn, st.pgam, st.pending};
+  cuda::GdnCoreArgs d{};
+  d.qkv = a.qkv;
+  d.beta = a.beta;
+  d.g = a.g;
+  d.n = a.n;
+  d.hk = a.hk;
+  d.hv = a.hv;
+  d.dk = a.dk;
+  d.dv = a.dv;
+  d.state = &ds;
+  d.bf16 = bf16();
+  d.out = a.out;
+  Note(cuda::GdnCore(d, stream_));
+  st.pending = ds.pending;
+}
+
+void CudaOps::GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
+                           const Weight& w, float eps, float* out) {
+  const DevCopy* d = Dev(w);
+  if (Failed()) return;
+  Note(cuda::GatedRmsNorm(x, z, z_stride, z_col, n, hv, dv, d->w, eps, bf16(), out, stream_));
+}
+
+}  // namespace graft

@@ -1,0 +1,145 @@
+// CudaOps: the ops interface on one CUDA device, every op a kernel of backend/cuda/.
+//
+// Memory, all reserved when the ops are made or the model is uploaded, inside a budget
+// (`--gpu-memory`):
+//   weights   each Weight (model and adapters) copied once to the device, in its storage
+//             format; norm vectors also as fp32. Upload() does it up front; a weight an op
+//             meets that was not uploaded is copied on first use (and counted).
+//   scratch   one arena for the forward pass's activations, handed out as a stack
+//             (Alloc / Mark / Release) and zeroed on Alloc; host index arrays (token ids,
+//             positions, page tables, adapter slots and modules) are staged into it through a
+//             pinned host buffer.
+//   pools     KV pages and recurrent states (pool_memory()), allocated by the KvPools.
+// Every op runs on one stream in issue order; ToHost waits for it. Ops do not return errors
+// (the interface cannot): the first failure is kept, the rest of the step's work is skipped,
+// and TakeError() hands it to Model::Forward.
+//
+// Thread-safety: one thread at a time, like every Ops.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cuda/device_weight.h"
+#include "backend/ops.h"
+#include "util/status.h"
+
+namespace graft {
+
+struct CudaOptions {
+  ActDtype act = ActDtype::kBF16;
+  int device = 0;
+  int64_t budget_bytes = 0;   // device memory graft may use (0: 90% of what is free at start)
+  int64_t scratch_bytes = int64_t{1} << 30;
+};
+
+// Bytes a device reservation holds, for the start-up memory table.
+struct CudaMemoryUse {
+  int64_t budget = 0, weights = 0, scratch = 0, pinned = 0, pools = 0;
+  std::string Table() const;  // one line per item, MB and share of the budget
+};
+
+// The device context CudaOps and the KvPools share: the stream every op runs on, and the
+// budget every allocation is counted against. As a PoolMemory it holds KV pages and state
+// slots. Pools keep it alive (shared_ptr), so it outlives the ops if a pool does.
+class CudaPoolMemory final : public PoolMemory {
+ public:
+  CudaPoolMemory(void* stream, int64_t budget) : stream_(stream), budget_(budget) {}
+  ~CudaPoolMemory() override;  // frees what is left and destroys the stream
+  float* Allocate(int64_t n) override;  // nullptr past the budget or when cudaMalloc fails
+  void Free(float* block) override;
+  void Copy(const float* src, float* dst, int64_t n) override;
+  void Zero(float* dst, int64_t n) override;
+
+  void* stream() const { return stream_; }
+  int64_t budget() const { return budget_; }
+  int64_t used() const { return used_; }
+  int64_t pool_bytes() const { return pool_bytes_; }
+  // Device memory for the ops themselves (weights, scratch), inside the budget.
+  Result<void*> AllocateBytes(int64_t bytes, const char* what);
+  void FreeBytes(void* p);
+
+ private:
+  void* stream_;
+  int64_t budget_, used_ = 0, pool_bytes_ = 0;
+  std::unordered_map<void*, int64_t> sizes_;
+};
+
+class CudaOps final : public Ops {
+ public:
+  static Result<std::unique_ptr<CudaOps>> Create(const CudaOptions& o);
+  ~CudaOps() override;
+  CudaOps(const CudaOps&) = delete;
+  CudaOps& operator=(const CudaOps&) = delete;
+
+  // Copies the weights to the device now (they must outlive the ops and never change).
+  Status Upload(const ModelWeights& w);
+  Status Upload(const LoraAdapter& a);
+  CudaMemoryUse memory() const;
+  std::string device_name() const { return device_name_; }
+
+  ActDtype act_dtype() const override { return act_; }
+  std::shared_ptr<PoolMemory> pool_memory() override { return dev_; }
+  Status TakeError() override;
+  float* Alloc(int64_t n) override;
+  size_t Mark() const override { return static_cast<size_t>(top_); }
+  void Release(size_t mark) override;
+  void ToHost(const float* src, int64_t n, float* host_dst) override;
+  void Embed(const Weight& table, const int32_t* ids, int n, float* out) override;
+  void RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind,
+               float* out) override;
+  void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) override;
+  void LoraAdd(const LoraArgs& a) override;
+  void CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
+                 int64_t dst_col, int64_t rows, int64_t cols) override;
+  void Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,
+            float attn_scale) override;
+  void Attention(const AttentionArgs& a) override;
+  void SiluMul(const float* gu, int64_t n, int64_t inter, float* out) override;
+  void Add(float* x, const float* y, int64_t n) override;
+  void SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols) override;
+  void CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, const Weight& w, float* conv_state,
+                      float* out) override;
+  void GdnGates(const float* in, int64_t stride, int64_t b_col, int64_t a_col, int n, int hv, const Weight& a_log,
+                const Weight& dt_bias, float* beta, float* g) override;
+  void GdnCore(const GdnCoreArgs& a) override;
+  void GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
+                    const Weight& w, float eps, float* out) override;
+
+ private:
+  struct DevCopy {
+    cuda::DevWeight w;          // storage format
+    float* f32 = nullptr;       // fp32 copy (vectors used by norms), made on demand
+  };
+  explicit CudaOps(const CudaOptions& o);
+  bool bf16() const { return act_ == ActDtype::kBF16; }
+  bool Failed() const { return !error_.ok(); }
+  void Note(const Status& s);  // keeps the first error
+  // The device copy of w (uploads it on first use); nullptr after an error.
+  const DevCopy* Dev(const Weight& w);
+  const float* DevF32(const Weight& w);
+  // Copies `bytes` of host memory into the scratch arena (through the pinned buffer).
+  void* Stage(const void* host, int64_t bytes);
+  const int32_t* StageInts(const int32_t* host, int64_t n) {
+    return static_cast<const int32_t*>(Stage(host, n * 4));
+  }
+
+  ActDtype act_;
+  int device_ = 0;
+  std::string device_name_;
+  std::shared_ptr<CudaPoolMemory> dev_;  // stream and budget
+  void* stream_ = nullptr;               // dev_->stream(), a cudaStream_t
+  Status error_;
+  int64_t weight_bytes_ = 0;
+  float* arena_ = nullptr;
+  int64_t arena_floats_ = 0, top_ = 0;
+  char* pinned_ = nullptr;
+  int64_t pinned_bytes_ = 0, pinned_top_ = 0;
+  std::unordered_map<const Weight*, DevCopy> weights_;
+  std::vector<void*> allocations_;  // weight copies and the arena, freed with the ops
+};
+
+}  // namespace graft

@@ -1,0 +1,408 @@
+// Whole models on the CUDA backend (CudaOps): logits against transformers' and PEFT's float32
+// references and against the CPU reference, and the promises DESIGN.md §3.2 makes in bits —
+// a row is the same whether alone, beside 1-64 neighbours with random adapters, or prefilled
+// in chunks; base rows never see adapters; chat is the same before and after decisions.
+// Skips where no device is present.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "adapters/lora_loader.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/cuda_ops.h"
+#include "test_util.h"
+
+namespace graft {
+namespace {
+
+bool HaveGpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define REQUIRE_GPU() \
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device"
+
+std::unique_ptr<CudaOps> MakeCuda(ActDtype act, int64_t budget = int64_t{4} << 30) {
+  CudaOptions o;
+  o.act = act;
+  o.budget_bytes = budget;
+  o.scratch_bytes = int64_t{256} << 20;
+  auto r = CudaOps::Create(o);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : nullptr;
+}
+
+LoraAdapter LoadAdapter(const Model& m, const std::string& name) {
+  auto a = LoadLoraAdapter(test::Fixture("adapters/" + name), m.config(), {name, false, nullptr});
+  EXPECT_TRUE(a.ok()) << a.status().ToString();
+  return a.ok() ? std::move(a).value() : LoraAdapter{};
+}
+
+// Mean KL(ref ‖ got) over rows of softmax(logits), and top-1 agreement.
+struct Agreement {
+  int rows = 0, top1_same = 0;
+  double kl_sum = 0;
+  double mean_kl() const { return rows ? kl_sum / rows : 0; }
+};
+
+void Accumulate(const float* got, const float* ref, int rows, int vocab, Agreement& a) {
+  for (int t = 0; t < rows; ++t) {
+    const float* g = got + int64_t{t} * vocab;
+    const float* r = ref + int64_t{t} * vocab;
+    double mg = g[0], mr = r[0];
+    for (int v = 0; v < vocab; ++v) {
+      mg = std::max(mg, static_cast<double>(g[v]));
+      mr = std::max(mr, static_cast<double>(r[v]));
+    }
+    double zg = 0, zr = 0;
+    for (int v = 0; v < vocab; ++v) {
+      zg += std::exp(g[v] - mg);
+      zr += std::exp(r[v] - mr);
+    }
+    double kl = 0;
+    for (int v = 0; v < vocab; ++v) {
+      const double lr = r[v] - mr - std::log(zr), lg = g[v] - mg - std::log(zg);
+      kl += std::exp(lr) * (lr - lg);
+    }
+    a.rows++;
+    a.kl_sum += kl;
+    a.top1_same += std::max_element(g, g + vocab) - g == std::max_element(r, r + vocab) - r;
+  }
+}
+
+const char* ActName(ActDtype a) { return a == ActDtype::kBF16 ? "bf16" : "f32"; }
+
+class CudaGolden : public ::testing::TestWithParam<std::string> {};
+
+// transformers' float32 logits, every fixture, both activation dtypes; and the CPU reference.
+TEST_P(CudaGolden, LogitsMatchTransformersAndTheCpuReference) {
+  REQUIRE_GPU();
+  auto model = test::LoadFixtureModel(GetParam());
+  ASSERT_NE(model, nullptr);
+  const int vocab = model->config().vocab_size;
+  auto inputs = test::ReadIntTensors(test::Fixture(GetParam()) + "/inputs.safetensors");
+  auto refs = test::ReadFloatTensors(test::Fixture(GetParam()) + "/ref_f32.safetensors");
+  for (ActDtype act : {ActDtype::kF32, ActDtype::kBF16}) {
+    auto cuda = MakeCuda(act);
+    ASSERT_NE(cuda, nullptr);
+    CpuOps cpu(act, 4);
+    Agreement vs_ref, vs_cpu;
+    for (const auto& [name, ids] : inputs) {
+      const auto got = test::RunChunks(*model, *cuda, ids, {});
+      const auto want = test::RunChunks(*model, cpu, ids, {});
+      ASSERT_EQ(got.size(), refs.at(name).size());
+      for (float v : got) ASSERT_TRUE(std::isfinite(v));
+      Accumulate(got.data(), refs.at(name).data(), static_cast<int>(ids.size()), vocab, vs_ref);
+      Accumulate(got.data(), want.data(), static_cast<int>(ids.size()), vocab, vs_cpu);
+    }
+    std::printf("%s %s: vs transformers f32 top-1 %d/%d mean KL %.2e | vs CPU top-1 %d/%d mean KL %.2e\n",
+                GetParam().c_str(), ActName(act), vs_ref.top1_same, vs_ref.rows, vs_ref.mean_kl(), vs_cpu.top1_same,
+                vs_cpu.rows, vs_cpu.mean_kl());
+    EXPECT_GE(vs_ref.top1_same, 0.99 * vs_ref.rows) << ActName(act);
+    EXPECT_LE(vs_ref.mean_kl(), 1e-3) << ActName(act);
+    EXPECT_GE(vs_cpu.top1_same, 0.99 * vs_cpu.rows) << ActName(act);
+    EXPECT_LE(vs_cpu.mean_kl(), act == ActDtype::kF32 ? 1e-6 : 1e-3) << ActName(act);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGolden,
+                         ::testing::Values("qwen3-tiny", "qwen3-odd-sharded", "qwen3_5-wrapper", "qwen3_5-text-odd",
+                                           "qwen3-yarn"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s) if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return s;
+                         });
+
+struct AdapterCase {
+  std::string base, adapter;
+};
+class CudaLoraGolden : public ::testing::TestWithParam<AdapterCase> {};
+
+TEST_P(CudaLoraGolden, AdapterLogitsMatchPeft) {
+  REQUIRE_GPU();
+  const AdapterCase& c = GetParam();
+  auto model = test::LoadFixtureModel(c.base);
+  ASSERT_NE(model, nullptr);
+  LoraAdapter ad = LoadAdapter(*model, c.adapter);
+  AdapterSet set;
+  set.slots.push_back(&ad);
+  const int vocab = model->config().vocab_size;
+  auto inputs = test::ReadIntTensors(test::Fixture(c.base) + "/inputs.safetensors");
+  auto refs = test::ReadFloatTensors(test::Fixture("adapters/" + c.adapter) + "/ref_f32.safetensors");
+  for (ActDtype act : {ActDtype::kF32, ActDtype::kBF16}) {
+    auto cuda = MakeCuda(act);
+    ASSERT_NE(cuda, nullptr);
+    ASSERT_TRUE(cuda->Upload(model->weights()).ok());
+    ASSERT_TRUE(cuda->Upload(ad).ok());
+    Agreement a;
+    for (const auto& [name, ids] : inputs) {
+      std::vector<float> logits(ids.size() * vocab);
+      auto st = model->NewState(*cuda);
+      ASSERT_TRUE(st.ok());
+      Status s = model->Forward(*cuda, ids.data(), static_cast<int>(ids.size()), *st, logits.data(), 1, &set);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      Accumulate(logits.data(), refs.at(name).data(), static_cast<int>(ids.size()), vocab, a);
+    }
+    std::printf("%s %s: vs PEFT f32 top-1 %d/%d mean KL %.2e\n", c.adapter.c_str(), ActName(act), a.top1_same, a.rows,
+                a.mean_kl());
+    EXPECT_GE(a.top1_same, 0.99 * a.rows) << ActName(act);
+    EXPECT_LE(a.mean_kl(), 1e-3) << ActName(act);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaLoraGolden,
+                         ::testing::Values(AdapterCase{"qwen3-tiny", "qwen3-tiny-lora-mixed"},
+                                           AdapterCase{"qwen3-tiny", "qwen3-tiny-lora-alllinear"},
+                                           AdapterCase{"qwen3-odd-sharded", "qwen3-odd-sharded-lora-rslora"},
+                                           AdapterCase{"qwen3_5-wrapper", "qwen3_5-wrapper-lora-gdn"},
+                                           AdapterCase{"qwen3_5-text-odd", "qwen3_5-text-odd-lora-subset"}),
+                         [](const auto& info) {
+                           std::string s = info.param.adapter;
+                           for (char& ch : s) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
+
+// ---- invariance, in bits ------------------------------------------------------------------
+
+struct InvarianceCase {
+  std::string base, adapter_a, adapter_b;
+};
+
+class CudaInvariance : public ::testing::TestWithParam<InvarianceCase> {
+ protected:
+  void SetUp() override {
+    if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+    model_ = test::LoadFixtureModel(GetParam().base);
+    ASSERT_NE(model_, nullptr);
+    a_ = LoadAdapter(*model_, GetParam().adapter_a);
+    b_ = LoadAdapter(*model_, GetParam().adapter_b);
+    set_.slots = {nullptr, &a_, &b_};
+    vocab_ = model_->config().vocab_size;
+  }
+  std::vector<int32_t> RandomIds(std::mt19937& rng, int n) const {
+    std::uniform_int_distribution<int32_t> d(0, vocab_ - 1);
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (auto& x : v) x = d(rng);
+    return v;
+  }
+  // ids in chunks (the rest in one last chunk), selecting `slot`; every row's logits.
+  std::vector<float> Run(Ops& ops, const std::vector<int32_t>& ids, int32_t slot, const AdapterSet* set,
+                         const std::vector<int>& chunks) const {
+    std::vector<float> out(ids.size() * static_cast<size_t>(vocab_));
+    auto st = model_->NewState(ops);
+    EXPECT_TRUE(st.ok());
+    size_t at = 0, ci = 0;
+    while (at < ids.size()) {
+      const size_t n = ci < chunks.size() ? std::min<size_t>(chunks[ci], ids.size() - at) : ids.size() - at;
+      ++ci;
+      Status s = model_->Forward(ops, ids.data() + at, static_cast<int>(n), *st, out.data() + at * vocab_, slot, set);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      at += n;
+    }
+    return out;
+  }
+  std::unique_ptr<Model> model_;
+  LoraAdapter a_, b_;
+  AdapterSet set_;
+  int vocab_ = 0;
+};
+
+bool SameBits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+TEST_P(CudaInvariance, ChunkingNeverChangesBits) {
+  for (ActDtype act : {ActDtype::kBF16, ActDtype::kF32}) {
+    auto cuda = MakeCuda(act);
+    ASSERT_NE(cuda, nullptr);
+    std::mt19937 rng(11);
+    const auto ids = RandomIds(rng, 300);  // crosses 64-token GDN chunks and 128-key attention tiles
+    for (int32_t slot : {0, 1}) {
+      const auto whole = Run(*cuda, ids, slot, &set_, {});
+      for (int c : {1, 15, 16, 17, 64, 4096}) {
+        const auto got = Run(*cuda, ids, slot, &set_, std::vector<int>(400, c));
+        EXPECT_TRUE(SameBits(got.data(), whole.data(), whole.size()))
+            << ActName(act) << " slot " << slot << ": chunks of " << c << " changed the bits";
+      }
+    }
+  }
+}
+
+TEST_P(CudaInvariance, NeighboursAndTheirAdaptersNeverChangeARow) {
+  for (ActDtype act : {ActDtype::kBF16, ActDtype::kF32}) {
+    auto cuda = MakeCuda(act);
+    ASSERT_NE(cuda, nullptr);
+    std::mt19937 rng(5);
+    const auto target = RandomIds(rng, 150);
+    const std::vector<int32_t> tail = RandomIds(rng, 3);  // decoded one at a time afterwards
+    std::vector<int32_t> full = target;
+    full.insert(full.end(), tail.begin(), tail.end());
+    for (int32_t slot : {0, 1, 2}) {
+      // Alone; a base row also with no adapters loaded at all.
+      const AdapterSet none;
+      const auto alone = Run(*cuda, full, slot, slot ? &set_ : &none, {static_cast<int>(target.size()), 1, 1, 1});
+      if (slot == 0) {
+        const auto loaded = Run(*cuda, full, 0, &set_, {static_cast<int>(target.size()), 1, 1, 1});
+        EXPECT_TRUE(SameBits(loaded.data(), alone.data(), alone.size())) << "base rows changed when adapters were loaded";
+      }
+      for (int k : {1, 3, 17, 64}) {
+        std::uniform_int_distribution<int> len(1, 40), pick(0, 2);
+        std::vector<std::vector<int32_t>> nb_ids;
+        std::vector<int32_t> nb_slot;
+        std::vector<SequenceState> states;
+        for (int i = 0; i < k; ++i) {
+          nb_ids.push_back(RandomIds(rng, len(rng)));
+          nb_slot.push_back(pick(rng));
+        }
+        for (int i = 0; i <= k; ++i) {
+          auto st = model_->NewState(*cuda);
+          ASSERT_TRUE(st.ok()) << st.status().ToString();
+          states.push_back(std::move(st).value());
+        }
+        const int where = std::uniform_int_distribution<int>(0, k)(rng);
+        StepBatch prefill;
+        int target_row = 0;
+        for (int i = 0, nb = 0; i <= k; ++i) {
+          if (i == where) {
+            target_row = prefill.rows();
+            prefill.Add(&states[i], target.data(), static_cast<int>(target.size()), slot);
+          } else {
+            prefill.Add(&states[i], nb_ids[nb].data(), static_cast<int>(nb_ids[nb].size()), nb_slot[nb]);
+            ++nb;
+          }
+        }
+        std::vector<float> logits(static_cast<size_t>(prefill.rows()) * vocab_);
+        Status s = model_->Forward(*cuda, prefill, set_, logits.data());
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        EXPECT_TRUE(SameBits(logits.data() + int64_t{target_row} * vocab_, alone.data(), target.size() * vocab_))
+            << ActName(act) << " slot " << slot << " beside " << k << " neighbours";
+        // Decode steps: every sequence brings one token; neighbours in shuffled order.
+        for (size_t t = 0; t < tail.size(); ++t) {
+          std::vector<int> order(static_cast<size_t>(k + 1));
+          for (int i = 0; i <= k; ++i) order[i] = i;
+          std::shuffle(order.begin(), order.end(), rng);
+          StepBatch d;
+          int row = 0;
+          std::vector<int32_t> toks = RandomIds(rng, k + 1);
+          for (int i : order) {
+            if (i == where) {
+              row = d.rows();
+              d.Add(&states[i], &tail[t], 1, slot);
+            } else {
+              d.Add(&states[i], &toks[i], 1, nb_slot[i < where ? i : i - 1]);
+            }
+          }
+          std::vector<float> step(static_cast<size_t>(d.rows()) * vocab_);
+          s = model_->Forward(*cuda, d, set_, step.data());
+          ASSERT_TRUE(s.ok()) << s.ToString();
+          EXPECT_TRUE(SameBits(step.data() + int64_t{row} * vocab_, alone.data() + (target.size() + t) * vocab_, vocab_))
+              << ActName(act) << " slot " << slot << " decode " << t << " beside " << k << " neighbours";
+        }
+      }
+    }
+  }
+}
+
+// Chat on the base gives the same bits before and after a burst of adapter work (decisions:
+// forked records, many adapter rows) on the same device, ops and pools.
+TEST_P(CudaInvariance, ChatIsTheSameBeforeAndAfterDecisions) {
+  auto cuda = MakeCuda(ActDtype::kBF16);
+  ASSERT_NE(cuda, nullptr);
+  std::mt19937 rng(3);
+  const auto chat = RandomIds(rng, 90);
+  auto greedy = [&](std::vector<float>* all) {
+    auto st = model_->NewState(*cuda);
+    EXPECT_TRUE(st.ok());
+    std::vector<float> l(chat.size() * vocab_);
+    EXPECT_TRUE(model_->Forward(*cuda, chat.data(), static_cast<int>(chat.size()), *st, l.data(), 0, &set_).ok());
+    all->insert(all->end(), l.begin(), l.end());
+    int32_t next = static_cast<int32_t>(std::max_element(l.end() - vocab_, l.end()) - (l.end() - vocab_));
+    for (int i = 0; i < 8; ++i) {
+      std::vector<float> one(vocab_);
+      EXPECT_TRUE(model_->Forward(*cuda, &next, 1, *st, one.data(), 0, &set_).ok());
+      all->insert(all->end(), one.begin(), one.end());
+      next = static_cast<int32_t>(std::max_element(one.begin(), one.end()) - one.begin());
+    }
+  };
+  std::vector<float> before, after;
+  greedy(&before);
+  {
+    const auto record = RandomIds(rng, 200);
+    auto st = model_->NewState(*cuda);
+    ASSERT_TRUE(st.ok());
+    ASSERT_TRUE(model_->Forward(*cuda, record.data(), static_cast<int>(record.size()), *st, nullptr, 1, &set_,
+                                LogitRows::None())
+                    .ok());
+    for (int q = 0; q < 6; ++q) {
+      auto f = st->Fork();
+      ASSERT_TRUE(f.ok());
+      const auto question = RandomIds(rng, 12);
+      std::vector<float> l(vocab_);
+      ASSERT_TRUE(model_->Forward(*cuda, question.data(), 12, *f, l.data(), 1 + q % 2, &set_, LogitRows::Only({11})).ok());
+    }
+  }
+  greedy(&after);
+  ASSERT_EQ(before.size(), after.size());
+  EXPECT_TRUE(SameBits(before.data(), after.data(), before.size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaInvariance,
+                         ::testing::Values(InvarianceCase{"qwen3-tiny", "qwen3-tiny-lora-mixed", "qwen3-tiny-lora-alllinear"},
+                                           InvarianceCase{"qwen3_5-wrapper", "qwen3_5-wrapper-lora-gdn",
+                                                          "qwen3_5-wrapper-lora-gdn"}),
+                         [](const auto& info) {
+                           std::string s = info.param.base;
+                           for (char& ch : s) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
+
+// ---- errors ---------------------------------------------------------------------------------
+
+TEST(CudaOps, AStepTooBigForTheScratchArenaIsANamedErrorAndTheOpsStayUsable) {
+  REQUIRE_GPU();
+  auto model = test::LoadFixtureModel("qwen3-tiny");
+  ASSERT_NE(model, nullptr);
+  CudaOptions o;
+  o.act = ActDtype::kBF16;
+  o.budget_bytes = int64_t{1} << 30;
+  o.scratch_bytes = int64_t{1} << 20;  // 1 MiB: a few hundred rows of this model's logits
+  auto ops = CudaOps::Create(o);
+  ASSERT_TRUE(ops.ok()) << ops.status().ToString();
+  std::vector<int32_t> ids(2000, 7);
+  std::vector<float> logits(ids.size() * model->config().vocab_size);
+  auto st = model->NewState(**ops);
+  ASSERT_TRUE(st.ok());
+  Status s = model->Forward(**ops, ids.data(), static_cast<int>(ids.size()), *st, logits.data());
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find("scratch"), std::string::npos) << s.message();
+  // A step that fits still runs, and matches a fresh device.
+  auto st2 = model->NewState(**ops);
+  ASSERT_TRUE(st2.ok());
+  std::vector<float> small(5 * model->config().vocab_size);
+  ASSERT_TRUE(model->Forward(**ops, ids.data(), 5, *st2, small.data()).ok());
+  auto fresh = MakeCuda(ActDtype::kBF16);
+  ASSERT_NE(fresh, nullptr);
+  const auto want = test::RunChunks(*model, *fresh, std::vector<int32_t>(5, 7), {});
+  EXPECT_TRUE(SameBits(small.data(), want.data(), want.size()));
+}
+
+TEST(CudaOps, ABudgetTooSmallForTheWeightsIsANamedError) {
+  REQUIRE_GPU();
+  auto model = test::LoadFixtureModel("qwen3-tiny");
+  ASSERT_NE(model, nullptr);
+  CudaOptions o;
+  o.budget_bytes = (int64_t{1} << 20) + 4096;
+  o.scratch_bytes = int64_t{1} << 20;
+  auto ops = CudaOps::Create(o);
+  ASSERT_TRUE(ops.ok()) << ops.status().ToString();
+  Status s = (*ops)->Upload(model->weights());
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("--gpu-memory"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace graft
