@@ -5,7 +5,11 @@ into a bf16 checkpoint the way vendors publish.
 
 Usage (from the repository root, with torch, transformers >= 5, peft and tokenizers):
   scripts/train-demo-model.py CORPUS.txt[.xz] OUTDIR [--pretrain-steps 700] [--finetune-steps 900]
-      [--time-budget 470]
+      [--time-budget 470] [--lr 1e-3]
+  scripts/train-demo-model.py --continue MODELS OUTDIR [--finetune-steps N] [--time-budget S] [--lr LR]
+      continues the fine-tune: loads MODELS/base (tokenizer and weights, no pretraining) and the
+      adapter MODELS/release-lora, trains it further, and writes release-lora/ and release/
+      (the base is unchanged).
 
 CORPUS is plain text to pretrain on (graft uses Debian's package documentation); the decision
 task comes from scripts/make-decision-task.py (its records are pretraining text too).
@@ -149,20 +153,28 @@ def save(model, hf_tok, d, template):
 
 
 def main():
-    corpus_path, out = sys.argv[1], sys.argv[2]
+    resume = arg("--continue", "")
+    if resume:
+        corpus_path, out = None, sys.argv[sys.argv.index("--continue") + 2]
+    else:
+        corpus_path, out = sys.argv[1], sys.argv[2]
     pre_steps, ft_steps = arg("--pretrain-steps", 700), arg("--finetune-steps", 900)
     budget = arg("--time-budget", 470.0)
+    lr_max = arg("--lr", 1e-3)
     torch.manual_seed(0)
-    random.seed(0)
+    random.seed(1 if resume else 0)
     device = "cuda"
     t0 = time.time()
     task_dir = os.path.join(out, "task")
     subprocess.run([sys.executable, os.path.join(HERE, "make-decision-task.py"), task_dir, "--records", "1200", "--seed", "7"], check=True)
     split = {s: [json.loads(l) for l in open(os.path.join(task_dir, f"{s}.jsonl"))] for s in ("train", "validation", "test")}
+    template = open(os.path.join(HERE, "..", "fixtures", "templates", "qwen3_5.jinja")).read()
+    if resume:
+        finetune(resume, out, split, template, ft_steps, budget, lr_max, t0, device)
+        return
     docs = read_corpus(corpus_path)
     texts = [docs[i:i + 4000] for i in range(0, len(docs), 4000)] + [ex["record"] for ex in split["train"]]
     tok = train_tokenizer(texts, 8192)
-    template = open(os.path.join(HERE, "..", "fixtures", "templates", "qwen3_5.jinja")).read()
     hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
     hf_tok.chat_template = template
     print(f"tokenizer: {tok.get_vocab_size()} tokens ({time.time() - t0:.0f} s)", flush=True)
@@ -209,20 +221,54 @@ def main():
     base_val = accuracy(model, val, device)
     print(f"base: validation accuracy {base_val:.3f} on {min(len(val), 100)} questions", flush=True)
     save(model, hf_tok, os.path.join(out, "base"), template)
-
-    # The release: LoRA on the upper layers, trained on the answer tokens only, then merged.
     pm = get_peft_model(model, LoraConfig(r=32, lora_alpha=64, layers_to_transform=[3, 4, 5],
                                           target_modules=["in_proj_qkv", "in_proj_z", "out_proj", "q_proj", "k_proj",
                                                           "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]))
-    opt = torch.optim.AdamW([p for p in pm.parameters() if p.requires_grad], lr=1e-3, weight_decay=0.0)
+    done, rel_val = train_release(pm, hf_tok, train, val, out, template, ft_steps, budget, lr_max, t0, device)
+    report = {"parameters": n_params, "vocab": tok.get_vocab_size(), "pretrain_steps": pre_steps, "finetune_steps": done,
+              "base_validation_accuracy": base_val, "release_validation_accuracy": rel_val, "seconds": time.time() - t0,
+              "torch": torch.__version__, "transformers": __import__("transformers").__version__}
+    json.dump(report, open(os.path.join(out, "report.json"), "w"), indent=2)
+    print(json.dumps(report), flush=True)
+
+
+def finetune(models_dir, out, split, template, ft_steps, budget, lr_max, t0, device):
+    """--continue: more fine-tuning of the committed adapter on the committed base."""
+    from peft import PeftModel
+    hf_tok = PreTrainedTokenizerFast.from_pretrained(os.path.join(models_dir, "base"))
+    hf_tok.chat_template = template
+    model = Qwen3_5ForCausalLM.from_pretrained(os.path.join(models_dir, "base"), dtype=torch.float32).to(device)
+    model.config._attn_implementation = "sdpa"
+    train = sorted(examples(hf_tok, split["train"], MAX_TRAIN_TOKENS), key=lambda e: len(e[0]))
+    print(f"finetune data: {len(train)} questions, prompts of {len(train[0][0])} to {len(train[-1][0])} tokens", flush=True)
+    val = examples(hf_tok, split["validation"], 3072)
+    pm = PeftModel.from_pretrained(model, os.path.join(models_dir, "release-lora"), is_trainable=True)
+    start_val = accuracy(pm, val, device)
+    print(f"committed release: validation accuracy {start_val:.3f} ({time.time() - t0:.0f} s)", flush=True)
+    done, rel_val = train_release(pm, hf_tok, train, val, out, template, ft_steps, budget, lr_max, t0, device)
+    report = {"continued_from": models_dir, "finetune_steps_added": done, "lr": lr_max,
+              "start_validation_accuracy": start_val, "release_validation_accuracy": rel_val,
+              "seconds": time.time() - t0, "torch": torch.__version__,
+              "transformers": __import__("transformers").__version__}
+    json.dump(report, open(os.path.join(out, "report.json"), "w"), indent=2)
+    print(json.dumps(report), flush=True)
+
+
+def train_release(pm, hf_tok, train, val, out, template, ft_steps, budget, lr_max, t0, device):
+    """The release: LoRA on the upper layers, trained on the answer tokens only, then merged."""
+
+    opt = torch.optim.AdamW([p for p in pm.parameters() if p.requires_grad], lr=lr_max, weight_decay=0.0)
     pm.train()
-    pad = tok.token_to_id("<|endoftext|>")
+    pad = hf_tok.backend_tokenizer.token_to_id("<|endoftext|>")
     done = 0
+    t_ft = time.time()
     for step in range(ft_steps):
         if time.time() - t0 > budget:
             print(f"finetune: time budget reached after {step} steps", flush=True)
             break
-        lr = 1e-3 * min(1.0, (step + 1) / 50) * 0.5 * (1 + math.cos(math.pi * step / ft_steps))
+        # Cosine decay over the steps or over the time left, whichever ends first.
+        progress = max(step / ft_steps, (time.time() - t_ft) / max(budget - (t_ft - t0), 1.0))
+        lr = lr_max * min(1.0, (step + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
         for g in opt.param_groups:
             g["lr"] = lr
         # Up to 8 single-question sequences of similar length (neighbours in length order),
@@ -252,11 +298,7 @@ def main():
     save(release, hf_tok, os.path.join(out, "release"), template)
     rel_val = accuracy(release, val, device)
     print(f"release: validation accuracy {rel_val:.3f} on {min(len(val), 100)} questions", flush=True)
-    report = {"parameters": n_params, "vocab": tok.get_vocab_size(), "pretrain_steps": pre_steps, "finetune_steps": done,
-              "base_validation_accuracy": base_val, "release_validation_accuracy": rel_val, "seconds": time.time() - t0,
-              "torch": torch.__version__, "transformers": __import__("transformers").__version__}
-    json.dump(report, open(os.path.join(out, "report.json"), "w"), indent=2)
-    print(json.dumps(report), flush=True)
+    return done, rel_val
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #ifdef GRAFT_HAVE_CUDA
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/decode_graph.h"
 #endif
 #include "engine/engine.h"
 #include "io/checkpoint.h"
@@ -39,6 +40,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
     std::string name, chat_template;
     ServerConfig server;
     EngineConfig engine;
+    bool no_graphs = false;
   };
   auto s = std::make_shared<S>();
   auto* cmd = app.add_subcommand("serve", "Serve the base and its adapters over HTTP (OpenAI chat/completions, decisions)");
@@ -47,6 +49,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--adapter", s->adapters, "NAME=DIR: a PEFT adapter requests select with \"model\": NAME (repeatable)");
   cmd->add_option("--served-model-name", s->name, "The base's name in requests and /v1/models (default: the directory's name)");
   AddBackendFlags(cmd, s->m);
+  cmd->add_flag("--no-cuda-graphs", s->no_graphs, "cuda: run decode steps eagerly instead of replaying CUDA graphs");
   cmd->add_flag("--force", s->m.force, "Load adapters whose manifest names a different base");
   cmd->add_option("--chat-template", s->chat_template, "A Jinja file to use instead of the model's chat template")->check(CLI::ExistingFile);
   cmd->add_option("--host", s->server.host, "Address to listen on")->capture_default_str();
@@ -109,7 +112,15 @@ void AddServeCommand(CLI::App& app, Runner& run) {
                      a->min_rank(), a->max_rank());
       }
       Ops* ops_view = ops.get();
-      Engine engine(s->engine, *model, std::move(ops), *tok, *tmpl, set);
+      StepRunner run_step;
+#ifdef GRAFT_HAVE_CUDA
+      std::unique_ptr<DecodeGraphCache> graphs;
+      if (auto* cuda = dynamic_cast<CudaOps*>(ops_view); cuda && !s->no_graphs) {
+        graphs = std::make_unique<DecodeGraphCache>(*model, *cuda);
+        run_step = [g = graphs.get()](const StepBatch& b, const AdapterSet& a, float* l) { return g->Run(b, a, l); };
+      }
+#endif
+      Engine engine(s->engine, *model, std::move(ops), *tok, *tmpl, set, std::move(run_step));
       GRAFT_RETURN_IF_ERROR(engine.PoolsReserved());
 #ifdef GRAFT_HAVE_CUDA
       if (auto* cuda = dynamic_cast<CudaOps*>(ops_view)) spdlog::info("device memory with the pools:\n{}", cuda->memory().Table());
@@ -140,6 +151,12 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &wake, 1);  // ends the signal thread
       signals.join();
       engine.Stop();
+#ifdef GRAFT_HAVE_CUDA
+      if (graphs) {
+        spdlog::info("decode graphs: {} captured, {} steps replayed, {} steps run eagerly", graphs->captures(),
+                     graphs->replays(), graphs->eager());
+      }
+#endif
       spdlog::info("stopped");
       return Status::Ok();
     };

@@ -149,8 +149,7 @@ void AddGateCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--requests", s->requests, "The requests behind the reference, to compute the candidate")->check(CLI::ExistingFile);
   cmd->add_option("--model", s->m.model, "Base model for the computed candidate")->check(CLI::ExistingDirectory);
   cmd->add_option("--adapter", s->m.adapter, "Adapter for the computed candidate")->check(CLI::ExistingDirectory);
-  cmd->add_option("--dtype", s->m.dtype, "Activations for the computed candidate")->capture_default_str()->check(CLI::IsMember({"float32", "bfloat16"}));
-  cmd->add_option("--threads", s->m.threads, "CPU threads")->capture_default_str();
+  AddBackendFlags(cmd, s->m);  // for the computed candidate
   cmd->add_option("--max-kl", s->max_kl, "Fail when the mean KL is above this")->capture_default_str();
   cmd->add_option("--min-top", s->min_top, "Fail when top-choice agreement (percent) is below this")->capture_default_str();
   cmd->callback([s, &run] {

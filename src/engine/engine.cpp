@@ -27,10 +27,11 @@ struct Engine::Live {
 };
 
 Engine::Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops> ops, const Tokenizer& tok,
-               const ChatTemplate& tmpl, const AdapterSet& adapters)
+               const ChatTemplate& tmpl, const AdapterSet& adapters, StepRunner run_step)
     : cfg_(cfg),
       model_(model),
       ops_(std::move(ops)),
+      run_step_(std::move(run_step)),
       tok_(tok),
       adapters_(adapters),
       chat_pool_(model.NewPool(cfg.page_size, static_cast<int>((cfg.kv_token_budget + cfg.page_size - 1) / cfg.page_size),
@@ -283,7 +284,8 @@ void Engine::RunStep() {
   }
   const int vocab = model_.config().vocab_size;
   std::vector<float> logits(batch.logits.rows.size() * static_cast<size_t>(vocab));
-  const Status st = model_.Forward(*ops_, batch, adapters_, logits.data());
+  const Status st = run_step_ ? run_step_(batch, adapters_, logits.data())
+                              : model_.Forward(*ops_, batch, adapters_, logits.data());
   int64_t prompt_rows = 0, sampled = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     Live& s = *order[i];

@@ -81,10 +81,13 @@ struct EngineStats {
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
 };
 
+// Runs one chat step in place of Model::Forward (same contract), e.g. from CUDA graphs.
+using StepRunner = std::function<Status(const StepBatch&, const AdapterSet&, float* logits)>;
+
 class Engine {
  public:
   Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops> ops, const Tokenizer& tok,
-         const ChatTemplate& tmpl, const AdapterSet& adapters);
+         const ChatTemplate& tmpl, const AdapterSet& adapters, StepRunner run_step = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -113,6 +116,7 @@ class Engine {
   EngineConfig cfg_;
   const Model& model_;
   std::unique_ptr<Ops> ops_;
+  StepRunner run_step_;
   const Tokenizer& tok_;
   const AdapterSet& adapters_;
   std::unique_ptr<KvPool> chat_pool_, decision_pool_;

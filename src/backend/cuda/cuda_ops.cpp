@@ -19,7 +19,6 @@ namespace {
 
 cudaStream_t S(void* s) { return static_cast<cudaStream_t>(s); }
 constexpr int64_t kAlignFloats = 64;  // 256-byte aligned scratch blocks
-constexpr int64_t kPinnedBytes = int64_t{8} << 20;
 
 std::string Mb(int64_t b) { return fmt::format("{:.1f} MB", b / 1e6); }
 
@@ -129,9 +128,9 @@ Result<std::unique_ptr<CudaOps>> CudaOps::Create(const CudaOptions& o) {
   ops->arena_ = static_cast<float*>(arena);
   ops->arena_floats_ = o.scratch_bytes / 4;
   void* pinned = nullptr;
-  GRAFT_CUDA_CHECK(cudaMallocHost(&pinned, kPinnedBytes));
+  GRAFT_CUDA_CHECK(cudaMallocHost(&pinned, static_cast<size_t>(o.pinned_bytes)));
   ops->pinned_ = static_cast<char*>(pinned);
-  ops->pinned_bytes_ = kPinnedBytes;
+  ops->pinned_bytes_ = o.pinned_bytes;
   return ops;
 }
 
@@ -166,6 +165,10 @@ const CudaOps::DevCopy* CudaOps::Dev(const Weight& w) {
   auto it = weights_.find(&w);
   if (it != weights_.end()) return &it->second;
   if (Failed()) return nullptr;
+  if (mode_ == Mode::kCapture) {
+    Note(Internal("weight '" + w.name + "' is not on the device: upload the model and adapters before capturing a graph"));
+    return nullptr;
+  }
   const int64_t bytes = w.bytes();
   auto mem = dev_->AllocateBytes(bytes, w.name.empty() ? "a weight" : w.name.c_str());
   if (!mem.ok()) {
@@ -256,7 +259,8 @@ float* CudaOps::Alloc(int64_t n) {
   }
   float* p = arena_ + top_;
   top_ += take;
-  if (!Failed()) {
+  Sign(top_);
+  if (!Failed() && Launches()) {
     Note(CudaStatus(cudaMemsetAsync(p, 0, static_cast<size_t>(n) * 4, S(stream_)), "cudaMemsetAsync", __FILE__,
                     __LINE__));
   }
@@ -267,7 +271,24 @@ void CudaOps::Release(size_t mark) { top_ = std::min<int64_t>(top_, static_cast<
 
 void* CudaOps::Stage(const void* host, int64_t bytes) {
   float* dst = Alloc((bytes + 3) / 4);
+  Sign(bytes);
   if (Failed() || bytes == 0) return dst;
+  if (mode_ != Mode::kEager) {
+    // Graphs: the buffer is never recycled inside a step (BeginCapture / BeginRecord start
+    // it at 0), so a replay's staged values land where the captured copy reads them.
+    if (pinned_top_ + bytes > pinned_bytes_) {
+      Note(ResourceExhausted(fmt::format("a graph step stages more than the {} pinned buffer", Mb(pinned_bytes_))));
+      return dst;
+    }
+    char* src = pinned_ + pinned_top_;
+    std::memcpy(src, host, static_cast<size_t>(bytes));
+    pinned_top_ += (bytes + 255) / 256 * 256;
+    if (mode_ == Mode::kCapture) {
+      Note(CudaStatus(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, S(stream_)),
+                      "cudaMemcpyAsync", __FILE__, __LINE__));
+    }
+    return dst;
+  }
   if (bytes > pinned_bytes_) {  // too big for the staging buffer: a plain (synchronising) copy
     Note(CudaStatus(cudaStreamSynchronize(S(stream_)), "cudaStreamSynchronize", __FILE__, __LINE__));
     Note(CudaStatus(cudaMemcpy(dst, host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), "cudaMemcpy", __FILE__,
@@ -289,6 +310,23 @@ void* CudaOps::Stage(const void* host, int64_t bytes) {
 
 void CudaOps::ToHost(const float* src, int64_t n, float* host_dst) {
   if (Failed() || n <= 0) return;
+  Sign(src, n);
+  if (mode_ != Mode::kEager) {  // into the pinned buffer; copied out once the graph has run
+    const int64_t bytes = n * 4;
+    if (pinned_top_ + bytes > pinned_bytes_) {
+      Note(ResourceExhausted(fmt::format("a graph step's {} of logits exceed the {} pinned buffer", Mb(bytes),
+                                         Mb(pinned_bytes_))));
+      return;
+    }
+    char* at = pinned_ + pinned_top_;
+    pinned_top_ += (bytes + 255) / 256 * 256;
+    host_copies_.push_back({at, host_dst, n});
+    if (mode_ == Mode::kCapture) {
+      Note(CudaStatus(cudaMemcpyAsync(at, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, S(stream_)),
+                      "cudaMemcpyAsync", __FILE__, __LINE__));
+    }
+    return;
+  }
   Note(CudaStatus(cudaMemcpyAsync(host_dst, src, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToHost, S(stream_)),
                   "cudaMemcpyAsync", __FILE__, __LINE__));
   Note(CudaStatus(cudaStreamSynchronize(S(stream_)), "cudaStreamSynchronize", __FILE__, __LINE__));
@@ -301,12 +339,16 @@ void CudaOps::Embed(const Weight& table, const int32_t* ids, int n, float* out) 
   const DevCopy* t = Dev(table);
   const int32_t* d_ids = StageInts(ids, n);
   if (Failed()) return;
+  Sign(1, t->w.data, d_ids, n, out);
+  if (!Launches()) return;
   Note(cuda::Embed(t->w, d_ids, n, bf16(), out, stream_));
 }
 
 void CudaOps::RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind, float* out) {
   const float* dw = DevF32(w);
   if (Failed()) return;
+  Sign(2, x, dw, rows, dim, eps, kind, out);
+  if (!Launches()) return;
   Note(cuda::RmsNorm(x, dw, rows, dim, eps, kind == NormKind::kPlainW ? cuda::NormKind::kPlainW : cuda::NormKind::kOnePlusW,
                      bf16(), out, stream_));
 }
@@ -314,6 +356,8 @@ void CudaOps::RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, fl
 void CudaOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) {
   const DevCopy* d = Dev(w);
   if (Failed() || m == 0) return;
+  Sign(3, x, m, d->w.data, y, round_output);
+  if (!Launches()) return;
   Note(cuda::MatMul(x, m, d->w, y, round_output, bf16(), stream_));
 }
 
@@ -350,12 +394,17 @@ void CudaOps::LoraAdd(const LoraArgs& a) {
   d.y_stride = a.y_stride;
   d.bf16 = bf16();
   if (Failed()) return;
+  Sign(4, d.x, d.m, d.k, d.row_slot, d.modules, d.slot_begin, d.num_slots, d.max_rank, d.y, d.y_stride);
+  for (const auto& md : mods) Sign(md.a.data, md.b.data, md.rank, md.scale, md.row_offset);
+  if (!Launches()) return;
   Note(cuda::LoraAdd(d, stream_));
 }
 
 void CudaOps::CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                         int64_t dst_col, int64_t rows, int64_t cols) {
   if (Failed()) return;
+  Sign(5, src, src_stride, src_col, dst, dst_stride, dst_col, rows, cols);
+  if (!Launches()) return;
   Note(cuda::CopyBlock(src, src_stride, src_col, dst, dst_stride, dst_col, rows, cols, stream_));
 }
 
@@ -364,6 +413,8 @@ void CudaOps::Rope(float* x, int n, int heads, int head_dim, int rot_dim, const 
   const int32_t* d_pos = StageInts(pos, n);
   const float* d_freq = static_cast<const float*>(Stage(inv_freq, int64_t{rot_dim / 2} * 4));
   if (Failed()) return;
+  Sign(6, x, n, heads, head_dim, rot_dim, d_pos, d_freq, attn_scale);
+  if (!Launches()) return;
   Note(cuda::Rope(x, n, heads, head_dim, rot_dim, d_pos, d_freq, attn_scale, bf16(), stream_));
 }
 
@@ -374,7 +425,13 @@ void CudaOps::Attention(const AttentionArgs& a) {
   d.q = a.q;
   d.k_pages = a.k_pages;
   d.v_pages = a.v_pages;
-  d.page_table = StageInts(a.page_table, pages);
+  if (mode_ == Mode::kEager) {
+    d.page_table = StageInts(a.page_table, pages);
+  } else {
+    std::vector<int32_t> padded(static_cast<size_t>(PageTableCapacity(pages)), 0);
+    std::copy(a.page_table, a.page_table + pages, padded.begin());
+    d.page_table = StageInts(padded.data(), static_cast<int64_t>(padded.size()));
+  }
   d.page_size = a.page_size;
   d.pos = StageInts(a.pos, a.n);
   d.n = a.n;
@@ -385,21 +442,30 @@ void CudaOps::Attention(const AttentionArgs& a) {
   d.bf16 = bf16();
   d.out = a.out;
   if (Failed()) return;
+  Sign(7, d.q, d.k_pages, d.v_pages, d.page_table, d.page_size, d.pos, d.n, d.num_heads, d.num_kv_heads, d.head_dim,
+       d.scale, d.out);
+  if (!Launches()) return;
   Note(cuda::Attention(d, stream_));
 }
 
 void CudaOps::SiluMul(const float* gu, int64_t n, int64_t inter, float* out) {
   if (Failed()) return;
+  Sign(8, gu, n, inter, out);
+  if (!Launches()) return;
   Note(cuda::SiluMul(gu, n, inter, bf16(), out, stream_));
 }
 
 void CudaOps::Add(float* x, const float* y, int64_t n) {
   if (Failed()) return;
+  Sign(9, x, y, n);
+  if (!Launches()) return;
   Note(cuda::Add(x, y, n, bf16(), stream_));
 }
 
 void CudaOps::SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols) {
   if (Failed()) return;
+  Sign(10, x, gate, gate_stride, rows, cols);
+  if (!Launches()) return;
   Note(cuda::SigmoidGateMul(x, gate, gate_stride, rows, cols, bf16(), stream_));
 }
 
@@ -407,6 +473,8 @@ void CudaOps::CausalConvSilu(const float* x, int64_t x_stride, int n, int channe
                              float* out) {
   const DevCopy* d = Dev(w);
   if (Failed()) return;
+  Sign(11, x, x_stride, n, channels, d->w.data, conv_state, out);
+  if (!Launches()) return;
   Note(cuda::CausalConvSilu(x, x_stride, n, channels, d->w, conv_state, bf16(), out, stream_));
 }
 
@@ -415,6 +483,8 @@ void CudaOps::GdnGates(const float* in, int64_t stride, int64_t b_col, int64_t a
   const DevCopy* al = Dev(a_log);
   const DevCopy* dt = Dev(dt_bias);
   if (Failed()) return;
+  Sign(12, in, stride, b_col, a_col, n, hv, al->w.data, dt->w.data, beta, g);
+  if (!Launches()) return;
   Note(cuda::GdnGates(in, stride, b_col, a_col, n, hv, al->w, dt->w, bf16(), beta, g, stream_));
 }
 
@@ -434,15 +504,114 @@ void CudaOps::GdnCore(const GdnCoreArgs& a) {
   d.state = &ds;
   d.bf16 = bf16();
   d.out = a.out;
-  Note(cuda::GdnCore(d, stream_));
-  st.pending = ds.pending;
+  if (mode_ != Mode::kEager) {
+    const int32_t pending = st.pending;
+    d.pending_dev = StageInts(&pending, 1);
+  }
+  Sign(13, d.qkv, d.beta, d.g, d.n, d.hk, d.hv, d.dk, d.dv, ds.conv, ds.S, ds.pk, ds.pvn, ds.pgam, d.out, d.pending_dev);
+  if (Launches()) Note(cuda::GdnCore(d, stream_));
+  else if (st.pending < 0 || st.pending >= kGdnChunk) Note(Internal("GDN state: bad chunk counter"));
+  st.pending = (st.pending + a.n) % kGdnChunk;
 }
 
 void CudaOps::GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
                            const Weight& w, float eps, float* out) {
   const DevCopy* d = Dev(w);
   if (Failed()) return;
+  Sign(14, x, z, z_stride, z_col, n, hv, dv, d->w.data, eps, out);
+  if (!Launches()) return;
   Note(cuda::GatedRmsNorm(x, z, z_stride, z_col, n, hv, dv, d->w, eps, bf16(), out, stream_));
+}
+
+// ---- CUDA graphs ----------------------------------------------------------------------------
+
+struct CudaOps::CapturedGraph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::string signature;
+  ~CapturedGraph() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+  }
+};
+
+int CudaOps::PageTableCapacity(int pages) {
+  int c = 16;
+  while (c < pages) c *= 2;
+  return c;
+}
+
+void CudaOps::FinishHostCopies() {
+  for (const HostCopy& c : host_copies_) std::memcpy(c.to, c.from, static_cast<size_t>(c.n) * 4);
+  host_copies_.clear();
+}
+
+Status CudaOps::BeginCapture() {
+  if (mode_ != Mode::kEager) return Internal("a graph capture or record is already open");
+  GRAFT_RETURN_IF_ERROR(TakeError());
+  GRAFT_CUDA_CHECK(cudaStreamSynchronize(S(stream_)));  // nothing may still read the pinned buffer
+  pinned_top_ = 0;
+  signature_.clear();
+  host_copies_.clear();
+  GRAFT_CUDA_CHECK(cudaStreamBeginCapture(S(stream_), cudaStreamCaptureModeThreadLocal));
+  mode_ = Mode::kCapture;
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<CudaOps::CapturedGraph>> CudaOps::EndCapture() {
+  if (mode_ != Mode::kCapture) return Internal("EndCapture without BeginCapture");
+  mode_ = Mode::kEager;
+  auto g = std::make_shared<CapturedGraph>();
+  const cudaError_t end = cudaStreamEndCapture(S(stream_), &g->graph);  // always, so the stream is usable again
+  Status err = TakeError();
+  if (err.ok()) err = CudaStatus(end, "cudaStreamEndCapture", __FILE__, __LINE__);
+  if (!err.ok()) {
+    host_copies_.clear();
+    return err.WithContext("capturing a CUDA graph");
+  }
+  GRAFT_CUDA_CHECK(cudaGraphInstantiate(&g->exec, g->graph, 0));
+  g->signature = std::move(signature_);
+  GRAFT_CUDA_CHECK(cudaGraphLaunch(g->exec, S(stream_)));
+  GRAFT_CUDA_CHECK(cudaStreamSynchronize(S(stream_)));
+  FinishHostCopies();
+  pinned_top_ = 0;
+  return g;
+}
+
+Status CudaOps::BeginRecord() {
+  if (mode_ != Mode::kEager) return Internal("a graph capture or record is already open");
+  GRAFT_RETURN_IF_ERROR(TakeError());
+  GRAFT_CUDA_CHECK(cudaStreamSynchronize(S(stream_)));
+  pinned_top_ = 0;
+  signature_.clear();
+  host_copies_.clear();
+  mode_ = Mode::kRecord;
+  return Status::Ok();
+}
+
+void CudaOps::CancelRecord() {
+  mode_ = Mode::kEager;
+  host_copies_.clear();
+  pinned_top_ = 0;
+}
+
+Status CudaOps::ReplayRecorded(const CapturedGraph& g) {
+  if (mode_ != Mode::kRecord) return Internal("ReplayRecorded without BeginRecord");
+  mode_ = Mode::kEager;
+  Status err = TakeError();
+  if (err.ok() && signature_ != g.signature) {
+    err = Internal("the recorded step is not the captured one (different kernels or parameters): capture it anew");
+  }
+  if (!err.ok()) {
+    host_copies_.clear();
+    pinned_top_ = 0;
+    return err;
+  }
+  GRAFT_CUDA_CHECK(cudaGraphLaunch(g.exec, S(stream_)));
+  GRAFT_CUDA_CHECK(cudaStreamSynchronize(S(stream_)));
+  FinishHostCopies();
+  pinned_top_ = 0;
+  return Status::Ok();
 }
 
 }  // namespace graft

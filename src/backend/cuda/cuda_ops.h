@@ -34,6 +34,7 @@ struct CudaOptions {
   int device = 0;
   int64_t budget_bytes = 0;   // device memory graft may use (0: 90% of what is free at start)
   int64_t scratch_bytes = int64_t{1} << 30;
+  int64_t pinned_bytes = int64_t{64} << 20;  // host staging: a step's index arrays and, in graphs, its logits
 };
 
 // Bytes a device reservation holds, for the start-up memory table.
@@ -81,6 +82,24 @@ class CudaOps final : public Ops {
   CudaMemoryUse memory() const;
   std::string device_name() const { return device_name_; }
 
+  // ---- CUDA graphs (driven by backend/cuda/decode_graph.h) -------------------------------
+  // Capture: the ops between BeginCapture and EndCapture are captured into a graph instead of
+  // running; EndCapture instantiates it, runs it once and finishes the host copies (ToHost).
+  // Every weight must already be uploaded. Record: the ops between BeginRecord and
+  // ReplayRecorded only stage their host inputs (token ids, positions, page tables, adapter
+  // slots, GDN chunk counters) into the very buffers the graph reads; ReplayRecorded checks
+  // that the recorded work is the captured work — the same kernels with the same parameters,
+  // so that only staged values differ — launches the graph and finishes the host copies.
+  // Page tables are staged padded to PageTableCapacity() in both, so that a sequence can grow
+  // by a page without changing the graph.
+  struct CapturedGraph;
+  Status BeginCapture();
+  Result<std::shared_ptr<CapturedGraph>> EndCapture();
+  Status BeginRecord();
+  Status ReplayRecorded(const CapturedGraph& g);
+  void CancelRecord();
+  static int PageTableCapacity(int pages);
+
   ActDtype act_dtype() const override { return act_; }
   std::shared_ptr<PoolMemory> pool_memory() override { return dev_; }
   Status TakeError() override;
@@ -114,8 +133,24 @@ class CudaOps final : public Ops {
     cuda::DevWeight w;          // storage format
     float* f32 = nullptr;       // fp32 copy (vectors used by norms), made on demand
   };
+  enum class Mode { kEager, kRecord, kCapture };
   explicit CudaOps(const CudaOptions& o);
   bool bf16() const { return act_ == ActDtype::kBF16; }
+  // Whether ops launch work now (eager) or into the graph being captured; not when recording.
+  bool Launches() const { return mode_ != Mode::kRecord; }
+  // Appends launch parameters to the signature of the step being recorded or captured.
+  template <typename... T>
+  void Sign(const T&... v) {
+    if (mode_ != Mode::kEager) (SignBytes(&v, sizeof(v)), ...);
+  }
+  void SignBytes(const void* p, size_t n) { signature_.append(static_cast<const char*>(p), n); }
+  // ToHost's copies out of the pinned buffer, done after a graph has run.
+  struct HostCopy {
+    const char* from;
+    float* to;
+    int64_t n;
+  };
+  void FinishHostCopies();
   bool Failed() const { return !error_.ok(); }
   void Note(const Status& s);  // keeps the first error
   // The device copy of w (uploads it on first use); nullptr after an error.
@@ -140,6 +175,9 @@ class CudaOps final : public Ops {
   int64_t pinned_bytes_ = 0, pinned_top_ = 0;
   std::unordered_map<const Weight*, DevCopy> weights_;
   std::vector<void*> allocations_;  // weight copies and the arena, freed with the ops
+  Mode mode_ = Mode::kEager;
+  std::string signature_;
+  std::vector<HostCopy> host_copies_;
 };
 
 }  // namespace graft

@@ -68,7 +68,7 @@ __global__ void GdnCoreKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
   const int64_t conv_dim = 2LL * a.hk * dk + int64_t{hv} * dv;
   const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
   float* S = st.S + int64_t{h} * dk * dv;
-  int pending = pending0;
+  int pending = a.pending_dev ? *a.pending_dev : pending0;
   for (int t = 0; t < a.n; ++t) {
     const float* row = a.qkv + t * conv_dim;
     const float* qraw = row + kh * dk;

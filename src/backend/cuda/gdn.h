@@ -41,6 +41,10 @@ struct GdnCoreArgs {
   DevGdnState* state;
   bool bf16;
   float* out;         // [n, Hv, dv]
+  // When set, the kernel reads the open chunk's row count from this device int instead of
+  // state->pending (which it must equal): a captured CUDA graph then stays valid from one
+  // decode step to the next, its launch parameters unchanged.
+  const int32_t* pending_dev = nullptr;
 };
 Status GdnCore(const GdnCoreArgs& a, void* stream);
 

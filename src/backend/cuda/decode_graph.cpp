@@ -1,0 +1,121 @@
+#include "backend/cuda/decode_graph.h"
+
+#include <fmt/core.h>
+
+#include <cstring>
+
+namespace graft {
+namespace {
+
+template <typename T>
+void Put(std::string& k, const T& v) {
+  k.append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+int FirstAdapterRow(const StepBatch& b) {
+  for (int r = 0; r < b.rows(); ++r) {
+    if (b.row_adapter[static_cast<size_t>(r)] > 0) return r;
+  }
+  return -1;
+}
+
+}  // namespace
+
+bool DecodeGraph::Capturable(const StepBatch& b) {
+  if (b.rows() == 0) return false;
+  for (int s = 0; s < b.num_seqs(); ++s) {
+    if (b.seq_start[s + 1] - b.seq_start[s] != 1) return false;
+    const SequenceState* st = b.states[s];
+    if (!st || !st->pool) return false;
+    const KvPool& pool = *st->pool;
+    const int P = pool.page_size();
+    const bool new_page = st->pos % P == 0;
+    if (!new_page && !st->pages.empty() && pool.refcount(st->pages.back()) > 1) return false;  // copy-on-write
+    if (new_page && pool.free_pages() - (pool.growable() ? 1 << 30 : 0) <= 0) return false;   // growth
+  }
+  return true;
+}
+
+std::string DecodeGraph::KeyOf(const StepBatch& b, const AdapterSet& adapters) {
+  std::string k;
+  Put(k, b.rows());
+  Put(k, b.logits.all);
+  for (int32_t r : b.logits.rows) Put(k, r);
+  Put(k, -1);
+  for (const LoraAdapter* a : adapters.slots) Put(k, a);
+  Put(k, -1);
+  for (int s = 0; s < b.num_seqs(); ++s) {
+    const SequenceState* st = b.states[s];
+    Put(k, b.seq_start[s + 1] - b.seq_start[s]);
+    Put(k, st->pool);
+    Put(k, st->pool->num_pages());
+    Put(k, st->slot);
+    Put(k, CudaOps::PageTableCapacity(st->pos / st->pool->page_size() + 1));
+    for (int r = b.seq_start[s]; r < b.seq_start[s + 1]; ++r) Put(k, b.row_adapter[static_cast<size_t>(r)]);
+  }
+  return k;
+}
+
+Result<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(const Model& model, CudaOps& ops, const StepBatch& b,
+                                                          const AdapterSet& adapters, float* logits) {
+  if (!Capturable(b)) {
+    return InvalidArgument("decode graph: only a step where every sequence brings one token, without copy-on-write "
+                           "or pool growth, can be captured");
+  }
+  std::unique_ptr<DecodeGraph> g(new DecodeGraph(model, ops));
+  g->key_ = KeyOf(b, adapters);
+  g->adapter_rows_ = FirstAdapterRow(b) >= 0;
+  GRAFT_RETURN_IF_ERROR(ops.BeginCapture());
+  Status run = model.Forward(ops, b, adapters, logits);
+  auto captured = ops.EndCapture();
+  GRAFT_RETURN_IF_ERROR(run);
+  if (!captured.ok()) return captured.status();
+  g->graph_ = std::move(captured).value();
+  return g;
+}
+
+Status DecodeGraph::Replay(const StepBatch& b, const AdapterSet& adapters, float* logits) {
+  if (const int r = FirstAdapterRow(b); r >= 0 && !adapter_rows_) {
+    return InvalidArgument(fmt::format(
+        "decode graph: row {} selects adapter slot {}, but this graph was captured for base rows only; an adapter "
+        "row never runs inside a base graph (capture a graph for this step)",
+        r, b.row_adapter[static_cast<size_t>(r)]));
+  }
+  if (KeyOf(b, adapters) != key_) {
+    return InvalidArgument("decode graph: the step's shape (rows, sequences, adapters, page capacity) differs from "
+                           "the captured one; capture a graph for it");
+  }
+  GRAFT_RETURN_IF_ERROR(ops_.BeginRecord());
+  Status run = model_.Forward(ops_, b, adapters, logits);
+  if (!run.ok()) {
+    ops_.CancelRecord();
+    return run;
+  }
+  GRAFT_RETURN_IF_ERROR(ops_.ReplayRecorded(*graph_));
+  ++replays_;
+  return Status::Ok();
+}
+
+Status DecodeGraphCache::Run(const StepBatch& b, const AdapterSet& adapters, float* logits) {
+  if (!DecodeGraph::Capturable(b)) {
+    ++eager_;
+    return model_.Forward(ops_, b, adapters, logits);
+  }
+  for (size_t i = 0; i < graphs_.size(); ++i) {
+    if (!graphs_[i]->Fits(b, adapters)) continue;
+    std::unique_ptr<DecodeGraph> g = std::move(graphs_[i]);
+    graphs_.erase(graphs_.begin() + static_cast<std::ptrdiff_t>(i));
+    Status s = g->Replay(b, adapters, logits);
+    graphs_.push_back(std::move(g));
+    if (s.ok()) ++replays_;
+    return s;
+  }
+  auto g = DecodeGraph::Capture(model_, ops_, b, adapters, logits);
+  if (!g.ok()) return g.status();
+  ++captures_;
+  graphs_.push_back(std::move(g).value());
+  if (static_cast<int>(graphs_.size()) > capacity_) graphs_.erase(graphs_.begin());
+  return Status::Ok();
+}
+
+}  // namespace graft
