@@ -114,6 +114,10 @@ class Ops {
   // Strided 2-D copy: dst[r, dst_col + c] = src[r, src_col + c], c < cols.
   virtual void CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                          int64_t dst_col, int64_t rows, int64_t cols) = 0;
+  // Scatter: dst[rows[t] * width + c] = src[t * width + c] for t < n, c < width (rows: host
+  // array, distinct). Writes a step's K/V rows into the paged cache: the destinations are data,
+  // not parameters, so a captured decode step stays valid as its sequences grow.
+  virtual void ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst) = 0;
   // NeoX RoPE, in place, on the first rot_dim dims of each head of x [n, heads, head_dim]:
   // angle = float(pos) * inv_freq[i] (inv_freq [rot_dim/2]); c = r(cos(angle) * attn_scale),
   // s = r(sin(angle) * attn_scale); y[i] = r(r(x[i]c) + r(-x[i+R/2]s)), y[i+R/2] = r(r(x[i+R/2]c) + r(x[i]s)).

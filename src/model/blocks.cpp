@@ -56,18 +56,28 @@ void CachedAttention(Ops& ops, const StepContext& ctx, int layer, const float* q
                      const ModelConfig& c, float* out) {
   const int64_t kv_w = int64_t{c.num_kv_heads} * c.head_dim, q_w = int64_t{c.num_heads} * c.head_dim;
   const auto& b = ctx.batch;
+  // Each sequence's rows for positions pos..pos+n-1 (pages reserved by Model::ReserveRows),
+  // written with one scatter per pool.
+  for (int s = 0; s < b.num_seqs();) {
+    KvPool& pool = *b.states[s]->pool;
+    const int P = pool.page_size(), r_first = b.seq_start[s];
+    std::vector<int32_t> rows;
+    for (; s < b.num_seqs() && b.states[s]->pool == &pool; ++s) {
+      const SequenceState& st = *b.states[s];
+      for (int r = b.seq_start[s]; r < b.seq_start[s + 1]; ++r) {
+        const int p = ctx.pos[r];
+        rows.push_back(st.pages[static_cast<size_t>(p / P)] * P + p % P);
+      }
+    }
+    const int n = static_cast<int>(rows.size());
+    ops.ScatterRows(k + r_first * kv_w, kv_w, rows.data(), n, pool.k(layer));
+    ops.ScatterRows(v + r_first * kv_w, kv_w, rows.data(), n, pool.v(layer));
+  }
   for (int s = 0; s < b.num_seqs(); ++s) {
     const int r0 = b.seq_start[s], n = b.seq_start[s + 1] - r0;
     SequenceState& st = *b.states[s];
     KvPool& pool = *st.pool;
     const int P = pool.page_size();
-    // Rows for positions pos..pos+n-1 (pages reserved by Model::ReserveRows).
-    for (int t = 0; t < n; ++t) {
-      const int p = ctx.pos[r0 + t];
-      const int64_t row = static_cast<int64_t>(st.pages[static_cast<size_t>(p / P)]) * P + p % P;
-      ops.CopyBlock(k + (r0 + t) * kv_w, kv_w, 0, pool.k(layer), kv_w, row * kv_w, 1, kv_w);
-      ops.CopyBlock(v + (r0 + t) * kv_w, kv_w, 0, pool.v(layer), kv_w, row * kv_w, 1, kv_w);
-    }
     AttentionArgs a{};
     a.q = q + r0 * q_w;
     a.k_pages = pool.k(layer);

@@ -111,6 +111,12 @@ void CpuOps::CopyBlock(const float* src, int64_t src_stride, int64_t src_col, fl
   }
 }
 
+void CpuOps::ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst) {
+  for (int t = 0; t < n; ++t) {
+    std::memcpy(dst + int64_t{rows[t]} * width, src + int64_t{t} * width, static_cast<size_t>(width) * 4);
+  }
+}
+
 void CpuOps::Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,
                   float attn_scale) {
   const int half = rot_dim / 2;

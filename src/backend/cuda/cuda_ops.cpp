@@ -408,6 +408,14 @@ void CudaOps::CopyBlock(const float* src, int64_t src_stride, int64_t src_col, f
   Note(cuda::CopyBlock(src, src_stride, src_col, dst, dst_stride, dst_col, rows, cols, stream_));
 }
 
+void CudaOps::ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst) {
+  const int32_t* d_rows = StageInts(rows, n);
+  if (Failed() || n == 0) return;
+  Sign(15, src, width, d_rows, n, dst);
+  if (!Launches()) return;
+  Note(cuda::ScatterRows(src, width, d_rows, n, dst, stream_));
+}
+
 void CudaOps::Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,
                    float attn_scale) {
   const int32_t* d_pos = StageInts(pos, n);

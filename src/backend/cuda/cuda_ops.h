@@ -114,6 +114,7 @@ class CudaOps final : public Ops {
   void LoraAdd(const LoraArgs& a) override;
   void CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                  int64_t dst_col, int64_t rows, int64_t cols) override;
+  void ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst) override;
   void Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,
             float attn_scale) override;
   void Attention(const AttentionArgs& a) override;

@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
@@ -110,6 +111,26 @@ Status SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t 
   if (rows == 0) return Status::Ok();
   SigmoidGateMulKernel<<<Blocks(rows * cols), kThreads, 0, S(stream)>>>(x, gate, gate_stride, cols, rows * cols, bf16);
   return Launched("SigmoidGateMul");
+}
+
+__global__ void ScatterRowsKernel(const float* src, int64_t width, const int32_t* rows, int n, float* dst) {
+  for (int t = blockIdx.y; t < n; t += gridDim.y) {
+    const int64_t to = int64_t{rows[t]} * width;
+    for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < width; c += int64_t{gridDim.x} * blockDim.x) {
+      dst[to + c] = src[int64_t{t} * width + c];
+    }
+  }
+}
+
+Status ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst, void* stream) {
+  if (n < 0 || width < 0) return InvalidArgument("cuda ScatterRows: bad shape");
+  if (n == 0 || width == 0) return Status::Ok();
+  const unsigned gx = static_cast<unsigned>(std::min<int64_t>((width + 255) / 256, 64));
+  const unsigned gy = static_cast<unsigned>(std::min(n, 65535));
+  ScatterRowsKernel<<<dim3(gx, gy), 256, 0, S(stream)>>>(src, width, rows, n, dst);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda ScatterRows: ") + cudaGetErrorString(err));
+  return Status::Ok();
 }
 
 Status CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
