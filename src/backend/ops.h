@@ -109,6 +109,14 @@ class Ops {
   // y[m, N] = x[m, K] · Wᵀ with W [N, K]; fp32 accumulation; rounds once at the end when
   // round_output (logits are kept in fp32: pass false).
   virtual void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) = 0;
+  // Sampling candidates: for each row r of x [rows, vocab], y = x / temperature[r] (fp32
+  // division; y = x where temperature[r] == 0) and its k best entries in descending order of y,
+  // ascending id on ties (a total order: the choice never depends on the backend). Writes host
+  // arrays values [rows, k] (the y) and ids [rows, k]; temperature is a host array [rows].
+  // k <= min(vocab, kMaxTopK). The engine samples from these instead of copying whole rows.
+  static constexpr int kMaxTopK = 64;
+  virtual void TopK(const float* x, int64_t rows, int vocab, const float* temperature, int k, float* values,
+                    int32_t* ids) = 0;
   // y += LoRA deltas, per row by its adapter (LoraArgs).
   virtual void LoraAdd(const LoraArgs& a) = 0;
   // Strided 2-D copy: dst[r, dst_col + c] = src[r, src_col + c], c < cols.

@@ -117,7 +117,9 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       std::unique_ptr<DecodeGraphCache> graphs;
       if (auto* cuda = dynamic_cast<CudaOps*>(ops_view); cuda && !s->no_graphs) {
         graphs = std::make_unique<DecodeGraphCache>(*model, *cuda);
-        run_step = [g = graphs.get()](const StepBatch& b, const AdapterSet& a, float* l) { return g->Run(b, a, l); };
+        run_step = [g = graphs.get()](const StepBatch& b, const AdapterSet& a, float* l, int32_t* ids) {
+          return g->Run(b, a, l, ids);
+        };
       }
 #endif
       Engine engine(s->engine, *model, std::move(ops), *tok, *tmpl, set, std::move(run_step));

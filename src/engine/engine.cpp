@@ -282,10 +282,27 @@ void Engine::RunStep() {
       batch.logits.rows.push_back(batch.seq_start[i + 1] - 1);
     }
   }
+  // Candidates instead of whole rows when every sampled row can draw from its best few.
+  int k = 0;
+  bool whole_rows = !cfg_.candidate_sampling || batch.logits.rows.empty();
+  for (size_t i = 0; i < order.size() && !whole_rows; ++i) {
+    if (logit_index[i] < 0) continue;
+    const int need = order[i]->sampler->CandidatesNeeded(Ops::kMaxTopK);
+    if (need == 0 || order[i]->req.top_logprobs >= 0) whole_rows = true;
+    k = std::max(k, need);
+  }
   const int vocab = model_.config().vocab_size;
-  std::vector<float> logits(batch.logits.rows.size() * static_cast<size_t>(vocab));
-  const Status st = run_step_ ? run_step_(batch, adapters_, logits.data())
-                              : model_.Forward(*ops_, batch, adapters_, logits.data());
+  const int width = whole_rows ? vocab : std::min(k, vocab);
+  if (!whole_rows) {
+    batch.logits.top_k = width;
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (logit_index[i] >= 0) batch.logits.temperature.push_back(order[i]->req.sampling.temperature);
+    }
+  }
+  std::vector<float> logits(batch.logits.rows.size() * static_cast<size_t>(width));
+  std::vector<int32_t> ids(whole_rows ? 0 : logits.size());
+  const Status st = run_step_ ? run_step_(batch, adapters_, logits.data(), ids.data())
+                              : model_.Forward(*ops_, batch, adapters_, logits.data(), ids.data());
   int64_t prompt_rows = 0, sampled = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     Live& s = *order[i];
@@ -304,8 +321,10 @@ void Engine::RunStep() {
       if (s.sched.prefilled < s.sched.prompt_tokens) continue;  // more prompt to go
     }
     ++sampled;
-    const float* row = logits.data() + static_cast<size_t>(logit_index[i]) * vocab;
-    const int32_t tok = s.sampler->Sample(row, vocab);
+    const float* row = logits.data() + static_cast<size_t>(logit_index[i]) * width;
+    const int32_t tok = whole_rows ? s.sampler->Sample(row, vocab)
+                                   : s.sampler->SampleCandidates(row, ids.data() + static_cast<size_t>(logit_index[i]) * width,
+                                                                 width);
     if (s.req.stop_tokens.count(tok)) {
       Finish(s, "stop");
       continue;

@@ -44,6 +44,10 @@ struct EngineConfig {
   int max_running = 64;               // chat sequences running at once (one state slot each)
   int64_t decision_kv_tokens = 16384; // a separate pool for decisions and their prefix cache
   int max_queue = 256;                // waiting + running sequences before 429
+  // Sample from each row's best candidates picked by the backend (Ops::TopK) when every row of
+  // a step allows it (greedy, or top_k <= Ops::kMaxTopK, and no logprobs), instead of copying
+  // whole rows of logits to the host. Draws the very same tokens either way.
+  bool candidate_sampling = true;
 };
 
 struct TokenLogprob {
@@ -82,7 +86,7 @@ struct EngineStats {
 };
 
 // Runs one chat step in place of Model::Forward (same contract), e.g. from CUDA graphs.
-using StepRunner = std::function<Status(const StepBatch&, const AdapterSet&, float* logits)>;
+using StepRunner = std::function<Status(const StepBatch&, const AdapterSet&, float* logits, int32_t* ids)>;
 
 class Engine {
  public:

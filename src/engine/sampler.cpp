@@ -33,6 +33,24 @@ int32_t Sampler::Sample(const float* logits, int vocab) {
   } else {
     std::sort(scratch_.begin(), scratch_.end(), by_logit);
   }
+  return Draw(keep);
+}
+
+int Sampler::CandidatesNeeded(int max_k) const {
+  if (p_.temperature == 0.0f) return 1;
+  if (p_.top_k > 0 && p_.top_k <= max_k) return p_.top_k;
+  return 0;
+}
+
+int32_t Sampler::SampleCandidates(const float* values, const int32_t* ids, int n) {
+  if (p_.temperature == 0.0f) return ids[0];
+  const int keep = std::min(n, p_.top_k);
+  scratch_.resize(static_cast<size_t>(keep));
+  for (int i = 0; i < keep; ++i) scratch_[static_cast<size_t>(i)] = {values[i], ids[i]};
+  return Draw(static_cast<size_t>(keep));
+}
+
+int32_t Sampler::Draw(size_t keep) {
   const float mx = scratch_[0].first;
   std::vector<double> probs(keep);
   double z = 0;

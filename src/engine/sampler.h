@@ -29,8 +29,16 @@ class Sampler {
   explicit Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
   // logits: [vocab] fp32.
   int32_t Sample(const float* logits, int vocab);
+  // How many of a row's best candidates Sample needs to draw exactly what it draws from the
+  // whole row: 1 when greedy, top_k when it keeps the top_k (at most max_k); 0: the whole row.
+  int CandidatesNeeded(int max_k) const;
+  // The same draw from the row's best candidates (Ops::TopK with this sampler's temperature):
+  // values[i] = logit / temperature (the raw logit when greedy), in descending order with
+  // ascending ids on ties, n >= CandidatesNeeded(). Draws the same token as Sample on the row.
+  int32_t SampleCandidates(const float* values, const int32_t* ids, int n);
 
  private:
+  int32_t Draw(size_t keep);  // from scratch_[0..keep), sorted
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> scratch_;

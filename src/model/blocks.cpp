@@ -49,7 +49,11 @@ void OutputHead(Ops& ops, const StepContext& ctx, const Weight& head, const floa
   }
   float* out = scratch(count * head.rows);
   ops.MatMul(in, count, head, out, /*round_output=*/false);
-  ops.ToHost(out, count * head.rows, logits);
+  if (which.top_k > 0) {
+    ops.TopK(out, count, static_cast<int>(head.rows), which.temperature.data(), which.top_k, logits, ctx.top_ids);
+  } else {
+    ops.ToHost(out, count * head.rows, logits);
+  }
 }
 
 void CachedAttention(Ops& ops, const StepContext& ctx, int layer, const float* q, const float* k, const float* v,

@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "io/checkpoint.h"
@@ -121,7 +123,7 @@ void StepBatch::Add(SequenceState* state, const int32_t* ids, int n, int32_t ada
   seq_start.push_back(static_cast<int>(tokens.size()));
 }
 
-Status Model::Forward(Ops& ops, const StepBatch& b, const AdapterSet& adapters, float* logits) const {
+Status Model::Forward(Ops& ops, const StepBatch& b, const AdapterSet& adapters, float* logits, int32_t* ids) const {
   const int rows = b.rows();
   if (rows <= 0) return InvalidArgument("forward: no tokens");
   if (b.seq_start.size() != b.states.size() + 1 || b.seq_start.front() != 0 || b.seq_start.back() != rows ||
@@ -146,7 +148,22 @@ Status Model::Forward(Ops& ops, const StepBatch& b, const AdapterSet& adapters, 
       }
     }
   }
-  StepContext ctx{b, adapters, {}};
+  if (b.logits.top_k != 0) {
+    const int count = b.logits.count(rows);
+    if (b.logits.top_k < 0 || b.logits.top_k > Ops::kMaxTopK || b.logits.top_k > config_.vocab_size) {
+      return InvalidArgument(fmt::format("forward: top_k {} is outside [1, {}]", b.logits.top_k,
+                                         std::min(Ops::kMaxTopK, config_.vocab_size)));
+    }
+    if (static_cast<int>(b.logits.temperature.size()) != count) {
+      return InvalidArgument(fmt::format("forward: {} temperatures for {} candidate rows", b.logits.temperature.size(),
+                                         count));
+    }
+    for (float t : b.logits.temperature) {
+      if (!(t >= 0.0f) || !std::isfinite(t)) return InvalidArgument(fmt::format("forward: temperature {} is not >= 0", t));
+    }
+    if (count > 0 && (!logits || !ids)) return InvalidArgument("forward: top-k mode needs a values and an ids buffer");
+  }
+  StepContext ctx{b, adapters, {}, ids};
   ctx.pos.resize(static_cast<size_t>(rows));
   for (int s = 0; s < b.num_seqs(); ++s) {
     const SequenceState* st = b.states[s];

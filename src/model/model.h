@@ -48,6 +48,11 @@ struct SequenceState {
 struct LogitRows {
   bool all = true;             // every row, in order (the default)
   std::vector<int32_t> rows;   // otherwise only these rows, strictly increasing (may be empty)
+  // Sampling candidates instead of logits: when top_k > 0, Forward writes for each selected row
+  // i its top_k best entries under temperature[i] (Ops::TopK): values [count, top_k] into
+  // `logits` and ids [count, top_k] into `ids`. 1 <= top_k <= Ops::kMaxTopK.
+  int top_k = 0;
+  std::vector<float> temperature;  // [count], >= 0 (0: the raw logits, as greedy picks)
   static LogitRows None() { return {false, {}}; }
   static LogitRows Only(std::vector<int32_t> r) { return {false, std::move(r)}; }
   int count(int total_rows) const { return all ? total_rows : static_cast<int>(rows.size()); }
@@ -70,6 +75,7 @@ struct StepContext {
   const StepBatch& batch;
   const AdapterSet& adapters;
   std::vector<int32_t> pos;  // [rows]
+  int32_t* top_ids = nullptr;  // LogitRows::top_k mode: where the candidates' ids go
 };
 
 class Model {
@@ -89,10 +95,12 @@ class Model {
   std::unique_ptr<KvPool> NewPool(int page_size, int num_pages, int num_slots, bool growable,
                                   std::shared_ptr<PoolMemory> mem = nullptr) const;
   // logits: [batch.logits.count(batch.rows()), vocab], the selected rows in order; a row's
-  // logits are the same bits whether or not other rows are selected. Fails (no state touched)
-  // on a bad token, adapter slot, logit row, duplicate state, or positions past
+  // logits are the same bits whether or not other rows are selected. In top-k mode
+  // (LogitRows::top_k) logits and ids receive the candidates instead. Fails (no state touched)
+  // on a bad token, adapter slot, logit row, top-k request, duplicate state, or positions past
   // max_position_embeddings.
-  Status Forward(Ops& ops, const StepBatch& batch, const AdapterSet& adapters, float* logits) const;
+  Status Forward(Ops& ops, const StepBatch& batch, const AdapterSet& adapters, float* logits,
+                 int32_t* ids = nullptr) const;
   // One sequence: tokens [n], logits [which.count(n), vocab] (every row by default).
   Status Forward(Ops& ops, const int32_t* tokens, int n, SequenceState& state, float* logits,
                  int32_t adapter_slot = 0, const AdapterSet* adapters = nullptr,

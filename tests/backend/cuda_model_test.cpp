@@ -406,10 +406,14 @@ TEST_P(CudaInvariance, GraphReplayedDecodeStepsAreTheEagerBits) {
     b.logits = LogitRows::None();
     ASSERT_TRUE(model_->Forward(*cuda, b, set_, nullptr).ok());
   };
-  std::vector<SequenceState> eager, graphed;
+  std::vector<SequenceState> eager, graphed, picked;
   start(eager);
   start(graphed);
-  DecodeGraphCache cache(*model_, *cuda);
+  start(picked);
+  DecodeGraphCache cache(*model_, *cuda), cand_cache(*model_, *cuda);
+  CpuOps cpu(ActDtype::kF32, 1);
+  const int K = 8;
+  const std::vector<float> temps = {0.0f, 0.8f, 1.0f, 0.0f};
   for (int step = 0; step < 40; ++step) {  // positions 40..88: pages 3 -> 6, the GDN chunk ends at 64
     const auto toks = RandomIds(rng, 4);
     StepBatch e, g;
@@ -423,10 +427,26 @@ TEST_P(CudaInvariance, GraphReplayedDecodeStepsAreTheEagerBits) {
     Status s = cache.Run(g, set_, lg.data());
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_TRUE(SameBits(le.data(), lg.data(), le.size())) << "step " << step;
+    // Sampling candidates from a graph (Ops::TopK on the device) are the CPU's pick from the
+    // eager logits.
+    StepBatch c;
+    for (int i = 0; i < 4; ++i) c.Add(&picked[i], &toks[i], 1, slots[i]);
+    c.logits = LogitRows::Only({0, 1, 2, 3});
+    c.logits.top_k = K;
+    c.logits.temperature = temps;
+    std::vector<float> vals(4 * K), want_vals(4 * K);
+    std::vector<int32_t> ids(4 * K), want_ids(4 * K);
+    s = cand_cache.Run(c, set_, vals.data(), ids.data());
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    cpu.TopK(le.data(), 4, vocab_, temps.data(), K, want_vals.data(), want_ids.data());
+    ASSERT_EQ(ids, want_ids) << "step " << step;
+    ASSERT_TRUE(SameBits(vals.data(), want_vals.data(), vals.size())) << "step " << step;
   }
   EXPECT_EQ(cache.captures(), 1);
   EXPECT_EQ(cache.replays(), 39);
   EXPECT_EQ(cache.eager(), 0);
+  EXPECT_EQ(cand_cache.captures(), 1);
+  EXPECT_EQ(cand_cache.replays(), 39);
 }
 
 // The adapter guard: a graph captured for base rows refuses a step with an adapter row, with

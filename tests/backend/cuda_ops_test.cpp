@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -16,6 +17,7 @@
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/lora.h"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/topk.h"
 
 namespace graft {
 namespace {
@@ -419,6 +421,33 @@ TEST(CudaOps, BadShapesAreRefused) {
   EXPECT_FALSE(cuda::Attention(a, nullptr).ok()) << "head_dim over 256";
   cuda::DevWeight conv{nullptr, 8, 9, true};
   EXPECT_FALSE(cuda::CausalConvSilu(nullptr, 8, 1, 8, conv, nullptr, true, nullptr, nullptr).ok()) << "kernel width 9";
+}
+
+// Sampling candidates: the device picks exactly the CPU's (values and ids), ties included, for
+// greedy rows and scaled rows, k from 1 to 64, vocabularies smaller and larger than a block.
+TEST(CudaOps, TopKPicksTheCpuCandidates) {
+  REQUIRE_GPU();
+  std::mt19937 rng(2);
+  for (int vocab : {64, 300, 8192, 151936}) {
+    for (int k : {1, 7, 64}) {
+      const int rows = 5;
+      std::vector<float> x = Random(static_cast<size_t>(rows) * vocab, rng, 4.0f, false);
+      for (int i = 0; i < vocab; i += 3) x[i] = std::round(x[i]);  // ties in rows 0..
+      const std::vector<float> temps = {0.0f, 0.7f, 1.0f, 1.9f, 0.0f};
+      std::vector<float> want_v(rows * k), got_v;
+      std::vector<int32_t> want_i(rows * k), got_i;
+      CpuOps(ActDtype::kF32, 1).TopK(x.data(), rows, vocab, temps.data(), k, want_v.data(), want_i.data());
+      Dev<float> dx(x), dt(temps), dv(static_cast<size_t>(rows * k));
+      Dev<int32_t> di(static_cast<size_t>(rows * k));
+      ASSERT_TRUE(cuda::TopK(dx.p, rows, vocab, dt.p, k, dv.p, di.p, nullptr).ok());
+      got_v = dv.Get();
+      got_i = di.Get();
+      ASSERT_EQ(got_i, want_i) << "vocab " << vocab << " k " << k;
+      ASSERT_EQ(std::memcmp(got_v.data(), want_v.data(), want_v.size() * 4), 0) << "vocab " << vocab << " k " << k;
+    }
+  }
+  EXPECT_FALSE(cuda::TopK(nullptr, 1, 10, nullptr, 65, nullptr, nullptr, nullptr).ok()) << "k above 64";
+  EXPECT_FALSE(cuda::TopK(nullptr, 1, 10, nullptr, 11, nullptr, nullptr, nullptr).ok()) << "k above vocab";
 }
 
 }  // namespace

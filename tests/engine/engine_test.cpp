@@ -20,12 +20,14 @@ struct Collected {
   Status error;
 };
 
-std::future<Collected> Generate(Engine& e, std::vector<int32_t> prompt, int max_tokens, Status* submit) {
+std::future<Collected> Generate(Engine& e, std::vector<int32_t> prompt, int max_tokens, Status* submit,
+                                const SamplingParams& sampling = {}) {
   auto done = std::make_shared<std::promise<Collected>>();
   auto acc = std::make_shared<Collected>();
   GenerationRequest r;
   r.prompt = std::move(prompt);
   r.max_tokens = max_tokens;
+  r.sampling = sampling;
   r.on_event = [done, acc](const GenEvent& ev) {
     if (ev.kind == GenEvent::Kind::kDelta) acc->text += ev.text;
     if (ev.kind == GenEvent::Kind::kDone) acc->finish = ev.finish_reason, done->set_value(*acc);
@@ -85,6 +87,44 @@ TEST(Engine, WaitsForKvRoomRefusesTheImpossibleAndKeepsBits) {
   for (int32_t t : out) want += dec.Push(t);
   want += dec.Flush();
   EXPECT_EQ(a.text, want);
+}
+
+// Sampling from the backend's candidates (Ops::TopK) draws the tokens whole rows draw: the
+// same requests — greedy, seeded top-k at two temperatures with top-p, and one without top_k
+// that forces whole rows on its steps — give the same text with candidate sampling on and off.
+TEST(Engine, CandidateSamplingDrawsTheSameTokensAsWholeRows) {
+  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
+  ASSERT_NE(model, nullptr);
+  auto tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
+  auto tmpl = ChatTemplate::Load(test::Fixture("qwen3_5-wrapper"), "").value();
+  auto ids = test::ReadIntTensors(test::Fixture("qwen3_5-wrapper/inputs.safetensors")).at("seq3");
+  const std::vector<SamplingParams> params = {{0.0f, 0, 1.0f, 0}, {0.9f, 10, 1.0f, 5}, {1.2f, 50, 0.9f, 9},
+                                              {1.0f, 0, 1.0f, 3}};
+  auto run = [&](bool candidates, size_t n_requests) {
+    AdapterSet none;
+    EngineConfig cfg;
+    cfg.candidate_sampling = candidates;
+    Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+    std::vector<std::future<Collected>> futures;
+    for (size_t i = 0; i < n_requests; ++i) {
+      Status s;
+      futures.push_back(Generate(engine, std::vector<int32_t>(ids.begin() + 3 * i, ids.begin() + 3 * i + 12), 24, &s,
+                                 params[i]));
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    }
+    std::vector<std::string> texts;
+    for (auto& f : futures) {
+      Collected c = f.get();
+      EXPECT_TRUE(c.error.ok()) << c.error.ToString();
+      texts.push_back(c.text);
+    }
+    return texts;
+  };
+  const auto whole = run(false, 3), cand = run(true, 3);
+  EXPECT_EQ(whole, cand);
+  EXPECT_NE(whole[1], whole[0]) << "a sampled request should not read like the greedy one";
+  const auto mixed = run(true, 4);  // the fourth (no top_k) makes its steps use whole rows
+  EXPECT_EQ(std::vector<std::string>(mixed.begin(), mixed.begin() + 3), whole);
 }
 
 }  // namespace

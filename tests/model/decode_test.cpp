@@ -101,6 +101,54 @@ TEST(Forward, SelectedLogitRowsAreTheSameBitsAsAllRows) {
   }
 }
 
+// Candidate mode (LogitRows::top_k): the selected rows' best entries, as Ops::TopK picks them
+// from the full logits; bad requests are refused by name before any state moves.
+TEST(Forward, CandidateRowsAreTheTopKOfTheLogitRows) {
+  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
+  ASSERT_NE(model, nullptr);
+  auto ids = test::ReadIntTensors(test::Fixture("qwen3_5-wrapper/inputs.safetensors")).at("seq4");
+  const int n = static_cast<int>(ids.size()), vocab = model->config().vocab_size;
+  CpuOps ops(ActDtype::kBF16, 2);
+  SequenceState a = model->NewState();
+  std::vector<float> all(static_cast<size_t>(n) * vocab);
+  ASSERT_TRUE(model->Forward(ops, ids.data(), n, a, all.data()).ok());
+  LogitRows which = LogitRows::Only({3, n - 1});
+  which.top_k = 5;
+  which.temperature = {0.0f, 0.7f};
+  std::vector<float> vals(10), want_vals(10);
+  std::vector<int32_t> top(10), want_top(10);
+  SequenceState c = model->NewState();
+  StepBatch batch;
+  batch.Add(&c, ids.data(), n, 0);
+  batch.logits = which;
+  ASSERT_TRUE(model->Forward(ops, batch, AdapterSet{}, vals.data(), top.data()).ok());
+  ops.TopK(all.data() + 3 * vocab, 1, vocab, &which.temperature[0], 5, want_vals.data(), want_top.data());
+  ops.TopK(all.data() + int64_t{n - 1} * vocab, 1, vocab, &which.temperature[1], 5, want_vals.data() + 5,
+           want_top.data() + 5);
+  EXPECT_EQ(top, want_top);
+  EXPECT_EQ(std::memcmp(vals.data(), want_vals.data(), vals.size() * 4), 0);
+  struct Bad {
+    int top_k;
+    std::vector<float> temps;
+    bool ids;
+    const char* says;
+  };
+  for (const Bad& bad : {Bad{65, {0.0f, 0.0f}, true, "outside"}, Bad{-2, {0.0f, 0.0f}, true, "outside"},
+                         Bad{5, {0.0f}, true, "temperatures"}, Bad{5, {0.0f, -1.0f}, true, "temperature"},
+                         Bad{5, {0.0f, 0.0f}, false, "ids buffer"}}) {
+    SequenceState st = model->NewState();
+    StepBatch bb;
+    bb.Add(&st, ids.data(), n, 0);
+    bb.logits = LogitRows::Only({3, n - 1});
+    bb.logits.top_k = bad.top_k;
+    bb.logits.temperature = bad.temps;
+    Status s = model->Forward(ops, bb, AdapterSet{}, vals.data(), bad.ids ? top.data() : nullptr);
+    ASSERT_FALSE(s.ok()) << bad.says;
+    EXPECT_NE(s.message().find(bad.says), std::string::npos) << s.message();
+    EXPECT_EQ(st.pos, 0) << "a refused step leaves the state alone";
+  }
+}
+
 TEST(Forward, RejectsPositionsPastTheContextLength) {
   auto model = test::LoadFixtureModel("qwen3-tiny");
   ASSERT_NE(model, nullptr);

@@ -111,6 +111,22 @@ void CpuOps::CopyBlock(const float* src, int64_t src_stride, int64_t src_col, fl
   }
 }
 
+void CpuOps::TopK(const float* x, int64_t rows, int vocab, const float* temperature, int k, float* values,
+                  int32_t* ids) {
+  std::vector<std::pair<float, int32_t>> row(static_cast<size_t>(vocab));
+  auto better = [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; };
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * vocab;
+    const float t = temperature[r];
+    for (int32_t i = 0; i < vocab; ++i) row[static_cast<size_t>(i)] = {t == 0.0f ? xr[i] : xr[i] / t, i};
+    std::partial_sort(row.begin(), row.begin() + k, row.end(), better);
+    for (int j = 0; j < k; ++j) {
+      values[r * k + j] = row[static_cast<size_t>(j)].first;
+      ids[r * k + j] = row[static_cast<size_t>(j)].second;
+    }
+  }
+}
+
 void CpuOps::ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst) {
   for (int t = 0; t < n; ++t) {
     std::memcpy(dst + int64_t{rows[t]} * width, src + int64_t{t} * width, static_cast<size_t>(width) * 4);

@@ -27,6 +27,8 @@ class CpuOps final : public Ops {
                float* out) override;
   void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) override;
   void LoraAdd(const LoraArgs& a) override;
+  void TopK(const float* x, int64_t rows, int vocab, const float* temperature, int k, float* values,
+            int32_t* ids) override;
   void CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                  int64_t dst_col, int64_t rows, int64_t cols) override;
   void ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst) override;

@@ -13,6 +13,7 @@
 #include "backend/cuda/lora.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/rmsnorm.h"
+#include "backend/cuda/topk.h"
 
 namespace graft {
 namespace {
@@ -308,11 +309,12 @@ void* CudaOps::Stage(const void* host, int64_t bytes) {
   return dst;
 }
 
-void CudaOps::ToHost(const float* src, int64_t n, float* host_dst) {
-  if (Failed() || n <= 0) return;
-  Sign(src, n);
+void CudaOps::ToHost(const float* src, int64_t n, float* host_dst) { CopyOut(src, n * 4, host_dst); }
+
+void CudaOps::CopyOut(const void* src, int64_t bytes, void* host_dst) {
+  if (Failed() || bytes <= 0) return;
+  Sign(src, bytes);
   if (mode_ != Mode::kEager) {  // into the pinned buffer; copied out once the graph has run
-    const int64_t bytes = n * 4;
     if (pinned_top_ + bytes > pinned_bytes_) {
       Note(ResourceExhausted(fmt::format("a graph step's {} of logits exceed the {} pinned buffer", Mb(bytes),
                                          Mb(pinned_bytes_))));
@@ -320,14 +322,14 @@ void CudaOps::ToHost(const float* src, int64_t n, float* host_dst) {
     }
     char* at = pinned_ + pinned_top_;
     pinned_top_ += (bytes + 255) / 256 * 256;
-    host_copies_.push_back({at, host_dst, n});
+    host_copies_.push_back({at, host_dst, bytes});
     if (mode_ == Mode::kCapture) {
       Note(CudaStatus(cudaMemcpyAsync(at, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, S(stream_)),
                       "cudaMemcpyAsync", __FILE__, __LINE__));
     }
     return;
   }
-  Note(CudaStatus(cudaMemcpyAsync(host_dst, src, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToHost, S(stream_)),
+  Note(CudaStatus(cudaMemcpyAsync(host_dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, S(stream_)),
                   "cudaMemcpyAsync", __FILE__, __LINE__));
   Note(CudaStatus(cudaStreamSynchronize(S(stream_)), "cudaStreamSynchronize", __FILE__, __LINE__));
   pinned_top_ = 0;  // the stream is idle: every staged copy is done
@@ -398,6 +400,19 @@ void CudaOps::LoraAdd(const LoraArgs& a) {
   for (const auto& md : mods) Sign(md.a.data, md.b.data, md.rank, md.scale, md.row_offset);
   if (!Launches()) return;
   Note(cuda::LoraAdd(d, stream_));
+}
+
+void CudaOps::TopK(const float* x, int64_t rows, int vocab, const float* temperature, int k, float* values,
+                   int32_t* ids) {
+  if (Failed() || rows == 0) return;
+  const float* d_temp = static_cast<const float*>(Stage(temperature, rows * 4));
+  float* d_vals = Alloc(rows * k);
+  auto* d_ids = reinterpret_cast<int32_t*>(Alloc(rows * k));
+  if (Failed()) return;
+  Sign(16, x, rows, vocab, d_temp, k, d_vals, d_ids);
+  if (Launches()) Note(cuda::TopK(x, rows, vocab, d_temp, k, d_vals, d_ids, stream_));
+  CopyOut(d_vals, rows * k * 4, values);
+  CopyOut(d_ids, rows * k * 4, ids);
 }
 
 void CudaOps::CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
@@ -550,7 +565,7 @@ int CudaOps::PageTableCapacity(int pages) {
 }
 
 void CudaOps::FinishHostCopies() {
-  for (const HostCopy& c : host_copies_) std::memcpy(c.to, c.from, static_cast<size_t>(c.n) * 4);
+  for (const HostCopy& c : host_copies_) std::memcpy(c.to, c.from, static_cast<size_t>(c.bytes));
   host_copies_.clear();
 }
 

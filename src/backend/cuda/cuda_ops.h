@@ -112,6 +112,8 @@ class CudaOps final : public Ops {
                float* out) override;
   void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) override;
   void LoraAdd(const LoraArgs& a) override;
+  void TopK(const float* x, int64_t rows, int vocab, const float* temperature, int k, float* values,
+            int32_t* ids) override;
   void CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                  int64_t dst_col, int64_t rows, int64_t cols) override;
   void ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst) override;
@@ -148,9 +150,11 @@ class CudaOps final : public Ops {
   // ToHost's copies out of the pinned buffer, done after a graph has run.
   struct HostCopy {
     const char* from;
-    float* to;
-    int64_t n;
+    void* to;
+    int64_t bytes;
   };
+  // Device -> host copy of `bytes` after the work before it (ToHost's body, any element type).
+  void CopyOut(const void* src, int64_t bytes, void* host_dst);
   void FinishHostCopies();
   bool Failed() const { return !error_.ok(); }
   void Note(const Status& s);  // keeps the first error

@@ -40,6 +40,7 @@ std::string DecodeGraph::KeyOf(const StepBatch& b, const AdapterSet& adapters) {
   std::string k;
   Put(k, b.rows());
   Put(k, b.logits.all);
+  Put(k, b.logits.top_k);
   for (int32_t r : b.logits.rows) Put(k, r);
   Put(k, -1);
   for (const LoraAdapter* a : adapters.slots) Put(k, a);
@@ -57,7 +58,7 @@ std::string DecodeGraph::KeyOf(const StepBatch& b, const AdapterSet& adapters) {
 }
 
 Result<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(const Model& model, CudaOps& ops, const StepBatch& b,
-                                                          const AdapterSet& adapters, float* logits) {
+                                                          const AdapterSet& adapters, float* logits, int32_t* ids) {
   if (!Capturable(b)) {
     return InvalidArgument("decode graph: only a step where every sequence brings one token, without copy-on-write "
                            "or pool growth, can be captured");
@@ -66,7 +67,7 @@ Result<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(const Model& model, Cu
   g->key_ = KeyOf(b, adapters);
   g->adapter_rows_ = FirstAdapterRow(b) >= 0;
   GRAFT_RETURN_IF_ERROR(ops.BeginCapture());
-  Status run = model.Forward(ops, b, adapters, logits);
+  Status run = model.Forward(ops, b, adapters, logits, ids);
   auto captured = ops.EndCapture();
   GRAFT_RETURN_IF_ERROR(run);
   if (!captured.ok()) return captured.status();
@@ -74,7 +75,7 @@ Result<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(const Model& model, Cu
   return g;
 }
 
-Status DecodeGraph::Replay(const StepBatch& b, const AdapterSet& adapters, float* logits) {
+Status DecodeGraph::Replay(const StepBatch& b, const AdapterSet& adapters, float* logits, int32_t* ids) {
   if (const int r = FirstAdapterRow(b); r >= 0 && !adapter_rows_) {
     return InvalidArgument(fmt::format(
         "decode graph: row {} selects adapter slot {}, but this graph was captured for base rows only; an adapter "
@@ -86,7 +87,7 @@ Status DecodeGraph::Replay(const StepBatch& b, const AdapterSet& adapters, float
                            "the captured one; capture a graph for it");
   }
   GRAFT_RETURN_IF_ERROR(ops_.BeginRecord());
-  Status run = model_.Forward(ops_, b, adapters, logits);
+  Status run = model_.Forward(ops_, b, adapters, logits, ids);
   if (!run.ok()) {
     ops_.CancelRecord();
     return run;
@@ -96,21 +97,21 @@ Status DecodeGraph::Replay(const StepBatch& b, const AdapterSet& adapters, float
   return Status::Ok();
 }
 
-Status DecodeGraphCache::Run(const StepBatch& b, const AdapterSet& adapters, float* logits) {
+Status DecodeGraphCache::Run(const StepBatch& b, const AdapterSet& adapters, float* logits, int32_t* ids) {
   if (!DecodeGraph::Capturable(b)) {
     ++eager_;
-    return model_.Forward(ops_, b, adapters, logits);
+    return model_.Forward(ops_, b, adapters, logits, ids);
   }
   for (size_t i = 0; i < graphs_.size(); ++i) {
     if (!graphs_[i]->Fits(b, adapters)) continue;
     std::unique_ptr<DecodeGraph> g = std::move(graphs_[i]);
     graphs_.erase(graphs_.begin() + static_cast<std::ptrdiff_t>(i));
-    Status s = g->Replay(b, adapters, logits);
+    Status s = g->Replay(b, adapters, logits, ids);
     graphs_.push_back(std::move(g));
     if (s.ok()) ++replays_;
     return s;
   }
-  auto g = DecodeGraph::Capture(model_, ops_, b, adapters, logits);
+  auto g = DecodeGraph::Capture(model_, ops_, b, adapters, logits, ids);
   if (!g.ok()) return g.status();
   ++captures_;
   graphs_.push_back(std::move(g).value());

@@ -36,11 +36,12 @@ class DecodeGraph {
   static bool Capturable(const StepBatch& b);
   // Runs the step (writing logits as Model::Forward does) while capturing it.
   static Result<std::unique_ptr<DecodeGraph>> Capture(const Model& model, CudaOps& ops, const StepBatch& b,
-                                                      const AdapterSet& adapters, float* logits);
+                                                      const AdapterSet& adapters, float* logits,
+                                                      int32_t* ids = nullptr);
   // Runs a later step of the same shape from the graph. Fails before touching any state when
   // the step has adapter rows and the graph was captured for base rows, or when its shape
   // differs (capture a new graph for it).
-  Status Replay(const StepBatch& b, const AdapterSet& adapters, float* logits);
+  Status Replay(const StepBatch& b, const AdapterSet& adapters, float* logits, int32_t* ids = nullptr);
 
   bool adapter_rows() const { return adapter_rows_; }
   int replays() const { return replays_; }
@@ -66,7 +67,7 @@ class DecodeGraphCache {
  public:
   DecodeGraphCache(const Model& model, CudaOps& ops, int capacity = 16)
       : model_(model), ops_(ops), capacity_(capacity) {}
-  Status Run(const StepBatch& b, const AdapterSet& adapters, float* logits);
+  Status Run(const StepBatch& b, const AdapterSet& adapters, float* logits, int32_t* ids = nullptr);
   int captures() const { return captures_; }
   int replays() const { return replays_; }
   int eager() const { return eager_; }

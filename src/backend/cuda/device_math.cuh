@@ -21,4 +21,28 @@ __device__ __forceinline__ float WeightAt(const DevWeight& w, int64_t i) {
   return w.bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(w.data)[i]) : static_cast<const float*>(w.data)[i];
 }
 
+// Σ term(i) over i < n in the CPU reference's order (one thread): 16 partial sums over
+// i mod 16 for the whole 16-blocks, the tail into lanes 0.., then a fixed pairwise tree
+// (backend/cpu/cpu_ops.h: DotF32). term(i) returns the already-rounded product.
+template <typename Term>
+__device__ __forceinline__ float Sum16(int64_t n, Term term) {
+  float acc[16];
+  for (int l = 0; l < 16; ++l) acc[l] = 0.0f;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; ++l) acc[l] = __fadd_rn(acc[l], term(i + l));
+  for (int l = 0; i < n; ++i, ++l) acc[l] = __fadd_rn(acc[l], term(i));
+  for (int s = 8; s > 0; s >>= 1)
+    for (int l = 0; l < s; ++l) acc[l] = __fadd_rn(acc[l], acc[l + s]);
+  return acc[0];
+}
+
+// a · b and a · w[base .. base + n) in that order.
+__device__ __forceinline__ float Dot16(const float* a, const float* b, int64_t n) {
+  return Sum16(n, [&](int64_t i) { return __fmul_rn(a[i], b[i]); });
+}
+__device__ __forceinline__ float DotWeight16(const float* a, const DevWeight& w, int64_t base, int64_t n) {
+  return Sum16(n, [&](int64_t i) { return __fmul_rn(a[i], WeightAt(w, base + i)); });
+}
+
 }  // namespace graft::cuda

@@ -36,29 +36,7 @@ __global__ void ConvKernel(const float* x, int64_t x_stride, int n, int channels
 }
 
 // Σ x[i]² in the CPU reference's 16-lane order (one thread).
-__device__ float SumSquares16(const float* x, int d) {
-  float acc[16];
-  for (int l = 0; l < 16; ++l) acc[l] = 0.0f;
-  int i = 0;
-  for (; i + 16 <= d; i += 16)
-    for (int l = 0; l < 16; ++l) acc[l] = __fadd_rn(acc[l], __fmul_rn(x[i + l], x[i + l]));
-  for (int l = 0; i < d; ++i, ++l) acc[l] = __fadd_rn(acc[l], __fmul_rn(x[i], x[i]));
-  for (int s = 8; s > 0; s >>= 1)
-    for (int l = 0; l < s; ++l) acc[l] = __fadd_rn(acc[l], acc[l + s]);
-  return acc[0];
-}
-
-__device__ float Dot16(const float* a, const float* b, int d) {
-  float acc[16];
-  for (int l = 0; l < 16; ++l) acc[l] = 0.0f;
-  int i = 0;
-  for (; i + 16 <= d; i += 16)
-    for (int l = 0; l < 16; ++l) acc[l] = __fadd_rn(acc[l], __fmul_rn(a[i + l], b[i + l]));
-  for (int l = 0; i < d; ++i, ++l) acc[l] = __fadd_rn(acc[l], __fmul_rn(a[i], b[i]));
-  for (int s = 8; s > 0; s >>= 1)
-    for (int l = 0; l < s; ++l) acc[l] = __fadd_rn(acc[l], acc[l + s]);
-  return acc[0];
-}
+__device__ float SumSquares16(const float* x, int d) { return Dot16(x, x, d); }
 
 // One block per value head h; thread j < dv owns value column j; threads r < dk help with keys.
 __global__ void GdnCoreKernel(GdnCoreArgs a, DevGdnState st, int pending0) {

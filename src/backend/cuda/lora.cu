@@ -10,19 +10,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Σ a[i] · w(base + i) over i < k in the 16-lane order (one thread).
-__device__ float DotWeight16(const float* a, const DevWeight& w, int64_t base, int64_t k) {
-  float acc[16];
-  for (int l = 0; l < 16; ++l) acc[l] = 0.0f;
-  int64_t i = 0;
-  for (; i + 16 <= k; i += 16)
-    for (int l = 0; l < 16; ++l) acc[l] = __fadd_rn(acc[l], __fmul_rn(a[i + l], WeightAt(w, base + i + l)));
-  for (int l = 0; i < k; ++i, ++l) acc[l] = __fadd_rn(acc[l], __fmul_rn(a[i], WeightAt(w, base + i)));
-  for (int s = 8; s > 0; s >>= 1)
-    for (int l = 0; l < s; ++l) acc[l] = __fadd_rn(acc[l], acc[l + s]);
-  return acc[0];
-}
-
 __global__ void LoraKernel(LoraArgs a) {
   __shared__ float t[kMaxLoraRank];
   const int64_t r = blockIdx.x;

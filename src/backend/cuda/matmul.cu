@@ -66,16 +66,7 @@ __global__ void GemmSimtKernel(const float* __restrict__ x, int64_t m, DevWeight
   const int64_t n = w.rows, k = w.cols;
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < m * n; o += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = o / n, j = o % n;
-    const float* xr = x + r * k;
-    float acc[16];
-    for (int l = 0; l < 16; ++l) acc[l] = 0.0f;
-    int64_t i = 0;
-    for (; i + 16 <= k; i += 16)
-      for (int l = 0; l < 16; ++l) acc[l] = __fadd_rn(acc[l], __fmul_rn(xr[i + l], WeightAt(w, j * k + i + l)));
-    for (int l = 0; i < k; ++i, ++l) acc[l] = __fadd_rn(acc[l], __fmul_rn(xr[i], WeightAt(w, j * k + i)));
-    for (int s = 8; s > 0; s >>= 1)
-      for (int l = 0; l < s; ++l) acc[l] = __fadd_rn(acc[l], acc[l + s]);
-    y[o] = RoundAct(acc[0], round_bf16);
+    y[o] = RoundAct(DotWeight16(x + r * k, w, j * k, k), round_bf16);
   }
 }
 
