@@ -389,7 +389,7 @@ TEST_P(CudaInvariance, GraphReplayedDecodeStepsAreTheEagerBits) {
   ASSERT_TRUE(cuda->Upload(model_->weights()).ok());
   ASSERT_TRUE(cuda->Upload(a_).ok());
   ASSERT_TRUE(cuda->Upload(b_).ok());
-  auto pool = model_->NewPool(16, 128, 8, /*growable=*/false, cuda->pool_memory());
+  auto pool = model_->NewPool(16, 128, 12, /*growable=*/false, cuda->pool_memory());
   ASSERT_TRUE(pool->reserved().ok());
   std::mt19937 rng(9);
   const std::vector<int32_t> slots = {0, 1, 0, 2};
@@ -410,6 +410,7 @@ TEST_P(CudaInvariance, GraphReplayedDecodeStepsAreTheEagerBits) {
   start(eager);
   start(graphed);
   start(picked);
+  ASSERT_TRUE(eager.size() == 4 && graphed.size() == 4 && picked.size() == 4) << "the pool ran out of state slots";
   DecodeGraphCache cache(*model_, *cuda), cand_cache(*model_, *cuda);
   CpuOps cpu(ActDtype::kF32, 1);
   const int K = 8;
