@@ -506,6 +506,90 @@ TEST_P(CudaInvariance, ABaseGraphNeverRunsAnAdapterRow) {
             StatusCode::kInvalidArgument);
 }
 
+// ---- LoRA on the tensor cores -------------------------------------------------------------
+
+// An adapter with bf16 factors runs on the tensor cores (rows gathered per adapter, two bf16
+// projections, deltas scattered back): its rows keep their bits beside any neighbours —
+// base rows, rows of an fp32 adapter (the SIMT kernel), rows of the same adapter — and stay
+// close to the CPU reference running the same bf16 adapter.
+TEST(CudaLora, Bf16AdaptersRunOnTensorCoresAndKeepTheirRowBits) {
+  REQUIRE_GPU();
+  for (const auto& [base, adapter] : {std::pair<std::string, std::string>{"qwen3-tiny", "qwen3-tiny-lora-alllinear"},
+                                      {"qwen3_5-wrapper", "qwen3_5-wrapper-lora-gdn"}}) {
+    auto model = test::LoadFixtureModel(base);
+    ASSERT_NE(model, nullptr);
+    LoraAdapter fp32 = LoadAdapter(*model, adapter), b16 = LoadAdapter(*model, adapter);
+    for (auto& layer : b16.layers) {
+      for (auto& mods : layer.targets) {
+        for (auto& m : mods) {
+          for (Weight* w : {&m.a, &m.b}) {
+            if (w->is_bf16) continue;
+            for (float v : w->f32) w->bf16.push_back(FloatToBf16(v));
+            w->f32.clear();
+            w->is_bf16 = true;
+          }
+        }
+      }
+    }
+    AdapterSet set;
+    set.slots = {nullptr, &b16, &fp32};
+    const int vocab = model->config().vocab_size;
+    auto cuda = MakeCuda(ActDtype::kBF16);
+    ASSERT_NE(cuda, nullptr);
+    CpuOps cpu(ActDtype::kBF16, 4);
+    std::mt19937 rng(21);
+    std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
+    auto random_ids = [&](int n) {
+      std::vector<int32_t> v(static_cast<size_t>(n));
+      for (auto& x : v) x = tok(rng);
+      return v;
+    };
+    const auto target = random_ids(120);
+    auto alone = [&](Ops& ops) {
+      std::vector<float> l(target.size() * vocab);
+      auto st = model->NewState(ops);
+      EXPECT_TRUE(st.ok());
+      EXPECT_TRUE(model->Forward(ops, target.data(), static_cast<int>(target.size()), *st, l.data(), 1, &set).ok());
+      return l;
+    };
+    const int64_t before = cuda->tensor_core_lora_rows();
+    const auto gpu = alone(*cuda), ref = alone(cpu);
+    EXPECT_GT(cuda->tensor_core_lora_rows(), before) << "the bf16 adapter did not run on the tensor cores";
+    Agreement a;
+    Accumulate(gpu.data(), ref.data(), static_cast<int>(target.size()), vocab, a);
+    std::printf("%s bf16 factors on tensor cores vs CPU: top-1 %d/%d mean KL %.2e\n", adapter.c_str(), a.top1_same,
+                a.rows, a.mean_kl());
+    EXPECT_GE(a.top1_same, 0.97 * a.rows);
+    EXPECT_LE(a.mean_kl(), 5e-3);
+    for (int k : {1, 9, 40}) {
+      std::vector<std::vector<int32_t>> nb;
+      std::vector<SequenceState> states;
+      StepBatch b;
+      for (int i = 0; i <= k; ++i) {
+        auto st = model->NewState(*cuda);
+        ASSERT_TRUE(st.ok());
+        states.push_back(std::move(st).value());
+        nb.push_back(random_ids(1 + i % 23));
+      }
+      const int where = k / 2;
+      int target_row = 0;
+      for (int i = 0; i <= k; ++i) {
+        if (i == where) {
+          target_row = b.rows();
+          b.Add(&states[i], target.data(), static_cast<int>(target.size()), 1);
+        } else {
+          b.Add(&states[i], nb[i].data(), static_cast<int>(nb[i].size()), i % 3);
+        }
+      }
+      std::vector<float> l(static_cast<size_t>(b.rows()) * vocab);
+      Status s = model->Forward(*cuda, b, set, l.data());
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_TRUE(SameBits(l.data() + int64_t{target_row} * vocab, gpu.data(), gpu.size()))
+          << adapter << " beside " << k << " neighbours";
+    }
+  }
+}
+
 // ---- errors ---------------------------------------------------------------------------------
 
 TEST(CudaOps, AStepTooBigForTheScratchArenaIsANamedErrorAndTheOpsStayUsable) {

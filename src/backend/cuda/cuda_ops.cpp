@@ -366,12 +366,24 @@ void CudaOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool 
 void CudaOps::LoraAdd(const LoraArgs& a) {
   if (Failed() || a.m == 0) return;
   const auto& by_slot = *a.modules;
+  // An adapter whose factors are all bf16 runs on the tensor cores (bf16 activations): its rows
+  // gathered, two projections, the deltas scattered back. The others run the per-row SIMT
+  // kernel in the CPU reference's order. Either way a row only reads and writes itself.
+  std::vector<char> tensor(by_slot.size(), 0);
+  for (size_t s = 1; s < by_slot.size(); ++s) {
+    if (!by_slot[s] || by_slot[s]->empty() || !bf16()) continue;
+    tensor[s] = 1;
+    for (const LoraModule& m : *by_slot[s]) tensor[s] &= m.a.is_bf16 && m.b.is_bf16;
+  }
+  for (size_t s = 1; s < by_slot.size(); ++s) {
+    if (tensor[s]) LoraTensorCores(a, static_cast<int32_t>(s), *by_slot[s]);
+  }
   std::vector<cuda::DevLoraModule> mods;
   std::vector<int32_t> begin(by_slot.size() + 1, 0);
   int max_rank = 0;
   for (size_t s = 0; s < by_slot.size(); ++s) {
     begin[s] = static_cast<int32_t>(mods.size());
-    if (!by_slot[s]) continue;
+    if (!by_slot[s] || tensor[s]) continue;
     for (const LoraModule& m : *by_slot[s]) {
       const DevCopy* da = Dev(m.a);
       const DevCopy* db = Dev(m.b);
@@ -400,6 +412,33 @@ void CudaOps::LoraAdd(const LoraArgs& a) {
   for (const auto& md : mods) Sign(md.a.data, md.b.data, md.rank, md.scale, md.row_offset);
   if (!Launches()) return;
   Note(cuda::LoraAdd(d, stream_));
+}
+
+void CudaOps::LoraTensorCores(const LoraArgs& a, int32_t slot, const std::vector<LoraModule>& modules) {
+  std::vector<int32_t> rows;
+  for (int64_t r = 0; r < a.m; ++r) {
+    if (a.row_slot[r] == slot) rows.push_back(static_cast<int32_t>(r));
+  }
+  if (rows.empty() || Failed()) return;
+  const int ms = static_cast<int>(rows.size());
+  const int32_t* d_rows = StageInts(rows.data(), ms);
+  float* xs = Alloc(int64_t{ms} * a.k);
+  if (Failed()) return;
+  Sign(17, a.x, a.k, d_rows, ms, xs);
+  if (Launches()) Note(cuda::GatherRows(a.x, a.k, d_rows, ms, xs, stream_));
+  for (const LoraModule& m : modules) {
+    const DevCopy* da = Dev(m.a);
+    const DevCopy* db = Dev(m.b);
+    float* t = Alloc(int64_t{ms} * m.rank);
+    float* u = Alloc(int64_t{ms} * m.b.rows);
+    if (Failed()) return;
+    Sign(18, da->w.data, db->w.data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride);
+    if (!Launches()) continue;
+    Note(cuda::MatMul(xs, ms, da->w, t, /*round_output=*/true, /*bf16=*/true, stream_));
+    Note(cuda::MatMul(t, ms, db->w, u, /*round_output=*/true, /*bf16=*/true, stream_));
+    Note(cuda::LoraScatterAdd(u, ms, m.b.rows, d_rows, m.scale, m.row_offset, a.y, a.y_stride, /*bf16=*/true, stream_));
+  }
+  tensor_core_lora_rows_ += ms;
 }
 
 void CudaOps::TopK(const float* x, int64_t rows, int vocab, const float* temperature, int k, float* values,

@@ -80,6 +80,8 @@ class CudaOps final : public Ops {
   Status Upload(const ModelWeights& w);
   Status Upload(const LoraAdapter& a);
   CudaMemoryUse memory() const;
+  // Adapter rows whose LoRA products ran on the tensor cores so far (bf16 factors).
+  int64_t tensor_core_lora_rows() const { return tensor_core_lora_rows_; }
   std::string device_name() const { return device_name_; }
 
   // ---- CUDA graphs (driven by backend/cuda/decode_graph.h) -------------------------------
@@ -161,6 +163,8 @@ class CudaOps final : public Ops {
   // The device copy of w (uploads it on first use); nullptr after an error.
   const DevCopy* Dev(const Weight& w);
   const float* DevF32(const Weight& w);
+  // LoraAdd for one adapter with bf16 factors, on the tensor cores.
+  void LoraTensorCores(const LoraArgs& a, int32_t slot, const std::vector<LoraModule>& modules);
   // Copies `bytes` of host memory into the scratch arena (through the pinned buffer).
   void* Stage(const void* host, int64_t bytes);
   const int32_t* StageInts(const int32_t* host, int64_t n) {
@@ -180,6 +184,7 @@ class CudaOps final : public Ops {
   int64_t pinned_bytes_ = 0, pinned_top_ = 0;
   std::unordered_map<const Weight*, DevCopy> weights_;
   std::vector<void*> allocations_;  // weight copies and the arena, freed with the ops
+  int64_t tensor_core_lora_rows_ = 0;
   Mode mode_ = Mode::kEager;
   std::string signature_;
   std::vector<HostCopy> host_copies_;

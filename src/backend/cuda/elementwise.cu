@@ -133,6 +133,26 @@ Status ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, 
   return Status::Ok();
 }
 
+__global__ void GatherRowsKernel(const float* src, int64_t width, const int32_t* rows, int n, float* dst) {
+  for (int t = blockIdx.y; t < n; t += gridDim.y) {
+    const int64_t from = int64_t{rows[t]} * width;
+    for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < width; c += int64_t{gridDim.x} * blockDim.x) {
+      dst[int64_t{t} * width + c] = src[from + c];
+    }
+  }
+}
+
+Status GatherRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst, void* stream) {
+  if (n < 0 || width < 0) return InvalidArgument("cuda GatherRows: bad shape");
+  if (n == 0 || width == 0) return Status::Ok();
+  const unsigned gx = static_cast<unsigned>(std::min<int64_t>((width + 255) / 256, 64));
+  const unsigned gy = static_cast<unsigned>(std::min(n, 65535));
+  GatherRowsKernel<<<dim3(gx, gy), 256, 0, S(stream)>>>(src, width, rows, n, dst);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda GatherRows: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
 Status CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                  int64_t dst_col, int64_t rows, int64_t cols, void* stream) {
   if (rows < 0 || cols < 0) return InvalidArgument("cuda CopyBlock: bad shape");

@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
@@ -30,7 +31,28 @@ __global__ void LoraKernel(LoraArgs a) {
   }
 }
 
+__global__ void LoraScatterAddKernel(const float* u, int64_t m, int64_t cols, const int32_t* rows, float scale,
+                                     int64_t row_offset, float* y, int64_t y_stride, bool bf16) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < m * cols; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = e / cols, n = e % cols;
+    float* yn = y + int64_t{rows[t]} * y_stride + row_offset + n;
+    *yn = RoundAct(__fadd_rn(*yn, RoundAct(__fmul_rn(u[e], scale), bf16)), bf16);
+  }
+}
+
 }  // namespace
+
+Status LoraScatterAdd(const float* u, int64_t m, int64_t cols, const int32_t* rows, float scale, int64_t row_offset,
+                      float* y, int64_t y_stride, bool bf16, void* stream) {
+  if (m < 0 || cols < 0) return InvalidArgument("cuda LoraScatterAdd: bad shape");
+  if (m == 0 || cols == 0) return Status::Ok();
+  const int64_t blocks = std::min<int64_t>((m * cols + kThreads - 1) / kThreads, 65535);
+  LoraScatterAddKernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      u, m, cols, rows, scale, row_offset, y, y_stride, bf16);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda LoraScatterAdd: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
 
 Status LoraAdd(const LoraArgs& a, void* stream) {
   if (a.m < 0 || a.k <= 0 || a.num_slots <= 0) return InvalidArgument("cuda LoraAdd: bad shape");

@@ -4,8 +4,8 @@
 //   t = r(x_r · Aᵀ) (rank values), then y_r[off + n] = r(y_r[off + n] + r(r(t · B_n) * scale)).
 // Sums run in the CPU reference's 16-lane order. One block per row: a row reads only its own
 // x and writes only its own y, so base rows (slot 0) are never touched and a row's bits never
-// depend on which adapters its neighbours use. (SIMT for now; grouping rows by adapter onto
-// tensor cores is the speed work of a later issue and must keep this contract.)
+// depend on which adapters its neighbours use. (Adapters with bf16 factors run instead on the
+// tensor cores through LoraScatterAdd below, grouped by adapter in CudaOps: same contract.)
 #pragma once
 
 #include <cstdint>
@@ -39,5 +39,12 @@ struct LoraArgs {
 };
 
 Status LoraAdd(const LoraArgs& a, void* stream);
+
+// The tensor-core form, for one adapter's rows (CudaOps gathers them): the products run as
+// two projections (MatMul: bf16 WMMA when the factors are bf16), then
+//   y[rows[t] * y_stride + row_offset + n] = r(y + r(u[t, n] * scale))  for t < m, n < cols.
+// u [m, cols] and rows [m] on the device. Rows are distinct.
+Status LoraScatterAdd(const float* u, int64_t m, int64_t cols, const int32_t* rows, float scale, int64_t row_offset,
+                      float* y, int64_t y_stride, bool bf16, void* stream);
 
 }  // namespace graft::cuda
