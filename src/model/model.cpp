@@ -195,6 +195,13 @@ Status Model::Forward(Ops& ops, const int32_t* tokens, int n, SequenceState& sta
   return Forward(ops, b, adapters ? *adapters : kNone, logits);
 }
 
+Result<std::unique_ptr<Model>> LoadDummyModel(const std::string& dir, uint64_t seed, int threads) {
+  GRAFT_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(dir));
+  ModelWeights w = DummyWeights(cfg, seed, threads);
+  if (cfg.arch == Arch::kQwen3) return MakeQwen3(std::move(cfg), std::move(w));
+  return MakeQwen3_5(std::move(cfg), std::move(w));
+}
+
 Result<std::unique_ptr<Model>> LoadModel(const std::string& dir) {
   GRAFT_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(dir));
   GRAFT_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(dir));

@@ -124,5 +124,8 @@ std::unique_ptr<Model> MakeQwen3_5(ModelConfig c, ModelWeights w);
 
 // Reads DIR/config.json and the checkpoint, loads every weight, and builds the model.
 Result<std::unique_ptr<Model>> LoadModel(const std::string& dir);
+// DIR/config.json with seeded random bf16 weights at its shapes (`--load-format dummy`): no
+// checkpoint is read.
+Result<std::unique_ptr<Model>> LoadDummyModel(const std::string& dir, uint64_t seed, int threads);
 
 }  // namespace graft

@@ -4,9 +4,12 @@
 #include <fmt/ranges.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <set>
 
+#include "util/parallel.h"
 #include "util/progress.h"
 
 namespace graft {
@@ -129,6 +132,55 @@ Status FillSlot(const Checkpoint& ck, const ModelConfig& c, const Entry& e, std:
 }
 
 }  // namespace
+
+ModelWeights DummyWeights(const ModelConfig& cfg, uint64_t seed, int threads) {
+  ModelWeights w;
+  auto table = BuildTable(cfg, w, /*head_present=*/!cfg.tie_word_embeddings);
+  uint64_t total = 0;
+  for (const auto& e : table) {
+    for (const auto& p : e.parts) {
+      uint64_t n = 1;
+      for (int64_t d : p.shape) n *= static_cast<uint64_t>(d);
+      total += n * 2;
+    }
+  }
+  Progress bar("generating dummy weights", total, /*bytes=*/true);
+  uint64_t slot_index = 0;
+  for (const auto& e : table) {
+    Weight& x = *e.slot;
+    x.cols = 1;
+    for (size_t d = 1; d < e.parts[0].shape.size(); ++d) x.cols *= e.parts[0].shape[d];
+    x.rows = 0;
+    for (const auto& p : e.parts) x.rows += p.shape[0];
+    x.is_bf16 = true;
+    x.name = "dummy:" + e.parts[0].name;
+    x.bf16.resize(static_cast<size_t>(x.rows * x.cols));
+    const bool vector = e.parts[0].shape.size() == 1;
+    const bool norm = vector && x.name.find("norm") != std::string::npos;
+    if (vector) {  // norms at identity; A_log, dt_bias 0
+      // Qwen3's norms and the GDN gated norm scale by w; Qwen3.5's other norms by 1 + w.
+      const bool plain_w = cfg.arch == Arch::kQwen3 || x.name.find("linear_attn.norm") != std::string::npos;
+      const float v = norm && plain_w ? 1.0f : 0.0f;
+      std::fill(x.bf16.begin(), x.bf16.end(), FloatToBf16(v));
+    } else {
+      const float a = 1.0f / std::sqrt(static_cast<float>(x.cols));
+      const uint64_t slot_seed = seed * 0x9E3779B97F4A7C15ULL + ++slot_index;
+      ParallelFor(static_cast<int64_t>(x.bf16.size()), threads, [&](int64_t b, int64_t end) {
+        for (int64_t i = b; i < end; ++i) {
+          uint64_t z = slot_seed + static_cast<uint64_t>(i) * 0xBF58476D1CE4E5B9ULL;  // splitmix64
+          z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+          z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+          z ^= z >> 31;
+          const float u = static_cast<float>(z >> 40) * 0x1.0p-24f * 2.0f - 1.0f;
+          x.bf16[static_cast<size_t>(i)] = FloatToBf16(u * a);
+        }
+      });
+    }
+    bar.Add(x.bf16.size() * 2);
+  }
+  bar.Finish();
+  return w;
+}
 
 Result<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& cfg) {
   ModelWeights w;

@@ -20,6 +20,12 @@ namespace graft {
 
 Result<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& cfg);
 
+// `--load-format dummy` (vLLM's name): every slot the table names, at the config's shapes, in
+// bf16, filled with seeded pseudo-random values — projections uniform in ±1/sqrt(cols), norms
+// at their identity (w = 1 where they scale by w, 0 for Qwen3.5's 1+w), GDN A_log 0 and dt_bias 0 — for
+// benchmarks at real dimensions without a checkpoint. The same seed gives the same bits.
+ModelWeights DummyWeights(const ModelConfig& cfg, uint64_t seed, int threads);
+
 // True for tensors a text model skips on purpose: the vision tower, MTP layers, rotary caches,
 // and lm_head when the embeddings are tied.
 bool SkippedByTextModel(const std::string& name, const ModelConfig& cfg);

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
+#include "backend/cpu/cpu_ops.h"
+#include "model/model.h"
 #include "test_util.h"
 
 namespace graft {
@@ -84,6 +87,43 @@ TEST(WeightTable, UnclaimedTensorsAreRefused) {
   TempDir d;
   CopyWith("qwen3-tiny", d, "", {test::Bf16Tensor("model.layers.0.self_attn.q_proj.bias", {64}, std::vector<float>(64))});
   EXPECT_NE(LoadError(d).find("tensors that no qwen3 slot claims"), std::string::npos);
+}
+
+// --load-format dummy: every slot a checkpoint fills, at the same shapes, without reading
+// one; seeded (the same seed gives the same bits); a forward pass on it is finite.
+TEST(WeightTable, DummyWeightsHaveTheCheckpointShapesAndRun) {
+  for (const char* fixture : {"qwen3-tiny", "qwen3_5-wrapper"}) {
+    auto real = LoadModel(test::Fixture(fixture));
+    ASSERT_TRUE(real.ok()) << real.status().ToString();
+    auto a = LoadDummyModel(test::Fixture(fixture), 1, 2), b = LoadDummyModel(test::Fixture(fixture), 1, 3),
+         c = LoadDummyModel(test::Fixture(fixture), 2, 2);
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+    const ModelWeights &r = (*real)->weights(), &w = (*a)->weights();
+    ASSERT_EQ(w.layers.size(), r.layers.size());
+    auto same_shape = [&](const Weight& x, const Weight& y) {
+      EXPECT_EQ(x.rows, y.rows) << fixture << " " << y.name;
+      EXPECT_EQ(x.cols, y.cols) << fixture << " " << y.name;
+    };
+    same_shape(w.embed, r.embed);
+    same_shape(w.final_norm, r.final_norm);
+    same_shape(w.head(), r.head());
+    for (size_t l = 0; l < w.layers.size(); ++l) {
+      const LayerWeights &x = w.layers[l], &y = r.layers[l];
+      EXPECT_EQ(x.kind, y.kind);
+      for (auto [p, q] : {std::pair{&x.attn.qkv, &y.attn.qkv}, {&x.attn.o, &y.attn.o}, {&x.gdn.in_proj, &y.gdn.in_proj},
+                          {&x.gdn.conv, &y.gdn.conv}, {&x.gdn.out, &y.gdn.out}, {&x.gate_up, &y.gate_up},
+                          {&x.down, &y.down}, {&x.input_norm, &y.input_norm}}) {
+        same_shape(*p, *q);
+      }
+    }
+    EXPECT_EQ(w.embed.bf16, (*b)->weights().embed.bf16) << "the same seed, another thread count: the same bits";
+    EXPECT_NE(w.embed.bf16, (*c)->weights().embed.bf16) << "another seed";
+    CpuOps ops(ActDtype::kBF16, 2);
+    const std::vector<int32_t> ids = {1, 2, 3, 4, 5};
+    auto logits = test::RunChunks(**a, ops, ids, {});
+    ASSERT_EQ(logits.size(), ids.size() * static_cast<size_t>((*a)->config().vocab_size));
+    for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  }
 }
 
 }  // namespace
