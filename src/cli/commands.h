@@ -54,5 +54,6 @@ void AddAdapterCommand(CLI::App& app, Runner& run);
 void AddDecideCommand(CLI::App& app, Runner& run);
 void AddServeCommand(CLI::App& app, Runner& run);
 void AddGateCommand(CLI::App& app, Runner& run);
+void AddBenchCommand(CLI::App& app, Runner& run);
 
 }  // namespace graft::cli

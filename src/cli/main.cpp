@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   graft::cli::AddAdapterCommand(app, run);
   graft::cli::AddInfoCommand(app, run);
   graft::cli::AddCompareLogitsCommand(app, run);
+  graft::cli::AddBenchCommand(app, run);
   CLI11_PARSE(app, argc, argv);
   const graft::Status st = run ? run() : graft::Internal("no subcommand ran");
   if (!st.ok()) {

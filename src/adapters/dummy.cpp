@@ -1,0 +1,63 @@
+#include "adapters/dummy.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/projections.h"
+
+namespace graft {
+namespace {
+
+float Uniform(uint64_t seed, uint64_t i) {
+  uint64_t z = seed + i * 0x9E3779B97F4A7C15ULL;  // splitmix64
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * 0x1.0p-24f * 2.0f - 1.0f;
+}
+
+Weight RandomWeight(const std::string& name, int64_t rows, int64_t cols, bool bf16, uint64_t seed) {
+  Weight w;
+  w.name = name;
+  w.rows = rows;
+  w.cols = cols;
+  w.is_bf16 = bf16;
+  const float a = 1.0f / std::sqrt(static_cast<float>(cols));
+  const auto n = static_cast<size_t>(rows * cols);
+  if (bf16) w.bf16.resize(n);
+  else w.f32.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const float v = Uniform(seed, i) * a;
+    if (bf16) w.bf16[i] = FloatToBf16(v);
+    else w.f32[i] = v;
+  }
+  return w;
+}
+
+}  // namespace
+
+LoraAdapter DummyAdapter(const ModelConfig& c, int rank, int upper_layers, bool bf16, uint64_t seed) {
+  LoraAdapter ad;
+  ad.name = fmt::format("dummy-r{}-upper{}", rank, upper_layers);
+  ad.dir = "(dummy)";
+  ad.layers.resize(static_cast<size_t>(c.num_layers));
+  const int first = std::max(0, c.num_layers - upper_layers);
+  uint64_t k = 0;
+  for (int l = first; l < c.num_layers; ++l) {
+    for (const Projection& p : LayerProjections(c, c.layer_kinds[static_cast<size_t>(l)])) {
+      LoraModule m;
+      m.name = fmt::format("layers.{}.{}", l, p.path);
+      m.row_offset = p.row_offset;
+      m.rank = rank;
+      m.scale = 1.0f;
+      m.a = RandomWeight(m.name + ".lora_A", rank, p.cols, bf16, seed * 1000003 + ++k);
+      m.b = RandomWeight(m.name + ".lora_B", p.rows, rank, bf16, seed * 1000003 + ++k);
+      ad.layers[static_cast<size_t>(l)].targets[static_cast<size_t>(p.target)].push_back(std::move(m));
+    }
+  }
+  return ad;
+}
+
+}  // namespace graft

@@ -1,0 +1,103 @@
+// graft bench: prefill and decode timings (tools/bench.h), on a checkpoint or on dummy weights
+// at a config's dimensions, with an adapter from a directory or a dummy one.
+#include <fmt/core.h>
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+
+#include "adapters/dummy.h"
+#include "adapters/lora_loader.h"
+#include "cli/commands.h"
+#include "tools/bench.h"
+#ifdef GRAFT_HAVE_CUDA
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/decode_graph.h"
+#endif
+
+namespace graft::cli {
+
+void AddBenchCommand(CLI::App& app, Runner& run) {
+  struct S {
+    ModelSettings m;
+    std::string load_format = "auto", json, adapter_dtype = "float32";
+    int dummy_rank = 0, dummy_layers = 24;
+    bool no_graphs = false;
+    BenchJob job;
+  };
+  auto s = std::make_shared<S>();
+  auto* cmd = app.add_subcommand("bench", "Prefill and decode timings, with and without an adapter (table + JSON)");
+  cmd->add_option("--model", s->m.model, "Model directory (with --load-format dummy: config.json only)")
+      ->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--load-format", s->load_format, "auto: the checkpoint; dummy: seeded random bf16 weights at the config's shapes")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "dummy"}));
+  cmd->add_option("--adapter", s->m.adapter, "A PEFT adapter directory to measure beside the base")->check(CLI::ExistingDirectory);
+  cmd->add_flag("--force", s->m.force, "Load the adapter even if its manifest names a different base");
+  cmd->add_option("--dummy-adapter-rank", s->dummy_rank, "Measure a dummy adapter of this rank (0: none)")
+      ->capture_default_str()->check(CLI::Range(0, 1024));
+  cmd->add_option("--dummy-adapter-layers", s->dummy_layers, "... on every projection of this many upper layers")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 10));
+  cmd->add_option("--dummy-adapter-dtype", s->adapter_dtype, "... with factors in this dtype")->capture_default_str()
+      ->check(CLI::IsMember({"float32", "bfloat16"}));
+  cmd->add_option("--prefill", s->job.prefill_lengths, "Prefill lengths, in tokens")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20))->delimiter(',');
+  cmd->add_option("--decode-batches", s->job.decode_batches, "Decode batch sizes")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 12))->delimiter(',');
+  cmd->add_option("--decode-steps", s->job.decode_steps, "Decode steps per batch size (the first warms up)")
+      ->capture_default_str()->check(CLI::Range(2, 1 << 16));
+  cmd->add_option("--repeats", s->job.repeats, "Timed prefills per length (after one warm-up)")->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--json", s->json, "Also write the results as JSON to this file");
+  cmd->add_flag("--no-cuda-graphs", s->no_graphs, "cuda: run decode steps eagerly");
+  AddBackendFlags(cmd, s->m);
+  cmd->callback([s, &run] {
+    run = [s]() -> Status {
+      std::unique_ptr<Model> model;
+      if (s->load_format == "dummy") {
+        GRAFT_ASSIGN_OR_RETURN(model, LoadDummyModel(s->m.model, s->job.seed, s->m.threads));
+      } else {
+        GRAFT_ASSIGN_OR_RETURN(model, LoadModel(s->m.model));
+      }
+      spdlog::info("bench: {} ({:.1f} GB of weights, {}) on {} with {} activations", model->config().Summary(),
+                   model->weights().bytes() / 1e9, s->load_format, s->m.device, s->m.dtype);
+      std::unique_ptr<LoraAdapter> adapter;
+      if (!s->m.adapter.empty()) {
+        LoraLoadOptions opt;
+        opt.name = s->m.adapter;
+        opt.force = s->m.force;
+        GRAFT_ASSIGN_OR_RETURN(LoraAdapter a, LoadLoraAdapter(s->m.adapter, model->config(), opt));
+        adapter = std::make_unique<LoraAdapter>(std::move(a));
+      } else if (s->dummy_rank > 0) {
+        adapter = std::make_unique<LoraAdapter>(DummyAdapter(model->config(), s->dummy_rank, s->dummy_layers,
+                                                             s->adapter_dtype == "bfloat16", s->job.seed));
+      }
+      AdapterSet set;
+      if (adapter) {
+        set.slots.push_back(adapter.get());
+        spdlog::info("adapter {}: {} modules, rank {}..{}, {:.1f} MB", adapter->name, adapter->num_modules(),
+                     adapter->min_rank(), adapter->max_rank(), adapter->bytes() / 1e6);
+      }
+      std::unique_ptr<Ops> ops;
+      GRAFT_RETURN_IF_ERROR(MakeOps(s->m, *model, set, &ops));
+      StepRunner run_step;
+#ifdef GRAFT_HAVE_CUDA
+      std::unique_ptr<DecodeGraphCache> graphs;
+      if (auto* cuda = dynamic_cast<CudaOps*>(ops.get()); cuda && !s->no_graphs) {
+        graphs = std::make_unique<DecodeGraphCache>(*model, *cuda);
+        run_step = [g = graphs.get()](const StepBatch& b, const AdapterSet& a, float* l, int32_t* ids) {
+          return g->Run(b, a, l, ids);
+        };
+      }
+#endif
+      GRAFT_ASSIGN_OR_RETURN(BenchReport rep, RunBench(*model, *ops, set, s->job, run_step));
+      std::fputs(rep.Table().c_str(), stdout);
+      if (!s->json.empty()) {
+        std::ofstream f(s->json);
+        f << rep.Json(s->m.model, s->m.device) << "\n";
+        if (!f) return IoError(fmt::format("cannot write {}", s->json));
+      }
+      return Status::Ok();
+    };
+  });
+}
+
+}  // namespace graft::cli

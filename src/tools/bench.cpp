@@ -1,0 +1,169 @@
+#include "tools/bench.h"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "util/progress.h"
+
+namespace graft {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+int64_t Elements(const Weight& w) { return w.rows * w.cols; }
+
+// Parameters of the projections a token runs through (not the embedding gather, not the head).
+int64_t ProjectionParams(const ModelWeights& w) {
+  int64_t n = 0;
+  for (const LayerWeights& l : w.layers) {
+    for (const Weight* x : {&l.attn.qkv, &l.attn.o, &l.gdn.in_proj, &l.gdn.out, &l.gate_up, &l.down}) n += Elements(*x);
+  }
+  return n;
+}
+
+int64_t AdapterParams(const LoraAdapter* a) {
+  int64_t n = 0;
+  if (!a) return 0;
+  for (const LoraLayer& l : a->layers) {
+    for (const auto& mods : l.targets) {
+      for (const LoraModule& m : mods) n += Elements(m.a) + Elements(m.b);
+    }
+  }
+  return n;
+}
+
+double PrefillFlops(const Model& m, const LoraAdapter* a, int L) {
+  const ModelConfig& c = m.config();
+  double f = 2.0 * static_cast<double>(ProjectionParams(m.weights()) + AdapterParams(a)) * L;
+  f += 2.0 * static_cast<double>(Elements(m.weights().head()));  // one logit row
+  f += 2.0 * c.num_heads * c.head_dim * static_cast<double>(L) * L * c.num_layers_of(LayerKind::kFullAttention);
+  f += 4.0 * c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim * static_cast<double>(L) *
+       c.num_layers_of(LayerKind::kLinearAttention);
+  return f;
+}
+
+int64_t StepWeightBytes(const Model& m, const LoraAdapter* a) {
+  const ModelWeights& w = m.weights();
+  int64_t b = w.head().bytes();
+  for (const LayerWeights& l : w.layers) {
+    for (const Weight* x : {&l.attn.qkv, &l.attn.o, &l.gdn.in_proj, &l.gdn.out, &l.gdn.conv, &l.gate_up, &l.down}) {
+      b += x->bytes();
+    }
+  }
+  if (a) b += a->bytes();
+  return b;
+}
+
+std::vector<int32_t> RandomIds(std::mt19937_64& rng, int n, int vocab) {
+  std::uniform_int_distribution<int32_t> d(0, vocab - 1);
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+}  // namespace
+
+Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& adapters, const BenchJob& job,
+                             const StepRunner& run_step) {
+  const int vocab = model.config().vocab_size;
+  std::mt19937_64 rng(job.seed);
+  BenchReport rep;
+  std::vector<int32_t> slots{0};
+  if (adapters.slots.size() > 1 && adapters.slots[1]) slots.push_back(1);
+  const uint64_t units = slots.size() * (job.prefill_lengths.size() * (job.repeats + 1) + job.decode_batches.size());
+  Progress bar("bench", units, /*bytes=*/false);
+  for (int32_t slot : slots) {
+    const LoraAdapter* a = slot ? adapters.slots[1] : nullptr;
+    const std::string name = a ? a->name : "";
+    for (int L : job.prefill_lengths) {
+      std::vector<double> times;
+      for (int r = 0; r <= job.repeats; ++r) {  // run 0 warms up
+        const auto ids = RandomIds(rng, L, vocab);
+        GRAFT_ASSIGN_OR_RETURN(SequenceState st, model.NewState(ops));
+        std::vector<float> logits(static_cast<size_t>(vocab));
+        const double t0 = Now();
+        GRAFT_RETURN_IF_ERROR(model.Forward(ops, ids.data(), L, st, logits.data(), slot, &adapters,
+                                            LogitRows::Only({L - 1}))
+                                  .WithContext(fmt::format("prefill of {} tokens", L)));
+        if (r > 0) times.push_back(Now() - t0);
+        bar.Add(1);
+      }
+      BenchRow row{"prefill", name, L, Median(times)};
+      row.tflops = PrefillFlops(model, a, L) / row.seconds / 1e12;
+      row.share = row.tflops / job.peak_tflops;
+      row.tokens_per_s = L / row.seconds;
+      rep.rows.push_back(row);
+    }
+    for (int B : job.decode_batches) {
+      std::vector<SequenceState> states;
+      StepBatch prefill;
+      std::vector<std::vector<int32_t>> prompts;
+      for (int i = 0; i < B; ++i) {
+        GRAFT_ASSIGN_OR_RETURN(SequenceState st, model.NewState(ops));
+        states.push_back(std::move(st));
+        prompts.push_back(RandomIds(rng, job.decode_prompt, vocab));
+      }
+      for (int i = 0; i < B; ++i) prefill.Add(&states[i], prompts[i].data(), job.decode_prompt, slot);
+      prefill.logits = LogitRows::None();
+      GRAFT_RETURN_IF_ERROR(model.Forward(ops, prefill, adapters, nullptr).WithContext("decode prompts"));
+      std::vector<double> times;
+      std::vector<float> logits(static_cast<size_t>(B) * vocab);
+      for (int s = 0; s < job.decode_steps; ++s) {
+        const auto toks = RandomIds(rng, B, vocab);
+        StepBatch step;
+        std::vector<int32_t> rows;
+        for (int i = 0; i < B; ++i) {
+          step.Add(&states[i], &toks[i], 1, slot);
+          rows.push_back(i);
+        }
+        step.logits = LogitRows::Only(rows);
+        const double t0 = Now();
+        GRAFT_RETURN_IF_ERROR((run_step ? run_step(step, adapters, logits.data(), nullptr)
+                                        : model.Forward(ops, step, adapters, logits.data()))
+                                  .WithContext(fmt::format("decode step of batch {}", B)));
+        if (s > 0) times.push_back(Now() - t0);  // step 0 warms up (and captures a graph)
+      }
+      bar.Add(1);
+      BenchRow row{"decode", name, B, Median(times)};
+      row.share = static_cast<double>(StepWeightBytes(model, a)) / (job.copy_tbps * 1e12) / row.seconds;
+      row.tokens_per_s = B / row.seconds;
+      rep.rows.push_back(row);
+    }
+  }
+  bar.Finish();
+  return rep;
+}
+
+std::string BenchReport::Table() const {
+  std::string t = fmt::format("{:<8} {:<22} {:>7} {:>11} {:>11} {:>9} {:>12}\n", "kind", "adapter", "tokens", "seconds",
+                              "TFLOP/s", "share", "tokens/s");
+  for (const BenchRow& r : rows) {
+    t += fmt::format("{:<8} {:<22} {:>7} {:>11.4f} {:>11.1f} {:>8.1f}% {:>12.1f}\n", r.kind,
+                     r.adapter.empty() ? "-" : r.adapter, r.tokens, r.seconds, r.tflops, 100 * r.share, r.tokens_per_s);
+  }
+  return t + "share: prefill = of the bf16 peak; decode = weight-bytes floor at the copy bandwidth / step time\n";
+}
+
+std::string BenchReport::Json(const std::string& model, const std::string& device) const {
+  nlohmann::json j;
+  j["model"] = model;
+  j["device"] = device;
+  for (const BenchRow& r : rows) {
+    j["rows"].push_back({{"kind", r.kind}, {"adapter", r.adapter}, {"tokens", r.tokens}, {"seconds", r.seconds},
+                         {"tflops", r.tflops}, {"share", r.share}, {"tokens_per_s", r.tokens_per_s}});
+  }
+  return j.dump(2);
+}
+
+}  // namespace graft

@@ -1,0 +1,56 @@
+// `graft bench`: prefill and decode timings of one model on one backend, with and without an
+// adapter, as a table and JSON.
+//
+//   prefill  a decision-like step: L random tokens from an empty cache, logits for the last row
+//            only; the median of `repeats` runs after a warm-up. FLOPs = 2 x (projection
+//            parameters) x L, plus causal attention 2 x heads x head_dim x L^2 per full-attention
+//            layer, plus the Gated DeltaNet recurrence 4 x Hv x dk x dv x L per GDN layer, plus
+//            the LoRA products 2 x rank x (K + N) x L per module; reported as TFLOP/s and as a
+//            share of `peak_tflops`.
+//   decode   B sequences with a short prompt each, then `steps` steps of one token per
+//            sequence (through `run_step` when given: CUDA graphs); tokens/s, and the bandwidth
+//            floor (weight bytes per step / `copy_tbps`) as a share of the measured step time.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "util/status.h"
+
+namespace graft {
+
+struct BenchJob {
+  std::vector<int> prefill_lengths{1024, 4096};
+  std::vector<int> decode_batches{1, 8, 64};
+  int decode_prompt = 64;
+  int decode_steps = 16;
+  int repeats = 3;
+  double peak_tflops = 800.0;  // the H200's measured bf16 dense GEMM ceiling
+  double copy_tbps = 4.2;      // its measured copy bandwidth
+  uint64_t seed = 1;
+};
+
+struct BenchRow {
+  std::string kind;     // "prefill" or "decode"
+  std::string adapter;  // "" (base) or the adapter's name
+  int tokens = 0;       // prefill length, or decode batch
+  double seconds = 0;   // prefill: one step (median); decode: one step (median)
+  double tflops = 0;    // prefill: achieved; decode: 0
+  double share = 0;     // prefill: of peak_tflops; decode: bandwidth floor / step time
+  double tokens_per_s = 0;
+};
+
+struct BenchReport {
+  std::vector<BenchRow> rows;
+  std::string Table() const;
+  std::string Json(const std::string& model, const std::string& device) const;
+};
+
+// adapters: slot 1, when present, is the adapter measured beside the base.
+Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& adapters, const BenchJob& job,
+                             const StepRunner& run_step = nullptr);
+
+}  // namespace graft
