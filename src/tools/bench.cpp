@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -104,6 +105,8 @@ Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& ada
       row.share = row.tflops / job.peak_tflops;
       row.tokens_per_s = L / row.seconds;
       rep.rows.push_back(row);
+      spdlog::info("bench: prefill {} tokens{}: {:.4f} s, {:.1f} TFLOP/s ({:.1f}% of peak)", L, a ? " + " + name : "",
+                   row.seconds, row.tflops, 100 * row.share);
     }
     for (int B : job.decode_batches) {
       std::vector<SequenceState> states;
@@ -139,6 +142,8 @@ Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& ada
       row.share = static_cast<double>(StepWeightBytes(model, a)) / (job.copy_tbps * 1e12) / row.seconds;
       row.tokens_per_s = B / row.seconds;
       rep.rows.push_back(row);
+      spdlog::info("bench: decode batch {}{}: {:.4f} s/step, {:.1f} tokens/s, bandwidth floor {:.1f}% of the step", B,
+                   a ? " + " + name : "", row.seconds, row.tokens_per_s, 100 * row.share);
     }
   }
   bar.Finish();
