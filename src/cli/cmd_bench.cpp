@@ -3,11 +3,16 @@
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "adapters/dummy.h"
 #include "adapters/lora_loader.h"
 #include "cli/commands.h"
+#include "engine/decision_scorer.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/bench.h"
 #ifdef GRAFT_HAVE_CUDA
 #include "backend/cuda/cuda_ops.h"
@@ -19,7 +24,7 @@ namespace graft::cli {
 void AddBenchCommand(CLI::App& app, Runner& run) {
   struct S {
     ModelSettings m;
-    std::string load_format = "auto", json, adapter_dtype = "float32";
+    std::string load_format = "auto", json, adapter_dtype = "float32", decisions, tokenizer;
     int dummy_rank = 0, dummy_layers = 24;
     bool no_graphs = false;
     BenchJob job;
@@ -46,6 +51,10 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       ->capture_default_str()->check(CLI::Range(2, 1 << 16));
   cmd->add_option("--repeats", s->job.repeats, "Timed prefills per length (after one warm-up)")->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  cmd->add_option("--decisions", s->decisions, "Also time these decision requests (JSONL, as graft decide reads), by record length")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tokenizer", s->tokenizer, "Directory with tokenizer.json and the chat template (default: --model)")
+      ->check(CLI::ExistingDirectory);
   cmd->add_option("--json", s->json, "Also write the results as JSON to this file");
   cmd->add_flag("--no-cuda-graphs", s->no_graphs, "cuda: run decode steps eagerly");
   AddBackendFlags(cmd, s->m);
@@ -89,6 +98,28 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       }
 #endif
       GRAFT_ASSIGN_OR_RETURN(BenchReport rep, RunBench(*model, *ops, set, s->job, run_step));
+      if (!s->decisions.empty()) {
+        const std::string tdir = s->tokenizer.empty() ? s->m.model : s->tokenizer;
+        GRAFT_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromFile((std::filesystem::path(tdir) / "tokenizer.json").string()));
+        GRAFT_ASSIGN_OR_RETURN(auto tmpl, ChatTemplate::Load(tdir, ""));
+        if (tok->vocab_size() > model->config().vocab_size) {
+          return InvalidArgument(fmt::format("--tokenizer {}: {} tokens, more than the model's {}", tdir, tok->vocab_size(),
+                                             model->config().vocab_size));
+        }
+        std::ifstream in(s->decisions);
+        std::vector<DecisionRequest> reqs;
+        std::string line;
+        for (int n = 1; std::getline(in, line); ++n) {
+          if (line.empty()) continue;
+          auto body = nlohmann::json::parse(line, nullptr, false);
+          if (body.is_discarded()) return InvalidArgument(fmt::format("{} line {}: not valid JSON", s->decisions, n));
+          auto r = ParseDecisionRequest(body, DecisionLimits{});
+          if (!r.ok()) return r.status().WithContext(fmt::format("{} line {}", s->decisions, n));
+          reqs.push_back(std::move(r).value());
+        }
+        DecisionScorer scorer(*model, *ops, *tok, *tmpl, set);
+        GRAFT_ASSIGN_OR_RETURN(rep.decisions, RunDecisionBench(scorer, reqs, set));
+      }
       std::fputs(rep.Table().c_str(), stdout);
       if (!s->json.empty()) {
         std::ofstream f(s->json);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <random>
 
+#include "engine/decision_scorer.h"
 #include "util/progress.h"
 
 namespace graft {
@@ -150,6 +151,46 @@ Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& ada
   return rep;
 }
 
+Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, const std::vector<DecisionRequest>& requests,
+                                       const AdapterSet& adapters) {
+  static const char* kBuckets[] = {"<=1K", "1K-4K", "4K-10K", ">10K"};
+  auto bucket = [](int t) { return t <= 1000 ? 0 : t <= 4000 ? 1 : t <= 10000 ? 2 : 3; };
+  std::vector<DecisionLatency> out;
+  std::vector<int32_t> slots{0};
+  if (adapters.slots.size() > 1 && adapters.slots[1]) slots.push_back(1);
+  Progress bar("decisions", slots.size() * requests.size(), /*bytes=*/false);
+  for (int32_t slot : slots) {
+    std::vector<double> times[4];
+    double tokens[4] = {0, 0, 0, 0};
+    for (size_t i = 0; i < requests.size(); ++i) {
+      scorer.ClearCache();  // a cold record each time
+      const double t0 = Now();
+      auto r = scorer.Score(requests[i], slot);
+      const double dt = Now() - t0;
+      if (!r.ok()) return r.status().WithContext(fmt::format("decision {}", i + 1));
+      const int b = bucket(r->record_tokens);
+      times[b].push_back(dt);
+      tokens[b] += r->record_tokens;
+      bar.Add(1);
+    }
+    for (int b = 0; b < 4; ++b) {
+      if (times[b].empty()) continue;
+      std::vector<double> t = times[b];
+      std::sort(t.begin(), t.end());
+      DecisionLatency row;
+      row.bucket = kBuckets[b];
+      row.adapter = slot ? adapters.slots[1]->name : "";
+      row.count = static_cast<int>(t.size());
+      row.p50 = t[t.size() / 2];
+      row.p95 = t[std::min(t.size() - 1, static_cast<size_t>(0.95 * static_cast<double>(t.size())))];
+      row.mean_record_tokens = tokens[b] / static_cast<double>(t.size());
+      out.push_back(row);
+    }
+  }
+  bar.Finish();
+  return out;
+}
+
 std::string BenchReport::Table() const {
   std::string t = fmt::format("{:<8} {:<22} {:>7} {:>11} {:>11} {:>9} {:>12}\n", "kind", "adapter", "tokens", "seconds",
                               "TFLOP/s", "share", "tokens/s");
@@ -157,7 +198,16 @@ std::string BenchReport::Table() const {
     t += fmt::format("{:<8} {:<22} {:>7} {:>11.4f} {:>11.1f} {:>8.1f}% {:>12.1f}\n", r.kind,
                      r.adapter.empty() ? "-" : r.adapter, r.tokens, r.seconds, r.tflops, 100 * r.share, r.tokens_per_s);
   }
-  return t + "share: prefill = of the bf16 peak; decode = weight-bytes floor at the copy bandwidth / step time\n";
+  t += "share: prefill = of the bf16 peak; decode = weight-bytes floor at the copy bandwidth / step time\n";
+  if (!decisions.empty()) {
+    t += fmt::format("\n{:<8} {:<22} {:>6} {:>14} {:>10} {:>10}\n", "bucket", "adapter", "count", "record tokens",
+                     "p50 s", "p95 s");
+    for (const DecisionLatency& r : decisions) {
+      t += fmt::format("{:<8} {:<22} {:>6} {:>14.0f} {:>10.4f} {:>10.4f}\n", r.bucket,
+                       r.adapter.empty() ? "-" : r.adapter, r.count, r.mean_record_tokens, r.p50, r.p95);
+    }
+  }
+  return t;
 }
 
 std::string BenchReport::Json(const std::string& model, const std::string& device) const {
@@ -167,6 +217,10 @@ std::string BenchReport::Json(const std::string& model, const std::string& devic
   for (const BenchRow& r : rows) {
     j["rows"].push_back({{"kind", r.kind}, {"adapter", r.adapter}, {"tokens", r.tokens}, {"seconds", r.seconds},
                          {"tflops", r.tflops}, {"share", r.share}, {"tokens_per_s", r.tokens_per_s}});
+  }
+  for (const DecisionLatency& r : decisions) {
+    j["decisions"].push_back({{"bucket", r.bucket}, {"adapter", r.adapter}, {"count", r.count},
+                              {"mean_record_tokens", r.mean_record_tokens}, {"p50", r.p50}, {"p95", r.p95}});
   }
   return j.dump(2);
 }

@@ -10,6 +10,7 @@
 //   decode   B sequences with a short prompt each, then `steps` steps of one token per
 //            sequence (through `run_step` when given: CUDA graphs); tokens/s, and the bandwidth
 //            floor (weight bytes per step / `copy_tbps`) as a share of the measured step time.
+//   decisions  with --decisions: latency by record-length bucket (DecisionLatency below).
 #pragma once
 
 #include <string>
@@ -43,11 +44,30 @@ struct BenchRow {
   double tokens_per_s = 0;
 };
 
+// Decision latency by record-length bucket (<=1K, 1-4K, 4-10K, >10K record tokens, as
+// `graft gate` buckets): each request scored once per slot from a cold prefix cache
+// (DecisionScorer::Score), p50 and p95 of its wall time.
+struct DecisionLatency {
+  std::string bucket, adapter;
+  int count = 0;
+  double p50 = 0, p95 = 0;
+  double mean_record_tokens = 0;
+};
+
 struct BenchReport {
   std::vector<BenchRow> rows;
+  std::vector<DecisionLatency> decisions;  // RunDecisionBench's, when run
   std::string Table() const;
   std::string Json(const std::string& model, const std::string& device) const;
 };
+
+class DecisionScorer;
+struct DecisionRequest;
+// DecisionLatency rows for base and (slot 1, when present) the adapter. A request that fails
+// is an error naming its place.
+Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer,
+                                                      const std::vector<DecisionRequest>& requests,
+                                                      const AdapterSet& adapters);
 
 // adapters: slot 1, when present, is the adapter measured beside the base.
 Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& adapters, const BenchJob& job,

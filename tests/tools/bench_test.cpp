@@ -5,14 +5,22 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "adapters/dummy.h"
+#include "adapters/lora_loader.h"
+#include "engine/decision_scorer.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 #include "backend/cpu/cpu_ops.h"
 #include "model/projections.h"
 #include "test_util.h"
 
 namespace graft {
 namespace {
+
+std::string Repo(const std::string& rel) { return test::FixturesDir() + "/../" + rel; }
 
 TEST(Bench, MeasuresPrefillAndDecodeWithAndWithoutTheAdapter) {
   auto model = LoadDummyModel(test::Fixture("qwen3_5-wrapper"), 3, 2);
@@ -53,6 +61,45 @@ TEST(Bench, MeasuresPrefillAndDecodeWithAndWithoutTheAdapter) {
   EXPECT_EQ(rep->rows[4].adapter, ad.name);
   EXPECT_NE(rep->Table().find("decode"), std::string::npos);
   EXPECT_NE(rep->Json("m", "cpu").find("\"tokens_per_s\""), std::string::npos);
+}
+
+// Decision latency by record bucket on the demo models: every request counted once per slot,
+// in the bucket of its record's length, with p50 <= p95.
+TEST(Bench, DecisionLatencyByRecordBucket) {
+  auto model = LoadModel(Repo("models/base"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto ad = LoadLoraAdapter(Repo("models/release-lora"), (*model)->config(), {"release", false, nullptr});
+  ASSERT_TRUE(ad.ok()) << ad.status().ToString();
+  AdapterSet set;
+  set.slots.push_back(&*ad);
+  auto tok = Tokenizer::FromFile(Repo("models/base/tokenizer.json"));
+  auto tmpl = ChatTemplate::Load(Repo("models/base"), "");
+  ASSERT_TRUE(tok.ok() && tmpl.ok());
+  std::ifstream in(Repo("fixtures/demo-gate/requests.jsonl"));
+  std::vector<DecisionRequest> reqs;
+  std::string line;
+  while (reqs.size() < 3 && std::getline(in, line)) {
+    auto r = ParseDecisionRequest(nlohmann::json::parse(line), DecisionLimits{});
+    ASSERT_TRUE(r.ok());
+    reqs.push_back(std::move(r).value());
+  }
+  CpuOps ops(ActDtype::kBF16, 2);
+  DecisionScorer scorer(**model, ops, **tok, **tmpl, set);
+  auto rows = RunDecisionBench(scorer, reqs, set);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  int base = 0, adapter = 0;
+  for (const DecisionLatency& r : *rows) {
+    (r.adapter.empty() ? base : adapter) += r.count;
+    EXPECT_LE(r.p50, r.p95);
+    EXPECT_GT(r.p50, 0);
+    EXPECT_EQ(r.bucket, r.mean_record_tokens <= 1000 ? "<=1K" : r.mean_record_tokens <= 4000 ? "1K-4K" : "4K-10K");
+  }
+  EXPECT_EQ(base, 3);
+  EXPECT_EQ(adapter, 3);
+  BenchReport rep;
+  rep.decisions = *rows;
+  EXPECT_NE(rep.Table().find("p95"), std::string::npos);
+  EXPECT_NE(rep.Json("m", "cpu").find("\"decisions\""), std::string::npos);
 }
 
 }  // namespace
