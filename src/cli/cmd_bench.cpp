@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <random>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,7 @@
 #include "adapters/lora_loader.h"
 #include "cli/commands.h"
 #include "engine/decision_scorer.h"
+#include "engine/engine.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/bench.h"
@@ -25,7 +27,8 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
   struct S {
     ModelSettings m;
     std::string load_format = "auto", json, adapter_dtype = "float32", decisions, tokenizer;
-    int dummy_rank = 0, dummy_layers = 24;
+    int dummy_rank = 0, dummy_layers = 24, concurrency = 0, chat_tokens = 32;
+    std::vector<int> chat_streams;
     bool no_graphs = false;
     BenchJob job;
   };
@@ -55,6 +58,14 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--tokenizer", s->tokenizer, "Directory with tokenizer.json and the chat template (default: --model)")
       ->check(CLI::ExistingDirectory);
+  cmd->add_option("--concurrency", s->concurrency,
+                  "With --decisions: submit N copies of the first request to the engine at once and count the ones "
+                  "that differ from it alone or fail")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--chat-streams", s->chat_streams, "Chat throughput with these numbers of concurrent greedy streams")
+      ->delimiter(',')->check(CLI::Range(1, 4096));
+  cmd->add_option("--chat-tokens", s->chat_tokens, "Tokens each chat stream generates")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--json", s->json, "Also write the results as JSON to this file");
   cmd->add_flag("--no-cuda-graphs", s->no_graphs, "cuda: run decode steps eagerly");
   AddBackendFlags(cmd, s->m);
@@ -97,17 +108,23 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
         };
       }
 #endif
+      if (s->concurrency > 0 && s->decisions.empty()) return InvalidArgument("--concurrency needs --decisions");
       GRAFT_ASSIGN_OR_RETURN(BenchReport rep, RunBench(*model, *ops, set, s->job, run_step));
-      if (!s->decisions.empty()) {
+      const bool engine_work = !s->decisions.empty() || !s->chat_streams.empty();
+      std::shared_ptr<const Tokenizer> tok;
+      std::shared_ptr<const ChatTemplate> tmpl;
+      if (engine_work) {
         const std::string tdir = s->tokenizer.empty() ? s->m.model : s->tokenizer;
-        GRAFT_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromFile((std::filesystem::path(tdir) / "tokenizer.json").string()));
-        GRAFT_ASSIGN_OR_RETURN(auto tmpl, ChatTemplate::Load(tdir, ""));
+        GRAFT_ASSIGN_OR_RETURN(tok, Tokenizer::FromFile((std::filesystem::path(tdir) / "tokenizer.json").string()));
+        GRAFT_ASSIGN_OR_RETURN(tmpl, ChatTemplate::Load(tdir, ""));
         if (tok->vocab_size() > model->config().vocab_size) {
           return InvalidArgument(fmt::format("--tokenizer {}: {} tokens, more than the model's {}", tdir, tok->vocab_size(),
                                              model->config().vocab_size));
         }
+      }
+      std::vector<DecisionRequest> reqs;
+      if (!s->decisions.empty()) {
         std::ifstream in(s->decisions);
-        std::vector<DecisionRequest> reqs;
         std::string line;
         for (int n = 1; std::getline(in, line); ++n) {
           if (line.empty()) continue;
@@ -119,6 +136,23 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
         }
         DecisionScorer scorer(*model, *ops, *tok, *tmpl, set);
         GRAFT_ASSIGN_OR_RETURN(rep.decisions, RunDecisionBench(scorer, reqs, set));
+      }
+      if (engine_work && (s->concurrency > 0 || !s->chat_streams.empty())) {
+        Engine engine(EngineConfig{}, *model, std::move(ops), *tok, *tmpl, set, run_step);
+        GRAFT_RETURN_IF_ERROR(engine.PoolsReserved());
+        if (s->concurrency > 0 && !reqs.empty()) {
+          GRAFT_ASSIGN_OR_RETURN(DecisionConcurrency dc,
+                                 RunDecisionConcurrency(engine, reqs.front(), adapter ? 1 : 0, s->concurrency));
+          rep.concurrency.push_back(dc);
+        }
+        std::mt19937 rng(7);
+        std::vector<int32_t> prompt(64);
+        for (auto& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(tok->vocab_size()));
+        for (int n : s->chat_streams) {
+          GRAFT_ASSIGN_OR_RETURN(ChatStreams cs, RunChatStreams(engine, prompt, n, s->chat_tokens));
+          rep.chat.push_back(cs);
+        }
+        engine.Stop();
       }
       std::fputs(rep.Table().c_str(), stdout);
       if (!s->json.empty()) {

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <future>
 #include <random>
 
 #include "engine/decision_scorer.h"
@@ -191,6 +193,70 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, co
   return out;
 }
 
+namespace {
+
+bool SameBits(const DecisionResult& a, const DecisionResult& b) {
+  if (a.questions.size() != b.questions.size()) return false;
+  for (size_t q = 0; q < a.questions.size(); ++q) {
+    const auto &x = a.questions[q].scores, &y = b.questions[q].scores;
+    if (x.size() != y.size()) return false;
+    for (size_t c = 0; c < x.size(); ++c) {
+      if (std::memcmp(&x[c].logprob, &y[c].logprob, sizeof(double)) != 0) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<DecisionConcurrency> RunDecisionConcurrency(Engine& engine, const DecisionRequest& request, int32_t slot, int n) {
+  GRAFT_ASSIGN_OR_RETURN(DecisionResult alone, engine.Decide(request, slot));
+  DecisionConcurrency out;
+  out.n = n;
+  std::vector<std::future<Result<DecisionResult>>> futures;
+  const double t0 = Now();
+  for (int i = 0; i < n; ++i) {
+    futures.push_back(std::async(std::launch::async, [&engine, &request, slot] { return engine.Decide(request, slot); }));
+  }
+  for (auto& f : futures) {
+    Result<DecisionResult> r = f.get();
+    if (!r.ok()) ++out.failed;
+    else if (!SameBits(*r, alone)) ++out.unequal;
+  }
+  out.seconds = Now() - t0;
+  return out;
+}
+
+Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& prompt, int streams, int max_tokens) {
+  struct Done {
+    std::promise<Status> p;
+    int64_t tokens = 0;
+  };
+  std::vector<std::unique_ptr<Done>> done;
+  const double t0 = Now();
+  for (int i = 0; i < streams; ++i) {
+    done.push_back(std::make_unique<Done>());
+    Done* d = done.back().get();
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.max_tokens = max_tokens;
+    r.on_event = [d](const GenEvent& ev) {
+      if (ev.kind == GenEvent::Kind::kDone) d->tokens = ev.completion_tokens, d->p.set_value(Status::Ok());
+      if (ev.kind == GenEvent::Kind::kError) d->p.set_value(ev.error);
+    };
+    GRAFT_RETURN_IF_ERROR(engine.Submit(std::move(r)).WithContext(fmt::format("chat stream {}", i + 1)));
+  }
+  ChatStreams out;
+  out.streams = streams;
+  for (auto& d : done) {
+    GRAFT_RETURN_IF_ERROR(d->p.get_future().get());
+    out.tokens += d->tokens;
+  }
+  out.seconds = Now() - t0;
+  out.tokens_per_s = static_cast<double>(out.tokens) / out.seconds;
+  return out;
+}
+
 std::string BenchReport::Table() const {
   std::string t = fmt::format("{:<8} {:<22} {:>7} {:>11} {:>11} {:>9} {:>12}\n", "kind", "adapter", "tokens", "seconds",
                               "TFLOP/s", "share", "tokens/s");
@@ -207,6 +273,14 @@ std::string BenchReport::Table() const {
                        r.adapter.empty() ? "-" : r.adapter, r.count, r.mean_record_tokens, r.p50, r.p95);
     }
   }
+  for (const DecisionConcurrency& r : concurrency) {
+    t += fmt::format("\n{} concurrent copies of one decision: {} unequal to it alone, {} failed, {:.3f} s\n", r.n,
+                     r.unequal, r.failed, r.seconds);
+  }
+  if (!chat.empty()) t += fmt::format("\n{:<8} {:>10} {:>10} {:>12}\n", "streams", "tokens", "seconds", "tokens/s");
+  for (const ChatStreams& r : chat) {
+    t += fmt::format("{:<8} {:>10} {:>10.3f} {:>12.1f}\n", r.streams, r.tokens, r.seconds, r.tokens_per_s);
+  }
   return t;
 }
 
@@ -221,6 +295,13 @@ std::string BenchReport::Json(const std::string& model, const std::string& devic
   for (const DecisionLatency& r : decisions) {
     j["decisions"].push_back({{"bucket", r.bucket}, {"adapter", r.adapter}, {"count", r.count},
                               {"mean_record_tokens", r.mean_record_tokens}, {"p50", r.p50}, {"p95", r.p95}});
+  }
+  for (const DecisionConcurrency& r : concurrency) {
+    j["concurrency"].push_back({{"n", r.n}, {"unequal", r.unequal}, {"failed", r.failed}, {"seconds", r.seconds}});
+  }
+  for (const ChatStreams& r : chat) {
+    j["chat"].push_back({{"streams", r.streams}, {"tokens", r.tokens}, {"seconds", r.seconds},
+                         {"tokens_per_s", r.tokens_per_s}});
   }
   return j.dump(2);
 }

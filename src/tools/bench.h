@@ -10,7 +10,8 @@
 //   decode   B sequences with a short prompt each, then `steps` steps of one token per
 //            sequence (through `run_step` when given: CUDA graphs); tokens/s, and the bandwidth
 //            floor (weight bytes per step / `copy_tbps`) as a share of the measured step time.
-//   decisions  with --decisions: latency by record-length bucket (DecisionLatency below).
+//   decisions  with --decisions: latency by record-length bucket (DecisionLatency below);
+//              --concurrency N copies of one through the engine; --chat-streams throughput.
 #pragma once
 
 #include <string>
@@ -54,9 +55,26 @@ struct DecisionLatency {
   double mean_record_tokens = 0;
 };
 
+// N copies of one decision submitted to the engine at once, against the same decision alone:
+// how many came back with other bits (must be 0: DESIGN.md §3.2) and how many failed.
+struct DecisionConcurrency {
+  int n = 0, unequal = 0, failed = 0;
+  double seconds = 0;  // wall time for all n
+};
+
+// Chat throughput: `streams` greedy generations of `max_tokens` each submitted at once.
+struct ChatStreams {
+  int streams = 0;
+  int64_t tokens = 0;
+  double seconds = 0;
+  double tokens_per_s = 0;
+};
+
 struct BenchReport {
   std::vector<BenchRow> rows;
   std::vector<DecisionLatency> decisions;  // RunDecisionBench's, when run
+  std::vector<DecisionConcurrency> concurrency;
+  std::vector<ChatStreams> chat;
   std::string Table() const;
   std::string Json(const std::string& model, const std::string& device) const;
 };
@@ -68,6 +86,10 @@ struct DecisionRequest;
 Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer,
                                                       const std::vector<DecisionRequest>& requests,
                                                       const AdapterSet& adapters);
+
+class Engine;
+Result<DecisionConcurrency> RunDecisionConcurrency(Engine& engine, const DecisionRequest& request, int32_t slot, int n);
+Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& prompt, int streams, int max_tokens);
 
 // adapters: slot 1, when present, is the adapter measured beside the base.
 Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& adapters, const BenchJob& job,

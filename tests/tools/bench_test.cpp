@@ -11,6 +11,7 @@
 #include "adapters/dummy.h"
 #include "adapters/lora_loader.h"
 #include "engine/decision_scorer.h"
+#include "engine/engine.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "backend/cpu/cpu_ops.h"
@@ -98,8 +99,26 @@ TEST(Bench, DecisionLatencyByRecordBucket) {
   EXPECT_EQ(adapter, 3);
   BenchReport rep;
   rep.decisions = *rows;
-  EXPECT_NE(rep.Table().find("p95"), std::string::npos);
-  EXPECT_NE(rep.Json("m", "cpu").find("\"decisions\""), std::string::npos);
+  // Through the engine: concurrent copies of a decision equal it alone; chat streams all finish.
+  Engine engine(EngineConfig{}, **model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), **tok, **tmpl, set);
+  auto dc = RunDecisionConcurrency(engine, reqs.front(), 1, 3);
+  ASSERT_TRUE(dc.ok()) << dc.status().ToString();
+  EXPECT_EQ(dc->n, 3);
+  EXPECT_EQ(dc->unequal, 0);
+  EXPECT_EQ(dc->failed, 0);
+  auto cs = RunChatStreams(engine, {5, 6, 7, 8, 9}, 3, 4);
+  ASSERT_TRUE(cs.ok()) << cs.status().ToString();
+  EXPECT_EQ(cs->streams, 3);
+  EXPECT_GT(cs->tokens, 0);
+  EXPECT_LE(cs->tokens, 12);
+  EXPECT_GT(cs->tokens_per_s, 0);
+  engine.Stop();
+  rep.concurrency.push_back(*dc);
+  rep.chat.push_back(*cs);
+  const std::string table = rep.Table(), json = rep.Json("m", "cpu");
+  EXPECT_NE(table.find("p95"), std::string::npos);
+  EXPECT_NE(table.find("0 unequal"), std::string::npos);
+  for (const char* key : {"\"decisions\"", "\"concurrency\"", "\"chat\""}) EXPECT_NE(json.find(key), std::string::npos) << key;
 }
 
 }  // namespace
