@@ -6,17 +6,10 @@
 #include <cmath>
 
 #include "model/projections.h"
+#include "util/splitmix.h"
 
 namespace graft {
 namespace {
-
-float Uniform(uint64_t seed, uint64_t i) {
-  uint64_t z = seed + i * 0x9E3779B97F4A7C15ULL;  // splitmix64
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  z ^= z >> 31;
-  return static_cast<float>(z >> 40) * 0x1.0p-24f * 2.0f - 1.0f;
-}
 
 Weight RandomWeight(const std::string& name, int64_t rows, int64_t cols, bool bf16, uint64_t seed) {
   Weight w;
@@ -29,7 +22,7 @@ Weight RandomWeight(const std::string& name, int64_t rows, int64_t cols, bool bf
   if (bf16) w.bf16.resize(n);
   else w.f32.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    const float v = Uniform(seed, i) * a;
+    const float v = SymmetricUniform(seed + i * 0x9E3779B97F4A7C15ULL) * a;
     if (bf16) w.bf16[i] = FloatToBf16(v);
     else w.f32[i] = v;
   }

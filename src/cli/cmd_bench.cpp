@@ -16,10 +16,6 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/bench.h"
-#ifdef GRAFT_HAVE_CUDA
-#include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/decode_graph.h"
-#endif
 
 namespace graft::cli {
 
@@ -71,6 +67,30 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
   AddBackendFlags(cmd, s->m);
   cmd->callback([s, &run] {
     run = [s]() -> Status {
+      // Inputs first: a bad flag or request file is refused before a model of tens of GB loads.
+      if (s->concurrency > 0 && s->decisions.empty()) return InvalidArgument("--concurrency needs --decisions");
+      const bool engine_work = !s->decisions.empty() || !s->chat_streams.empty();
+      const std::string tdir = s->tokenizer.empty() ? s->m.model : s->tokenizer;
+      std::shared_ptr<const Tokenizer> tok;
+      std::shared_ptr<const ChatTemplate> tmpl;
+      if (engine_work) {
+        GRAFT_ASSIGN_OR_RETURN(tok, Tokenizer::FromFile((std::filesystem::path(tdir) / "tokenizer.json").string()));
+        GRAFT_ASSIGN_OR_RETURN(tmpl, ChatTemplate::Load(tdir, ""));
+      }
+      std::vector<DecisionRequest> reqs;
+      if (!s->decisions.empty()) {
+        std::ifstream in(s->decisions);
+        std::string line;
+        for (int n = 1; std::getline(in, line); ++n) {
+          if (line.empty()) continue;
+          auto body = nlohmann::json::parse(line, nullptr, false);
+          if (body.is_discarded()) return InvalidArgument(fmt::format("{} line {}: not valid JSON", s->decisions, n));
+          auto r = ParseDecisionRequest(body, DecisionLimits{});
+          if (!r.ok()) return r.status().WithContext(fmt::format("{} line {}", s->decisions, n));
+          reqs.push_back(std::move(r).value());
+        }
+        if (reqs.empty()) return InvalidArgument(fmt::format("--decisions {}: no requests", s->decisions));
+      }
       std::unique_ptr<Model> model;
       if (s->load_format == "dummy") {
         GRAFT_ASSIGN_OR_RETURN(model, LoadDummyModel(s->m.model, s->job.seed, s->m.threads));
@@ -79,6 +99,10 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       }
       spdlog::info("bench: {} ({:.1f} GB of weights, {}) on {} with {} activations", model->config().Summary(),
                    model->weights().bytes() / 1e9, s->load_format, s->m.device, s->m.dtype);
+      if (tok && tok->vocab_size() > model->config().vocab_size) {
+        return InvalidArgument(fmt::format("--tokenizer {}: {} tokens, more than the model's {}", tdir, tok->vocab_size(),
+                                           model->config().vocab_size));
+      }
       std::unique_ptr<LoraAdapter> adapter;
       if (!s->m.adapter.empty()) {
         LoraLoadOptions opt;
@@ -98,49 +122,16 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       }
       std::unique_ptr<Ops> ops;
       GRAFT_RETURN_IF_ERROR(MakeOps(s->m, *model, set, &ops));
-      StepRunner run_step;
-#ifdef GRAFT_HAVE_CUDA
-      std::unique_ptr<DecodeGraphCache> graphs;
-      if (auto* cuda = dynamic_cast<CudaOps*>(ops.get()); cuda && !s->no_graphs) {
-        graphs = std::make_unique<DecodeGraphCache>(*model, *cuda);
-        run_step = [g = graphs.get()](const StepBatch& b, const AdapterSet& a, float* l, int32_t* ids) {
-          return g->Run(b, a, l, ids);
-        };
-      }
-#endif
-      if (s->concurrency > 0 && s->decisions.empty()) return InvalidArgument("--concurrency needs --decisions");
-      GRAFT_ASSIGN_OR_RETURN(BenchReport rep, RunBench(*model, *ops, set, s->job, run_step));
-      const bool engine_work = !s->decisions.empty() || !s->chat_streams.empty();
-      std::shared_ptr<const Tokenizer> tok;
-      std::shared_ptr<const ChatTemplate> tmpl;
-      if (engine_work) {
-        const std::string tdir = s->tokenizer.empty() ? s->m.model : s->tokenizer;
-        GRAFT_ASSIGN_OR_RETURN(tok, Tokenizer::FromFile((std::filesystem::path(tdir) / "tokenizer.json").string()));
-        GRAFT_ASSIGN_OR_RETURN(tmpl, ChatTemplate::Load(tdir, ""));
-        if (tok->vocab_size() > model->config().vocab_size) {
-          return InvalidArgument(fmt::format("--tokenizer {}: {} tokens, more than the model's {}", tdir, tok->vocab_size(),
-                                             model->config().vocab_size));
-        }
-      }
-      std::vector<DecisionRequest> reqs;
-      if (!s->decisions.empty()) {
-        std::ifstream in(s->decisions);
-        std::string line;
-        for (int n = 1; std::getline(in, line); ++n) {
-          if (line.empty()) continue;
-          auto body = nlohmann::json::parse(line, nullptr, false);
-          if (body.is_discarded()) return InvalidArgument(fmt::format("{} line {}: not valid JSON", s->decisions, n));
-          auto r = ParseDecisionRequest(body, DecisionLimits{});
-          if (!r.ok()) return r.status().WithContext(fmt::format("{} line {}", s->decisions, n));
-          reqs.push_back(std::move(r).value());
-        }
+      const DecodeGraphs graphs = MakeDecodeGraphs(*model, *ops, !s->no_graphs);
+      GRAFT_ASSIGN_OR_RETURN(BenchReport rep, RunBench(*model, *ops, set, s->job, graphs.run));
+      if (!reqs.empty()) {
         DecisionScorer scorer(*model, *ops, *tok, *tmpl, set);
         GRAFT_ASSIGN_OR_RETURN(rep.decisions, RunDecisionBench(scorer, reqs, set));
       }
-      if (engine_work && (s->concurrency > 0 || !s->chat_streams.empty())) {
-        Engine engine(EngineConfig{}, *model, std::move(ops), *tok, *tmpl, set, run_step);
+      if (s->concurrency > 0 || !s->chat_streams.empty()) {
+        Engine engine(EngineConfig{}, *model, std::move(ops), *tok, *tmpl, set, graphs.run);
         GRAFT_RETURN_IF_ERROR(engine.PoolsReserved());
-        if (s->concurrency > 0 && !reqs.empty()) {
+        if (s->concurrency > 0) {
           GRAFT_ASSIGN_OR_RETURN(DecisionConcurrency dc,
                                  RunDecisionConcurrency(engine, reqs.front(), adapter ? 1 : 0, s->concurrency));
           rep.concurrency.push_back(dc);

@@ -11,7 +11,6 @@
 #include "cli/commands.h"
 #ifdef GRAFT_HAVE_CUDA
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/decode_graph.h"
 #endif
 #include "engine/engine.h"
 #include "io/checkpoint.h"
@@ -112,17 +111,8 @@ void AddServeCommand(CLI::App& app, Runner& run) {
                      a->min_rank(), a->max_rank());
       }
       Ops* ops_view = ops.get();
-      StepRunner run_step;
-#ifdef GRAFT_HAVE_CUDA
-      std::unique_ptr<DecodeGraphCache> graphs;
-      if (auto* cuda = dynamic_cast<CudaOps*>(ops_view); cuda && !s->no_graphs) {
-        graphs = std::make_unique<DecodeGraphCache>(*model, *cuda);
-        run_step = [g = graphs.get()](const StepBatch& b, const AdapterSet& a, float* l, int32_t* ids) {
-          return g->Run(b, a, l, ids);
-        };
-      }
-#endif
-      Engine engine(s->engine, *model, std::move(ops), *tok, *tmpl, set, std::move(run_step));
+      const DecodeGraphs graphs = MakeDecodeGraphs(*model, *ops, !s->no_graphs);
+      Engine engine(s->engine, *model, std::move(ops), *tok, *tmpl, set, graphs.run);
       GRAFT_RETURN_IF_ERROR(engine.PoolsReserved());
 #ifdef GRAFT_HAVE_CUDA
       if (auto* cuda = dynamic_cast<CudaOps*>(ops_view)) spdlog::info("device memory with the pools:\n{}", cuda->memory().Table());
@@ -153,12 +143,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &wake, 1);  // ends the signal thread
       signals.join();
       engine.Stop();
-#ifdef GRAFT_HAVE_CUDA
-      if (graphs) {
-        spdlog::info("decode graphs: {} captured, {} steps replayed, {} steps run eagerly", graphs->captures(),
-                     graphs->replays(), graphs->eager());
-      }
-#endif
+      if (graphs.summary) spdlog::info("{}", graphs.summary());
       spdlog::info("stopped");
       return Status::Ok();
     };

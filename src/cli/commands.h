@@ -10,6 +10,7 @@
 
 #include "adapters/lora.h"
 #include "backend/ops.h"
+#include "engine/engine.h"
 #include "model/model.h"
 #include "util/status.h"
 
@@ -34,6 +35,15 @@ void AddBackendFlags(CLI::App* cmd, ModelSettings& s);
 // The backend the settings name, with the model's weights and the adapters already on it
 // (CUDA: uploaded, the memory table logged).
 Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& adapters, std::unique_ptr<Ops>* ops);
+
+// Decode steps replayed from CUDA graphs (backend/cuda/decode_graph.h) when `ops` is the CUDA
+// backend and `enabled`; otherwise both members are empty and steps run eagerly. The closures
+// share the graph cache, which lives as long as either of them.
+struct DecodeGraphs {
+  StepRunner run;                        // for Engine and RunBench
+  std::function<std::string()> summary;  // "decode graphs: N captured, ..."
+};
+DecodeGraphs MakeDecodeGraphs(const Model& model, Ops& ops, bool enabled);
 std::string DefaultCacheDir();
 
 // A loaded model with the optional adapter of ModelSettings in slot 1; logs a memory summary.

@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_ops.h"
 #ifdef GRAFT_HAVE_CUDA
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/decode_graph.h"
 #endif
 #include "io/checkpoint.h"
 #include "io/identity.h"
@@ -58,6 +59,27 @@ Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& ada
   (void)adapters;
   return Unsupported("--device cuda: this graft was built without the CUDA backend (nvcc was not found at build time)");
 #endif
+}
+
+DecodeGraphs MakeDecodeGraphs(const Model& model, Ops& ops, bool enabled) {
+  DecodeGraphs g;
+#ifdef GRAFT_HAVE_CUDA
+  auto* cuda = dynamic_cast<CudaOps*>(&ops);
+  if (!cuda || !enabled) return g;
+  auto cache = std::make_shared<DecodeGraphCache>(model, *cuda);
+  g.run = [cache](const StepBatch& b, const AdapterSet& a, float* logits, int32_t* ids) {
+    return cache->Run(b, a, logits, ids);
+  };
+  g.summary = [cache] {
+    return fmt::format("decode graphs: {} captured, {} steps replayed, {} steps run eagerly", cache->captures(),
+                       cache->replays(), cache->eager());
+  };
+#else
+  (void)model;
+  (void)ops;
+  (void)enabled;
+#endif
+  return g;
 }
 
 Result<LoadedModel> LoadModelAndAdapter(const ModelSettings& s) {

@@ -67,17 +67,16 @@ Result<SequenceState> Model::NewState(KvPool& pool) const {
   return s;
 }
 
-Result<SequenceState> Model::NewState(Ops& ops) const {
-  std::shared_ptr<PoolMemory> mem = ops.pool_memory();
+KvPool& Model::OwnPool(std::shared_ptr<PoolMemory> mem) const {
   auto& pool = own_pools_[mem.get()];
-  if (!pool) pool = NewPool(/*page_size=*/16, /*num_pages=*/64, /*num_slots=*/4, /*growable=*/true, mem);
-  return NewState(*pool);
+  if (!pool) pool = NewPool(/*page_size=*/16, /*num_pages=*/64, /*num_slots=*/4, /*growable=*/true, std::move(mem));
+  return *pool;
 }
 
+Result<SequenceState> Model::NewState(Ops& ops) const { return NewState(OwnPool(ops.pool_memory())); }
+
 SequenceState Model::NewState() const {
-  auto& pool = own_pools_[nullptr];
-  if (!pool) pool = NewPool(/*page_size=*/16, /*num_pages=*/64, /*num_slots=*/4, /*growable=*/true);
-  return std::move(NewState(*pool)).value();  // a growable host pool cannot run out
+  return std::move(NewState(OwnPool(nullptr))).value();  // a growable host pool cannot run out
 }
 
 Status Model::ReserveRows(const StepBatch& b) const {

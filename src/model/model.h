@@ -114,6 +114,9 @@ class Model {
   // Makes room for n more positions of every sequence (pages, copy-on-write); all or nothing.
   Status ReserveRows(const StepBatch& b) const;
 
+  // The growable pool NewState() and NewState(ops) use for memory `mem` (nullptr: host).
+  KvPool& OwnPool(std::shared_ptr<PoolMemory> mem) const;
+
   ModelConfig config_;
   ModelWeights weights_;
   mutable std::map<PoolMemory*, std::unique_ptr<KvPool>> own_pools_;  // NewState()'s growable pools

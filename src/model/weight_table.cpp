@@ -11,6 +11,7 @@
 
 #include "util/parallel.h"
 #include "util/progress.h"
+#include "util/splitmix.h"
 
 namespace graft {
 namespace {
@@ -167,11 +168,7 @@ ModelWeights DummyWeights(const ModelConfig& cfg, uint64_t seed, int threads) {
       const uint64_t slot_seed = seed * 0x9E3779B97F4A7C15ULL + ++slot_index;
       ParallelFor(static_cast<int64_t>(x.bf16.size()), threads, [&](int64_t b, int64_t end) {
         for (int64_t i = b; i < end; ++i) {
-          uint64_t z = slot_seed + static_cast<uint64_t>(i) * 0xBF58476D1CE4E5B9ULL;  // splitmix64
-          z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-          z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-          z ^= z >> 31;
-          const float u = static_cast<float>(z >> 40) * 0x1.0p-24f * 2.0f - 1.0f;
+          const float u = SymmetricUniform(slot_seed + static_cast<uint64_t>(i) * 0xBF58476D1CE4E5B9ULL);
           x.bf16[static_cast<size_t>(i)] = FloatToBf16(u * a);
         }
       });
