@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 
@@ -30,15 +32,78 @@ float NextBf16(uint16_t h, bool up) {
 
 std::vector<uint16_t> ReconstructBf16(const uint16_t* base, int64_t n, int64_t k, const float* a, const float* b, int r) {
   std::vector<uint16_t> out(static_cast<size_t>(n * k));
-  for (int64_t row = 0; row < n; ++row) {
-    const float* br = b + row * r;
-    for (int64_t c = 0; c < k; ++c) {
-      float acc = 0.0f;
-      for (int j = 0; j < r; ++j) acc += br[j] * a[j * k + c];
-      out[row * k + c] = FloatToBf16(Bf16ToFloat(base[row * k + c]) + acc);
-    }
-  }
+  ReconstructRows(base, k, a, b, r, 0, n, out.data());
   return out;
+}
+
+void ReconstructRows(const uint16_t* base, int64_t k, const float* a, const float* b, int r, int64_t row0, int64_t row1,
+                     uint16_t* out) {
+  // Column-vectorised: acc[c] gains B[row][j]·A[j][c] for j = 0, 1, ... — per element the
+  // same sum in the same order as the contract (the build never contracts to FMA).
+  std::vector<float> acc(static_cast<size_t>(k));
+  for (int64_t row = row0; row < row1; ++row) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    const float* br = b + row * r;
+    for (int j = 0; j < r; ++j) {
+      const float bj = br[j];
+      const float* aj = a + j * k;
+      for (int64_t c = 0; c < k; ++c) acc[c] += bj * aj[c];
+    }
+    uint16_t* o = out + (row - row0) * k;
+    const uint16_t* w = base + row * k;
+    for (int64_t c = 0; c < k; ++c) o[c] = FloatToBf16(Bf16ToFloat(w[c]) + acc[c]);
+  }
+}
+
+Result<IndexedResidual> IndexResidual(ExactResidual res, int64_t count) {
+  IndexedResidual out;
+  out.count = count;
+  if (res.index_stream.size() > UINT32_MAX) return Corrupt("exact residual: index stream over 4 GB");
+  size_t at = 0;
+  int64_t prev = -1;
+  for (size_t v = 0; v < res.values.size(); ++v) {
+    if (v % kResidualChunk == 0) {
+      out.chunk_byte.push_back(static_cast<uint32_t>(at));
+      out.chunk_prev.push_back(prev);
+    }
+    uint64_t gap = 0;
+    int shift = 0;
+    while (true) {
+      if (at >= res.index_stream.size()) return Corrupt(fmt::format("exact residual: index stream ends at entry {}", v));
+      if (shift > 56) return Corrupt("exact residual: varint longer than 64 bits");
+      const uint8_t byte = res.index_stream[at++];
+      gap |= static_cast<uint64_t>(byte & 0x7f) << shift;
+      shift += 7;
+      if (!(byte & 0x80)) break;
+    }
+    if (gap >= static_cast<uint64_t>(count)) {
+      return Corrupt(fmt::format("exact residual: entry {} jumps {} elements, past the projection ({} elements)", v, gap, count));
+    }
+    const int64_t idx = prev + 1 + static_cast<int64_t>(gap);
+    if (idx >= count) {
+      return Corrupt(fmt::format("exact residual: index {} is outside the projection ({} elements)", idx, count));
+    }
+    prev = idx;
+  }
+  if (at != res.index_stream.size()) return Corrupt("exact residual: trailing bytes after the last index");
+  out.res = std::move(res);
+  return out;
+}
+
+void ApplyResidualChunk(const IndexedResidual& r, int64_t c, uint16_t* w) {
+  size_t at = r.chunk_byte[static_cast<size_t>(c)];
+  int64_t idx = r.chunk_prev[static_cast<size_t>(c)];
+  const int64_t end = std::min<int64_t>(r.values(), (c + 1) * kResidualChunk);
+  for (int64_t v = c * kResidualChunk; v < end; ++v) {
+    uint64_t gap = 0;
+    for (int shift = 0;; shift += 7) {
+      const uint8_t byte = r.res.index_stream[at++];
+      gap |= static_cast<uint64_t>(byte & 0x7f) << shift;
+      if (!(byte & 0x80)) break;
+    }
+    idx += 1 + static_cast<int64_t>(gap);
+    w[idx] = r.res.values[static_cast<size_t>(v)];
+  }
 }
 
 ExactResidual EncodeResidual(const std::vector<uint16_t>& rec, const uint16_t* target, int64_t count) {

@@ -31,6 +31,31 @@ ExactResidual EncodeResidual(const std::vector<uint16_t>& rec, const uint16_t* t
 // Applies a residual, checking every index against `w`'s size.
 Status ApplyResidual(const ExactResidual& res, std::vector<uint16_t>& w);
 
+// A residual made ready to serve: decoded once (so a truncated or hostile one is refused when
+// it is loaded, never when it is used) and split into chunks of kResidualChunk values, each
+// with the byte offset of its first varint and the index before it, so chunks apply in
+// parallel (CPU threads, one CUDA thread each) while the stored stream stays as compact as on
+// disk. Holds the residual of one projection of `count` elements.
+inline constexpr int kResidualChunk = 256;
+struct IndexedResidual {
+  ExactResidual res;
+  int64_t count = 0;
+  std::vector<uint32_t> chunk_byte;  // [chunks] offset of the chunk's first varint
+  std::vector<int64_t> chunk_prev;   // [chunks] the index before the chunk's first (-1 for the first)
+  int64_t chunks() const { return static_cast<int64_t>(chunk_byte.size()); }
+  int64_t values() const { return static_cast<int64_t>(res.values.size()); }
+  int64_t bytes() const { return res.bytes() + 12 * chunks(); }
+};
+// Validates every varint and index (inside [0, count), strictly increasing, no trailing bytes).
+Result<IndexedResidual> IndexResidual(ExactResidual res, int64_t count);
+// Writes chunk c's values into w (bf16 [r.count]); the CPU reference of the CUDA kernel.
+void ApplyResidualChunk(const IndexedResidual& r, int64_t c, uint16_t* w);
+
+// Rows [row0, row1) of the reconstruction before the residual (the contract above) into out
+// (bf16 [(row1 - row0), k]); a [r, k] and b [n, r] as floats.
+void ReconstructRows(const uint16_t* base, int64_t k, const float* a, const float* b, int r, int64_t row0, int64_t row1,
+                     uint16_t* out);
+
 // Adjusts rank-r factors (a [r, k], b [n, r], fp32) so that ReconstructBf16(base, a, b) equals
 // `merged` (bf16 [n, k]) at as many elements as possible: alternating projections between
 // "every element inside its merged value's rounding interval" and "rank r". Keeps the best

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 
+#include <fmt/core.h>
+
 namespace graft {
 
 const char* LoraTargetName(LoraTarget t) {
@@ -47,6 +49,23 @@ int64_t LoraAdapter::bytes() const {
   int64_t b = 0;
   ForEachModule(*this, [&](const LoraModule& m) { b += m.a.bytes() + m.b.bytes(); });
   return b;
+}
+
+int64_t LoraAdapter::exact_bytes() const {
+  int64_t b = 0;
+  ForEachModule(*this, [&](const LoraModule& m) { b += m.exact ? m.exact->bytes() : 0; });
+  return b;
+}
+
+Result<int32_t> AdapterSlots::Select(const std::string& mode, const std::string& model) const {
+  if (mode.empty()) return default_exact && exact >= 0 ? exact : lora;
+  if (mode == "lora") return lora;
+  if (mode != "exact") return InvalidArgument(fmt::format("'mode' must be \"lora\" or \"exact\", not \"{}\"", mode));
+  if (exact < 0) {
+    return InvalidArgument(fmt::format("'{}' has no exact representation, so it serves only \"mode\": \"lora\" "
+                                       "(graft adapter extract --exact makes one)", model));
+  }
+  return exact;
 }
 
 }  // namespace graft

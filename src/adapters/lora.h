@@ -12,10 +12,13 @@
 #pragma once
 
 #include <array>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "adapters/exact.h"
 #include "model/weights.h"
+#include "util/status.h"
 
 namespace graft {
 
@@ -30,6 +33,9 @@ struct LoraModule {
   float scale = 1.0f;   // alpha / rank, or alpha / sqrt(rank) with rsLoRA
   Weight a;             // [rank, K]
   Weight b;             // [N, rank]
+  // Exact mode (adapters/exact.h): the residual that, after the reconstruction from the base
+  // and a, b (scale not applied), gives back the merged release's rows bit for bit.
+  std::shared_ptr<const IndexedResidual> exact;
 };
 
 struct LoraLayer {
@@ -42,15 +48,40 @@ struct LoraAdapter {
   std::string dir;
   std::vector<LoraLayer> layers;  // [num_layers]
   std::string base_identity;      // from graft_manifest.json, "" when none
+  bool has_exact = false;         // every module carries its exact residual (graft_exact.safetensors)
+  bool default_exact = false;     // graft_manifest.json "default_mode": "exact"
   int num_modules() const;
   int min_rank() const;
   int max_rank() const;
-  int64_t bytes() const;
+  int64_t bytes() const;        // the factors (LoRA mode; exact mode uses them too)
+  int64_t exact_bytes() const;  // the residuals and their chunk tables (exact mode only)
 };
 
-// Adapters a step can select, by slot: slots[0] is the base (nullptr).
+// Adapters a step can select, by slot: slots[0] is the base (nullptr). A slot serves its
+// adapter either as LoRA (the factors' deltas added to the base projection) or, when its
+// `exact` flag is set, exactly: the rows that select it run on the merged projections
+// reconstructed from the base (Ops::ExactWeight). An adapter may sit in two slots, one per mode.
 struct AdapterSet {
   std::vector<const LoraAdapter*> slots{nullptr};
+  std::vector<uint8_t> exact;  // [slots] or shorter (missing = LoRA)
+  bool is_exact(size_t slot) const { return slot < exact.size() && exact[slot] != 0; }
+  // Appends a slot and returns its number.
+  int32_t Add(const LoraAdapter* a, bool exact_mode) {
+    exact.resize(slots.size(), 0);
+    slots.push_back(a);
+    exact.push_back(exact_mode ? 1 : 0);
+    return static_cast<int32_t>(slots.size() - 1);
+  }
+};
+
+// The slots one served model is reachable through, and which one a request's mode selects.
+// The base: lora = exact = 0 (the base is its own exact arithmetic).
+struct AdapterSlots {
+  int32_t lora = 0;
+  int32_t exact = -1;  // -1: no exact representation
+  bool default_exact = false;
+  // mode: "lora", "exact" or "" (the default). The error names `model` and what it offers.
+  Result<int32_t> Select(const std::string& mode, const std::string& model) const;
 };
 
 }  // namespace graft

@@ -64,6 +64,81 @@ Result<Weight> ToWeight(const SafetensorsFile& f, const TensorInfo& t) {
   return w;
 }
 
+// graft_exact.safetensors: for every module, "<module>.exact_index" (U8 varints) and
+// "<module>.exact_value" (BF16), decoded and indexed now (adapters/exact.h); nothing else.
+void LoadExact(const std::string& dir, const nlohmann::json& mj, const std::string& prefix, const ModelConfig& cfg,
+               LoraAdapter& ad, std::vector<std::string>& problems) {
+  std::string mode = "lora";
+  if (auto it = mj.find("default_mode"); it != mj.end()) {
+    if (!it->is_string() || (*it != "lora" && *it != "exact")) {
+      problems.push_back("graft_manifest.json: \"default_mode\" must be \"lora\" or \"exact\"");
+      return;
+    }
+    mode = it->get<std::string>();
+  }
+  auto ex = mj.find("exact");
+  if (ex == mj.end() || ex->is_null()) {
+    if (mode == "exact") problems.push_back("graft_manifest.json: \"default_mode\" is \"exact\" but the adapter has no exact representation");
+    return;
+  }
+  if (!ex->is_object()) {
+    problems.push_back("graft_manifest.json: \"exact\" must be an object");
+    return;
+  }
+  if (auto other = mj.find("other_differences"); other != mj.end() && other->is_array() && !other->empty()) {
+    problems.push_back(fmt::format("graft_manifest.json: {} tensor(s) besides the projections differ from the base (e.g. {}); "
+                                   "exact mode reproduces projections only, so it cannot serve this release",
+                                   other->size(), (*other)[0].value("tensor", "?")));
+    return;
+  }
+  const std::string path = (fs::path(dir) / "graft_exact.safetensors").string();
+  auto opened = SafetensorsFile::Open(path);
+  if (!opened.ok()) {
+    problems.push_back(fmt::format("the manifest lists an exact representation: {}", opened.status().message()));
+    return;
+  }
+  const SafetensorsFile& f = opened.value();
+  size_t used = 0;
+  for (int layer = 0; layer < cfg.num_layers; ++layer) {
+    for (const auto& p : LayerProjections(cfg, cfg.layer_kinds[layer])) {
+      for (LoraModule& m : ad.layers[static_cast<size_t>(layer)].targets[static_cast<size_t>(p.target)]) {
+        if (m.row_offset != p.row_offset || m.b.rows != p.rows) continue;
+        const std::string module = prefix + m.name;
+        const TensorInfo* idx = f.Find(module + ".exact_index");
+        const TensorInfo* val = f.Find(module + ".exact_value");
+        if (!idx || !val) {
+          problems.push_back(fmt::format("graft_exact.safetensors: no {}.exact_{} (every module needs its residual)", module,
+                                         idx ? "value" : "index"));
+          continue;
+        }
+        used += 2;
+        if (idx->dtype != DType::kU8 || idx->shape.size() != 1 || val->dtype != DType::kBF16 || val->shape.size() != 1) {
+          problems.push_back(fmt::format("graft_exact.safetensors: {}: expected a 1-D U8 index and a 1-D BF16 value tensor", module));
+          continue;
+        }
+        ExactResidual res;
+        res.index_stream.assign(f.Data(*idx), f.Data(*idx) + idx->num_bytes());
+        res.values.resize(static_cast<size_t>(val->num_elements()));
+        std::memcpy(res.values.data(), f.Data(*val), val->num_bytes());
+        auto indexed = IndexResidual(std::move(res), p.rows * p.cols);
+        if (!indexed.ok()) {
+          problems.push_back(fmt::format("graft_exact.safetensors: {}: {}", module, indexed.status().message()));
+          continue;
+        }
+        m.exact = std::make_shared<const IndexedResidual>(std::move(indexed).value());
+      }
+    }
+  }
+  if (used != f.tensors().size()) {
+    problems.push_back(fmt::format("graft_exact.safetensors: {} tensor(s) belong to no module of the adapter",
+                                   f.tensors().size() - used));
+  }
+  if (problems.empty()) {
+    ad.has_exact = true;
+    ad.default_exact = mode == "exact";
+  }
+}
+
 }  // namespace
 
 Result<LoraAdapter> LoadLoraAdapter(const std::string& dir, const ModelConfig& cfg, const LoraLoadOptions& opt) {
@@ -210,11 +285,13 @@ Result<LoraAdapter> LoadLoraAdapter(const std::string& dir, const ModelConfig& c
 
   // 3. A manifest that names a base identity must name this base.
   const std::string manifest_path = (fs::path(dir) / "graft_manifest.json").string();
+  nlohmann::json mj;
   if (fs::exists(manifest_path, ec)) {
     GRAFT_ASSIGN_OR_RETURN(std::string text, ReadFileLimited(manifest_path, 64u << 20));
-    auto mj = nlohmann::json::parse(text, nullptr, false);
+    mj = nlohmann::json::parse(text, nullptr, false);
     if (mj.is_discarded() || !mj.is_object()) {
       problems.push_back(manifest_path + ": not a JSON object");
+      mj = nlohmann::json();
     } else if (mj.contains("base_identity") && mj["base_identity"].is_string()) {
       ad.base_identity = mj["base_identity"].get<std::string>();
       if (!opt.force && opt.base_identity) {
@@ -227,6 +304,9 @@ Result<LoraAdapter> LoadLoraAdapter(const std::string& dir, const ModelConfig& c
       }
     }
   }
+
+  // 4. The exact representation, when the manifest has one (and the serving default).
+  if (problems.empty() && mj.is_object() && opt.load_exact) LoadExact(dir, mj, prefix, cfg, ad, problems);
 
   if (!problems.empty()) {
     std::string m = fmt::format("{}: {} problem{} with this adapter:", dir, problems.size(), problems.size() == 1 ? "" : "s");

@@ -7,7 +7,8 @@
 // nothing missing); A is [rank, K] and B is [N, rank] for the projection's widths, with the
 // rank the config gives the module; dtypes are F32/BF16/F16; every value is finite. When
 // graft_manifest.json names a base identity and it differs from the loaded base's, the
-// adapter is refused unless `force`.
+// adapter is refused unless `force`. graft_manifest.json's "default_mode" ("lora" or "exact")
+// says how requests that name no mode are served.
 #pragma once
 
 #include <functional>
@@ -24,6 +25,10 @@ struct LoraLoadOptions {
   bool force = false;
   // Returns the loaded base's identity (computed only when a manifest asks for it).
   std::function<Result<std::string>()> base_identity;
+  // Also load the exact representation (graft_exact.safetensors) when the manifest lists one:
+  // every module's residual, validated and indexed. Refused when the manifest says other
+  // tensors differ too (exact mode reproduces projections only).
+  bool load_exact = true;
 };
 
 Result<LoraAdapter> LoadLoraAdapter(const std::string& dir, const ModelConfig& cfg, const LoraLoadOptions& opt);

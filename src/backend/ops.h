@@ -119,6 +119,16 @@ class Ops {
                     int32_t* ids) = 0;
   // y += LoRA deltas, per row by its adapter (LoraArgs).
   virtual void LoraAdd(const LoraArgs& a) = 0;
+  // Exact mode: the fused bf16 weight `base` with the rows of every module in `modules`
+  // (one fused slot of one adapter, each carrying its residual) replaced by the merged
+  // release's rows, reconstructed as adapters/exact.h defines bit for bit — so it equals the
+  // merged checkpoint's weight at this slot. Written into the backend's exact scratch and
+  // valid until the next call; pass it to MatMul, which then runs the very kernel the merged
+  // checkpoint would run.
+  virtual const Weight& ExactWeight(const Weight& base, const std::vector<LoraModule>& modules) = 0;
+  // Reserves that scratch for fused weights of up to `elements` bf16 values (start-up; the
+  // CPU also grows it on demand, a device backend refuses larger ones).
+  virtual Status ReserveExact(int64_t elements) = 0;
   // Strided 2-D copy: dst[r, dst_col + c] = src[r, src_col + c], c < cols.
   virtual void CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                          int64_t dst_col, int64_t rows, int64_t cols) = 0;

@@ -45,7 +45,9 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   auto* cmd = app.add_subcommand("serve", "Serve the base and its adapters over HTTP (OpenAI chat/completions, decisions)");
   cmd->add_option("--model", s->m.model, "Model directory (config.json, safetensors, tokenizer.json, chat template)")
       ->required()->check(CLI::ExistingDirectory);
-  cmd->add_option("--adapter", s->adapters, "NAME=DIR: a PEFT adapter requests select with \"model\": NAME (repeatable)");
+  cmd->add_option("--adapter", s->adapters,
+                  "NAME=DIR: a PEFT adapter requests select with \"model\": NAME (repeatable); one extracted with --exact "
+                  "also serves \"mode\": \"exact\" (the merged release's arithmetic)");
   cmd->add_option("--served-model-name", s->name, "The base's name in requests and /v1/models (default: the directory's name)");
   AddBackendFlags(cmd, s->m);
   cmd->add_flag("--no-cuda-graphs", s->no_graphs, "cuda: run decode steps eagerly instead of replaying CUDA graphs");
@@ -93,9 +95,18 @@ void AddServeCommand(CLI::App& app, Runner& run) {
         };
         GRAFT_ASSIGN_OR_RETURN(LoraAdapter ad, LoadLoraAdapter(dir, model->config(), opt));
         adapters.push_back(std::make_unique<LoraAdapter>(std::move(ad)));
-        set.slots.push_back(adapters.back().get());
-        served.adapters[name] = static_cast<int32_t>(set.slots.size() - 1);
+        const LoraAdapter* a = adapters.back().get();
+        ServedAdapter sa;
+        sa.dir = dir;
+        sa.slots.lora = set.Add(a, false);
+        if (a->has_exact) sa.slots.exact = set.Add(a, true);
+        sa.slots.default_exact = a->default_exact;
+        sa.lora_bytes = a->bytes();
+        sa.exact_bytes = a->exact_bytes();
+        served.adapters[name] = sa;
       }
+      GRAFT_ASSIGN_OR_RETURN(const int64_t exact_elements, model->ExactScratchElements(set));
+      served.exact_scratch_bytes = exact_elements * 2;
       std::unique_ptr<Ops> ops;
       GRAFT_RETURN_IF_ERROR(MakeOps(s->m, *model, set, &ops));
       const auto& c = model->config();
@@ -105,10 +116,12 @@ void AddServeCommand(CLI::App& app, Runner& run) {
                                           4.0 * c.conv_dim() * (c.linear_conv_kernel - 1));
       spdlog::info("graft serve: {} | {} backend, {} activations, {} threads", c.Summary(), s->m.device, s->m.dtype, s->m.threads);
       spdlog::info("memory: base weights {:.1f} MB", model->weights().bytes() / 1e6);
-      for (const auto& [name, slot] : served.adapters) {
-        const LoraAdapter* a = set.slots[slot];
-        spdlog::info("memory: adapter {} ({}) {:.2f} MB, {} modules, rank {}..{}", name, a->dir, a->bytes() / 1e6, a->num_modules(),
-                     a->min_rank(), a->max_rank());
+      for (const auto& [name, sa] : served.adapters) {
+        const LoraAdapter* a = set.slots[static_cast<size_t>(sa.slots.lora)];
+        spdlog::info("memory: adapter {} ({}) {:.2f} MB of factors, {} modules, rank {}..{}; modes: lora{} (default {})", name,
+                     a->dir, a->bytes() / 1e6, a->num_modules(), a->min_rank(), a->max_rank(),
+                     a->has_exact ? fmt::format(", exact (+{:.2f} MB of residuals, + the shared scratch)", a->exact_bytes() / 1e6) : "",
+                     a->has_exact && a->default_exact ? "exact" : "lora");
       }
       Ops* ops_view = ops.get();
       const DecodeGraphs graphs = MakeDecodeGraphs(*model, *ops, !s->no_graphs);

@@ -120,7 +120,8 @@ void AddDecideCommand(CLI::App& app, Runner& run) {
       GRAFT_RETURN_IF_ERROR(MakeOps(s->m, *lm.model, lm.adapters, &ops));
       GRAFT_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromFile(TokenizerPath(s->m.model)));
       GRAFT_ASSIGN_OR_RETURN(auto tmpl, ChatTemplate::Load(s->m.model, s->chat_template));
-      s->job.adapter_slot = lm.slot;
+      s->job.slots = lm.slots;
+      s->job.default_mode = s->m.adapter_mode;
       s->job.model_name = s->m.adapter.empty() ? s->m.model : s->m.adapter;
       DecisionScorer scorer(*lm.model, *ops, *tok, *tmpl, lm.adapters);
       spdlog::info("graft decide: {} -> {} | {} | {} | {} threads", s->job.input, s->job.output, s->job.model_name,
@@ -167,7 +168,7 @@ void AddGateCommand(CLI::App& app, Runner& run) {
         GRAFT_ASSIGN_OR_RETURN(auto tmpl, ChatTemplate::Load(s->m.model, ""));
         DecisionScorer scorer(*lm.model, *ops, *tok, *tmpl, lm.adapters);
         tmp = std::filesystem::temp_directory_path() / fmt::format("graft-gate-{}.jsonl", ::getpid());
-        DecideJob job{s->requests, tmp, s->m.adapter.empty() ? s->m.model : s->m.adapter, lm.slot, {}};
+        DecideJob job{s->requests, tmp, s->m.adapter.empty() ? s->m.model : s->m.adapter, lm.slots, s->m.adapter_mode, {}};
         GRAFT_ASSIGN_OR_RETURN(DecideReport r, RunDecide(scorer, job));
         (void)r;
         candidate = tmp;

@@ -22,6 +22,7 @@ using Runner = std::function<Status()>;
 struct ModelSettings {
   std::string model;
   std::string adapter;  // a PEFT adapter directory, applied to every row ("" = none)
+  std::string adapter_mode;  // "lora", "exact" or "" (the adapter manifest's default)
   bool force = false;   // load an adapter whose manifest names another base
   std::string device = "cpu";
   std::string dtype = "bfloat16";
@@ -33,7 +34,8 @@ void AddModelFlags(CLI::App* cmd, ModelSettings& s);
 // --device, --dtype, --threads, --gpu-memory, --gpu-scratch.
 void AddBackendFlags(CLI::App* cmd, ModelSettings& s);
 // The backend the settings name, with the model's weights and the adapters already on it
-// (CUDA: uploaded, the memory table logged).
+// (CUDA: uploaded, the memory table logged) and the exact-mode scratch reserved when a slot
+// is exact.
 Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& adapters, std::unique_ptr<Ops>* ops);
 
 // Decode steps replayed from CUDA graphs (backend/cuda/decode_graph.h) when `ops` is the CUDA
@@ -46,12 +48,14 @@ struct DecodeGraphs {
 DecodeGraphs MakeDecodeGraphs(const Model& model, Ops& ops, bool enabled);
 std::string DefaultCacheDir();
 
-// A loaded model with the optional adapter of ModelSettings in slot 1; logs a memory summary.
+// A loaded model with the optional adapter of ModelSettings: slot 1 serves it as LoRA and,
+// when it has an exact representation, slot 2 exactly. Logs a memory summary.
 struct LoadedModel {
   std::unique_ptr<Model> model;
   std::unique_ptr<LoraAdapter> adapter;
   AdapterSet adapters;
-  int32_t slot = 0;  // the slot rows should select
+  AdapterSlots slots;  // the adapter's slots (the base's when none)
+  int32_t slot = 0;    // the slot --adapter-mode (or the manifest's default) selects
 };
 Result<LoadedModel> LoadModelAndAdapter(const ModelSettings& s);
 

@@ -19,6 +19,10 @@ void AddModelFlags(CLI::App* cmd, ModelSettings& s) {
   cmd->add_option("--model", s.model, "Model directory (config.json + safetensors)")->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--adapter", s.adapter, "A PEFT LoRA adapter directory to apply")->check(CLI::ExistingDirectory);
   cmd->add_flag("--force", s.force, "Load the adapter even if its manifest names a different base");
+  cmd->add_option("--adapter-mode", s.adapter_mode,
+                  "lora (factors added to the base) or exact (the merged release's weights rebuilt bit for bit; needs "
+                  "an adapter extracted with --exact). Default: the adapter manifest's default_mode")
+      ->check(CLI::IsMember({"lora", "exact"}));
   AddBackendFlags(cmd, s);
 }
 
@@ -37,9 +41,14 @@ void AddBackendFlags(CLI::App* cmd, ModelSettings& s) {
 
 Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& adapters, std::unique_ptr<Ops>* ops) {
   const ActDtype act = s.dtype == "float32" ? ActDtype::kF32 : ActDtype::kBF16;
+  GRAFT_ASSIGN_OR_RETURN(const int64_t exact_elements, model.ExactScratchElements(adapters));
+  if (exact_elements > 0) {
+    spdlog::info("memory: exact-mode scratch {:.1f} MB (the largest fused projection an exact adapter rebuilds, shared by all)",
+                 exact_elements * 2 / 1e6);
+  }
   if (s.device == "cpu") {
     *ops = std::make_unique<CpuOps>(act, s.threads);
-    return Status::Ok();
+    return (*ops)->ReserveExact(exact_elements);
   }
 #ifdef GRAFT_HAVE_CUDA
   CudaOptions o;
@@ -51,6 +60,7 @@ Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& ada
   for (const LoraAdapter* a : adapters.slots) {
     if (a) GRAFT_RETURN_IF_ERROR(cuda->Upload(*a));
   }
+  GRAFT_RETURN_IF_ERROR(cuda->ReserveExact(exact_elements));
   spdlog::info("device: {} | {} activations | device memory:\n{}", cuda->device_name(), s.dtype, cuda->memory().Table());
   *ops = std::move(cuda);
   return Status::Ok();
@@ -86,7 +96,9 @@ Result<LoadedModel> LoadModelAndAdapter(const ModelSettings& s) {
   LoadedModel lm;
   GRAFT_ASSIGN_OR_RETURN(lm.model, LoadModel(s.model));
   spdlog::info("model: {} ({:.1f} MB of weights)", lm.model->config().Summary(), lm.model->weights().bytes() / 1e6);
+  lm.slots.exact = 0;  // the base: either mode is the base itself
   if (s.adapter.empty()) return lm;
+  lm.slots.exact = -1;
   LoraLoadOptions opt;
   opt.name = s.adapter;
   opt.force = s.force;
@@ -97,10 +109,14 @@ Result<LoadedModel> LoadModelAndAdapter(const ModelSettings& s) {
   };
   GRAFT_ASSIGN_OR_RETURN(LoraAdapter ad, LoadLoraAdapter(s.adapter, lm.model->config(), opt));
   lm.adapter = std::make_unique<LoraAdapter>(std::move(ad));
-  lm.adapters.slots.push_back(lm.adapter.get());
-  lm.slot = 1;
-  spdlog::info("adapter {}: {} modules, rank {}..{}, {:.2f} MB", s.adapter, lm.adapter->num_modules(),
-               lm.adapter->min_rank(), lm.adapter->max_rank(), lm.adapter->bytes() / 1e6);
+  lm.slots.lora = lm.adapters.Add(lm.adapter.get(), false);
+  if (lm.adapter->has_exact) lm.slots.exact = lm.adapters.Add(lm.adapter.get(), true);
+  lm.slots.default_exact = lm.adapter->default_exact;
+  GRAFT_ASSIGN_OR_RETURN(lm.slot, lm.slots.Select(s.adapter_mode, s.adapter));
+  spdlog::info("adapter {}: {} modules, rank {}..{}, {:.2f} MB of factors{}; serving it as {}", s.adapter,
+               lm.adapter->num_modules(), lm.adapter->min_rank(), lm.adapter->max_rank(), lm.adapter->bytes() / 1e6,
+               lm.adapter->has_exact ? fmt::format(" + {:.2f} MB of exact residuals", lm.adapter->exact_bytes() / 1e6) : "",
+               lm.slot == lm.slots.exact ? "exact" : "lora");
   return lm;
 }
 

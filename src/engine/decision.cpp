@@ -36,6 +36,10 @@ Result<DecisionRequest> ParseDecisionRequest(const json& body, const DecisionLim
   if (!body.is_object()) return InvalidArgument("the request body must be a JSON object");
   DecisionRequest r;
   GRAFT_ASSIGN_OR_RETURN(r.model, StringField(body, "model", false, 256));
+  GRAFT_ASSIGN_OR_RETURN(r.mode, StringField(body, "mode", false, 16));
+  if (!r.mode.empty() && r.mode != "lora" && r.mode != "exact") {
+    return InvalidArgument(fmt::format("'mode' must be \"lora\" or \"exact\", not \"{}\"", r.mode));
+  }
   GRAFT_ASSIGN_OR_RETURN(r.instructions, StringField(body, "instructions", false, lim.max_text_bytes));
   GRAFT_ASSIGN_OR_RETURN(r.record, StringField(body, "record", true, lim.max_record_bytes));
   auto joint = body.find("joint");
@@ -142,6 +146,7 @@ nlohmann::ordered_json DecisionResultJson(const DecisionResult& r) {
   nlohmann::ordered_json out;
   out["id"] = r.id;
   out["model"] = r.model;
+  if (!r.mode.empty()) out["mode"] = r.mode;
   out["decisions"] = nlohmann::ordered_json::array();
   for (const auto& q : r.questions) {
     nlohmann::ordered_json probs = nlohmann::ordered_json::object(), lps = nlohmann::ordered_json::object();

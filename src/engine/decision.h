@@ -41,6 +41,7 @@ struct DecisionQuestion {
 
 struct DecisionRequest {
   std::string model;  // "" = the default (the base, or the only adapter offline)
+  std::string mode;   // "lora", "exact" or "" (the adapter's default; AdapterSlots::Select)
   std::string instructions;
   std::string record;
   std::vector<DecisionQuestion> questions;
@@ -85,6 +86,7 @@ struct QuestionResult {
 struct DecisionResult {
   std::string id;
   std::string model;
+  std::string mode;  // the mode served ("lora" or "exact"), "" on the base
   std::vector<QuestionResult> questions;
   int record_tokens = 0;
   int question_tokens = 0;

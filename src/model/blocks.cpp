@@ -1,6 +1,7 @@
 #include "model/blocks.h"
 
 #include <cmath>
+#include <map>
 
 namespace graft {
 
@@ -10,7 +11,7 @@ void AddLora(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, con
   std::vector<const std::vector<LoraModule>*> modules(slots.size(), nullptr);
   bool any = false;
   for (size_t s = 1; s < slots.size(); ++s) {
-    if (!slots[s]) continue;
+    if (!slots[s] || ctx.adapters.is_exact(s)) continue;
     const auto& mods = slots[s]->layers[static_cast<size_t>(layer)].at(target);
     if (!mods.empty()) modules[s] = &mods;
   }
@@ -20,17 +21,50 @@ void AddLora(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, con
   ops.LoraAdd(a);
 }
 
+void Project(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, const float* x, int64_t k, const Weight& w,
+             float* y) {
+  const int n = ctx.batch.rows();
+  const auto& slots = ctx.adapters.slots;
+  // The weights each row needs: 0 = w itself, s = exact slot s's merged weight.
+  auto group_of = [&](int32_t slot) -> int32_t {
+    if (slot <= 0 || !ctx.adapters.is_exact(static_cast<size_t>(slot))) return 0;
+    return slots[static_cast<size_t>(slot)]->layers[static_cast<size_t>(layer)].at(target).empty() ? 0 : slot;
+  };
+  auto weight_of = [&](int32_t group) -> const Weight& {
+    return group == 0 ? w : ops.ExactWeight(w, slots[static_cast<size_t>(group)]->layers[static_cast<size_t>(layer)].at(target));
+  };
+  std::map<int32_t, std::vector<int32_t>> groups;  // group -> its rows, ascending
+  for (int r = 0; r < n; ++r) groups[group_of(ctx.batch.row_adapter[static_cast<size_t>(r)])].push_back(r);
+  if (groups.size() == 1) {
+    ops.MatMul(x, n, weight_of(groups.begin()->first), y, true);
+  } else {
+    for (const auto& [group, rows] : groups) {
+      Scratch scratch(ops);
+      const int m = static_cast<int>(rows.size());
+      float* xs = scratch(int64_t{m} * k);
+      float* ys = scratch(int64_t{m} * w.rows);
+      for (int i = 0; i < m;) {  // gather runs of consecutive rows
+        int j = i + 1;
+        while (j < m && rows[static_cast<size_t>(j)] == rows[static_cast<size_t>(j - 1)] + 1) ++j;
+        ops.CopyBlock(x + int64_t{rows[static_cast<size_t>(i)]} * k, k, 0, xs + int64_t{i} * k, k, 0, j - i, k);
+        i = j;
+      }
+      ops.MatMul(xs, m, weight_of(group), ys, true);
+      ops.ScatterRows(ys, w.rows, rows.data(), m, y);
+    }
+  }
+  AddLora(ops, ctx, layer, target, x, k, y, w.rows);
+}
+
 void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, const float* x, int hidden, int inter,
          float* out) {
   const int n = ctx.batch.rows();
   Scratch scratch(ops);
   float* gu = scratch(int64_t{n} * 2 * inter);
   float* act = scratch(int64_t{n} * inter);
-  ops.MatMul(x, n, l.gate_up, gu, true);
-  AddLora(ops, ctx, layer, LoraTarget::kMlpGateUp, x, hidden, gu, 2 * inter);
+  Project(ops, ctx, layer, LoraTarget::kMlpGateUp, x, hidden, l.gate_up, gu);
   ops.SiluMul(gu, n, inter, act);
-  ops.MatMul(act, n, l.down, out, true);
-  AddLora(ops, ctx, layer, LoraTarget::kMlpDown, act, inter, out, hidden);
+  Project(ops, ctx, layer, LoraTarget::kMlpDown, act, inter, l.down, out);
 }
 
 void OutputHead(Ops& ops, const StepContext& ctx, const Weight& head, const float* x, int hidden, float* logits) {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "io/checkpoint.h"
+#include "model/projections.h"
 #include "model/weight_table.h"
 
 namespace graft {
@@ -122,6 +123,35 @@ void StepBatch::Add(SequenceState* state, const int32_t* ids, int n, int32_t ada
   seq_start.push_back(static_cast<int>(tokens.size()));
 }
 
+Result<int64_t> Model::ExactElements(const LoraAdapter& a) const {
+  if (!a.has_exact) {
+    return InvalidArgument(fmt::format("adapter '{}' ({}) has no exact representation (graft adapter extract --exact makes one)",
+                                       a.name, a.dir));
+  }
+  int64_t most = 0;
+  for (size_t l = 0; l < a.layers.size() && l < weights_.layers.size(); ++l) {
+    for (int t = 0; t < static_cast<int>(LoraTarget::kCount); ++t) {
+      if (a.layers[l].targets[static_cast<size_t>(t)].empty()) continue;
+      const Weight& w = FusedWeight(weights_.layers[l], static_cast<LoraTarget>(t));
+      if (!w.is_bf16) {
+        return Unsupported(fmt::format("adapter '{}': exact mode reconstructs bf16 weights, but {} is stored in float32", a.name, w.name));
+      }
+      most = std::max(most, w.rows * w.cols);
+    }
+  }
+  return most;
+}
+
+Result<int64_t> Model::ExactScratchElements(const AdapterSet& adapters) const {
+  int64_t most = 0;
+  for (size_t s = 1; s < adapters.slots.size(); ++s) {
+    if (!adapters.is_exact(s) || !adapters.slots[s]) continue;
+    GRAFT_ASSIGN_OR_RETURN(int64_t e, ExactElements(*adapters.slots[s]));
+    most = std::max(most, e);
+  }
+  return most;
+}
+
 Status Model::Forward(Ops& ops, const StepBatch& b, const AdapterSet& adapters, float* logits, int32_t* ids) const {
   const int rows = b.rows();
   if (rows <= 0) return InvalidArgument("forward: no tokens");
@@ -137,6 +167,9 @@ Status Model::Forward(Ops& ops, const StepBatch& b, const AdapterSet& adapters, 
     const int32_t slot = b.row_adapter[t];
     if (slot < 0 || static_cast<size_t>(slot) >= adapters.slots.size() || (slot > 0 && !adapters.slots[slot])) {
       return InvalidArgument(fmt::format("row {} selects adapter slot {}, which is not loaded", t, slot));
+    }
+    if (adapters.is_exact(static_cast<size_t>(slot)) && (t == 0 || b.row_adapter[t - 1] != slot)) {
+      GRAFT_RETURN_IF_ERROR(ExactElements(*adapters.slots[slot]).status());
     }
   }
   if (!b.logits.all) {

@@ -101,6 +101,10 @@ class Model {
   // max_position_embeddings.
   Status Forward(Ops& ops, const StepBatch& batch, const AdapterSet& adapters, float* logits,
                  int32_t* ids = nullptr) const;
+  // Exact mode: the largest fused base weight the exact slots of `adapters` reconstruct, in
+  // bf16 elements (what Ops::ReserveExact needs; 0 when no slot is exact). Fails when an exact
+  // slot's adapter has no exact representation or a weight it touches is not bf16.
+  Result<int64_t> ExactScratchElements(const AdapterSet& adapters) const;
   // One sequence: tokens [n], logits [which.count(n), vocab] (every row by default).
   Status Forward(Ops& ops, const int32_t* tokens, int n, SequenceState& state, float* logits,
                  int32_t adapter_slot = 0, const AdapterSet* adapters = nullptr,
@@ -111,6 +115,8 @@ class Model {
   // The architecture's forward pass; inputs already validated.
   virtual void Run(Ops& ops, const StepContext& ctx, float* logits) const = 0;
 
+  // ExactScratchElements for one adapter.
+  Result<int64_t> ExactElements(const LoraAdapter& a) const;
   // Makes room for n more positions of every sequence (pages, copy-on-write); all or nothing.
   Status ReserveRows(const StepBatch& b) const;
 

@@ -26,4 +26,17 @@ std::vector<Projection> LayerProjections(const ModelConfig& c, LayerKind kind) {
   return p;
 }
 
+const Weight& FusedWeight(const LayerWeights& l, LoraTarget t) {
+  switch (t) {
+    case LoraTarget::kAttnQkv: return l.attn.qkv;
+    case LoraTarget::kAttnO: return l.attn.o;
+    case LoraTarget::kGdnIn: return l.gdn.in_proj;
+    case LoraTarget::kGdnOut: return l.gdn.out;
+    case LoraTarget::kMlpGateUp: return l.gate_up;
+    case LoraTarget::kMlpDown:
+    case LoraTarget::kCount: break;
+  }
+  return l.down;
+}
+
 }  // namespace graft

@@ -21,4 +21,7 @@ struct Projection {
 
 std::vector<Projection> LayerProjections(const ModelConfig& c, LayerKind kind);
 
+// The fused weight a slot names in one layer (empty where the layer's kind has no such slot).
+const Weight& FusedWeight(const LayerWeights& l, LoraTarget t);
+
 }  // namespace graft

@@ -28,8 +28,7 @@ class Qwen3 final : public Model {
       const LayerWeights& l = w.layers[i];
       // Attention: q/k norms per head before RoPE; v has no norm.
       ops.RmsNorm(h, l.input_norm, n, H, eps, NormKind::kPlainW, x);
-      ops.MatMul(x, n, l.attn.qkv, qkv, true);
-      AddLora(ops, ctx, i, LoraTarget::kAttnQkv, x, H, qkv, qkv_w);
+      Project(ops, ctx, i, LoraTarget::kAttnQkv, x, H, l.attn.qkv, qkv);
       ops.CopyBlock(qkv, qkv_w, 0, q, q_w, 0, n, q_w);
       ops.CopyBlock(qkv, qkv_w, q_w, k, kv_w, 0, n, kv_w);
       ops.CopyBlock(qkv, qkv_w, q_w + kv_w, v, kv_w, 0, n, kv_w);
@@ -38,8 +37,7 @@ class Qwen3 final : public Model {
       ops.Rope(q, n, nh, hd, c.rotary_dim, pos, c.inv_freq.data(), c.rope_attention_scaling);
       ops.Rope(k, n, nkv, hd, c.rotary_dim, pos, c.inv_freq.data(), c.rope_attention_scaling);
       CachedAttention(ops, ctx, i, q, k, v, c, a);
-      ops.MatMul(a, n, l.attn.o, y, true);
-      AddLora(ops, ctx, i, LoraTarget::kAttnO, a, q_w, y, H);
+      Project(ops, ctx, i, LoraTarget::kAttnO, a, q_w, l.attn.o, y);
       ops.Add(h, y, static_cast<int64_t>(n) * H);
       // MLP.
       ops.RmsNorm(h, l.post_norm, n, H, eps, NormKind::kPlainW, x);

@@ -47,8 +47,7 @@ class Qwen3_5 final : public Model {
     Scratch scratch(ops);
     float *qkv = scratch(int64_t{n} * qkv_w), *q = scratch(int64_t{n} * q_w), *gate = scratch(int64_t{n} * q_w),
           *a = scratch(int64_t{n} * q_w), *k = scratch(int64_t{n} * kv_w), *v = scratch(int64_t{n} * kv_w);
-    ops.MatMul(x, n, w.qkv, qkv, true);
-    AddLora(ops, ctx, layer, LoraTarget::kAttnQkv, x, H, qkv, qkv_w);
+    Project(ops, ctx, layer, LoraTarget::kAttnQkv, x, H, w.qkv, qkv);
     for (int head = 0; head < nh; ++head) {
       ops.CopyBlock(qkv, qkv_w, head * 2 * hd, q, q_w, head * hd, n, hd);
       ops.CopyBlock(qkv, qkv_w, head * 2 * hd + hd, gate, q_w, head * hd, n, hd);
@@ -61,8 +60,7 @@ class Qwen3_5 final : public Model {
     ops.Rope(k, n, nkv, hd, c.rotary_dim, ctx.pos.data(), c.inv_freq.data(), c.rope_attention_scaling);
     CachedAttention(ops, ctx, layer, q, k, v, c, a);
     ops.SigmoidGateMul(a, gate, q_w, n, q_w);
-    ops.MatMul(a, n, w.o, out, true);
-    AddLora(ops, ctx, layer, LoraTarget::kAttnO, a, q_w, out, H);
+    Project(ops, ctx, layer, LoraTarget::kAttnO, a, q_w, w.o, out);
   }
 
   // in_proj rows: [q k v (conv_dim) | z (value_dim) | b (Hv) | a (Hv)]. The conv and the delta
@@ -77,8 +75,7 @@ class Qwen3_5 final : public Model {
     Scratch scratch(ops);
     float *proj = scratch(int64_t{n} * proj_w), *mixed = scratch(int64_t{n} * conv_dim), *beta = scratch(int64_t{n} * hv),
           *g = scratch(int64_t{n} * hv), *core = scratch(int64_t{n} * value_dim), *normed = scratch(int64_t{n} * value_dim);
-    ops.MatMul(x, n, w.in_proj, proj, true);
-    AddLora(ops, ctx, layer, LoraTarget::kGdnIn, x, H, proj, proj_w);
+    Project(ops, ctx, layer, LoraTarget::kGdnIn, x, H, w.in_proj, proj);
     ops.GdnGates(proj, proj_w, conv_dim + value_dim, conv_dim + value_dim + hv, n, hv, w.a_log, w.dt_bias,
                  beta, g);
     for (int s = 0; s < b.num_seqs(); ++s) {
@@ -101,8 +98,7 @@ class Qwen3_5 final : public Model {
     }
     ops.GatedRmsNorm(core, proj, proj_w, conv_dim, n, hv, c.linear_value_head_dim, w.norm,
                      static_cast<float>(c.rms_norm_eps), normed);
-    ops.MatMul(normed, n, w.out, out, true);
-    AddLora(ops, ctx, layer, LoraTarget::kGdnOut, normed, value_dim, out, H);
+    Project(ops, ctx, layer, LoraTarget::kGdnOut, normed, value_dim, w.out, out);
   }
 };
 

@@ -19,27 +19,32 @@ ojson ApiError::Json() const {
                      {"code", nullptr}}}};
 }
 
-std::optional<ApiError> ServedModels::Resolve(const json& body, int32_t* slot, std::string* name) const {
+std::optional<ApiError> ServedModels::Resolve(const json& body, int32_t* slot, std::string* name, std::string* mode) const {
+  std::string want;
+  if (auto m = body.find("mode"); m != body.end() && !m->is_null()) {
+    if (!m->is_string()) return Bad("'mode' must be \"lora\" or \"exact\"", "mode");
+    want = m->get<std::string>();
+    if (want != "lora" && want != "exact") return Bad(fmt::format("'mode' must be \"lora\" or \"exact\", not \"{}\"", want.substr(0, 32)), "mode");
+  }
+  if (mode) mode->clear();
   auto it = body.find("model");
-  if (it == body.end() || it->is_null()) {
+  if (it == body.end() || it->is_null() || (it->is_string() && it->get<std::string>() == base_name)) {
     *slot = 0;
     *name = base_name;
-    return std::nullopt;
+    return std::nullopt;  // the base is its own exact arithmetic: either mode serves it
   }
   if (!it->is_string()) return Bad("'model' must be a string", "model");
   const std::string m = it->get<std::string>();
-  if (m == base_name) {
-    *slot = 0;
-    *name = m;
-    return std::nullopt;
-  }
   auto a = adapters.find(m);
   if (a == adapters.end()) {
     return ApiError{404, fmt::format("The model '{}' does not exist; GET /v1/models lists the base and every adapter", m),
                     "not_found_error", "model"};
   }
-  *slot = a->second;
+  auto s = a->second.slots.Select(want, m);
+  if (!s.ok()) return Bad(s.status().message(), "mode");
+  *slot = s.value();
   *name = m;
+  if (mode) *mode = *slot == a->second.slots.exact ? "exact" : "lora";
   return std::nullopt;
 }
 

@@ -22,13 +22,23 @@ struct ApiError {
 };
 
 // What the server knows about the models it serves.
+struct ServedAdapter {
+  AdapterSlots slots;
+  std::string dir;
+  int64_t lora_bytes = 0;   // resident factors
+  int64_t exact_bytes = 0;  // resident residuals (exact mode also reads the factors and the shared scratch)
+};
 struct ServedModels {
   std::string base_name;
-  std::map<std::string, int32_t> adapters;  // name -> slot
+  std::map<std::string, ServedAdapter> adapters;  // by name
+  int64_t exact_scratch_bytes = 0;  // the one reconstruction scratch every exact mode shares
   int context = 0;
   int default_max_tokens = 512;
-  // The slot a request's "model" selects; a missing model means the base.
-  std::optional<ApiError> Resolve(const nlohmann::json& body, int32_t* slot, std::string* name) const;
+  // The slot a request's "model" and "mode" select; a missing model means the base, a missing
+  // mode the adapter's default (AdapterSlots::Select). *mode receives the mode served ("" on
+  // the base).
+  std::optional<ApiError> Resolve(const nlohmann::json& body, int32_t* slot, std::string* name,
+                                  std::string* mode = nullptr) const;
 };
 
 struct GenerationApiRequest {

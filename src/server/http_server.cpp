@@ -159,9 +159,19 @@ void HttpServer::Routes() {
     ojson data = ojson::array();
     data.push_back({{"id", models_.base_name}, {"object", "model"}, {"created", created}, {"owned_by", "graft"},
                     {"root", models_.base_name}, {"parent", nullptr}, {"max_model_len", models_.context}});
-    for (const auto& [name, slot] : models_.adapters) {
+    for (const auto& [name, a] : models_.adapters) {
+      ojson modes = ojson::array(), memory = ojson::object();
+      modes.push_back("lora");
+      memory["lora"] = a.lora_bytes;
+      if (a.slots.exact >= 0) {
+        modes.push_back("exact");
+        memory["exact"] = a.lora_bytes + a.exact_bytes;  // factors + residuals
+      }
       data.push_back({{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "graft"},
-                      {"root", name}, {"parent", models_.base_name}, {"max_model_len", models_.context}});
+                      {"root", name}, {"parent", models_.base_name}, {"max_model_len", models_.context},
+                      {"modes", modes}, {"default_mode", a.slots.default_exact && a.slots.exact >= 0 ? "exact" : "lora"},
+                      {"memory_bytes", memory},
+                      {"shared_exact_scratch_bytes", a.slots.exact >= 0 ? models_.exact_scratch_bytes : 0}});
     }
     Reply(res, 200, {{"object", "list"}, {"data", data}});
   });
@@ -278,7 +288,8 @@ void HttpServer::Routes() {
       return finish(400);
     }
     int32_t slot = 0;
-    if (auto err = models_.Resolve(body, &slot, &model)) {
+    std::string mode;
+    if (auto err = models_.Resolve(body, &slot, &model, &mode)) {
       ReplyError(res, *err);
       return finish(err->status);
     }
@@ -299,6 +310,7 @@ void HttpServer::Routes() {
     }
     result->id = NewId("dec-");
     result->model = model;
+    result->mode = mode;
     Reply(res, 200, DecisionResultJson(result.value()));
     finish(200);
   });

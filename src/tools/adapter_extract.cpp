@@ -368,6 +368,7 @@ Result<ExtractReport> RunExtract(const ExtractJob& job) {
                    {"merged", {{"path", job.merged}, {"revision", job.merged_revision}}},
                    {"rank_choice", job.rank.rank > 0 ? json{{"rank", job.rank.rank}} : json{{"energy", job.rank.energy}}},
                    {"factor_dtype", as_bf16 ? "bfloat16" : "float32"},
+                   {"default_mode", job.exact ? "exact" : "lora"},
                    {"modules", modules_json},
                    {"other_differences", other},
                    {"tensors", hashes}};

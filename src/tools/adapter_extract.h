@@ -7,7 +7,8 @@
 // are reported and, with store_full, stored whole in graft_full.safetensors; without it the
 // extraction is refused, so nothing is dropped silently. With exact, graft_exact.safetensors
 // also holds the residual that makes reconstruction bitwise equal to the merged bf16 weights
-// (adapters/exact.h), with factors stored in fp32.
+// (adapters/exact.h), with factors stored in fp32, and the manifest's "default_mode" is
+// "exact" (requests that name no mode are served exactly).
 //
 // Output: adapter_config.json + adapter_model.safetensors (standard PEFT: scale 1 per module
 // through lora_alpha = rank), graft_manifest.json (identities, per-projection rank and

@@ -40,10 +40,12 @@ Result<DecideReport> RunDecide(DecisionScorer& scorer, const DecideJob& job) {
       if (!req.ok()) {
         st = req.status();
       } else {
-        auto res = scorer.Score(req.value(), job.adapter_slot);
+        auto slot = job.slots.Select(req->mode.empty() ? job.default_mode : req->mode, job.model_name);
+        auto res = slot.ok() ? scorer.Score(req.value(), slot.value()) : Result<DecisionResult>(slot.status());
         if (!res.ok()) {
           st = res.status();
         } else {
+          if (job.slots.lora != 0) res->mode = slot.value() == job.slots.exact ? "exact" : "lora";
           res->id = "dec-" + Sha256Hex(lines[i]).substr(0, 24);
           res->model = req->model.empty() ? job.model_name : req->model;
           response = DecisionResultJson(res.value());

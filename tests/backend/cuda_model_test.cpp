@@ -15,18 +15,11 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/decode_graph.h"
+#include "backend/cuda_test_util.h"
 #include "test_util.h"
 
 namespace graft {
 namespace {
-
-bool HaveGpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-#define REQUIRE_GPU() \
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device"
 
 std::unique_ptr<CudaOps> MakeCuda(ActDtype act, int64_t budget = int64_t{4} << 30) {
   CudaOptions o;
@@ -196,7 +189,7 @@ struct InvarianceCase {
 class CudaInvariance : public ::testing::TestWithParam<InvarianceCase> {
  protected:
   void SetUp() override {
-    if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+    REQUIRE_GPU();
     model_ = test::LoadFixtureModel(GetParam().base);
     ASSERT_NE(model_, nullptr);
     a_ = LoadAdapter(*model_, GetParam().adapter_a);

@@ -18,17 +18,10 @@
 #include "backend/cuda/lora.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/topk.h"
+#include "backend/cuda_test_util.h"
 
 namespace graft {
 namespace {
-
-bool HaveGpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-#define REQUIRE_GPU() \
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device"
 
 // Device copy of a host vector; Get() copies back (after the stream's work is done).
 template <typename T>

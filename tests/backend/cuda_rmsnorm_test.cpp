@@ -9,17 +9,13 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/rmsnorm.h"
+#include "backend/cuda_test_util.h"
 
 namespace graft {
 namespace {
 
-bool HaveGpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
 TEST(CudaRmsNorm, MatchesCpuReference) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_GPU();
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0, 2);
   for (int dim : {1, 7, 64, 256, 1000, 5120}) {
@@ -66,7 +62,7 @@ TEST(CudaRmsNorm, MatchesCpuReference) {
 }
 
 TEST(CudaRmsNorm, RowBitsIndependentOfRowCount) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_GPU();
   const int dim = 512, rows = 64;
   std::vector<float> x(rows * dim), w(dim, 0.1f);
   std::mt19937 rng(3);

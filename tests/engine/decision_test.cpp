@@ -173,7 +173,7 @@ TEST(Decisions, DecideJobAnswersLineForLine) {
                   "{\"record\": \"r\", \"questions\": [{\"id\": \"a\", \"question\": \"q\", \"choices\": [\"x\", \"y\"]}]}\n"
                   "garbage\n"
                   "{\"record\": \"a much longer record than the first one\", \"questions\": [{\"id\": \"z\", \"question\": \"q?\", \"choices\": [\"one\", \"two\"]}]}\n");
-  DecideJob job{d.File("in.jsonl"), d.File("out.jsonl"), "gdn", 1, {}};
+  DecideJob job{d.File("in.jsonl"), d.File("out.jsonl"), "gdn", AdapterSlots{1, -1, false}, "", {}};
   auto rep = RunDecide(scorer, job);
   ASSERT_TRUE(rep.ok()) << rep.status().ToString();
   EXPECT_EQ(rep->lines, 3);

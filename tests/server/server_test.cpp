@@ -16,6 +16,8 @@
 #include "adapters/lora_loader.h"
 #include "backend/cpu/cpu_ops.h"
 #include "test_util.h"
+#include "engine/decision_scorer.h"
+#include "tools/adapter_extract.h"
 #include "tools/generate.h"
 
 namespace graft {
@@ -35,7 +37,7 @@ class Server : public ::testing::Test {
     set_.slots.push_back(adapter_.get());
     ServedModels served;
     served.base_name = "base";
-    served.adapters["gdn"] = 1;
+    served.adapters["gdn"].slots.lora = 1;
     served.context = model_->config().max_position_embeddings;
     EngineConfig ec;
     ec.max_step_tokens = 64;
@@ -266,6 +268,116 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
   for (auto& t : ts) t.join();
   EXPECT_EQ(ok.load(), 100) << "failures: " << ::testing::PrintToString(failures);
   EXPECT_EQ(Chat(6), healthy);  // and the answers are still the same bits
+}
+
+// Exact mode over HTTP: an adapter extracted with --exact serves "mode": "exact" by default
+// (the merged release's decisions, bit for bit), "lora" on request; /v1/models lists each
+// adapter's modes and memory; a mode an adapter lacks is a 400 naming it; base chat is
+// unchanged by exact decisions.
+TEST(ExactServer, ModesDecisionsAndModels) {
+  test::TempDir d;
+  ExtractJob job;
+  job.merged = test::Fixture("adapters/qwen3_5-wrapper-lora-gdn-merged");
+  job.base = test::Fixture("qwen3_5-wrapper");
+  job.out = d.path();
+  job.rank.rank = 16;
+  job.exact = true;
+  job.eval_sequences = 0;
+  ASSERT_TRUE(RunExtract(job).ok());
+  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
+  auto merged = test::LoadFixtureModel("adapters/qwen3_5-wrapper-lora-gdn-merged");
+  auto tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
+  auto tmpl = ChatTemplate::Load(test::Fixture("qwen3_5-wrapper"), "").value();
+  auto ex = LoadLoraAdapter(d.path(), model->config(), {"ft", false, nullptr});
+  auto lo = LoadLoraAdapter(test::Fixture("adapters/qwen3_5-wrapper-lora-gdn"), model->config(), {"gdn", false, nullptr});
+  ASSERT_TRUE(ex.ok() && lo.ok());
+  AdapterSet set;
+  ServedModels served;
+  served.base_name = "base";
+  served.context = model->config().max_position_embeddings;
+  ServedAdapter& ft = served.adapters["ft"];
+  ft.slots = {set.Add(&ex.value(), false), set.Add(&ex.value(), true), ex->default_exact};
+  ft.lora_bytes = ex->bytes();
+  ft.exact_bytes = ex->exact_bytes();
+  served.adapters["gdn"].slots.lora = set.Add(&lo.value(), false);
+  served.exact_scratch_bytes = model->ExactScratchElements(set).value() * 2;
+  EngineConfig ec;
+  ec.max_step_tokens = 48;
+  ec.kv_token_budget = 4096;
+  auto ops = std::make_unique<CpuOps>(ActDtype::kBF16, 2);
+  ASSERT_TRUE(ops->ReserveExact(served.exact_scratch_bytes / 2).ok());
+  Engine engine(ec, *model, std::move(ops), *tok, *tmpl, set);
+  ServerConfig sc;
+  sc.port = 0;
+  HttpServer server(engine, *tok, *tmpl, served, StopTokens(test::Fixture("qwen3_5-wrapper"), model->config(), *tok, tmpl.get()), sc);
+  ASSERT_TRUE(server.Bind().ok());
+  std::thread th([&] { server.Serve(); });
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_read_timeout(60, 0);
+  auto post = [&](const std::string& path, const json& body) {
+    auto r = c.Post(path.c_str(), body.dump(), "application/json");
+    return r ? std::make_pair(r->status, json::parse(r->body, nullptr, false)) : std::make_pair(-1, json());
+  };
+  const json chat = {{"model", "base"}, {"messages", {{{"role", "user"}, {"content", "Tell me about logs."}}}}, {"max_tokens", 10},
+                     {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 3}};
+  const std::string chat_before = post("/v1/chat/completions", chat).second["choices"][0].dump();
+
+  auto m = c.Get("/v1/models");
+  ASSERT_TRUE(m);
+  const json models = json::parse(m->body);
+  ASSERT_EQ(models["data"].size(), 3u);
+  const json& jft = models["data"][1]["id"] == "ft" ? models["data"][1] : models["data"][2];
+  const json& jgdn = models["data"][1]["id"] == "gdn" ? models["data"][1] : models["data"][2];
+  EXPECT_EQ(jft["modes"], json::array({"lora", "exact"}));
+  EXPECT_EQ(jft["default_mode"], "exact");
+  EXPECT_EQ(jft["memory_bytes"]["lora"].get<int64_t>(), ex->bytes());
+  EXPECT_EQ(jft["memory_bytes"]["exact"].get<int64_t>(), ex->bytes() + ex->exact_bytes());
+  EXPECT_GT(jft["shared_exact_scratch_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(jgdn["modes"], json::array({"lora"}));
+  EXPECT_EQ(jgdn["default_mode"], "lora");
+
+  json req = {{"model", "ft"},
+              {"record", "10.0.0.1 GET /admin?id=1' OR '1'='1 403\n10.0.0.2 GET /index.html 200\n"},
+              {"questions", {{{"id", "m"}, {"question", "Malicious?"}, {"choices", {"yes", "no"}}},
+                             {{"id", "c"}, {"question", "Category?"}, {"choices", {"sqli", "xss", "none"}}}}}};
+  // The reference: the merged checkpoint, decided alone.
+  CpuOps ref_ops(ActDtype::kBF16, 2);
+  const AdapterSet none;
+  DecisionScorer ref(*merged, ref_ops, *tok, *tmpl, none);
+  auto want = ref.Score(ParseDecisionRequest(req, {}).value(), 0);
+  ASSERT_TRUE(want.ok());
+  const json want_decisions = json::parse(DecisionResultJson(want.value()).dump())["decisions"];
+
+  auto [s1, exact_default] = post("/v1/decisions", req);
+  ASSERT_EQ(s1, 200) << exact_default.dump();
+  EXPECT_EQ(exact_default["mode"], "exact");
+  EXPECT_EQ(exact_default["decisions"].dump(), want_decisions.dump());
+  req["mode"] = "exact";
+  auto [s2, exact_named] = post("/v1/decisions", req);
+  EXPECT_EQ(exact_named["decisions"].dump(), want_decisions.dump());
+  req["mode"] = "lora";
+  auto [s3, lora] = post("/v1/decisions", req);
+  ASSERT_EQ(s3, 200);
+  EXPECT_EQ(lora["mode"], "lora");
+  EXPECT_NE(lora["decisions"].dump(), want_decisions.dump());
+
+  req["model"] = "gdn";
+  req["mode"] = "exact";
+  auto [s4, no_exact] = post("/v1/decisions", req);
+  EXPECT_EQ(s4, 400);
+  EXPECT_NE(no_exact["error"]["message"].get<std::string>().find("'gdn' has no exact representation"), std::string::npos) << no_exact.dump();
+  EXPECT_EQ(no_exact["error"]["param"], "mode");
+  req["mode"] = 7;
+  auto [s5, bad] = post("/v1/decisions", req);
+  EXPECT_EQ(s5, 400);
+  EXPECT_NE(bad["error"]["message"].get<std::string>().find("'mode' must be"), std::string::npos) << bad.dump();
+  req["mode"] = "fast";
+  EXPECT_EQ(post("/v1/decisions", req).first, 400);
+
+  EXPECT_EQ(post("/v1/chat/completions", chat).second["choices"][0].dump(), chat_before) << "exact decisions changed base chat";
+  server.Stop();
+  th.join();
+  engine.Stop();
 }
 
 TEST(Scheduler, DecodesFirstThenAdmitsInOrderWithinBudgets) {

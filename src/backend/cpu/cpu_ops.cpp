@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_math.h"
+#include "adapters/exact.h"
 #include "util/parallel.h"
 
 namespace graft {
@@ -76,6 +77,58 @@ void CpuOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool r
       }
     }
   });
+}
+
+Status CpuOps::ReserveExact(int64_t elements) {
+  if (elements > static_cast<int64_t>(exact_.bf16.size())) exact_.bf16.resize(static_cast<size_t>(elements));
+  return Status::Ok();
+}
+
+const Weight& CpuOps::ExactWeight(const Weight& base, const std::vector<LoraModule>& modules) {
+  const int64_t n = base.rows, k = base.cols;
+  exact_.name = base.name + " (exact)";
+  exact_.rows = n;
+  exact_.cols = k;
+  exact_.is_bf16 = true;
+  if (static_cast<int64_t>(exact_.bf16.size()) < n * k) exact_.bf16.resize(static_cast<size_t>(n * k));
+  // Rows no module covers keep the base's values.
+  std::vector<const LoraModule*> owner(static_cast<size_t>(n), nullptr);
+  for (const LoraModule& m : modules) {
+    for (int64_t r = 0; r < m.b.rows; ++r) owner[static_cast<size_t>(m.row_offset + r)] = &m;
+  }
+  // Factors as floats, once per call (they may be stored in bf16).
+  std::vector<std::vector<float>> a(modules.size()), b(modules.size());
+  for (size_t i = 0; i < modules.size(); ++i) {
+    auto widen = [](const Weight& w) {
+      std::vector<float> v(static_cast<size_t>(w.rows * w.cols));
+      for (size_t j = 0; j < v.size(); ++j) v[j] = w.at(static_cast<int64_t>(j));
+      return v;
+    };
+    a[i] = widen(modules[i].a);
+    b[i] = widen(modules[i].b);
+  }
+  uint16_t* out = exact_.bf16.data();
+  ParallelFor(n, threads_, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const LoraModule* m = owner[static_cast<size_t>(r)];
+      if (!m) {
+        std::copy(base.bf16.begin() + r * k, base.bf16.begin() + (r + 1) * k, out + r * k);
+        continue;
+      }
+      const size_t i = static_cast<size_t>(m - modules.data());
+      const int64_t local = r - m->row_offset;
+      ReconstructRows(base.bf16.data() + m->row_offset * k, k, a[i].data(), b[i].data(), m->rank, local, local + 1,
+                      out + r * k);
+    }
+  });
+  // Then each module's residual, its chunks in parallel (they write disjoint elements).
+  for (const LoraModule& m : modules) {
+    const IndexedResidual& res = *m.exact;
+    ParallelFor(res.chunks(), threads_, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) ApplyResidualChunk(res, c, out + m.row_offset * k);
+    });
+  }
+  return exact_;
 }
 
 void CpuOps::LoraAdd(const LoraArgs& a) {

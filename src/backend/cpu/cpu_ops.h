@@ -27,6 +27,8 @@ class CpuOps final : public Ops {
                float* out) override;
   void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) override;
   void LoraAdd(const LoraArgs& a) override;
+  const Weight& ExactWeight(const Weight& base, const std::vector<LoraModule>& modules) override;
+  Status ReserveExact(int64_t elements) override;
   void TopK(const float* x, int64_t rows, int vocab, const float* temperature, int k, float* values,
             int32_t* ids) override;
   void CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
@@ -53,6 +55,7 @@ class CpuOps final : public Ops {
   ActDtype act_;
   int threads_;
   std::vector<std::unique_ptr<float[]>> scratch_;  // the scratch stack, one block per Alloc
+  Weight exact_;                                    // ExactWeight's scratch
 };
 
 // Dot product with the fixed 16-lane order described above. Exposed for tests and for ops

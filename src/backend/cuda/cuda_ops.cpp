@@ -9,6 +9,7 @@
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.h"
+#include "backend/cuda/exact.h"
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/lora.h"
 #include "backend/cuda/matmul.h"
@@ -87,8 +88,9 @@ std::string CudaMemoryUse::Table() const {
     return fmt::format("  {:<10} {:>10}  {:5.1f}%\n", what, Mb(b), budget ? 100.0 * b / budget : 0.0);
   };
   return line("weights", weights) + line("scratch", scratch) + line("kv pools", pools) +
+         (exact ? line("exact", exact) : std::string()) +
          fmt::format("  {:<10} {:>10}  (host, pinned)\n", "staging", Mb(pinned)) +
-         line("free", budget - weights - scratch - pools) + fmt::format("  {:<10} {:>10}\n", "budget", Mb(budget));
+         line("free", budget - weights - scratch - pools - exact) + fmt::format("  {:<10} {:>10}\n", "budget", Mb(budget));
 }
 
 // ---- CudaOps: set-up ----------------------------------------------------------------------
@@ -148,6 +150,7 @@ CudaMemoryUse CudaOps::memory() const {
   m.scratch = arena_floats_ * 4;
   m.pinned = pinned_bytes_;
   m.pools = dev_->pool_bytes();
+  m.exact = exact_bytes_;
   return m;
 }
 
@@ -242,10 +245,105 @@ Status CudaOps::Upload(const LoraAdapter& a) {
       for (const LoraModule& m : mods) {
         Dev(m.a);
         Dev(m.b);
+        if (m.exact && !residuals_.count(m.exact.get())) UploadResidual(*m.exact);
       }
     }
   }
   return TakeError().WithContext("uploading adapter " + a.name + " to the device");
+}
+
+void* CudaOps::UploadBytes(const void* host, int64_t bytes, const char* what) {
+  if (Failed()) return nullptr;
+  auto mem = dev_->AllocateBytes(std::max<int64_t>(bytes, 1), what);
+  if (!mem.ok()) {
+    Note(mem.status());
+    return nullptr;
+  }
+  allocations_.push_back(mem.value());
+  exact_bytes_ += bytes;
+  if (bytes > 0) {
+    Note(CudaStatus(cudaMemcpy(mem.value(), host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), "cudaMemcpy",
+                    __FILE__, __LINE__));
+  }
+  return mem.value();
+}
+
+void CudaOps::UploadResidual(const IndexedResidual& r) {
+  cuda::DevResidual d;
+  const char* what = "an exact residual";
+  d.stream = static_cast<const uint8_t*>(UploadBytes(r.res.index_stream.data(), static_cast<int64_t>(r.res.index_stream.size()), what));
+  d.values = static_cast<const uint16_t*>(UploadBytes(r.res.values.data(), r.values() * 2, what));
+  d.chunk_byte = static_cast<const uint32_t*>(UploadBytes(r.chunk_byte.data(), r.chunks() * 4, what));
+  d.chunk_prev = static_cast<const int64_t*>(UploadBytes(r.chunk_prev.data(), r.chunks() * 8, what));
+  d.num_values = r.values();
+  d.chunks = r.chunks();
+  if (!Failed()) residuals_.emplace(&r, d);
+}
+
+Status CudaOps::ReserveExact(int64_t elements) {
+  if (elements <= exact_elements_) return Status::Ok();
+  if (exact_scratch_) {
+    return Internal("the exact scratch is reserved once, at start-up (ask for the largest weight first)");
+  }
+  auto mem = dev_->AllocateBytes(elements * 2, "the exact-mode scratch");
+  if (!mem.ok()) return mem.status();
+  allocations_.push_back(mem.value());
+  exact_scratch_ = static_cast<uint16_t*>(mem.value());
+  exact_elements_ = elements;
+  exact_bytes_ += elements * 2;
+  return Status::Ok();
+}
+
+const Weight& CudaOps::ExactWeight(const Weight& base, const std::vector<LoraModule>& modules) {
+  const int64_t n = base.rows, k = base.cols;
+  exact_weight_.name = base.name + " (exact)";
+  exact_weight_.rows = n;
+  exact_weight_.cols = k;
+  exact_weight_.is_bf16 = true;
+  DevCopy& self = weights_[&exact_weight_];
+  self.w = {exact_scratch_, n, k, true};
+  self.f32 = nullptr;
+  if (Failed()) return exact_weight_;
+  if (mode_ != Mode::kEager) {
+    Note(Internal("exact-mode rows never run inside a CUDA graph (the decode-graph cache runs them eagerly)"));
+    return exact_weight_;
+  }
+  if (n * k > exact_elements_) {
+    Note(ResourceExhausted(fmt::format("exact mode: {} needs {} of scratch but {} were reserved at start-up", base.name,
+                                       Mb(n * k * 2), Mb(exact_elements_ * 2))));
+    return exact_weight_;
+  }
+  const DevCopy* bd = Dev(base);
+  if (Failed()) return exact_weight_;
+  const auto* src = static_cast<const uint16_t*>(bd->w.data);
+  // Rows no module covers: the base's own.
+  std::vector<std::pair<int64_t, int64_t>> covered;
+  for (const LoraModule& m : modules) covered.push_back({m.row_offset, m.row_offset + m.b.rows});
+  std::sort(covered.begin(), covered.end());
+  int64_t at = 0;
+  covered.push_back({n, n});
+  for (const auto& [r0, r1] : covered) {
+    if (r0 > at) {
+      Note(CudaStatus(cudaMemcpyAsync(exact_scratch_ + at * k, src + at * k, static_cast<size_t>((r0 - at) * k * 2),
+                                      cudaMemcpyDeviceToDevice, S(stream_)),
+                      "cudaMemcpyAsync", __FILE__, __LINE__));
+    }
+    at = std::max(at, r1);
+  }
+  for (const LoraModule& m : modules) {
+    const DevCopy* a = Dev(m.a);
+    const DevCopy* b = Dev(m.b);
+    auto res = residuals_.find(m.exact.get());
+    if (Failed()) return exact_weight_;
+    if (res == residuals_.end()) {
+      Note(Internal("exact mode: the residual of " + m.name + " is not on the device (upload the adapter)"));
+      return exact_weight_;
+    }
+    uint16_t* dst = exact_scratch_ + m.row_offset * k;
+    Note(cuda::ExactReconstruct(src + m.row_offset * k, m.b.rows, k, a->w, b->w, m.rank, dst, stream_));
+    Note(cuda::ExactResidualApply(res->second, dst, stream_));
+  }
+  return exact_weight_;
 }
 
 // ---- scratch ------------------------------------------------------------------------------

@@ -10,6 +10,8 @@
 //             positions, page tables, adapter slots and modules) are staged into it through a
 //             pinned host buffer.
 //   pools     KV pages and recurrent states (pool_memory()), allocated by the KvPools.
+//   exact     exact mode: adapters' residuals (uploaded with the adapter) and the scratch a
+//             merged fused weight is reconstructed into (ReserveExact, bf16).
 // Every op runs on one stream in issue order; ToHost waits for it. Ops do not return errors
 // (the interface cannot): the first failure is kept, the rest of the step's work is skipped,
 // and TakeError() hands it to Model::Forward.
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "backend/cuda/device_weight.h"
+#include "backend/cuda/exact.h"
 #include "backend/ops.h"
 #include "util/status.h"
 
@@ -40,6 +43,7 @@ struct CudaOptions {
 // Bytes a device reservation holds, for the start-up memory table.
 struct CudaMemoryUse {
   int64_t budget = 0, weights = 0, scratch = 0, pinned = 0, pools = 0;
+  int64_t exact = 0;  // exact mode: the residuals and their chunk tables, plus the reconstruction scratch
   std::string Table() const;  // one line per item, MB and share of the budget
 };
 
@@ -114,6 +118,8 @@ class CudaOps final : public Ops {
                float* out) override;
   void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) override;
   void LoraAdd(const LoraArgs& a) override;
+  const Weight& ExactWeight(const Weight& base, const std::vector<LoraModule>& modules) override;
+  Status ReserveExact(int64_t elements) override;
   void TopK(const float* x, int64_t rows, int vocab, const float* temperature, int k, float* values,
             int32_t* ids) override;
   void CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
@@ -165,6 +171,9 @@ class CudaOps final : public Ops {
   const float* DevF32(const Weight& w);
   // LoraAdd for one adapter with bf16 factors, on the tensor cores.
   void LoraTensorCores(const LoraArgs& a, int32_t slot, const std::vector<LoraModule>& modules);
+  // Exact mode: device copies of raw host bytes (counted as exact memory) and of a residual.
+  void* UploadBytes(const void* host, int64_t bytes, const char* what);
+  void UploadResidual(const IndexedResidual& r);
   // Copies `bytes` of host memory into the scratch arena (through the pinned buffer).
   void* Stage(const void* host, int64_t bytes);
   const int32_t* StageInts(const int32_t* host, int64_t n) {
@@ -183,6 +192,12 @@ class CudaOps final : public Ops {
   char* pinned_ = nullptr;
   int64_t pinned_bytes_ = 0, pinned_top_ = 0;
   std::unordered_map<const Weight*, DevCopy> weights_;
+  // Exact mode: residuals by module (uploaded with their adapter), the scratch and the Weight
+  // that names it (its DevCopy in weights_ is repointed by every ExactWeight call).
+  std::unordered_map<const IndexedResidual*, cuda::DevResidual> residuals_;
+  uint16_t* exact_scratch_ = nullptr;
+  int64_t exact_elements_ = 0, exact_bytes_ = 0;
+  Weight exact_weight_;
   std::vector<void*> allocations_;  // weight copies and the arena, freed with the ops
   int64_t tensor_core_lora_rows_ = 0;
   Mode mode_ = Mode::kEager;

@@ -43,7 +43,7 @@ std::string DecodeGraph::KeyOf(const StepBatch& b, const AdapterSet& adapters) {
   Put(k, b.logits.top_k);
   for (int32_t r : b.logits.rows) Put(k, r);
   Put(k, -1);
-  for (const LoraAdapter* a : adapters.slots) Put(k, a);
+  for (size_t s = 0; s < adapters.slots.size(); ++s) Put(k, adapters.slots[s]), Put(k, adapters.is_exact(s));
   Put(k, -1);
   for (int s = 0; s < b.num_seqs(); ++s) {
     const SequenceState* st = b.states[s];
@@ -98,7 +98,9 @@ Status DecodeGraph::Replay(const StepBatch& b, const AdapterSet& adapters, float
 }
 
 Status DecodeGraphCache::Run(const StepBatch& b, const AdapterSet& adapters, float* logits, int32_t* ids) {
-  if (!DecodeGraph::Capturable(b)) {
+  bool exact_rows = false;  // exact mode rebuilds weights on the fly: such steps run eagerly
+  for (int32_t slot : b.row_adapter) exact_rows |= adapters.is_exact(static_cast<size_t>(slot));
+  if (exact_rows || !DecodeGraph::Capturable(b)) {
     ++eager_;
     return model_.Forward(ops_, b, adapters, logits, ids);
   }

@@ -11,7 +11,9 @@
 //
 // The adapter guard: a graph captured for base rows only never runs a row that selects an
 // adapter — Replay refuses it with a clear error before touching anything, whatever else
-// matches. A graph captured with adapter rows runs them.
+// matches. A graph captured with adapter rows runs them. Rows of an exact-mode slot are never
+// captured (their weights are rebuilt per step; CudaOps refuses ExactWeight while capturing):
+// the cache runs those steps eagerly.
 //
 // Bits: a replayed step computes exactly what the same step computes eagerly (the same kernels
 // on the same data), so graphs never change a row's logits.

@@ -1,0 +1,206 @@
+// Exact mode on the CUDA backend: the reconstructed weight is the CPU reference's bits (odd
+// shapes, fp32 and bf16 factors, residuals over many chunks); served adapters give the merged
+// checkpoint's logits bit for bit on every bf16 fixture, beside base and LoRA rows; the memory
+// table counts the residuals and the scratch; a weight larger than the reserved scratch is a
+// named error. Skips where no device is present.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "adapters/lora_loader.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda_test_util.h"
+#include "test_util.h"
+#include "tools/adapter_extract.h"
+
+namespace graft {
+namespace {
+
+std::unique_ptr<CudaOps> MakeCuda(ActDtype act) {
+  CudaOptions o;
+  o.act = act;
+  o.budget_bytes = int64_t{4} << 30;
+  o.scratch_bytes = int64_t{256} << 20;
+  auto r = CudaOps::Create(o);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : nullptr;
+}
+
+// The k×k identity as an f32 table (kept alive as long as the ops that upload it).
+Weight Identity(int64_t k) {
+  Weight t;
+  t.name = "identity";
+  t.rows = k;
+  t.cols = k;
+  t.f32.assign(static_cast<size_t>(k * k), 0.0f);
+  for (int64_t i = 0; i < k; ++i) t.f32[static_cast<size_t>(i * k + i)] = 1.0f;
+  return t;
+}
+
+// Reads a bf16 weight [n, k] back through MatMul in f32 mode: x = the identity (embedded
+// from `eye`) gives y[i][r] = W[r][i] exactly (one product by 1, the rest exact zeros).
+std::vector<float> ReadBack(Ops& ops, const Weight& w, const Weight& eye) {
+  const int64_t n = w.rows, k = w.cols;
+  const size_t mark = ops.Mark();
+  float* x = ops.Alloc(k * k);
+  float* y = ops.Alloc(k * n);
+  std::vector<int32_t> ids(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  ops.Embed(eye, ids.data(), static_cast<int>(k), x);
+  ops.MatMul(x, k, w, y, false);
+  std::vector<float> out(static_cast<size_t>(k * n));
+  ops.ToHost(y, k * n, out.data());
+  ops.Release(mark);
+  std::vector<float> wt(static_cast<size_t>(n * k));
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t r = 0; r < n; ++r) wt[static_cast<size_t>(r * k + i)] = out[static_cast<size_t>(i * n + r)];
+  return wt;
+}
+
+Weight RandomWeight(int64_t rows, int64_t cols, bool bf16, float scale, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, scale);
+  Weight w;
+  w.name = "random";
+  w.rows = rows;
+  w.cols = cols;
+  w.is_bf16 = bf16;
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    if (bf16) w.bf16.push_back(FloatToBf16(nd(rng)));
+    else w.f32.push_back(nd(rng));
+  }
+  return w;
+}
+
+// Random modules on a random fused weight, odd shapes: the device's reconstruction is the
+// CPU's, element for element.
+TEST(CudaExact, ReconstructionIsTheCpuBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(3);
+  for (bool bf16_factors : {false, true}) {
+    const int64_t n = 301, k = 203;
+    Weight base = RandomWeight(n, k, true, 0.05f, rng);
+    std::vector<LoraModule> mods(2);
+    const int64_t offs[2] = {0, 170}, rows[2] = {150, 131};
+    const int ranks[2] = {37, 5};
+    for (int i = 0; i < 2; ++i) {
+      LoraModule& m = mods[static_cast<size_t>(i)];
+      m.name = "m" + std::to_string(i);
+      m.row_offset = offs[i];
+      m.rank = ranks[i];
+      m.a = RandomWeight(ranks[i], k, bf16_factors, 0.02f, rng);
+      m.b = RandomWeight(rows[i], ranks[i], bf16_factors, 0.02f, rng);
+      // A residual of ~3000 values (12 chunks) at random places.
+      std::vector<uint16_t> rec(static_cast<size_t>(rows[i] * k), 0), target = rec;
+      for (int v = 0; v < 3000; ++v) target[rng() % target.size()] = static_cast<uint16_t>(0x3c00 + rng() % 512);
+      m.exact = std::make_shared<const IndexedResidual>(IndexResidual(EncodeResidual(rec, target.data(), rows[i] * k), rows[i] * k).value());
+    }
+    LoraAdapter holder;  // for Upload
+    holder.name = "random";
+    holder.layers.resize(1);
+    holder.layers[0].targets[0] = mods;
+    const Weight eye = Identity(k);
+    CpuOps cpu(ActDtype::kF32, 2);
+    const std::vector<float> want = ReadBack(cpu, cpu.ExactWeight(base, holder.layers[0].targets[0]), eye);
+    auto gpu = MakeCuda(ActDtype::kF32);
+    ASSERT_TRUE(gpu);
+    ASSERT_TRUE(gpu->Upload(holder).ok());
+    ASSERT_TRUE(gpu->ReserveExact(n * k).ok());
+    const std::vector<float> got = ReadBack(*gpu, gpu->ExactWeight(base, holder.layers[0].targets[0]), eye);
+    ASSERT_TRUE(gpu->TakeError().ok()) << gpu->TakeError().ToString();
+    int64_t diff = 0;
+    for (size_t i = 0; i < want.size(); ++i) diff += want[i] != got[i];
+    EXPECT_EQ(diff, 0) << "of " << want.size() << " elements (bf16 factors " << bf16_factors << ")";
+    // The untouched rows (150..169) are the base's.
+    EXPECT_EQ(got[static_cast<size_t>(160 * k + 7)], Bf16ToFloat(base.bf16[static_cast<size_t>(160 * k + 7)]));
+    // Memory: residuals (+ tables) and the scratch are counted as exact memory.
+    EXPECT_EQ(gpu->memory().exact, holder.exact_bytes() + n * k * 2);
+    // A weight bigger than the reserved scratch: a named error, nothing written.
+    Weight big = RandomWeight(n + 1, k, true, 0.05f, rng);
+    gpu->ExactWeight(big, holder.layers[0].targets[0]);
+    Status e = gpu->TakeError();
+    ASSERT_FALSE(e.ok());
+    EXPECT_NE(e.message().find("were reserved at start-up"), std::string::npos) << e.ToString();
+  }
+}
+
+struct Pair {
+  std::string merged, base;
+  int rank;
+};
+
+class CudaExactModel : public ::testing::TestWithParam<Pair> {};
+
+// Served exactly on the GPU, base + adapter is the merged checkpoint on the GPU, bit for bit,
+// in bf16 and f32 activations, also beside base and LoRA rows in one step.
+TEST_P(CudaExactModel, LogitsEqualTheMergedCheckpointBitForBit) {
+  REQUIRE_GPU();
+  const Pair& p = GetParam();
+  test::TempDir d;
+  ExtractJob j;
+  j.merged = test::Fixture(p.merged);
+  j.base = test::Fixture(p.base);
+  j.out = d.path();
+  j.rank.rank = p.rank;
+  j.exact = true;
+  j.eval_sequences = 0;
+  ASSERT_TRUE(RunExtract(j).ok());
+  auto base = test::LoadFixtureModel(p.base);
+  auto merged = test::LoadFixtureModel(p.merged);
+  auto a = LoadLoraAdapter(d.path(), base->config(), {"ft", false, nullptr});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  AdapterSet set;
+  const int32_t lora = set.Add(&a.value(), false), exact = set.Add(&a.value(), true);
+  const AdapterSet none;
+  auto inputs = test::ReadIntTensors(test::Fixture(p.base + "/inputs.safetensors"));
+  const int vocab = base->config().vocab_size;
+  for (ActDtype act : {ActDtype::kBF16, ActDtype::kF32}) {
+    auto ops = MakeCuda(act);
+    ASSERT_TRUE(ops);
+    ASSERT_TRUE(ops->Upload(base->weights()).ok());
+    ASSERT_TRUE(ops->Upload(merged->weights()).ok());
+    ASSERT_TRUE(ops->Upload(a.value()).ok());
+    ASSERT_TRUE(ops->ReserveExact(base->ExactScratchElements(set).value()).ok());
+    for (const auto& [name, ids] : inputs) {
+      const int n = static_cast<int>(ids.size());
+      std::vector<float> want(static_cast<size_t>(n) * vocab), got(want.size()), lo(want.size()), b0(want.size());
+      auto s1 = merged->NewState(*ops).value();
+      ASSERT_TRUE(merged->Forward(*ops, ids.data(), n, s1, want.data(), 0, &none).ok());
+      // One step: a base sequence, the exact one, a LoRA one.
+      auto sb = base->NewState(*ops).value();
+      auto se = base->NewState(*ops).value();
+      auto sl = base->NewState(*ops).value();
+      StepBatch b;
+      b.Add(&sb, ids.data(), n, 0);
+      b.Add(&se, ids.data(), n, exact);
+      b.Add(&sl, ids.data(), n, lora);
+      std::vector<float> all(static_cast<size_t>(3 * n) * vocab);
+      Status st = base->Forward(*ops, b, set, all.data());
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      std::memcpy(got.data(), all.data() + int64_t{n} * vocab, got.size() * 4);
+      std::memcpy(lo.data(), all.data() + int64_t{2 * n} * vocab, lo.size() * 4);
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << p.merged << " " << name << " act " << (act == ActDtype::kBF16 ? "bf16" : "f32");
+      EXPECT_NE(std::memcmp(lo.data(), want.data(), want.size() * 4), 0) << "LoRA rows matched the merged bits: the test cannot fail";
+      // The base sequence is what the base computes alone.
+      auto s0 = base->NewState(*ops).value();
+      ASSERT_TRUE(base->Forward(*ops, ids.data(), n, s0, b0.data(), 0, &none).ok());
+      EXPECT_EQ(std::memcmp(all.data(), b0.data(), b0.size() * 4), 0) << "a base row changed beside exact rows";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaExactModel,
+                         ::testing::Values(Pair{"adapters/qwen3-tiny-lora-mixed-merged", "qwen3-tiny", 16},
+                                           Pair{"adapters/qwen3-tiny-lora-alllinear-merged", "qwen3-tiny", 3},
+                                           Pair{"adapters/qwen3-odd-sharded-lora-rslora-merged", "qwen3-odd-sharded", 12},
+                                           Pair{"adapters/qwen3_5-wrapper-lora-gdn-merged", "qwen3_5-wrapper", 16},
+                                           Pair{"adapters/qwen3_5-text-odd-lora-subset-merged", "qwen3_5-text-odd", 4}),
+                         [](const auto& info) {
+                           std::string s = info.param.merged.substr(9);
+                           for (char& c : s) if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace graft
