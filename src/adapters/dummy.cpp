@@ -53,4 +53,27 @@ LoraAdapter DummyAdapter(const ModelConfig& c, int rank, int upper_layers, bool 
   return ad;
 }
 
+void AddDummyExact(LoraAdapter& a, double fraction, uint64_t seed) {
+  const uint64_t span = std::max<uint64_t>(1, static_cast<uint64_t>(2.0 / std::max(fraction, 1e-9)));
+  uint64_t k = seed * 7919;
+  for (auto& layer : a.layers) {
+    for (auto& target : layer.targets) {
+      for (LoraModule& m : target) {
+        const int64_t count = m.b.rows * m.a.cols;
+        ExactResidual res;
+        int64_t at = -1;
+        while (true) {
+          const uint64_t gap = SplitMix64(++k) % span;  // mean gap about 1 / fraction
+          if (at + 1 + static_cast<int64_t>(gap) >= count) break;
+          at += 1 + static_cast<int64_t>(gap);
+          AppendVarint(res.index_stream, gap);
+          res.values.push_back(FloatToBf16(SymmetricUniform(SplitMix64(++k)) * 0.05f));
+        }
+        m.exact = std::make_shared<const IndexedResidual>(IndexResidual(std::move(res), count).value());
+      }
+    }
+  }
+  a.has_exact = true;
+}
+
 }  // namespace graft

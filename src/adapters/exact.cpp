@@ -106,18 +106,21 @@ void ApplyResidualChunk(const IndexedResidual& r, int64_t c, uint16_t* w) {
   }
 }
 
+void AppendVarint(std::vector<uint8_t>& out, uint64_t v) {
+  do {
+    uint8_t byte = v & 0x7f;
+    v >>= 7;
+    if (v) byte |= 0x80;
+    out.push_back(byte);
+  } while (v);
+}
+
 ExactResidual EncodeResidual(const std::vector<uint16_t>& rec, const uint16_t* target, int64_t count) {
   ExactResidual res;
   int64_t prev = -1;
   for (int64_t i = 0; i < count; ++i) {
     if (rec[i] == target[i]) continue;
-    uint64_t gap = static_cast<uint64_t>(i - prev - 1);
-    do {
-      uint8_t byte = gap & 0x7f;
-      gap >>= 7;
-      if (gap) byte |= 0x80;
-      res.index_stream.push_back(byte);
-    } while (gap);
+    AppendVarint(res.index_stream, static_cast<uint64_t>(i - prev - 1));
     res.values.push_back(target[i]);
     prev = i;
   }

@@ -26,6 +26,9 @@ struct ExactResidual {
 // base: bf16 [n, k]; a: [r, k]; b: [n, r]. Returns the reconstructed bf16 [n, k] before the residual.
 std::vector<uint16_t> ReconstructBf16(const uint16_t* base, int64_t n, int64_t k, const float* a, const float* b, int r);
 
+// Appends one LEB128 varint (7 bits a byte, low bits first, high bit = more follows).
+void AppendVarint(std::vector<uint8_t>& out, uint64_t v);
+
 // The residual that turns `rec` into `target` (both bf16 [count]).
 ExactResidual EncodeResidual(const std::vector<uint16_t>& rec, const uint16_t* target, int64_t count);
 // Applies a residual, checking every index against `w`'s size.

@@ -24,6 +24,7 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
     ModelSettings m;
     std::string load_format = "auto", json, adapter_dtype = "float32", decisions, tokenizer;
     int dummy_rank = 0, dummy_layers = 24, concurrency = 0, chat_tokens = 32;
+    double dummy_exact = 0;
     std::vector<int> chat_streams;
     bool no_graphs = false;
     BenchJob job;
@@ -42,6 +43,10 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       ->capture_default_str()->check(CLI::Range(1, 1 << 10));
   cmd->add_option("--dummy-adapter-dtype", s->adapter_dtype, "... with factors in this dtype")->capture_default_str()
       ->check(CLI::IsMember({"float32", "bfloat16"}));
+  cmd->add_option("--dummy-adapter-exact", s->dummy_exact,
+                  "... and a synthetic exact representation whose residual touches this share of each projection's "
+                  "elements (0: none); measured in exact mode too")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--prefill", s->job.prefill_lengths, "Prefill lengths, in tokens")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20))->delimiter(',');
   cmd->add_option("--decode-batches", s->job.decode_batches, "Decode batch sizes")->capture_default_str()
@@ -69,6 +74,10 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
     run = [s]() -> Status {
       // Inputs first: a bad flag or request file is refused before a model of tens of GB loads.
       if (s->concurrency > 0 && s->decisions.empty()) return InvalidArgument("--concurrency needs --decisions");
+      if (s->dummy_exact > 0 && (s->dummy_rank == 0 || !s->m.adapter.empty())) {
+        return InvalidArgument("--dummy-adapter-exact gives the dummy adapter an exact representation: it needs "
+                               "--dummy-adapter-rank (and no --adapter)");
+      }
       const bool engine_work = !s->decisions.empty() || !s->chat_streams.empty();
       const std::string tdir = s->tokenizer.empty() ? s->m.model : s->tokenizer;
       std::shared_ptr<const Tokenizer> tok;
@@ -113,12 +122,15 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       } else if (s->dummy_rank > 0) {
         adapter = std::make_unique<LoraAdapter>(DummyAdapter(model->config(), s->dummy_rank, s->dummy_layers,
                                                              s->adapter_dtype == "bfloat16", s->job.seed));
+        if (s->dummy_exact > 0) AddDummyExact(*adapter, s->dummy_exact, s->job.seed);
       }
       AdapterSet set;
       if (adapter) {
-        set.slots.push_back(adapter.get());
-        spdlog::info("adapter {}: {} modules, rank {}..{}, {:.1f} MB", adapter->name, adapter->num_modules(),
-                     adapter->min_rank(), adapter->max_rank(), adapter->bytes() / 1e6);
+        set.Add(adapter.get(), false);
+        if (adapter->has_exact) set.Add(adapter.get(), true);
+        spdlog::info("adapter {}: {} modules, rank {}..{}, {:.1f} MB of factors{}", adapter->name, adapter->num_modules(),
+                     adapter->min_rank(), adapter->max_rank(), adapter->bytes() / 1e6,
+                     adapter->has_exact ? fmt::format(", {:.1f} MB of exact residuals (measured in both modes)", adapter->exact_bytes() / 1e6) : "");
       }
       std::unique_ptr<Ops> ops;
       GRAFT_RETURN_IF_ERROR(MakeOps(s->m, *model, set, &ops));

@@ -69,6 +69,21 @@ int64_t StepWeightBytes(const Model& m, const LoraAdapter* a) {
   return b;
 }
 
+// The slots a bench measures: the base, then every adapter slot (LoRA and exact) in order.
+std::vector<int32_t> BenchSlots(const AdapterSet& set) {
+  std::vector<int32_t> slots{0};
+  for (size_t s = 1; s < set.slots.size(); ++s) {
+    if (set.slots[s]) slots.push_back(static_cast<int32_t>(s));
+  }
+  return slots;
+}
+
+// How a slot is named in the table: "" (base), the adapter's name, "+ [exact]" for exact mode.
+std::string SlotName(const AdapterSet& set, int32_t slot) {
+  if (slot == 0) return "";
+  return set.slots[static_cast<size_t>(slot)]->name + (set.is_exact(static_cast<size_t>(slot)) ? " [exact]" : "");
+}
+
 std::vector<int32_t> RandomIds(std::mt19937_64& rng, int n, int vocab) {
   std::uniform_int_distribution<int32_t> d(0, vocab - 1);
   std::vector<int32_t> v(static_cast<size_t>(n));
@@ -83,13 +98,14 @@ Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& ada
   const int vocab = model.config().vocab_size;
   std::mt19937_64 rng(job.seed);
   BenchReport rep;
-  std::vector<int32_t> slots{0};
-  if (adapters.slots.size() > 1 && adapters.slots[1]) slots.push_back(1);
+  const std::vector<int32_t> slots = BenchSlots(adapters);
   const uint64_t units = slots.size() * (job.prefill_lengths.size() * (job.repeats + 1) + job.decode_batches.size());
   Progress bar("bench", units, /*bytes=*/false);
   for (int32_t slot : slots) {
-    const LoraAdapter* a = slot ? adapters.slots[1] : nullptr;
-    const std::string name = a ? a->name : "";
+    // FLOPs and bytes: an exact slot runs the merged model's (the base's) matmuls; the
+    // reconstruction is overhead, not useful work.
+    const LoraAdapter* a = slot && !adapters.is_exact(static_cast<size_t>(slot)) ? adapters.slots[static_cast<size_t>(slot)] : nullptr;
+    const std::string name = SlotName(adapters, slot);
     for (int L : job.prefill_lengths) {
       std::vector<double> times;
       for (int r = 0; r <= job.repeats; ++r) {  // run 0 warms up
@@ -108,7 +124,7 @@ Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& ada
       row.share = row.tflops / job.peak_tflops;
       row.tokens_per_s = L / row.seconds;
       rep.rows.push_back(row);
-      spdlog::info("bench: prefill {} tokens{}: {:.4f} s, {:.1f} TFLOP/s ({:.1f}% of peak)", L, a ? " + " + name : "",
+      spdlog::info("bench: prefill {} tokens{}: {:.4f} s, {:.1f} TFLOP/s ({:.1f}% of peak)", L, slot ? " + " + name : "",
                    row.seconds, row.tflops, 100 * row.share);
     }
     for (int B : job.decode_batches) {
@@ -146,7 +162,7 @@ Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& ada
       row.tokens_per_s = B / row.seconds;
       rep.rows.push_back(row);
       spdlog::info("bench: decode batch {}{}: {:.4f} s/step, {:.1f} tokens/s, bandwidth floor {:.1f}% of the step", B,
-                   a ? " + " + name : "", row.seconds, row.tokens_per_s, 100 * row.share);
+                   slot ? " + " + name : "", row.seconds, row.tokens_per_s, 100 * row.share);
     }
   }
   bar.Finish();
@@ -158,8 +174,7 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, co
   static const char* kBuckets[] = {"<=1K", "1K-4K", "4K-10K", ">10K"};
   auto bucket = [](int t) { return t <= 1000 ? 0 : t <= 4000 ? 1 : t <= 10000 ? 2 : 3; };
   std::vector<DecisionLatency> out;
-  std::vector<int32_t> slots{0};
-  if (adapters.slots.size() > 1 && adapters.slots[1]) slots.push_back(1);
+  const std::vector<int32_t> slots = BenchSlots(adapters);
   Progress bar("decisions", slots.size() * requests.size(), /*bytes=*/false);
   for (int32_t slot : slots) {
     std::vector<double> times[4];
@@ -181,7 +196,7 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, co
       std::sort(t.begin(), t.end());
       DecisionLatency row;
       row.bucket = kBuckets[b];
-      row.adapter = slot ? adapters.slots[1]->name : "";
+      row.adapter = SlotName(adapters, slot);
       row.count = static_cast<int>(t.size());
       row.p50 = t[t.size() / 2];
       row.p95 = t[std::min(t.size() - 1, static_cast<size_t>(0.95 * static_cast<double>(t.size())))];

@@ -64,6 +64,45 @@ TEST(Bench, MeasuresPrefillAndDecodeWithAndWithoutTheAdapter) {
   EXPECT_NE(rep->Json("m", "cpu").find("\"tokens_per_s\""), std::string::npos);
 }
 
+// A dummy adapter with a synthetic exact representation (issue 11's workload): its residual
+// touches about the asked share of each projection, and the bench measures it in both modes.
+TEST(Bench, DummyExactAdapterIsMeasuredInBothModes) {
+  auto model = LoadDummyModel(test::Fixture("qwen3_5-wrapper"), 3, 2);
+  ASSERT_TRUE(model.ok());
+  const ModelConfig& c = (*model)->config();
+  LoraAdapter ad = DummyAdapter(c, 4, 2, /*bf16=*/false, 5);
+  AddDummyExact(ad, 0.02, 9);
+  ASSERT_TRUE(ad.has_exact);
+  int64_t values = 0, elements = 0;
+  for (const auto& l : ad.layers)
+    for (const auto& t : l.targets)
+      for (const LoraModule& m : t) values += m.exact->values(), elements += m.b.rows * m.a.cols;
+  EXPECT_NEAR(static_cast<double>(values) / static_cast<double>(elements), 0.02, 0.004);
+  AdapterSet set;
+  const int32_t lora = set.Add(&ad, false), exact = set.Add(&ad, true);
+  CpuOps ops(ActDtype::kBF16, 2);
+  const std::vector<int32_t> ids = {5, 6, 7, 8};
+  std::vector<std::vector<float>> out(3, std::vector<float>(4 * static_cast<size_t>(c.vocab_size)));
+  for (int32_t slot : {0, lora, exact}) {
+    SequenceState st = (*model)->NewState();
+    ASSERT_TRUE((*model)->Forward(ops, ids.data(), 4, st, out[static_cast<size_t>(slot)].data(), slot, &set).ok());
+  }
+  EXPECT_NE(out[0], out[2]);
+  EXPECT_NE(out[1], out[2]);
+  BenchJob job;
+  job.prefill_lengths = {16};
+  job.decode_batches = {1};
+  job.decode_steps = 2;
+  job.repeats = 1;
+  auto rep = RunBench(**model, ops, set, job);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  ASSERT_EQ(rep->rows.size(), 6u);
+  EXPECT_EQ(rep->rows[2].adapter, ad.name);
+  EXPECT_EQ(rep->rows[4].adapter, ad.name + " [exact]");
+  EXPECT_EQ(rep->rows[4].kind, "prefill");
+  EXPECT_GT(rep->rows[4].seconds, 0);
+}
+
 // Decision latency by record bucket on the demo models: every request counted once per slot,
 // in the bucket of its record's length, with p50 <= p95.
 TEST(Bench, DecisionLatencyByRecordBucket) {
