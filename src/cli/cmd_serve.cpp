@@ -52,6 +52,10 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   AddBackendFlags(cmd, s->m);
   cmd->add_flag("--no-cuda-graphs", s->no_graphs, "cuda: run decode steps eagerly instead of replaying CUDA graphs");
   cmd->add_flag("--force", s->m.force, "Load adapters whose manifest names a different base");
+  cmd->add_option("--exact-base", s->m.exact_base,
+                  "Exact mode on a base not stored in bf16: the bf16 checkpoint the adapters were extracted against; "
+                  "a resident copy of just the projections they touch is kept (and reported)")
+      ->check(CLI::ExistingDirectory);
   cmd->add_option("--chat-template", s->chat_template, "A Jinja file to use instead of the model's chat template")->check(CLI::ExistingFile);
   cmd->add_option("--host", s->server.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", s->server.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
@@ -105,8 +109,10 @@ void AddServeCommand(CLI::App& app, Runner& run) {
         sa.exact_bytes = a->exact_bytes();
         served.adapters[name] = sa;
       }
+      GRAFT_RETURN_IF_ERROR(LoadExactBase(s->m, *model, set));
       GRAFT_ASSIGN_OR_RETURN(const int64_t exact_elements, model->ExactScratchElements(set));
       served.exact_scratch_bytes = exact_elements * 2;
+      served.exact_base_bytes = model->exact_base() ? model->exact_base()->bytes() : 0;
       std::unique_ptr<Ops> ops;
       GRAFT_RETURN_IF_ERROR(MakeOps(s->m, *model, set, &ops));
       const auto& c = model->config();

@@ -23,6 +23,7 @@ struct ModelSettings {
   std::string model;
   std::string adapter;  // a PEFT adapter directory, applied to every row ("" = none)
   std::string adapter_mode;  // "lora", "exact" or "" (the adapter manifest's default)
+  std::string exact_base;    // bf16 checkpoint for exact mode on a base not stored in bf16 ("" = none)
   bool force = false;   // load an adapter whose manifest names another base
   std::string device = "cpu";
   std::string dtype = "bfloat16";
@@ -37,6 +38,11 @@ void AddBackendFlags(CLI::App* cmd, ModelSettings& s);
 // (CUDA: uploaded, the memory table logged) and the exact-mode scratch reserved when a slot
 // is exact.
 Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& adapters, std::unique_ptr<Ops>* ops);
+
+// --exact-base: loads the resident bf16 copy of the projections the exact slots touch
+// (Model::LoadExactBase) after checking its identity against the adapters' manifests (unless
+// --force); a no-op without the flag or when the served base already holds them in bf16.
+Status LoadExactBase(const ModelSettings& s, Model& model, const AdapterSet& adapters);
 
 // Decode steps replayed from CUDA graphs (backend/cuda/decode_graph.h) when `ops` is the CUDA
 // backend and `enabled`; otherwise both members are empty and steps run eagerly. The closures

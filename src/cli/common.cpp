@@ -23,6 +23,10 @@ void AddModelFlags(CLI::App* cmd, ModelSettings& s) {
                   "lora (factors added to the base) or exact (the merged release's weights rebuilt bit for bit; needs "
                   "an adapter extracted with --exact). Default: the adapter manifest's default_mode")
       ->check(CLI::IsMember({"lora", "exact"}));
+  cmd->add_option("--exact-base", s.exact_base,
+                  "Exact mode on a base not stored in bf16: the bf16 checkpoint the adapter was extracted against; a "
+                  "resident copy of just the projections it touches is kept (and reported)")
+      ->check(CLI::ExistingDirectory);
   AddBackendFlags(cmd, s);
 }
 
@@ -42,6 +46,7 @@ void AddBackendFlags(CLI::App* cmd, ModelSettings& s) {
 Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& adapters, std::unique_ptr<Ops>* ops) {
   const ActDtype act = s.dtype == "float32" ? ActDtype::kF32 : ActDtype::kBF16;
   GRAFT_ASSIGN_OR_RETURN(const int64_t exact_elements, model.ExactScratchElements(adapters));
+  // (model.exact_base(), when loaded, is uploaded with the model below and shown as exact memory.)
   if (exact_elements > 0) {
     spdlog::info("memory: exact-mode scratch {:.1f} MB (the largest fused projection an exact adapter rebuilds, shared by all)",
                  exact_elements * 2 / 1e6);
@@ -57,6 +62,7 @@ Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& ada
   o.scratch_bytes = int64_t{s.gpu_scratch_mib} << 20;
   GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<CudaOps> cuda, CudaOps::Create(o));
   GRAFT_RETURN_IF_ERROR(cuda->Upload(model.weights()));
+  if (model.exact_base()) GRAFT_RETURN_IF_ERROR(cuda->UploadExactBase(*model.exact_base()));
   for (const LoraAdapter* a : adapters.slots) {
     if (a) GRAFT_RETURN_IF_ERROR(cuda->Upload(*a));
   }
@@ -113,11 +119,38 @@ Result<LoadedModel> LoadModelAndAdapter(const ModelSettings& s) {
   if (lm.adapter->has_exact) lm.slots.exact = lm.adapters.Add(lm.adapter.get(), true);
   lm.slots.default_exact = lm.adapter->default_exact;
   GRAFT_ASSIGN_OR_RETURN(lm.slot, lm.slots.Select(s.adapter_mode, s.adapter));
+  GRAFT_RETURN_IF_ERROR(LoadExactBase(s, *lm.model, lm.adapters));
   spdlog::info("adapter {}: {} modules, rank {}..{}, {:.2f} MB of factors{}; serving it as {}", s.adapter,
                lm.adapter->num_modules(), lm.adapter->min_rank(), lm.adapter->max_rank(), lm.adapter->bytes() / 1e6,
                lm.adapter->has_exact ? fmt::format(" + {:.2f} MB of exact residuals", lm.adapter->exact_bytes() / 1e6) : "",
                lm.slot == lm.slots.exact ? "exact" : "lora");
   return lm;
+}
+
+Status LoadExactBase(const ModelSettings& s, Model& model, const AdapterSet& adapters) {
+  if (s.exact_base.empty()) return Status::Ok();
+  bool any_exact = false;
+  for (size_t i = 1; i < adapters.slots.size(); ++i) any_exact |= adapters.is_exact(i) && adapters.slots[i];
+  if (!any_exact) return InvalidArgument("--exact-base: no adapter here has an exact representation to serve");
+  if (model.ExactScratchElements(adapters).ok()) {
+    spdlog::info("--exact-base {}: not needed, the served base holds the touched projections in bf16", s.exact_base);
+    return Status::Ok();
+  }
+  if (!s.force) {
+    GRAFT_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(s.exact_base));
+    GRAFT_ASSIGN_OR_RETURN(IdentityResult id, CachedIdentity(ck, DefaultCacheDir()));
+    for (size_t i = 1; i < adapters.slots.size(); ++i) {
+      const LoraAdapter* a = adapters.slots[i];
+      if (adapters.is_exact(i) && a && !a->base_identity.empty() && a->base_identity != id.identity) {
+        return InvalidArgument(fmt::format("--exact-base {}: identity {} but adapter '{}' was extracted against {} "
+                                           "(pass --force to use it anyway)",
+                                           s.exact_base, id.identity, a->name, a->base_identity));
+      }
+    }
+  }
+  GRAFT_ASSIGN_OR_RETURN(int64_t bytes, model.LoadExactBase(s.exact_base, adapters));
+  spdlog::info("memory: exact-mode bf16 copy of the touched projections {:.1f} MB (from {})", bytes / 1e6, s.exact_base);
+  return Status::Ok();
 }
 
 std::string DefaultCacheDir() {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <map>
 
+#include "model/projections.h"
+
 namespace graft {
 
 void AddLora(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, const float* x, int64_t k, float* y,
@@ -30,8 +32,14 @@ void Project(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, con
     if (slot <= 0 || !ctx.adapters.is_exact(static_cast<size_t>(slot))) return 0;
     return slots[static_cast<size_t>(slot)]->layers[static_cast<size_t>(layer)].at(target).empty() ? 0 : slot;
   };
+  // Exact rows rebuild from the resident bf16 copy where the model keeps one (a base not
+  // stored in bf16), else from w itself.
+  const Weight* source = &w;
+  if (ctx.exact_base && !FusedWeight(ctx.exact_base->layers[static_cast<size_t>(layer)], target).empty()) {
+    source = &FusedWeight(ctx.exact_base->layers[static_cast<size_t>(layer)], target);
+  }
   auto weight_of = [&](int32_t group) -> const Weight& {
-    return group == 0 ? w : ops.ExactWeight(w, slots[static_cast<size_t>(group)]->layers[static_cast<size_t>(layer)].at(target));
+    return group == 0 ? w : ops.ExactWeight(*source, slots[static_cast<size_t>(group)]->layers[static_cast<size_t>(layer)].at(target));
   };
   std::map<int32_t, std::vector<int32_t>> groups;  // group -> its rows, ascending
   for (int r = 0; r < n; ++r) groups[group_of(ctx.batch.row_adapter[static_cast<size_t>(r)])].push_back(r);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "io/checkpoint.h"
 #include "model/projections.h"
@@ -123,6 +124,46 @@ void StepBatch::Add(SequenceState* state, const int32_t* ids, int n, int32_t ada
   seq_start.push_back(static_cast<int>(tokens.size()));
 }
 
+Result<int64_t> Model::LoadExactBase(const std::string& dir, const AdapterSet& adapters) {
+  GRAFT_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(dir));
+  if (cfg.arch != config_.arch || cfg.num_layers != config_.num_layers || cfg.hidden_size != config_.hidden_size ||
+      cfg.intermediate_size != config_.intermediate_size || cfg.layer_kinds != config_.layer_kinds) {
+    return InvalidArgument(fmt::format("--exact-base {}: a different model ({}) than the served base ({})", dir,
+                                       cfg.Summary(), config_.Summary()));
+  }
+  std::set<std::pair<int, int>> touched;  // (layer, target)
+  for (size_t s = 1; s < adapters.slots.size(); ++s) {
+    if (!adapters.is_exact(s) || !adapters.slots[s]) continue;
+    const LoraAdapter& a = *adapters.slots[s];
+    for (size_t l = 0; l < a.layers.size(); ++l) {
+      for (int t = 0; t < static_cast<int>(LoraTarget::kCount); ++t) {
+        if (!a.layers[l].targets[static_cast<size_t>(t)].empty()) touched.insert({static_cast<int>(l), t});
+      }
+    }
+  }
+  GRAFT_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(dir));
+  auto wanted = [&](const ModelWeights& w, const Weight* slot) {
+    for (const auto& [l, t] : touched) {
+      if (&FusedWeight(w.layers[static_cast<size_t>(l)], static_cast<LoraTarget>(t)) == slot) return true;
+    }
+    return false;
+  };
+  GRAFT_ASSIGN_OR_RETURN(ModelWeights copy, LoadSlots(ck, cfg, wanted));
+  int64_t bytes = 0;
+  for (const auto& [l, t] : touched) {
+    const Weight& c = FusedWeight(copy.layers[static_cast<size_t>(l)], static_cast<LoraTarget>(t));
+    const Weight& w = FusedWeight(weights_.layers[static_cast<size_t>(l)], static_cast<LoraTarget>(t));
+    if (!c.is_bf16) return InvalidArgument(fmt::format("--exact-base {}: {} is not stored in bf16", dir, c.name));
+    if (c.rows != w.rows || c.cols != w.cols) {
+      return InvalidArgument(fmt::format("--exact-base {}: {} is [{}, {}] but the served base's is [{}, {}]", dir, c.name,
+                                         c.rows, c.cols, w.rows, w.cols));
+    }
+    bytes += c.bytes();
+  }
+  exact_base_ = std::move(copy);
+  return bytes;
+}
+
 Result<int64_t> Model::ExactElements(const LoraAdapter& a) const {
   if (!a.has_exact) {
     return InvalidArgument(fmt::format("adapter '{}' ({}) has no exact representation (graft adapter extract --exact makes one)",
@@ -132,11 +173,18 @@ Result<int64_t> Model::ExactElements(const LoraAdapter& a) const {
   for (size_t l = 0; l < a.layers.size() && l < weights_.layers.size(); ++l) {
     for (int t = 0; t < static_cast<int>(LoraTarget::kCount); ++t) {
       if (a.layers[l].targets[static_cast<size_t>(t)].empty()) continue;
-      const Weight& w = FusedWeight(weights_.layers[l], static_cast<LoraTarget>(t));
-      if (!w.is_bf16) {
-        return Unsupported(fmt::format("adapter '{}': exact mode reconstructs bf16 weights, but {} is stored in float32", a.name, w.name));
+      const Weight* w = &FusedWeight(weights_.layers[l], static_cast<LoraTarget>(t));
+      if (exact_base_.layers.size() > l && !FusedWeight(exact_base_.layers[l], static_cast<LoraTarget>(t)).empty()) {
+        w = &FusedWeight(exact_base_.layers[l], static_cast<LoraTarget>(t));
       }
-      most = std::max(most, w.rows * w.cols);
+      if (!w->is_bf16) {
+        return Unsupported(fmt::format("adapter '{}': exact mode reconstructs bf16 weights, but {} is stored in float32; "
+                                       "pass --exact-base DIR (the bf16 checkpoint the adapter was extracted against) "
+                                       "to keep a bf16 copy of the projections it touches",
+                                       a.name, w->name));
+      }
+      const Weight& ww = *w;
+      most = std::max(most, ww.rows * ww.cols);
     }
   }
   return most;
@@ -195,7 +243,7 @@ Status Model::Forward(Ops& ops, const StepBatch& b, const AdapterSet& adapters, 
     }
     if (count > 0 && (!logits || !ids)) return InvalidArgument("forward: top-k mode needs a values and an ids buffer");
   }
-  StepContext ctx{b, adapters, {}, ids};
+  StepContext ctx{b, adapters, {}, ids, exact_base()};
   ctx.pos.resize(static_cast<size_t>(rows));
   for (int s = 0; s < b.num_seqs(); ++s) {
     const SequenceState* st = b.states[s];

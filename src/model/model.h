@@ -76,6 +76,7 @@ struct StepContext {
   const AdapterSet& adapters;
   std::vector<int32_t> pos;  // [rows]
   int32_t* top_ids = nullptr;  // LogitRows::top_k mode: where the candidates' ids go
+  const ModelWeights* exact_base = nullptr;  // Model::exact_base(): where exact rows rebuild from
 };
 
 class Model {
@@ -101,6 +102,13 @@ class Model {
   // max_position_embeddings.
   Status Forward(Ops& ops, const StepBatch& batch, const AdapterSet& adapters, float* logits,
                  int32_t* ids = nullptr) const;
+  // Exact mode on a base whose touched projections are not stored in bf16 (float32 today,
+  // quantized formats later): a resident bf16 copy of just the fused projections the exact
+  // slots of `adapters` touch, loaded from `dir` — the bf16 checkpoint the adapters were
+  // extracted against (same config). Exact rows rebuild from it; everything else still runs on
+  // the served weights. Returns the copy's bytes. Call at start-up, before serving.
+  Result<int64_t> LoadExactBase(const std::string& dir, const AdapterSet& adapters);
+  const ModelWeights* exact_base() const { return exact_base_.layers.empty() ? nullptr : &exact_base_; }
   // Exact mode: the largest fused base weight the exact slots of `adapters` reconstruct, in
   // bf16 elements (what Ops::ReserveExact needs; 0 when no slot is exact). Fails when an exact
   // slot's adapter has no exact representation or a weight it touches is not bf16.
@@ -125,6 +133,7 @@ class Model {
 
   ModelConfig config_;
   ModelWeights weights_;
+  ModelWeights exact_base_;  // LoadExactBase's copy (only touched slots filled), or empty
   mutable std::map<PoolMemory*, std::unique_ptr<KvPool>> own_pools_;  // NewState()'s growable pools
 };
 

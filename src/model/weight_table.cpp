@@ -200,4 +200,26 @@ Result<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& cfg)
   return w;
 }
 
+Result<ModelWeights> LoadSlots(const Checkpoint& ckpt, const ModelConfig& cfg,
+                               const std::function<bool(const ModelWeights&, const Weight*)>& wanted) {
+  ModelWeights w;
+  w.layers.reserve(static_cast<size_t>(cfg.num_layers));
+  auto table = BuildTable(cfg, w, ckpt.Has("lm_head.weight"));
+  std::set<std::string> used;
+  uint64_t bytes = 0;
+  std::vector<const Entry*> picked;
+  for (const auto& e : table) {
+    if (!wanted(w, e.slot)) continue;
+    picked.push_back(&e);
+    for (const auto& part : e.parts) {
+      const std::string name = part.absolute ? part.name : cfg.weight_prefix + part.name;
+      if (ckpt.Has(name)) bytes += ckpt.Find(name).info->num_bytes();
+    }
+  }
+  Progress bar("loading part of " + ckpt.dir(), bytes, /*bytes=*/true);
+  for (const Entry* e : picked) GRAFT_RETURN_IF_ERROR(FillSlot(ckpt, cfg, *e, used, bar));
+  bar.Finish();
+  return w;
+}
+
 }  // namespace graft

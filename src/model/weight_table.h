@@ -9,6 +9,7 @@
 // or when the checkpoint has no lm_head.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "io/checkpoint.h"
@@ -19,6 +20,12 @@
 namespace graft {
 
 Result<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& cfg);
+
+// Only the slots `wanted` accepts (given the slot in the returned weights, e.g. a layer's fused
+// projection), every other slot left empty: exact mode's resident bf16 copy of the projections
+// its adapters touch. Shapes are checked as LoadWeights checks them.
+Result<ModelWeights> LoadSlots(const Checkpoint& ckpt, const ModelConfig& cfg,
+                               const std::function<bool(const ModelWeights&, const Weight*)>& wanted);
 
 // `--load-format dummy` (vLLM's name): every slot the table names, at the config's shapes, in
 // bf16, filled with seeded pseudo-random values — projections uniform in ±1/sqrt(cols), norms

@@ -32,6 +32,7 @@ struct ServedModels {
   std::string base_name;
   std::map<std::string, ServedAdapter> adapters;  // by name
   int64_t exact_scratch_bytes = 0;  // the one reconstruction scratch every exact mode shares
+  int64_t exact_base_bytes = 0;     // --exact-base: the bf16 copy of touched projections, shared
   int context = 0;
   int default_max_tokens = 512;
   // The slot a request's "model" and "mode" select; a missing model means the base, a missing

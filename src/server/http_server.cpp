@@ -171,7 +171,8 @@ void HttpServer::Routes() {
                       {"root", name}, {"parent", models_.base_name}, {"max_model_len", models_.context},
                       {"modes", modes}, {"default_mode", a.slots.default_exact && a.slots.exact >= 0 ? "exact" : "lora"},
                       {"memory_bytes", memory},
-                      {"shared_exact_scratch_bytes", a.slots.exact >= 0 ? models_.exact_scratch_bytes : 0}});
+                      {"shared_exact_scratch_bytes", a.slots.exact >= 0 ? models_.exact_scratch_bytes : 0},
+                      {"shared_exact_base_copy_bytes", a.slots.exact >= 0 ? models_.exact_base_bytes : 0}});
     }
     Reply(res, 200, {{"object", "list"}, {"data", data}});
   });

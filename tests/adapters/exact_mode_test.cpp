@@ -17,7 +17,9 @@
 #include "adapters/lora_loader.h"
 #include "backend/cpu/cpu_ops.h"
 #include "engine/decision_scorer.h"
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "model/projections.h"
 #include "test_util.h"
 #include "tools/adapter_extract.h"
 
@@ -381,6 +383,56 @@ TEST_F(ExactLoad, AdapterWithoutExactOffersOnlyLora) {
   EXPECT_NE(f.message().find("has no exact representation"), std::string::npos) << f.ToString();
   EXPECT_EQ(st.pos, 0);
   EXPECT_FALSE(model_->ExactScratchElements(set).ok());
+}
+
+// Exact mode on a base not stored in bf16 (here a float32 copy of qwen3-tiny, standing in for
+// the quantized bases to come): refused with the remedy, then served from a resident bf16 copy
+// of just the touched projections (--exact-base), bit for bit the merged release on the CPU.
+TEST(ExactModeBase, A32BitBaseServesExactlyFromABf16CopyOfTheTouchedProjections) {
+  test::TempDir f32dir, adir;
+  fs::copy_file(test::Fixture("qwen3-tiny/config.json"), f32dir.File("config.json"));
+  {
+    auto in = SafetensorsFile::Open(test::Fixture("qwen3-tiny/model.safetensors"));
+    ASSERT_TRUE(in.ok());
+    std::vector<TensorToWrite> out;
+    for (const auto& t : in->tensors()) {
+      auto v = ReadAsFloat(TensorRef{&in.value(), &t});
+      ASSERT_TRUE(v.ok());
+      out.push_back(test::F32Tensor(t.name, t.shape, v.value()));
+    }
+    ASSERT_TRUE(WriteSafetensors(f32dir.File("model.safetensors"), std::move(out)).ok());
+  }
+  ExtractExact({"adapters/qwen3-tiny-lora-mixed-merged", "qwen3-tiny", 16}, adir.path());
+  auto served = LoadModel(f32dir.path());
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  auto merged = test::LoadFixtureModel("adapters/qwen3-tiny-lora-mixed-merged");
+  LoraAdapter a = Load(adir.path(), **served);
+  AdapterSet set;
+  const int32_t exact = set.Add(&a, true);
+  auto e = (*served)->ExactScratchElements(set);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("pass --exact-base DIR"), std::string::npos) << e.status().ToString();
+  // A checkpoint of another model is refused.
+  EXPECT_FALSE((*served)->LoadExactBase(test::Fixture("qwen3_5-wrapper"), set).ok());
+  auto bytes = (*served)->LoadExactBase(test::Fixture("qwen3-tiny"), set);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  int64_t touched = 0;  // the fused projections the adapter touches, in bf16
+  for (size_t l = 0; l < a.layers.size(); ++l)
+    for (int t = 0; t < static_cast<int>(LoraTarget::kCount); ++t)
+      if (!a.layers[l].targets[static_cast<size_t>(t)].empty())
+        touched += FusedWeight((*served)->weights().layers[l], static_cast<LoraTarget>(t)).rows *
+                   FusedWeight((*served)->weights().layers[l], static_cast<LoraTarget>(t)).cols * 2;
+  EXPECT_EQ(bytes.value(), touched) << "just the touched projections";
+  EXPECT_LT(bytes.value(), (*served)->weights().bytes() / 2) << "less than a bf16 copy of the whole model";
+  ASSERT_TRUE((*served)->ExactScratchElements(set).ok());
+  auto inputs = test::ReadIntTensors(test::Fixture("qwen3-tiny/inputs.safetensors"));
+  const AdapterSet none;
+  for (ActDtype act : {ActDtype::kBF16, ActDtype::kF32}) {
+    CpuOps ops(act, 2);
+    for (const auto& [name, ids] : inputs) {
+      EXPECT_TRUE(SameBits(Logits(**served, ops, ids, exact, set), Logits(*merged, ops, ids, 0, none))) << name;
+    }
+  }
 }
 
 // Exact mode rebuilds bf16 weights: a float32 base is refused with the reason.

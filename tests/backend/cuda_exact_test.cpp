@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "adapters/lora_loader.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda_test_util.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 #include "tools/adapter_extract.h"
 
@@ -201,6 +204,58 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaExactModel,
                            for (char& c : s) if (!isalnum(static_cast<unsigned char>(c))) c = '_';
                            return s;
                          });
+
+// --exact-base on the GPU: a float32-stored base serves exact rows from the uploaded bf16 copy
+// of the touched projections. In f32 activations every matmul of both models runs the same
+// kernel, so the whole logits are the merged checkpoint's bits; the copy is exact memory.
+TEST(CudaExactBase, A32BitBaseServesExactlyFromTheBf16Copy) {
+  REQUIRE_GPU();
+  test::TempDir f32dir, adir;
+  std::filesystem::copy_file(test::Fixture("qwen3-tiny/config.json"), f32dir.File("config.json"));
+  {
+    auto in = SafetensorsFile::Open(test::Fixture("qwen3-tiny/model.safetensors"));
+    ASSERT_TRUE(in.ok());
+    std::vector<TensorToWrite> out;
+    for (const auto& t : in->tensors()) out.push_back(test::F32Tensor(t.name, t.shape, ReadAsFloat(TensorRef{&in.value(), &t}).value()));
+    ASSERT_TRUE(WriteSafetensors(f32dir.File("model.safetensors"), std::move(out)).ok());
+  }
+  ExtractJob j;
+  j.merged = test::Fixture("adapters/qwen3-tiny-lora-mixed-merged");
+  j.base = test::Fixture("qwen3-tiny");
+  j.out = adir.path();
+  j.rank.rank = 16;
+  j.exact = true;
+  j.eval_sequences = 0;
+  ASSERT_TRUE(RunExtract(j).ok());
+  auto served = LoadModel(f32dir.path()).value();
+  auto merged = test::LoadFixtureModel("adapters/qwen3-tiny-lora-mixed-merged");
+  auto a = LoadLoraAdapter(adir.path(), served->config(), {"ft", false, nullptr});
+  ASSERT_TRUE(a.ok());
+  AdapterSet set;
+  const int32_t exact = set.Add(&a.value(), true);
+  auto bytes = served->LoadExactBase(test::Fixture("qwen3-tiny"), set);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto ops = MakeCuda(ActDtype::kF32);
+  ASSERT_TRUE(ops);
+  ASSERT_TRUE(ops->Upload(served->weights()).ok());
+  ASSERT_TRUE(ops->UploadExactBase(*served->exact_base()).ok());
+  ASSERT_TRUE(ops->Upload(merged->weights()).ok());
+  ASSERT_TRUE(ops->Upload(a.value()).ok());
+  const int64_t elements = served->ExactScratchElements(set).value();
+  ASSERT_TRUE(ops->ReserveExact(elements).ok());
+  EXPECT_EQ(ops->memory().exact, bytes.value() + a->exact_bytes() + elements * 2);
+  const AdapterSet none;
+  const int vocab = served->config().vocab_size;
+  for (const auto& [name, ids] : test::ReadIntTensors(test::Fixture("qwen3-tiny/inputs.safetensors"))) {
+    const int n = static_cast<int>(ids.size());
+    std::vector<float> want(static_cast<size_t>(n) * vocab), got(want.size());
+    auto s1 = merged->NewState(*ops).value();
+    auto s2 = served->NewState(*ops).value();
+    ASSERT_TRUE(merged->Forward(*ops, ids.data(), n, s1, want.data(), 0, &none).ok());
+    ASSERT_TRUE(served->Forward(*ops, ids.data(), n, s2, got.data(), exact, &set).ok());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << name;
+  }
+}
 
 }  // namespace
 }  // namespace graft

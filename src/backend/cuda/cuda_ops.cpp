@@ -252,6 +252,18 @@ Status CudaOps::Upload(const LoraAdapter& a) {
   return TakeError().WithContext("uploading adapter " + a.name + " to the device");
 }
 
+Status CudaOps::UploadExactBase(const ModelWeights& copy) {
+  const int64_t before = weight_bytes_;
+  for (const LayerWeights& l : copy.layers) {
+    for (const Weight* x : {&l.attn.qkv, &l.attn.o, &l.gdn.in_proj, &l.gdn.out, &l.gate_up, &l.down}) {
+      if (!x->empty()) Dev(*x);
+    }
+  }
+  exact_bytes_ += weight_bytes_ - before;
+  weight_bytes_ = before;
+  return TakeError().WithContext("uploading the exact-mode bf16 copy to the device");
+}
+
 void* CudaOps::UploadBytes(const void* host, int64_t bytes, const char* what) {
   if (Failed()) return nullptr;
   auto mem = dev_->AllocateBytes(std::max<int64_t>(bytes, 1), what);

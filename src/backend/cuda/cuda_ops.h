@@ -83,6 +83,9 @@ class CudaOps final : public Ops {
   // Copies the weights to the device now (they must outlive the ops and never change).
   Status Upload(const ModelWeights& w);
   Status Upload(const LoraAdapter& a);
+  // Exact mode's resident bf16 copy of touched projections (Model::exact_base()), counted as
+  // exact memory.
+  Status UploadExactBase(const ModelWeights& copy);
   CudaMemoryUse memory() const;
   // Adapter rows whose LoRA products ran on the tensor cores so far (bf16 factors).
   int64_t tensor_core_lora_rows() const { return tensor_core_lora_rows_; }
