@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#include <cstdint>
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
@@ -59,6 +60,104 @@ __global__ void __launch_bounds__(kThreads) GemmBf16Kernel(const float* __restri
   }
 }
 
+// The large-tile form for prefill-sized batches: 128 x 128 outputs per block, 8 warps as 2 x 4,
+// each 64 x 32 = 4 x 2 WMMA fragments; the next 32-wide K slice is fetched into registers while
+// the tensor cores work on the current one (two shared-memory buffers). Each output still gains
+// its products as the same sequence of 16-wide K chunks in ascending order through the same
+// WMMA instruction as GemmBf16Kernel, so the two kernels give the same bits and the choice
+// between them (by m) never changes a row. Needs k % 8 == 0 and 16-byte aligned x and w.
+constexpr int kLM = 128, kLN = 128, kLK = 32, kLPad = 8, kLThreads = 256, kLLd = kLK + kLPad;
+
+struct LargeTileSmem {
+  __nv_bfloat16 a[2][kLM][kLLd];
+  __nv_bfloat16 b[2][kLN][kLLd];
+};
+
+__global__ void __launch_bounds__(kLThreads) GemmBf16LargeKernel(const float* __restrict__ x, int64_t m,
+                                                                 const __nv_bfloat16* __restrict__ w, int64_t n,
+                                                                 int64_t k, float* __restrict__ y, bool round_bf16) {
+  __shared__ __align__(128) unsigned char raw[sizeof(LargeTileSmem)];
+  LargeTileSmem& sm = *reinterpret_cast<LargeTileSmem*>(raw);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wm = warp / 4, wn = warp % 4;
+  const int64_t row0 = int64_t{blockIdx.y} * kLM, col0 = int64_t{blockIdx.x} * kLN;
+  float4 ra[4];  // this thread's share of the next A slice: 4 x 4 floats
+  uint4 rb[2];   // and of the next B slice: 2 x 8 bf16
+#define GRAFT_FETCH(k0)                                                                                         \
+  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                                                               \
+    const int f = tid + kLThreads * i, r = f >> 3, c = (f & 7) * 4;                                             \
+    const int64_t gr = row0 + r, gc = (k0) + c;                                                                 \
+    ra[i] = gr < m && gc < k ? *reinterpret_cast<const float4*>(x + gr * k + gc) : make_float4(0.f, 0.f, 0.f, 0.f); \
+  }                                                                                                             \
+  _Pragma("unroll") for (int i = 0; i < 2; ++i) {                                                               \
+    const int u = tid + kLThreads * i, r = u >> 2, c = (u & 3) * 8;                                             \
+    const int64_t gr = col0 + r, gc = (k0) + c;                                                                 \
+    rb[i] = gr < n && gc < k ? *reinterpret_cast<const uint4*>(w + gr * k + gc) : make_uint4(0u, 0u, 0u, 0u);   \
+  }
+#define GRAFT_PUT(buf)                                                                                          \
+  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                                                               \
+    const int f = tid + kLThreads * i, r = f >> 3, c = (f & 7) * 4;                                             \
+    __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(&sm.a[buf][r][c]);                                  \
+    dst[0] = __floats2bfloat162_rn(ra[i].x, ra[i].y);                                                           \
+    dst[1] = __floats2bfloat162_rn(ra[i].z, ra[i].w);                                                           \
+  }                                                                                                             \
+  _Pragma("unroll") for (int i = 0; i < 2; ++i) {                                                               \
+    const int u = tid + kLThreads * i, r = u >> 2, c = (u & 3) * 8;                                             \
+    *reinterpret_cast<uint4*>(&sm.b[buf][r][c]) = rb[i];                                                        \
+  }
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4][2];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+  const int64_t slices = (k + kLK - 1) / kLK;
+  GRAFT_FETCH(0)
+  GRAFT_PUT(0)
+  __syncthreads();
+  for (int64_t t = 0; t < slices; ++t) {
+    const int cur = static_cast<int>(t & 1);
+    if (t + 1 < slices) {
+      GRAFT_FETCH((t + 1) * kLK)
+    }
+#pragma unroll
+    for (int kk = 0; kk < kLK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a[4];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b[2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) wmma::load_matrix_sync(a[i], &sm.a[cur][wm * 64 + i * 16][kk], kLLd);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], &sm.b[cur][wn * 32 + j * 16][kk], kLLd);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+    }
+    // The other buffer was last read before the barrier that ended the previous slice.
+    if (t + 1 < slices) {
+      GRAFT_PUT(cur ^ 1)
+    }
+    __syncthreads();
+  }
+#undef GRAFT_FETCH
+#undef GRAFT_PUT
+  // Epilogue: each warp stages one fragment at a time in its own corner of the (now free)
+  // shared memory, then writes it rounded, inside the bounds.
+  float* stage = reinterpret_cast<float*>(raw) + warp * 16 * 20;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      wmma::store_matrix_sync(stage, acc[i][j], 20, wmma::mem_row_major);
+      __syncwarp();
+      for (int e = lane; e < 256; e += 32) {
+        const int r = e / 16, c = e % 16;
+        const int64_t gr = row0 + wm * 64 + i * 16 + r, gc = col0 + wn * 32 + j * 16 + c;
+        if (gr < m && gc < n) y[gr * n + gc] = RoundAct(stage[r * 20 + c], round_bf16);
+      }
+      __syncwarp();
+    }
+  }
+}
+
 // One output per thread, summed in the CPU reference's order: 16 partial sums over i mod 16,
 // then a fixed pairwise tree.
 __global__ void GemmSimtKernel(const float* __restrict__ x, int64_t m, DevWeight w, float* __restrict__ y,
@@ -76,7 +175,15 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, bool roun
   if (m < 0 || w.rows <= 0 || w.cols <= 0) return InvalidArgument("cuda MatMul: bad shape");
   if (m == 0) return Status::Ok();
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (w.bf16 && bf16) {
+  const bool aligned = w.cols % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+  if (w.bf16 && bf16 && m > kBM && aligned) {
+    const int64_t gy = (m + kLM - 1) / kLM;
+    if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 128 rows in one call");
+    const dim3 grid(static_cast<unsigned>((w.rows + kLN - 1) / kLN), static_cast<unsigned>(gy));
+    GemmBf16LargeKernel<<<grid, kLThreads, 0, s>>>(x, m, static_cast<const __nv_bfloat16*>(w.data), w.rows, w.cols, y,
+                                                   round_output);
+  } else if (w.bf16 && bf16) {
     const int64_t gy = (m + kBM - 1) / kBM;
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 64 rows in one call");
     const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>(gy));
