@@ -9,6 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "adapters/dummy.h"
+#ifdef GRAFT_HAVE_CUDA
+#include "backend/cuda/cuda_ops.h"
+#endif
 #include "adapters/lora_loader.h"
 #include "cli/commands.h"
 #include "engine/decision_scorer.h"
@@ -47,6 +50,8 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
                   "... and a synthetic exact representation whose residual touches this share of each projection's "
                   "elements (0: none); measured in exact mode too")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  cmd->add_flag("--op-profile", s->m.op_profile,
+                "cuda: wait for every op and print where the time went, op by op (eager steps only; slows the run)");
   cmd->add_option("--prefill", s->job.prefill_lengths, "Prefill lengths, in tokens")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20))->delimiter(',');
   cmd->add_option("--decode-batches", s->job.decode_batches, "Decode batch sizes")->capture_default_str()
@@ -74,6 +79,7 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
     run = [s]() -> Status {
       // Inputs first: a bad flag or request file is refused before a model of tens of GB loads.
       if (s->concurrency > 0 && s->decisions.empty()) return InvalidArgument("--concurrency needs --decisions");
+      if (s->m.op_profile && s->m.device != "cuda") return InvalidArgument("--op-profile times CUDA ops: it needs --device cuda");
       if (s->dummy_exact > 0 && (s->dummy_rank == 0 || !s->m.adapter.empty())) {
         return InvalidArgument("--dummy-adapter-exact gives the dummy adapter an exact representation: it needs "
                                "--dummy-adapter-rank (and no --adapter)");
@@ -136,6 +142,13 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       GRAFT_RETURN_IF_ERROR(MakeOps(s->m, *model, set, &ops));
       const DecodeGraphs graphs = MakeDecodeGraphs(*model, *ops, !s->no_graphs);
       GRAFT_ASSIGN_OR_RETURN(BenchReport rep, RunBench(*model, *ops, set, s->job, graphs.run));
+      if (s->m.op_profile) {
+#ifdef GRAFT_HAVE_CUDA
+        if (auto* cuda = dynamic_cast<CudaOps*>(ops.get()); cuda && cuda->op_profile()) {
+          std::fputs(("op profile (eager steps; each op waited for):\n" + cuda->op_profile()->Table()).c_str(), stdout);
+        }
+#endif
+      }
       if (!reqs.empty()) {
         DecisionScorer scorer(*model, *ops, *tok, *tmpl, set);
         GRAFT_ASSIGN_OR_RETURN(rep.decisions, RunDecisionBench(scorer, reqs, set));

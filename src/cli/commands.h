@@ -30,6 +30,7 @@ struct ModelSettings {
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   double gpu_memory_gib = 0;  // --device cuda: the device memory graft may use (0: 90% of the free memory)
   int gpu_scratch_mib = 1024; // --device cuda: the activation arena, inside gpu_memory
+  bool op_profile = false;    // --device cuda: time every op (graft bench --op-profile)
 };
 void AddModelFlags(CLI::App* cmd, ModelSettings& s);
 // --device, --dtype, --threads, --gpu-memory, --gpu-scratch.

@@ -60,6 +60,7 @@ Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& ada
   o.act = act;
   o.budget_bytes = static_cast<int64_t>(s.gpu_memory_gib * (1 << 30));
   o.scratch_bytes = int64_t{s.gpu_scratch_mib} << 20;
+  o.op_profile = s.op_profile;
   GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<CudaOps> cuda, CudaOps::Create(o));
   GRAFT_RETURN_IF_ERROR(cuda->Upload(model.weights()));
   if (model.exact_base()) GRAFT_RETURN_IF_ERROR(cuda->UploadExactBase(*model.exact_base()));

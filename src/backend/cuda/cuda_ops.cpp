@@ -134,6 +134,9 @@ Result<std::unique_ptr<CudaOps>> CudaOps::Create(const CudaOptions& o) {
   GRAFT_CUDA_CHECK(cudaMallocHost(&pinned, static_cast<size_t>(o.pinned_bytes)));
   ops->pinned_ = static_cast<char*>(pinned);
   ops->pinned_bytes_ = o.pinned_bytes;
+  if (o.op_profile) {
+    ops->profile_ = std::make_unique<OpProfile>([stream] { cudaStreamSynchronize(stream); });
+  }
   return ops;
 }
 
@@ -307,6 +310,7 @@ Status CudaOps::ReserveExact(int64_t elements) {
 }
 
 const Weight& CudaOps::ExactWeight(const Weight& base, const std::vector<LoraModule>& modules) {
+  const auto timer = Time("ExactWeight");
   const int64_t n = base.rows, k = base.cols;
   exact_weight_.name = base.name + " (exact)";
   exact_weight_.rows = n;
@@ -448,6 +452,7 @@ void CudaOps::CopyOut(const void* src, int64_t bytes, void* host_dst) {
 // ---- ops ----------------------------------------------------------------------------------
 
 void CudaOps::Embed(const Weight& table, const int32_t* ids, int n, float* out) {
+  const auto timer = Time("Embed");
   const DevCopy* t = Dev(table);
   const int32_t* d_ids = StageInts(ids, n);
   if (Failed()) return;
@@ -457,6 +462,7 @@ void CudaOps::Embed(const Weight& table, const int32_t* ids, int n, float* out) 
 }
 
 void CudaOps::RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind, float* out) {
+  const auto timer = Time("RmsNorm");
   const float* dw = DevF32(w);
   if (Failed()) return;
   Sign(2, x, dw, rows, dim, eps, kind, out);
@@ -466,6 +472,7 @@ void CudaOps::RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, fl
 }
 
 void CudaOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) {
+  const auto timer = Time(m > 64 ? "MatMul (m > 64)" : "MatMul (m <= 64)", 2.0 * static_cast<double>(m) * w.rows * w.cols);
   const DevCopy* d = Dev(w);
   if (Failed() || m == 0) return;
   Sign(3, x, m, d->w.data, y, round_output);
@@ -474,6 +481,7 @@ void CudaOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool 
 }
 
 void CudaOps::LoraAdd(const LoraArgs& a) {
+  const auto timer = Time("LoraAdd");
   if (Failed() || a.m == 0) return;
   const auto& by_slot = *a.modules;
   // An adapter whose factors are all bf16 runs on the tensor cores (bf16 activations): its rows
@@ -553,6 +561,7 @@ void CudaOps::LoraTensorCores(const LoraArgs& a, int32_t slot, const std::vector
 
 void CudaOps::TopK(const float* x, int64_t rows, int vocab, const float* temperature, int k, float* values,
                    int32_t* ids) {
+  const auto timer = Time("TopK");
   if (Failed() || rows == 0) return;
   const float* d_temp = static_cast<const float*>(Stage(temperature, rows * 4));
   float* d_vals = Alloc(rows * k);
@@ -566,6 +575,7 @@ void CudaOps::TopK(const float* x, int64_t rows, int vocab, const float* tempera
 
 void CudaOps::CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                         int64_t dst_col, int64_t rows, int64_t cols) {
+  const auto timer = Time("CopyBlock");
   if (Failed()) return;
   Sign(5, src, src_stride, src_col, dst, dst_stride, dst_col, rows, cols);
   if (!Launches()) return;
@@ -573,6 +583,7 @@ void CudaOps::CopyBlock(const float* src, int64_t src_stride, int64_t src_col, f
 }
 
 void CudaOps::ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst) {
+  const auto timer = Time("ScatterRows");
   const int32_t* d_rows = StageInts(rows, n);
   if (Failed() || n == 0) return;
   Sign(15, src, width, d_rows, n, dst);
@@ -582,6 +593,7 @@ void CudaOps::ScatterRows(const float* src, int64_t width, const int32_t* rows, 
 
 void CudaOps::Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,
                    float attn_scale) {
+  const auto timer = Time("Rope");
   const int32_t* d_pos = StageInts(pos, n);
   const float* d_freq = static_cast<const float*>(Stage(inv_freq, int64_t{rot_dim / 2} * 4));
   if (Failed()) return;
@@ -591,6 +603,10 @@ void CudaOps::Rope(float* x, int n, int heads, int head_dim, int rot_dim, const 
 }
 
 void CudaOps::Attention(const AttentionArgs& a) {
+  // FLOPs of causal attention over the cache: q·k and p·v for every query and key before it.
+  double keys = 0;
+  for (int t = 0; t < a.n; ++t) keys += static_cast<double>(a.pos[t]) + 1;
+  const auto timer = Time("Attention", 4.0 * keys * a.num_heads * a.head_dim);
   if (Failed() || a.n == 0) return;
   const int pages = a.pos[a.n - 1] / a.page_size + 1;
   cuda::AttentionArgs d{};
@@ -621,6 +637,7 @@ void CudaOps::Attention(const AttentionArgs& a) {
 }
 
 void CudaOps::SiluMul(const float* gu, int64_t n, int64_t inter, float* out) {
+  const auto timer = Time("SiluMul");
   if (Failed()) return;
   Sign(8, gu, n, inter, out);
   if (!Launches()) return;
@@ -628,6 +645,7 @@ void CudaOps::SiluMul(const float* gu, int64_t n, int64_t inter, float* out) {
 }
 
 void CudaOps::Add(float* x, const float* y, int64_t n) {
+  const auto timer = Time("Add");
   if (Failed()) return;
   Sign(9, x, y, n);
   if (!Launches()) return;
@@ -635,6 +653,7 @@ void CudaOps::Add(float* x, const float* y, int64_t n) {
 }
 
 void CudaOps::SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols) {
+  const auto timer = Time("SigmoidGateMul");
   if (Failed()) return;
   Sign(10, x, gate, gate_stride, rows, cols);
   if (!Launches()) return;
@@ -643,6 +662,7 @@ void CudaOps::SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, i
 
 void CudaOps::CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, const Weight& w, float* conv_state,
                              float* out) {
+  const auto timer = Time("CausalConvSilu");
   const DevCopy* d = Dev(w);
   if (Failed()) return;
   Sign(11, x, x_stride, n, channels, d->w.data, conv_state, out);
@@ -652,6 +672,7 @@ void CudaOps::CausalConvSilu(const float* x, int64_t x_stride, int n, int channe
 
 void CudaOps::GdnGates(const float* in, int64_t stride, int64_t b_col, int64_t a_col, int n, int hv,
                        const Weight& a_log, const Weight& dt_bias, float* beta, float* g) {
+  const auto timer = Time("GdnGates");
   const DevCopy* al = Dev(a_log);
   const DevCopy* dt = Dev(dt_bias);
   if (Failed()) return;
@@ -661,6 +682,7 @@ void CudaOps::GdnGates(const float* in, int64_t stride, int64_t b_col, int64_t a
 }
 
 void CudaOps::GdnCore(const GdnCoreArgs& a) {
+  const auto timer = Time("GdnCore");
   if (Failed()) return;
   GdnState& st = *a.state;
   cuda::DevGdnState ds{st.conv, st.S, st.pk, st.pvn, st.pgam, st.pending};
@@ -688,6 +710,7 @@ void CudaOps::GdnCore(const GdnCoreArgs& a) {
 
 void CudaOps::GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
                            const Weight& w, float eps, float* out) {
+  const auto timer = Time("GatedRmsNorm");
   const DevCopy* d = Dev(w);
   if (Failed()) return;
   Sign(14, x, z, z_stride, z_col, n, hv, dv, d->w.data, eps, out);

@@ -27,6 +27,7 @@
 
 #include "backend/cuda/device_weight.h"
 #include "backend/cuda/exact.h"
+#include "backend/cuda/op_profile.h"
 #include "backend/ops.h"
 #include "util/status.h"
 
@@ -38,6 +39,7 @@ struct CudaOptions {
   int64_t budget_bytes = 0;   // device memory graft may use (0: 90% of what is free at start)
   int64_t scratch_bytes = int64_t{1} << 30;
   int64_t pinned_bytes = int64_t{64} << 20;  // host staging: a step's index arrays and, in graphs, its logits
+  bool op_profile = false;    // time every op (backend/cuda/op_profile.h); slows the run
 };
 
 // Bytes a device reservation holds, for the start-up memory table.
@@ -90,6 +92,8 @@ class CudaOps final : public Ops {
   // Adapter rows whose LoRA products ran on the tensor cores so far (bf16 factors).
   int64_t tensor_core_lora_rows() const { return tensor_core_lora_rows_; }
   std::string device_name() const { return device_name_; }
+  // The op profile (CudaOptions::op_profile), or nullptr.
+  OpProfile* op_profile() { return profile_.get(); }
 
   // ---- CUDA graphs (driven by backend/cuda/decode_graph.h) -------------------------------
   // Capture: the ops between BeginCapture and EndCapture are captured into a graph instead of
@@ -201,6 +205,11 @@ class CudaOps final : public Ops {
   uint16_t* exact_scratch_ = nullptr;
   int64_t exact_elements_ = 0, exact_bytes_ = 0;
   Weight exact_weight_;
+  std::unique_ptr<OpProfile> profile_;
+  // Times the enclosing op when profiling (eager mode only).
+  OpProfile::Scope Time(const char* name, double flops = 0) {
+    return OpProfile::Scope(mode_ == Mode::kEager ? profile_.get() : nullptr, name, flops);
+  }
   std::vector<void*> allocations_;  // weight copies and the arena, freed with the ops
   int64_t tensor_core_lora_rows_ = 0;
   Mode mode_ = Mode::kEager;

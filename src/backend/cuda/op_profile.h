@@ -1,0 +1,54 @@
+// OpProfile: where a step's GPU time goes, op by op (`graft bench --op-profile`). When enabled,
+// CudaOps waits for each op to finish and adds its wall time (and, for matmuls, its FLOPs) to
+// the op's line; the waiting serialises the stream, so totals are an upper bound of the
+// overlapped run, right in their proportions. Off by default: then it costs nothing.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+namespace graft {
+
+class OpProfile {
+ public:
+  explicit OpProfile(std::function<void()> sync) : sync_(std::move(sync)) {}
+  struct Line {
+    int64_t calls = 0;
+    double seconds = 0, flops = 0;
+  };
+  // Times one op from construction to destruction (after waiting for the device).
+  class Scope {
+   public:
+    Scope(OpProfile* p, const char* name, double flops) : p_(p), name_(name), flops_(flops) {
+      if (p_) p_->sync_(), t0_ = std::chrono::steady_clock::now();
+    }
+    ~Scope() {
+      if (!p_) return;
+      p_->sync_();
+      Line& l = p_->lines_[name_];
+      l.calls++;
+      l.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+      l.flops += flops_;
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    OpProfile* p_;
+    const char* name_;
+    double flops_;
+    std::chrono::steady_clock::time_point t0_;
+  };
+  // One line per op, by time: calls, seconds, share, TFLOP/s where FLOPs were counted.
+  std::string Table() const;
+  void Clear() { lines_.clear(); }
+
+ private:
+  std::function<void()> sync_;
+  std::map<std::string, Line> lines_;
+};
+
+}  // namespace graft
