@@ -485,23 +485,30 @@ void CudaOps::LoraAdd(const LoraArgs& a) {
   if (Failed() || a.m == 0) return;
   const auto& by_slot = *a.modules;
   // An adapter whose factors are all bf16 runs on the tensor cores (bf16 activations): its rows
-  // gathered, two projections, the deltas scattered back. The others run the per-row SIMT
-  // kernel in the CPU reference's order. Either way a row only reads and writes itself.
-  std::vector<char> tensor(by_slot.size(), 0);
-  for (size_t s = 1; s < by_slot.size(); ++s) {
-    if (!by_slot[s] || by_slot[s]->empty() || !bf16()) continue;
-    tensor[s] = 1;
-    for (const LoraModule& m : *by_slot[s]) tensor[s] &= m.a.is_bf16 && m.b.is_bf16;
+  // gathered, two projections, the deltas scattered back. Other adapters with more than 8 rows
+  // here take the same gathered route through the tiled SIMT matmul, which sums in the CPU
+  // reference's order exactly as the per-row kernel does (same bits, shared loads); the rest
+  // run the per-row kernel. Either way a row only reads and writes itself.
+  std::vector<char> tensor(by_slot.size(), 0), gathered(by_slot.size(), 0);
+  std::vector<int64_t> rows_of(by_slot.size(), 0);
+  for (int64_t r = 0; r < a.m; ++r) {
+    if (a.row_slot[r] > 0 && static_cast<size_t>(a.row_slot[r]) < by_slot.size()) rows_of[static_cast<size_t>(a.row_slot[r])]++;
   }
   for (size_t s = 1; s < by_slot.size(); ++s) {
-    if (tensor[s]) LoraTensorCores(a, static_cast<int32_t>(s), *by_slot[s]);
+    if (!by_slot[s] || by_slot[s]->empty() || rows_of[s] == 0) continue;
+    tensor[s] = bf16();
+    for (const LoraModule& m : *by_slot[s]) tensor[s] &= m.a.is_bf16 && m.b.is_bf16;
+    gathered[s] = tensor[s] || rows_of[s] > 8;
+  }
+  for (size_t s = 1; s < by_slot.size(); ++s) {
+    if (gathered[s]) LoraGathered(a, static_cast<int32_t>(s), *by_slot[s], tensor[s] != 0);
   }
   std::vector<cuda::DevLoraModule> mods;
   std::vector<int32_t> begin(by_slot.size() + 1, 0);
   int max_rank = 0;
   for (size_t s = 0; s < by_slot.size(); ++s) {
     begin[s] = static_cast<int32_t>(mods.size());
-    if (!by_slot[s] || tensor[s]) continue;
+    if (!by_slot[s] || gathered[s]) continue;
     for (const LoraModule& m : *by_slot[s]) {
       const DevCopy* da = Dev(m.a);
       const DevCopy* db = Dev(m.b);
@@ -532,7 +539,7 @@ void CudaOps::LoraAdd(const LoraArgs& a) {
   Note(cuda::LoraAdd(d, stream_));
 }
 
-void CudaOps::LoraTensorCores(const LoraArgs& a, int32_t slot, const std::vector<LoraModule>& modules) {
+void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<LoraModule>& modules, bool tensor) {
   std::vector<int32_t> rows;
   for (int64_t r = 0; r < a.m; ++r) {
     if (a.row_slot[r] == slot) rows.push_back(static_cast<int32_t>(r));
@@ -552,11 +559,11 @@ void CudaOps::LoraTensorCores(const LoraArgs& a, int32_t slot, const std::vector
     if (Failed()) return;
     Sign(18, da->w.data, db->w.data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride);
     if (!Launches()) continue;
-    Note(cuda::MatMul(xs, ms, da->w, t, /*round_output=*/true, /*bf16=*/true, stream_));
-    Note(cuda::MatMul(t, ms, db->w, u, /*round_output=*/true, /*bf16=*/true, stream_));
-    Note(cuda::LoraScatterAdd(u, ms, m.b.rows, d_rows, m.scale, m.row_offset, a.y, a.y_stride, /*bf16=*/true, stream_));
+    Note(cuda::MatMul(xs, ms, da->w, t, /*round_output=*/true, bf16(), stream_));
+    Note(cuda::MatMul(t, ms, db->w, u, /*round_output=*/true, bf16(), stream_));
+    Note(cuda::LoraScatterAdd(u, ms, m.b.rows, d_rows, m.scale, m.row_offset, a.y, a.y_stride, bf16(), stream_));
   }
-  tensor_core_lora_rows_ += ms;
+  if (tensor) tensor_core_lora_rows_ += ms;
 }
 
 void CudaOps::TopK(const float* x, int64_t rows, int vocab, const float* temperature, int k, float* values,

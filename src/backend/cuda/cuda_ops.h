@@ -176,8 +176,10 @@ class CudaOps final : public Ops {
   // The device copy of w (uploads it on first use); nullptr after an error.
   const DevCopy* Dev(const Weight& w);
   const float* DevF32(const Weight& w);
-  // LoraAdd for one adapter with bf16 factors, on the tensor cores.
-  void LoraTensorCores(const LoraArgs& a, int32_t slot, const std::vector<LoraModule>& modules);
+  // LoraAdd for one adapter's rows gathered: two projections through MatMul (the tensor cores
+  // when `tensor`: bf16 factors and activations; else the SIMT kernels in the CPU's order),
+  // then the deltas scattered back.
+  void LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<LoraModule>& modules, bool tensor);
   // Exact mode: device copies of raw host bytes (counted as exact memory) and of a residual.
   void* UploadBytes(const void* host, int64_t bytes, const char* what);
   void UploadResidual(const IndexedResidual& r);

@@ -169,6 +169,66 @@ __global__ void GemmSimtKernel(const float* __restrict__ x, int64_t m, DevWeight
   }
 }
 
+// The same sums as GemmSimtKernel, tiled for batches: a block computes 32 rows x 32 outputs
+// with x and W staged 16 columns at a time through shared memory; each thread owns 2 rows x 2
+// outputs and keeps, for each, the 16 partial sums of the CPU order (lane l gains the products
+// at i ≡ l mod 16, the tail into lanes 0..), then the same pairwise tree — so every output is
+// bit for bit GemmSimtKernel's (and the CPU reference's), only the loads are shared.
+constexpr int kSM = 32, kSN = 32, kSK = 16;
+
+__global__ void __launch_bounds__(256) GemmSimtTiledKernel(const float* __restrict__ x, int64_t m, DevWeight w,
+                                                           float* __restrict__ y, bool round_bf16) {
+  __shared__ float xs[kSM][kSK + 1];
+  __shared__ float ws[kSN][kSK + 1];
+  const int64_t n = w.rows, k = w.cols;
+  const int64_t row0 = int64_t{blockIdx.y} * kSM, col0 = int64_t{blockIdx.x} * kSN;
+  const int tr = threadIdx.x / 16, tc = threadIdx.x % 16;  // rows tr, tr + 16; outputs tc, tc + 16
+  float acc[2][2][16];
+#pragma unroll
+  for (int a = 0; a < 2; ++a)
+#pragma unroll
+    for (int b = 0; b < 2; ++b)
+#pragma unroll
+      for (int l = 0; l < 16; ++l) acc[a][b][l] = 0.0f;
+  for (int64_t k0 = 0; k0 < k; k0 += kSK) {
+    for (int e = threadIdx.x; e < kSM * kSK; e += 256) {
+      const int r = e / kSK, c = e % kSK;
+      const int64_t gr = row0 + r, gc = k0 + c;
+      xs[r][c] = gr < m && gc < k ? x[gr * k + gc] : 0.0f;
+      const int64_t gn = col0 + r;
+      ws[r][c] = gn < n && gc < k ? WeightAt(w, gn * k + gc) : 0.0f;
+    }
+    __syncthreads();
+    const int valid = static_cast<int>(min(static_cast<int64_t>(kSK), k - k0));  // the tail adds only real terms
+#pragma unroll
+    for (int l = 0; l < kSK; ++l) {
+      if (l < valid) {
+#pragma unroll
+        for (int a = 0; a < 2; ++a)
+#pragma unroll
+          for (int b = 0; b < 2; ++b)
+            acc[a][b][l] = __fadd_rn(acc[a][b][l], __fmul_rn(xs[tr + 16 * a][l], ws[tc + 16 * b][l]));
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int a = 0; a < 2; ++a) {
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+#pragma unroll
+      for (int l = 0; l < 8; ++l) acc[a][b][l] = __fadd_rn(acc[a][b][l], acc[a][b][l + 8]);
+#pragma unroll
+      for (int l = 0; l < 4; ++l) acc[a][b][l] = __fadd_rn(acc[a][b][l], acc[a][b][l + 4]);
+#pragma unroll
+      for (int l = 0; l < 2; ++l) acc[a][b][l] = __fadd_rn(acc[a][b][l], acc[a][b][l + 2]);
+      acc[a][b][0] = __fadd_rn(acc[a][b][0], acc[a][b][1]);
+      const int64_t gr = row0 + tr + 16 * a, gc = col0 + tc + 16 * b;
+      if (gr < m && gc < n) y[gr * n + gc] = RoundAct(acc[a][b][0], round_bf16);
+    }
+  }
+}
+
 }  // namespace
 
 Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, bool round_output, bool bf16, void* stream) {
@@ -189,6 +249,11 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, bool roun
     const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>(gy));
     GemmBf16Kernel<<<grid, kThreads, 0, s>>>(x, m, static_cast<const __nv_bfloat16*>(w.data), w.rows, w.cols, y,
                                              round_output);
+  } else if (m > 8) {
+    const int64_t gy = (m + kSM - 1) / kSM;
+    if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 32 rows in one call (SIMT)");
+    const dim3 grid(static_cast<unsigned>((w.rows + kSN - 1) / kSN), static_cast<unsigned>(gy));
+    GemmSimtTiledKernel<<<grid, 256, 0, s>>>(x, m, w, y, round_output && bf16);
   } else {
     const int64_t total = m * w.rows;
     const int64_t blocks = (total + 255) / 256;
