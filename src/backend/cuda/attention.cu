@@ -74,6 +74,123 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   if (d1 < hd) o[d1] = RoundAct(__fdiv_rn(acc1, sum), a.bf16);
 }
 
+// The same arithmetic for kAttnGroup consecutive queries of one head per block: each key row
+// of a tile is read once for all of them (instead of once per query), every query keeps its
+// own running max, sum and output exactly as AttentionKernel does — the same dot order, the
+// same reduction trees (run side by side), the same tiles from position 0 — and a query skips
+// the tiles past its own position, so its bits are AttentionKernel's whoever shares its block.
+constexpr int kAttnGroup = 16;
+
+__global__ void __launch_bounds__(kThreads) AttentionGroupKernel(AttentionArgs a) {
+  constexpr int G = kAttnGroup;
+  __shared__ float qs[G][kMaxHeadDim];
+  __shared__ float p[G][kThreads];
+  __shared__ float red[G][kThreads];
+  const int groups = (a.n + G - 1) / G;
+  const int gi = blockIdx.x / a.num_heads, h = blockIdx.x % a.num_heads;
+  const int t0 = gi * G, ng = min(G, a.n - t0);
+  (void)groups;
+  const int hd = a.head_dim, kvh = h / (a.num_heads / a.num_kv_heads);
+  const int64_t kv_stride = int64_t{a.num_kv_heads} * hd;
+  for (int e = threadIdx.x; e < G * hd; e += kThreads) {
+    const int g = e / hd, d = e % hd;
+    qs[g][d] = g < ng ? a.q[(int64_t{t0 + g} * a.num_heads + h) * hd + d] : 0.0f;
+  }
+  int len[G];
+  int max_len = 0;
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    len[g] = g < ng ? a.pos[t0 + g] + 1 : 0;
+    max_len = max(max_len, len[g]);
+  }
+  __syncthreads();
+  float acc0[G], acc1[G], mx[G], sum[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) acc0[g] = 0.0f, acc1[g] = 0.0f, mx[g] = -INFINITY, sum[g] = 0.0f;
+  const int d0 = threadIdx.x, d1 = threadIdx.x + kThreads;
+  for (int j0 = 0; j0 < max_len; j0 += kThreads) {
+    const int j = j0 + threadIdx.x;
+    float sc[G];
+    if (j < max_len) {
+      const int64_t row = int64_t{a.page_table[j / a.page_size]} * a.page_size + j % a.page_size;
+      const float* kr = a.k_pages + row * kv_stride + kvh * hd;
+      float dot[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) dot[g] = 0.0f;
+      for (int d = 0; d < hd; ++d) {
+        const float kd = kr[d];
+#pragma unroll
+        for (int g = 0; g < G; ++g) dot[g] = __fadd_rn(dot[g], __fmul_rn(qs[g][d], kd));
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        sc[g] = j < len[g] ? RoundAct(__fmul_rn(RoundAct(dot[g], a.bf16), a.scale), a.bf16) : -INFINITY;
+      }
+    } else {
+#pragma unroll
+      for (int g = 0; g < G; ++g) sc[g] = -INFINITY;
+    }
+    // Tile max per query: AttentionKernel's tree, for every query at once.
+#pragma unroll
+    for (int g = 0; g < G; ++g) red[g][threadIdx.x] = sc[g];
+    __syncthreads();
+    for (int st = kThreads / 2; st > 0; st >>= 1) {
+      for (int idx = threadIdx.x; idx < G * st; idx += kThreads) {
+        const int g = idx / st, i = idx % st;
+        red[g][i] = fmaxf(red[g][i], red[g][i + st]);
+      }
+      __syncthreads();
+    }
+    float new_max[G], e[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      new_max[g] = fmaxf(mx[g], red[g][0]);
+      e[g] = j < len[g] ? expf(sc[g] - new_max[g]) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int g = 0; g < G; ++g) p[g][threadIdx.x] = e[g], red[g][threadIdx.x] = e[g];
+    __syncthreads();
+    for (int st = kThreads / 2; st > 0; st >>= 1) {
+      for (int idx = threadIdx.x; idx < G * st; idx += kThreads) {
+        const int g = idx / st, i = idx % st;
+        red[g][i] = __fadd_rn(red[g][i], red[g][i + st]);
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      if (j0 >= len[g]) continue;  // past this query's keys: its state stays as it is
+      const float rescale = mx[g] == -INFINITY ? 0.0f : expf(mx[g] - new_max[g]);
+      sum[g] = __fadd_rn(__fmul_rn(sum[g], rescale), red[g][0]);
+      acc0[g] = __fmul_rn(acc0[g], rescale);
+      acc1[g] = __fmul_rn(acc1[g], rescale);
+      mx[g] = new_max[g];
+    }
+    const int count = min(kThreads, max_len - j0);
+    for (int jj = 0; jj < count; ++jj) {
+      const int jg = j0 + jj;
+      const int64_t row = int64_t{a.page_table[jg / a.page_size]} * a.page_size + jg % a.page_size;
+      const float* vr = a.v_pages + row * kv_stride + kvh * hd;
+      const float v0 = d0 < hd ? vr[d0] : 0.0f, v1 = d1 < hd ? vr[d1] : 0.0f;
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        if (jg >= len[g]) continue;
+        acc0[g] = __fadd_rn(acc0[g], __fmul_rn(p[g][jj], v0));
+        acc1[g] = __fadd_rn(acc1[g], __fmul_rn(p[g][jj], v1));
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    if (g >= ng) continue;
+    float* o = a.out + (int64_t{t0 + g} * a.num_heads + h) * hd;
+    if (d0 < hd) o[d0] = RoundAct(__fdiv_rn(acc0[g], sum[g]), a.bf16);
+    if (d1 < hd) o[d1] = RoundAct(__fdiv_rn(acc1[g], sum[g]), a.bf16);
+  }
+}
+
 }  // namespace
 
 Status Attention(const AttentionArgs& a, void* stream) {
@@ -82,9 +199,15 @@ Status Attention(const AttentionArgs& a, void* stream) {
     return InvalidArgument("cuda Attention: bad shape (head_dim must be 1..256, heads a multiple of kv heads)");
   }
   if (a.n == 0) return Status::Ok();
-  const int64_t blocks = int64_t{a.n} * a.num_heads;
-  if (blocks > 0x7fffffff) return InvalidArgument("cuda Attention: too many (row, head) pairs");
-  AttentionKernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  if (a.n >= kAttnGroup) {  // prefill: queries share their key reads, same bits per query
+    const int64_t blocks = int64_t{(a.n + kAttnGroup - 1) / kAttnGroup} * a.num_heads;
+    if (blocks > 0x7fffffff) return InvalidArgument("cuda Attention: too many (row group, head) pairs");
+    AttentionGroupKernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  } else {
+    const int64_t blocks = int64_t{a.n} * a.num_heads;
+    if (blocks > 0x7fffffff) return InvalidArgument("cuda Attention: too many (row, head) pairs");
+    AttentionKernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return Internal(std::string("cuda Attention launch: ") + cudaGetErrorString(err));
   return Status::Ok();
