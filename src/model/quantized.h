@@ -1,0 +1,48 @@
+// Quantized projection weights as checkpoints store them (checkpoint-formats.md §3), and the
+// CPU reference dequantization of each format: W[n][k] as a float, computed exactly from the
+// stored codes and scales (the formula of each format; products in fp32).
+//
+//   kFp8Block     Qwen official FP8: codes e4m3 [N, K]; scale [⌈N/128⌉, ⌈K/128⌉] (the file's
+//                 `weight_scale_inv`, which multiplies); W = code · scale[n/128][k/128].
+//   kFp8Channel   compressed-tensors FP8: codes e4m3 [N, K]; scale [N]; W = code · scale[n].
+//   kInt4Group    compressed-tensors W4A16 pack-quantized: words [N, K/8], nibble i (LSB first)
+//                 of word j is column 8j + i, stored as u = q + 8; scale [N, K/G]; symmetric
+//                 W = (u − 8) · scale[n][k/G]; with zero points (words [⌈N/8⌉, K/G], nibble
+//                 n mod 8 of word [n/8][g]) W = (u − zp) · scale.
+//   kNvfp4        NVFP4: codes [N, K/2] bytes, low nibble = even k, e2m1; scale e4m3 [N, K/16];
+//                 W = e2m1 · float(scale[n][k/16]) · global. ModelOpt's `weight_scale_2` is
+//                 `global`; compressed-tensors stores its reciprocal (`weight_global_scale`),
+//                 so a loader passes 1 / that.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "util/status.h"
+
+namespace graft {
+
+enum class QuantFormat { kFp8Block, kFp8Channel, kInt4Group, kNvfp4 };
+const char* QuantFormatName(QuantFormat f);
+
+struct QuantizedWeight {
+  QuantFormat format = QuantFormat::kFp8Block;
+  int64_t rows = 0, cols = 0;   // N, K
+  int group = 0;                // columns per scale: 128 (fp8 block, int4), 16 (nvfp4); 0 for per channel
+  std::vector<uint8_t> codes;   // fp8: [N*K]; nvfp4: [N*K/2]
+  std::vector<int32_t> words;   // int4: [N*K/8]
+  std::vector<float> scale;     // as described above, widened to float
+  std::vector<uint8_t> scale_fp8;  // nvfp4: the e4m3 group scales [N*K/16]
+  std::vector<int32_t> zero_words; // int4 with zero points: [⌈N/8⌉ * K/G] (empty: symmetric)
+  float global = 1.0f;          // nvfp4
+  int64_t StoredBytes() const;
+};
+
+// Checks that the arrays have the sizes the format and shape need (so dequantization never
+// reads out of bounds); the error names the array and both sizes.
+Status ValidateQuantized(const QuantizedWeight& w);
+
+// Rows [r0, r1) of W as floats into out [(r1 - r0) * cols]. w must be valid.
+void DequantizeRows(const QuantizedWeight& w, int64_t r0, int64_t r1, float* out);
+
+}  // namespace graft
