@@ -2,6 +2,9 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "util/minifloat.h"
 
 namespace graft {
@@ -100,6 +103,95 @@ void DequantizeRows(const QuantizedWeight& w, int64_t r0, int64_t r1, float* out
         break;
     }
   }
+}
+
+Result<QuantizedWeight> Quantize(const float* w, int64_t rows, int64_t cols, QuantFormat format) {
+  QuantizedWeight q;
+  q.format = format;
+  q.rows = rows;
+  q.cols = cols;
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    if (!std::isfinite(w[i])) return InvalidArgument(fmt::format("quantize: element {} is not finite", i));
+  }
+  switch (format) {
+    case QuantFormat::kFp8Block: {
+      q.group = 128;
+      const int64_t rb = Ceil(rows, 128), cb = Ceil(cols, 128);
+      q.scale.assign(static_cast<size_t>(rb * cb), 1.0f);
+      q.codes.resize(static_cast<size_t>(rows * cols));
+      for (int64_t bi = 0; bi < rb; ++bi) {
+        for (int64_t bj = 0; bj < cb; ++bj) {
+          float amax = 0;
+          for (int64_t r = bi * 128; r < std::min(rows, (bi + 1) * 128); ++r)
+            for (int64_t c = bj * 128; c < std::min(cols, (bj + 1) * 128); ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
+          const float s = amax > 0 ? amax / 448.0f : 1.0f;
+          q.scale[static_cast<size_t>(bi * cb + bj)] = s;
+          for (int64_t r = bi * 128; r < std::min(rows, (bi + 1) * 128); ++r)
+            for (int64_t c = bj * 128; c < std::min(cols, (bj + 1) * 128); ++c)
+              q.codes[static_cast<size_t>(r * cols + c)] = FloatToFp8E4M3(w[r * cols + c] / s);
+        }
+      }
+      break;
+    }
+    case QuantFormat::kInt4Group: {
+      q.group = 128;
+      if (cols % 128 != 0) return InvalidArgument(fmt::format("quantize int4: {} columns is not a multiple of 128", cols));
+      const int64_t groups = cols / 128;
+      q.scale.resize(static_cast<size_t>(rows * groups));
+      q.words.assign(static_cast<size_t>(rows * cols / 8), 0);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t g = 0; g < groups; ++g) {
+          float amax = 0;
+          for (int64_t c = g * 128; c < (g + 1) * 128; ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
+          const float s = amax > 0 ? amax / 7.5f : 1.0f;
+          q.scale[static_cast<size_t>(r * groups + g)] = s;
+          for (int64_t c = g * 128; c < (g + 1) * 128; ++c) {
+            const int v = static_cast<int>(std::clamp(std::nearbyint(w[r * cols + c] / s), -8.0f, 7.0f));
+            auto& word = q.words[static_cast<size_t>(r * (cols / 8) + c / 8)];
+            word = static_cast<int32_t>(static_cast<uint32_t>(word) | (static_cast<uint32_t>(v + 8) << (4 * (c % 8))));
+          }
+        }
+      }
+      break;
+    }
+    case QuantFormat::kNvfp4: {
+      q.group = 16;
+      if (cols % 16 != 0) return InvalidArgument(fmt::format("quantize nvfp4: {} columns is not a multiple of 16", cols));
+      float amax = 0;
+      for (int64_t i = 0; i < rows * cols; ++i) amax = std::max(amax, std::fabs(w[i]));
+      q.global = amax > 0 ? amax / (6.0f * 448.0f) : 1.0f;
+      q.scale_fp8.resize(static_cast<size_t>(rows * cols / 16));
+      q.codes.assign(static_cast<size_t>(rows * cols / 2), 0);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t g = 0; g < cols / 16; ++g) {
+          float gmax = 0;
+          for (int64_t c = g * 16; c < (g + 1) * 16; ++c) gmax = std::max(gmax, std::fabs(w[r * cols + c]));
+          const uint8_t sc = FloatToFp8E4M3(gmax / 6.0f / q.global);
+          q.scale_fp8[static_cast<size_t>(r * (cols / 16) + g)] = sc;
+          const float eff = Fp8E4M3ToFloat(sc) * q.global;
+          for (int64_t c = g * 16; c < (g + 1) * 16; ++c) {
+            const uint8_t nib = eff > 0 ? FloatToFp4E2M1(w[r * cols + c] / eff) : 0;
+            auto& byte = q.codes[static_cast<size_t>((r * cols + c) / 2)];
+            byte = static_cast<uint8_t>(byte | (c % 2 == 0 ? nib : nib << 4));
+          }
+        }
+      }
+      break;
+    }
+    case QuantFormat::kFp8Channel: {
+      q.scale.resize(static_cast<size_t>(rows));
+      q.codes.resize(static_cast<size_t>(rows * cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        float amax = 0;
+        for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
+        const float s = amax > 0 ? amax / 448.0f : 1.0f;
+        q.scale[static_cast<size_t>(r)] = s;
+        for (int64_t c = 0; c < cols; ++c) q.codes[static_cast<size_t>(r * cols + c)] = FloatToFp8E4M3(w[r * cols + c] / s);
+      }
+      break;
+    }
+  }
+  return q;
 }
 
 }  // namespace graft

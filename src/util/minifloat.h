@@ -26,4 +26,11 @@ inline float Fp4E2M1ToFloat(uint8_t nibble) {
   return (nibble & 0x8) ? -f : f;
 }
 
+// float -> e4m3 code: the nearest e4m3 value, ties to the even code; magnitudes past 448
+// saturate to ±448 (quantizers scale into range first); NaN -> 0x7F.
+uint8_t FloatToFp8E4M3(float f);
+// float -> e2m1 nibble: the nearest of {0, 0.5, 1, 1.5, 2, 3, 4, 6}, ties to the even index;
+// past 6 saturates; the sign in bit 3 (NaN -> 0).
+uint8_t FloatToFp4E2M1(float f);
+
 }  // namespace graft

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "util/minifloat.h"
 
@@ -32,6 +33,27 @@ TEST(Minifloat, E4M3DecodesByHand) {
 TEST(Minifloat, E2M1DecodesByHand) {
   const float want[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
   for (int i = 0; i < 16; ++i) EXPECT_EQ(Fp4E2M1ToFloat(static_cast<uint8_t>(i)), want[i]) << i;
+}
+
+TEST(Minifloat, EncodersRoundTripEveryCodeAndRoundHalfToEven) {
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7F) == 0x7F) continue;  // NaN
+    EXPECT_EQ(FloatToFp8E4M3(Fp8E4M3ToFloat(static_cast<uint8_t>(c))), c) << c;
+  }
+  EXPECT_EQ(FloatToFp8E4M3(1.0625f), 0x38);   // halfway 1 .. 1.125: the even code (1.0)
+  EXPECT_EQ(FloatToFp8E4M3(1.1875f), 0x3A);   // halfway 1.125 .. 1.25: 1.25
+  EXPECT_EQ(FloatToFp8E4M3(1.07f), 0x39);
+  EXPECT_EQ(FloatToFp8E4M3(std::ldexp(1.0f, -10)), 0x00);  // halfway 0 .. smallest subnormal
+  EXPECT_EQ(FloatToFp8E4M3(1000.0f), 0x7E);   // saturates at 448
+  EXPECT_EQ(FloatToFp8E4M3(-1000.0f), 0xFE);
+  EXPECT_EQ(FloatToFp8E4M3(std::nanf("")), 0x7F);
+  for (int c = 0; c < 16; ++c) EXPECT_EQ(FloatToFp4E2M1(Fp4E2M1ToFloat(static_cast<uint8_t>(c))), c) << c;
+  EXPECT_EQ(FloatToFp4E2M1(0.25f), 0x0);  // ties to the even index
+  EXPECT_EQ(FloatToFp4E2M1(0.75f), 0x2);
+  EXPECT_EQ(FloatToFp4E2M1(2.5f), 0x4);
+  EXPECT_EQ(FloatToFp4E2M1(5.0f), 0x6);
+  EXPECT_EQ(FloatToFp4E2M1(-7.0f), 0xF);  // saturates at -6
+  EXPECT_EQ(FloatToFp4E2M1(1.3f), 0x3);
 }
 
 std::vector<float> All(const QuantizedWeight& w) {
@@ -121,6 +143,48 @@ TEST(Quantized, Nvfp4LowNibbleFirstWithE4M3GroupScalesAndAGlobalScale) {
   EXPECT_EQ(W[32], 3.0f * 0.5f * 0.25f);
   EXPECT_EQ(W[33], 1.0f * 0.5f * 0.25f);
   EXPECT_EQ(W[2], 0.0f);
+}
+
+// Quantize then dequantize random weights: every element within the format's rounding step
+// of its scale; the producers' scale conventions (amax / 448, amax / 7.5, amax / (6 · 448)).
+TEST(Quantized, QuantizeThenDequantizeStaysWithinEachFormatsStep) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  const int64_t n = 200, k = 256;
+  std::vector<float> w(static_cast<size_t>(n * k));
+  for (auto& v : w) v = nd(rng);
+  w[77] = 0.5f;  // an outlier sets its block's / group's scale
+  for (QuantFormat f : {QuantFormat::kFp8Block, QuantFormat::kFp8Channel, QuantFormat::kInt4Group, QuantFormat::kNvfp4}) {
+    auto q = Quantize(w.data(), n, k, f);
+    ASSERT_TRUE(q.ok()) << q.status().ToString();
+    const auto d = All(q.value());
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t c = 0; c < k; ++c) {
+        const float x = w[static_cast<size_t>(r * k + c)], y = d[static_cast<size_t>(r * k + c)];
+        float bound = 0;
+        switch (f) {
+          case QuantFormat::kFp8Block:  // half an e4m3 step (2^-4 relative) or half the subnormal step
+            bound = std::max(std::fabs(x) / 16, q->scale[static_cast<size_t>((r / 128) * 2 + c / 128)] * std::ldexp(1.0f, -10));
+            break;
+          case QuantFormat::kFp8Channel:
+            bound = std::max(std::fabs(x) / 16, q->scale[static_cast<size_t>(r)] * std::ldexp(1.0f, -10));
+            break;
+          case QuantFormat::kInt4Group:
+            bound = q->scale[static_cast<size_t>(r * 2 + c / 128)] / 2;
+            break;
+          case QuantFormat::kNvfp4:  // e2m1 steps are at most 2 (between 4 and 6): half is 1 scale unit
+            bound = Fp8E4M3ToFloat(q->scale_fp8[static_cast<size_t>(r * 16 + c / 16)]) * q->global;
+            break;
+        }
+        ASSERT_LE(std::fabs(x - y), bound * 1.0001f) << QuantFormatName(f) << " at " << r << "," << c << ": " << x << " -> " << y;
+      }
+    }
+    EXPECT_NEAR(d[77], 0.5f, 0.5f / 15) << QuantFormatName(f) << ": the outlier survives";
+  }
+  EXPECT_EQ(Quantize(w.data(), n, k, QuantFormat::kFp8Block)->scale[0], 0.5f / 448) << "amax / 448";
+  EXPECT_FALSE(Quantize(w.data(), n, 200, QuantFormat::kInt4Group).ok());
+  w[3] = std::nanf("");
+  EXPECT_FALSE(Quantize(w.data(), n, k, QuantFormat::kFp8Block).ok());
 }
 
 TEST(Quantized, WrongSizesAreRefusedWithTheArrayNamed) {
