@@ -7,6 +7,7 @@
 #include "io/identity.h"
 #include "io/model_config.h"
 #include "model/model.h"
+#include "tools/quantize.h"
 #include "tools/compare_logits.h"
 #include "tools/logits.h"
 
@@ -74,6 +75,34 @@ void AddCompareLogitsCommand(CLI::App& app, Runner& run) {
         fmt::print("{:<12} {:>9} {:>8} {:>5.1f}% {:>22.2e} {:>12.2e}\n", r.name, r.positions,
                    fmt::format("{}/{}", r.top1_same, r.positions), 100.0 * r.top1_same / std::max(r.positions, 1),
                    r.max_abs_diff / std::max(r.max_abs_ref, 1e-30), r.mean_kl);
+      }
+      return Status::Ok();
+    };
+  });
+}
+
+void AddQuantizeCommand(CLI::App& app, Runner& run) {
+  auto job = std::make_shared<QuantizeJob>();
+  auto* cmd = app.add_subcommand("quantize", "Quantize a bf16 checkpoint into a standard quantized layout, with a quality report");
+  cmd->add_option("--in", job->in, "The bf16 model directory")->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--out", job->out, "Output directory")->required();
+  cmd->add_option("--format", job->format, "fp8-block (Qwen's official FP8: e4m3, 128x128 block scales)")
+      ->capture_default_str()->check(CLI::IsMember({"fp8-block"}));
+  cmd->add_option("--eval-sequences", job->eval_sequences, "Quality report: random token sequences (0 skips it)")
+      ->capture_default_str()->check(CLI::Range(0, 10000));
+  cmd->add_option("--eval-length", job->eval_length, "Quality report: tokens per sequence")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--threads", job->threads, "CPU threads for the quality report")->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd->callback([job, &run] {
+    run = [job]() -> Status {
+      spdlog::info("graft quantize: {} -> {} | {}", job->in, job->out, job->format);
+      GRAFT_ASSIGN_OR_RETURN(QuantizeReport r, RunQuantize(*job));
+      spdlog::info("quantized {} tensors, kept {}: {:.1f} MB -> {:.1f} MB", r.quantized, r.kept, r.in_bytes / 1e6,
+                   r.out_bytes / 1e6);
+      if (r.mean_kl >= 0) {
+        spdlog::info("quality vs the input (float32): mean KL {:.3g}, max KL {:.3g}, top-1 agreement {:.2f}%", r.mean_kl,
+                     r.max_kl, 100 * r.top1);
       }
       return Status::Ok();
     };

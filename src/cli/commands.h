@@ -76,5 +76,6 @@ void AddDecideCommand(CLI::App& app, Runner& run);
 void AddServeCommand(CLI::App& app, Runner& run);
 void AddGateCommand(CLI::App& app, Runner& run);
 void AddBenchCommand(CLI::App& app, Runner& run);
+void AddQuantizeCommand(CLI::App& app, Runner& run);
 
 }  // namespace graft::cli

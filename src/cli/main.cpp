@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   graft::cli::AddInfoCommand(app, run);
   graft::cli::AddCompareLogitsCommand(app, run);
   graft::cli::AddBenchCommand(app, run);
+  graft::cli::AddQuantizeCommand(app, run);
   CLI11_PARSE(app, argc, argv);
   const graft::Status st = run ? run() : graft::Internal("no subcommand ran");
   if (!st.ok()) {

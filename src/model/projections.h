@@ -23,5 +23,8 @@ std::vector<Projection> LayerProjections(const ModelConfig& c, LayerKind kind);
 
 // The fused weight a slot names in one layer (empty where the layer's kind has no such slot).
 const Weight& FusedWeight(const LayerWeights& l, LoraTarget t);
+inline Weight& FusedWeight(LayerWeights& l, LoraTarget t) {
+  return const_cast<Weight&>(FusedWeight(static_cast<const LayerWeights&>(l), t));
+}
 
 }  // namespace graft

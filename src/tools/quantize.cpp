@@ -1,0 +1,214 @@
+#include "tools/quantize.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "backend/cpu/cpu_ops.h"
+#include "io/checkpoint.h"
+#include "io/model_config.h"
+#include "io/safetensors_writer.h"
+#include "model/model.h"
+#include "model/projections.h"
+#include "model/quantized.h"
+#include "model/weight_table.h"
+#include "tools/kl.h"
+#include "util/bf16.h"
+#include "util/file.h"
+#include "util/progress.h"
+
+namespace graft {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+// A projection the format quantizes: its layer, its place in the fused slot, its module name.
+struct Target {
+  int layer;
+  Projection p;
+  std::string module;  // "model.layers.3.self_attn.q_proj"
+};
+
+bool KeptHighPrecision(const Projection& p) {
+  return p.path == "linear_attn.in_proj_a" || p.path == "linear_attn.in_proj_b";
+}
+
+// The quality report: the original against its quantized projections dequantized.
+Status Quality(const QuantizeJob& job, const ModelConfig& cfg, const std::map<std::string, QuantizedWeight>& dq,
+               const std::map<std::string, Target>& targets, QuantizeReport& rep) {
+  GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> orig, LoadModel(job.in));
+  GRAFT_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(job.in));
+  GRAFT_ASSIGN_OR_RETURN(ModelWeights w, LoadWeights(ck, orig->config()));
+  for (const auto& [name, q] : dq) {
+    const Target& t = targets.at(name);
+    Weight& fused = FusedWeight(w.layers[static_cast<size_t>(t.layer)], t.p.target);
+    if (fused.is_bf16) {  // widen once: the dequantized rows are not bf16 values
+      fused.f32.resize(fused.bf16.size());
+      for (size_t i = 0; i < fused.bf16.size(); ++i) fused.f32[i] = Bf16ToFloat(fused.bf16[i]);
+      fused.bf16.clear();
+      fused.is_bf16 = false;
+    }
+    DequantizeRows(q, 0, q.rows, fused.f32.data() + t.p.row_offset * fused.cols);
+  }
+  std::unique_ptr<Model> quant = cfg.arch == Arch::kQwen3 ? MakeQwen3(orig->config(), std::move(w))
+                                                          : MakeQwen3_5(orig->config(), std::move(w));
+  CpuOps ops(ActDtype::kF32, job.threads);
+  std::mt19937 rng(4321);
+  const int vocab = cfg.vocab_size;
+  std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
+  double kl_sum = 0, kl_max = 0;
+  int64_t rows = 0, same = 0;
+  for (int s = 0; s < job.eval_sequences; ++s) {
+    std::vector<int32_t> ids(static_cast<size_t>(job.eval_length));
+    for (auto& x : ids) x = tok(rng);
+    std::vector<float> a(ids.size() * vocab), b(a.size());
+    SequenceState sa = orig->NewState(), sb = quant->NewState();
+    GRAFT_RETURN_IF_ERROR(orig->Forward(ops, ids.data(), job.eval_length, sa, a.data()));
+    GRAFT_RETURN_IF_ERROR(quant->Forward(ops, ids.data(), job.eval_length, sb, b.data()));
+    for (int t = 0; t < job.eval_length; ++t) {
+      const float* pa = a.data() + static_cast<size_t>(t) * vocab;
+      const float* pb = b.data() + static_cast<size_t>(t) * vocab;
+      const double kl = KlOfLogits(pa, pb, vocab);
+      kl_sum += kl;
+      kl_max = std::max(kl_max, kl);
+      same += std::max_element(pa, pa + vocab) - pa == std::max_element(pb, pb + vocab) - pb;
+      ++rows;
+    }
+  }
+  rep.mean_kl = kl_sum / std::max<int64_t>(rows, 1);
+  rep.max_kl = kl_max;
+  rep.top1 = static_cast<double>(same) / std::max<int64_t>(rows, 1);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
+  if (job.format != "fp8-block") {
+    return Unsupported(fmt::format("--format {}: graft quantize writes fp8-block so far", job.format));
+  }
+  std::error_code ec;
+  if (fs::exists(job.out, ec) && fs::equivalent(job.in, job.out, ec)) {
+    return InvalidArgument("--out is the input directory; write the quantized checkpoint somewhere else");
+  }
+  GRAFT_ASSIGN_OR_RETURN(std::string cfg_text, ReadFileLimited((fs::path(job.in) / "config.json").string(), 16u << 20));
+  json cfg_json = json::parse(cfg_text, nullptr, false);
+  if (!cfg_json.is_object()) return InvalidArgument(job.in + "/config.json: not a JSON object");
+  if (cfg_json.contains("quantization_config")) {
+    return InvalidArgument(fmt::format("{} is already quantized (config.json has a quantization_config); quantize its bf16 "
+                                       "original",
+                                       job.in));
+  }
+  GRAFT_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(job.in));
+  GRAFT_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(job.in));
+  std::map<std::string, Target> targets;  // by tensor name
+  json keep = json::array();
+  if (!cfg.tie_word_embeddings) keep.push_back("lm_head");
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    for (const Projection& p : LayerProjections(cfg, cfg.layer_kinds[static_cast<size_t>(l)])) {
+      const std::string module = fmt::format("{}layers.{}.{}", cfg.weight_prefix, l, p.path);
+      if (KeptHighPrecision(p)) {
+        keep.push_back(module);
+        continue;
+      }
+      targets[module + ".weight"] = {l, p, module};
+    }
+  }
+  fs::create_directories(job.out, ec);
+  if (ec) return IoError(fmt::format("{}: cannot create: {}", job.out, ec.message()));
+  QuantizeReport rep;
+  std::map<std::string, QuantizedWeight> kept_for_quality;
+  json weight_map = json::object();
+  Progress bar("quantizing", ck.total_bytes(), /*bytes=*/true);
+  for (const auto& file : ck.files()) {
+    std::vector<TensorToWrite> out;
+    const std::string shard = fs::path(file->path()).filename().string();
+    for (const TensorInfo& t : file->tensors()) {
+      const TensorRef ref{file.get(), &t};
+      rep.in_bytes += static_cast<int64_t>(t.num_bytes());
+      auto it = targets.find(t.name);
+      if (it == targets.end()) {
+        TensorToWrite w{t.name, t.dtype, t.shape, std::vector<uint8_t>(ref.data(), ref.data() + t.num_bytes())};
+        weight_map[t.name] = shard;
+        out.push_back(std::move(w));
+        rep.kept++;
+      } else {
+        if (t.shape.size() != 2) return InvalidArgument(fmt::format("{}: expected a 2-D projection weight", t.name));
+        GRAFT_ASSIGN_OR_RETURN(std::vector<float> v, ReadAsFloat(ref));
+        GRAFT_ASSIGN_OR_RETURN(QuantizedWeight q, Quantize(v.data(), t.shape[0], t.shape[1], QuantFormat::kFp8Block));
+        TensorToWrite codes{t.name, DType::kF8E4M3, t.shape, q.codes};
+        const int64_t sr = (t.shape[0] + 127) / 128, sc = (t.shape[1] + 127) / 128;
+        const std::string scale_name = it->second.module + ".weight_scale_inv";
+        TensorToWrite scale{scale_name, DType::kF32, {sr, sc}, std::vector<uint8_t>(q.scale.size() * 4)};
+        std::memcpy(scale.bytes.data(), q.scale.data(), scale.bytes.size());
+        weight_map[t.name] = shard;
+        weight_map[scale_name] = shard;
+        out.push_back(std::move(codes));
+        out.push_back(std::move(scale));
+        rep.quantized++;
+        if (job.eval_sequences > 0) kept_for_quality.emplace(t.name, std::move(q));
+      }
+      file->Release(t);
+      bar.Add(t.num_bytes());
+    }
+    for (const auto& w : out) rep.out_bytes += static_cast<int64_t>(w.bytes.size());
+    GRAFT_RETURN_IF_ERROR(WriteSafetensors((fs::path(job.out) / shard).string(), std::move(out)));
+  }
+  bar.Finish();
+  if (ck.files().size() > 1) {
+    json index = {{"metadata", {{"total_size", rep.out_bytes}}}, {"weight_map", weight_map}};
+    std::ofstream o(fs::path(job.out) / "model.safetensors.index.json");
+    o << index.dump(2) << "\n";
+    if (!o) return IoError(job.out + "/model.safetensors.index.json: write failed");
+  }
+  cfg_json["quantization_config"] = {{"quant_method", "fp8"},
+                                     {"fmt", "e4m3"},
+                                     {"activation_scheme", "dynamic"},
+                                     {"weight_block_size", {128, 128}},
+                                     {"modules_to_not_convert", keep}};
+  {
+    std::ofstream o(fs::path(job.out) / "config.json");
+    o << cfg_json.dump(2) << "\n";
+    if (!o) return IoError(job.out + "/config.json: write failed");
+  }
+  // Tokenizer, chat template, generation config...: every other regular file, as it is.
+  for (const auto& e : fs::directory_iterator(job.in, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || name == "config.json" || name == "model.safetensors.index.json" ||
+        e.path().extension() == ".safetensors") {
+      continue;
+    }
+    fs::copy_file(e.path(), fs::path(job.out) / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) return IoError(fmt::format("{}: cannot copy: {}", e.path().string(), ec.message()));
+  }
+  if (job.eval_sequences > 0) GRAFT_RETURN_IF_ERROR(Quality(job, cfg, kept_for_quality, targets, rep));
+  json report = {{"format", job.format},
+                 {"input", job.in},
+                 {"quantized_tensors", rep.quantized},
+                 {"kept_tensors", rep.kept},
+                 {"input_bytes", rep.in_bytes},
+                 {"output_bytes", rep.out_bytes}};
+  if (job.eval_sequences > 0) {
+    report["quality"] = {{"reference", "the input model; candidate: the quantized projections dequantized (CPU reference)"},
+                         {"sequences", job.eval_sequences},
+                         {"tokens_each", job.eval_length},
+                         {"activations", "float32"},
+                         {"mean_kl", rep.mean_kl},
+                         {"max_kl", rep.max_kl},
+                         {"top1_agreement", rep.top1}};
+  }
+  std::ofstream o(fs::path(job.out) / "graft_quantize_report.json");
+  o << report.dump(2) << "\n";
+  if (!o) return IoError(job.out + "/graft_quantize_report.json: write failed");
+  return rep;
+}
+
+}  // namespace graft

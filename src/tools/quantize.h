@@ -1,0 +1,40 @@
+// `graft quantize`: a bf16 checkpoint in, a quantized checkpoint out in a standard layout that
+// transformers and vLLM read, with a quality report.
+//
+//   fp8-block  Qwen's official FP8 layout: every decoder projection except Qwen3.5's
+//              in_proj_a / in_proj_b (48 rows; the official checkpoints keep them bf16) becomes
+//              `weight` F8_E4M3 [N, K] + `weight_scale_inv` F32 [⌈N/128⌉, ⌈K/128⌉]
+//              (model/quantized.h: amax / 448 per 128x128 block); config.json gains
+//              quantization_config {quant_method fp8, fmt e4m3, activation_scheme dynamic,
+//              weight_block_size [128, 128], modules_to_not_convert [the Linear modules left as
+//              they are]}. Everything else is copied unchanged.
+// Streams shard by shard (one output shard per input shard, same names, the index rewritten),
+// so peak memory is about one shard. Quality report (graft_quantize_report.json, and the
+// result): the original model against the same model with the quantized projections
+// dequantized (the CPU reference of the format), mean and max KL of next-token distributions
+// and top-1 agreement over random token sequences, float32 activations.
+#pragma once
+
+#include <string>
+
+#include "util/status.h"
+
+namespace graft {
+
+struct QuantizeJob {
+  std::string in, out;
+  std::string format = "fp8-block";
+  int eval_sequences = 4;  // 0 skips the quality report
+  int eval_length = 64;
+  int threads = 2;
+};
+
+struct QuantizeReport {
+  int quantized = 0, kept = 0;  // tensors
+  int64_t in_bytes = 0, out_bytes = 0;
+  double mean_kl = -1, max_kl = -1, top1 = -1;
+};
+
+Result<QuantizeReport> RunQuantize(const QuantizeJob& job);
+
+}  // namespace graft

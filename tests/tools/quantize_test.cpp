@@ -1,0 +1,110 @@
+// graft quantize --format fp8-block: the output is a checkpoint in Qwen's official FP8 layout
+// (e4m3 weights, 128x128 block scales named weight_scale_inv, the quantization_config naming
+// what stays high precision), sharded like its input with a consistent index, whose codes
+// dequantize back within the format's step; a quality report; clear refusals.
+#include "tools/quantize.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "io/checkpoint.h"
+#include "model/model.h"
+#include "model/quantized.h"
+#include "test_util.h"
+#include "util/minifloat.h"
+
+namespace graft {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Quantize, Fp8BlockWritesQwensLayoutAndDequantizesBack) {
+  test::TempDir d;
+  QuantizeJob job{test::Fixture("qwen3-tiny"), d.path() + "/q", "fp8-block", 2, 24, 2};
+  auto rep = RunQuantize(job);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  EXPECT_GT(rep->quantized, 0);
+  EXPECT_LT(rep->out_bytes, rep->in_bytes);
+  EXPECT_GT(rep->mean_kl, 0.0) << "the quantized model differs from the input";
+  EXPECT_LT(rep->mean_kl, 1e-2);
+  EXPECT_GE(rep->top1, 0.9);
+  auto in = Checkpoint::Open(job.in);
+  auto out = Checkpoint::Open(job.out);
+  ASSERT_TRUE(in.ok() && out.ok()) << out.status().ToString();
+  const std::string q = "model.layers.0.self_attn.q_proj.weight";
+  TensorRef w = out->Find(q), s = out->Find("model.layers.0.self_attn.q_proj.weight_scale_inv"), orig = in->Find(q);
+  ASSERT_TRUE(w.file && s.file && orig.file);
+  EXPECT_EQ(w.info->dtype, DType::kF8E4M3);
+  EXPECT_EQ(w.info->shape, orig.info->shape);
+  EXPECT_EQ(s.info->dtype, DType::kF32);
+  const int64_t n = orig.info->shape[0], k = orig.info->shape[1];
+  EXPECT_EQ(s.info->shape, (std::vector<int64_t>{(n + 127) / 128, (k + 127) / 128}));
+  QuantizedWeight qw;
+  qw.format = QuantFormat::kFp8Block;
+  qw.rows = n, qw.cols = k, qw.group = 128;
+  qw.codes.assign(w.data(), w.data() + w.info->num_bytes());
+  qw.scale.resize(s.info->num_elements());
+  std::memcpy(qw.scale.data(), s.data(), s.info->num_bytes());
+  ASSERT_TRUE(ValidateQuantized(qw).ok());
+  std::vector<float> back(static_cast<size_t>(n * k));
+  DequantizeRows(qw, 0, n, back.data());
+  auto ref = ReadAsFloat(orig);
+  ASSERT_TRUE(ref.ok());
+  float amax = 0;
+  for (float v : ref.value()) amax = std::max(amax, std::fabs(v));
+  EXPECT_FLOAT_EQ(qw.scale[0], amax / 448) << "one block: amax / 448";
+  for (size_t i = 0; i < back.size(); ++i) {
+    ASSERT_LE(std::fabs(back[i] - ref.value()[i]), std::max(std::fabs(ref.value()[i]) / 16, qw.scale[0] * std::ldexp(1.0f, -10)) * 1.0001f) << i;
+  }
+  // What is not a projection is copied bit for bit; the tokenizer comes along.
+  TensorRef e_in = in->Find("model.embed_tokens.weight"), e_out = out->Find("model.embed_tokens.weight");
+  ASSERT_TRUE(e_out.file);
+  EXPECT_EQ(e_out.info->dtype, e_in.info->dtype);
+  EXPECT_EQ(std::memcmp(e_out.data(), e_in.data(), e_in.info->num_bytes()), 0);
+  EXPECT_TRUE(fs::exists(job.out + "/tokenizer.json"));
+  const auto cfg = nlohmann::json::parse(test::ReadText(job.out + "/config.json"));
+  EXPECT_EQ(cfg["quantization_config"]["quant_method"], "fp8");
+  EXPECT_EQ(cfg["quantization_config"]["weight_block_size"], nlohmann::json::array({128, 128}));
+  const auto report = nlohmann::json::parse(test::ReadText(job.out + "/graft_quantize_report.json"));
+  EXPECT_EQ(report["quality"]["top1_agreement"].get<double>(), rep->top1);
+  // Refusals: quantizing the output again; writing over the input.
+  auto again = RunQuantize({job.out, d.path() + "/q2", "fp8-block", 0, 8, 1});
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("already quantized"), std::string::npos) << again.status().ToString();
+  auto self = RunQuantize({job.out, job.out, "fp8-block", 0, 8, 1});
+  ASSERT_FALSE(self.ok());
+  EXPECT_NE(self.status().message().find("--out is the input directory"), std::string::npos);
+  EXPECT_FALSE(RunQuantize({job.in, d.path() + "/q3", "int3", 0, 8, 1}).ok());
+  // The model loader does not read FP8 yet (issue 10): a clear error naming the dtype.
+  auto m = LoadModel(job.out);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("F8_E4M3"), std::string::npos) << m.status().ToString();
+}
+
+TEST(Quantize, ShardedQwen35KeepsItsShardsAndTheSmallProjections) {
+  test::TempDir d;
+  QuantizeJob job{test::Fixture("qwen3_5-text-odd"), d.path(), "fp8-block", 0, 8, 1};
+  auto rep = RunQuantize(job);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  auto out = Checkpoint::Open(job.out);  // checks the rewritten index against the shards
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  auto in = Checkpoint::Open(job.in);
+  EXPECT_EQ(out->files().size(), in->files().size());
+  const std::string layer = "model.layers.0.linear_attn.";
+  EXPECT_EQ(out->Find(layer + "in_proj_a.weight").info->dtype, DType::kBF16);
+  EXPECT_EQ(out->Find(layer + "in_proj_qkv.weight").info->dtype, DType::kF8E4M3);
+  EXPECT_EQ(out->Find(layer + "in_proj_qkv.weight_scale_inv").file, out->Find(layer + "in_proj_qkv.weight").file)
+      << "a scale lives in its weight's shard";
+  const auto cfg = nlohmann::json::parse(test::ReadText(job.out + "/config.json"));
+  const auto& keep = cfg["quantization_config"]["modules_to_not_convert"];
+  EXPECT_NE(std::find(keep.begin(), keep.end(), layer + "in_proj_a"), keep.end());
+  EXPECT_FALSE(fs::exists(job.out + "/graft_quantize_report.json") &&
+               nlohmann::json::parse(test::ReadText(job.out + "/graft_quantize_report.json")).contains("quality"))
+      << "--eval-sequences 0 skips the quality report";
+}
+
+}  // namespace
+}  // namespace graft
