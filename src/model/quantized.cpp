@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "util/bf16.h"
 #include "util/minifloat.h"
 
 namespace graft {
@@ -143,7 +144,7 @@ Result<QuantizedWeight> Quantize(const float* w, int64_t rows, int64_t cols, Qua
         for (int64_t g = 0; g < groups; ++g) {
           float amax = 0;
           for (int64_t c = g * 128; c < (g + 1) * 128; ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
-          const float s = amax > 0 ? amax / 7.5f : 1.0f;
+          const float s = amax > 0 ? RoundBf16(amax / 7.5f) : 1.0f;  // stored as bf16: round first
           q.scale[static_cast<size_t>(r * groups + g)] = s;
           for (int64_t c = g * 128; c < (g + 1) * 128; ++c) {
             const int v = static_cast<int>(std::clamp(std::nearbyint(w[r * cols + c] / s), -8.0f, 7.0f));

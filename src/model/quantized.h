@@ -48,8 +48,9 @@ void DequantizeRows(const QuantizedWeight& w, int64_t r0, int64_t r1, float* out
 // Quantizes W [rows, cols] (floats) the way the producers of each format do:
 //   kFp8Block    scale = amax(block) / 448 per 128x128 block (1 for an all-zero block);
 //                code = e4m3(W / scale).
-//   kInt4Group   symmetric (compressed-tensors): scale = amax(group) / 7.5 per row and 128
-//                columns; q = clamp(round-half-even(W / scale), -8, 7); stored u = q + 8.
+//   kInt4Group   symmetric (compressed-tensors): scale = bf16(amax(group) / 7.5) per row and
+//                128 columns (bf16, as the checkpoint stores it); q = clamp(round-half-even(
+//                W / scale), -8, 7); stored u = q + 8.
 //   kNvfp4       ModelOpt: global = amax(W) / (6 · 448); per 16 columns the e4m3 scale
 //                e4m3(amax(group) / 6 / global); code = e2m1(W / (scale · global)).
 // Fails on shapes the format cannot hold (int4: cols % 128, nvfp4: cols % 16) or non-finite W.

@@ -37,8 +37,52 @@ struct Target {
   std::string module;  // "model.layers.3.self_attn.q_proj"
 };
 
-bool KeptHighPrecision(const Projection& p) {
-  return p.path == "linear_attn.in_proj_a" || p.path == "linear_attn.in_proj_b";
+// Projections a format leaves in their original dtype: Qwen3.5's in_proj_a / in_proj_b (the
+// official checkpoints keep them bf16), and for int4 any whose K is not a multiple of its
+// 128-column groups.
+bool KeptHighPrecision(const Projection& p, QuantFormat f) {
+  if (p.path == "linear_attn.in_proj_a" || p.path == "linear_attn.in_proj_b") return true;
+  return f == QuantFormat::kInt4Group && p.cols % 128 != 0;
+}
+
+template <typename T>
+std::vector<uint8_t> Bytes(const std::vector<T>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// The tensors one quantized projection becomes, in the format's standard names.
+std::vector<TensorToWrite> Layout(const std::string& module, const QuantizedWeight& q) {
+  std::vector<TensorToWrite> out;
+  if (q.format == QuantFormat::kFp8Block) {
+    out.push_back({module + ".weight", DType::kF8E4M3, {q.rows, q.cols}, q.codes});
+    out.push_back({module + ".weight_scale_inv", DType::kF32, {(q.rows + 127) / 128, (q.cols + 127) / 128}, Bytes(q.scale)});
+  } else {  // compressed-tensors pack-quantized
+    std::vector<uint16_t> scale(q.scale.size());
+    for (size_t i = 0; i < scale.size(); ++i) scale[i] = FloatToBf16(q.scale[i]);  // exact: already bf16 values
+    out.push_back({module + ".weight_packed", DType::kI32, {q.rows, q.cols / 8}, Bytes(q.words)});
+    out.push_back({module + ".weight_scale", DType::kBF16, {q.rows, q.cols / q.group}, Bytes(scale)});
+    out.push_back({module + ".weight_shape", DType::kI32, {2},
+                   Bytes(std::vector<int32_t>{static_cast<int32_t>(q.rows), static_cast<int32_t>(q.cols)})});
+  }
+  return out;
+}
+
+json QuantizationConfig(QuantFormat f, const json& keep) {
+  if (f == QuantFormat::kFp8Block) {
+    return {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"},
+            {"weight_block_size", {128, 128}}, {"modules_to_not_convert", keep}};
+  }
+  json weights = {{"num_bits", 4}, {"type", "int"}, {"symmetric", true}, {"strategy", "group"}, {"group_size", 128},
+                  {"dynamic", false}, {"actorder", nullptr}, {"observer", "minmax"}};
+  return {{"quant_method", "compressed-tensors"},
+          {"format", "pack-quantized"},
+          {"quantization_status", "compressed"},
+          {"config_groups", {{"group_0", {{"targets", {"Linear"}}, {"weights", weights}, {"input_activations", nullptr},
+                                          {"output_activations", nullptr}, {"format", "pack-quantized"}}}}},
+          {"ignore", keep},
+          {"kv_cache_scheme", nullptr}};
 }
 
 // The quality report: the original against its quantized projections dequantized.
@@ -92,9 +136,10 @@ Status Quality(const QuantizeJob& job, const ModelConfig& cfg, const std::map<st
 }  // namespace
 
 Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
-  if (job.format != "fp8-block") {
-    return Unsupported(fmt::format("--format {}: graft quantize writes fp8-block so far", job.format));
-  }
+  QuantFormat format;
+  if (job.format == "fp8-block") format = QuantFormat::kFp8Block;
+  else if (job.format == "w4a16") format = QuantFormat::kInt4Group;
+  else return Unsupported(fmt::format("--format {}: graft quantize writes fp8-block and w4a16 so far", job.format));
   std::error_code ec;
   if (fs::exists(job.out, ec) && fs::equivalent(job.in, job.out, ec)) {
     return InvalidArgument("--out is the input directory; write the quantized checkpoint somewhere else");
@@ -115,7 +160,7 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
   for (int l = 0; l < cfg.num_layers; ++l) {
     for (const Projection& p : LayerProjections(cfg, cfg.layer_kinds[static_cast<size_t>(l)])) {
       const std::string module = fmt::format("{}layers.{}.{}", cfg.weight_prefix, l, p.path);
-      if (KeptHighPrecision(p)) {
+      if (KeptHighPrecision(p, format)) {
         keep.push_back(module);
         continue;
       }
@@ -143,16 +188,11 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
       } else {
         if (t.shape.size() != 2) return InvalidArgument(fmt::format("{}: expected a 2-D projection weight", t.name));
         GRAFT_ASSIGN_OR_RETURN(std::vector<float> v, ReadAsFloat(ref));
-        GRAFT_ASSIGN_OR_RETURN(QuantizedWeight q, Quantize(v.data(), t.shape[0], t.shape[1], QuantFormat::kFp8Block));
-        TensorToWrite codes{t.name, DType::kF8E4M3, t.shape, q.codes};
-        const int64_t sr = (t.shape[0] + 127) / 128, sc = (t.shape[1] + 127) / 128;
-        const std::string scale_name = it->second.module + ".weight_scale_inv";
-        TensorToWrite scale{scale_name, DType::kF32, {sr, sc}, std::vector<uint8_t>(q.scale.size() * 4)};
-        std::memcpy(scale.bytes.data(), q.scale.data(), scale.bytes.size());
-        weight_map[t.name] = shard;
-        weight_map[scale_name] = shard;
-        out.push_back(std::move(codes));
-        out.push_back(std::move(scale));
+        GRAFT_ASSIGN_OR_RETURN(QuantizedWeight q, Quantize(v.data(), t.shape[0], t.shape[1], format));
+        for (auto& tw : Layout(it->second.module, q)) {
+          weight_map[tw.name] = shard;
+          out.push_back(std::move(tw));
+        }
         rep.quantized++;
         if (job.eval_sequences > 0) kept_for_quality.emplace(t.name, std::move(q));
       }
@@ -169,11 +209,7 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
     o << index.dump(2) << "\n";
     if (!o) return IoError(job.out + "/model.safetensors.index.json: write failed");
   }
-  cfg_json["quantization_config"] = {{"quant_method", "fp8"},
-                                     {"fmt", "e4m3"},
-                                     {"activation_scheme", "dynamic"},
-                                     {"weight_block_size", {128, 128}},
-                                     {"modules_to_not_convert", keep}};
+  cfg_json["quantization_config"] = QuantizationConfig(format, keep);
   {
     std::ofstream o(fs::path(job.out) / "config.json");
     o << cfg_json.dump(2) << "\n";

@@ -7,7 +7,14 @@
 //              (model/quantized.h: amax / 448 per 128x128 block); config.json gains
 //              quantization_config {quant_method fp8, fmt e4m3, activation_scheme dynamic,
 //              weight_block_size [128, 128], modules_to_not_convert [the Linear modules left as
-//              they are]}. Everything else is copied unchanged.
+//              they are]}.
+//   w4a16      compressed-tensors pack-quantized: every such projection whose K is a multiple
+//              of 128 becomes `weight_packed` I32 [N, K/8] (nibble i of word j = column 8j+i,
+//              stored q + 8), `weight_scale` BF16 [N, K/128] (amax / 7.5), `weight_shape` I32
+//              [2]; quantization_config {quant_method compressed-tensors, format
+//              pack-quantized, config_groups {group_0: Linear, int4 symmetric group 128},
+//              ignore [the Linear modules left as they are]}.
+// Everything else is copied unchanged.
 // Streams shard by shard (one output shard per input shard, same names, the index rewritten),
 // so peak memory is about one shard. Quality report (graft_quantize_report.json, and the
 // result): the original model against the same model with the quantized projections

@@ -169,9 +169,11 @@ TEST(Quantized, QuantizeThenDequantizeStaysWithinEachFormatsStep) {
           case QuantFormat::kFp8Channel:
             bound = std::max(std::fabs(x) / 16, q->scale[static_cast<size_t>(r)] * std::ldexp(1.0f, -10));
             break;
-          case QuantFormat::kInt4Group:
-            bound = q->scale[static_cast<size_t>(r * 2 + c / 128)] / 2;
+          case QuantFormat::kInt4Group: {  // half a step inside [-8s, 7s]; the top of a group clips at 7s
+            const float sc = q->scale[static_cast<size_t>(r * 2 + c / 128)];
+            bound = std::max(sc / 2, x - 7 * sc);
             break;
+          }
           case QuantFormat::kNvfp4:  // e2m1 steps are at most 2 (between 4 and 6): half is 1 scale unit
             bound = Fp8E4M3ToFloat(q->scale_fp8[static_cast<size_t>(r * 16 + c / 16)]) * q->global;
             break;

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -104,6 +106,54 @@ TEST(Quantize, ShardedQwen35KeepsItsShardsAndTheSmallProjections) {
   EXPECT_FALSE(fs::exists(job.out + "/graft_quantize_report.json") &&
                nlohmann::json::parse(test::ReadText(job.out + "/graft_quantize_report.json")).contains("quality"))
       << "--eval-sequences 0 skips the quality report";
+}
+
+// --format w4a16 on the demo base: compressed-tensors' pack-quantized tensors, unpacked by hand
+// here (nibble i of word j = column 8j + i, stored q + 8), within half a scale of the input.
+TEST(Quantize, W4a16WritesCompressedTensorsPackQuantized) {
+  test::TempDir d;
+  const std::string root = fs::path(test::FixturesDir()).parent_path().string();
+  QuantizeJob job{root + "/models/base", d.path(), "w4a16", 1, 32, 2};
+  auto rep = RunQuantize(job);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  EXPECT_GT(rep->mean_kl, 0.0);
+  EXPECT_LT(rep->mean_kl, 0.5);
+  auto in = Checkpoint::Open(job.in);
+  auto out = Checkpoint::Open(job.out);
+  ASSERT_TRUE(in.ok() && out.ok()) << out.status().ToString();
+  const std::string m = "model.layers.2.mlp.down_proj";
+  TensorRef packed = out->Find(m + ".weight_packed"), scale = out->Find(m + ".weight_scale"),
+            shape = out->Find(m + ".weight_shape"), orig = in->Find(m + ".weight");
+  ASSERT_TRUE(packed.file && scale.file && shape.file && orig.file);
+  EXPECT_FALSE(out->Has(m + ".weight"));
+  const int64_t n = orig.info->shape[0], k = orig.info->shape[1];
+  EXPECT_EQ(packed.info->dtype, DType::kI32);
+  EXPECT_EQ(packed.info->shape, (std::vector<int64_t>{n, k / 8}));
+  EXPECT_EQ(scale.info->dtype, DType::kBF16);
+  EXPECT_EQ(scale.info->shape, (std::vector<int64_t>{n, k / 128}));
+  int32_t dims[2];
+  std::memcpy(dims, shape.data(), 8);
+  EXPECT_EQ(dims[0], n);
+  EXPECT_EQ(dims[1], k);
+  auto ref = ReadAsFloat(orig).value();
+  auto s = ReadAsFloat(scale).value();
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c < k; ++c) {
+      uint32_t word;
+      std::memcpy(&word, packed.data() + 4 * (r * (k / 8) + c / 8), 4);
+      const int q = static_cast<int>((word >> (4 * (c % 8))) & 0xf) - 8;
+      const float sc = s[static_cast<size_t>(r * (k / 128) + c / 128)];
+      const float x = ref[static_cast<size_t>(r * k + c)];  // half a step, or clipped at the top (7 steps)
+      ASSERT_LE(std::fabs(q * sc - x), std::max(sc / 2, x - 7 * sc) * 1.0001f) << r << "," << c;
+    }
+  }
+  const auto cfg = nlohmann::json::parse(test::ReadText(job.out + "/config.json"));
+  const auto& qc = cfg["quantization_config"];
+  EXPECT_EQ(qc["quant_method"], "compressed-tensors");
+  EXPECT_EQ(qc["format"], "pack-quantized");
+  EXPECT_EQ(qc["config_groups"]["group_0"]["weights"]["group_size"], 128);
+  EXPECT_NE(std::find(qc["ignore"].begin(), qc["ignore"].end(), "model.layers.0.linear_attn.in_proj_a"), qc["ignore"].end());
+  EXPECT_EQ(out->Find("model.layers.0.linear_attn.in_proj_a.weight").info->dtype, DType::kBF16);
 }
 
 }  // namespace
