@@ -9,13 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "adapters/exact.h"
 #include "adapters/lora_loader.h"
 #include "backend/cpu/cpu_ops.h"
 #include "io/checkpoint.h"
-#include "tools/kl.h"
+#include "tools/token_agreement.h"
 #include "io/identity.h"
 #include "io/model_config.h"
 #include "io/safetensors_writer.h"
@@ -125,32 +124,18 @@ Status Quality(const ExtractJob& job, const ModelConfig& cfg, ExtractReport& rep
   AdapterSet set;
   set.slots.push_back(&ad);
   CpuOps ops(ActDtype::kF32, job.threads);
-  std::mt19937 rng(1234);
-  std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size - 1);
-  const int vocab = cfg.vocab_size;
-  double kl_sum = 0, kl_max = 0;
-  int64_t rows = 0, same = 0;
-  for (int s = 0; s < job.eval_sequences; ++s) {
-    std::vector<int32_t> ids(static_cast<size_t>(job.eval_length));
-    for (auto& t : ids) t = tok(rng);
-    std::vector<float> la(ids.size() * vocab), lm(ids.size() * vocab);
-    SequenceState sa = base->NewState(), sm = merged->NewState();
-    GRAFT_RETURN_IF_ERROR(base->Forward(ops, ids.data(), job.eval_length, sa, la.data(), 1, &set));
-    GRAFT_RETURN_IF_ERROR(merged->Forward(ops, ids.data(), job.eval_length, sm, lm.data()));
-    for (int t = 0; t < job.eval_length; ++t) {
-      const float* pa = la.data() + static_cast<size_t>(t) * vocab;
-      const float* pm = lm.data() + static_cast<size_t>(t) * vocab;
-      const double kl = KlOfLogits(pm, pa, vocab);
-      kl_sum += kl;
-      kl_max = std::max(kl_max, kl);
-      same += std::max_element(pa, pa + vocab) - pa == std::max_element(pm, pm + vocab) - pm;
-      ++rows;
-    }
-  }
-  rep.mean_kl = kl_sum / std::max<int64_t>(rows, 1);
-  rep.max_kl = kl_max;
-  rep.top1 = static_cast<double>(same) / std::max<int64_t>(rows, 1);
-  manifest["quality"] = {{"tokens", rows},
+  auto run = [&ops](const Model& m, int32_t slot, const AdapterSet* adapters) -> SequenceLogits {
+    return [&ops, &m, slot, adapters](const std::vector<int32_t>& ids, float* logits) {
+      SequenceState st = m.NewState();
+      return m.Forward(ops, ids.data(), static_cast<int>(ids.size()), st, logits, slot, adapters);
+    };
+  };
+  GRAFT_ASSIGN_OR_RETURN(TokenAgreement q, AgreementOnRandomTokens(cfg.vocab_size, job.eval_sequences, job.eval_length, 1234,
+                                                                   run(*merged, 0, nullptr), run(*base, 1, &set)));
+  rep.mean_kl = q.mean_kl;
+  rep.max_kl = q.max_kl;
+  rep.top1 = q.top1;
+  manifest["quality"] = {{"tokens", q.positions},
                          {"sequences", job.eval_sequences},
                          {"activations", "float32"},
                          {"mean_kl_merged_vs_adapter", rep.mean_kl},

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <set>
 
 #include "backend/cpu/cpu_ops.h"
@@ -18,8 +17,7 @@
 #include "model/model.h"
 #include "model/projections.h"
 #include "model/quantized.h"
-#include "model/weight_table.h"
-#include "tools/kl.h"
+#include "tools/token_agreement.h"
 #include "util/bf16.h"
 #include "util/file.h"
 #include "util/progress.h"
@@ -89,8 +87,7 @@ json QuantizationConfig(QuantFormat f, const json& keep) {
 Status Quality(const QuantizeJob& job, const ModelConfig& cfg, const std::map<std::string, QuantizedWeight>& dq,
                const std::map<std::string, Target>& targets, QuantizeReport& rep) {
   GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> orig, LoadModel(job.in));
-  GRAFT_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(job.in));
-  GRAFT_ASSIGN_OR_RETURN(ModelWeights w, LoadWeights(ck, orig->config()));
+  ModelWeights w = orig->weights();  // the candidate's: a copy with the quantized rows replaced
   for (const auto& [name, q] : dq) {
     const Target& t = targets.at(name);
     Weight& fused = FusedWeight(w.layers[static_cast<size_t>(t.layer)], t.p.target);
@@ -105,31 +102,17 @@ Status Quality(const QuantizeJob& job, const ModelConfig& cfg, const std::map<st
   std::unique_ptr<Model> quant = cfg.arch == Arch::kQwen3 ? MakeQwen3(orig->config(), std::move(w))
                                                           : MakeQwen3_5(orig->config(), std::move(w));
   CpuOps ops(ActDtype::kF32, job.threads);
-  std::mt19937 rng(4321);
-  const int vocab = cfg.vocab_size;
-  std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
-  double kl_sum = 0, kl_max = 0;
-  int64_t rows = 0, same = 0;
-  for (int s = 0; s < job.eval_sequences; ++s) {
-    std::vector<int32_t> ids(static_cast<size_t>(job.eval_length));
-    for (auto& x : ids) x = tok(rng);
-    std::vector<float> a(ids.size() * vocab), b(a.size());
-    SequenceState sa = orig->NewState(), sb = quant->NewState();
-    GRAFT_RETURN_IF_ERROR(orig->Forward(ops, ids.data(), job.eval_length, sa, a.data()));
-    GRAFT_RETURN_IF_ERROR(quant->Forward(ops, ids.data(), job.eval_length, sb, b.data()));
-    for (int t = 0; t < job.eval_length; ++t) {
-      const float* pa = a.data() + static_cast<size_t>(t) * vocab;
-      const float* pb = b.data() + static_cast<size_t>(t) * vocab;
-      const double kl = KlOfLogits(pa, pb, vocab);
-      kl_sum += kl;
-      kl_max = std::max(kl_max, kl);
-      same += std::max_element(pa, pa + vocab) - pa == std::max_element(pb, pb + vocab) - pb;
-      ++rows;
-    }
-  }
-  rep.mean_kl = kl_sum / std::max<int64_t>(rows, 1);
-  rep.max_kl = kl_max;
-  rep.top1 = static_cast<double>(same) / std::max<int64_t>(rows, 1);
+  auto run = [&ops](const Model& m) -> SequenceLogits {
+    return [&ops, &m](const std::vector<int32_t>& ids, float* logits) {
+      SequenceState st = m.NewState();
+      return m.Forward(ops, ids.data(), static_cast<int>(ids.size()), st, logits);
+    };
+  };
+  GRAFT_ASSIGN_OR_RETURN(TokenAgreement q, AgreementOnRandomTokens(cfg.vocab_size, job.eval_sequences, job.eval_length, 4321,
+                                                                   run(*orig), run(*quant)));
+  rep.mean_kl = q.mean_kl;
+  rep.max_kl = q.max_kl;
+  rep.top1 = q.top1;
   return Status::Ok();
 }
 
