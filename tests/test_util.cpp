@@ -5,12 +5,14 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
 
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "tools/adapter_extract.h"
 #include "util/bf16.h"
 
 namespace graft::test {
@@ -128,6 +130,47 @@ std::vector<float> RunChunks(const Model& m, Ops& ops, const std::vector<int32_t
     at += n;
   }
   return out;
+}
+
+const std::vector<MergedFixture>& Bf16MergedFixtures() {
+  static const std::vector<MergedFixture> kAll = {
+      {"adapters/qwen3-tiny-lora-mixed-merged", "qwen3-tiny", 16},
+      {"adapters/qwen3-tiny-lora-alllinear-merged", "qwen3-tiny", 3},
+      {"adapters/qwen3-odd-sharded-lora-rslora-merged", "qwen3-odd-sharded", 12},
+      {"adapters/qwen3_5-wrapper-lora-gdn-merged", "qwen3_5-wrapper", 16},
+      {"adapters/qwen3_5-text-odd-lora-subset-merged", "qwen3_5-text-odd", 4}};
+  return kAll;
+}
+
+std::string MergedFixtureName(const MergedFixture& f) {
+  std::string s = f.merged.substr(f.merged.find('/') + 1);
+  for (char& c : s) if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+void ExtractExactAdapter(const std::string& merged, const std::string& base, int rank, const std::string& out) {
+  ExtractJob j;
+  j.merged = merged;
+  j.base = base;
+  j.out = out;
+  j.rank.rank = rank;
+  j.exact = true;
+  j.eval_sequences = 0;
+  auto rep = RunExtract(j);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+}
+
+void WriteFloat32Copy(const std::string& name, const std::string& dir) {
+  std::filesystem::copy_file(Fixture(name + "/config.json"), dir + "/config.json");
+  auto in = SafetensorsFile::Open(Fixture(name + "/model.safetensors"));
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  std::vector<TensorToWrite> out;
+  for (const auto& t : in->tensors()) {
+    auto v = ReadAsFloat(TensorRef{&in.value(), &t});
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    out.push_back(F32Tensor(t.name, t.shape, v.value()));
+  }
+  ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", std::move(out)).ok());
 }
 
 }  // namespace graft::test

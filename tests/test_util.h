@@ -54,4 +54,21 @@ std::unique_ptr<Model> LoadFixtureModel(const std::string& name);
 std::vector<float> RunChunks(const Model& m, Ops& ops, const std::vector<int32_t>& ids,
                              const std::vector<int>& chunks);
 
+// The bf16 merges of the PEFT fixture adapters, with their bases and the rank extraction uses.
+struct MergedFixture {
+  std::string merged, base;  // fixture names
+  int rank;
+};
+const std::vector<MergedFixture>& Bf16MergedFixtures();
+// A test-name suffix for a parameterised test over them ("qwen3_tiny_lora_mixed_merged").
+std::string MergedFixtureName(const MergedFixture& f);
+
+// `graft adapter extract --exact` of `merged` against `base` (directories) at `rank` into `out`,
+// without the quality report; fails the test on error.
+void ExtractExactAdapter(const std::string& merged, const std::string& base, int rank, const std::string& out);
+
+// Fixture `name` (a single-file checkpoint) rewritten into `dir` with every tensor stored as
+// float32: a base that is not stored in bf16.
+void WriteFloat32Copy(const std::string& name, const std::string& dir);
+
 }  // namespace graft::test

@@ -17,33 +17,18 @@
 #include "adapters/lora_loader.h"
 #include "backend/cpu/cpu_ops.h"
 #include "engine/decision_scorer.h"
-#include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/projections.h"
 #include "test_util.h"
-#include "tools/adapter_extract.h"
 
 namespace graft {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Pair {
-  std::string merged, base;
-  int rank;
-};
-
-// Extracts `p` with --exact into `out`.
-void ExtractExact(const Pair& p, const std::string& out, const std::string& root = test::FixturesDir()) {
-  ExtractJob j;
-  j.merged = root + "/" + p.merged;
-  j.base = root + "/" + p.base;
-  j.out = out;
-  j.rank.rank = p.rank;
-  j.exact = true;
-  j.eval_sequences = 0;
-  auto rep = RunExtract(j);
-  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+// Extracts fixture pair `p` with --exact into `out`.
+void ExtractExact(const test::MergedFixture& p, const std::string& out) {
+  test::ExtractExactAdapter(test::Fixture(p.merged), test::Fixture(p.base), p.rank, out);
 }
 
 LoraAdapter Load(const std::string& dir, const Model& m, const std::string& name = "ft") {
@@ -65,13 +50,13 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-class ExactMode : public ::testing::TestWithParam<Pair> {};
+class ExactMode : public ::testing::TestWithParam<test::MergedFixture> {};
 
 // Every bf16 merged fixture: base + exact slot == the merged checkpoint served alone, bit for
 // bit, in bf16 and f32 activations, in one chunk or several; the LoRA slot of the same adapter
 // does not (so the comparison can fail).
 TEST_P(ExactMode, LogitsEqualTheMergedCheckpointBitForBit) {
-  const Pair& p = GetParam();
+  const test::MergedFixture& p = GetParam();
   test::TempDir d;
   ExtractExact(p, d.path());
   auto base = test::LoadFixtureModel(p.base);
@@ -114,17 +99,8 @@ TEST_P(ExactMode, LogitsEqualTheMergedCheckpointBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, ExactMode,
-                         ::testing::Values(Pair{"adapters/qwen3-tiny-lora-mixed-merged", "qwen3-tiny", 16},
-                                           Pair{"adapters/qwen3-tiny-lora-alllinear-merged", "qwen3-tiny", 3},
-                                           Pair{"adapters/qwen3-odd-sharded-lora-rslora-merged", "qwen3-odd-sharded", 12},
-                                           Pair{"adapters/qwen3_5-wrapper-lora-gdn-merged", "qwen3_5-wrapper", 16},
-                                           Pair{"adapters/qwen3_5-text-odd-lora-subset-merged", "qwen3_5-text-odd", 4}),
-                         [](const auto& info) {
-                           std::string s = info.param.merged.substr(9);
-                           for (char& c : s) if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, ExactMode, ::testing::ValuesIn(test::Bf16MergedFixtures()),
+                         [](const auto& info) { return test::MergedFixtureName(info.param); });
 
 // One step holding base rows, LoRA rows and the exact rows of two different adapters: each
 // sequence's logits are the bits it gets alone (its merged checkpoint for the exact ones), and
@@ -175,7 +151,7 @@ TEST(ExactModeBatch, MixedStepKeepsEveryRowsBits) {
 TEST(ExactModeDemo, DecisionsEqualTheReleaseBitForBit) {
   const std::string root = fs::path(test::FixturesDir()).parent_path().string();
   test::TempDir d;
-  ExtractExact({"models/release", "models/base", 32}, d.path(), root);
+  test::ExtractExactAdapter(root + "/models/release", root + "/models/base", 32, d.path());
   auto base = LoadModel(root + "/models/base").value();
   auto release = LoadModel(root + "/models/release").value();
   auto tok = Tokenizer::FromFile(root + "/models/base/tokenizer.json").value();
@@ -390,18 +366,7 @@ TEST_F(ExactLoad, AdapterWithoutExactOffersOnlyLora) {
 // of just the touched projections (--exact-base), bit for bit the merged release on the CPU.
 TEST(ExactModeBase, A32BitBaseServesExactlyFromABf16CopyOfTheTouchedProjections) {
   test::TempDir f32dir, adir;
-  fs::copy_file(test::Fixture("qwen3-tiny/config.json"), f32dir.File("config.json"));
-  {
-    auto in = SafetensorsFile::Open(test::Fixture("qwen3-tiny/model.safetensors"));
-    ASSERT_TRUE(in.ok());
-    std::vector<TensorToWrite> out;
-    for (const auto& t : in->tensors()) {
-      auto v = ReadAsFloat(TensorRef{&in.value(), &t});
-      ASSERT_TRUE(v.ok());
-      out.push_back(test::F32Tensor(t.name, t.shape, v.value()));
-    }
-    ASSERT_TRUE(WriteSafetensors(f32dir.File("model.safetensors"), std::move(out)).ok());
-  }
+  test::WriteFloat32Copy("qwen3-tiny", f32dir.path());
   ExtractExact({"adapters/qwen3-tiny-lora-mixed-merged", "qwen3-tiny", 16}, adir.path());
   auto served = LoadModel(f32dir.path());
   ASSERT_TRUE(served.ok()) << served.status().ToString();

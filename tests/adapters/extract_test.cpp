@@ -102,12 +102,12 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ExtractF32,
                                            Pair{"adapters/qwen3_5-wrapper-lora-gdn-merged-f32", "qwen3_5-wrapper", 48}),
                          [](const auto& info) { return info.param.base == "qwen3-tiny" ? std::string("qwen3") : std::string("qwen3_5"); });
 
-class ExtractExact : public ::testing::TestWithParam<Pair> {};
+class ExtractExact : public ::testing::TestWithParam<test::MergedFixture> {};
 
 // --exact: every projection of every bf16 merge reconstructs bit for bit; verify proves it and
 // catches one flipped bit in any stored tensor.
 TEST_P(ExtractExact, ReconstructsEveryProjectionBitForBit) {
-  const Pair& p = GetParam();
+  const test::MergedFixture& p = GetParam();
   test::TempDir d;
   ExtractJob job = Job(p.merged, p.base, d.path(), p.rank);
   job.exact = true;
@@ -136,17 +136,8 @@ TEST_P(ExtractExact, ReconstructsEveryProjectionBitForBit) {
   EXPECT_TRUE(RunVerify(v, &report).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, ExtractExact,
-                         ::testing::Values(Pair{"adapters/qwen3-tiny-lora-mixed-merged", "qwen3-tiny", 16},
-                                           Pair{"adapters/qwen3-tiny-lora-alllinear-merged", "qwen3-tiny", 3},
-                                           Pair{"adapters/qwen3-odd-sharded-lora-rslora-merged", "qwen3-odd-sharded", 12},
-                                           Pair{"adapters/qwen3_5-wrapper-lora-gdn-merged", "qwen3_5-wrapper", 16},
-                                           Pair{"adapters/qwen3_5-text-odd-lora-subset-merged", "qwen3_5-text-odd", 4}),
-                         [](const auto& info) {
-                           std::string s = info.param.merged.substr(9);
-                           for (char& c : s) if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, ExtractExact, ::testing::ValuesIn(test::Bf16MergedFixtures()),
+                         [](const auto& info) { return test::MergedFixtureName(info.param); });
 
 // Extracting from a bf16 merge recovers the original adapter's behaviour (PEFT's float32
 // logits) about as closely as the bf16 merge itself does: the merge's rounding is noise that a

@@ -6,17 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <filesystem>
 #include <random>
 
 #include "adapters/lora_loader.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda_test_util.h"
-#include "io/checkpoint.h"
-#include "io/safetensors.h"
 #include "test_util.h"
-#include "tools/adapter_extract.h"
 
 namespace graft {
 namespace {
@@ -128,27 +124,15 @@ TEST(CudaExact, ReconstructionIsTheCpuBits) {
   }
 }
 
-struct Pair {
-  std::string merged, base;
-  int rank;
-};
-
-class CudaExactModel : public ::testing::TestWithParam<Pair> {};
+class CudaExactModel : public ::testing::TestWithParam<test::MergedFixture> {};
 
 // Served exactly on the GPU, base + adapter is the merged checkpoint on the GPU, bit for bit,
 // in bf16 and f32 activations, also beside base and LoRA rows in one step.
 TEST_P(CudaExactModel, LogitsEqualTheMergedCheckpointBitForBit) {
   REQUIRE_GPU();
-  const Pair& p = GetParam();
+  const test::MergedFixture& p = GetParam();
   test::TempDir d;
-  ExtractJob j;
-  j.merged = test::Fixture(p.merged);
-  j.base = test::Fixture(p.base);
-  j.out = d.path();
-  j.rank.rank = p.rank;
-  j.exact = true;
-  j.eval_sequences = 0;
-  ASSERT_TRUE(RunExtract(j).ok());
+  test::ExtractExactAdapter(test::Fixture(p.merged), test::Fixture(p.base), p.rank, d.path());
   auto base = test::LoadFixtureModel(p.base);
   auto merged = test::LoadFixtureModel(p.merged);
   auto a = LoadLoraAdapter(d.path(), base->config(), {"ft", false, nullptr});
@@ -193,17 +177,8 @@ TEST_P(CudaExactModel, LogitsEqualTheMergedCheckpointBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CudaExactModel,
-                         ::testing::Values(Pair{"adapters/qwen3-tiny-lora-mixed-merged", "qwen3-tiny", 16},
-                                           Pair{"adapters/qwen3-tiny-lora-alllinear-merged", "qwen3-tiny", 3},
-                                           Pair{"adapters/qwen3-odd-sharded-lora-rslora-merged", "qwen3-odd-sharded", 12},
-                                           Pair{"adapters/qwen3_5-wrapper-lora-gdn-merged", "qwen3_5-wrapper", 16},
-                                           Pair{"adapters/qwen3_5-text-odd-lora-subset-merged", "qwen3_5-text-odd", 4}),
-                         [](const auto& info) {
-                           std::string s = info.param.merged.substr(9);
-                           for (char& c : s) if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaExactModel, ::testing::ValuesIn(test::Bf16MergedFixtures()),
+                         [](const auto& info) { return test::MergedFixtureName(info.param); });
 
 // --exact-base on the GPU: a float32-stored base serves exact rows from the uploaded bf16 copy
 // of the touched projections. In f32 activations every matmul of both models runs the same
@@ -211,22 +186,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaExactModel,
 TEST(CudaExactBase, A32BitBaseServesExactlyFromTheBf16Copy) {
   REQUIRE_GPU();
   test::TempDir f32dir, adir;
-  std::filesystem::copy_file(test::Fixture("qwen3-tiny/config.json"), f32dir.File("config.json"));
-  {
-    auto in = SafetensorsFile::Open(test::Fixture("qwen3-tiny/model.safetensors"));
-    ASSERT_TRUE(in.ok());
-    std::vector<TensorToWrite> out;
-    for (const auto& t : in->tensors()) out.push_back(test::F32Tensor(t.name, t.shape, ReadAsFloat(TensorRef{&in.value(), &t}).value()));
-    ASSERT_TRUE(WriteSafetensors(f32dir.File("model.safetensors"), std::move(out)).ok());
-  }
-  ExtractJob j;
-  j.merged = test::Fixture("adapters/qwen3-tiny-lora-mixed-merged");
-  j.base = test::Fixture("qwen3-tiny");
-  j.out = adir.path();
-  j.rank.rank = 16;
-  j.exact = true;
-  j.eval_sequences = 0;
-  ASSERT_TRUE(RunExtract(j).ok());
+  test::WriteFloat32Copy("qwen3-tiny", f32dir.path());
+  test::ExtractExactAdapter(test::Fixture("adapters/qwen3-tiny-lora-mixed-merged"), test::Fixture("qwen3-tiny"), 16,
+                            adir.path());
   auto served = LoadModel(f32dir.path()).value();
   auto merged = test::LoadFixtureModel("adapters/qwen3-tiny-lora-mixed-merged");
   auto a = LoadLoraAdapter(adir.path(), served->config(), {"ft", false, nullptr});

@@ -17,7 +17,6 @@
 #include "backend/cpu/cpu_ops.h"
 #include "test_util.h"
 #include "engine/decision_scorer.h"
-#include "tools/adapter_extract.h"
 #include "tools/generate.h"
 
 namespace graft {
@@ -276,14 +275,8 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
 // unchanged by exact decisions.
 TEST(ExactServer, ModesDecisionsAndModels) {
   test::TempDir d;
-  ExtractJob job;
-  job.merged = test::Fixture("adapters/qwen3_5-wrapper-lora-gdn-merged");
-  job.base = test::Fixture("qwen3_5-wrapper");
-  job.out = d.path();
-  job.rank.rank = 16;
-  job.exact = true;
-  job.eval_sequences = 0;
-  ASSERT_TRUE(RunExtract(job).ok());
+  test::ExtractExactAdapter(test::Fixture("adapters/qwen3_5-wrapper-lora-gdn-merged"), test::Fixture("qwen3_5-wrapper"), 16,
+                            d.path());
   auto model = test::LoadFixtureModel("qwen3_5-wrapper");
   auto merged = test::LoadFixtureModel("adapters/qwen3_5-wrapper-lora-gdn-merged");
   auto tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
