@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/cpu/cpu_math.h"
 #include "adapters/exact.h"
+#include "backend/cpu/cpu_math.h"
 #include "util/parallel.h"
 
 namespace graft {
@@ -96,29 +96,32 @@ const Weight& CpuOps::ExactWeight(const Weight& base, const std::vector<LoraModu
   for (const LoraModule& m : modules) {
     for (int64_t r = 0; r < m.b.rows; ++r) owner[static_cast<size_t>(m.row_offset + r)] = &m;
   }
-  // Factors as floats, once per call (they may be stored in bf16).
-  std::vector<std::vector<float>> a(modules.size()), b(modules.size());
-  for (size_t i = 0; i < modules.size(); ++i) {
-    auto widen = [](const Weight& w) {
-      std::vector<float> v(static_cast<size_t>(w.rows * w.cols));
-      for (size_t j = 0; j < v.size(); ++j) v[j] = w.at(static_cast<int64_t>(j));
-      return v;
-    };
-    a[i] = widen(modules[i].a);
-    b[i] = widen(modules[i].b);
-  }
+  // Factors as floats: fp32 ones (what extract --exact stores) are read in place, bf16 ones
+  // widened once per call.
+  std::vector<std::vector<float>> widened;
+  widened.reserve(2 * modules.size());
+  auto floats = [&widened](const Weight& w) -> const float* {
+    if (!w.is_bf16) return w.f32.data();
+    widened.emplace_back(w.bf16.size());
+    for (size_t j = 0; j < w.bf16.size(); ++j) widened.back()[j] = Bf16ToFloat(w.bf16[j]);
+    return widened.back().data();
+  };
+  std::vector<const float*> a(modules.size()), b(modules.size());
+  for (size_t i = 0; i < modules.size(); ++i) a[i] = floats(modules[i].a), b[i] = floats(modules[i].b);
   uint16_t* out = exact_.bf16.data();
   ParallelFor(n, threads_, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t r = r0; r < r1;) {
       const LoraModule* m = owner[static_cast<size_t>(r)];
+      int64_t e = r + 1;  // the run of rows with the same owner
+      while (e < r1 && owner[static_cast<size_t>(e)] == m) ++e;
       if (!m) {
-        std::copy(base.bf16.begin() + r * k, base.bf16.begin() + (r + 1) * k, out + r * k);
-        continue;
+        std::copy(base.bf16.begin() + r * k, base.bf16.begin() + e * k, out + r * k);
+      } else {
+        const size_t i = static_cast<size_t>(m - modules.data());
+        ReconstructRows(base.bf16.data() + m->row_offset * k, k, a[i], b[i], m->rank, r - m->row_offset, e - m->row_offset,
+                        out + r * k);
       }
-      const size_t i = static_cast<size_t>(m - modules.data());
-      const int64_t local = r - m->row_offset;
-      ReconstructRows(base.bf16.data() + m->row_offset * k, k, a[i].data(), b[i].data(), m->rank, local, local + 1,
-                      out + r * k);
+      r = e;
     }
   });
   // Then each module's residual, its chunks in parallel (they write disjoint elements).
