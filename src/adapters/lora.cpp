@@ -57,10 +57,15 @@ int64_t LoraAdapter::exact_bytes() const {
   return b;
 }
 
+Status CheckMode(const std::string& mode) {
+  if (mode.empty() || mode == "lora" || mode == "exact") return Status::Ok();
+  return InvalidArgument(fmt::format("'mode' must be \"lora\" or \"exact\", not \"{}\"", mode.substr(0, 32)));
+}
+
 Result<int32_t> AdapterSlots::Select(const std::string& mode, const std::string& model) const {
+  GRAFT_RETURN_IF_ERROR(CheckMode(mode));
   if (mode.empty()) return default_exact && exact >= 0 ? exact : lora;
   if (mode == "lora") return lora;
-  if (mode != "exact") return InvalidArgument(fmt::format("'mode' must be \"lora\" or \"exact\", not \"{}\"", mode));
   if (exact < 0) {
     return InvalidArgument(fmt::format("'{}' has no exact representation, so it serves only \"mode\": \"lora\" "
                                        "(graft adapter extract --exact makes one)", model));

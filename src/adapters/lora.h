@@ -74,6 +74,9 @@ struct AdapterSet {
   }
 };
 
+// A request's "mode": "", "lora" or "exact"; anything else is an error quoting it.
+Status CheckMode(const std::string& mode);
+
 // The slots one served model is reachable through, and which one a request's mode selects.
 // The base: lora = exact = 0 (the base is its own exact arithmetic).
 struct AdapterSlots {

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <set>
 
+#include "adapters/lora.h"
+
 namespace graft {
 namespace {
 
@@ -37,9 +39,7 @@ Result<DecisionRequest> ParseDecisionRequest(const json& body, const DecisionLim
   DecisionRequest r;
   GRAFT_ASSIGN_OR_RETURN(r.model, StringField(body, "model", false, 256));
   GRAFT_ASSIGN_OR_RETURN(r.mode, StringField(body, "mode", false, 16));
-  if (!r.mode.empty() && r.mode != "lora" && r.mode != "exact") {
-    return InvalidArgument(fmt::format("'mode' must be \"lora\" or \"exact\", not \"{}\"", r.mode));
-  }
+  GRAFT_RETURN_IF_ERROR(CheckMode(r.mode));
   GRAFT_ASSIGN_OR_RETURN(r.instructions, StringField(body, "instructions", false, lim.max_text_bytes));
   GRAFT_ASSIGN_OR_RETURN(r.record, StringField(body, "record", true, lim.max_record_bytes));
   auto joint = body.find("joint");

@@ -24,7 +24,7 @@ std::optional<ApiError> ServedModels::Resolve(const json& body, int32_t* slot, s
   if (auto m = body.find("mode"); m != body.end() && !m->is_null()) {
     if (!m->is_string()) return Bad("'mode' must be \"lora\" or \"exact\"", "mode");
     want = m->get<std::string>();
-    if (want != "lora" && want != "exact") return Bad(fmt::format("'mode' must be \"lora\" or \"exact\", not \"{}\"", want.substr(0, 32)), "mode");
+    if (Status st = CheckMode(want); !st.ok()) return Bad(st.message(), "mode");
   }
   if (mode) mode->clear();
   auto it = body.find("model");

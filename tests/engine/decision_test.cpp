@@ -151,6 +151,9 @@ TEST(Decisions, BadRequestsAreNamed) {
        "questions[1].id: duplicate question id 'a'"},
       {R"({"record": "r", "questions": [{"question": "q", "choices": ["x", "y"]}]})", "questions[0]: missing required field 'id'"},
       {R"({"record": "r", "joint": "yes", "questions": [{"id": "a", "question": "q", "choices": ["x", "y"]}]})", "'joint' must be true or false"},
+      {R"({"record": "r", "mode": "fast", "questions": [{"id": "a", "question": "q", "choices": ["x", "y"]}]})",
+       "'mode' must be \"lora\" or \"exact\", not \"fast\""},
+      {R"({"record": "r", "mode": 1, "questions": [{"id": "a", "question": "q", "choices": ["x", "y"]}]})", "'mode' must be a string"},
   };
   for (const auto& c : cases) {
     auto r = ParseDecisionRequest(json::parse(c.body), {});
