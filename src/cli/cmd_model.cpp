@@ -87,9 +87,9 @@ void AddQuantizeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--in", job->in, "The bf16 model directory")->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--out", job->out, "Output directory")->required();
   cmd->add_option("--format", job->format,
-                  "fp8-block (Qwen's official FP8: e4m3, 128x128 block scales) or w4a16 (compressed-tensors int4, "
-                  "groups of 128)")
-      ->capture_default_str()->check(CLI::IsMember({"fp8-block", "w4a16"}));
+                  "fp8-block (Qwen's official FP8: e4m3, 128x128 block scales), w4a16 (compressed-tensors int4, "
+                  "groups of 128) or nvfp4 (compressed-tensors NVFP4, weight only)")
+      ->capture_default_str()->check(CLI::IsMember({"fp8-block", "w4a16", "nvfp4"}));
   cmd->add_option("--eval-sequences", job->eval_sequences, "Quality report: random token sequences (0 skips it)")
       ->capture_default_str()->check(CLI::Range(0, 10000));
   cmd->add_option("--eval-length", job->eval_length, "Quality report: tokens per sequence")->capture_default_str()

@@ -153,7 +153,9 @@ Result<int64_t> Model::LoadExactBase(const std::string& dir, const AdapterSet& a
   for (const auto& [l, t] : touched) {
     const Weight& c = FusedWeight(copy.layers[static_cast<size_t>(l)], static_cast<LoraTarget>(t));
     const Weight& w = FusedWeight(weights_.layers[static_cast<size_t>(l)], static_cast<LoraTarget>(t));
-    if (!c.is_bf16) return InvalidArgument(fmt::format("--exact-base {}: {} is not stored in bf16", dir, c.name));
+    if (!c.is_bf16 || !c.dense()) {
+      return InvalidArgument(fmt::format("--exact-base {}: {} is stored in {}, not bf16", dir, c.name, c.storage()));
+    }
     if (c.rows != w.rows || c.cols != w.cols) {
       return InvalidArgument(fmt::format("--exact-base {}: {} is [{}, {}] but the served base's is [{}, {}]", dir, c.name,
                                          c.rows, c.cols, w.rows, w.cols));
@@ -178,10 +180,10 @@ Result<int64_t> Model::ExactElements(const LoraAdapter& a) const {
         w = &FusedWeight(exact_base_.layers[l], static_cast<LoraTarget>(t));
       }
       if (!w->is_bf16) {
-        return Unsupported(fmt::format("adapter '{}': exact mode reconstructs bf16 weights, but {} is stored in float32; "
+        return Unsupported(fmt::format("adapter '{}': exact mode reconstructs bf16 weights, but {} is stored in {}; "
                                        "pass --exact-base DIR (the bf16 checkpoint the adapter was extracted against) "
                                        "to keep a bf16 copy of the projections it touches",
-                                       a.name, w->name));
+                                       a.name, w->name, w->storage()));
       }
       const Weight& ww = *w;
       most = std::max(most, ww.rows * ww.cols);

@@ -106,6 +106,21 @@ void DequantizeRows(const QuantizedWeight& w, int64_t r0, int64_t r1, float* out
   }
 }
 
+int64_t Fp8ActivationGroup(const QuantizedWeight& w) {
+  return w.format == QuantFormat::kFp8Block ? w.group : w.cols;
+}
+
+void Fp8QuantizeActivations(const float* x, int64_t k, int64_t group, uint8_t* codes, float* scales) {
+  for (int64_t g0 = 0, g = 0; g0 < k; g0 += group, ++g) {
+    const int64_t g1 = std::min(k, g0 + group);
+    float amax = 0;
+    for (int64_t c = g0; c < g1; ++c) amax = std::max(amax, std::fabs(x[c]));
+    const float s = amax > 0 ? amax / 448.0f : 1.0f;
+    scales[g] = s;
+    for (int64_t c = g0; c < g1; ++c) codes[c] = FloatToFp8E4M3(x[c] / s);
+  }
+}
+
 Result<QuantizedWeight> Quantize(const float* w, int64_t rows, int64_t cols, QuantFormat format) {
   QuantizedWeight q;
   q.format = format;

@@ -45,6 +45,28 @@ Status ValidateQuantized(const QuantizedWeight& w);
 // Rows [r0, r1) of W as floats into out [(r1 - r0) * cols]. w must be valid.
 void DequantizeRows(const QuantizedWeight& w, int64_t r0, int64_t r1, float* out);
 
+// How a projection stored in each format multiplies (Ops::MatMul, every backend):
+//   int4, NVFP4  W4A16: the weight dequantized and rounded to bf16 (what Marlin's registers and
+//                compressed-tensors' decompression hold), then the bf16 matmul of a dense weight
+//                — the same bits as a dense bf16 checkpoint holding those values.
+//   FP8          W8A8 with dynamic activation scales, as the format's producers run it: each
+//                row of x is cut into groups of A columns (fp8-block: the block size; per
+//                channel: the whole row); per group sx = amax/448 (1 when the group is all
+//                zero) and codes e4m3(x / sx) (Fp8QuantizeActivations). Then
+//                y[n] = Σ_g ascending  dot_g(xq, wq[n]) · (sx[g] · sw[n][g])
+//                with dot_g the fp32 16-lane dot product of the decoded codes over group g and
+//                sw the weight's scale for that row and group (one per row per channel).
+// A row's result depends only on that row (its groups, its scales): batch invariant.
+int64_t Fp8ActivationGroup(const QuantizedWeight& w);  // A for an FP8 weight
+void Fp8QuantizeActivations(const float* x, int64_t k, int64_t group, uint8_t* codes /*[k]*/,
+                            float* scales /*[⌈k/group⌉]*/);
+// sw for row n and activation group g of an FP8 weight.
+inline float Fp8WeightScale(const QuantizedWeight& w, int64_t n, int64_t g) {
+  if (w.format == QuantFormat::kFp8Channel) return w.scale[static_cast<size_t>(n)];
+  const int64_t cb = (w.cols + w.group - 1) / w.group;
+  return w.scale[static_cast<size_t>((n / w.group) * cb + g)];
+}
+
 // Quantizes W [rows, cols] (floats) the way the producers of each format do:
 //   kFp8Block    scale = amax(block) / 448 per 128x128 block (1 for an all-zero block);
 //                code = e4m3(W / scale).

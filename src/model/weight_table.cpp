@@ -9,6 +9,7 @@
 #include <cstring>
 #include <set>
 
+#include "model/quant_loader.h"
 #include "util/parallel.h"
 #include "util/progress.h"
 #include "util/splitmix.h"
@@ -25,6 +26,7 @@ struct Part {
 struct Entry {
   Weight* slot;
   std::vector<Part> parts;  // concatenated by rows
+  bool projection = false;  // a Linear's weight: may be stored quantized
 };
 
 using V = std::vector<int64_t>;
@@ -34,8 +36,8 @@ void AddAttention(const ModelConfig& c, const std::string& p, LayerWeights& l, s
   const int64_t q_rows = c.arch == Arch::kQwen3_5 ? nh * 2 * hd : nh * hd;  // Qwen3.5: [q_h | gate_h] per head
   t.push_back({&l.attn.qkv, {{p + "self_attn.q_proj.weight", V{q_rows, H}},
                              {p + "self_attn.k_proj.weight", V{nkv * hd, H}},
-                             {p + "self_attn.v_proj.weight", V{nkv * hd, H}}}});
-  t.push_back({&l.attn.o, {{p + "self_attn.o_proj.weight", V{H, nh * hd}}}});
+                             {p + "self_attn.v_proj.weight", V{nkv * hd, H}}}, true});
+  t.push_back({&l.attn.o, {{p + "self_attn.o_proj.weight", V{H, nh * hd}}}, true});
   t.push_back({&l.attn.q_norm, {{p + "self_attn.q_norm.weight", V{hd}}}});
   t.push_back({&l.attn.k_norm, {{p + "self_attn.k_norm.weight", V{hd}}}});
 }
@@ -45,12 +47,12 @@ void AddGdn(const ModelConfig& c, const std::string& p, LayerWeights& l, std::ve
   t.push_back({&l.gdn.in_proj, {{p + "linear_attn.in_proj_qkv.weight", V{c.conv_dim(), H}},
                                 {p + "linear_attn.in_proj_z.weight", V{c.value_dim(), H}},
                                 {p + "linear_attn.in_proj_b.weight", V{hv, H}},
-                                {p + "linear_attn.in_proj_a.weight", V{hv, H}}}});
+                                {p + "linear_attn.in_proj_a.weight", V{hv, H}}}, true});
   t.push_back({&l.gdn.conv, {{p + "linear_attn.conv1d.weight", V{c.conv_dim(), 1, c.linear_conv_kernel}}}});
   t.push_back({&l.gdn.a_log, {{p + "linear_attn.A_log", V{hv}}}});
   t.push_back({&l.gdn.dt_bias, {{p + "linear_attn.dt_bias", V{hv}}}});
   t.push_back({&l.gdn.norm, {{p + "linear_attn.norm.weight", V{c.linear_value_head_dim}}}});
-  t.push_back({&l.gdn.out, {{p + "linear_attn.out_proj.weight", V{H, c.value_dim()}}}});
+  t.push_back({&l.gdn.out, {{p + "linear_attn.out_proj.weight", V{H, c.value_dim()}}}, true});
 }
 
 // The table for one model: every slot and the checkpoint tensors that fill it.
@@ -67,12 +69,12 @@ std::vector<Entry> BuildTable(const ModelConfig& c, ModelWeights& w, bool head_p
     t.push_back({&l.post_norm, {{p + "post_attention_layernorm.weight", V{H}}}});
     if (l.kind == LayerKind::kFullAttention) AddAttention(c, p, l, t);
     else AddGdn(c, p, l, t);
-    t.push_back({&l.gate_up, {{p + "mlp.gate_proj.weight", V{I, H}}, {p + "mlp.up_proj.weight", V{I, H}}}});
-    t.push_back({&l.down, {{p + "mlp.down_proj.weight", V{H, I}}}});
+    t.push_back({&l.gate_up, {{p + "mlp.gate_proj.weight", V{I, H}}, {p + "mlp.up_proj.weight", V{I, H}}}, true});
+    t.push_back({&l.down, {{p + "mlp.down_proj.weight", V{H, I}}}, true});
   }
   t.push_back({&w.final_norm, {{"norm.weight", V{H}}}});
   if (!c.tie_word_embeddings && head_present) {
-    t.push_back({&w.lm_head, {{"lm_head.weight", V{c.vocab_size, H}, /*absolute=*/true}}});
+    t.push_back({&w.lm_head, {{"lm_head.weight", V{c.vocab_size, H}, /*absolute=*/true}}, true});
   }
   return t;
 }
@@ -90,8 +92,61 @@ bool SkippedByTextModel(const std::string& name, const ModelConfig& c) {
 namespace {
 
 Status FillSlot(const Checkpoint& ck, const ModelConfig& c, const Entry& e, std::set<std::string>& used,
-                Progress& bar) {
+                Progress& bar, const QuantScheme* scheme);
+
+// A projection slot some of whose tensors the checkpoint stores quantized: one part per
+// tensor (weights.h), dense parts as stored.
+Status FillQuantizedSlot(const Checkpoint& ck, const ModelConfig& c, const Entry& e,
+                         std::vector<std::shared_ptr<const QuantizedWeight>> quant, std::set<std::string>& used,
+                         Progress& bar) {
   Weight& w = *e.slot;
+  w.cols = e.parts[0].shape[1];
+  w.rows = 0;
+  for (size_t i = 0; i < e.parts.size(); ++i) {
+    const Part& part = e.parts[i];
+    const std::string full = part.absolute ? part.name : c.weight_prefix + part.name;
+    w.name += (w.name.empty() ? "" : "+") + full;
+    w.rows += part.shape[0];
+    if (quant[i]) {
+      Weight q;
+      q.name = full;
+      q.rows = part.shape[0];
+      q.cols = part.shape[1];
+      q.quant = std::move(quant[i]);
+      bar.Add(static_cast<uint64_t>(q.quant->StoredBytes()));
+      w.parts.push_back(std::move(q));
+    } else {
+      Entry one{nullptr, {part}, true};
+      Weight d;
+      one.slot = &d;
+      GRAFT_RETURN_IF_ERROR(FillSlot(ck, c, one, used, bar, nullptr));
+      w.parts.push_back(std::move(d));
+    }
+  }
+  if (w.parts.size() == 1) {  // one tensor: the slot is that tensor
+    Weight only = std::move(w.parts[0]);
+    w = std::move(only);
+  }
+  return Status::Ok();
+}
+
+Status FillSlot(const Checkpoint& ck, const ModelConfig& c, const Entry& e, std::set<std::string>& used,
+                Progress& bar, const QuantScheme* scheme) {
+  Weight& w = *e.slot;
+  if (e.projection && scheme) {
+    std::vector<std::shared_ptr<const QuantizedWeight>> quant;
+    bool any = false;
+    for (const auto& part : e.parts) {
+      const std::string full = part.absolute ? part.name : c.weight_prefix + part.name;
+      const std::string module = full.substr(0, full.size() - 7);  // without ".weight"
+      std::vector<std::string> read;
+      GRAFT_ASSIGN_OR_RETURN(auto q, ReadQuantizedLinear(ck, *scheme, module, part.shape[0], part.shape[1], read));
+      used.insert(read.begin(), read.end());
+      any = any || q != nullptr;
+      quant.push_back(std::move(q));
+    }
+    if (any) return FillQuantizedSlot(ck, c, e, std::move(quant), used, bar);
+  }
   std::vector<TensorRef> refs;
   bool all_bf16 = true;
   for (const auto& part : e.parts) {
@@ -184,8 +239,9 @@ Result<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& cfg)
   const bool head_present = ckpt.Has("lm_head.weight");
   auto table = BuildTable(cfg, w, head_present);
   std::set<std::string> used;
+  GRAFT_ASSIGN_OR_RETURN(QuantScheme scheme, LoadQuantScheme(ckpt.dir()));
   Progress bar("loading " + ckpt.dir(), ckpt.total_bytes(), /*bytes=*/true);
-  for (const auto& e : table) GRAFT_RETURN_IF_ERROR(FillSlot(ckpt, cfg, e, used, bar));
+  for (const auto& e : table) GRAFT_RETURN_IF_ERROR(FillSlot(ckpt, cfg, e, used, bar, &scheme));
   bar.Finish();
   std::vector<std::string> unclaimed;
   for (const auto& t : ckpt.All()) {
@@ -217,7 +273,8 @@ Result<ModelWeights> LoadSlots(const Checkpoint& ckpt, const ModelConfig& cfg,
     }
   }
   Progress bar("loading part of " + ckpt.dir(), bytes, /*bytes=*/true);
-  for (const Entry* e : picked) GRAFT_RETURN_IF_ERROR(FillSlot(ckpt, cfg, *e, used, bar));
+  GRAFT_ASSIGN_OR_RETURN(QuantScheme scheme, LoadQuantScheme(ckpt.dir()));
+  for (const Entry* e : picked) GRAFT_RETURN_IF_ERROR(FillSlot(ckpt, cfg, *e, used, bar, &scheme));
   bar.Finish();
   return w;
 }

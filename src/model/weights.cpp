@@ -1,6 +1,49 @@
 #include "model/weights.h"
 
+#include <algorithm>
+
 namespace graft {
+
+int64_t Weight::bytes() const {
+  if (quant) return quant->StoredBytes();
+  if (!parts.empty()) {
+    int64_t b = 0;
+    for (const auto& p : parts) b += p.bytes();
+    return b;
+  }
+  return rows * cols * (is_bf16 ? 2 : 4);
+}
+
+std::string Weight::storage() const {
+  if (quant) return QuantFormatName(quant->format);
+  if (parts.empty()) return is_bf16 ? "bf16" : "float32";
+  std::string s;
+  for (const auto& p : parts) {
+    const std::string one = p.storage();
+    if (s.find(one) == std::string::npos) s += (s.empty() ? "" : " + ") + one;
+  }
+  return s;
+}
+
+void WeightRows(const Weight& w, int64_t r0, int64_t r1, float* out) {
+  if (!w.parts.empty()) {
+    int64_t base = 0;
+    for (const auto& p : w.parts) {
+      const int64_t a = std::max(r0, base), b = std::min(r1, base + p.rows);
+      if (a < b) WeightRows(p, a - base, b - base, out + (a - r0) * w.cols);
+      base += p.rows;
+    }
+    return;
+  }
+  if (w.quant) {
+    DequantizeRows(*w.quant, r0, r1, out);
+    if (w.quant->format == QuantFormat::kInt4Group || w.quant->format == QuantFormat::kNvfp4) {
+      for (int64_t i = 0; i < (r1 - r0) * w.cols; ++i) out[i] = RoundBf16(out[i]);
+    }
+    return;
+  }
+  for (int64_t i = r0 * w.cols; i < r1 * w.cols; ++i) out[i - r0 * w.cols] = w.at(i);
+}
 
 int64_t ModelWeights::bytes() const {
   int64_t b = embed.bytes() + final_norm.bytes() + lm_head.bytes();

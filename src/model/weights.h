@@ -4,13 +4,23 @@
 // A Weight is a host copy in its storage format (bf16 kept as bf16; f16 and f32 as f32), shaped
 // [rows, cols] with rows = the checkpoint's first dimension (output features for a Linear) and
 // cols = the product of the others (1 for a vector). Immutable after loading.
+//
+// Quantized checkpoints (model/quantized.h) keep projections in their stored format:
+//   quant   set: the whole weight is one quantized tensor (bf16 / f32 empty);
+//   parts   non-empty: a fused weight whose checkpoint tensors differ in storage (Qwen3.5's
+//           in_proj: qkv and z quantized, b and a bf16; or two NVFP4 tensors with their own
+//           global scales), kept as one Weight per tensor, stacked by rows in order; the
+//           fused weight itself holds no data. A part is dense or `quant`, never split again.
+// Only projections (what MatMul reads) are ever quantized; `at` is for dense weights.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "io/model_config.h"
+#include "model/quantized.h"
 #include "util/bf16.h"
 
 namespace graft {
@@ -22,11 +32,21 @@ struct Weight {
   bool is_bf16 = false;
   std::vector<uint16_t> bf16;  // [rows * cols] when is_bf16
   std::vector<float> f32;      // [rows * cols] otherwise
+  std::shared_ptr<const QuantizedWeight> quant;  // quantized storage (see above)
+  std::vector<Weight> parts;   // mixed-storage fused weight (see above)
 
   bool empty() const { return rows == 0; }
+  bool dense() const { return !quant && parts.empty(); }
   float at(int64_t i) const { return is_bf16 ? Bf16ToFloat(bf16[static_cast<size_t>(i)]) : f32[static_cast<size_t>(i)]; }
-  int64_t bytes() const { return rows * cols * (is_bf16 ? 2 : 4); }
+  int64_t bytes() const;  // as stored
+  std::string storage() const;  // "bf16", "float32", "fp8 (128x128 blocks)", "int4 (groups) + bf16", ...
 };
+
+// Rows [r0, r1) of w as the matmul reads them, as floats into out [(r1 - r0) * cols]: dense
+// values as stored; int4 and NVFP4 rows dequantized and rounded to bf16 (W4A16: the weight
+// the tensor cores multiply, as Marlin and compressed-tensors' decompression make it); FP8
+// rows dequantized in fp32 (their matmul does not read them this way: see CpuOps::MatMul).
+void WeightRows(const Weight& w, int64_t r0, int64_t r1, float* out);
 
 // Full attention. qkv rows: [q | k | v] for Qwen3; for Qwen3.5 the q part is q_proj as stored,
 // per head [q_h (hd) | gate_h (hd)], so qkv = [nh*2*hd | nkv*hd | nkv*hd].

@@ -40,7 +40,8 @@ struct Target {
 // 128-column groups.
 bool KeptHighPrecision(const Projection& p, QuantFormat f) {
   if (p.path == "linear_attn.in_proj_a" || p.path == "linear_attn.in_proj_b") return true;
-  return f == QuantFormat::kInt4Group && p.cols % 128 != 0;
+  if (f == QuantFormat::kInt4Group) return p.cols % 128 != 0;
+  return f == QuantFormat::kNvfp4 && p.cols % 16 != 0;
 }
 
 template <typename T>
@@ -56,6 +57,10 @@ std::vector<TensorToWrite> Layout(const std::string& module, const QuantizedWeig
   if (q.format == QuantFormat::kFp8Block) {
     out.push_back({module + ".weight", DType::kF8E4M3, {q.rows, q.cols}, q.codes});
     out.push_back({module + ".weight_scale_inv", DType::kF32, {(q.rows + 127) / 128, (q.cols + 127) / 128}, Bytes(q.scale)});
+  } else if (q.format == QuantFormat::kNvfp4) {  // compressed-tensors nvfp4-pack-quantized
+    out.push_back({module + ".weight_packed", DType::kU8, {q.rows, q.cols / 2}, q.codes});
+    out.push_back({module + ".weight_scale", DType::kF8E4M3, {q.rows, q.cols / 16}, q.scale_fp8});
+    out.push_back({module + ".weight_global_scale", DType::kF32, {1}, Bytes(std::vector<float>{1.0f / q.global})});
   } else {  // compressed-tensors pack-quantized
     std::vector<uint16_t> scale(q.scale.size());
     for (size_t i = 0; i < scale.size(); ++i) scale[i] = FloatToBf16(q.scale[i]);  // exact: already bf16 values
@@ -72,35 +77,26 @@ json QuantizationConfig(QuantFormat f, const json& keep) {
     return {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"},
             {"weight_block_size", {128, 128}}, {"modules_to_not_convert", keep}};
   }
-  json weights = {{"num_bits", 4}, {"type", "int"}, {"symmetric", true}, {"strategy", "group"}, {"group_size", 128},
-                  {"dynamic", false}, {"actorder", nullptr}, {"observer", "minmax"}};
+  const bool fp4 = f == QuantFormat::kNvfp4;
+  const char* format = fp4 ? "nvfp4-pack-quantized" : "pack-quantized";
+  json weights = fp4 ? json{{"num_bits", 4}, {"type", "float"}, {"symmetric", true}, {"strategy", "tensor_group"},
+                            {"group_size", 16}, {"dynamic", false}, {"observer", "minmax"}}
+                     : json{{"num_bits", 4}, {"type", "int"}, {"symmetric", true}, {"strategy", "group"}, {"group_size", 128},
+                            {"dynamic", false}, {"actorder", nullptr}, {"observer", "minmax"}};
   return {{"quant_method", "compressed-tensors"},
-          {"format", "pack-quantized"},
+          {"format", format},
           {"quantization_status", "compressed"},
           {"config_groups", {{"group_0", {{"targets", {"Linear"}}, {"weights", weights}, {"input_activations", nullptr},
-                                          {"output_activations", nullptr}, {"format", "pack-quantized"}}}}},
+                                          {"output_activations", nullptr}, {"format", format}}}}},
           {"ignore", keep},
           {"kv_cache_scheme", nullptr}};
 }
 
-// The quality report: the original against its quantized projections dequantized.
-Status Quality(const QuantizeJob& job, const ModelConfig& cfg, const std::map<std::string, QuantizedWeight>& dq,
-               const std::map<std::string, Target>& targets, QuantizeReport& rep) {
+// The quality report: the original against the written checkpoint as graft serves it (its
+// projections multiplied as model/quantized.h defines for the format).
+Status Quality(const QuantizeJob& job, const ModelConfig& cfg, QuantizeReport& rep) {
   GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> orig, LoadModel(job.in));
-  ModelWeights w = orig->weights();  // the candidate's: a copy with the quantized rows replaced
-  for (const auto& [name, q] : dq) {
-    const Target& t = targets.at(name);
-    Weight& fused = FusedWeight(w.layers[static_cast<size_t>(t.layer)], t.p.target);
-    if (fused.is_bf16) {  // widen once: the dequantized rows are not bf16 values
-      fused.f32.resize(fused.bf16.size());
-      for (size_t i = 0; i < fused.bf16.size(); ++i) fused.f32[i] = Bf16ToFloat(fused.bf16[i]);
-      fused.bf16.clear();
-      fused.is_bf16 = false;
-    }
-    DequantizeRows(q, 0, q.rows, fused.f32.data() + t.p.row_offset * fused.cols);
-  }
-  std::unique_ptr<Model> quant = cfg.arch == Arch::kQwen3 ? MakeQwen3(orig->config(), std::move(w))
-                                                          : MakeQwen3_5(orig->config(), std::move(w));
+  GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> quant, LoadModel(job.out));
   CpuOps ops(ActDtype::kF32, job.threads);
   auto run = [&ops](const Model& m) -> SequenceLogits {
     return [&ops, &m](const std::vector<int32_t>& ids, float* logits) {
@@ -122,7 +118,8 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
   QuantFormat format;
   if (job.format == "fp8-block") format = QuantFormat::kFp8Block;
   else if (job.format == "w4a16") format = QuantFormat::kInt4Group;
-  else return Unsupported(fmt::format("--format {}: graft quantize writes fp8-block and w4a16 so far", job.format));
+  else if (job.format == "nvfp4") format = QuantFormat::kNvfp4;
+  else return Unsupported(fmt::format("--format {}: graft quantize writes fp8-block, w4a16 and nvfp4", job.format));
   std::error_code ec;
   if (fs::exists(job.out, ec) && fs::equivalent(job.in, job.out, ec)) {
     return InvalidArgument("--out is the input directory; write the quantized checkpoint somewhere else");
@@ -153,7 +150,6 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
   fs::create_directories(job.out, ec);
   if (ec) return IoError(fmt::format("{}: cannot create: {}", job.out, ec.message()));
   QuantizeReport rep;
-  std::map<std::string, QuantizedWeight> kept_for_quality;
   json weight_map = json::object();
   Progress bar("quantizing", ck.total_bytes(), /*bytes=*/true);
   for (const auto& file : ck.files()) {
@@ -177,7 +173,6 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
           out.push_back(std::move(tw));
         }
         rep.quantized++;
-        if (job.eval_sequences > 0) kept_for_quality.emplace(t.name, std::move(q));
       }
       file->Release(t);
       bar.Add(t.num_bytes());
@@ -208,7 +203,7 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
     fs::copy_file(e.path(), fs::path(job.out) / name, fs::copy_options::overwrite_existing, ec);
     if (ec) return IoError(fmt::format("{}: cannot copy: {}", e.path().string(), ec.message()));
   }
-  if (job.eval_sequences > 0) GRAFT_RETURN_IF_ERROR(Quality(job, cfg, kept_for_quality, targets, rep));
+  if (job.eval_sequences > 0) GRAFT_RETURN_IF_ERROR(Quality(job, cfg, rep));
   json report = {{"format", job.format},
                  {"input", job.in},
                  {"quantized_tensors", rep.quantized},
@@ -216,7 +211,7 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
                  {"input_bytes", rep.in_bytes},
                  {"output_bytes", rep.out_bytes}};
   if (job.eval_sequences > 0) {
-    report["quality"] = {{"reference", "the input model; candidate: the quantized projections dequantized (CPU reference)"},
+    report["quality"] = {{"reference", "the input model; candidate: the written checkpoint as graft serves it (CPU reference backend)"},
                          {"sequences", job.eval_sequences},
                          {"tokens_each", job.eval_length},
                          {"activations", "float32"},

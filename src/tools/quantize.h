@@ -14,12 +14,18 @@
 //              [2]; quantization_config {quant_method compressed-tensors, format
 //              pack-quantized, config_groups {group_0: Linear, int4 symmetric group 128},
 //              ignore [the Linear modules left as they are]}.
+//   nvfp4      compressed-tensors nvfp4-pack-quantized, weight only (W4A16: Hopper has no FP4
+//              tensor cores): every such projection whose K is a multiple of 16 becomes
+//              `weight_packed` U8 [N, K/2] (low nibble = even column, e2m1), `weight_scale`
+//              F8_E4M3 [N, K/16], `weight_global_scale` F32 [1] (= 1 / (amax / (6 · 448)));
+//              quantization_config as for w4a16 with weights {num_bits 4, type float,
+//              strategy tensor_group, group_size 16}.
 // Everything else is copied unchanged.
 // Streams shard by shard (one output shard per input shard, same names, the index rewritten),
 // so peak memory is about one shard. Quality report (graft_quantize_report.json, and the
-// result): the original model against the same model with the quantized projections
-// dequantized (the CPU reference of the format), mean and max KL of next-token distributions
-// and top-1 agreement over random token sequences, float32 activations.
+// result): the original model against the written checkpoint loaded as graft serves it (the
+// CPU reference backend, each format multiplied as model/quantized.h says), mean and max KL of
+// next-token distributions and top-1 agreement over random token sequences, float32 activations.
 #pragma once
 
 #include <string>

@@ -7,6 +7,7 @@
 
 #include "adapters/exact.h"
 #include "backend/cpu/cpu_math.h"
+#include "util/minifloat.h"
 #include "util/parallel.h"
 
 namespace graft {
@@ -53,17 +54,34 @@ void CpuOps::RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, flo
 }
 
 void CpuOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) {
+  if (w.parts.empty()) {
+    MatMulColumns(x, m, w, y, w.rows, 0, round_output);
+    return;
+  }
+  int64_t col = 0;  // each tensor of a mixed-storage fused weight fills its own columns of y
+  for (const Weight& p : w.parts) {
+    MatMulColumns(x, m, p, y, w.rows, col, round_output);
+    col += p.rows;
+  }
+}
+
+// y[r, col0 + j] for j < w.rows (w dense or one quantized tensor), rows of y ldy apart.
+void CpuOps::MatMulColumns(const float* x, int64_t m, const Weight& w, float* y, int64_t ldy, int64_t col0,
+                           bool round_output) {
+  if (w.quant && (w.quant->format == QuantFormat::kFp8Block || w.quant->format == QuantFormat::kFp8Channel)) {
+    MatMulFp8(x, m, *w.quant, y, ldy, col0, round_output);
+    return;
+  }
   const int64_t n = w.rows, k = w.cols;
   constexpr int64_t kBlock = 16;  // output features per task
   ParallelFor((n + kBlock - 1) / kBlock, threads_, [&](int64_t b, int64_t e) {
-    std::vector<float> block;  // a bf16 block widened once, then reused for every row
+    std::vector<float> block;  // a block of rows widened (or dequantized) once, then reused for every row of x
     for (int64_t blk = b; blk < e; ++blk) {
       const int64_t j0 = blk * kBlock, j1 = std::min(n, j0 + kBlock);
       const float* wb = nullptr;
-      if (w.is_bf16) {
+      if (!w.dense() || w.is_bf16) {
         block.resize(static_cast<size_t>((j1 - j0) * k));
-        const uint16_t* src = w.bf16.data() + j0 * k;
-        for (int64_t i = 0; i < (j1 - j0) * k; ++i) block[i] = Bf16ToFloat(src[i]);
+        WeightRows(w, j0, j1, block.data());
         wb = block.data();
       } else {
         wb = w.f32.data() + j0 * k;
@@ -72,7 +90,41 @@ void CpuOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool r
         const float* xr = x + r * k;
         for (int64_t j = j0; j < j1; ++j) {
           const float acc = DotF32(xr, wb + (j - j0) * k, k);
-          y[r * n + j] = round_output ? R(acc) : acc;
+          y[r * ldy + col0 + j] = round_output ? R(acc) : acc;
+        }
+      }
+    }
+  });
+}
+
+// FP8 W8A8 as model/quantized.h defines it.
+void CpuOps::MatMulFp8(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy, int64_t col0,
+                       bool round_output) {
+  const int64_t n = w.rows, k = w.cols, group = Fp8ActivationGroup(w), groups = (k + group - 1) / group;
+  std::vector<float> xq(static_cast<size_t>(m * k)), sx(static_cast<size_t>(m * groups));
+  {
+    std::vector<uint8_t> codes(static_cast<size_t>(k));
+    for (int64_t r = 0; r < m; ++r) {
+      Fp8QuantizeActivations(x + r * k, k, group, codes.data(), sx.data() + r * groups);
+      for (int64_t c = 0; c < k; ++c) xq[static_cast<size_t>(r * k + c)] = Fp8E4M3ToFloat(codes[static_cast<size_t>(c)]);
+    }
+  }
+  constexpr int64_t kBlock = 16;
+  ParallelFor((n + kBlock - 1) / kBlock, threads_, [&](int64_t b, int64_t e) {
+    std::vector<float> wq;
+    for (int64_t blk = b; blk < e; ++blk) {
+      const int64_t j0 = blk * kBlock, j1 = std::min(n, j0 + kBlock);
+      wq.resize(static_cast<size_t>((j1 - j0) * k));
+      for (int64_t i = 0; i < (j1 - j0) * k; ++i) wq[static_cast<size_t>(i)] = Fp8E4M3ToFloat(w.codes[static_cast<size_t>(j0 * k + i)]);
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t j = j0; j < j1; ++j) {
+          float acc = 0;
+          for (int64_t g = 0; g < groups; ++g) {
+            const int64_t c0 = g * group, len = std::min(k, c0 + group) - c0;
+            const float dot = DotF32(xq.data() + r * k + c0, wq.data() + (j - j0) * k + c0, len);
+            acc += dot * (sx[static_cast<size_t>(r * groups + g)] * Fp8WeightScale(w, j, g));
+          }
+          y[r * ldy + col0 + j] = round_output ? R(acc) : acc;
         }
       }
     }

@@ -52,6 +52,9 @@ class CpuOps final : public Ops {
   float R(float v) const;
 
  private:
+  void MatMulColumns(const float* x, int64_t m, const Weight& w, float* y, int64_t ldy, int64_t col0, bool round_output);
+  void MatMulFp8(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy, int64_t col0,
+                 bool round_output);
   ActDtype act_;
   int threads_;
   std::vector<std::unique_ptr<float[]>> scratch_;  // the scratch stack, one block per Alloc
