@@ -175,7 +175,7 @@ TEST(CudaOps, MatMulMatchesCpuOverShapes) {
           std::vector<float> ref(static_cast<size_t>(m) * n);
           CpuOps(Act(bf16), 2).MatMul(x.data(), m, w->host, ref.data(), true);
           Dev<float> d_x(x), d_y(ref.size());
-          ASSERT_TRUE(cuda::MatMul(d_x.p, m, w->dev(), d_y.p, true, bf16, nullptr).ok());
+          ASSERT_TRUE(cuda::MatMul(d_x.p, m, w->dev(), d_y.p, w->dev().rows, true, bf16, nullptr).ok());
           const auto got = d_y.Get();
           if (wbf16 && bf16) {
             EXPECT_LT(RelErr(got, ref), Bound(true)) << m << "x" << n << "x" << k << " (tensor cores)";
@@ -192,14 +192,14 @@ void RowBitsIndependentOfBatch(int n, int k, int m, std::mt19937& rng) {
   auto w = MakeW(n, k, rng, true);
   auto x = Random(static_cast<size_t>(m) * k, rng);
   Dev<float> d_x(x), d_all(static_cast<size_t>(m) * n);
-  ASSERT_TRUE(cuda::MatMul(d_x.p, m, w->dev(), d_all.p, true, true, nullptr).ok());
+  ASSERT_TRUE(cuda::MatMul(d_x.p, m, w->dev(), d_all.p, w->dev().rows, true, true, nullptr).ok());
   const auto all = d_all.Get();
   for (int r : {0, 1, 63, 64, 65, 127, 149}) {
     if (r >= m) continue;
     for (int count : {1, 2, 17, 100}) {  // the row first in a smaller batch (100: the large-tile kernel)
       const int c = std::min(count, m - r);
       Dev<float> d_part(static_cast<size_t>(c) * n);
-      ASSERT_TRUE(cuda::MatMul(d_x.p + static_cast<size_t>(r) * k, c, w->dev(), d_part.p, true, true, nullptr).ok());
+      ASSERT_TRUE(cuda::MatMul(d_x.p + static_cast<size_t>(r) * k, c, w->dev(), d_part.p, w->dev().rows, true, true, nullptr).ok());
       const auto part = d_part.Get();
       for (int j = 0; j < n; ++j) ASSERT_EQ(part[j], all[static_cast<size_t>(r) * n + j]) << "row " << r << " col " << j;
     }
@@ -209,7 +209,7 @@ void RowBitsIndependentOfBatch(int n, int k, int m, std::mt19937& rng) {
   for (int r = 1; r < m; r += 2)
     for (int i = 0; i < k; ++i) x2[static_cast<size_t>(r) * k + i] = RoundBf16(x2[static_cast<size_t>(r) * k + i] * 3);
   Dev<float> d_x2(x2), d_all2(static_cast<size_t>(m) * n);
-  ASSERT_TRUE(cuda::MatMul(d_x2.p, m, w->dev(), d_all2.p, true, true, nullptr).ok());
+  ASSERT_TRUE(cuda::MatMul(d_x2.p, m, w->dev(), d_all2.p, w->dev().rows, true, true, nullptr).ok());
   const auto all2 = d_all2.Get();
   for (int r = 0; r < m; r += 2)
     for (int j = 0; j < n; ++j) ASSERT_EQ(all2[static_cast<size_t>(r) * n + j], all[static_cast<size_t>(r) * n + j]);
@@ -410,7 +410,7 @@ TEST(CudaOps, LoraTouchesOnlyItsRowsAndMatchesCpu) {
 TEST(CudaOps, BadShapesAreRefused) {
   REQUIRE_GPU();
   cuda::DevWeight w{nullptr, 0, 4, true};
-  EXPECT_FALSE(cuda::MatMul(nullptr, 1, w, nullptr, true, true, nullptr).ok());
+  EXPECT_FALSE(cuda::MatMul(nullptr, 1, w, nullptr, w.rows, true, true, nullptr).ok());
   cuda::AttentionArgs a{};
   a.n = 1;
   a.num_heads = 3;

@@ -176,6 +176,11 @@ const CudaOps::DevCopy* CudaOps::Dev(const Weight& w) {
     Note(Internal("weight '" + w.name + "' is not on the device: upload the model and adapters before capturing a graph"));
     return nullptr;
   }
+  if (!w.parts.empty()) {
+    Note(Internal("weight '" + w.name + "' is stored in parts: upload and multiply each part"));
+    return nullptr;
+  }
+  if (w.quant) return DevQuantized(w);
   const int64_t bytes = w.bytes();
   auto mem = dev_->AllocateBytes(bytes, w.name.empty() ? "a weight" : w.name.c_str());
   if (!mem.ok()) {
@@ -196,6 +201,60 @@ const CudaOps::DevCopy* CudaOps::Dev(const Weight& w) {
   d.w = {p, w.rows, w.cols, w.is_bf16};
   if (!w.is_bf16) d.f32 = static_cast<float*>(p);
   return &weights_.emplace(&w, d).first->second;
+}
+
+// One allocation holding the tensor's arrays, each at a 256-byte boundary.
+const CudaOps::DevCopy* CudaOps::DevQuantized(const Weight& w) {
+  const QuantizedWeight& q = *w.quant;
+  cuda::DevWeight d{nullptr, q.rows, q.cols, false};
+  switch (q.format) {
+    case QuantFormat::kFp8Block: d.format = cuda::DevFormat::kFp8Block; break;
+    case QuantFormat::kFp8Channel: d.format = cuda::DevFormat::kFp8Channel; break;
+    case QuantFormat::kInt4Group: d.format = cuda::DevFormat::kInt4; break;
+    case QuantFormat::kNvfp4: d.format = cuda::DevFormat::kNvfp4; break;
+  }
+  d.group = q.group;
+  d.global = q.global;
+  const void* main = q.words.empty() ? static_cast<const void*>(q.codes.data()) : static_cast<const void*>(q.words.data());
+  const int64_t main_bytes = q.words.empty() ? static_cast<int64_t>(q.codes.size()) : static_cast<int64_t>(q.words.size()) * 4;
+  struct Piece {
+    const void* src;
+    int64_t bytes;
+  };
+  const Piece pieces[4] = {{main, main_bytes},
+                           {q.scale.data(), static_cast<int64_t>(q.scale.size()) * 4},
+                           {q.scale_fp8.data(), static_cast<int64_t>(q.scale_fp8.size())},
+                           {q.zero_words.data(), static_cast<int64_t>(q.zero_words.size()) * 4}};
+  int64_t offsets[4], total = 0;
+  for (int i = 0; i < 4; ++i) {
+    offsets[i] = total;
+    total += (pieces[i].bytes + 255) / 256 * 256;
+  }
+  auto mem = dev_->AllocateBytes(std::max<int64_t>(total, 1), w.name.empty() ? "a quantized weight" : w.name.c_str());
+  if (!mem.ok()) {
+    Note(mem.status());
+    return nullptr;
+  }
+  char* base = static_cast<char*>(mem.value());
+  allocations_.push_back(base);
+  weight_bytes_ += total;
+  for (int i = 0; i < 4; ++i) {
+    if (pieces[i].bytes == 0) continue;
+    Status s = CudaStatus(cudaMemcpy(base + offsets[i], pieces[i].src, static_cast<size_t>(pieces[i].bytes),
+                                     cudaMemcpyHostToDevice),
+                          "cudaMemcpy", __FILE__, __LINE__);
+    if (!s.ok()) {
+      Note(s);
+      return nullptr;
+    }
+  }
+  d.data = base + offsets[0];
+  if (!q.scale.empty()) d.scale = reinterpret_cast<const float*>(base + offsets[1]);
+  if (!q.scale_fp8.empty()) d.scale_fp8 = reinterpret_cast<const uint8_t*>(base + offsets[2]);
+  if (!q.zero_words.empty()) d.zero = reinterpret_cast<const int32_t*>(base + offsets[3]);
+  DevCopy c;
+  c.w = d;
+  return &weights_.emplace(&w, c).first->second;
 }
 
 const float* CudaOps::DevF32(const Weight& w) {
@@ -224,7 +283,9 @@ const float* CudaOps::DevF32(const Weight& w) {
 
 Status CudaOps::Upload(const ModelWeights& w) {
   auto up = [this](const Weight& x) {
-    if (!x.empty()) Dev(x);
+    if (x.empty()) return;
+    if (x.parts.empty()) Dev(x);
+    for (const Weight& p : x.parts) Dev(p);
   };
   up(w.embed);
   up(w.final_norm);
@@ -473,11 +534,32 @@ void CudaOps::RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, fl
 
 void CudaOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) {
   const auto timer = Time(m > 64 ? "MatMul (m > 64)" : "MatMul (m <= 64)", 2.0 * static_cast<double>(m) * w.rows * w.cols);
+  if (w.parts.empty()) {
+    MatMulColumns(x, m, w, y, w.rows, round_output);
+    return;
+  }
+  int64_t col = 0;  // each tensor of a mixed-storage fused weight fills its own columns of y
+  for (const Weight& p : w.parts) {
+    MatMulColumns(x, m, p, y + col, w.rows, round_output);
+    col += p.rows;
+  }
+}
+
+void CudaOps::MatMulColumns(const float* x, int64_t m, const Weight& w, float* y, int64_t ldy, bool round_output) {
   const DevCopy* d = Dev(w);
   if (Failed() || m == 0) return;
-  Sign(3, x, m, d->w.data, y, round_output);
+  if (d->w.fp8()) {
+    const size_t mark = Mark();
+    float* scratch = Alloc(cuda::Fp8ScratchFloats(m, d->w));
+    if (Failed()) return;
+    Sign(31, x, m, d->w.data, scratch, y, ldy, round_output);
+    if (Launches()) Note(cuda::MatMulFp8(x, m, d->w, scratch, y, ldy, round_output, bf16(), stream_));
+    Release(mark);
+    return;
+  }
+  Sign(3, x, m, d->w.data, y, ldy, round_output);
   if (!Launches()) return;
-  Note(cuda::MatMul(x, m, d->w, y, round_output, bf16(), stream_));
+  Note(cuda::MatMul(x, m, d->w, y, ldy, round_output, bf16(), stream_));
 }
 
 void CudaOps::LoraAdd(const LoraArgs& a) {
@@ -559,8 +641,8 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<Lo
     if (Failed()) return;
     Sign(18, da->w.data, db->w.data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride);
     if (!Launches()) continue;
-    Note(cuda::MatMul(xs, ms, da->w, t, /*round_output=*/true, bf16(), stream_));
-    Note(cuda::MatMul(t, ms, db->w, u, /*round_output=*/true, bf16(), stream_));
+    Note(cuda::MatMul(xs, ms, da->w, t, m.rank, /*round_output=*/true, bf16(), stream_));
+    Note(cuda::MatMul(t, ms, db->w, u, m.b.rows, /*round_output=*/true, bf16(), stream_));
     Note(cuda::LoraScatterAdd(u, ms, m.b.rows, d_rows, m.scale, m.row_offset, a.y, a.y_stride, bf16(), stream_));
   }
   if (tensor) tensor_core_lora_rows_ += ms;

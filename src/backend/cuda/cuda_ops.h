@@ -175,6 +175,8 @@ class CudaOps final : public Ops {
   void Note(const Status& s);  // keeps the first error
   // The device copy of w (uploads it on first use); nullptr after an error.
   const DevCopy* Dev(const Weight& w);
+  const DevCopy* DevQuantized(const Weight& w);
+  void MatMulColumns(const float* x, int64_t m, const Weight& w, float* y, int64_t ldy, bool round_output);
   const float* DevF32(const Weight& w);
   // LoraAdd for one adapter's rows gathered: two projections through MatMul (the tensor cores
   // when `tensor`: bf16 factors and activations; else the SIMT kernels in the CPU's order),

@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 
 #include "backend/cuda/device_weight.h"
+#include "backend/cuda/quant_weight.cuh"
 
 namespace graft::cuda {
 
@@ -17,7 +18,9 @@ __device__ __forceinline__ float SiluF(float u) { return __fdiv_rn(u, __fadd_rn(
 __device__ __forceinline__ float SigmoidF(float u) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-u))); }
 __device__ __forceinline__ float SoftplusF(float u) { return u > 20.0f ? u : log1pf(expf(u)); }
 
+// Element i of W as the matmul reads it (quantized formats: QuantAt).
 __device__ __forceinline__ float WeightAt(const DevWeight& w, int64_t i) {
+  if (w.format != DevFormat::kDense) return QuantAt(w, i / w.cols, i % w.cols);
   return w.bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(w.data)[i]) : static_cast<const float*>(w.data)[i];
 }
 

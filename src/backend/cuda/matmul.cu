@@ -16,9 +16,12 @@ using namespace nvcuda;
 constexpr int kBM = 64, kBN = 64, kBK = 32, kPad = 8, kThreads = 128;
 
 // One 64 x 64 output tile per block; 4 warps as 2 x 2, each 32 x 32 = 2 x 2 WMMA fragments.
+// kQuant: W is an int4 / NVFP4 tensor (dw), dequantized to bf16 while staged (W4A16: the same
+// bf16 values, so the same bits, as a dense weight holding them).
+template <bool kQuant>
 __global__ void __launch_bounds__(kThreads) GemmBf16Kernel(const float* __restrict__ x, int64_t m,
-                                                           const __nv_bfloat16* __restrict__ w, int64_t n, int64_t k,
-                                                           float* __restrict__ y, bool round_bf16) {
+                                                           const __nv_bfloat16* __restrict__ w, DevWeight dw, int64_t n,
+                                                           int64_t k, float* __restrict__ y, int64_t ldy, bool round_bf16) {
   __shared__ __align__(32) __nv_bfloat16 As[kBM][kBK + kPad];
   __shared__ __align__(32) __nv_bfloat16 Bs[kBN][kBK + kPad];
   __shared__ __align__(32) float Cs[kBM][kBN + 4];
@@ -36,7 +39,8 @@ __global__ void __launch_bounds__(kThreads) GemmBf16Kernel(const float* __restri
     for (int e = threadIdx.x; e < kBN * kBK; e += kThreads) {
       const int r = e / kBK, c = e % kBK;
       const int64_t gr = col0 + r, gc = k0 + c;
-      Bs[r][c] = gr < n && gc < k ? w[gr * k + gc] : __float2bfloat16_rn(0.0f);
+      if constexpr (kQuant) Bs[r][c] = __float2bfloat16_rn(gr < n && gc < k ? QuantAt(dw, gr, gc) : 0.0f);
+      else Bs[r][c] = gr < n && gc < k ? w[gr * k + gc] : __float2bfloat16_rn(0.0f);
     }
     __syncthreads();
     for (int kk = 0; kk < kBK; kk += 16) {
@@ -56,7 +60,7 @@ __global__ void __launch_bounds__(kThreads) GemmBf16Kernel(const float* __restri
   for (int e = threadIdx.x; e < kBM * kBN; e += kThreads) {
     const int r = e / kBN, c = e % kBN;
     const int64_t gr = row0 + r, gc = col0 + c;
-    if (gr < m && gc < n) y[gr * n + gc] = RoundAct(Cs[r][c], round_bf16);
+    if (gr < m && gc < n) y[gr * ldy + gc] = RoundAct(Cs[r][c], round_bf16);
   }
 }
 
@@ -66,6 +70,7 @@ __global__ void __launch_bounds__(kThreads) GemmBf16Kernel(const float* __restri
 // its products as the same sequence of 16-wide K chunks in ascending order through the same
 // WMMA instruction as GemmBf16Kernel, so the two kernels give the same bits and the choice
 // between them (by m) never changes a row. Needs k % 8 == 0 and 16-byte aligned x and w.
+// kQuant as for GemmBf16Kernel (eight weights dequantized per fetch; int4 groups % 8 == 0).
 constexpr int kLM = 128, kLN = 128, kLK = 32, kLPad = 8, kLThreads = 256, kLLd = kLK + kLPad;
 
 struct LargeTileSmem {
@@ -73,9 +78,11 @@ struct LargeTileSmem {
   __nv_bfloat16 b[2][kLN][kLLd];
 };
 
+template <bool kQuant>
 __global__ void __launch_bounds__(kLThreads) GemmBf16LargeKernel(const float* __restrict__ x, int64_t m,
-                                                                 const __nv_bfloat16* __restrict__ w, int64_t n,
-                                                                 int64_t k, float* __restrict__ y, bool round_bf16) {
+                                                                 const __nv_bfloat16* __restrict__ w, DevWeight dw,
+                                                                 int64_t n, int64_t k, float* __restrict__ y, int64_t ldy,
+                                                                 bool round_bf16) {
   __shared__ __align__(128) unsigned char raw[sizeof(LargeTileSmem)];
   LargeTileSmem& sm = *reinterpret_cast<LargeTileSmem*>(raw);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wm = warp / 4, wn = warp % 4;
@@ -91,7 +98,8 @@ __global__ void __launch_bounds__(kLThreads) GemmBf16LargeKernel(const float* __
   _Pragma("unroll") for (int i = 0; i < 2; ++i) {                                                               \
     const int u = tid + kLThreads * i, r = u >> 2, c = (u & 3) * 8;                                             \
     const int64_t gr = col0 + r, gc = (k0) + c;                                                                 \
-    rb[i] = gr < n && gc < k ? *reinterpret_cast<const uint4*>(w + gr * k + gc) : make_uint4(0u, 0u, 0u, 0u);   \
+    if constexpr (kQuant) rb[i] = gr < n && gc < k ? QuantBf16x8(dw, gr, gc) : make_uint4(0u, 0u, 0u, 0u);      \
+    else rb[i] = gr < n && gc < k ? *reinterpret_cast<const uint4*>(w + gr * k + gc) : make_uint4(0u, 0u, 0u, 0u); \
   }
 #define GRAFT_PUT(buf)                                                                                          \
   _Pragma("unroll") for (int i = 0; i < 4; ++i) {                                                               \
@@ -151,7 +159,7 @@ __global__ void __launch_bounds__(kLThreads) GemmBf16LargeKernel(const float* __
       for (int e = lane; e < 256; e += 32) {
         const int r = e / 16, c = e % 16;
         const int64_t gr = row0 + wm * 64 + i * 16 + r, gc = col0 + wn * 32 + j * 16 + c;
-        if (gr < m && gc < n) y[gr * n + gc] = RoundAct(stage[r * 20 + c], round_bf16);
+        if (gr < m && gc < n) y[gr * ldy + gc] = RoundAct(stage[r * 20 + c], round_bf16);
       }
       __syncwarp();
     }
@@ -160,12 +168,12 @@ __global__ void __launch_bounds__(kLThreads) GemmBf16LargeKernel(const float* __
 
 // One output per thread, summed in the CPU reference's order: 16 partial sums over i mod 16,
 // then a fixed pairwise tree.
-__global__ void GemmSimtKernel(const float* __restrict__ x, int64_t m, DevWeight w, float* __restrict__ y,
+__global__ void GemmSimtKernel(const float* __restrict__ x, int64_t m, DevWeight w, float* __restrict__ y, int64_t ldy,
                                bool round_bf16) {
   const int64_t n = w.rows, k = w.cols;
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < m * n; o += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = o / n, j = o % n;
-    y[o] = RoundAct(DotWeight16(x + r * k, w, j * k, k), round_bf16);
+    y[r * ldy + j] = RoundAct(DotWeight16(x + r * k, w, j * k, k), round_bf16);
   }
 }
 
@@ -177,7 +185,7 @@ __global__ void GemmSimtKernel(const float* __restrict__ x, int64_t m, DevWeight
 constexpr int kSM = 32, kSN = 32, kSK = 16;
 
 __global__ void __launch_bounds__(256) GemmSimtTiledKernel(const float* __restrict__ x, int64_t m, DevWeight w,
-                                                           float* __restrict__ y, bool round_bf16) {
+                                                           float* __restrict__ y, int64_t ldy, bool round_bf16) {
   __shared__ float xs[kSM][kSK + 1];
   __shared__ float ws[kSN][kSK + 1];
   const int64_t n = w.rows, k = w.cols;
@@ -224,40 +232,45 @@ __global__ void __launch_bounds__(256) GemmSimtTiledKernel(const float* __restri
       for (int l = 0; l < 2; ++l) acc[a][b][l] = __fadd_rn(acc[a][b][l], acc[a][b][l + 2]);
       acc[a][b][0] = __fadd_rn(acc[a][b][0], acc[a][b][1]);
       const int64_t gr = row0 + tr + 16 * a, gc = col0 + tc + 16 * b;
-      if (gr < m && gc < n) y[gr * n + gc] = RoundAct(acc[a][b][0], round_bf16);
+      if (gr < m && gc < n) y[gr * ldy + gc] = RoundAct(acc[a][b][0], round_bf16);
     }
   }
 }
 
 }  // namespace
 
-Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, bool round_output, bool bf16, void* stream) {
-  if (m < 0 || w.rows <= 0 || w.cols <= 0) return InvalidArgument("cuda MatMul: bad shape");
+Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output, bool bf16,
+              void* stream) {
+  if (m < 0 || w.rows <= 0 || w.cols <= 0 || ldy < w.rows) return InvalidArgument("cuda MatMul: bad shape");
+  if (w.fp8()) return InvalidArgument("cuda MatMul: FP8 weights run MatMulFp8");
   if (m == 0) return Status::Ok();
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   const bool aligned = w.cols % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
-  if (w.bf16 && bf16 && m > kBM && aligned) {
+                       reinterpret_cast<uintptr_t>(w.data) % 16 == 0 &&
+                       (w.format != DevFormat::kInt4 || w.group % 8 == 0);
+  const bool tensor = bf16 && (w.bf16 || w.w4a16());
+  const auto* wb = static_cast<const __nv_bfloat16*>(w.data);
+  if (tensor && m > kBM && aligned) {
     const int64_t gy = (m + kLM - 1) / kLM;
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 128 rows in one call");
     const dim3 grid(static_cast<unsigned>((w.rows + kLN - 1) / kLN), static_cast<unsigned>(gy));
-    GemmBf16LargeKernel<<<grid, kLThreads, 0, s>>>(x, m, static_cast<const __nv_bfloat16*>(w.data), w.rows, w.cols, y,
-                                                   round_output);
-  } else if (w.bf16 && bf16) {
+    if (w.quantized()) GemmBf16LargeKernel<true><<<grid, kLThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output);
+    else GemmBf16LargeKernel<false><<<grid, kLThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output);
+  } else if (tensor) {
     const int64_t gy = (m + kBM - 1) / kBM;
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 64 rows in one call");
     const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>(gy));
-    GemmBf16Kernel<<<grid, kThreads, 0, s>>>(x, m, static_cast<const __nv_bfloat16*>(w.data), w.rows, w.cols, y,
-                                             round_output);
+    if (w.quantized()) GemmBf16Kernel<true><<<grid, kThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output);
+    else GemmBf16Kernel<false><<<grid, kThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output);
   } else if (m > 8) {
     const int64_t gy = (m + kSM - 1) / kSM;
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 32 rows in one call (SIMT)");
     const dim3 grid(static_cast<unsigned>((w.rows + kSN - 1) / kSN), static_cast<unsigned>(gy));
-    GemmSimtTiledKernel<<<grid, 256, 0, s>>>(x, m, w, y, round_output && bf16);
+    GemmSimtTiledKernel<<<grid, 256, 0, s>>>(x, m, w, y, ldy, round_output && bf16);
   } else {
     const int64_t total = m * w.rows;
     const int64_t blocks = (total + 255) / 256;
-    GemmSimtKernel<<<static_cast<unsigned>(blocks < 1048576 ? blocks : 1048576), 256, 0, s>>>(x, m, w, y,
+    GemmSimtKernel<<<static_cast<unsigned>(blocks < 1048576 ? blocks : 1048576), 256, 0, s>>>(x, m, w, y, ldy,
                                                                                               round_output && bf16);
   }
   const cudaError_t err = cudaGetLastError();

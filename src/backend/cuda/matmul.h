@@ -19,6 +19,21 @@
 
 namespace graft::cuda {
 
-Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, bool round_output, bool bf16, void* stream);
+//
+// Quantized weights (model/quantized.h): int4 and NVFP4 (W4A16) run the same kernels, each weight
+// dequantized to bf16 as it is staged — bit for bit the matmul of a dense bf16 weight holding
+// those values (and, with fp32 activations, the CPU reference's bits through the SIMT kernels).
+// FP8 weights run MatMulFp8. y's rows are ldy floats apart (>= N), so one tensor of a fused
+// weight can fill its own columns.
+Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output, bool bf16,
+              void* stream);
+
+// FP8 W8A8 as model/quantized.h defines it: activations quantized per row and group into
+// `scratch` (Fp8ScratchFloats(m, w) floats of device memory), then a SIMT GEMM in the CPU
+// reference's order — the CPU's bits, with either activation dtype. (Not yet on the FP8 tensor
+// cores: see bench/results for what that costs.)
+int64_t Fp8ScratchFloats(int64_t m, const DevWeight& w);
+Status MatMulFp8(const float* x, int64_t m, const DevWeight& w, float* scratch, float* y, int64_t ldy,
+                 bool round_output, bool bf16, void* stream);
 
 }  // namespace graft::cuda

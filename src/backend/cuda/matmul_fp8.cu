@@ -1,0 +1,150 @@
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/matmul.h"
+
+namespace graft::cuda {
+namespace {
+
+// One block per (row, activation group): the group's amax (a max: exact in any order), its
+// scale amax / 448 (1 when all zero) and the e4m3 codes of x / scale (round to nearest even,
+// saturating at 448: the CPU's FloatToFp8E4M3), stored decoded as floats for the GEMM.
+__global__ void Fp8QuantizeActKernel(const float* __restrict__ x, int64_t k, int64_t group, int64_t groups,
+                                     float* __restrict__ xq, float* __restrict__ sx) {
+  __shared__ float red[128];
+  const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups;
+  const int64_t c0 = g * group, c1 = min(k, c0 + group);
+  float amax = 0.0f;
+  for (int64_t c = c0 + threadIdx.x; c < c1; c += blockDim.x) amax = fmaxf(amax, fabsf(x[r * k + c]));
+  red[threadIdx.x] = amax;
+  __syncthreads();
+  for (int s = 64; s > 0; s >>= 1) {
+    if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const float a = red[0];
+  const float scale = a > 0.0f ? __fdiv_rn(a, 448.0f) : 1.0f;
+  if (threadIdx.x == 0) sx[r * groups + g] = scale;
+  for (int64_t c = c0 + threadIdx.x; c < c1; c += blockDim.x) {
+    const __nv_fp8_storage_t code = __nv_cvt_float_to_fp8(__fdiv_rn(x[r * k + c], scale), __NV_SATFINITE, __NV_E4M3);
+    xq[r * k + c] = E4m3ToFloat(static_cast<uint8_t>(code));
+  }
+}
+
+// y = Σ_g dot_g(xq, wq) · (sx · sw) as model/quantized.h defines FP8's W8A8, tiled like the
+// SIMT GEMM (matmul.cu): 32 rows x 32 outputs per block, each thread 2 x 2 outputs with the 16
+// partial sums of the CPU order per output, reduced by the same pairwise tree at the end of
+// every activation group (group % 16 == 0, so 16-column slices never straddle one) and added,
+// scaled, to a running fp32 total — the CPU reference's bits.
+constexpr int kSM = 32, kSN = 32, kSK = 16;
+
+__global__ void __launch_bounds__(256) GemmFp8Kernel(const float* __restrict__ xq, const float* __restrict__ sx,
+                                                     int64_t m, DevWeight w, int64_t group, int64_t groups,
+                                                     float* __restrict__ y, int64_t ldy, bool round_bf16) {
+  __shared__ float xs[kSM][kSK + 1];
+  __shared__ float ws[kSN][kSK + 1];
+  const int64_t n = w.rows, k = w.cols;
+  const uint8_t* codes = static_cast<const uint8_t*>(w.data);
+  const int64_t row0 = int64_t{blockIdx.y} * kSM, col0 = int64_t{blockIdx.x} * kSN;
+  const int tr = threadIdx.x / 16, tc = threadIdx.x % 16;
+  float acc[2][2][16], total[2][2];
+#pragma unroll
+  for (int a = 0; a < 2; ++a)
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      total[a][b] = 0.0f;
+#pragma unroll
+      for (int l = 0; l < 16; ++l) acc[a][b][l] = 0.0f;
+    }
+  for (int64_t k0 = 0; k0 < k; k0 += kSK) {
+    for (int e = threadIdx.x; e < kSM * kSK; e += 256) {
+      const int r = e / kSK, c = e % kSK;
+      const int64_t gr = row0 + r, gc = k0 + c;
+      xs[r][c] = gr < m && gc < k ? xq[gr * k + gc] : 0.0f;
+      const int64_t gn = col0 + r;
+      ws[r][c] = gn < n && gc < k ? E4m3ToFloat(codes[gn * k + gc]) : 0.0f;
+    }
+    __syncthreads();
+    const int valid = static_cast<int>(min(static_cast<int64_t>(kSK), k - k0));
+#pragma unroll
+    for (int l = 0; l < kSK; ++l) {
+      if (l < valid) {
+#pragma unroll
+        for (int a = 0; a < 2; ++a)
+#pragma unroll
+          for (int b = 0; b < 2; ++b)
+            acc[a][b][l] = __fadd_rn(acc[a][b][l], __fmul_rn(xs[tr + 16 * a][l], ws[tc + 16 * b][l]));
+      }
+    }
+    __syncthreads();
+    const int64_t g = k0 / group;
+    if (k0 + kSK >= k || (k0 + kSK) % group == 0) {  // the group ends: reduce, scale, add, restart
+#pragma unroll
+      for (int a = 0; a < 2; ++a) {
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+          float* v = acc[a][b];
+#pragma unroll
+          for (int l = 0; l < 8; ++l) v[l] = __fadd_rn(v[l], v[l + 8]);
+#pragma unroll
+          for (int l = 0; l < 4; ++l) v[l] = __fadd_rn(v[l], v[l + 4]);
+#pragma unroll
+          for (int l = 0; l < 2; ++l) v[l] = __fadd_rn(v[l], v[l + 2]);
+          const float dot = __fadd_rn(v[0], v[1]);
+          const int64_t gr = row0 + tr + 16 * a, gc = col0 + tc + 16 * b;
+          if (gr < m && gc < n) {
+            const float sw = w.format == DevFormat::kFp8Channel ? w.scale[gc]
+                                                               : w.scale[(gc / w.group) * ((k + w.group - 1) / w.group) + g];
+            total[a][b] = __fadd_rn(total[a][b], __fmul_rn(dot, __fmul_rn(sx[gr * groups + g], sw)));
+          }
+#pragma unroll
+          for (int l = 0; l < 16; ++l) v[l] = 0.0f;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int a = 0; a < 2; ++a)
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      const int64_t gr = row0 + tr + 16 * a, gc = col0 + tc + 16 * b;
+      if (gr < m && gc < n) y[gr * ldy + gc] = RoundAct(total[a][b], round_bf16);
+    }
+}
+
+}  // namespace
+
+int64_t Fp8ActGroup(const DevWeight& w) { return w.format == DevFormat::kFp8Block ? w.group : w.cols; }
+
+int64_t Fp8ScratchFloats(int64_t m, const DevWeight& w) {
+  const int64_t group = Fp8ActGroup(w);
+  return m * w.cols + m * ((w.cols + group - 1) / group);
+}
+
+Status MatMulFp8(const float* x, int64_t m, const DevWeight& w, float* scratch, float* y, int64_t ldy,
+                 bool round_output, bool bf16, void* stream) {
+  if (m < 0 || w.rows <= 0 || w.cols <= 0 || ldy < w.rows || !w.fp8()) return InvalidArgument("cuda MatMulFp8: bad arguments");
+  const int64_t group = Fp8ActGroup(w), groups = (w.cols + group - 1) / group;
+  if (group % 16 != 0 && groups > 1) {
+    return Unsupported("cuda MatMulFp8: FP8 block size " + std::to_string(group) + " is not a multiple of 16");
+  }
+  if (m == 0) return Status::Ok();
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  float* xq = scratch;
+  float* sx = scratch + m * w.cols;
+  if (m * groups > 2147483647) return InvalidArgument("cuda MatMulFp8: too many activation groups in one call");
+  Fp8QuantizeActKernel<<<static_cast<unsigned>(m * groups), 128, 0, s>>>(x, w.cols, group, groups, xq, sx);
+  const int64_t gy = (m + kSM - 1) / kSM;
+  if (gy > 65535) return InvalidArgument("cuda MatMulFp8: more than 65535 * 32 rows in one call");
+  const dim3 grid(static_cast<unsigned>((w.rows + kSN - 1) / kSN), static_cast<unsigned>(gy));
+  GemmFp8Kernel<<<grid, 256, 0, s>>>(xq, sx, m, w, group, groups, y, ldy, round_output && bf16);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda MatMulFp8 launch: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
+}  // namespace graft::cuda
