@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "adapters/dummy.h"
+#include "model/weight_table.h"
+#include "tools/quantize.h"
 #ifdef GRAFT_HAVE_CUDA
 #include "backend/cuda/cuda_ops.h"
 #endif
@@ -25,7 +27,7 @@ namespace graft::cli {
 void AddBenchCommand(CLI::App& app, Runner& run) {
   struct S {
     ModelSettings m;
-    std::string load_format = "auto", json, adapter_dtype = "float32", decisions, tokenizer;
+    std::string load_format = "auto", json, adapter_dtype = "float32", decisions, tokenizer, dummy_quant = "none";
     int dummy_rank = 0, dummy_layers = 24, concurrency = 0, chat_tokens = 32;
     double dummy_exact = 0;
     std::vector<int> chat_streams;
@@ -38,6 +40,10 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       ->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--load-format", s->load_format, "auto: the checkpoint; dummy: seeded random bf16 weights at the config's shapes")
       ->capture_default_str()->check(CLI::IsMember({"auto", "dummy"}));
+  cmd->add_option("--dummy-quantize", s->dummy_quant,
+                  "With --load-format dummy: quantize the dummy weights in memory as graft quantize would "
+                  "(fp8-block, w4a16, nvfp4) to measure that format")
+      ->capture_default_str()->check(CLI::IsMember({"none", "fp8-block", "w4a16", "nvfp4"}));
   cmd->add_option("--adapter", s->m.adapter, "A PEFT adapter directory to measure beside the base")->check(CLI::ExistingDirectory);
   cmd->add_flag("--force", s->m.force, "Load the adapter even if its manifest names a different base");
   cmd->add_option("--dummy-adapter-rank", s->dummy_rank, "Measure a dummy adapter of this rank (0: none)")
@@ -107,7 +113,18 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
         if (reqs.empty()) return InvalidArgument(fmt::format("--decisions {}: no requests", s->decisions));
       }
       std::unique_ptr<Model> model;
-      if (s->load_format == "dummy") {
+      if (s->dummy_quant != "none" && s->load_format != "dummy") {
+        return InvalidArgument("--dummy-quantize quantizes dummy weights: it needs --load-format dummy "
+                               "(a checkpoint quantized by graft quantize loads as it is)");
+      }
+      if (s->load_format == "dummy" && s->dummy_quant != "none") {
+        GRAFT_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(s->m.model));
+        ModelWeights w = DummyWeights(cfg, s->job.seed, s->m.threads);
+        GRAFT_ASSIGN_OR_RETURN(QuantFormat f, ParseQuantFormat(s->dummy_quant));
+        GRAFT_RETURN_IF_ERROR(QuantizeWeights(w, cfg, f, s->m.threads));
+        model = cfg.arch == Arch::kQwen3 ? MakeQwen3(std::move(cfg), std::move(w)) : MakeQwen3_5(std::move(cfg), std::move(w));
+        s->load_format = "dummy, " + s->dummy_quant;
+      } else if (s->load_format == "dummy") {
         GRAFT_ASSIGN_OR_RETURN(model, LoadDummyModel(s->m.model, s->job.seed, s->m.threads));
       } else {
         GRAFT_ASSIGN_OR_RETURN(model, LoadModel(s->m.model));

@@ -20,6 +20,7 @@
 #include "tools/token_agreement.h"
 #include "util/bf16.h"
 #include "util/file.h"
+#include "util/parallel.h"
 #include "util/progress.h"
 
 namespace graft {
@@ -114,12 +115,91 @@ Status Quality(const QuantizeJob& job, const ModelConfig& cfg, QuantizeReport& r
 
 }  // namespace
 
+Result<QuantFormat> ParseQuantFormat(const std::string& name) {
+  if (name == "fp8-block") return QuantFormat::kFp8Block;
+  if (name == "w4a16") return QuantFormat::kInt4Group;
+  if (name == "nvfp4") return QuantFormat::kNvfp4;
+  return Unsupported(fmt::format("--format {}: graft quantize writes fp8-block, w4a16 and nvfp4", name));
+}
+
+Status QuantizeWeights(ModelWeights& w, const ModelConfig& cfg, QuantFormat format, int threads) {
+  struct Job {
+    Weight* slot;
+    std::vector<Weight> parts;  // one per tensor, filled in parallel
+  };
+  std::vector<Job> jobs;
+  struct Task {
+    size_t job, part;
+    const Weight* src;
+    Projection p;
+  };
+  std::vector<Task> tasks;
+  uint64_t total = 0;
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+    std::map<int, std::vector<Projection>> by_slot;
+    for (const Projection& p : LayerProjections(cfg, lw.kind)) by_slot[static_cast<int>(p.target)].push_back(p);
+    for (const auto& [t, ps] : by_slot) {
+      Weight& fused = FusedWeight(lw, static_cast<LoraTarget>(t));
+      if (fused.empty() || !fused.dense()) continue;
+      jobs.push_back({&fused, std::vector<Weight>(ps.size())});
+      for (size_t i = 0; i < ps.size(); ++i) {
+        tasks.push_back({jobs.size() - 1, i, &fused, ps[i]});
+        total += static_cast<uint64_t>(ps[i].rows * ps[i].cols);
+      }
+    }
+  }
+  Progress bar(std::string("quantizing to ") + QuantFormatName(format), total, /*bytes=*/false);
+  std::vector<Status> errors(tasks.size(), Status::Ok());
+  ParallelFor(static_cast<int64_t>(tasks.size()), threads, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const Task& t = tasks[static_cast<size_t>(i)];
+      Weight part;
+      part.name = t.src->name + ":" + t.p.path;
+      part.rows = t.p.rows;
+      part.cols = t.p.cols;
+      std::vector<float> v(static_cast<size_t>(t.p.rows * t.p.cols));
+      WeightRows(*t.src, t.p.row_offset, t.p.row_offset + t.p.rows, v.data());
+      if (KeptHighPrecision(t.p, format) || !t.src->is_bf16) {
+        part.is_bf16 = t.src->is_bf16;
+        if (part.is_bf16) {
+          part.bf16.assign(t.src->bf16.begin() + t.p.row_offset * t.p.cols,
+                           t.src->bf16.begin() + (t.p.row_offset + t.p.rows) * t.p.cols);
+        } else {
+          part.f32 = std::move(v);
+        }
+      } else {
+        auto q = Quantize(v.data(), t.p.rows, t.p.cols, format);
+        if (!q.ok()) {
+          errors[static_cast<size_t>(i)] = q.status().WithContext(part.name);
+          continue;
+        }
+        part.quant = std::make_shared<QuantizedWeight>(std::move(q).value());
+      }
+      jobs[t.job].parts[t.part] = std::move(part);
+      bar.Add(static_cast<uint64_t>(t.p.rows * t.p.cols));
+    }
+  });
+  bar.Finish();
+  for (const Status& s : errors) GRAFT_RETURN_IF_ERROR(s);
+  for (Job& j : jobs) {
+    Weight fused;
+    fused.name = j.slot->name;
+    fused.rows = j.slot->rows;
+    fused.cols = j.slot->cols;
+    if (j.parts.size() == 1) {
+      fused = std::move(j.parts[0]);
+      fused.name = j.slot->name;
+    } else {
+      fused.parts = std::move(j.parts);
+    }
+    *j.slot = std::move(fused);
+  }
+  return Status::Ok();
+}
+
 Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
-  QuantFormat format;
-  if (job.format == "fp8-block") format = QuantFormat::kFp8Block;
-  else if (job.format == "w4a16") format = QuantFormat::kInt4Group;
-  else if (job.format == "nvfp4") format = QuantFormat::kNvfp4;
-  else return Unsupported(fmt::format("--format {}: graft quantize writes fp8-block, w4a16 and nvfp4", job.format));
+  GRAFT_ASSIGN_OR_RETURN(QuantFormat format, ParseQuantFormat(job.format));
   std::error_code ec;
   if (fs::exists(job.out, ec) && fs::equivalent(job.in, job.out, ec)) {
     return InvalidArgument("--out is the input directory; write the quantized checkpoint somewhere else");

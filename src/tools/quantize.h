@@ -30,6 +30,8 @@
 
 #include <string>
 
+#include "model/quantized.h"
+#include "model/weights.h"
 #include "util/status.h"
 
 namespace graft {
@@ -49,5 +51,13 @@ struct QuantizeReport {
 };
 
 Result<QuantizeReport> RunQuantize(const QuantizeJob& job);
+
+// The formats by their --format names ("fp8-block", "w4a16", "nvfp4").
+Result<QuantFormat> ParseQuantFormat(const std::string& name);
+
+// Quantizes loaded weights in memory the way RunQuantize quantizes a checkpoint (the same
+// projections, the same rule for what stays high precision), each fused slot split into its
+// tensors (weights.h) — for benchmarks on dummy weights at real dimensions. Progress bar.
+Status QuantizeWeights(ModelWeights& w, const ModelConfig& cfg, QuantFormat format, int threads);
 
 }  // namespace graft
