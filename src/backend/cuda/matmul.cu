@@ -21,7 +21,8 @@ constexpr int kBM = 64, kBN = 64, kBK = 32, kPad = 8, kThreads = 128;
 template <bool kQuant>
 __global__ void __launch_bounds__(kThreads) GemmBf16Kernel(const float* __restrict__ x, int64_t m,
                                                            const __nv_bfloat16* __restrict__ w, DevWeight dw, int64_t n,
-                                                           int64_t k, float* __restrict__ y, int64_t ldy, bool round_bf16) {
+                                                           int64_t k, float* __restrict__ y, int64_t ldy, bool round_bf16,
+                                                           bool vec8) {
   __shared__ __align__(32) __nv_bfloat16 As[kBM][kBK + kPad];
   __shared__ __align__(32) __nv_bfloat16 Bs[kBN][kBK + kPad];
   __shared__ __align__(32) float Cs[kBM][kBN + 4];
@@ -36,11 +37,22 @@ __global__ void __launch_bounds__(kThreads) GemmBf16Kernel(const float* __restri
       const int64_t gr = row0 + r, gc = k0 + c;
       As[r][c] = __float2bfloat16_rn(gr < m && gc < k ? x[gr * k + gc] : 0.0f);
     }
-    for (int e = threadIdx.x; e < kBN * kBK; e += kThreads) {
-      const int r = e / kBK, c = e % kBK;
-      const int64_t gr = col0 + r, gc = k0 + c;
-      if constexpr (kQuant) Bs[r][c] = __float2bfloat16_rn(gr < n && gc < k ? QuantAt(dw, gr, gc) : 0.0f);
-      else Bs[r][c] = gr < n && gc < k ? w[gr * k + gc] : __float2bfloat16_rn(0.0f);
+    if constexpr (kQuant) {  // eight weights per thread and step where whole (the same values as one by one)
+      for (int e = threadIdx.x; e < kBN * kBK / 8; e += kThreads) {
+        const int r = e / (kBK / 8), c = (e % (kBK / 8)) * 8;
+        const int64_t gr = col0 + r, gc = k0 + c;
+        if (vec8 && gr < n && gc + 8 <= k) {
+          *reinterpret_cast<uint4*>(&Bs[r][c]) = QuantBf16x8(dw, gr, gc);
+        } else {
+          for (int i = 0; i < 8; ++i) Bs[r][c + i] = __float2bfloat16_rn(gr < n && gc + i < k ? QuantAt(dw, gr, gc + i) : 0.0f);
+        }
+      }
+    } else {
+      for (int e = threadIdx.x; e < kBN * kBK; e += kThreads) {
+        const int r = e / kBK, c = e % kBK;
+        const int64_t gr = col0 + r, gc = k0 + c;
+        Bs[r][c] = gr < n && gc < k ? w[gr * k + gc] : __float2bfloat16_rn(0.0f);
+      }
     }
     __syncthreads();
     for (int kk = 0; kk < kBK; kk += 16) {
@@ -260,8 +272,9 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
     const int64_t gy = (m + kBM - 1) / kBM;
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 64 rows in one call");
     const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>(gy));
-    if (w.quantized()) GemmBf16Kernel<true><<<grid, kThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output);
-    else GemmBf16Kernel<false><<<grid, kThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output);
+    const bool vec8 = w.cols % 8 == 0 && (w.format != DevFormat::kInt4 || w.group % 8 == 0);
+    if (w.quantized()) GemmBf16Kernel<true><<<grid, kThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output, vec8);
+    else GemmBf16Kernel<false><<<grid, kThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output, false);
   } else if (m > 8) {
     const int64_t gy = (m + kSM - 1) / kSM;
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 32 rows in one call (SIMT)");
