@@ -55,6 +55,10 @@ void AddAdapterCommand(CLI::App& app, Runner& run) {
   rank->excludes(energy);
   ex->add_option("--modules", e->modules, "Only these projections (q_proj, in_proj_qkv, down_proj, ...)")->delimiter(',');
   ex->add_option("--layers", e->layers, "Only these layers: 0-3,7");
+  ex->add_option("--quantized-base", e->job.quantized_base,
+                 "Fit the factors to the quantized checkpoint of --base the adapter will be served on (merged minus "
+                 "its served weights), and name it as the adapter's base")
+      ->check(CLI::ExistingDirectory);
   ex->add_flag("--exact", e->job.exact, "Also store the residual that reconstructs the merged bf16 weights bit for bit");
   ex->add_option("--exact-iterations", e->job.exact_iterations, "Refit rounds that shrink the exact residual (each one SVD)")
       ->capture_default_str()->check(CLI::Range(0, 10000));

@@ -150,6 +150,9 @@ void AddGateCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--requests", s->requests, "The requests behind the reference, to compute the candidate")->check(CLI::ExistingFile);
   cmd->add_option("--model", s->m.model, "Base model for the computed candidate")->check(CLI::ExistingDirectory);
   cmd->add_option("--adapter", s->m.adapter, "Adapter for the computed candidate")->check(CLI::ExistingDirectory);
+  cmd->add_flag("--force", s->m.force,
+                "Load the adapter even if its manifest names a different base (e.g. one extracted against the bf16 "
+                "base, gated on a quantized one)");
   AddBackendFlags(cmd, s->m);  // for the computed candidate
   cmd->add_option("--max-kl", s->max_kl, "Fail when the mean KL is above this")->capture_default_str();
   cmd->add_option("--min-top", s->min_top, "Fail when top-choice agreement (percent) is below this")->capture_default_str();

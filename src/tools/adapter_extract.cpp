@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "adapters/exact.h"
 #include "adapters/lora_loader.h"
@@ -20,6 +21,7 @@
 #include "io/safetensors_writer.h"
 #include "model/model.h"
 #include "model/projections.h"
+#include "model/quant_loader.h"
 #include "model/weight_table.h"
 #include "util/bf16.h"
 #include "util/progress.h"
@@ -107,6 +109,33 @@ Result<std::vector<float>> Difference(const TensorRef& m, const TensorRef& b) {
   return d;
 }
 
+// merged - the weight the quantized checkpoint's projection `module` multiplies (WeightRows).
+Result<std::vector<float>> DifferenceToServed(const TensorRef& m, const Checkpoint& q, const QuantScheme& scheme,
+                                              const std::string& module, int64_t n, int64_t k) {
+  std::vector<std::string> used;
+  GRAFT_ASSIGN_OR_RETURN(auto qw, ReadQuantizedLinear(q, scheme, module, n, k, used));
+  std::vector<float> served;
+  if (qw) {
+    Weight w;
+    w.rows = n;
+    w.cols = k;
+    w.quant = qw;
+    served.resize(static_cast<size_t>(n * k));
+    WeightRows(w, 0, n, served.data());
+  } else {
+    const TensorRef dense = q.Find(module + ".weight");
+    if (!dense.file) return NotFound(fmt::format("{}: missing tensor '{}.weight'", q.dir(), module));
+    if (dense.info->shape != std::vector<int64_t>{n, k}) {
+      return InvalidArgument(fmt::format("{}: '{}.weight' has shape [{}], expected [{}, {}]", q.dir(), module,
+                                         fmt::join(dense.info->shape, ", "), n, k));
+    }
+    GRAFT_ASSIGN_OR_RETURN(served, ReadAsFloat(dense));
+  }
+  GRAFT_ASSIGN_OR_RETURN(std::vector<float> d, ReadAsFloat(m));
+  for (size_t i = 0; i < d.size(); ++i) d[i] -= served[i];
+  return d;
+}
+
 std::vector<uint16_t> Bf16Copy(const TensorRef& t) {
   std::vector<uint16_t> v(t.info->num_elements());
   std::memcpy(v.data(), t.data(), v.size() * 2);
@@ -115,7 +144,7 @@ std::vector<uint16_t> Bf16Copy(const TensorRef& t) {
 
 
 Status Quality(const ExtractJob& job, const ModelConfig& cfg, ExtractReport& rep, json& manifest) {
-  GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> base, LoadModel(job.base));
+  GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> base, LoadModel(job.quantized_base.empty() ? job.base : job.quantized_base));
   GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> merged, LoadModel(job.merged));
   LoraLoadOptions opt;
   opt.name = "extracted";
@@ -135,7 +164,8 @@ Status Quality(const ExtractJob& job, const ModelConfig& cfg, ExtractReport& rep
   rep.mean_kl = q.mean_kl;
   rep.max_kl = q.max_kl;
   rep.top1 = q.top1;
-  manifest["quality"] = {{"tokens", q.positions},
+  manifest["quality"] = {{"adapter_on", job.quantized_base.empty() ? "the base" : "the quantized base"},
+                         {"tokens", q.positions},
                          {"sequences", job.eval_sequences},
                          {"activations", "float32"},
                          {"mean_kl_merged_vs_adapter", rep.mean_kl},
@@ -186,6 +216,27 @@ Result<ExtractReport> RunExtract(const ExtractJob& job) {
   GRAFT_ASSIGN_OR_RETURN(IdentityResult bid, CachedIdentity(bck, job.cache_dir));
   GRAFT_ASSIGN_OR_RETURN(IdentityResult mid, CachedIdentity(mck, job.cache_dir));
   if (bid.identity == mid.identity) return InvalidArgument("base and merged checkpoints are identical: nothing to extract");
+  // The quantized checkpoint the adapter will be served on, when fitting to it.
+  std::optional<Checkpoint> qck;
+  QuantScheme qscheme;
+  IdentityResult qid;
+  if (!job.quantized_base.empty()) {
+    if (job.exact) {
+      return InvalidArgument("--quantized-base with --exact: exact mode rebuilds the bf16 release weights, which a quantized "
+                             "base does not hold; serve exact adapters with --exact-base instead");
+    }
+    GRAFT_ASSIGN_OR_RETURN(ModelConfig qcfg, LoadModelConfig(job.quantized_base));
+    GRAFT_RETURN_IF_ERROR(CheckSamePair(qcfg, mcfg).WithContext("--quantized-base " + job.quantized_base));
+    GRAFT_ASSIGN_OR_RETURN(Checkpoint c, Checkpoint::Open(job.quantized_base));
+    GRAFT_ASSIGN_OR_RETURN(qscheme, LoadQuantScheme(job.quantized_base));
+    if (qscheme.none()) {
+      return InvalidArgument(fmt::format("--quantized-base {}: config.json declares no quantization_config (is it the bf16 "
+                                         "base?)",
+                                         job.quantized_base));
+    }
+    GRAFT_ASSIGN_OR_RETURN(qid, CachedIdentity(c, job.cache_dir));
+    qck.emplace(std::move(c));
+  }
 
   std::error_code ec;
   fs::create_directories(job.out, ec);
@@ -261,7 +312,12 @@ Result<ExtractReport> RunExtract(const ExtractJob& job) {
       continue;
     }
     const int64_t n = it.p.rows, k = it.p.cols;
-    GRAFT_ASSIGN_OR_RETURN(std::vector<float> d, Difference(m, b));
+    std::vector<float> d;
+    if (qck) {
+      GRAFT_ASSIGN_OR_RETURN(d, DifferenceToServed(m, *qck, qscheme, it.module, n, k));
+    } else {
+      GRAFT_ASSIGN_OR_RETURN(d, Difference(m, b));
+    }
     double dnorm = 0;
     for (float x : d) dnorm += static_cast<double>(x) * x;
     GRAFT_ASSIGN_OR_RETURN(LowRank lr, TruncatedSvd(d.data(), n, k, job.rank, std::hash<std::string>{}(it.module)));
@@ -347,7 +403,7 @@ Result<ExtractReport> RunExtract(const ExtractJob& job) {
   }
   json manifest = {{"format", "graft-adapter-manifest-v1"},
                    {"tool", kToolVersion},
-                   {"base_identity", bid.identity},
+                   {"base_identity", qck ? qid.identity : bid.identity},
                    {"merged_identity", mid.identity},
                    {"base", {{"path", job.base}, {"revision", job.base_revision}}},
                    {"merged", {{"path", job.merged}, {"revision", job.merged_revision}}},
@@ -357,6 +413,13 @@ Result<ExtractReport> RunExtract(const ExtractJob& job) {
                    {"modules", modules_json},
                    {"other_differences", other},
                    {"tensors", hashes}};
+  if (qck) {
+    manifest["quantized_base"] = {{"path", job.quantized_base},
+                                  {"identity", qid.identity},
+                                  {"scheme", qscheme.Describe()},
+                                  {"bf16_base_identity", bid.identity},
+                                  {"fitted_to", "merged minus the quantized base's served weights"}};
+  }
   if (job.exact) {
     manifest["exact"] = {{"file", "graft_exact.safetensors"},
                          {"reconstruction", "bf16(float(W_base) + sum_j B[n][j]*A[j][k]) in fp32, j ascending, no FMA; "

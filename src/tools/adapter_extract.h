@@ -10,6 +10,15 @@
 // (adapters/exact.h), with factors stored in fp32, and the manifest's "default_mode" is
 // "exact" (requests that name no mode are served exactly).
 //
+// Quantization-aware extraction (quantized_base): the adapter will be served on a quantized
+// checkpoint of the base, so each changed projection's factors are fitted to merged minus the
+// weight that checkpoint actually multiplies (WeightRows: W4A16 formats rounded to bf16, FP8
+// code · scale) instead of merged minus the bf16 base — the pair served then lands closer to the
+// release (LoftQ's idea at extraction time). Which projections to extract is still decided
+// against the bf16 base (those the fine-tune changed); the manifest names the quantized
+// checkpoint as the base (its identity), records the bf16 one, and the quality report runs the
+// adapter on the quantized base. Not with exact (exact mode rebuilds bf16 weights).
+//
 // Output: adapter_config.json + adapter_model.safetensors (standard PEFT: scale 1 per module
 // through lora_alpha = rank), graft_manifest.json (identities, per-projection rank and
 // relative error, SHA-256 of every stored tensor, the quality report).
@@ -25,6 +34,7 @@ namespace graft {
 
 struct ExtractJob {
   std::string merged, base, out;
+  std::string quantized_base;     // fit to this quantized checkpoint of `base` (see above); empty: no
   RankChoice rank;
   std::set<std::string> modules;  // projection names ("q_proj", "in_proj_qkv", ...); empty = all
   std::set<int> layers;           // empty = all
