@@ -216,7 +216,10 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
   GRAFT_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(job.in));
   std::map<std::string, Target> targets;  // by tensor name
   json keep = json::array();
-  if (!cfg.tie_word_embeddings) keep.push_back("lm_head");
+  // lm_head stays high precision, and is listed even when tied to the embeddings: transformers
+  // converts every Linear not listed, the tied head included (it then asks for
+  // lm_head.weight_scale_inv; seen with transformers 5.17 on the demo base).
+  keep.push_back("lm_head");
   for (int l = 0; l < cfg.num_layers; ++l) {
     for (const Projection& p : LayerProjections(cfg, cfg.layer_kinds[static_cast<size_t>(l)])) {
       const std::string module = fmt::format("{}layers.{}.{}", cfg.weight_prefix, l, p.path);
