@@ -102,7 +102,8 @@ DecodeGraphs MakeDecodeGraphs(const Model& model, Ops& ops, bool enabled) {
 Result<LoadedModel> LoadModelAndAdapter(const ModelSettings& s) {
   LoadedModel lm;
   GRAFT_ASSIGN_OR_RETURN(lm.model, LoadModel(s.model));
-  spdlog::info("model: {} ({:.1f} MB of weights)", lm.model->config().Summary(), lm.model->weights().bytes() / 1e6);
+  spdlog::info("model: {} ({:.1f} MB of weights; projections {})", lm.model->config().Summary(),
+               lm.model->weights().bytes() / 1e6, lm.model->weights().ProjectionStorage());
   lm.slots.exact = 0;  // the base: either mode is the base itself
   if (s.adapter.empty()) return lm;
   lm.slots.exact = -1;

@@ -14,6 +14,21 @@ int64_t Weight::bytes() const {
   return rows * cols * (is_bf16 ? 2 : 4);
 }
 
+std::string ModelWeights::ProjectionStorage() const {
+  std::string s;
+  auto add = [&s](const std::string& one) {
+    if (s.find(one) == std::string::npos) s += (s.empty() ? "" : " + ") + one;
+  };
+  for (const auto& l : layers) {
+    for (const Weight* w : {&l.attn.qkv, &l.attn.o, &l.gdn.in_proj, &l.gdn.out, &l.gate_up, &l.down}) {
+      if (w->empty()) continue;
+      if (w->parts.empty()) add(w->storage());
+      for (const Weight& p : w->parts) add(p.storage());
+    }
+  }
+  return s;
+}
+
 std::string Weight::storage() const {
   if (quant) return QuantFormatName(quant->format);
   if (parts.empty()) return is_bf16 ? "bf16" : "float32";

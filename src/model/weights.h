@@ -74,6 +74,8 @@ struct ModelWeights {
   Weight lm_head;  // empty when tied: the head is `embed`
   const Weight& head() const { return lm_head.empty() ? embed : lm_head; }
   int64_t bytes() const;
+  // How the layers' projections are stored, for start-up logs: "bf16", "int4 (groups) + bf16", ...
+  std::string ProjectionStorage() const;
 };
 
 }  // namespace graft
