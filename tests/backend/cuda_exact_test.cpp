@@ -17,16 +17,6 @@
 namespace graft {
 namespace {
 
-std::unique_ptr<CudaOps> MakeCuda(ActDtype act) {
-  CudaOptions o;
-  o.act = act;
-  o.budget_bytes = int64_t{4} << 30;
-  o.scratch_bytes = int64_t{256} << 20;
-  auto r = CudaOps::Create(o);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? std::move(r).value() : nullptr;
-}
-
 // The k×k identity as an f32 table (kept alive as long as the ops that upload it).
 Weight Identity(int64_t k) {
   Weight t;
@@ -102,7 +92,7 @@ TEST(CudaExact, ReconstructionIsTheCpuBits) {
     const Weight eye = Identity(k);
     CpuOps cpu(ActDtype::kF32, 2);
     const std::vector<float> want = ReadBack(cpu, cpu.ExactWeight(base, holder.layers[0].targets[0]), eye);
-    auto gpu = MakeCuda(ActDtype::kF32);
+    auto gpu = test::MakeCuda(ActDtype::kF32);
     ASSERT_TRUE(gpu);
     ASSERT_TRUE(gpu->Upload(holder).ok());
     ASSERT_TRUE(gpu->ReserveExact(n * k).ok());
@@ -143,7 +133,7 @@ TEST_P(CudaExactModel, LogitsEqualTheMergedCheckpointBitForBit) {
   auto inputs = test::ReadIntTensors(test::Fixture(p.base + "/inputs.safetensors"));
   const int vocab = base->config().vocab_size;
   for (ActDtype act : {ActDtype::kBF16, ActDtype::kF32}) {
-    auto ops = MakeCuda(act);
+    auto ops = test::MakeCuda(act);
     ASSERT_TRUE(ops);
     ASSERT_TRUE(ops->Upload(base->weights()).ok());
     ASSERT_TRUE(ops->Upload(merged->weights()).ok());
@@ -197,7 +187,7 @@ TEST(CudaExactBase, A32BitBaseServesExactlyFromTheBf16Copy) {
   const int32_t exact = set.Add(&a.value(), true);
   auto bytes = served->LoadExactBase(test::Fixture("qwen3-tiny"), set);
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-  auto ops = MakeCuda(ActDtype::kF32);
+  auto ops = test::MakeCuda(ActDtype::kF32);
   ASSERT_TRUE(ops);
   ASSERT_TRUE(ops->Upload(served->weights()).ok());
   ASSERT_TRUE(ops->UploadExactBase(*served->exact_base()).ok());

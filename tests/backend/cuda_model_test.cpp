@@ -21,16 +21,6 @@
 namespace graft {
 namespace {
 
-std::unique_ptr<CudaOps> MakeCuda(ActDtype act, int64_t budget = int64_t{4} << 30) {
-  CudaOptions o;
-  o.act = act;
-  o.budget_bytes = budget;
-  o.scratch_bytes = int64_t{256} << 20;
-  auto r = CudaOps::Create(o);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? std::move(r).value() : nullptr;
-}
-
 LoraAdapter LoadAdapter(const Model& m, const std::string& name) {
   auto a = LoadLoraAdapter(test::Fixture("adapters/" + name), m.config(), {name, false, nullptr});
   EXPECT_TRUE(a.ok()) << a.status().ToString();
@@ -82,7 +72,7 @@ TEST_P(CudaGolden, LogitsMatchTransformersAndTheCpuReference) {
   auto inputs = test::ReadIntTensors(test::Fixture(GetParam()) + "/inputs.safetensors");
   auto refs = test::ReadFloatTensors(test::Fixture(GetParam()) + "/ref_f32.safetensors");
   for (ActDtype act : {ActDtype::kF32, ActDtype::kBF16}) {
-    auto cuda = MakeCuda(act);
+    auto cuda = test::MakeCuda(act);
     ASSERT_NE(cuda, nullptr);
     CpuOps cpu(act, 4);
     Agreement vs_ref, vs_cpu;
@@ -135,7 +125,7 @@ TEST_P(CudaLoraGolden, AdapterLogitsMatchPeft) {
   // moves them as much again; there the CUDA run must be no further from PEFT than the CPU
   // reference's bf16 run is.
   for (ActDtype act : {ActDtype::kF32, ActDtype::kBF16}) {
-    auto cuda = MakeCuda(act);
+    auto cuda = test::MakeCuda(act);
     ASSERT_NE(cuda, nullptr);
     ASSERT_TRUE(cuda->Upload(model->weights()).ok());
     ASSERT_TRUE(cuda->Upload(ad).ok());
@@ -229,7 +219,7 @@ bool SameBits(const float* a, const float* b, size_t n) { return std::memcmp(a, 
 
 TEST_P(CudaInvariance, ChunkingNeverChangesBits) {
   for (ActDtype act : {ActDtype::kBF16, ActDtype::kF32}) {
-    auto cuda = MakeCuda(act);
+    auto cuda = test::MakeCuda(act);
     ASSERT_NE(cuda, nullptr);
     std::mt19937 rng(11);
     const auto ids = RandomIds(rng, 300);  // crosses 64-token GDN chunks and 128-key attention tiles
@@ -246,7 +236,7 @@ TEST_P(CudaInvariance, ChunkingNeverChangesBits) {
 
 TEST_P(CudaInvariance, NeighboursAndTheirAdaptersNeverChangeARow) {
   for (ActDtype act : {ActDtype::kBF16, ActDtype::kF32}) {
-    auto cuda = MakeCuda(act);
+    auto cuda = test::MakeCuda(act);
     ASSERT_NE(cuda, nullptr);
     std::mt19937 rng(5);
     const auto target = RandomIds(rng, 150);
@@ -322,7 +312,7 @@ TEST_P(CudaInvariance, NeighboursAndTheirAdaptersNeverChangeARow) {
 // Chat on the base gives the same bits before and after a burst of adapter work (decisions:
 // forked records, many adapter rows) on the same device, ops and pools.
 TEST_P(CudaInvariance, ChatIsTheSameBeforeAndAfterDecisions) {
-  auto cuda = MakeCuda(ActDtype::kBF16);
+  auto cuda = test::MakeCuda(ActDtype::kBF16);
   ASSERT_NE(cuda, nullptr);
   std::mt19937 rng(3);
   const auto chat = RandomIds(rng, 90);
@@ -377,7 +367,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaInvariance,
 // Decode steps replayed from graphs give the bits the same steps give eagerly, across page
 // boundaries and GDN chunk ends, with base and adapter rows mixed.
 TEST_P(CudaInvariance, GraphReplayedDecodeStepsAreTheEagerBits) {
-  auto cuda = MakeCuda(ActDtype::kBF16);
+  auto cuda = test::MakeCuda(ActDtype::kBF16);
   ASSERT_NE(cuda, nullptr);
   ASSERT_TRUE(cuda->Upload(model_->weights()).ok());
   ASSERT_TRUE(cuda->Upload(a_).ok());
@@ -446,7 +436,7 @@ TEST_P(CudaInvariance, GraphReplayedDecodeStepsAreTheEagerBits) {
 // The adapter guard: a graph captured for base rows refuses a step with an adapter row, with
 // a clear error and no state touched; a step of another shape is refused too.
 TEST_P(CudaInvariance, ABaseGraphNeverRunsAnAdapterRow) {
-  auto cuda = MakeCuda(ActDtype::kBF16);
+  auto cuda = test::MakeCuda(ActDtype::kBF16);
   ASSERT_NE(cuda, nullptr);
   ASSERT_TRUE(cuda->Upload(model_->weights()).ok());
   ASSERT_TRUE(cuda->Upload(a_).ok());
@@ -527,7 +517,7 @@ TEST(CudaLora, Bf16AdaptersRunOnTensorCoresAndKeepTheirRowBits) {
     AdapterSet set;
     set.slots = {nullptr, &b16, &fp32};
     const int vocab = model->config().vocab_size;
-    auto cuda = MakeCuda(ActDtype::kBF16);
+    auto cuda = test::MakeCuda(ActDtype::kBF16);
     ASSERT_NE(cuda, nullptr);
     CpuOps cpu(ActDtype::kBF16, 4);
     std::mt19937 rng(21);
@@ -607,7 +597,7 @@ TEST(CudaOps, AStepTooBigForTheScratchArenaIsANamedErrorAndTheOpsStayUsable) {
   ASSERT_TRUE(st2.ok());
   std::vector<float> small(5 * model->config().vocab_size);
   ASSERT_TRUE(model->Forward(**ops, ids.data(), 5, *st2, small.data()).ok());
-  auto fresh = MakeCuda(ActDtype::kBF16);
+  auto fresh = test::MakeCuda(ActDtype::kBF16);
   ASSERT_NE(fresh, nullptr);
   const auto want = test::RunChunks(*model, *fresh, std::vector<int32_t>(5, 7), {});
   EXPECT_TRUE(SameBits(small.data(), want.data(), want.size()));

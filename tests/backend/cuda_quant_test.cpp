@@ -22,16 +22,6 @@
 namespace graft {
 namespace {
 
-std::unique_ptr<CudaOps> MakeCuda(ActDtype act) {
-  CudaOptions o;
-  o.act = act;
-  o.budget_bytes = int64_t{4} << 30;
-  o.scratch_bytes = int64_t{256} << 20;
-  auto r = CudaOps::Create(o);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? std::move(r).value() : nullptr;
-}
-
 // A quantized tensor of random weights; int4 optionally with random zero points.
 Weight Quantized(QuantFormat f, int64_t n, int64_t k, bool zero_points, std::mt19937& rng) {
   std::normal_distribution<float> nd(0.0f, 0.05f);
@@ -119,7 +109,7 @@ TEST(CudaQuant, W4a16IsTheDenseBf16MatmulOfItsWeights) {
     ASSERT_TRUE(d.is_bf16) << "W4A16 weights are bf16 values";
     const Weight x = Activations(200, c.k, rng);
     // Fresh ops per case: a backend keeps its device copies by the Weight's address.
-    auto bf = MakeCuda(ActDtype::kBF16), f32 = MakeCuda(ActDtype::kF32);
+    auto bf = test::MakeCuda(ActDtype::kBF16), f32 = test::MakeCuda(ActDtype::kF32);
     ASSERT_TRUE(bf && f32);
     for (int64_t m : kRows) {
       EXPECT_TRUE(Same(MatMulOn(*bf, x, m, q), MatMulOn(*bf, x, m, d))) << q.name << " zp " << c.zp << " m " << m;
@@ -137,7 +127,7 @@ TEST(CudaQuant, Fp8IsTheCpuReferenceBitForBit) {
       for (auto [n, k] : {std::pair<int64_t, int64_t>{300, 384}, {70, 200}}) {
         const Weight q = Quantized(f, n, k, false, rng);
         const Weight x = Activations(200, k, rng);
-        auto cuda = MakeCuda(act);  // fresh: device copies are kept by the Weight's address
+        auto cuda = test::MakeCuda(act);  // fresh: device copies are kept by the Weight's address
         ASSERT_NE(cuda, nullptr);
         const auto all = MatMulOn(*cuda, x, 200, q);
         for (int64_t m : kRows) {
@@ -162,7 +152,7 @@ TEST(CudaQuant, MixedFusedWeightFillsEachTensorsColumns) {
   fused.parts.push_back(dense);
   fused.parts.push_back(Quantized(QuantFormat::kFp8Block, 136, k, false, rng));
   for (const auto& p : fused.parts) fused.rows += p.rows;
-  auto cuda = MakeCuda(ActDtype::kF32);
+  auto cuda = test::MakeCuda(ActDtype::kF32);
   ASSERT_NE(cuda, nullptr);
   CpuOps cpu(ActDtype::kF32, 4);
   const Weight x = Activations(70, k, rng);
@@ -191,7 +181,7 @@ TEST(CudaQuant, QuantizedCheckpointsServeOnTheDevice) {
     auto m = LoadModel(out);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     for (ActDtype act : {ActDtype::kBF16, ActDtype::kF32}) {
-      auto cuda = MakeCuda(act);
+      auto cuda = test::MakeCuda(act);
       ASSERT_NE(cuda, nullptr);
       const Status up = cuda->Upload((*m)->weights());
       ASSERT_TRUE(up.ok()) << up.ToString();

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/simt_tile.cuh"
 
 namespace graft::cuda {
 namespace {
@@ -194,7 +195,6 @@ __global__ void GemmSimtKernel(const float* __restrict__ x, int64_t m, DevWeight
 // outputs and keeps, for each, the 16 partial sums of the CPU order (lane l gains the products
 // at i ≡ l mod 16, the tail into lanes 0..), then the same pairwise tree — so every output is
 // bit for bit GemmSimtKernel's (and the CPU reference's), only the loads are shared.
-constexpr int kSM = 32, kSN = 32, kSK = 16;
 
 __global__ void __launch_bounds__(256) GemmSimtTiledKernel(const float* __restrict__ x, int64_t m, DevWeight w,
                                                            float* __restrict__ y, int64_t ldy, bool round_bf16) {
@@ -211,40 +211,20 @@ __global__ void __launch_bounds__(256) GemmSimtTiledKernel(const float* __restri
 #pragma unroll
       for (int l = 0; l < 16; ++l) acc[a][b][l] = 0.0f;
   for (int64_t k0 = 0; k0 < k; k0 += kSK) {
-    for (int e = threadIdx.x; e < kSM * kSK; e += 256) {
-      const int r = e / kSK, c = e % kSK;
-      const int64_t gr = row0 + r, gc = k0 + c;
-      xs[r][c] = gr < m && gc < k ? x[gr * k + gc] : 0.0f;
-      const int64_t gn = col0 + r;
-      ws[r][c] = gn < n && gc < k ? WeightAt(w, gn * k + gc) : 0.0f;
-    }
+    StageSlice(xs, ws, row0, col0, k0, m, n, k, [&](int64_t r, int64_t c) { return x[r * k + c]; },
+               [&](int64_t j, int64_t c) { return WeightAt(w, j * k + c); });
     __syncthreads();
-    const int valid = static_cast<int>(min(static_cast<int64_t>(kSK), k - k0));  // the tail adds only real terms
-#pragma unroll
-    for (int l = 0; l < kSK; ++l) {
-      if (l < valid) {
-#pragma unroll
-        for (int a = 0; a < 2; ++a)
-#pragma unroll
-          for (int b = 0; b < 2; ++b)
-            acc[a][b][l] = __fadd_rn(acc[a][b][l], __fmul_rn(xs[tr + 16 * a][l], ws[tc + 16 * b][l]));
-      }
-    }
+    // The tail adds only real terms.
+    AccumulateSlice(acc, xs, ws, tr, tc, static_cast<int>(min(static_cast<int64_t>(kSK), k - k0)));
     __syncthreads();
   }
 #pragma unroll
   for (int a = 0; a < 2; ++a) {
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
-#pragma unroll
-      for (int l = 0; l < 8; ++l) acc[a][b][l] = __fadd_rn(acc[a][b][l], acc[a][b][l + 8]);
-#pragma unroll
-      for (int l = 0; l < 4; ++l) acc[a][b][l] = __fadd_rn(acc[a][b][l], acc[a][b][l + 4]);
-#pragma unroll
-      for (int l = 0; l < 2; ++l) acc[a][b][l] = __fadd_rn(acc[a][b][l], acc[a][b][l + 2]);
-      acc[a][b][0] = __fadd_rn(acc[a][b][0], acc[a][b][1]);
+      const float sum = Tree16(acc[a][b]);
       const int64_t gr = row0 + tr + 16 * a, gc = col0 + tc + 16 * b;
-      if (gr < m && gc < n) y[gr * ldy + gc] = RoundAct(acc[a][b][0], round_bf16);
+      if (gr < m && gc < n) y[gr * ldy + gc] = RoundAct(sum, round_bf16);
     }
   }
 }

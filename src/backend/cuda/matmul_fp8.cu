@@ -6,6 +6,7 @@
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/simt_tile.cuh"
 
 namespace graft::cuda {
 namespace {
@@ -39,8 +40,7 @@ __global__ void Fp8QuantizeActKernel(const float* __restrict__ x, int64_t k, int
 // SIMT GEMM (matmul.cu): 32 rows x 32 outputs per block, each thread 2 x 2 outputs with the 16
 // partial sums of the CPU order per output, reduced by the same pairwise tree at the end of
 // every activation group (group % 16 == 0, so 16-column slices never straddle one) and added,
-// scaled, to a running fp32 total — the CPU reference's bits.
-constexpr int kSM = 32, kSN = 32, kSK = 16;
+// scaled, to a running fp32 total — the CPU reference's bits (simt_tile.cuh).
 
 __global__ void __launch_bounds__(256) GemmFp8Kernel(const float* __restrict__ xq, const float* __restrict__ sx,
                                                      int64_t m, DevWeight w, int64_t group, int64_t groups,
@@ -61,25 +61,10 @@ __global__ void __launch_bounds__(256) GemmFp8Kernel(const float* __restrict__ x
       for (int l = 0; l < 16; ++l) acc[a][b][l] = 0.0f;
     }
   for (int64_t k0 = 0; k0 < k; k0 += kSK) {
-    for (int e = threadIdx.x; e < kSM * kSK; e += 256) {
-      const int r = e / kSK, c = e % kSK;
-      const int64_t gr = row0 + r, gc = k0 + c;
-      xs[r][c] = gr < m && gc < k ? xq[gr * k + gc] : 0.0f;
-      const int64_t gn = col0 + r;
-      ws[r][c] = gn < n && gc < k ? E4m3ToFloat(codes[gn * k + gc]) : 0.0f;
-    }
+    StageSlice(xs, ws, row0, col0, k0, m, n, k, [&](int64_t r, int64_t c) { return xq[r * k + c]; },
+               [&](int64_t j, int64_t c) { return E4m3ToFloat(codes[j * k + c]); });
     __syncthreads();
-    const int valid = static_cast<int>(min(static_cast<int64_t>(kSK), k - k0));
-#pragma unroll
-    for (int l = 0; l < kSK; ++l) {
-      if (l < valid) {
-#pragma unroll
-        for (int a = 0; a < 2; ++a)
-#pragma unroll
-          for (int b = 0; b < 2; ++b)
-            acc[a][b][l] = __fadd_rn(acc[a][b][l], __fmul_rn(xs[tr + 16 * a][l], ws[tc + 16 * b][l]));
-      }
-    }
+    AccumulateSlice(acc, xs, ws, tr, tc, static_cast<int>(min(static_cast<int64_t>(kSK), k - k0)));
     __syncthreads();
     const int64_t g = k0 / group;
     if (k0 + kSK >= k || (k0 + kSK) % group == 0) {  // the group ends: reduce, scale, add, restart
@@ -87,14 +72,7 @@ __global__ void __launch_bounds__(256) GemmFp8Kernel(const float* __restrict__ x
       for (int a = 0; a < 2; ++a) {
 #pragma unroll
         for (int b = 0; b < 2; ++b) {
-          float* v = acc[a][b];
-#pragma unroll
-          for (int l = 0; l < 8; ++l) v[l] = __fadd_rn(v[l], v[l + 8]);
-#pragma unroll
-          for (int l = 0; l < 4; ++l) v[l] = __fadd_rn(v[l], v[l + 4]);
-#pragma unroll
-          for (int l = 0; l < 2; ++l) v[l] = __fadd_rn(v[l], v[l + 2]);
-          const float dot = __fadd_rn(v[0], v[1]);
+          const float dot = Tree16(acc[a][b]);
           const int64_t gr = row0 + tr + 16 * a, gc = col0 + tc + 16 * b;
           if (gr < m && gc < n) {
             const float sw = w.format == DevFormat::kFp8Channel ? w.scale[gc]
@@ -102,7 +80,7 @@ __global__ void __launch_bounds__(256) GemmFp8Kernel(const float* __restrict__ x
             total[a][b] = __fadd_rn(total[a][b], __fmul_rn(dot, __fmul_rn(sx[gr * groups + g], sw)));
           }
 #pragma unroll
-          for (int l = 0; l < 16; ++l) v[l] = 0.0f;
+          for (int l = 0; l < 16; ++l) acc[a][b][l] = 0.0f;
         }
       }
     }
