@@ -216,11 +216,13 @@ void RowBitsIndependentOfBatch(int n, int k, int m, std::mt19937& rng) {
 }
 
 // A row's bits whatever the batch: small batches and large ones run different tensor-core
-// kernels (64- and 128-row tiles), which must sum each output in the same K order.
+// kernels (the decode form for up to 16 rows when N and K are multiples of 16, 64- and
+// 128-row tiles), which must sum each output in the same K order.
 TEST(CudaOps, MatMulRowBitsIndependentOfBatch) {
   REQUIRE_GPU();
   std::mt19937 rng(3);
-  for (auto [n, k, m] : std::vector<std::array<int, 3>>{{200, 320, 150}, {300, 72, 200}, {130, 4104, 257}, {64, 70, 129}}) {
+  for (auto [n, k, m] : std::vector<std::array<int, 3>>{{200, 320, 150}, {300, 72, 200}, {130, 4104, 257}, {64, 70, 129},
+                                                                        {208, 4112, 150}, {96, 1024, 70}}) {
     SCOPED_TRACE(::testing::Message() << n << "x" << k << " m " << m);
     RowBitsIndependentOfBatch(n, k, m, rng);
   }

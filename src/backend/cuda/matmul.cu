@@ -179,6 +179,60 @@ __global__ void __launch_bounds__(kLThreads) GemmBf16LargeKernel(const float* __
   }
 }
 
+// The decode form (m <= 16, bf16 weights with N % 16 == 0 and K % 16 == 0): each warp owns 16
+// outputs and walks all of K with the weight fragments loaded straight from global memory, eight
+// 16-wide chunks in flight ahead of the tensor cores; the x rows (padded to 16 with zeros) are
+// staged as bf16 through shared memory kSkK columns at a time. Every output gains its products
+// as the same ascending sequence of 16-wide K chunks through the same WMMA instruction as the
+// other two kernels, so its bits are theirs — only many more warps stream the weights.
+constexpr int kSkWarps = 4, kSkK = 512, kSkPad = 8, kSkAhead = 8;
+
+__global__ void __launch_bounds__(32 * kSkWarps) GemmBf16SkinnyKernel(const float* __restrict__ x, int64_t m,
+                                                                       const __nv_bfloat16* __restrict__ w, int64_t n,
+                                                                       int64_t k, float* __restrict__ y, int64_t ldy,
+                                                                       bool round_bf16) {
+  __shared__ __align__(32) __nv_bfloat16 xs[16][kSkK + kSkPad];
+  __shared__ __align__(32) float stage[kSkWarps][16][20];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t n0 = (int64_t{blockIdx.x} * kSkWarps + warp) * 16;
+  const bool active = n0 < n;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  for (int64_t k0 = 0; k0 < k; k0 += kSkK) {
+    const int span = static_cast<int>(min(static_cast<int64_t>(kSkK), k - k0));  // a multiple of 16
+    __syncthreads();
+    for (int e = threadIdx.x; e < 16 * span; e += 32 * kSkWarps) {
+      const int r = e / span, c = e % span;
+      xs[r][c] = __float2bfloat16_rn(r < m ? x[r * k + k0 + c] : 0.0f);
+    }
+    __syncthreads();
+    if (!active) continue;
+    const __nv_bfloat16* wp = w + n0 * k + k0;
+    for (int kk = 0; kk < span; kk += 16 * kSkAhead) {
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b[kSkAhead];
+#pragma unroll
+      for (int i = 0; i < kSkAhead; ++i) {
+        if (kk + 16 * i < span) wmma::load_matrix_sync(b[i], wp + kk + 16 * i, static_cast<unsigned>(k));
+      }
+#pragma unroll
+      for (int i = 0; i < kSkAhead; ++i) {
+        if (kk + 16 * i < span) {
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+          wmma::load_matrix_sync(a, &xs[0][kk + 16 * i], kSkK + kSkPad);
+          wmma::mma_sync(acc, a, b[i], acc);
+        }
+      }
+    }
+  }
+  if (!active) return;
+  wmma::store_matrix_sync(&stage[warp][0][0], acc, 20, wmma::mem_row_major);
+  __syncwarp();
+  for (int e = lane; e < 256; e += 32) {
+    const int r = e / 16, c = e % 16;
+    if (r < m) y[r * ldy + n0 + c] = RoundAct(stage[warp][r][c], round_bf16);
+  }
+}
+
 // One output per thread, summed in the CPU reference's order: 16 partial sums over i mod 16,
 // then a fixed pairwise tree.
 __global__ void GemmSimtKernel(const float* __restrict__ x, int64_t m, DevWeight w, float* __restrict__ y, int64_t ldy,
@@ -242,7 +296,12 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
                        (w.format != DevFormat::kInt4 || w.group % 8 == 0);
   const bool tensor = bf16 && (w.bf16 || w.w4a16());
   const auto* wb = static_cast<const __nv_bfloat16*>(w.data);
-  if (tensor && m > kBM && aligned) {
+  if (tensor && !w.quantized() && m <= 16 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(w.data) % 32 == 0) {
+    const int64_t blocks = (w.rows / 16 + kSkWarps - 1) / kSkWarps;
+    GemmBf16SkinnyKernel<<<static_cast<unsigned>(blocks), 32 * kSkWarps, 0, s>>>(x, m, wb, w.rows, w.cols, y, ldy,
+                                                                              round_output);
+  } else if (tensor && m > kBM && aligned) {
     const int64_t gy = (m + kLM - 1) / kLM;
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 128 rows in one call");
     const dim3 grid(static_cast<unsigned>((w.rows + kLN - 1) / kLN), static_cast<unsigned>(gy));
