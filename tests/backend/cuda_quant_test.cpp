@@ -102,7 +102,9 @@ TEST(CudaQuant, W4a16IsTheDenseBf16MatmulOfItsWeights) {
     bool zp;
     int64_t n, k;
   };
-  for (const C& c : {C{QuantFormat::kInt4Group, false, 200, 384}, C{QuantFormat::kInt4Group, true, 77, 256},
+  // N and K multiples of 16 take the decode form for up to 16 rows; the others the tiled kernels.
+  for (const C& c : {C{QuantFormat::kInt4Group, false, 208, 384}, C{QuantFormat::kInt4Group, true, 80, 256},
+                     C{QuantFormat::kInt4Group, false, 200, 384}, C{QuantFormat::kNvfp4, false, 96, 512},
                      C{QuantFormat::kNvfp4, false, 130, 208}}) {
     const Weight q = Quantized(c.f, c.n, c.k, c.zp, rng);
     const Weight d = DenseOf(q);

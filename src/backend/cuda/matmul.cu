@@ -233,6 +233,57 @@ __global__ void __launch_bounds__(32 * kSkWarps) GemmBf16SkinnyKernel(const floa
   }
 }
 
+// The decode form for W4A16 weights (int4, NVFP4): as GemmBf16SkinnyKernel, but each warp
+// dequantizes its next kSkAhead 16 x 16 weight tiles to bf16 (eight weights per lane and load,
+// QuantBf16x8) into its own shared-memory tiles and loads the fragments from there — the same
+// bf16 values, the same chunk order, the same bits as the dense kernels on them.
+__global__ void __launch_bounds__(32 * kSkWarps) GemmW4a16SkinnyKernel(const float* __restrict__ x, int64_t m,
+                                                                        DevWeight dw, float* __restrict__ y, int64_t ldy,
+                                                                        bool round_bf16) {
+  __shared__ __align__(32) __nv_bfloat16 xs[16][kSkK + kSkPad];
+  __shared__ __align__(32) __nv_bfloat16 bt[kSkWarps][kSkAhead][16][16 + 8];
+  __shared__ __align__(32) float stage[kSkWarps][16][20];
+  const int64_t n = dw.rows, k = dw.cols;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t n0 = (int64_t{blockIdx.x} * kSkWarps + warp) * 16;
+  const bool active = n0 < n;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  for (int64_t k0 = 0; k0 < k; k0 += kSkK) {
+    const int span = static_cast<int>(min(static_cast<int64_t>(kSkK), k - k0));  // a multiple of 16
+    __syncthreads();
+    for (int e = threadIdx.x; e < 16 * span; e += 32 * kSkWarps) {
+      const int r = e / span, c = e % span;
+      xs[r][c] = __float2bfloat16_rn(r < m ? x[r * k + k0 + c] : 0.0f);
+    }
+    __syncthreads();
+    if (!active) continue;
+    for (int kk = 0; kk < span; kk += 16 * kSkAhead) {
+      const int chunks = min(kSkAhead, (span - kk) / 16);
+      __syncwarp();
+      for (int e = lane; e < chunks * 32; e += 32) {  // per chunk: 16 rows x 2 groups of 8
+        const int i = e / 32, r = (e % 32) / 2, c8 = (e % 2) * 8;
+        *reinterpret_cast<uint4*>(&bt[warp][i][r][c8]) = QuantBf16x8(dw, n0 + r, k0 + kk + 16 * i + c8);
+      }
+      __syncwarp();
+      for (int i = 0; i < chunks; ++i) {
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+        wmma::load_matrix_sync(b, &bt[warp][i][0][0], 16 + 8);
+        wmma::load_matrix_sync(a, &xs[0][kk + 16 * i], kSkK + kSkPad);
+        wmma::mma_sync(acc, a, b, acc);
+      }
+    }
+  }
+  if (!active) return;
+  wmma::store_matrix_sync(&stage[warp][0][0], acc, 20, wmma::mem_row_major);
+  __syncwarp();
+  for (int e = lane; e < 256; e += 32) {
+    const int r = e / 16, c = e % 16;
+    if (r < m) y[r * ldy + n0 + c] = RoundAct(stage[warp][r][c], round_bf16);
+  }
+}
+
 // One output per thread, summed in the CPU reference's order: 16 partial sums over i mod 16,
 // then a fixed pairwise tree.
 __global__ void GemmSimtKernel(const float* __restrict__ x, int64_t m, DevWeight w, float* __restrict__ y, int64_t ldy,
@@ -301,6 +352,10 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
     const int64_t blocks = (w.rows / 16 + kSkWarps - 1) / kSkWarps;
     GemmBf16SkinnyKernel<<<static_cast<unsigned>(blocks), 32 * kSkWarps, 0, s>>>(x, m, wb, w.rows, w.cols, y, ldy,
                                                                               round_output);
+  } else if (tensor && w.w4a16() && m <= 16 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
+             (w.format != DevFormat::kInt4 || w.group % 8 == 0)) {
+    const int64_t blocks = (w.rows / 16 + kSkWarps - 1) / kSkWarps;
+    GemmW4a16SkinnyKernel<<<static_cast<unsigned>(blocks), 32 * kSkWarps, 0, s>>>(x, m, w, y, ldy, round_output);
   } else if (tensor && m > kBM && aligned) {
     const int64_t gy = (m + kLM - 1) / kLM;
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 128 rows in one call");
