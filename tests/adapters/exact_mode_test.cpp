@@ -20,6 +20,7 @@
 #include "io/safetensors.h"
 #include "model/projections.h"
 #include "test_util.h"
+#include "tools/quantize.h"
 
 namespace graft {
 namespace {
@@ -361,14 +362,13 @@ TEST_F(ExactLoad, AdapterWithoutExactOffersOnlyLora) {
   EXPECT_FALSE(model_->ExactScratchElements(set).ok());
 }
 
-// Exact mode on a base not stored in bf16 (here a float32 copy of qwen3-tiny, standing in for
-// the quantized bases to come): refused with the remedy, then served from a resident bf16 copy
-// of just the touched projections (--exact-base), bit for bit the merged release on the CPU.
-TEST(ExactModeBase, A32BitBaseServesExactlyFromABf16CopyOfTheTouchedProjections) {
-  test::TempDir f32dir, adir;
-  test::WriteFloat32Copy("qwen3-tiny", f32dir.path());
+// Exact mode on a base not stored in bf16 (`served_dir`: qwen3-tiny stored as `storage`):
+// refused with the remedy, then served from a resident bf16 copy of just the touched
+// projections (--exact-base), bit for bit the merged release on the CPU.
+void ServeExactFromABf16Copy(const std::string& served_dir, const std::string& storage) {
+  test::TempDir adir;
   ExtractExact({"adapters/qwen3-tiny-lora-mixed-merged", "qwen3-tiny", 16}, adir.path());
-  auto served = LoadModel(f32dir.path());
+  auto served = LoadModel(served_dir);
   ASSERT_TRUE(served.ok()) << served.status().ToString();
   auto merged = test::LoadFixtureModel("adapters/qwen3-tiny-lora-mixed-merged");
   LoraAdapter a = Load(adir.path(), **served);
@@ -377,6 +377,7 @@ TEST(ExactModeBase, A32BitBaseServesExactlyFromABf16CopyOfTheTouchedProjections)
   auto e = (*served)->ExactScratchElements(set);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("pass --exact-base DIR"), std::string::npos) << e.status().ToString();
+  EXPECT_NE(e.status().message().find("stored in " + storage), std::string::npos) << e.status().ToString();
   // A checkpoint of another model is refused.
   EXPECT_FALSE((*served)->LoadExactBase(test::Fixture("qwen3_5-wrapper"), set).ok());
   auto bytes = (*served)->LoadExactBase(test::Fixture("qwen3-tiny"), set);
@@ -388,7 +389,7 @@ TEST(ExactModeBase, A32BitBaseServesExactlyFromABf16CopyOfTheTouchedProjections)
         touched += FusedWeight((*served)->weights().layers[l], static_cast<LoraTarget>(t)).rows *
                    FusedWeight((*served)->weights().layers[l], static_cast<LoraTarget>(t)).cols * 2;
   EXPECT_EQ(bytes.value(), touched) << "just the touched projections";
-  EXPECT_LT(bytes.value(), (*served)->weights().bytes() / 2) << "less than a bf16 copy of the whole model";
+  EXPECT_LT(bytes.value(), merged->weights().bytes()) << "less than a bf16 copy of the whole model";
   ASSERT_TRUE((*served)->ExactScratchElements(set).ok());
   auto inputs = test::ReadIntTensors(test::Fixture("qwen3-tiny/inputs.safetensors"));
   const AdapterSet none;
@@ -398,6 +399,19 @@ TEST(ExactModeBase, A32BitBaseServesExactlyFromABf16CopyOfTheTouchedProjections)
       EXPECT_TRUE(SameBits(Logits(**served, ops, ids, exact, set), Logits(*merged, ops, ids, 0, none))) << name;
     }
   }
+}
+
+TEST(ExactModeBase, A32BitBaseServesExactlyFromABf16CopyOfTheTouchedProjections) {
+  test::TempDir f32dir;
+  test::WriteFloat32Copy("qwen3-tiny", f32dir.path());
+  ServeExactFromABf16Copy(f32dir.path(), "float32");
+}
+
+// The quantized bases of issue 10: the same remedy, the merged release's bits.
+TEST(ExactModeBase, AQuantizedBaseServesExactlyFromABf16CopyOfTheTouchedProjections) {
+  test::TempDir q;
+  ASSERT_TRUE(RunQuantize({test::Fixture("qwen3-tiny"), q.path(), "fp8-block", 0, 8, 2}).ok());
+  ServeExactFromABf16Copy(q.path(), "fp8 (128x128 blocks)");
 }
 
 // Exact mode rebuilds bf16 weights: a float32 base is refused with the reason.
