@@ -317,3 +317,62 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadQuantized, ::testing::ValuesIn(BadCases()),
 
 }  // namespace
 }  // namespace graft
+
+namespace graft {
+namespace {
+
+// Skip lists as real checkpoints write them: transformers' substring match for FP8's
+// modules_to_not_convert, compressed-tensors' names and "re:" patterns (matched from the start),
+// ModelOpt's shell wildcards.
+TEST(QuantScheme, SkipListsMatchAsTheirProducersMean) {
+  test::TempDir d;
+  auto scheme = [&](const json& cfg_or_modelopt, bool modelopt) {
+    fs::remove_all(d.path());
+    fs::create_directories(d.path());
+    if (modelopt) {
+      test::WriteText(d.path() + "/config.json", "{}");
+      test::WriteText(d.path() + "/hf_quant_config.json", cfg_or_modelopt.dump());
+    } else {
+      test::WriteText(d.path() + "/config.json", json{{"quantization_config", cfg_or_modelopt}}.dump());
+    }
+    auto s = LoadQuantScheme(d.path());
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? *s : QuantScheme{};
+  };
+  const std::string a = "model.language_model.layers.3.linear_attn.in_proj_a";
+  const std::string q = "model.language_model.layers.3.self_attn.q_proj";
+  QuantScheme fp8 = scheme({{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"},
+                            {"weight_block_size", {128, 128}}, {"modules_to_not_convert", {"in_proj_a", "lm_head"}}},
+                           false);
+  EXPECT_TRUE(fp8.Skips(a));
+  EXPECT_FALSE(fp8.Skips(q));
+  EXPECT_EQ(fp8.block, 128);
+  QuantScheme ct = scheme({{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"},
+                           {"ignore", {"lm_head", "re:.*linear_attn\\.in_proj_[ab]$", "layers.0.mlp.down_proj"}}},
+                          false);
+  EXPECT_TRUE(ct.Skips(a));
+  EXPECT_TRUE(ct.Skips("model.layers.0.mlp.down_proj")) << "a trailing part of the name";
+  EXPECT_FALSE(ct.Skips("model.layers.10.mlp.down_proj"));
+  EXPECT_FALSE(ct.Skips(q));
+  EXPECT_FALSE(ct.Skips(a + "x")) << "the pattern is anchored at its $";
+  QuantScheme mo = scheme({{"quantization", {{"quant_algo", "NVFP4"}, {"group_size", 16}, {"exclude_modules", {"lm_head", "*in_proj_a*"}}}}},
+                          true);
+  EXPECT_EQ(mo.method, "modelopt");
+  EXPECT_TRUE(mo.Skips(a));
+  EXPECT_FALSE(mo.Skips(q));
+  // Schemes graft does not serve are refused by name; no scheme is none.
+  test::WriteText(d.path() + "/config.json", json{{"quantization_config", {{"quant_method", "gptq"}}}}.dump());
+  auto gptq = LoadQuantScheme(d.path());
+  ASSERT_FALSE(gptq.ok());
+  EXPECT_NE(gptq.status().message().find("'gptq'"), std::string::npos);
+  test::WriteText(d.path() + "/config.json", json{{"quantization_config", {{"quant_method", "fp8"}, {"weight_block_size", {128, 64}}}}}.dump());
+  EXPECT_FALSE(LoadQuantScheme(d.path()).ok()) << "non-square blocks";
+  test::WriteText(d.path() + "/config.json", "{}");
+  fs::remove(d.path() + "/hf_quant_config.json");
+  auto none = LoadQuantScheme(d.path());
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->none());
+}
+
+}  // namespace
+}  // namespace graft
