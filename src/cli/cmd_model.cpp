@@ -7,6 +7,7 @@
 #include "io/identity.h"
 #include "io/model_config.h"
 #include "model/model.h"
+#include "model/quant_loader.h"
 #include "tools/quantize.h"
 #include "tools/compare_logits.h"
 #include "tools/logits.h"
@@ -50,9 +51,11 @@ void AddInfoCommand(CLI::App& app, Runner& run) {
       GRAFT_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(s->dir));
       GRAFT_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(s->dir));
       GRAFT_ASSIGN_OR_RETURN(IdentityResult id, CachedIdentity(ckpt, s->cache_dir));
-      fmt::print("model     {}\nconfig    {}\ntensors   {} in {} file(s), {:.1f} MB\nidentity  {}{}\n", s->dir,
-                 cfg.Summary(), ckpt.All().size(), ckpt.files().size(), ckpt.total_bytes() / 1e6, id.identity,
-                 id.from_cache ? " (cached)" : "");
+      GRAFT_ASSIGN_OR_RETURN(QuantScheme q, LoadQuantScheme(s->dir));
+      fmt::print("model     {}\nconfig    {}\nquantized {}{}\ntensors   {} in {} file(s), {:.1f} MB\nidentity  {}{}\n",
+                 s->dir, cfg.Summary(), q.Describe(),
+                 q.skip.empty() ? "" : fmt::format(" ({} modules in its skip list)", q.skip.size()), ckpt.All().size(),
+                 ckpt.files().size(), ckpt.total_bytes() / 1e6, id.identity, id.from_cache ? " (cached)" : "");
       return Status::Ok();
     };
   });
