@@ -19,20 +19,27 @@ uint8_t Nearest(const std::array<float, N>& v, float a) {
   return static_cast<uint8_t>((hi - 1) % 2 == 0 ? hi - 1 : hi);
 }
 
-const std::array<float, 127>& E4M3Values() {  // codes 0x00..0x7E
-  static const std::array<float, 127> v = [] {
-    std::array<float, 127> t{};
-    for (int c = 0; c < 127; ++c) t[static_cast<size_t>(c)] = Fp8E4M3ToFloat(static_cast<uint8_t>(c));
-    return t;
-  }();
-  return v;
-}
-
 }  // namespace
 
+// Directly from the float: subnormals count in steps of 2^-9, normals keep 3 mantissa bits
+// rounded half to even (the even code: its low bit is the mantissa's); a carry out of the
+// mantissa moves to the next exponent, as the code order does. Every step is exact in float
+// except the one rounding, so this is the nearest code (tested against a search of all codes).
 uint8_t FloatToFp8E4M3(float f) {
   if (std::isnan(f)) return 0x7F;
-  const uint8_t c = Nearest(E4M3Values(), std::fabs(f));
+  const float a = std::fabs(f);
+  uint8_t c;
+  if (a >= 448.0f) {
+    c = 0x7E;
+  } else if (a < 0.015625f) {  // below the smallest normal, 2^-6
+    c = static_cast<uint8_t>(std::nearbyint(a * 512.0f));  // 0..8; 8 is the smallest normal's code
+  } else {
+    int e = 0;
+    const float frac = std::frexp(a, &e);  // a = frac · 2^e, frac in [0.5, 1)
+    const int m = static_cast<int>(std::nearbyint((frac * 2.0f - 1.0f) * 8.0f));  // 0..8
+    c = static_cast<uint8_t>(((e - 1 + 7) << 3) + m);  // m == 8 carries into the exponent
+    if (c > 0x7E) c = 0x7E;
+  }
   return std::signbit(f) ? static_cast<uint8_t>(c | 0x80) : c;
 }
 

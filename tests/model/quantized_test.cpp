@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "util/minifloat.h"
@@ -54,6 +55,36 @@ TEST(Minifloat, EncodersRoundTripEveryCodeAndRoundHalfToEven) {
   EXPECT_EQ(FloatToFp4E2M1(5.0f), 0x6);
   EXPECT_EQ(FloatToFp4E2M1(-7.0f), 0xF);  // saturates at -6
   EXPECT_EQ(FloatToFp4E2M1(1.3f), 0x3);
+}
+
+// The e4m3 encoder against a plain search: the code whose value is nearest, ties to the even
+// code, at every code's value, at every midpoint and one float step either side of it, and at
+// a million random magnitudes across the whole range (and their negatives).
+TEST(Minifloat, E4m3EncoderIsTheNearestCode) {
+  auto nearest = [](float f) {
+    const float a = std::fabs(f);
+    int best = 0;
+    for (int c = 1; c < 127; ++c) {
+      const float d = std::fabs(Fp8E4M3ToFloat(static_cast<uint8_t>(c)) - a), db = std::fabs(Fp8E4M3ToFloat(static_cast<uint8_t>(best)) - a);
+      if (d < db || (d == db && c % 2 == 0)) best = c;
+    }
+    if (a >= 448.0f) best = 0x7E;
+    return static_cast<uint8_t>(std::signbit(f) ? best | 0x80 : best);
+  };
+  std::vector<float> probes;
+  for (int c = 0; c < 126; ++c) {
+    const float lo = Fp8E4M3ToFloat(static_cast<uint8_t>(c)), hi = Fp8E4M3ToFloat(static_cast<uint8_t>(c + 1));
+    const float mid = (lo + hi) / 2;  // exact: both have few bits
+    for (float p : {lo, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)}) probes.push_back(p);
+  }
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> ex(-14.0f, 10.0f), mant(1.0f, 2.0f);
+  for (int i = 0; i < 1000000; ++i) probes.push_back(std::ldexp(mant(rng), static_cast<int>(ex(rng))));
+  for (float p : {448.0f, 464.0f, 1e30f, std::numeric_limits<float>::infinity(), 0.0f, 1e-30f}) probes.push_back(p);
+  for (float p : probes) {
+    ASSERT_EQ(FloatToFp8E4M3(p), nearest(p)) << p;
+    ASSERT_EQ(FloatToFp8E4M3(-p), nearest(-p)) << -p;
+  }
 }
 
 std::vector<float> All(const QuantizedWeight& w) {
