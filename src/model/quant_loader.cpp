@@ -313,6 +313,17 @@ Result<std::shared_ptr<const QuantizedWeight>> ReadQuantizedLinear(const Checkpo
     q->scale_fp8 = bytes(scale);
     q->global = ct ? 1.0f / g[0] : g[0];
   }
+  // e4m3 has one NaN pattern (S.1111.111); a checkpoint holding it would turn outputs into NaN.
+  auto no_nan = [&](const std::vector<uint8_t>& codes, const char* what) -> Status {
+    for (size_t i = 0; i < codes.size(); ++i) {
+      if ((codes[i] & 0x7F) == 0x7F) return fail(fmt::format("{} element {} is an e4m3 NaN", what, i));
+    }
+    return Status::Ok();
+  };
+  if (q->format == QuantFormat::kFp8Block || q->format == QuantFormat::kFp8Channel) {
+    GRAFT_RETURN_IF_ERROR(no_nan(q->codes, "weight"));
+  }
+  if (q->format == QuantFormat::kNvfp4) GRAFT_RETURN_IF_ERROR(no_nan(q->scale_fp8, "weight_scale"));
   if (weight.file && (fp8_weight || u8_weight || scale_inv.file)) used.push_back(weight.info->name);
   if (packed.file) used.push_back(packed.info->name);
   GRAFT_RETURN_IF_ERROR(ValidateQuantized(*q));

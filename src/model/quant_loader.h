@@ -21,6 +21,7 @@
 // accepted and not used: FP8 activations are quantized per token at run time, and Hopper runs
 // NVFP4 weight-only. AWQ, GPTQ and MLX layouts are refused by name.
 //
+// Codes that decode to NaN (e4m3 S.1111.111, in FP8 weights or NVFP4 group scales) are refused.
 // The tensors decide each module's format; the scheme must agree: a quantized module the skip
 // list names, or quantized tensors in a checkpoint that declares no scheme (or another one),
 // is an error naming the module.

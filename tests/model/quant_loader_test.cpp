@@ -260,6 +260,10 @@ std::vector<BadCase> BadCases() {
          std::memcpy(Named(a, kM + ".weight_scale_inv")->bytes.data(), &nan, 4);
        },
        keep},
+      {"nan_code", "fp8-block", "weight element 3 is an e4m3 NaN",
+       [](std::vector<TensorToWrite>& a) { Named(a, kM + ".weight")->bytes[3] = 0xFF; }, keep},
+      {"nan_group_scale", "nvfp4", "weight_scale element 0 is an e4m3 NaN",
+       [](std::vector<TensorToWrite>& a) { Named(a, kM + ".weight_scale")->bytes[0] = 0x7F; }, keep},
       {"weight_dtype", "fp8-block", "has dtype I8, expected F8_E4M3",
        [](std::vector<TensorToWrite>& a) { Named(a, kM + ".weight")->dtype = DType::kI8; }, keep},
       {"other_method", "fp8-block", "declares compressed-tensors pack-quantized", none,
