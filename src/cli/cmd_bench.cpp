@@ -123,14 +123,15 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
         GRAFT_ASSIGN_OR_RETURN(QuantFormat f, ParseQuantFormat(s->dummy_quant));
         GRAFT_RETURN_IF_ERROR(QuantizeWeights(w, cfg, f, s->m.threads));
         model = cfg.arch == Arch::kQwen3 ? MakeQwen3(std::move(cfg), std::move(w)) : MakeQwen3_5(std::move(cfg), std::move(w));
-        s->load_format = "dummy, " + s->dummy_quant;
       } else if (s->load_format == "dummy") {
         GRAFT_ASSIGN_OR_RETURN(model, LoadDummyModel(s->m.model, s->job.seed, s->m.threads));
       } else {
         GRAFT_ASSIGN_OR_RETURN(model, LoadModel(s->m.model));
       }
       spdlog::info("bench: {} ({:.1f} GB of weights, {}) on {} with {} activations", model->config().Summary(),
-                   model->weights().bytes() / 1e9, s->load_format, s->m.device, s->m.dtype);
+                   model->weights().bytes() / 1e9,
+                   s->dummy_quant == "none" ? s->load_format : s->load_format + ", " + s->dummy_quant, s->m.device,
+                   s->m.dtype);
       if (tok && tok->vocab_size() > model->config().vocab_size) {
         return InvalidArgument(fmt::format("--tokenizer {}: {} tokens, more than the model's {}", tdir, tok->vocab_size(),
                                            model->config().vocab_size));

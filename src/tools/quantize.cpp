@@ -158,17 +158,14 @@ Status QuantizeWeights(ModelWeights& w, const ModelConfig& cfg, QuantFormat form
       part.name = t.src->name + ":" + t.p.path;
       part.rows = t.p.rows;
       part.cols = t.p.cols;
-      std::vector<float> v(static_cast<size_t>(t.p.rows * t.p.cols));
-      WeightRows(*t.src, t.p.row_offset, t.p.row_offset + t.p.rows, v.data());
-      if (KeptHighPrecision(t.p, format) || !t.src->is_bf16) {
+      const int64_t r0 = t.p.row_offset, r1 = t.p.row_offset + t.p.rows;
+      if (KeptHighPrecision(t.p, format)) {  // as stored
         part.is_bf16 = t.src->is_bf16;
-        if (part.is_bf16) {
-          part.bf16.assign(t.src->bf16.begin() + t.p.row_offset * t.p.cols,
-                           t.src->bf16.begin() + (t.p.row_offset + t.p.rows) * t.p.cols);
-        } else {
-          part.f32 = std::move(v);
-        }
+        if (part.is_bf16) part.bf16.assign(t.src->bf16.begin() + r0 * t.p.cols, t.src->bf16.begin() + r1 * t.p.cols);
+        else part.f32.assign(t.src->f32.begin() + r0 * t.p.cols, t.src->f32.begin() + r1 * t.p.cols);
       } else {
+        std::vector<float> v(static_cast<size_t>(t.p.rows * t.p.cols));
+        WeightRows(*t.src, r0, r1, v.data());
         auto q = Quantize(v.data(), t.p.rows, t.p.cols, format);
         if (!q.ok()) {
           errors[static_cast<size_t>(i)] = q.status().WithContext(part.name);
