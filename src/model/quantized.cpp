@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "util/bf16.h"
 #include "util/minifloat.h"
@@ -176,6 +177,12 @@ Result<QuantizedWeight> Quantize(const float* w, int64_t rows, int64_t cols, Qua
       float amax = 0;
       for (int64_t i = 0; i < rows * cols; ++i) amax = std::max(amax, std::fabs(w[i]));
       q.global = amax > 0 ? amax / (6.0f * 448.0f) : 1.0f;
+      // compressed-tensors stores 1 / global and loaders invert it back: move up to the nearest
+      // float for which that round trip is exact, so the served weights are the quantized ones
+      // (up is safe: group scales only shrink).
+      for (int i = 0; i < 64 && 1.0f / (1.0f / q.global) != q.global; ++i) {
+        q.global = std::nextafter(q.global, std::numeric_limits<float>::infinity());
+      }
       q.scale_fp8.resize(static_cast<size_t>(rows * cols / 16));
       q.codes.assign(static_cast<size_t>(rows * cols / 2), 0);
       for (int64_t r = 0; r < rows; ++r) {

@@ -73,7 +73,9 @@ inline float Fp8WeightScale(const QuantizedWeight& w, int64_t n, int64_t g) {
 //   kInt4Group   symmetric (compressed-tensors): scale = bf16(amax(group) / 7.5) per row and
 //                128 columns (bf16, as the checkpoint stores it); q = clamp(round-half-even(
 //                W / scale), -8, 7); stored u = q + 8.
-//   kNvfp4       ModelOpt: global = amax(W) / (6 · 448); per 16 columns the e4m3 scale
+//   kNvfp4       ModelOpt: global = amax(W) / (6 · 448) (moved up to the nearest float whose
+//                reciprocal round trip 1 / (1 / global) is exact, as compressed-tensors stores
+//                the reciprocal); per 16 columns the e4m3 scale
 //                e4m3(amax(group) / 6 / global); code = e2m1(W / (scale · global)).
 // Fails on shapes the format cannot hold (int4: cols % 128, nvfp4: cols % 16) or non-finite W.
 Result<QuantizedWeight> Quantize(const float* w, int64_t rows, int64_t cols, QuantFormat format);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/cpu_ops.h"
 #include "io/checkpoint.h"
 #include "model/model.h"
 #include "model/quantized.h"
@@ -155,6 +156,35 @@ TEST(Quantize, W4a16WritesCompressedTensorsPackQuantized) {
   EXPECT_EQ(qc["config_groups"]["group_0"]["weights"]["group_size"], 128);
   EXPECT_NE(std::find(qc["ignore"].begin(), qc["ignore"].end(), "model.layers.0.linear_attn.in_proj_a"), qc["ignore"].end());
   EXPECT_EQ(out->Find("model.layers.0.linear_attn.in_proj_a.weight").info->dtype, DType::kBF16);
+}
+
+}  // namespace
+}  // namespace graft
+
+namespace graft {
+namespace {
+
+// graft bench --dummy-quantize quantizes weights in memory: the same model, bit for bit, as
+// graft quantize's checkpoint loaded back.
+TEST(Quantize, InMemoryQuantizationServesWhatTheCheckpointServes) {
+  test::TempDir d;
+  const std::string base = std::filesystem::path(test::FixturesDir()).parent_path().string() + "/models/base";
+  for (const char* format : {"w4a16", "nvfp4", "fp8-block"}) {
+    const std::string out = d.path() + "/" + format;
+    ASSERT_TRUE(RunQuantize({base, out, format, 0, 8, 2}).ok());
+    auto from_disk = LoadModel(out);
+    auto bf16 = LoadModel(base);
+    ASSERT_TRUE(from_disk.ok() && bf16.ok());
+    ModelWeights w = (*bf16)->weights();
+    ASSERT_TRUE(QuantizeWeights(w, (*bf16)->config(), ParseQuantFormat(format).value(), 2).ok());
+    EXPECT_EQ(w.ProjectionStorage(), (*from_disk)->weights().ProjectionStorage()) << format;
+    auto in_memory = MakeQwen3_5((*bf16)->config(), std::move(w));
+    CpuOps ops(ActDtype::kBF16, 2);
+    const std::vector<int32_t> ids = {3, 77, 1024, 5, 8000, 42, 42, 9};
+    const auto a = test::RunChunks(**from_disk, ops, ids, {}), b = test::RunChunks(*in_memory, ops, ids, {});
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << format;
+  }
+  EXPECT_FALSE(ParseQuantFormat("int3").ok());
 }
 
 }  // namespace
