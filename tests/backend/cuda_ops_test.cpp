@@ -294,8 +294,11 @@ TEST(CudaOps, AttentionRowBitsIndependentOfChunking) {
 TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
   REQUIRE_GPU();
   std::mt19937 rng(6);
+  // Shapes: one value-column slice of the chunk kernel, and several (dv = 72: 32 + 32 + 8).
+  struct Shape { int hk, hv, dk, dv; };
+  for (const Shape sh : {Shape{2, 4, 16, 24}, Shape{1, 3, 32, 72}})
   for (bool bf16 : {false, true}) {
-    const int hk = 2, hv = 4, dk = 16, dv = 24, K = 4, n = 150;
+    const int hk = sh.hk, hv = sh.hv, dk = sh.dk, dv = sh.dv, K = 4, n = 150;
     const int conv_dim = 2 * hk * dk + hv * dv, stride = conv_dim + 9;
     CpuOps cpu(Act(bf16), 2);
     auto x = Random(static_cast<size_t>(n) * stride, rng, 1.0f, bf16);
@@ -316,6 +319,14 @@ TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
                                          dm2.p + size_t(t0) * conv_dim, nullptr).ok());
       }
       EXPECT_EQ(dm2.Get(), gpu_mixed) << "conv in pieces";
+      // Token by token (the decode kernel) against the token-parallel kernel of the whole.
+      Dev<float> dm3(mixed.size()), dcs3(std::vector<float>(cstate.size(), 0.0f));
+      for (int t = 0; t < n; ++t) {
+        ASSERT_TRUE(cuda::CausalConvSilu(dx.p + size_t(t) * stride, stride, 1, conv_dim, conv_w->dev(), dcs3.p, bf16,
+                                         dm3.p + size_t(t) * conv_dim, nullptr).ok());
+      }
+      EXPECT_EQ(dm3.Get(), gpu_mixed) << "conv token by token";
+      EXPECT_EQ(dcs3.Get(), dcs.Get()) << "conv state token by token";
     }
     // The delta rule on the CPU's conv output (the same input for both).
     auto beta = Random(static_cast<size_t>(n) * hv, rng, 1.0f, false);
@@ -348,7 +359,9 @@ TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
     };
     const auto whole = run(n);
     EXPECT_LT(RelErr(whole, core), bf16 ? Bound(true) : 1e-5) << "GdnCore vs CPU";
-    for (int chunk : {1, 15, 16, 17, 64}) EXPECT_EQ(run(chunk), whole) << "GdnCore in chunks of " << chunk;
+    // 1 and 15: the token kernel throughout; 16, 17, 64, 100: the chunk kernel, starting inside a
+    // chunk (17, 100) and ending on a boundary (16, 64); the whole run (150) ends inside one.
+    for (int chunk : {1, 15, 16, 17, 64, 100}) EXPECT_EQ(run(chunk), whole) << "GdnCore in chunks of " << chunk;
     // Gated norm.
     auto nw = MakeW(dv, 1, rng, false, 1.0f);
     std::vector<float> normed(core.size());

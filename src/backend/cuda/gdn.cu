@@ -10,6 +10,10 @@ namespace {
 
 constexpr int kMaxConvK = 8;
 constexpr int kMaxDim = 256;
+// From this many tokens on, the conv and the delta rule take their token-parallel forms (same
+// bits as the token-by-token kernels, which serve decode steps and short pieces).
+constexpr int kParallelMinTokens = 16;
+constexpr int64_t kMaxSharedBytes = 227 * 1024;  // Hopper's per-block dynamic shared memory
 
 Status Launched(const char* op) {
   const cudaError_t err = cudaGetLastError();
@@ -37,6 +41,35 @@ __global__ void ConvKernel(const float* x, int64_t x_stride, int n, int channels
 
 // Σ x[i]² in the CPU reference's 16-lane order (one thread).
 __device__ float SumSquares16(const float* x, int d) { return Dot16(x, x, d); }
+
+// One thread per (token, channel): the same window sums as ConvKernel, all tokens at once. The
+// window reads the old conv_state, so ConvStateKernel (launched after) advances it.
+__global__ void ConvTokensKernel(const float* x, int64_t x_stride, int n, int channels, DevWeight w,
+                                 const float* conv_state, bool bf16, float* out) {
+  const int64_t id = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (id >= int64_t{n} * channels) return;
+  const int t = static_cast<int>(id / channels), c = static_cast<int>(id % channels);
+  const int K = static_cast<int>(w.cols), hist = K - 1;
+  float acc = 0.0f;
+  for (int j = 0; j < K; ++j) {
+    const int s = t - hist + j;  // input position; negative ones come from the state
+    const float in = s < 0 ? conv_state[int64_t{c} * hist + hist + s] : x[int64_t{s} * x_stride + c];
+    acc = __fadd_rn(acc, __fmul_rn(WeightAt(w, int64_t{c} * K + j), in));
+  }
+  out[int64_t{t} * channels + c] = RoundAct(SiluF(RoundAct(acc, bf16)), bf16);
+}
+
+// conv_state [c, K-1] = the last K-1 inputs after n more tokens (one thread per channel).
+__global__ void ConvStateKernel(const float* x, int64_t x_stride, int n, int channels, int hist, float* conv_state) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= channels) return;
+  float win[kMaxConvK];
+  for (int j = 0; j < hist; ++j) {
+    const int s = n - hist + j;
+    win[j] = s < 0 ? conv_state[int64_t{c} * hist + hist + s] : x[int64_t{s} * x_stride + c];
+  }
+  for (int j = 0; j < hist; ++j) conv_state[int64_t{c} * hist + j] = win[j];
+}
 
 // One block per value head h; thread j < dv owns value column j; threads r < dk help with keys.
 __global__ void GdnCoreKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
@@ -144,6 +177,14 @@ Status CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, con
     return InvalidArgument("cuda CausalConvSilu: bad shape (kernel width 1..8, one row per channel)");
   }
   if (n == 0) return Status::Ok();
+  if (n >= kParallelMinTokens) {
+    const int64_t threads = int64_t{n} * channels;
+    ConvTokensKernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+        x, x_stride, n, channels, w, conv_state, bf16, out);
+    ConvStateKernel<<<(channels + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream)>>>(
+        x, x_stride, n, channels, static_cast<int>(w.cols) - 1, conv_state);
+    return Launched("CausalConvSilu");
+  }
   ConvKernel<<<(channels + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream)>>>(x, x_stride, n, channels, w,
                                                                                    conv_state, bf16, out);
   return Launched("CausalConvSilu");
@@ -155,6 +196,11 @@ Status GdnCore(const GdnCoreArgs& a, void* stream) {
     return InvalidArgument("cuda GdnCore: bad shape or state (dk, dv 1..256, value heads a multiple of key heads)");
   }
   if (a.n == 0) return Status::Ok();
+  if (a.n >= kParallelMinTokens && GdnChunkSharedBytes(a.dk) <= kMaxSharedBytes) {
+    const Status s = GdnCoreChunked(a, stream);
+    a.state->pending = (a.state->pending + a.n) % kGdnChunk;
+    return s;
+  }
   const int threads = ((a.dk > a.dv ? a.dk : a.dv) + 31) / 32 * 32;
   // The state descriptor travels by value (its pointers are device memory); `pending` is kept
   // on the host and advanced here.

@@ -1,12 +1,14 @@
 // CUDA Gated DeltaNet ops: the contracts of Ops::CausalConvSilu, Ops::GdnCore and
 // Ops::GatedRmsNorm (backend/ops.h), on device pointers.
 //
-// GdnCore runs the chunk-consistent form of the CPU reference token by token (one block per
-// value head, one thread per value column): the state S advances only at 64-token chunk ends,
-// rows inside the open chunk use the chunk formula. A token's output therefore depends only
-// on its own sequence, never on how the sequence is split into calls, and prefill and decode
-// run the same arithmetic. (A chunked tensor-core prefill is the speed work of a later issue;
-// it must keep this contract.)
+// GdnCore runs the chunk-consistent form of the CPU reference: the state S advances only at
+// 64-token chunk ends, rows inside the open chunk use the chunk formula. A token's output
+// therefore depends only on its own sequence, never on how the sequence is split into calls,
+// and prefill and decode run the same arithmetic. Two kernels compute it with the same bits:
+// token by token (one block per value head, one thread per value column; decode steps and
+// pieces under 16 tokens) and chunk-parallel (gdn_chunk.cu: a chunk's products with S, its
+// coefficients and outputs at once, only the 64-step triangular recurrence in order).
+// CausalConvSilu likewise has a token-by-token and a token-parallel kernel with equal bits.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +49,10 @@ struct GdnCoreArgs {
   const int32_t* pending_dev = nullptr;
 };
 Status GdnCore(const GdnCoreArgs& a, void* stream);
+// The chunk-parallel kernel alone (GdnCore picks it from 16 tokens on); it leaves
+// a.state->pending for the caller to advance. Needs GdnChunkSharedBytes(dk) of shared memory.
+Status GdnCoreChunked(const GdnCoreArgs& a, void* stream);
+int64_t GdnChunkSharedBytes(int dk);
 
 // Per (row, head): n = r(w * r(x * rsqrt(mean(x²) + eps))), out = r(n * silu(z)).
 Status GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
