@@ -409,8 +409,8 @@ TEST(CudaOps, LoraTouchesOnlyItsRowsAndMatchesCpu) {
     std::vector<int32_t> begin{0, 0, 2, 3};
     Dev<cuda::DevLoraModule> dmods(mods);
     Dev<int32_t> dbegin(begin), dslots(slots);
-    Dev<float> dx(x), dy(y0);
-    cuda::LoraArgs g{dx.p, m, k, dslots.p, dmods.p, dbegin.p, 3, 13, dy.p, n_out, bf16};
+    Dev<float> dx(x), dy(y0), scratch(size_t(m) * 2 * 13);
+    cuda::LoraArgs g{dx.p, m, k, dslots.p, dmods.p, dbegin.p, 3, 13, dy.p, n_out, bf16, 2, 40, scratch.p};
     ASSERT_TRUE(cuda::LoraAdd(g, nullptr).ok());
     const auto got = dy.Get();
     EXPECT_EQ(got, ref) << "LoRA sums run in the CPU's order: bit for bit";

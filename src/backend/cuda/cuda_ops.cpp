@@ -587,7 +587,8 @@ void CudaOps::LoraAdd(const LoraArgs& a) {
   }
   std::vector<cuda::DevLoraModule> mods;
   std::vector<int32_t> begin(by_slot.size() + 1, 0);
-  int max_rank = 0;
+  int max_rank = 0, max_modules = 0;
+  int64_t max_out = 0;
   for (size_t s = 0; s < by_slot.size(); ++s) {
     begin[s] = static_cast<int32_t>(mods.size());
     if (!by_slot[s] || gathered[s]) continue;
@@ -597,7 +598,9 @@ void CudaOps::LoraAdd(const LoraArgs& a) {
       if (Failed()) return;
       mods.push_back({da->w, db->w, m.rank, m.scale, m.row_offset});
       max_rank = std::max(max_rank, m.rank);
+      max_out = std::max(max_out, m.b.rows);
     }
+    max_modules = std::max(max_modules, static_cast<int>(mods.size()) - begin[s]);
   }
   begin[by_slot.size()] = static_cast<int32_t>(mods.size());
   if (mods.empty()) return;
@@ -614,8 +617,12 @@ void CudaOps::LoraAdd(const LoraArgs& a) {
   d.y = a.y;
   d.y_stride = a.y_stride;
   d.bf16 = bf16();
+  d.max_modules = max_modules;
+  d.max_out = max_out;
+  d.scratch = Alloc(a.m * max_modules * int64_t{max_rank});
   if (Failed()) return;
-  Sign(4, d.x, d.m, d.k, d.row_slot, d.modules, d.slot_begin, d.num_slots, d.max_rank, d.y, d.y_stride);
+  Sign(4, d.x, d.m, d.k, d.row_slot, d.modules, d.slot_begin, d.num_slots, d.max_rank, d.y, d.y_stride, d.max_modules,
+       d.max_out, d.scratch);
   for (const auto& md : mods) Sign(md.a.data, md.b.data, md.rank, md.scale, md.row_offset);
   if (!Launches()) return;
   Note(cuda::LoraAdd(d, stream_));

@@ -2,9 +2,13 @@
 //
 // For each row r with slot s > 0 and each module of slot s on this projection:
 //   t = r(x_r · Aᵀ) (rank values), then y_r[off + n] = r(y_r[off + n] + r(r(t · B_n) * scale)).
-// Sums run in the CPU reference's 16-lane order. One block per row: a row reads only its own
-// x and writes only its own y, so base rows (slot 0) are never touched and a row's bits never
-// depend on which adapters its neighbours use. (Adapters with bf16 factors run instead on the
+// Sums run in the CPU reference's 16-lane order, each by a half-warp whose lane l owns the
+// reference's partial sum l (the chain over i = l, l + 16, ...), joined by shuffles in the
+// reference's pairwise tree: the CPU's bits, with K spread over 16 lanes. Two launches, each
+// over (output, row, module): t for every module, then the deltas. A row reads only its own x
+// and writes only its own y, so base rows (slot 0) are never touched and a row's bits never
+// depend on which adapters its neighbours use. The modules of one slot write disjoint columns
+// (the slices of a fused projection). (Adapters with bf16 factors run instead on the
 // tensor cores through LoraScatterAdd below, grouped by adapter in CudaOps: same contract.)
 #pragma once
 
@@ -36,6 +40,9 @@ struct LoraArgs {
   float* y;                        // [m, y_stride]
   int64_t y_stride;
   bool bf16;
+  int max_modules;                 // the most modules any slot has
+  int64_t max_out;                 // the most output columns (B rows) any module has
+  float* scratch;                  // [m, max_modules, max_rank] device floats for t
 };
 
 Status LoraAdd(const LoraArgs& a, void* stream);
