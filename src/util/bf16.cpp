@@ -4,6 +4,26 @@
 
 namespace graft {
 
+namespace {
+uint16_t Truncated(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return static_cast<uint16_t>(u >> 16);
+}
+}  // namespace
+
+void SplitBf16x3(float f, uint16_t out[3]) {
+  if (!std::isfinite(f)) {
+    out[0] = FloatToBf16(f);
+    out[1] = out[2] = 0;
+    return;
+  }
+  out[0] = Truncated(f);
+  const float r1 = f - Bf16ToFloat(out[0]);  // exact: the low 16 bits of f's significand
+  out[1] = Truncated(r1);
+  out[2] = FloatToBf16(r1 - Bf16ToFloat(out[1]));  // exact: at most 8 significant bits remain
+}
+
 float F16ToFloat(uint16_t h) {
   const uint32_t sign = (h >> 15) & 1u;
   const uint32_t exp = (h >> 10) & 0x1fu;

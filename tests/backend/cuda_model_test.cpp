@@ -491,11 +491,12 @@ TEST_P(CudaInvariance, ABaseGraphNeverRunsAnAdapterRow) {
 
 // ---- LoRA on the tensor cores -------------------------------------------------------------
 
-// An adapter with bf16 factors runs on the tensor cores (rows gathered per adapter, two bf16
-// projections, deltas scattered back): its rows keep their bits beside any neighbours —
-// base rows, rows of an fp32 adapter (the SIMT kernel), rows of the same adapter — and stay
-// close to the CPU reference running the same bf16 adapter.
-TEST(CudaLora, Bf16AdaptersRunOnTensorCoresAndKeepTheirRowBits) {
+// With bf16 activations every adapter runs on the tensor cores (rows gathered per adapter, two
+// bf16 projections, deltas scattered back): bf16 factors as they are, fp32 factors as three
+// exact bf16 pieces. Either adapter's rows keep their bits beside any neighbours — base rows,
+// rows of the other adapter, rows of the same adapter, alone at one row or among 40 — and stay
+// close to the CPU reference running the same adapter (fp32 factors in fp32 there).
+TEST(CudaLora, AdaptersRunOnTensorCoresAndKeepTheirRowBits) {
   REQUIRE_GPU();
   for (const auto& [base, adapter] : {std::pair<std::string, std::string>{"qwen3-tiny", "qwen3-tiny-lora-alllinear"},
                                       {"qwen3_5-wrapper", "qwen3_5-wrapper-lora-gdn"}}) {
@@ -528,19 +529,21 @@ TEST(CudaLora, Bf16AdaptersRunOnTensorCoresAndKeepTheirRowBits) {
       return v;
     };
     const auto target = random_ids(120);
+    for (int32_t slot : {1, 2}) {
+    const char* kind = slot == 1 ? "bf16 factors" : "fp32 factors (split)";
     auto alone = [&](Ops& ops) {
       std::vector<float> l(target.size() * vocab);
       auto st = model->NewState(ops);
       EXPECT_TRUE(st.ok());
-      EXPECT_TRUE(model->Forward(ops, target.data(), static_cast<int>(target.size()), *st, l.data(), 1, &set).ok());
+      EXPECT_TRUE(model->Forward(ops, target.data(), static_cast<int>(target.size()), *st, l.data(), slot, &set).ok());
       return l;
     };
     const int64_t before = cuda->tensor_core_lora_rows();
     const auto gpu = alone(*cuda), ref = alone(cpu);
-    EXPECT_GT(cuda->tensor_core_lora_rows(), before) << "the bf16 adapter did not run on the tensor cores";
+    EXPECT_GT(cuda->tensor_core_lora_rows(), before) << "the adapter did not run on the tensor cores: " << kind;
     Agreement a;
     Accumulate(gpu.data(), ref.data(), static_cast<int>(target.size()), vocab, a);
-    std::printf("%s bf16 factors on tensor cores vs CPU: top-1 %d/%d mean KL %.2e\n", adapter.c_str(), a.top1_same,
+    std::printf("%s %s on tensor cores vs CPU: top-1 %d/%d mean KL %.2e\n", adapter.c_str(), kind, a.top1_same,
                 a.rows, a.mean_kl());
     EXPECT_GE(a.top1_same, 0.97 * a.rows);
     EXPECT_LE(a.mean_kl(), 5e-3);
@@ -559,7 +562,7 @@ TEST(CudaLora, Bf16AdaptersRunOnTensorCoresAndKeepTheirRowBits) {
       for (int i = 0; i <= k; ++i) {
         if (i == where) {
           target_row = b.rows();
-          b.Add(&states[i], target.data(), static_cast<int>(target.size()), 1);
+          b.Add(&states[i], target.data(), static_cast<int>(target.size()), slot);
         } else {
           b.Add(&states[i], nb[i].data(), static_cast<int>(nb[i].size()), i % 3);
         }
@@ -568,7 +571,8 @@ TEST(CudaLora, Bf16AdaptersRunOnTensorCoresAndKeepTheirRowBits) {
       Status s = model->Forward(*cuda, b, set, l.data());
       ASSERT_TRUE(s.ok()) << s.ToString();
       EXPECT_TRUE(SameBits(l.data() + int64_t{target_row} * vocab, gpu.data(), gpu.size()))
-          << adapter << " beside " << k << " neighbours";
+          << adapter << " " << kind << " beside " << k << " neighbours";
+    }
     }
   }
 }

@@ -11,6 +11,7 @@
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/exact.h"
 #include "backend/cuda/gdn.h"
+#include "util/bf16.h"
 #include "backend/cuda/lora.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/rmsnorm.h"
@@ -203,6 +204,41 @@ const CudaOps::DevCopy* CudaOps::Dev(const Weight& w) {
   return &weights_.emplace(&w, d).first->second;
 }
 
+const cuda::DevWeight* CudaOps::DevSplit(const Weight& w) {
+  auto it = split_.find(&w);
+  if (it != split_.end()) return &it->second;
+  if (Failed()) return nullptr;
+  if (mode_ == Mode::kCapture || w.is_bf16 || w.quant || !w.parts.empty()) {
+    Note(Internal("LoRA factor '" + w.name + "' has no split bf16 copy on the device"));
+    return nullptr;
+  }
+  const int64_t rows = w.rows, cols = w.cols;
+  std::vector<uint16_t> host(static_cast<size_t>(rows * cols * 3));
+  for (int64_t r = 0; r < rows; ++r) {
+    uint16_t* row = host.data() + r * cols * 3;
+    for (int64_t c = 0; c < cols; ++c) {
+      uint16_t p[3];
+      SplitBf16x3(w.f32[static_cast<size_t>(r * cols + c)], p);
+      for (int i = 0; i < 3; ++i) row[i * cols + c] = p[i];
+    }
+  }
+  const int64_t bytes = static_cast<int64_t>(host.size()) * 2;
+  auto mem = dev_->AllocateBytes(bytes, w.name.empty() ? "a LoRA factor" : w.name.c_str());
+  if (!mem.ok()) {
+    Note(mem.status());
+    return nullptr;
+  }
+  allocations_.push_back(mem.value());
+  weight_bytes_ += bytes;
+  Status s = CudaStatus(cudaMemcpy(mem.value(), host.data(), static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
+                        "cudaMemcpy", __FILE__, __LINE__);
+  if (!s.ok()) {
+    Note(s);
+    return nullptr;
+  }
+  return &split_.emplace(&w, cuda::DevWeight{mem.value(), rows, cols * 3, true}).first->second;
+}
+
 // One allocation holding the tensor's arrays, each at a 256-byte boundary.
 const CudaOps::DevCopy* CudaOps::DevQuantized(const Weight& w) {
   const QuantizedWeight& q = *w.quant;
@@ -307,8 +343,10 @@ Status CudaOps::Upload(const LoraAdapter& a) {
   for (const LoraLayer& l : a.layers) {
     for (const auto& mods : l.targets) {
       for (const LoraModule& m : mods) {
-        Dev(m.a);
-        Dev(m.b);
+        for (const Weight* f : {&m.a, &m.b}) {
+          if (bf16() && !f->is_bf16) DevSplit(*f);
+          else Dev(*f);
+        }
         if (m.exact && !residuals_.count(m.exact.get())) UploadResidual(*m.exact);
       }
     }
@@ -566,11 +604,13 @@ void CudaOps::LoraAdd(const LoraArgs& a) {
   const auto timer = Time("LoraAdd");
   if (Failed() || a.m == 0) return;
   const auto& by_slot = *a.modules;
-  // An adapter whose factors are all bf16 runs on the tensor cores (bf16 activations): its rows
-  // gathered, two projections, the deltas scattered back. Other adapters with more than 8 rows
-  // here take the same gathered route through the tiled SIMT matmul, which sums in the CPU
-  // reference's order exactly as the per-row kernel does (same bits, shared loads); the rest
-  // run the per-row kernel. Either way a row only reads and writes itself.
+  // With bf16 activations every adapter runs on the tensor cores: its rows gathered, two
+  // projections (fp32 factors as three exact bf16 pieces), the deltas scattered back — the
+  // same route at every row count, so a row's bits never depend on how many rows share it.
+  // With fp32 activations, adapters with more than 8 rows here take the gathered route through
+  // the tiled SIMT matmul, which sums in the CPU reference's order exactly as the per-row
+  // kernel does (same bits, shared loads); the rest run the per-row kernel. Either way a row
+  // only reads and writes itself.
   std::vector<char> tensor(by_slot.size(), 0), gathered(by_slot.size(), 0);
   std::vector<int64_t> rows_of(by_slot.size(), 0);
   for (int64_t r = 0; r < a.m; ++r) {
@@ -579,7 +619,6 @@ void CudaOps::LoraAdd(const LoraArgs& a) {
   for (size_t s = 1; s < by_slot.size(); ++s) {
     if (!by_slot[s] || by_slot[s]->empty() || rows_of[s] == 0) continue;
     tensor[s] = bf16();
-    for (const LoraModule& m : *by_slot[s]) tensor[s] &= m.a.is_bf16 && m.b.is_bf16;
     gathered[s] = tensor[s] || rows_of[s] > 8;
   }
   for (size_t s = 1; s < by_slot.size(); ++s) {
@@ -640,16 +679,31 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<Lo
   if (Failed()) return;
   Sign(17, a.x, a.k, d_rows, ms, xs);
   if (Launches()) Note(cuda::GatherRows(a.x, a.k, d_rows, ms, xs, stream_));
+  // in [ms, width] repeated three times side by side (the input of a split factor).
+  auto tripled = [&](const float* in, int64_t width) -> float* {
+    float* out = Alloc(int64_t{ms} * width * 3);
+    if (Failed()) return nullptr;
+    Sign(19, in, width, out);
+    for (int i = 0; i < 3 && Launches(); ++i) Note(cuda::CopyBlock(in, width, 0, out, width * 3, width * i, ms, width, stream_));
+    return out;
+  };
+  float* xs3 = nullptr;
   for (const LoraModule& m : modules) {
-    const DevCopy* da = Dev(m.a);
-    const DevCopy* db = Dev(m.b);
+    const bool split_a = tensor && !m.a.is_bf16, split_b = tensor && !m.b.is_bf16;
+    const DevCopy* da = split_a ? nullptr : Dev(m.a);
+    const DevCopy* db = split_b ? nullptr : Dev(m.b);
+    const cuda::DevWeight* wa = split_a ? DevSplit(m.a) : da ? &da->w : nullptr;
+    const cuda::DevWeight* wb = split_b ? DevSplit(m.b) : db ? &db->w : nullptr;
+    if (split_a && !xs3) xs3 = tripled(xs, a.k);
     float* t = Alloc(int64_t{ms} * m.rank);
     float* u = Alloc(int64_t{ms} * m.b.rows);
     if (Failed()) return;
-    Sign(18, da->w.data, db->w.data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride);
+    Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride);
+    if (Launches()) Note(cuda::MatMul(split_a ? xs3 : xs, ms, *wa, t, m.rank, /*round_output=*/true, bf16(), stream_));
+    const float* t_in = split_b ? tripled(t, m.rank) : t;
+    if (Failed()) return;
     if (!Launches()) continue;
-    Note(cuda::MatMul(xs, ms, da->w, t, m.rank, /*round_output=*/true, bf16(), stream_));
-    Note(cuda::MatMul(t, ms, db->w, u, m.b.rows, /*round_output=*/true, bf16(), stream_));
+    Note(cuda::MatMul(t_in, ms, *wb, u, m.b.rows, /*round_output=*/true, bf16(), stream_));
     Note(cuda::LoraScatterAdd(u, ms, m.b.rows, d_rows, m.scale, m.row_offset, a.y, a.y_stride, bf16(), stream_));
   }
   if (tensor) tensor_core_lora_rows_ += ms;

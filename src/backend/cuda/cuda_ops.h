@@ -176,11 +176,15 @@ class CudaOps final : public Ops {
   // The device copy of w (uploads it on first use); nullptr after an error.
   const DevCopy* Dev(const Weight& w);
   const DevCopy* DevQuantized(const Weight& w);
+  // An fp32 LoRA factor for bf16 activations: [rows, 3 * cols] bf16, each row its three exact
+  // pieces (SplitBf16x3) side by side, so the factor's products run on the bf16 tensor cores.
+  const cuda::DevWeight* DevSplit(const Weight& w);
   void MatMulColumns(const float* x, int64_t m, const Weight& w, float* y, int64_t ldy, bool round_output);
   const float* DevF32(const Weight& w);
-  // LoraAdd for one adapter's rows gathered: two projections through MatMul (the tensor cores
-  // when `tensor`: bf16 factors and activations; else the SIMT kernels in the CPU's order),
-  // then the deltas scattered back.
+  // LoraAdd for one adapter's rows gathered: two projections through MatMul (with bf16
+  // activations, the tensor cores: bf16 factors as they are, fp32 factors as three exact bf16
+  // pieces against the input repeated three times; with fp32 activations the SIMT kernels in
+  // the CPU's order), then the deltas scattered back.
   void LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<LoraModule>& modules, bool tensor);
   // Exact mode: device copies of raw host bytes (counted as exact memory) and of a residual.
   void* UploadBytes(const void* host, int64_t bytes, const char* what);
@@ -203,6 +207,7 @@ class CudaOps final : public Ops {
   char* pinned_ = nullptr;
   int64_t pinned_bytes_ = 0, pinned_top_ = 0;
   std::unordered_map<const Weight*, DevCopy> weights_;
+  std::unordered_map<const Weight*, cuda::DevWeight> split_;
   // Exact mode: residuals by module (uploaded with their adapter), the scratch and the Weight
   // that names it (its DevCopy in weights_ is repointed by every ExactWeight call).
   std::unordered_map<const IndexedResidual*, cuda::DevResidual> residuals_;
