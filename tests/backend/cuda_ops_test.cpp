@@ -196,7 +196,9 @@ void RowBitsIndependentOfBatch(int n, int k, int m, std::mt19937& rng) {
   const auto all = d_all.Get();
   for (int r : {0, 1, 63, 64, 65, 127, 149}) {
     if (r >= m) continue;
-    for (int count : {1, 2, 17, 100}) {  // the row first in a smaller batch (100: the large-tile kernel)
+    // The row first in a smaller batch: the decode form with 1, 2 and 4 row groups, the 64-row
+    // tile (N or K not a multiple of 16), the large-tile kernel (100).
+    for (int count : {1, 2, 17, 40, 64, 100}) {
       const int c = std::min(count, m - r);
       Dev<float> d_part(static_cast<size_t>(c) * n);
       ASSERT_TRUE(cuda::MatMul(d_x.p + static_cast<size_t>(r) * k, c, w->dev(), d_part.p, w->dev().rows, true, true, nullptr).ok());
@@ -225,6 +227,39 @@ TEST(CudaOps, MatMulRowBitsIndependentOfBatch) {
                                                                         {208, 4112, 150}, {96, 1024, 70}}) {
     SCOPED_TRACE(::testing::Message() << n << "x" << k << " m " << m);
     RowBitsIndependentOfBatch(n, k, m, rng);
+  }
+}
+
+// The split-K product (LoRA down projections): close to the CPU's fp32 sums, and a row's bits
+// the same alone, in a small batch or a large one, whatever its neighbours hold.
+TEST(CudaOps, SplitKMatMulMatchesCpuAndKeepsRowBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(17);
+  for (auto [n, k, m] : std::vector<std::array<int, 3>>{{48, 3000, 90}, {256, 2048, 20}, {40, 100, 7}}) {
+    SCOPED_TRACE(::testing::Message() << n << "x" << k << " m " << m);
+    auto w = MakeW(n, k, rng, true);
+    auto x = Random(static_cast<size_t>(m) * k, rng, 1.0f, true);
+    const int64_t splits = (k + cuda::SplitKColumns(k) - 1) / cuda::SplitKColumns(k);
+    EXPECT_EQ(splits, (k + 1023) / 1024);
+    auto run = [&](const std::vector<float>& in, int rows) {
+      Dev<float> d_x(in), part(static_cast<size_t>(splits) * rows * n), y(static_cast<size_t>(rows) * n);
+      EXPECT_TRUE(cuda::MatMulSplitK(d_x.p, rows, w->dev(), part.p, nullptr).ok());
+      EXPECT_TRUE(cuda::SumSplits(part.p, rows, w->dev(), y.p, true, nullptr).ok());
+      return y.Get();
+    };
+    const auto all = run(x, m);
+    std::vector<float> ref(static_cast<size_t>(m) * n);
+    CpuOps(ActDtype::kBF16, 2).MatMul(x.data(), m, w->host, ref.data(), true);
+    EXPECT_LT(RelErr(all, ref), Bound(true));
+    for (int r : {0, m / 2, m - 1}) {
+      const std::vector<float> one(x.begin() + size_t(r) * k, x.begin() + size_t(r + 1) * k);
+      const auto alone = run(one, 1);
+      for (int j = 0; j < n; ++j) ASSERT_EQ(alone[j], all[size_t(r) * n + j]) << "row " << r << " alone, col " << j;
+    }
+    auto x2 = x;
+    for (size_t i = k; i < x2.size(); ++i) x2[i] = RoundBf16(x2[i] * -2.0f);  // every row but the first
+    const auto other = run(x2, m);
+    for (int j = 0; j < n; ++j) ASSERT_EQ(other[j], all[j]) << "neighbours changed row 0, col " << j;
   }
 }
 

@@ -697,9 +697,21 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<Lo
     if (split_a && !xs3) xs3 = tripled(xs, a.k);
     float* t = Alloc(int64_t{ms} * m.rank);
     float* u = Alloc(int64_t{ms} * m.b.rows);
+    // The down projection has only `rank` outputs: on the tensor cores it runs split along K
+    // (slices fixed by K alone, summed in order) so that even one row spreads over the GPU.
+    const int64_t splits = tensor && wa ? (wa->cols + cuda::SplitKColumns(wa->cols) - 1) / cuda::SplitKColumns(wa->cols) : 0;
+    float* partial = tensor ? Alloc(splits * ms * m.rank) : nullptr;
     if (Failed()) return;
-    Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride);
-    if (Launches()) Note(cuda::MatMul(split_a ? xs3 : xs, ms, *wa, t, m.rank, /*round_output=*/true, bf16(), stream_));
+    Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride, partial);
+    if (Launches()) {
+      const float* in = split_a ? xs3 : xs;
+      if (tensor) {
+        Note(cuda::MatMulSplitK(in, ms, *wa, partial, stream_));
+        Note(cuda::SumSplits(partial, ms, *wa, t, /*round_output=*/true, stream_));
+      } else {
+        Note(cuda::MatMul(in, ms, *wa, t, m.rank, /*round_output=*/true, bf16(), stream_));
+      }
+    }
     const float* t_in = split_b ? tripled(t, m.rank) : t;
     if (Failed()) return;
     if (!Launches()) continue;

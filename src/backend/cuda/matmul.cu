@@ -15,6 +15,7 @@ namespace {
 using namespace nvcuda;
 
 constexpr int kBM = 64, kBN = 64, kBK = 32, kPad = 8, kThreads = 128;
+constexpr int64_t kSplitColumns = 1024;  // K columns per split of MatMulSplitK
 
 // One 64 x 64 output tile per block; 4 warps as 2 x 2, each 32 x 32 = 2 x 2 WMMA fragments.
 // kQuant: W is an int4 / NVFP4 tensor (dw), dequantized to bf16 while staged (W4A16: the same
@@ -23,7 +24,7 @@ template <bool kQuant>
 __global__ void __launch_bounds__(kThreads) GemmBf16Kernel(const float* __restrict__ x, int64_t m,
                                                            const __nv_bfloat16* __restrict__ w, DevWeight dw, int64_t n,
                                                            int64_t k, float* __restrict__ y, int64_t ldy, bool round_bf16,
-                                                           bool vec8) {
+                                                           bool vec8, int64_t kz, int64_t zstride) {
   __shared__ __align__(32) __nv_bfloat16 As[kBM][kBK + kPad];
   __shared__ __align__(32) __nv_bfloat16 Bs[kBN][kBK + kPad];
   __shared__ __align__(32) float Cs[kBM][kBN + 4];
@@ -32,11 +33,14 @@ __global__ void __launch_bounds__(kThreads) GemmBf16Kernel(const float* __restri
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
-  for (int64_t k0 = 0; k0 < k; k0 += kBK) {
+  // Split z (MatMulSplitK) covers K columns [z kz, (z + 1) kz) and writes y + z zstride.
+  const int64_t kbeg = int64_t{blockIdx.z} * kz, kend = kbeg + kz < k ? kbeg + kz : k;
+  y += int64_t{blockIdx.z} * zstride;
+  for (int64_t k0 = kbeg; k0 < kend; k0 += kBK) {
     for (int e = threadIdx.x; e < kBM * kBK; e += kThreads) {
       const int r = e / kBK, c = e % kBK;
       const int64_t gr = row0 + r, gc = k0 + c;
-      As[r][c] = __float2bfloat16_rn(gr < m && gc < k ? x[gr * k + gc] : 0.0f);
+      As[r][c] = __float2bfloat16_rn(gr < m && gc < kend ? x[gr * k + gc] : 0.0f);
     }
     if constexpr (kQuant) {  // eight weights per thread and step where whole (the same values as one by one)
       for (int e = threadIdx.x; e < kBN * kBK / 8; e += kThreads) {
@@ -52,7 +56,7 @@ __global__ void __launch_bounds__(kThreads) GemmBf16Kernel(const float* __restri
       for (int e = threadIdx.x; e < kBN * kBK; e += kThreads) {
         const int r = e / kBK, c = e % kBK;
         const int64_t gr = col0 + r, gc = k0 + c;
-        Bs[r][c] = gr < n && gc < k ? w[gr * k + gc] : __float2bfloat16_rn(0.0f);
+        Bs[r][c] = gr < n && gc < kend ? w[gr * k + gc] : __float2bfloat16_rn(0.0f);
       }
     }
     __syncthreads();
@@ -179,29 +183,32 @@ __global__ void __launch_bounds__(kLThreads) GemmBf16LargeKernel(const float* __
   }
 }
 
-// The decode form (m <= 16, bf16 weights with N % 16 == 0 and K % 16 == 0): each warp owns 16
+// The decode form (m <= 64, bf16 weights with N % 16 == 0 and K % 16 == 0): each warp owns 16
 // outputs and walks all of K with the weight fragments loaded straight from global memory, eight
-// 16-wide chunks in flight ahead of the tensor cores; the x rows (padded to 16 with zeros) are
-// staged as bf16 through shared memory kSkK columns at a time. Every output gains its products
+// 16-wide chunks in flight ahead of the tensor cores, each applied to every 16-row group of x;
+// the x rows (padded to a multiple of 16 with zeros) are staged as bf16 through shared memory
+// kSK columns at a time. Every output gains its products
 // as the same ascending sequence of 16-wide K chunks through the same WMMA instruction as the
 // other two kernels, so its bits are theirs — only many more warps stream the weights.
 constexpr int kSkWarps = 4, kSkK = 512, kSkPad = 8, kSkAhead = 8;
 
+template <int kRG, int kSK>  // kRG groups of 16 rows (m <= 16 kRG), x staged kSK columns at a time
 __global__ void __launch_bounds__(32 * kSkWarps) GemmBf16SkinnyKernel(const float* __restrict__ x, int64_t m,
                                                                        const __nv_bfloat16* __restrict__ w, int64_t n,
                                                                        int64_t k, float* __restrict__ y, int64_t ldy,
                                                                        bool round_bf16) {
-  __shared__ __align__(32) __nv_bfloat16 xs[16][kSkK + kSkPad];
+  __shared__ __align__(32) __nv_bfloat16 xs[16 * kRG][kSK + kSkPad];
   __shared__ __align__(32) float stage[kSkWarps][16][20];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t n0 = (int64_t{blockIdx.x} * kSkWarps + warp) * 16;
   const bool active = n0 < n;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-  wmma::fill_fragment(acc, 0.0f);
-  for (int64_t k0 = 0; k0 < k; k0 += kSkK) {
-    const int span = static_cast<int>(min(static_cast<int64_t>(kSkK), k - k0));  // a multiple of 16
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kRG];
+#pragma unroll
+  for (int g = 0; g < kRG; ++g) wmma::fill_fragment(acc[g], 0.0f);
+  for (int64_t k0 = 0; k0 < k; k0 += kSK) {
+    const int span = static_cast<int>(min(static_cast<int64_t>(kSK), k - k0));  // a multiple of 16
     __syncthreads();
-    for (int e = threadIdx.x; e < 16 * span; e += 32 * kSkWarps) {
+    for (int e = threadIdx.x; e < 16 * kRG * span; e += 32 * kSkWarps) {
       const int r = e / span, c = e % span;
       xs[r][c] = __float2bfloat16_rn(r < m ? x[r * k + k0 + c] : 0.0f);
     }
@@ -217,19 +224,26 @@ __global__ void __launch_bounds__(32 * kSkWarps) GemmBf16SkinnyKernel(const floa
 #pragma unroll
       for (int i = 0; i < kSkAhead; ++i) {
         if (kk + 16 * i < span) {
-          wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-          wmma::load_matrix_sync(a, &xs[0][kk + 16 * i], kSkK + kSkPad);
-          wmma::mma_sync(acc, a, b[i], acc);
+#pragma unroll
+          for (int g = 0; g < kRG; ++g) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+            wmma::load_matrix_sync(a, &xs[16 * g][kk + 16 * i], kSK + kSkPad);
+            wmma::mma_sync(acc[g], a, b[i], acc[g]);
+          }
         }
       }
     }
   }
   if (!active) return;
-  wmma::store_matrix_sync(&stage[warp][0][0], acc, 20, wmma::mem_row_major);
-  __syncwarp();
-  for (int e = lane; e < 256; e += 32) {
-    const int r = e / 16, c = e % 16;
-    if (r < m) y[r * ldy + n0 + c] = RoundAct(stage[warp][r][c], round_bf16);
+#pragma unroll
+  for (int g = 0; g < kRG; ++g) {
+    wmma::store_matrix_sync(&stage[warp][0][0], acc[g], 20, wmma::mem_row_major);
+    __syncwarp();
+    for (int e = lane; e < 256; e += 32) {
+      const int r = 16 * g + e / 16, c = e % 16;
+      if (r < m) y[r * ldy + n0 + c] = RoundAct(stage[warp][e / 16][c], round_bf16);
+    }
+    __syncwarp();
   }
 }
 
@@ -347,11 +361,12 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
                        (w.format != DevFormat::kInt4 || w.group % 8 == 0);
   const bool tensor = bf16 && (w.bf16 || w.w4a16());
   const auto* wb = static_cast<const __nv_bfloat16*>(w.data);
-  if (tensor && !w.quantized() && m <= 16 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
+  if (tensor && !w.quantized() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
       reinterpret_cast<uintptr_t>(w.data) % 32 == 0) {
-    const int64_t blocks = (w.rows / 16 + kSkWarps - 1) / kSkWarps;
-    GemmBf16SkinnyKernel<<<static_cast<unsigned>(blocks), 32 * kSkWarps, 0, s>>>(x, m, wb, w.rows, w.cols, y, ldy,
-                                                                              round_output);
+    const unsigned blocks = static_cast<unsigned>((w.rows / 16 + kSkWarps - 1) / kSkWarps);
+    if (m <= 16) GemmBf16SkinnyKernel<1, 512><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, wb, w.rows, w.cols, y, ldy, round_output);
+    else if (m <= 32) GemmBf16SkinnyKernel<2, 512><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, wb, w.rows, w.cols, y, ldy, round_output);
+    else GemmBf16SkinnyKernel<4, 256><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, wb, w.rows, w.cols, y, ldy, round_output);
   } else if (tensor && w.w4a16() && m <= 16 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
              (w.format != DevFormat::kInt4 || w.group % 8 == 0)) {
     const int64_t blocks = (w.rows / 16 + kSkWarps - 1) / kSkWarps;
@@ -367,8 +382,10 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 64 rows in one call");
     const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>(gy));
     const bool vec8 = w.cols % 8 == 0 && (w.format != DevFormat::kInt4 || w.group % 8 == 0);
-    if (w.quantized()) GemmBf16Kernel<true><<<grid, kThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output, vec8);
-    else GemmBf16Kernel<false><<<grid, kThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output, false);
+    const int64_t kz = (w.cols + kBK - 1) / kBK * kBK;  // one split: all of K
+    if (w.quantized())
+      GemmBf16Kernel<true><<<grid, kThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output, vec8, kz, 0);
+    else GemmBf16Kernel<false><<<grid, kThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output, false, kz, 0);
   } else if (m > 8) {
     const int64_t gy = (m + kSM - 1) / kSM;
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 32 rows in one call (SIMT)");
@@ -382,6 +399,44 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return Internal(std::string("cuda MatMul launch: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
+int64_t SplitKColumns(int64_t k) { return k <= kSplitColumns ? (k + kBK - 1) / kBK * kBK : kSplitColumns; }
+
+Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partial, void* stream) {
+  if (m < 0 || w.rows <= 0 || w.cols <= 0 || !w.bf16 || w.format != DevFormat::kDense) {
+    return InvalidArgument("cuda MatMulSplitK: needs a dense bf16 weight");
+  }
+  if (m == 0) return Status::Ok();
+  const int64_t gy = (m + kBM - 1) / kBM, kz = SplitKColumns(w.cols), splits = (w.cols + kz - 1) / kz;
+  if (gy > 65535 || splits > 65535) return InvalidArgument("cuda MatMulSplitK: too many rows or splits");
+  const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>(gy), static_cast<unsigned>(splits));
+  GemmBf16Kernel<false><<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, m, static_cast<const __nv_bfloat16*>(w.data), w, w.rows, w.cols, partial, w.rows, false, false, kz, m * w.rows);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda MatMulSplitK launch: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
+namespace {
+__global__ void SumSplitsKernel(const float* partial, int64_t splits, int64_t count, float* y, bool round_bf16) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < count; e += int64_t{gridDim.x} * blockDim.x) {
+    float sum = partial[e];
+    for (int64_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, partial[z * count + e]);
+    y[e] = RoundAct(sum, round_bf16);
+  }
+}
+}  // namespace
+
+Status SumSplits(const float* partial, int64_t m, const DevWeight& w, float* y, bool round_output, void* stream) {
+  const int64_t kz = SplitKColumns(w.cols), splits = (w.cols + kz - 1) / kz, count = m * w.rows;
+  if (count == 0) return Status::Ok();
+  const int64_t blocks = (count + 255) / 256;
+  SumSplitsKernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      partial, splits, count, y, round_output);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda SumSplits launch: ") + cudaGetErrorString(err));
   return Status::Ok();
 }
 

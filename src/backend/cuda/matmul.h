@@ -1,8 +1,8 @@
 // CUDA projection y[m, N] = x[m, K] · Wᵀ (W [N, K]), the contract of Ops::MatMul.
 //
 // bf16 weights with bf16 activations run on the tensor cores (WMMA 16x16x16 bf16 → fp32): a
-// decode form for up to 16 rows (a warp per 16 outputs streaming the weights; N and K multiples
-// of 16), 64 x 64 block tiles for small batches, 128 x 128 tiles with the next K slice fetched
+// decode form for up to 64 rows (a warp per 16 outputs streaming the weights once for all rows;
+// N and K multiples of 16; W4A16 up to 16 rows), 64 x 64 block tiles for small batches, 128 x 128 tiles with the next K slice fetched
 // during the current one for batches over 64 rows (k % 8 == 0, aligned pointers). In all three,
 // every output gains its products as the same sequence of 16-wide K chunks, ascending, through
 // the same instruction: the order depends only on K — never on m, the kernel chosen, a row's
@@ -28,6 +28,16 @@ namespace graft::cuda {
 // weight can fill its own columns.
 Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output, bool bf16,
               void* stream);
+
+// A deterministic split-K for products with few outputs and a long K (the LoRA down
+// projection: N = rank): K is cut into slices of SplitKColumns(K) columns — a function of K
+// alone — and each slice's product, its 16-wide chunks ascending through the bf16 WMMA
+// instruction, lands unrounded in partial [splits, m, N] (splits = ceil(K / SplitKColumns(K)));
+// SumSplits then adds the slices in ascending order and rounds once. A row's bits therefore
+// depend only on K, N and its own values, never on m. bf16 dense weights, bf16 activations.
+int64_t SplitKColumns(int64_t k);
+Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partial, void* stream);
+Status SumSplits(const float* partial, int64_t m, const DevWeight& w, float* y, bool round_output, void* stream);
 
 // FP8 W8A8 as model/quantized.h defines it: activations quantized per row and group into
 // `scratch` (Fp8ScratchFloats(m, w) floats of device memory), then a SIMT GEMM in the CPU
