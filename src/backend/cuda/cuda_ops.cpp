@@ -464,6 +464,15 @@ const Weight& CudaOps::ExactWeight(const Weight& base, const std::vector<LoraMod
 // ---- scratch ------------------------------------------------------------------------------
 
 float* CudaOps::Alloc(int64_t n) {
+  float* p = AllocRaw(n);
+  if (!Failed() && Launches()) {
+    Note(CudaStatus(cudaMemsetAsync(p, 0, static_cast<size_t>(n) * 4, S(stream_)), "cudaMemsetAsync", __FILE__,
+                    __LINE__));
+  }
+  return p;
+}
+
+float* CudaOps::AllocRaw(int64_t n) {
   const int64_t take = (std::max<int64_t>(n, 1) + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
   if (top_ + take > arena_floats_) {
     Note(ResourceExhausted(fmt::format("the step needs more than the {} device scratch arena (--gpu-scratch); "
@@ -474,10 +483,6 @@ float* CudaOps::Alloc(int64_t n) {
   float* p = arena_ + top_;
   top_ += take;
   Sign(top_);
-  if (!Failed() && Launches()) {
-    Note(CudaStatus(cudaMemsetAsync(p, 0, static_cast<size_t>(n) * 4, S(stream_)), "cudaMemsetAsync", __FILE__,
-                    __LINE__));
-  }
   return p;
 }
 
@@ -675,13 +680,13 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<Lo
   if (rows.empty() || Failed()) return;
   const int ms = static_cast<int>(rows.size());
   const int32_t* d_rows = StageInts(rows.data(), ms);
-  float* xs = Alloc(int64_t{ms} * a.k);
+  float* xs = AllocRaw(int64_t{ms} * a.k);
   if (Failed()) return;
   Sign(17, a.x, a.k, d_rows, ms, xs);
   if (Launches()) Note(cuda::GatherRows(a.x, a.k, d_rows, ms, xs, stream_));
   // in [ms, width] repeated three times side by side (the input of a split factor).
   auto tripled = [&](const float* in, int64_t width) -> float* {
-    float* out = Alloc(int64_t{ms} * width * 3);
+    float* out = AllocRaw(int64_t{ms} * width * 3);
     if (Failed()) return nullptr;
     Sign(19, in, width, out);
     for (int i = 0; i < 3 && Launches(); ++i) Note(cuda::CopyBlock(in, width, 0, out, width * 3, width * i, ms, width, stream_));
@@ -689,18 +694,22 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<Lo
   };
   float* xs3 = nullptr;
   for (const LoraModule& m : modules) {
+    if (tensor && !m.a.is_bf16 && !xs3) xs3 = tripled(xs, a.k);
+  }
+  for (const LoraModule& m : modules) {
+    // A module's buffers are free again once its deltas are enqueued (the stream orders reuse).
+    const size_t mark = Mark();
     const bool split_a = tensor && !m.a.is_bf16, split_b = tensor && !m.b.is_bf16;
     const DevCopy* da = split_a ? nullptr : Dev(m.a);
     const DevCopy* db = split_b ? nullptr : Dev(m.b);
     const cuda::DevWeight* wa = split_a ? DevSplit(m.a) : da ? &da->w : nullptr;
     const cuda::DevWeight* wb = split_b ? DevSplit(m.b) : db ? &db->w : nullptr;
-    if (split_a && !xs3) xs3 = tripled(xs, a.k);
-    float* t = Alloc(int64_t{ms} * m.rank);
-    float* u = Alloc(int64_t{ms} * m.b.rows);
+    float* t = AllocRaw(int64_t{ms} * m.rank);
+    float* u = AllocRaw(int64_t{ms} * m.b.rows);
     // The down projection has only `rank` outputs: on the tensor cores it runs split along K
     // (slices fixed by K alone, summed in order) so that even one row spreads over the GPU.
     const int64_t splits = tensor && wa ? (wa->cols + cuda::SplitKColumns(wa->cols) - 1) / cuda::SplitKColumns(wa->cols) : 0;
-    float* partial = tensor ? Alloc(splits * ms * m.rank) : nullptr;
+    float* partial = tensor ? AllocRaw(splits * ms * m.rank) : nullptr;
     if (Failed()) return;
     Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride, partial);
     if (Launches()) {
@@ -714,9 +723,11 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<Lo
     }
     const float* t_in = split_b ? tripled(t, m.rank) : t;
     if (Failed()) return;
-    if (!Launches()) continue;
-    Note(cuda::MatMul(t_in, ms, *wb, u, m.b.rows, /*round_output=*/true, bf16(), stream_));
-    Note(cuda::LoraScatterAdd(u, ms, m.b.rows, d_rows, m.scale, m.row_offset, a.y, a.y_stride, bf16(), stream_));
+    if (Launches()) {
+      Note(cuda::MatMul(t_in, ms, *wb, u, m.b.rows, /*round_output=*/true, bf16(), stream_));
+      Note(cuda::LoraScatterAdd(u, ms, m.b.rows, d_rows, m.scale, m.row_offset, a.y, a.y_stride, bf16(), stream_));
+    }
+    Release(mark);
   }
   if (tensor) tensor_core_lora_rows_ += ms;
 }

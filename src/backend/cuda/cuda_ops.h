@@ -176,6 +176,8 @@ class CudaOps final : public Ops {
   // The device copy of w (uploads it on first use); nullptr after an error.
   const DevCopy* Dev(const Weight& w);
   const DevCopy* DevQuantized(const Weight& w);
+  // Alloc without the zeroing, for buffers a kernel writes whole before anything reads them.
+  float* AllocRaw(int64_t n);
   // An fp32 LoRA factor for bf16 activations: [rows, 3 * cols] bf16, each row its three exact
   // pieces (SplitBf16x3) side by side, so the factor's products run on the bf16 tensor cores.
   const cuda::DevWeight* DevSplit(const Weight& w);

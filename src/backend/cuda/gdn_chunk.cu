@@ -29,8 +29,8 @@ constexpr int kC = kGdnChunk;  // 64
 // Shared memory carve-up (floats). Row strides of q/k are padded by one so that lanes reading
 // different rows at the same element hit different banks.
 struct Layout {
-  int kst, off_k, off_q, off_s, off_vn, off_sk, off_sq, off_ckk, off_cqk, off_gam, off_e, off_beta, off_d, off_inv,
-      total;
+  int kst, off_k, off_q, off_s, off_vn, off_sk, off_sq, off_v, off_ckk, off_cqk, off_gam, off_g, off_e, off_beta, off_d,
+      off_inv, total;
   __host__ __device__ explicit Layout(int dk) {
     kst = dk + 1;
     off_k = 0;
@@ -39,10 +39,12 @@ struct Layout {
     off_vn = off_s + dk * kSlice;
     off_sk = off_vn + kC * kSlice;
     off_sq = off_sk + kC * kSlice;
-    off_ckk = off_sq + kC * kSlice;
+    off_v = off_sq + kC * kSlice;
+    off_ckk = off_v + kC * kSlice;
     off_cqk = off_ckk + kC * kC;
     off_gam = off_cqk + kC * kC;
-    off_e = off_gam + kC;
+    off_g = off_gam + kC;
+    off_e = off_g + kC;
     off_beta = off_e + kC;
     off_d = off_beta + kC;
     off_inv = off_d + kC;
@@ -58,8 +60,8 @@ __global__ void __launch_bounds__(kThreads) GdnChunkKernel(GdnCoreArgs a, DevGdn
   const bool col = j < dv;
   const Layout L(dk);
   float *kc = sm + L.off_k, *qc = sm + L.off_q, *Ss = sm + L.off_s, *Vn = sm + L.off_vn, *skv = sm + L.off_sk,
-        *sqv = sm + L.off_sq, *Ckk = sm + L.off_ckk, *Cqk = sm + L.off_cqk, *gam = sm + L.off_gam, *ee = sm + L.off_e,
-        *bet = sm + L.off_beta, *dl = sm + L.off_d, *inv = sm + L.off_inv;
+        *sqv = sm + L.off_sq, *vv = sm + L.off_v, *Ckk = sm + L.off_ckk, *Cqk = sm + L.off_cqk, *gam = sm + L.off_gam,
+        *gg = sm + L.off_g, *ee = sm + L.off_e, *bet = sm + L.off_beta, *dl = sm + L.off_d, *inv = sm + L.off_inv;
   const int64_t conv_dim = 2LL * a.hk * dk + int64_t{hv} * dv;
   const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
   float* S = st.S + int64_t{h} * dk * dv;
@@ -85,19 +87,27 @@ __global__ void __launch_bounds__(kThreads) GdnChunkKernel(GdnCoreArgs a, DevGdn
   while (t0 < a.n) {
     const int pend = min(kC, pstart + (a.n - t0));
     const int rows = pend - pstart;
-    // 1. Norms of the new rows' q and k (one thread each, as the token kernel's thread 0).
+    // 1. Norms of the new rows' q and k (one thread each, as the token kernel's thread 0); the
+    // rows' gates and values fetched in parallel, so the in-order steps below read shared memory.
     for (int x = tid; x < 2 * rows; x += kThreads) {
       const int i = x / 2, which = x % 2;
       const float* row = a.qkv + int64_t{t0 + i} * conv_dim;
       const float* raw = which == 0 ? row + kh * dk : row + int64_t{a.hk} * dk + kh * dk;
       inv[2 * (pstart + i) + which] = 1.0f / sqrtf(__fadd_rn(Dot16(raw, raw, dk), 1e-6f));
     }
+    for (int i = pstart + tid; i < pend; i += kThreads) {
+      const int64_t t = t0 + i - pstart;
+      gg[i] = a.g[t * hv + h];
+      bet[i] = a.beta[t * hv + h];
+    }
+    for (int x = tid; x < rows * kSlice; x += kThreads) {
+      const int i = pstart + x / kSlice, c = x % kSlice;
+      vv[i * kSlice + c] = j0 + c < dv ? a.qkv[int64_t{t0 + i - pstart} * conv_dim + 2LL * a.hk * dk + int64_t{h} * dv + j0 + c]
+                                       : 0.0f;
+    }
+    __syncthreads();
     if (tid == 0) {
-      for (int i = pstart; i < pend; ++i) {
-        const int t = t0 + i - pstart;
-        gam[i] = __fadd_rn(i == 0 ? 0.0f : gam[i - 1], a.g[int64_t{t} * hv + h]);
-        bet[i] = a.beta[int64_t{t} * hv + h];
-      }
+      for (int i = pstart; i < pend; ++i) gam[i] = __fadd_rn(i == 0 ? 0.0f : gam[i - 1], gg[i]);
     }
     __syncthreads();
     for (int x = tid; x < rows * dk; x += kThreads) {
@@ -139,9 +149,7 @@ __global__ void __launch_bounds__(kThreads) GdnChunkKernel(GdnCoreArgs a, DevGdn
     // 4. The triangular recurrence: Vn_i = β (v − e Sᵀk − Σ_{m<i} Ckk[i][m] Vn_m), rows in order.
     if (warp == 0) {
       for (int i = pstart; i < pend; ++i) {
-        const int t = t0 + i - pstart;
-        const float v = col ? a.qkv[int64_t{t} * conv_dim + 2LL * a.hk * dk + int64_t{h} * dv + j] : 0.0f;
-        float w = __fsub_rn(v, __fmul_rn(ee[i], skv[i * kSlice + lane]));
+        float w = __fsub_rn(vv[i * kSlice + lane], __fmul_rn(ee[i], skv[i * kSlice + lane]));
         for (int m = 0; m < i; ++m) w = __fsub_rn(w, __fmul_rn(Ckk[i * kC + m], Vn[m * kSlice + lane]));
         Vn[i * kSlice + lane] = __fmul_rn(bet[i], w);
         __syncwarp();

@@ -99,8 +99,11 @@ template <bool kQuant>
 __global__ void __launch_bounds__(kLThreads) GemmBf16LargeKernel(const float* __restrict__ x, int64_t m,
                                                                  const __nv_bfloat16* __restrict__ w, DevWeight dw,
                                                                  int64_t n, int64_t k, float* __restrict__ y, int64_t ldy,
-                                                                 bool round_bf16) {
+                                                                 bool round_bf16, int64_t kz, int64_t zstride) {
   __shared__ __align__(128) unsigned char raw[sizeof(LargeTileSmem)];
+  // Split z (MatMulSplitK) covers K columns [z kz, (z + 1) kz) and writes y + z zstride.
+  const int64_t kbeg = int64_t{blockIdx.z} * kz, kend = kbeg + kz < k ? kbeg + kz : k;
+  y += int64_t{blockIdx.z} * zstride;
   LargeTileSmem& sm = *reinterpret_cast<LargeTileSmem*>(raw);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wm = warp / 4, wn = warp % 4;
   const int64_t row0 = int64_t{blockIdx.y} * kLM, col0 = int64_t{blockIdx.x} * kLN;
@@ -110,13 +113,13 @@ __global__ void __launch_bounds__(kLThreads) GemmBf16LargeKernel(const float* __
   _Pragma("unroll") for (int i = 0; i < 4; ++i) {                                                               \
     const int f = tid + kLThreads * i, r = f >> 3, c = (f & 7) * 4;                                             \
     const int64_t gr = row0 + r, gc = (k0) + c;                                                                 \
-    ra[i] = gr < m && gc < k ? *reinterpret_cast<const float4*>(x + gr * k + gc) : make_float4(0.f, 0.f, 0.f, 0.f); \
+    ra[i] = gr < m && gc < kend ? *reinterpret_cast<const float4*>(x + gr * k + gc) : make_float4(0.f, 0.f, 0.f, 0.f); \
   }                                                                                                             \
   _Pragma("unroll") for (int i = 0; i < 2; ++i) {                                                               \
     const int u = tid + kLThreads * i, r = u >> 2, c = (u & 3) * 8;                                             \
     const int64_t gr = col0 + r, gc = (k0) + c;                                                                 \
-    if constexpr (kQuant) rb[i] = gr < n && gc < k ? QuantBf16x8(dw, gr, gc) : make_uint4(0u, 0u, 0u, 0u);      \
-    else rb[i] = gr < n && gc < k ? *reinterpret_cast<const uint4*>(w + gr * k + gc) : make_uint4(0u, 0u, 0u, 0u); \
+    if constexpr (kQuant) rb[i] = gr < n && gc < kend ? QuantBf16x8(dw, gr, gc) : make_uint4(0u, 0u, 0u, 0u);   \
+    else rb[i] = gr < n && gc < kend ? *reinterpret_cast<const uint4*>(w + gr * k + gc) : make_uint4(0u, 0u, 0u, 0u); \
   }
 #define GRAFT_PUT(buf)                                                                                          \
   _Pragma("unroll") for (int i = 0; i < 4; ++i) {                                                               \
@@ -134,14 +137,14 @@ __global__ void __launch_bounds__(kLThreads) GemmBf16LargeKernel(const float* __
   for (int i = 0; i < 4; ++i)
 #pragma unroll
     for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
-  const int64_t slices = (k + kLK - 1) / kLK;
-  GRAFT_FETCH(0)
+  const int64_t slices = (kend - kbeg + kLK - 1) / kLK;
+  GRAFT_FETCH(kbeg)
   GRAFT_PUT(0)
   __syncthreads();
   for (int64_t t = 0; t < slices; ++t) {
     const int cur = static_cast<int>(t & 1);
     if (t + 1 < slices) {
-      GRAFT_FETCH((t + 1) * kLK)
+      GRAFT_FETCH(kbeg + (t + 1) * kLK)
     }
 #pragma unroll
     for (int kk = 0; kk < kLK; kk += 16) {
@@ -375,8 +378,10 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
     const int64_t gy = (m + kLM - 1) / kLM;
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 128 rows in one call");
     const dim3 grid(static_cast<unsigned>((w.rows + kLN - 1) / kLN), static_cast<unsigned>(gy));
-    if (w.quantized()) GemmBf16LargeKernel<true><<<grid, kLThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output);
-    else GemmBf16LargeKernel<false><<<grid, kLThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output);
+    const int64_t kz = (w.cols + kLK - 1) / kLK * kLK;  // one split: all of K
+    if (w.quantized())
+      GemmBf16LargeKernel<true><<<grid, kLThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output, kz, 0);
+    else GemmBf16LargeKernel<false><<<grid, kLThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output, kz, 0);
   } else if (tensor) {
     const int64_t gy = (m + kBM - 1) / kBM;
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 64 rows in one call");
@@ -409,11 +414,21 @@ Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partia
     return InvalidArgument("cuda MatMulSplitK: needs a dense bf16 weight");
   }
   if (m == 0) return Status::Ok();
-  const int64_t gy = (m + kBM - 1) / kBM, kz = SplitKColumns(w.cols), splits = (w.cols + kz - 1) / kz;
+  const int64_t kz = SplitKColumns(w.cols), splits = (w.cols + kz - 1) / kz;
+  const auto* wb = static_cast<const __nv_bfloat16*>(w.data);
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  // Both tiles run each slice's 16-wide chunks in the same order from zero: the same partials.
+  const bool large = m > kBM && w.cols % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+  const int64_t gy = (m + (large ? kLM : kBM) - 1) / (large ? kLM : kBM);
   if (gy > 65535 || splits > 65535) return InvalidArgument("cuda MatMulSplitK: too many rows or splits");
-  const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>(gy), static_cast<unsigned>(splits));
-  GemmBf16Kernel<false><<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, m, static_cast<const __nv_bfloat16*>(w.data), w, w.rows, w.cols, partial, w.rows, false, false, kz, m * w.rows);
+  if (large) {
+    const dim3 grid(static_cast<unsigned>((w.rows + kLN - 1) / kLN), static_cast<unsigned>(gy), static_cast<unsigned>(splits));
+    GemmBf16LargeKernel<false><<<grid, kLThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, partial, w.rows, false, kz, m * w.rows);
+  } else {
+    const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>(gy), static_cast<unsigned>(splits));
+    GemmBf16Kernel<false><<<grid, kThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, partial, w.rows, false, false, kz, m * w.rows);
+  }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return Internal(std::string("cuda MatMulSplitK launch: ") + cudaGetErrorString(err));
   return Status::Ok();
