@@ -383,10 +383,11 @@ TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
       Dev<float> S(S0.size()), pk(pk0.size()), pvn(pvn0.size()), pgam(pgam0.size()), out(core.size());
       cudaMemset(S.p, 0, S.n * 4);
       cuda::DevGdnState ds{nullptr, S.p, pk.p, pvn.p, pgam.p, 0};
+      Dev<float> scratch(static_cast<size_t>(cuda::GdnChunkScratchFloats(chunk, hv)));
       for (int t0 = 0; t0 < n; t0 += chunk) {
         const int m = std::min(chunk, n - t0);
         cuda::GdnCoreArgs a{dmix.p + size_t(t0) * conv_dim, dbeta.p + size_t(t0) * hv, dg.p + size_t(t0) * hv, m, hk, hv,
-                            dk, dv, &ds, bf16, out.p + size_t(t0) * hv * dv};
+                            dk, dv, &ds, bf16, out.p + size_t(t0) * hv * dv, nullptr, scratch.p};
         EXPECT_TRUE(cuda::GdnCore(a, nullptr).ok());
       }
       EXPECT_EQ(ds.pending, n % kGdnChunk);

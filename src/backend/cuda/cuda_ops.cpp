@@ -875,7 +875,10 @@ void CudaOps::GdnCore(const GdnCoreArgs& a) {
     const int32_t pending = st.pending;
     d.pending_dev = StageInts(&pending, 1);
   }
-  Sign(13, d.qkv, d.beta, d.g, d.n, d.hk, d.hv, d.dk, d.dv, ds.conv, ds.S, ds.pk, ds.pvn, ds.pgam, d.out, d.pending_dev);
+  // Token-parallel from 16 tokens on: scratch for every chunk's coefficients.
+  if (a.n >= 16) d.scratch = AllocRaw(cuda::GdnChunkScratchFloats(a.n, a.hv));
+  Sign(13, d.qkv, d.beta, d.g, d.n, d.hk, d.hv, d.dk, d.dv, ds.conv, ds.S, ds.pk, ds.pvn, ds.pgam, d.out, d.pending_dev,
+       d.scratch);
   if (Launches()) Note(cuda::GdnCore(d, stream_));
   else if (st.pending < 0 || st.pending >= kGdnChunk) Note(Internal("GDN state: bad chunk counter"));
   st.pending = (st.pending + a.n) % kGdnChunk;

@@ -196,7 +196,7 @@ Status GdnCore(const GdnCoreArgs& a, void* stream) {
     return InvalidArgument("cuda GdnCore: bad shape or state (dk, dv 1..256, value heads a multiple of key heads)");
   }
   if (a.n == 0) return Status::Ok();
-  if (a.n >= kParallelMinTokens && GdnChunkSharedBytes(a.dk) <= kMaxSharedBytes) {
+  if (a.n >= kParallelMinTokens && a.scratch != nullptr && GdnChunkSharedBytes(a.dk) <= kMaxSharedBytes) {
     const Status s = GdnCoreChunked(a, stream);
     a.state->pending = (a.state->pending + a.n) % kGdnChunk;
     return s;

@@ -6,8 +6,9 @@
 // therefore depends only on its own sequence, never on how the sequence is split into calls,
 // and prefill and decode run the same arithmetic. Two kernels compute it with the same bits:
 // token by token (one block per value head, one thread per value column; decode steps and
-// pieces under 16 tokens) and chunk-parallel (gdn_chunk.cu: a chunk's products with S, its
-// coefficients and outputs at once, only the 64-step triangular recurrence in order).
+// pieces under 16 tokens) and chunk-parallel (gdn_chunk.cu: the coefficients of every chunk at
+// once, then per chunk its products with S and outputs at once, only the 64-step triangular
+// recurrence in order).
 // CausalConvSilu likewise has a token-by-token and a token-parallel kernel with equal bits.
 #pragma once
 
@@ -47,12 +48,16 @@ struct GdnCoreArgs {
   // state->pending (which it must equal): a captured CUDA graph then stays valid from one
   // decode step to the next, its launch parameters unchanged.
   const int32_t* pending_dev = nullptr;
+  // Device scratch of GdnChunkScratchFloats(n, hv) floats for the chunk-parallel kernel (from
+  // 16 tokens on; without it GdnCore runs the token kernel).
+  float* scratch = nullptr;
 };
 Status GdnCore(const GdnCoreArgs& a, void* stream);
 // The chunk-parallel kernel alone (GdnCore picks it from 16 tokens on); it leaves
 // a.state->pending for the caller to advance. Needs GdnChunkSharedBytes(dk) of shared memory.
 Status GdnCoreChunked(const GdnCoreArgs& a, void* stream);
 int64_t GdnChunkSharedBytes(int dk);
+int64_t GdnChunkScratchFloats(int64_t n, int hv);
 
 // Per (row, head): n = r(w * r(x * rsqrt(mean(x²) + eps))), out = r(n * silu(z)).
 Status GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,

@@ -29,7 +29,7 @@ constexpr int kC = kGdnChunk;  // 64
 // Shared memory carve-up (floats). Row strides of q/k are padded by one so that lanes reading
 // different rows at the same element hit different banks.
 struct Layout {
-  int kst, off_k, off_q, off_s, off_vn, off_sk, off_sq, off_v, off_ckk, off_cqk, off_gam, off_g, off_e, off_beta, off_d,
+  int kst, off_k, off_q, off_s, off_vn, off_sk, off_sq, off_v, off_ckk, off_cqk, off_gam, off_e, off_beta, off_d,
       off_inv, total;
   __host__ __device__ explicit Layout(int dk) {
     kst = dk + 1;
@@ -43,14 +43,80 @@ struct Layout {
     off_ckk = off_v + kC * kSlice;
     off_cqk = off_ckk + kC * kC;
     off_gam = off_cqk + kC * kC;
-    off_g = off_gam + kC;
-    off_e = off_g + kC;
+    off_e = off_gam + kC;
     off_beta = off_e + kC;
     off_d = off_beta + kC;
     off_inv = off_d + kC;
     total = off_inv + 2 * kC;
   }
 };
+
+// Chunk c's rows: the first chunk continues the open one (rows p0.. of it), the others start
+// at row 0; tokens [t0, t0 + pend - pstart) of the call. False when the call has no chunk c.
+__device__ __forceinline__ bool ChunkRows(int c, int p0, int n, int& t0, int& pstart, int& pend) {
+  t0 = c == 0 ? 0 : (kC - p0) + (c - 1) * kC;
+  pstart = c == 0 ? p0 : 0;
+  if (t0 >= n) return false;
+  pend = min(kC, pstart + (n - t0));
+  return true;
+}
+
+// Normalised q and k of chunk rows [pstart, pend) into qc, kc (row stride kst), as the token
+// kernel computes them; inv [2 * kC] is scratch.
+__device__ void NormRows(const GdnCoreArgs& a, int kh, int t0, int pstart, int pend, int kst, float* qc, float* kc,
+                         float* inv) {
+  const int dk = a.dk, tid = threadIdx.x, rows = pend - pstart;
+  const int64_t conv_dim = 2LL * a.hk * dk + int64_t{a.hv} * a.dv;
+  const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
+  for (int x = tid; x < 2 * rows; x += kThreads) {
+    const int i = x / 2, which = x % 2;
+    const float* row = a.qkv + int64_t{t0 + i} * conv_dim;
+    const float* raw = which == 0 ? row + kh * dk : row + int64_t{a.hk} * dk + kh * dk;
+    inv[2 * (pstart + i) + which] = 1.0f / sqrtf(__fadd_rn(Dot16(raw, raw, dk), 1e-6f));
+  }
+  __syncthreads();
+  for (int x = tid; x < rows * dk; x += kThreads) {
+    const int i = pstart + x / dk, r = x % dk;
+    const float* row = a.qkv + int64_t{t0 + i - pstart} * conv_dim;
+    qc[i * kst + r] = __fmul_rn(__fmul_rn(row[kh * dk + r], inv[2 * i]), q_scale);
+    kc[i * kst + r] = __fmul_rn(__fmul_rn(row[int64_t{a.hk} * dk + kh * dk + r], inv[2 * i + 1]), 1.0f);
+  }
+}
+
+// The parts of a chunk that do not depend on the state S, for every chunk of the call at once
+// (block = (chunk, value head)): the cumulative log-decay gam and the coefficient matrices
+//   Ckk[i][m] = (k_i·k_m) e^{gam_i − gam_m} (m < i),  Cqk[i][m] = (q_i·k_m) e^{gam_i − gam_m} (m <= i)
+// for the chunk's new rows i, into a.scratch (GdnChunkScratchFloats).
+__global__ void __launch_bounds__(kThreads) GdnCoefKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
+  extern __shared__ float sm[];
+  const int dk = a.dk, hv = a.hv, h = blockIdx.y, c = blockIdx.x, kh = h / (a.hv / a.hk), tid = threadIdx.x;
+  const int kst = dk + 1;
+  float *kc = sm, *qc = kc + kC * kst, *gam = qc + kC * kst, *inv = gam + kC;
+  const int p0 = a.pending_dev ? *a.pending_dev : pending0;
+  int t0, pstart, pend;
+  if (!ChunkRows(c, p0, a.n, t0, pstart, pend)) return;
+  for (int x = tid; x < pstart * dk; x += kThreads) {  // the open chunk's earlier rows (c == 0)
+    const int m = x / dk, r = x % dk;
+    kc[m * kst + r] = st.pk[(int64_t{m} * hv + h) * dk + r];
+  }
+  NormRows(a, kh, t0, pstart, pend, kst, qc, kc, inv);
+  if (tid == 0) {
+    for (int m = 0; m < pstart; ++m) gam[m] = st.pgam[m * hv + h];
+    for (int i = pstart; i < pend; ++i) {
+      gam[i] = __fadd_rn(i == 0 ? 0.0f : gam[i - 1], a.g[int64_t{t0 + i - pstart} * hv + h]);
+    }
+  }
+  __syncthreads();
+  float* out = a.scratch + (int64_t{c} * hv + h) * (2 * kC * kC + kC);
+  for (int m = tid; m < pend; m += kThreads) out[2 * kC * kC + m] = gam[m];
+  for (int x = tid; x < (pend - pstart) * kC; x += kThreads) {
+    const int i = pstart + x / kC, m = x % kC;
+    if (m > i) continue;
+    const float d = expf(gam[i] - gam[m]);
+    if (m < i) out[i * kC + m] = __fmul_rn(Dot16(kc + i * kst, kc + m * kst, dk), d);
+    out[kC * kC + i * kC + m] = __fmul_rn(Dot16(qc + i * kst, kc + m * kst, dk), d);
+  }
+}
 
 __global__ void __launch_bounds__(kThreads) GdnChunkKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
   extern __shared__ float sm[];
@@ -61,9 +127,8 @@ __global__ void __launch_bounds__(kThreads) GdnChunkKernel(GdnCoreArgs a, DevGdn
   const Layout L(dk);
   float *kc = sm + L.off_k, *qc = sm + L.off_q, *Ss = sm + L.off_s, *Vn = sm + L.off_vn, *skv = sm + L.off_sk,
         *sqv = sm + L.off_sq, *vv = sm + L.off_v, *Ckk = sm + L.off_ckk, *Cqk = sm + L.off_cqk, *gam = sm + L.off_gam,
-        *gg = sm + L.off_g, *ee = sm + L.off_e, *bet = sm + L.off_beta, *dl = sm + L.off_d, *inv = sm + L.off_inv;
+        *ee = sm + L.off_e, *bet = sm + L.off_beta, *dl = sm + L.off_d, *inv = sm + L.off_inv;
   const int64_t conv_dim = 2LL * a.hk * dk + int64_t{hv} * dv;
-  const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
   float* S = st.S + int64_t{h} * dk * dv;
 
   // The state's columns of this slice, and the open chunk's earlier rows.
@@ -87,45 +152,27 @@ __global__ void __launch_bounds__(kThreads) GdnChunkKernel(GdnCoreArgs a, DevGdn
   while (t0 < a.n) {
     const int pend = min(kC, pstart + (a.n - t0));
     const int rows = pend - pstart;
-    // 1. Norms of the new rows' q and k (one thread each, as the token kernel's thread 0); the
-    // rows' gates and values fetched in parallel, so the in-order steps below read shared memory.
-    for (int x = tid; x < 2 * rows; x += kThreads) {
-      const int i = x / 2, which = x % 2;
-      const float* row = a.qkv + int64_t{t0 + i} * conv_dim;
-      const float* raw = which == 0 ? row + kh * dk : row + int64_t{a.hk} * dk + kh * dk;
-      inv[2 * (pstart + i) + which] = 1.0f / sqrtf(__fadd_rn(Dot16(raw, raw, dk), 1e-6f));
-    }
+    // 1. The rows' q and k normalised, their gates, values and coefficients (GdnCoefKernel).
+    const int c = t0 == 0 ? 0 : 1 + (t0 - (kC - p0)) / kC;
+    const float* coef = a.scratch + (int64_t{c} * hv + h) * (2 * kC * kC + kC);
+    NormRows(a, kh, t0, pstart, pend, L.kst, qc, kc, inv);
     for (int i = pstart + tid; i < pend; i += kThreads) {
-      const int64_t t = t0 + i - pstart;
-      gg[i] = a.g[t * hv + h];
-      bet[i] = a.beta[t * hv + h];
+      bet[i] = a.beta[int64_t{t0 + i - pstart} * hv + h];
+      gam[i] = coef[2 * kC * kC + i];
+      ee[i] = expf(gam[i]);
     }
     for (int x = tid; x < rows * kSlice; x += kThreads) {
-      const int i = pstart + x / kSlice, c = x % kSlice;
-      vv[i * kSlice + c] = j0 + c < dv ? a.qkv[int64_t{t0 + i - pstart} * conv_dim + 2LL * a.hk * dk + int64_t{h} * dv + j0 + c]
-                                       : 0.0f;
+      const int i = pstart + x / kSlice, cc = x % kSlice;
+      vv[i * kSlice + cc] = j0 + cc < dv ? a.qkv[int64_t{t0 + i - pstart} * conv_dim + 2LL * a.hk * dk + int64_t{h} * dv + j0 + cc]
+                                         : 0.0f;
     }
-    __syncthreads();
-    if (tid == 0) {
-      for (int i = pstart; i < pend; ++i) gam[i] = __fadd_rn(i == 0 ? 0.0f : gam[i - 1], gg[i]);
-    }
-    __syncthreads();
-    for (int x = tid; x < rows * dk; x += kThreads) {
-      const int i = pstart + x / dk, r = x % dk;
-      const float* row = a.qkv + int64_t{t0 + i - pstart} * conv_dim;
-      qc[i * L.kst + r] = __fmul_rn(__fmul_rn(row[kh * dk + r], inv[2 * i]), q_scale);
-      kc[i * L.kst + r] = __fmul_rn(__fmul_rn(row[int64_t{a.hk} * dk + kh * dk + r], inv[2 * i + 1]), 1.0f);
-    }
-    for (int i = pstart + tid; i < pend; i += kThreads) ee[i] = expf(gam[i]);
-    __syncthreads();
-    // 2. Coefficients: Ckk[i][m] = (k_i·k_m) e^{gam_i − gam_m} (m < i), Cqk likewise with q_i (m <= i).
     for (int x = tid; x < rows * kC; x += kThreads) {
       const int i = pstart + x / kC, m = x % kC;
       if (m > i) continue;
-      const float d = expf(gam[i] - gam[m]);
-      if (m < i) Ckk[i * kC + m] = __fmul_rn(Dot16(kc + i * L.kst, kc + m * L.kst, dk), d);
-      Cqk[i * kC + m] = __fmul_rn(Dot16(qc + i * L.kst, kc + m * L.kst, dk), d);
+      if (m < i) Ckk[i * kC + m] = coef[i * kC + m];
+      Cqk[i * kC + m] = coef[kC * kC + i * kC + m];
     }
+    __syncthreads();
     // 3. Sᵀk_i and Sᵀq_i for the new rows, four rows per pass for independent chains.
     for (int i = pstart + warp * 4; i < pend; i += kWarps * 4) {
       float sk[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -199,14 +246,26 @@ __global__ void __launch_bounds__(kThreads) GdnChunkKernel(GdnCoreArgs a, DevGdn
 
 int64_t GdnChunkSharedBytes(int dk) { return int64_t{Layout(dk).total} * 4; }
 
+// Chunks a call of n tokens can touch, whatever the open chunk's row count.
+static int64_t MaxChunks(int64_t n) { return (n + kC - 1) / kC + 1; }
+
+int64_t GdnChunkScratchFloats(int64_t n, int hv) { return MaxChunks(n) * hv * (2 * kC * kC + kC); }
+
 Status GdnCoreChunked(const GdnCoreArgs& a, void* stream) {
-  const int64_t smem = GdnChunkSharedBytes(a.dk);
-  static_assert(kGdnChunk == 64, "the chunk kernel's layout assumes 64-row chunks");
-  cudaError_t err = cudaFuncSetAttribute(GdnChunkKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
+  static_assert(kGdnChunk == 64, "the chunk kernels' layouts assume 64-row chunks");
+  if (a.scratch == nullptr) return InvalidArgument("cuda GdnCore (chunked): no scratch for the coefficients");
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const int64_t coef_smem = int64_t{2 * kC * (a.dk + 1) + 3 * kC} * 4, smem = GdnChunkSharedBytes(a.dk);
+  cudaError_t err = cudaFuncSetAttribute(GdnCoefKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(coef_smem));
+  if (err == cudaSuccess) {
+    err = cudaFuncSetAttribute(GdnChunkKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  }
   if (err != cudaSuccess) return Internal(std::string("cuda GdnCore (chunked): shared memory: ") + cudaGetErrorString(err));
+  GdnCoefKernel<<<dim3(static_cast<unsigned>(MaxChunks(a.n)), a.hv), kThreads, coef_smem, s>>>(a, *a.state,
+                                                                                               a.state->pending);
   const dim3 grid(a.hv, (a.dv + kSlice - 1) / kSlice);
-  GdnChunkKernel<<<grid, kThreads, smem, static_cast<cudaStream_t>(stream)>>>(a, *a.state, a.state->pending);
+  GdnChunkKernel<<<grid, kThreads, smem, s>>>(a, *a.state, a.state->pending);
   err = cudaGetLastError();
   if (err != cudaSuccess) return Internal(std::string("cuda GdnCore (chunked) launch: ") + cudaGetErrorString(err));
   return Status::Ok();
