@@ -68,11 +68,20 @@ __device__ void NormRows(const GdnCoreArgs& a, int kh, int t0, int pstart, int p
   const int dk = a.dk, tid = threadIdx.x, rows = pend - pstart;
   const int64_t conv_dim = 2LL * a.hk * dk + int64_t{a.hv} * a.dv;
   const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
-  for (int x = tid; x < 2 * rows; x += kThreads) {
+  // Σ x² by a half-warp per vector: lane l runs Dot16's partial sum l (elements l, l + 16, ...,
+  // then its tail element), shuffles join them in Dot16's tree — Dot16's bits, loads coalesced.
+  const int lane16 = tid % 16;
+  const unsigned mask = 0xffffu << (16 * ((tid / 16) % 2));
+  for (int x = tid / 16; x < 2 * rows; x += kThreads / 16) {
     const int i = x / 2, which = x % 2;
     const float* row = a.qkv + int64_t{t0 + i} * conv_dim;
     const float* raw = which == 0 ? row + kh * dk : row + int64_t{a.hk} * dk + kh * dk;
-    inv[2 * (pstart + i) + which] = 1.0f / sqrtf(__fadd_rn(Dot16(raw, raw, dk), 1e-6f));
+    const int full = dk / 16 * 16;
+    float acc = 0.0f;
+    for (int e = lane16; e < full; e += 16) acc = __fadd_rn(acc, __fmul_rn(raw[e], raw[e]));
+    if (full + lane16 < dk) acc = __fadd_rn(acc, __fmul_rn(raw[full + lane16], raw[full + lane16]));
+    for (int sh = 8; sh > 0; sh >>= 1) acc = __fadd_rn(acc, __shfl_down_sync(mask, acc, sh, 16));
+    if (lane16 == 0) inv[2 * (pstart + i) + which] = 1.0f / sqrtf(__fadd_rn(acc, 1e-6f));
   }
   __syncthreads();
   for (int x = tid; x < rows * dk; x += kThreads) {
