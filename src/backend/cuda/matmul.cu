@@ -82,13 +82,14 @@ __global__ void __launch_bounds__(kThreads) GemmBf16Kernel(const float* __restri
 }
 
 // The large-tile form for prefill-sized batches: 128 x 128 outputs per block, 8 warps as 2 x 4,
-// each 64 x 32 = 4 x 2 WMMA fragments; the next 32-wide K slice is fetched into registers while
+// each 64 x 32 = 4 x 2 WMMA fragments; the next 64-wide K slice is fetched into registers while
 // the tensor cores work on the current one (two shared-memory buffers). Each output still gains
 // its products as the same sequence of 16-wide K chunks in ascending order through the same
 // WMMA instruction as GemmBf16Kernel, so the two kernels give the same bits and the choice
 // between them (by m) never changes a row. Needs k % 8 == 0 and 16-byte aligned x and w.
 // kQuant as for GemmBf16Kernel (eight weights dequantized per fetch; int4 groups % 8 == 0).
-constexpr int kLM = 128, kLN = 128, kLK = 32, kLPad = 8, kLThreads = 256, kLLd = kLK + kLPad;
+constexpr int kLM = 128, kLN = 128, kLK = 64, kLPad = 8, kLThreads = 256, kLLd = kLK + kLPad;
+constexpr int kLAFetch = kLM * kLK / 4 / kLThreads, kLBFetch = kLN * kLK / 8 / kLThreads;  // float4s, uint4s per thread
 
 struct LargeTileSmem {
   __nv_bfloat16 a[2][kLM][kLLd];
@@ -96,40 +97,40 @@ struct LargeTileSmem {
 };
 
 template <bool kQuant>
-__global__ void __launch_bounds__(kLThreads) GemmBf16LargeKernel(const float* __restrict__ x, int64_t m,
+__global__ void __launch_bounds__(kLThreads, 1) GemmBf16LargeKernel(const float* __restrict__ x, int64_t m,
                                                                  const __nv_bfloat16* __restrict__ w, DevWeight dw,
                                                                  int64_t n, int64_t k, float* __restrict__ y, int64_t ldy,
                                                                  bool round_bf16, int64_t kz, int64_t zstride) {
-  __shared__ __align__(128) unsigned char raw[sizeof(LargeTileSmem)];
+  extern __shared__ __align__(128) unsigned char raw[];  // sizeof(LargeTileSmem), dynamic
   // Split z (MatMulSplitK) covers K columns [z kz, (z + 1) kz) and writes y + z zstride.
   const int64_t kbeg = int64_t{blockIdx.z} * kz, kend = kbeg + kz < k ? kbeg + kz : k;
   y += int64_t{blockIdx.z} * zstride;
   LargeTileSmem& sm = *reinterpret_cast<LargeTileSmem*>(raw);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wm = warp / 4, wn = warp % 4;
   const int64_t row0 = int64_t{blockIdx.y} * kLM, col0 = int64_t{blockIdx.x} * kLN;
-  float4 ra[4];  // this thread's share of the next A slice: 4 x 4 floats
-  uint4 rb[2];   // and of the next B slice: 2 x 8 bf16
+  float4 ra[kLAFetch];  // this thread's share of the next A slice (4 floats each)
+  uint4 rb[kLBFetch];   // and of the next B slice (8 bf16 each)
 #define GRAFT_FETCH(k0)                                                                                         \
-  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                                                               \
-    const int f = tid + kLThreads * i, r = f >> 3, c = (f & 7) * 4;                                             \
+  _Pragma("unroll") for (int i = 0; i < kLAFetch; ++i) {                                                        \
+    const int f = tid + kLThreads * i, r = f / (kLK / 4), c = (f % (kLK / 4)) * 4;                             \
     const int64_t gr = row0 + r, gc = (k0) + c;                                                                 \
     ra[i] = gr < m && gc < kend ? *reinterpret_cast<const float4*>(x + gr * k + gc) : make_float4(0.f, 0.f, 0.f, 0.f); \
   }                                                                                                             \
-  _Pragma("unroll") for (int i = 0; i < 2; ++i) {                                                               \
-    const int u = tid + kLThreads * i, r = u >> 2, c = (u & 3) * 8;                                             \
+  _Pragma("unroll") for (int i = 0; i < kLBFetch; ++i) {                                                        \
+    const int u = tid + kLThreads * i, r = u / (kLK / 8), c = (u % (kLK / 8)) * 8;                             \
     const int64_t gr = col0 + r, gc = (k0) + c;                                                                 \
     if constexpr (kQuant) rb[i] = gr < n && gc < kend ? QuantBf16x8(dw, gr, gc) : make_uint4(0u, 0u, 0u, 0u);   \
     else rb[i] = gr < n && gc < kend ? *reinterpret_cast<const uint4*>(w + gr * k + gc) : make_uint4(0u, 0u, 0u, 0u); \
   }
 #define GRAFT_PUT(buf)                                                                                          \
-  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                                                               \
-    const int f = tid + kLThreads * i, r = f >> 3, c = (f & 7) * 4;                                             \
+  _Pragma("unroll") for (int i = 0; i < kLAFetch; ++i) {                                                        \
+    const int f = tid + kLThreads * i, r = f / (kLK / 4), c = (f % (kLK / 4)) * 4;                             \
     __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(&sm.a[buf][r][c]);                                  \
     dst[0] = __floats2bfloat162_rn(ra[i].x, ra[i].y);                                                           \
     dst[1] = __floats2bfloat162_rn(ra[i].z, ra[i].w);                                                           \
   }                                                                                                             \
-  _Pragma("unroll") for (int i = 0; i < 2; ++i) {                                                               \
-    const int u = tid + kLThreads * i, r = u >> 2, c = (u & 3) * 8;                                             \
+  _Pragma("unroll") for (int i = 0; i < kLBFetch; ++i) {                                                        \
+    const int u = tid + kLThreads * i, r = u / (kLK / 8), c = (u % (kLK / 8)) * 8;                             \
     *reinterpret_cast<uint4*>(&sm.b[buf][r][c]) = rb[i];                                                        \
   }
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4][2];
@@ -351,6 +352,21 @@ __global__ void __launch_bounds__(256) GemmSimtTiledKernel(const float* __restri
   }
 }
 
+// The large tile's shared memory is over the 48 KB static limit: allowed once per kernel.
+Status LargeTileReady() {
+  static const cudaError_t err = [] {
+    cudaError_t e = cudaFuncSetAttribute(GemmBf16LargeKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(sizeof(LargeTileSmem)));
+    if (e == cudaSuccess) {
+      e = cudaFuncSetAttribute(GemmBf16LargeKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(sizeof(LargeTileSmem)));
+    }
+    return e;
+  }();
+  if (err != cudaSuccess) return Internal(std::string("cuda MatMul: large-tile shared memory: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output, bool bf16,
@@ -375,13 +391,16 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
     const int64_t blocks = (w.rows / 16 + kSkWarps - 1) / kSkWarps;
     GemmW4a16SkinnyKernel<<<static_cast<unsigned>(blocks), 32 * kSkWarps, 0, s>>>(x, m, w, y, ldy, round_output);
   } else if (tensor && m > kBM && aligned) {
+    if (Status ready = LargeTileReady(); !ready.ok()) return ready;
     const int64_t gy = (m + kLM - 1) / kLM;
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 128 rows in one call");
     const dim3 grid(static_cast<unsigned>((w.rows + kLN - 1) / kLN), static_cast<unsigned>(gy));
     const int64_t kz = (w.cols + kLK - 1) / kLK * kLK;  // one split: all of K
     if (w.quantized())
-      GemmBf16LargeKernel<true><<<grid, kLThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output, kz, 0);
-    else GemmBf16LargeKernel<false><<<grid, kLThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output, kz, 0);
+      GemmBf16LargeKernel<true><<<grid, kLThreads, sizeof(LargeTileSmem), s>>>(x, m, wb, w, w.rows, w.cols, y, ldy,
+                                                                             round_output, kz, 0);
+    else GemmBf16LargeKernel<false><<<grid, kLThreads, sizeof(LargeTileSmem), s>>>(x, m, wb, w, w.rows, w.cols, y, ldy,
+                                                                                   round_output, kz, 0);
   } else if (tensor) {
     const int64_t gy = (m + kBM - 1) / kBM;
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 64 rows in one call");
@@ -423,8 +442,10 @@ Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partia
   const int64_t gy = (m + (large ? kLM : kBM) - 1) / (large ? kLM : kBM);
   if (gy > 65535 || splits > 65535) return InvalidArgument("cuda MatMulSplitK: too many rows or splits");
   if (large) {
+    if (Status ready = LargeTileReady(); !ready.ok()) return ready;
     const dim3 grid(static_cast<unsigned>((w.rows + kLN - 1) / kLN), static_cast<unsigned>(gy), static_cast<unsigned>(splits));
-    GemmBf16LargeKernel<false><<<grid, kLThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, partial, w.rows, false, kz, m * w.rows);
+    GemmBf16LargeKernel<false><<<grid, kLThreads, sizeof(LargeTileSmem), s>>>(x, m, wb, w, w.rows, w.cols, partial, w.rows,
+                                                                              false, kz, m * w.rows);
   } else {
     const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>(gy), static_cast<unsigned>(splits));
     GemmBf16Kernel<false><<<grid, kThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, partial, w.rows, false, false, kz, m * w.rows);
