@@ -91,7 +91,7 @@ bool Same(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
-const int64_t kRows[] = {1, 5, 64, 65, 200};
+const int64_t kRows[] = {1, 5, 17, 40, 64, 65, 200};
 
 TEST(CudaQuant, W4a16IsTheDenseBf16MatmulOfItsWeights) {
   REQUIRE_GPU();
@@ -113,8 +113,13 @@ TEST(CudaQuant, W4a16IsTheDenseBf16MatmulOfItsWeights) {
     // Fresh ops per case: a backend keeps its device copies by the Weight's address.
     auto bf = test::MakeCuda(ActDtype::kBF16), f32 = test::MakeCuda(ActDtype::kF32);
     ASSERT_TRUE(bf && f32);
+    const auto all = MatMulOn(*bf, x, 200, q);
     for (int64_t m : kRows) {
-      EXPECT_TRUE(Same(MatMulOn(*bf, x, m, q), MatMulOn(*bf, x, m, d))) << q.name << " zp " << c.zp << " m " << m;
+      const auto got = MatMulOn(*bf, x, m, q);
+      EXPECT_TRUE(Same(got, MatMulOn(*bf, x, m, d))) << q.name << " zp " << c.zp << " m " << m;
+      // A row's bits do not depend on how many rows share the call (which kernel runs).
+      EXPECT_TRUE(Same(got, std::vector<float>(all.begin(), all.begin() + static_cast<int64_t>(got.size()))))
+          << q.name << " first " << m << " rows alone vs among 200";
       EXPECT_TRUE(Same(MatMulOn(*f32, x, m, q), MatMulOn(cpu, x, m, q))) << q.name << " fp32 activations, m " << m;
     }
   }

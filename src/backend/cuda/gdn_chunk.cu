@@ -202,13 +202,30 @@ __global__ void __launch_bounds__(kThreads) GdnChunkKernel(GdnCoreArgs a, DevGdn
       }
     }
     __syncthreads();
-    // 4. The triangular recurrence: Vn_i = β (v − e Sᵀk − Σ_{m<i} Ckk[i][m] Vn_m), rows in order.
-    if (warp == 0) {
-      for (int i = pstart; i < pend; ++i) {
-        float w = __fsub_rn(vv[i * kSlice + lane], __fmul_rn(ee[i], skv[i * kSlice + lane]));
-        for (int m = 0; m < i; ++m) w = __fsub_rn(w, __fmul_rn(Ckk[i * kC + m], Vn[m * kSlice + lane]));
-        Vn[i * kSlice + lane] = __fmul_rn(bet[i], w);
-        __syncwarp();
+    // 4. The triangular recurrence: Vn_i = β (v − e Sᵀk − Σ_{m<i} Ckk[i][m] Vn_m), as a
+    // wavefront: warp w keeps the running w_i of rows i = w, w + 8, ... in registers; at step m
+    // row m is complete (its owner writes Vn_m), then every later row subtracts its term m.
+    // Each row still subtracts its terms one by one in ascending m, as the token kernel does.
+    float wr[kC / kWarps];
+#pragma unroll
+    for (int u = 0; u < kC / kWarps; ++u) {
+      const int i = warp + kWarps * u;
+      wr[u] = i >= pstart && i < pend ? __fsub_rn(vv[i * kSlice + lane], __fmul_rn(ee[i], skv[i * kSlice + lane])) : 0.0f;
+    }
+    for (int m = 0; m < pend; ++m) {
+      if (m >= pstart) {  // uniform over the block
+        if (m % kWarps == warp) {
+#pragma unroll
+          for (int u = 0; u < kC / kWarps; ++u)
+            if (warp + kWarps * u == m) Vn[m * kSlice + lane] = __fmul_rn(bet[m], wr[u]);
+        }
+        __syncthreads();
+      }
+      const float vm = Vn[m * kSlice + lane];
+#pragma unroll
+      for (int u = 0; u < kC / kWarps; ++u) {
+        const int i = warp + kWarps * u;
+        if (i > m && i >= pstart && i < pend) wr[u] = __fsub_rn(wr[u], __fmul_rn(Ckk[i * kC + m], vm));
       }
     }
     __syncthreads();

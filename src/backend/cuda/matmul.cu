@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(kLThreads, 1) GemmBf16LargeKernel(const float*
 // kSK columns at a time. Every output gains its products
 // as the same ascending sequence of 16-wide K chunks through the same WMMA instruction as the
 // other two kernels, so its bits are theirs — only many more warps stream the weights.
-constexpr int kSkWarps = 4, kSkK = 512, kSkPad = 8, kSkAhead = 8;
+constexpr int kSkWarps = 4, kSkPad = 8, kSkAhead = 8;
 
 template <int kRG, int kSK>  // kRG groups of 16 rows (m <= 16 kRG), x staged kSK columns at a time
 __global__ void __launch_bounds__(32 * kSkWarps) GemmBf16SkinnyKernel(const float* __restrict__ x, int64_t m,
@@ -255,22 +255,24 @@ __global__ void __launch_bounds__(32 * kSkWarps) GemmBf16SkinnyKernel(const floa
 // dequantizes its next kSkAhead 16 x 16 weight tiles to bf16 (eight weights per lane and load,
 // QuantBf16x8) into its own shared-memory tiles and loads the fragments from there — the same
 // bf16 values, the same chunk order, the same bits as the dense kernels on them.
+template <int kRG, int kSK>  // as GemmBf16SkinnyKernel
 __global__ void __launch_bounds__(32 * kSkWarps) GemmW4a16SkinnyKernel(const float* __restrict__ x, int64_t m,
                                                                         DevWeight dw, float* __restrict__ y, int64_t ldy,
                                                                         bool round_bf16) {
-  __shared__ __align__(32) __nv_bfloat16 xs[16][kSkK + kSkPad];
+  __shared__ __align__(32) __nv_bfloat16 xs[16 * kRG][kSK + kSkPad];
   __shared__ __align__(32) __nv_bfloat16 bt[kSkWarps][kSkAhead][16][16 + 8];
   __shared__ __align__(32) float stage[kSkWarps][16][20];
   const int64_t n = dw.rows, k = dw.cols;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t n0 = (int64_t{blockIdx.x} * kSkWarps + warp) * 16;
   const bool active = n0 < n;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-  wmma::fill_fragment(acc, 0.0f);
-  for (int64_t k0 = 0; k0 < k; k0 += kSkK) {
-    const int span = static_cast<int>(min(static_cast<int64_t>(kSkK), k - k0));  // a multiple of 16
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kRG];
+#pragma unroll
+  for (int g = 0; g < kRG; ++g) wmma::fill_fragment(acc[g], 0.0f);
+  for (int64_t k0 = 0; k0 < k; k0 += kSK) {
+    const int span = static_cast<int>(min(static_cast<int64_t>(kSK), k - k0));  // a multiple of 16
     __syncthreads();
-    for (int e = threadIdx.x; e < 16 * span; e += 32 * kSkWarps) {
+    for (int e = threadIdx.x; e < 16 * kRG * span; e += 32 * kSkWarps) {
       const int r = e / span, c = e % span;
       xs[r][c] = __float2bfloat16_rn(r < m ? x[r * k + k0 + c] : 0.0f);
     }
@@ -286,19 +288,26 @@ __global__ void __launch_bounds__(32 * kSkWarps) GemmW4a16SkinnyKernel(const flo
       __syncwarp();
       for (int i = 0; i < chunks; ++i) {
         wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
         wmma::load_matrix_sync(b, &bt[warp][i][0][0], 16 + 8);
-        wmma::load_matrix_sync(a, &xs[0][kk + 16 * i], kSkK + kSkPad);
-        wmma::mma_sync(acc, a, b, acc);
+#pragma unroll
+        for (int g = 0; g < kRG; ++g) {
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+          wmma::load_matrix_sync(a, &xs[16 * g][kk + 16 * i], kSK + kSkPad);
+          wmma::mma_sync(acc[g], a, b, acc[g]);
+        }
       }
     }
   }
   if (!active) return;
-  wmma::store_matrix_sync(&stage[warp][0][0], acc, 20, wmma::mem_row_major);
-  __syncwarp();
-  for (int e = lane; e < 256; e += 32) {
-    const int r = e / 16, c = e % 16;
-    if (r < m) y[r * ldy + n0 + c] = RoundAct(stage[warp][r][c], round_bf16);
+#pragma unroll
+  for (int g = 0; g < kRG; ++g) {
+    wmma::store_matrix_sync(&stage[warp][0][0], acc[g], 20, wmma::mem_row_major);
+    __syncwarp();
+    for (int e = lane; e < 256; e += 32) {
+      const int r = 16 * g + e / 16, c = e % 16;
+      if (r < m) y[r * ldy + n0 + c] = RoundAct(stage[warp][e / 16][c], round_bf16);
+    }
+    __syncwarp();
   }
 }
 
@@ -386,10 +395,12 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
     if (m <= 16) GemmBf16SkinnyKernel<1, 512><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, wb, w.rows, w.cols, y, ldy, round_output);
     else if (m <= 32) GemmBf16SkinnyKernel<2, 512><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, wb, w.rows, w.cols, y, ldy, round_output);
     else GemmBf16SkinnyKernel<4, 256><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, wb, w.rows, w.cols, y, ldy, round_output);
-  } else if (tensor && w.w4a16() && m <= 16 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
+  } else if (tensor && w.w4a16() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
              (w.format != DevFormat::kInt4 || w.group % 8 == 0)) {
-    const int64_t blocks = (w.rows / 16 + kSkWarps - 1) / kSkWarps;
-    GemmW4a16SkinnyKernel<<<static_cast<unsigned>(blocks), 32 * kSkWarps, 0, s>>>(x, m, w, y, ldy, round_output);
+    const unsigned blocks = static_cast<unsigned>((w.rows / 16 + kSkWarps - 1) / kSkWarps);
+    if (m <= 16) GemmW4a16SkinnyKernel<1, 512><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, w, y, ldy, round_output);
+    else if (m <= 32) GemmW4a16SkinnyKernel<2, 256><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, w, y, ldy, round_output);
+    else GemmW4a16SkinnyKernel<4, 128><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, w, y, ldy, round_output);
   } else if (tensor && m > kBM && aligned) {
     if (Status ready = LargeTileReady(); !ready.ok()) return ready;
     const int64_t gy = (m + kLM - 1) / kLM;
