@@ -196,6 +196,38 @@ __global__ void __launch_bounds__(kLThreads, 1) GemmBf16LargeKernel(const float*
 // other two kernels, so its bits are theirs — only many more warps stream the weights.
 constexpr int kSkWarps = 4, kSkPad = 8, kSkAhead = 8;
 
+// The decode forms' shared steps. SkinnyStageX: rows [0, 16 kRG) of x's columns [k0, k0 + span)
+// as bf16 into xs (zeros past m), the whole block between two barriers.
+template <int kRG, int kSK>
+__device__ __forceinline__ void SkinnyStageX(const float* __restrict__ x, int64_t m, int64_t k, int64_t k0, int span,
+                                             __nv_bfloat16 (*xs)[kSK + kSkPad]) {
+  __syncthreads();
+  for (int e = threadIdx.x; e < 16 * kRG * span; e += 32 * kSkWarps) {
+    const int r = e / span, c = e % span;
+    xs[r][c] = __float2bfloat16_rn(r < m ? x[r * k + k0 + c] : 0.0f);
+  }
+  __syncthreads();
+}
+
+// SkinnyStore: a warp's kRG accumulators (rows 16 g.., outputs n0..n0 + 15) through its stage
+// tile, rounded, rows past m dropped.
+template <int kRG>
+__device__ __forceinline__ void SkinnyStore(wmma::fragment<wmma::accumulator, 16, 16, 16, float> (&acc)[kRG],
+                                            float (*stage)[20], int64_t m, int64_t n0, float* __restrict__ y,
+                                            int64_t ldy, bool round_bf16) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int g = 0; g < kRG; ++g) {
+    wmma::store_matrix_sync(&stage[0][0], acc[g], 20, wmma::mem_row_major);
+    __syncwarp();
+    for (int e = lane; e < 256; e += 32) {
+      const int r = 16 * g + e / 16, c = e % 16;
+      if (r < m) y[r * ldy + n0 + c] = RoundAct(stage[e / 16][c], round_bf16);
+    }
+    __syncwarp();
+  }
+}
+
 template <int kRG, int kSK>  // kRG groups of 16 rows (m <= 16 kRG), x staged kSK columns at a time
 __global__ void __launch_bounds__(32 * kSkWarps) GemmBf16SkinnyKernel(const float* __restrict__ x, int64_t m,
                                                                        const __nv_bfloat16* __restrict__ w, int64_t n,
@@ -203,7 +235,7 @@ __global__ void __launch_bounds__(32 * kSkWarps) GemmBf16SkinnyKernel(const floa
                                                                        bool round_bf16) {
   __shared__ __align__(32) __nv_bfloat16 xs[16 * kRG][kSK + kSkPad];
   __shared__ __align__(32) float stage[kSkWarps][16][20];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
   const int64_t n0 = (int64_t{blockIdx.x} * kSkWarps + warp) * 16;
   const bool active = n0 < n;
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kRG];
@@ -211,12 +243,7 @@ __global__ void __launch_bounds__(32 * kSkWarps) GemmBf16SkinnyKernel(const floa
   for (int g = 0; g < kRG; ++g) wmma::fill_fragment(acc[g], 0.0f);
   for (int64_t k0 = 0; k0 < k; k0 += kSK) {
     const int span = static_cast<int>(min(static_cast<int64_t>(kSK), k - k0));  // a multiple of 16
-    __syncthreads();
-    for (int e = threadIdx.x; e < 16 * kRG * span; e += 32 * kSkWarps) {
-      const int r = e / span, c = e % span;
-      xs[r][c] = __float2bfloat16_rn(r < m ? x[r * k + k0 + c] : 0.0f);
-    }
-    __syncthreads();
+    SkinnyStageX<kRG, kSK>(x, m, k, k0, span, xs);
     if (!active) continue;
     const __nv_bfloat16* wp = w + n0 * k + k0;
     for (int kk = 0; kk < span; kk += 16 * kSkAhead) {
@@ -238,17 +265,7 @@ __global__ void __launch_bounds__(32 * kSkWarps) GemmBf16SkinnyKernel(const floa
       }
     }
   }
-  if (!active) return;
-#pragma unroll
-  for (int g = 0; g < kRG; ++g) {
-    wmma::store_matrix_sync(&stage[warp][0][0], acc[g], 20, wmma::mem_row_major);
-    __syncwarp();
-    for (int e = lane; e < 256; e += 32) {
-      const int r = 16 * g + e / 16, c = e % 16;
-      if (r < m) y[r * ldy + n0 + c] = RoundAct(stage[warp][e / 16][c], round_bf16);
-    }
-    __syncwarp();
-  }
+  if (active) SkinnyStore<kRG>(acc, stage[warp], m, n0, y, ldy, round_bf16);
 }
 
 // The decode form for W4A16 weights (int4, NVFP4): as GemmBf16SkinnyKernel, but each warp
@@ -271,12 +288,7 @@ __global__ void __launch_bounds__(32 * kSkWarps) GemmW4a16SkinnyKernel(const flo
   for (int g = 0; g < kRG; ++g) wmma::fill_fragment(acc[g], 0.0f);
   for (int64_t k0 = 0; k0 < k; k0 += kSK) {
     const int span = static_cast<int>(min(static_cast<int64_t>(kSK), k - k0));  // a multiple of 16
-    __syncthreads();
-    for (int e = threadIdx.x; e < 16 * kRG * span; e += 32 * kSkWarps) {
-      const int r = e / span, c = e % span;
-      xs[r][c] = __float2bfloat16_rn(r < m ? x[r * k + k0 + c] : 0.0f);
-    }
-    __syncthreads();
+    SkinnyStageX<kRG, kSK>(x, m, k, k0, span, xs);
     if (!active) continue;
     for (int kk = 0; kk < span; kk += 16 * kSkAhead) {
       const int chunks = min(kSkAhead, (span - kk) / 16);
@@ -298,17 +310,7 @@ __global__ void __launch_bounds__(32 * kSkWarps) GemmW4a16SkinnyKernel(const flo
       }
     }
   }
-  if (!active) return;
-#pragma unroll
-  for (int g = 0; g < kRG; ++g) {
-    wmma::store_matrix_sync(&stage[warp][0][0], acc[g], 20, wmma::mem_row_major);
-    __syncwarp();
-    for (int e = lane; e < 256; e += 32) {
-      const int r = 16 * g + e / 16, c = e % 16;
-      if (r < m) y[r * ldy + n0 + c] = RoundAct(stage[warp][e / 16][c], round_bf16);
-    }
-    __syncwarp();
-  }
+  if (active) SkinnyStore<kRG>(acc, stage[warp], m, n0, y, ldy, round_bf16);
 }
 
 // One output per thread, summed in the CPU reference's order: 16 partial sums over i mod 16,
