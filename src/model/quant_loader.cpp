@@ -114,14 +114,34 @@ Result<std::vector<float>> Scales(const TensorRef& r) {
 
 }  // namespace
 
-bool QuantScheme::Skips(const std::string& module) const {
+Status QuantScheme::Compile() {
+  skip_re_.clear();
   for (const auto& p : skip) {
+    std::shared_ptr<const std::regex> re;
+    if (method == "compressed-tensors" && p.rfind("re:", 0) == 0) {
+      try {
+        re = std::make_shared<const std::regex>(p.substr(3));
+      } catch (const std::regex_error& e) {
+        return InvalidArgument(fmt::format("{}: ignore pattern '{}' is not a regular expression ({})", source, p, e.what()));
+      }
+    }
+    skip_re_.push_back(std::move(re));
+  }
+  return Status::Ok();
+}
+
+bool QuantScheme::Skips(const std::string& module) const {
+  for (size_t i = 0; i < skip.size(); ++i) {
+    const std::string& p = skip[i];
     if (method == "fp8") {
       if (module.find(p) != std::string::npos) return true;
     } else if (method == "compressed-tensors") {
       if (p.rfind("re:", 0) == 0) {
         try {
-          if (std::regex_search(module, std::regex(p.substr(3)), std::regex_constants::match_continuous)) return true;
+          const bool hit = skip_re_.size() == skip.size() && skip_re_[i]
+                               ? std::regex_search(module, *skip_re_[i], std::regex_constants::match_continuous)
+                               : std::regex_search(module, std::regex(p.substr(3)), std::regex_constants::match_continuous);
+          if (hit) return true;
         } catch (const std::regex_error&) {
           // An unreadable pattern matches nothing; LoadQuantScheme has already refused it.
         }
@@ -153,16 +173,7 @@ Result<QuantScheme> LoadQuantScheme(const std::string& dir) {
     }
     if (j.contains("quantization_config") && !j["quantization_config"].is_null()) {
       GRAFT_ASSIGN_OR_RETURN(QuantScheme s, FromQuantizationConfig(j["quantization_config"], cfg.string()));
-      for (const auto& p : s.skip) {
-        if (s.method == "compressed-tensors" && p.rfind("re:", 0) == 0) {
-          try {
-            std::regex r(p.substr(3));
-          } catch (const std::regex_error& e) {
-            return InvalidArgument(fmt::format("{}: ignore pattern '{}' is not a regular expression ({})", cfg.string(), p,
-                                               e.what()));
-          }
-        }
-      }
+      GRAFT_RETURN_IF_ERROR(s.Compile());
       return s;
     }
   }
@@ -209,7 +220,7 @@ Result<std::shared_ptr<const QuantizedWeight>> ReadQuantizedLinear(const Checkpo
   };
   auto bytes = [](const TensorRef& r) { return std::vector<uint8_t>(r.data(), r.data() + r.info->num_bytes()); };
   for (const char* extra : {"input_scale", "input_global_scale", "weight_shape"}) {
-    if (find(extra).file) used.push_back(find(extra).info->name);
+    if (const TensorRef r = find(extra); r.file) used.push_back(r.info->name);
   }
   auto q = std::make_shared<QuantizedWeight>();
   q->rows = n;

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,14 @@ struct QuantScheme {
   std::vector<std::string> skip;  // the skip list as written
   std::string source;  // the file it came from, for errors
   bool none() const { return method.empty(); }
+  // Compiles the compressed-tensors `re:` patterns once (LoadQuantScheme does); an unreadable
+  // pattern is an error naming it. Skips compiles on the fly when this was not called.
+  Status Compile();
   bool Skips(const std::string& module) const;
   std::string Describe() const;  // "fp8 (128x128 blocks)", "compressed-tensors pack-quantized", ...
+
+ private:
+  std::vector<std::shared_ptr<const std::regex>> skip_re_;  // by skip entry; null: not a regex
 };
 
 // DIR/config.json's quantization_config, or DIR/hf_quant_config.json; none when neither says.
