@@ -8,8 +8,9 @@
 // over (output, row, module): t for every module, then the deltas. A row reads only its own x
 // and writes only its own y, so base rows (slot 0) are never touched and a row's bits never
 // depend on which adapters its neighbours use. The modules of one slot write disjoint columns
-// (the slices of a fused projection). (Adapters with bf16 factors run instead on the
-// tensor cores through LoraScatterAdd below, grouped by adapter in CudaOps: same contract.)
+// (the slices of a fused projection). CudaOps uses this kernel only with fp32 activations and
+// at most 8 rows of an adapter; with bf16 activations every adapter runs on the tensor cores
+// (MatMulSplitK, MatMul, then LoraScatterAdd below, grouped by adapter): same contract.
 #pragma once
 
 #include <cstdint>
