@@ -93,6 +93,7 @@ Result<QuantScheme> FromQuantizationConfig(const json& q, const std::string& sou
                                    source, s.method));
   }
   GRAFT_RETURN_IF_ERROR(st);
+  GRAFT_RETURN_IF_ERROR(s.Compile());
   return s;
 }
 
@@ -138,12 +139,12 @@ bool QuantScheme::Skips(const std::string& module) const {
     } else if (method == "compressed-tensors") {
       if (p.rfind("re:", 0) == 0) {
         try {
-          const bool hit = skip_re_.size() == skip.size() && skip_re_[i]
-                               ? std::regex_search(module, *skip_re_[i], std::regex_constants::match_continuous)
-                               : std::regex_search(module, std::regex(p.substr(3)), std::regex_constants::match_continuous);
-          if (hit) return true;
+          if (i < skip_re_.size() && skip_re_[i] &&
+              std::regex_search(module, *skip_re_[i], std::regex_constants::match_continuous)) {
+            return true;
+          }
         } catch (const std::regex_error&) {
-          // An unreadable pattern matches nothing; LoadQuantScheme has already refused it.
+          // A pattern too complex to run on this name matches nothing.
         }
       } else if (EndsWithPart(module, p)) {
         return true;
@@ -172,9 +173,7 @@ Result<QuantScheme> LoadQuantScheme(const std::string& dir) {
       return Unsupported(cfg.string() + ": MLX 'quantization' layouts are not supported");
     }
     if (j.contains("quantization_config") && !j["quantization_config"].is_null()) {
-      GRAFT_ASSIGN_OR_RETURN(QuantScheme s, FromQuantizationConfig(j["quantization_config"], cfg.string()));
-      GRAFT_RETURN_IF_ERROR(s.Compile());
-      return s;
+      return FromQuantizationConfig(j["quantization_config"], cfg.string());
     }
   }
   const fs::path mo = fs::path(dir) / "hf_quant_config.json";

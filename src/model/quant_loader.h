@@ -46,8 +46,8 @@ struct QuantScheme {
   std::vector<std::string> skip;  // the skip list as written
   std::string source;  // the file it came from, for errors
   bool none() const { return method.empty(); }
-  // Compiles the compressed-tensors `re:` patterns once (LoadQuantScheme does); an unreadable
-  // pattern is an error naming it. Skips compiles on the fly when this was not called.
+  // Compiles the compressed-tensors `re:` patterns once; an unreadable pattern is an error
+  // naming it. LoadQuantScheme calls it; Skips matches `re:` patterns only once compiled.
   Status Compile();
   bool Skips(const std::string& module) const;
   std::string Describe() const;  // "fp8 (128x128 blocks)", "compressed-tensors pack-quantized", ...

@@ -1,5 +1,8 @@
 #include "model/weights.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 
 namespace graft {
@@ -15,9 +18,9 @@ int64_t Weight::bytes() const {
 }
 
 std::string ModelWeights::ProjectionStorage() const {
-  std::string s;
-  auto add = [&s](const std::string& one) {
-    if (s.find(one) == std::string::npos) s += (s.empty() ? "" : " + ") + one;
+  std::vector<std::string> kinds;  // in order of first appearance
+  auto add = [&kinds](const std::string& one) {
+    if (std::find(kinds.begin(), kinds.end(), one) == kinds.end()) kinds.push_back(one);
   };
   for (const auto& l : layers) {
     for (const Weight* w : {&l.attn.qkv, &l.attn.o, &l.gdn.in_proj, &l.gdn.out, &l.gate_up, &l.down}) {
@@ -26,7 +29,7 @@ std::string ModelWeights::ProjectionStorage() const {
       for (const Weight& p : w->parts) add(p.storage());
     }
   }
-  return s;
+  return fmt::format("{}", fmt::join(kinds, " + "));
 }
 
 std::string Weight::storage() const {
