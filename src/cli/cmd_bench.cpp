@@ -128,10 +128,10 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       } else {
         GRAFT_ASSIGN_OR_RETURN(model, LoadModel(s->m.model));
       }
-      spdlog::info("bench: {} ({:.1f} GB of weights, {}) on {} with {} activations", model->config().Summary(),
+      spdlog::info("bench: {} ({:.1f} GB of weights, {}) on {} with {} activations{}", model->config().Summary(),
                    model->weights().bytes() / 1e9,
                    s->dummy_quant == "none" ? s->load_format : s->load_format + ", " + s->dummy_quant, s->m.device,
-                   s->m.dtype);
+                   s->m.dtype, s->m.gemm == "cublas" ? ", products by cuBLAS" : "");
       if (tok && tok->vocab_size() > model->config().vocab_size) {
         return InvalidArgument(fmt::format("--tokenizer {}: {} tokens, more than the model's {}", tdir, tok->vocab_size(),
                                            model->config().vocab_size));
@@ -191,7 +191,7 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       std::fputs(rep.Table().c_str(), stdout);
       if (!s->json.empty()) {
         std::ofstream f(s->json);
-        f << rep.Json(s->m.model, s->m.device) << "\n";
+        f << rep.Json(s->m.model, s->m.gemm == "cublas" ? s->m.device + " --gemm cublas" : s->m.device) << "\n";
         if (!f) return IoError(fmt::format("cannot write {}", s->json));
       }
       return Status::Ok();

@@ -31,9 +31,10 @@ struct ModelSettings {
   double gpu_memory_gib = 0;  // --device cuda: the device memory graft may use (0: 90% of the free memory)
   int gpu_scratch_mib = 1024; // --device cuda: the activation arena, inside gpu_memory
   bool op_profile = false;    // --device cuda: time every op (graft bench --op-profile)
+  std::string gemm = "graft"; // --device cuda: "graft" (batch-invariant kernels) or "cublas" (to measure their cost)
 };
 void AddModelFlags(CLI::App* cmd, ModelSettings& s);
-// --device, --dtype, --threads, --gpu-memory, --gpu-scratch.
+// --device, --dtype, --threads, --gpu-memory, --gpu-scratch, --gemm.
 void AddBackendFlags(CLI::App* cmd, ModelSettings& s);
 // The backend the settings name, with the model's weights and the adapters already on it
 // (CUDA: uploaded, the memory table logged) and the exact-mode scratch reserved when a slot

@@ -41,6 +41,11 @@ void AddBackendFlags(CLI::App* cmd, ModelSettings& s) {
       ->capture_default_str()->check(CLI::Range(0.0, 4096.0));
   cmd->add_option("--gpu-scratch", s.gpu_scratch_mib, "cuda: MiB of the activation arena a step may use")->capture_default_str()
       ->check(CLI::Range(16, 1 << 20));
+  cmd->add_option("--gemm", s.gemm,
+                  "cuda: dense bf16 matrix products by graft's batch-invariant kernels, or by cuBLAS's defaults "
+                  "(loads libcublas.so.13; faster on some shapes, but a row's bits then depend on its batch: "
+                  "only to measure what invariance costs)")
+      ->capture_default_str()->check(CLI::IsMember({"graft", "cublas"}));
 }
 
 Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& adapters, std::unique_ptr<Ops>* ops) {
@@ -50,6 +55,9 @@ Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& ada
   if (exact_elements > 0) {
     spdlog::info("memory: exact-mode scratch {:.1f} MB (the largest fused projection an exact adapter rebuilds, shared by all)",
                  exact_elements * 2 / 1e6);
+  }
+  if (s.gemm != "graft" && s.device != "cuda") {
+    return InvalidArgument("--gemm " + s.gemm + " picks the CUDA backend's matrix products: it needs --device cuda");
   }
   if (s.device == "cpu") {
     *ops = std::make_unique<CpuOps>(act, s.threads);
@@ -61,6 +69,7 @@ Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& ada
   o.budget_bytes = static_cast<int64_t>(s.gpu_memory_gib * (1 << 30));
   o.scratch_bytes = int64_t{s.gpu_scratch_mib} << 20;
   o.op_profile = s.op_profile;
+  o.cublas = s.gemm == "cublas";
   GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<CudaOps> cuda, CudaOps::Create(o));
   GRAFT_RETURN_IF_ERROR(cuda->Upload(model.weights()));
   if (model.exact_base()) GRAFT_RETURN_IF_ERROR(cuda->UploadExactBase(*model.exact_base()));
@@ -68,7 +77,9 @@ Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& ada
     if (a) GRAFT_RETURN_IF_ERROR(cuda->Upload(*a));
   }
   GRAFT_RETURN_IF_ERROR(cuda->ReserveExact(exact_elements));
-  spdlog::info("device: {} | {} activations | device memory:\n{}", cuda->device_name(), s.dtype, cuda->memory().Table());
+  spdlog::info("device: {} | {} activations | {} | device memory:\n{}", cuda->device_name(), s.dtype,
+               cuda->uses_cublas() ? "products by cuBLAS (rows NOT batch-invariant)" : "batch-invariant products",
+               cuda->memory().Table());
   *ops = std::move(cuda);
   return Status::Ok();
 #else

@@ -577,6 +577,30 @@ TEST(CudaLora, AdaptersRunOnTensorCoresAndKeepTheirRowBits) {
   }
 }
 
+// LoraAdd's buffers (gathered rows, the input repeated for split factors, per-module products)
+// are spent once its deltas are enqueued: the arena is back where it was after the call, so a
+// forward pass with adapters on every layer needs one layer's worth of them, not the sum.
+TEST(CudaLora, LoraAddHandsBackItsScratch) {
+  REQUIRE_GPU();
+  auto model = test::LoadFixtureModel("qwen3-tiny");
+  ASSERT_NE(model, nullptr);
+  LoraAdapter ad = LoadAdapter(*model, "qwen3-tiny-lora-alllinear");
+  const auto& mods = ad.layers[0].at(LoraTarget::kAttnQkv);
+  ASSERT_FALSE(mods.empty());
+  auto cuda = test::MakeCuda(ActDtype::kBF16);
+  ASSERT_NE(cuda, nullptr);
+  const int64_t m = 70, k = model->config().hidden_size, n = model->weights().layers[0].attn.qkv.rows;
+  float* x = cuda->Alloc(m * k);
+  float* y = cuda->Alloc(m * n);
+  std::vector<int32_t> row_slot(static_cast<size_t>(m));
+  for (int64_t r = 0; r < m; ++r) row_slot[static_cast<size_t>(r)] = r % 3 == 0 ? 0 : 1;
+  std::vector<const std::vector<LoraModule>*> by_slot{nullptr, &mods};
+  const size_t mark = cuda->Mark();
+  cuda->LoraAdd(LoraArgs{x, m, k, row_slot.data(), &by_slot, y, n});
+  EXPECT_EQ(cuda->Mark(), mark);
+  EXPECT_TRUE(cuda->TakeError().ok());
+}
+
 // ---- errors ---------------------------------------------------------------------------------
 
 TEST(CudaOps, AStepTooBigForTheScratchArenaIsANamedErrorAndTheOpsStayUsable) {

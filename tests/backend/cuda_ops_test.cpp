@@ -13,7 +13,9 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/attention.h"
+#include "backend/cuda/cublas_gemm.h"
 #include "backend/cuda/elementwise.h"
+#include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/lora.h"
 #include "backend/cuda/matmul.h"
@@ -99,6 +101,12 @@ double RelErr(const std::vector<float>& got, const std::vector<float>& ref) {
 double Bound(bool bf16) { return bf16 ? 6e-3 : 2e-6; }
 ActDtype Act(bool bf16) { return bf16 ? ActDtype::kBF16 : ActDtype::kF32; }
 
+// cuda::MatMul with the scratch it asks for (the prefill form's bf16 copy of x); y's rows N apart.
+Status MatMulScratched(const float* x, int64_t m, const cuda::DevWeight& w, float* y, bool bf16) {
+  Dev<uint8_t> scratch(static_cast<size_t>(cuda::MatMulScratchBytes(m, w, bf16)));
+  return cuda::MatMul(x, m, w, y, w.rows, true, bf16, nullptr, scratch.n ? scratch.p : nullptr);
+}
+
 TEST(CudaOps, ElementwiseMatchCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(1);
@@ -175,7 +183,7 @@ TEST(CudaOps, MatMulMatchesCpuOverShapes) {
           std::vector<float> ref(static_cast<size_t>(m) * n);
           CpuOps(Act(bf16), 2).MatMul(x.data(), m, w->host, ref.data(), true);
           Dev<float> d_x(x), d_y(ref.size());
-          ASSERT_TRUE(cuda::MatMul(d_x.p, m, w->dev(), d_y.p, w->dev().rows, true, bf16, nullptr).ok());
+          ASSERT_TRUE(MatMulScratched(d_x.p, m, w->dev(), d_y.p, bf16).ok());
           const auto got = d_y.Get();
           if (wbf16 && bf16) {
             EXPECT_LT(RelErr(got, ref), Bound(true)) << m << "x" << n << "x" << k << " (tensor cores)";
@@ -192,7 +200,7 @@ void RowBitsIndependentOfBatch(int n, int k, int m, std::mt19937& rng) {
   auto w = MakeW(n, k, rng, true);
   auto x = Random(static_cast<size_t>(m) * k, rng);
   Dev<float> d_x(x), d_all(static_cast<size_t>(m) * n);
-  ASSERT_TRUE(cuda::MatMul(d_x.p, m, w->dev(), d_all.p, w->dev().rows, true, true, nullptr).ok());
+  ASSERT_TRUE(MatMulScratched(d_x.p, m, w->dev(), d_all.p, true).ok());
   const auto all = d_all.Get();
   for (int r : {0, 1, 63, 64, 65, 127, 149}) {
     if (r >= m) continue;
@@ -201,7 +209,7 @@ void RowBitsIndependentOfBatch(int n, int k, int m, std::mt19937& rng) {
     for (int count : {1, 2, 17, 40, 64, 100}) {
       const int c = std::min(count, m - r);
       Dev<float> d_part(static_cast<size_t>(c) * n);
-      ASSERT_TRUE(cuda::MatMul(d_x.p + static_cast<size_t>(r) * k, c, w->dev(), d_part.p, w->dev().rows, true, true, nullptr).ok());
+      ASSERT_TRUE(MatMulScratched(d_x.p + static_cast<size_t>(r) * k, c, w->dev(), d_part.p, true).ok());
       const auto part = d_part.Get();
       for (int j = 0; j < n; ++j) ASSERT_EQ(part[j], all[static_cast<size_t>(r) * n + j]) << "row " << r << " col " << j;
     }
@@ -211,7 +219,7 @@ void RowBitsIndependentOfBatch(int n, int k, int m, std::mt19937& rng) {
   for (int r = 1; r < m; r += 2)
     for (int i = 0; i < k; ++i) x2[static_cast<size_t>(r) * k + i] = RoundBf16(x2[static_cast<size_t>(r) * k + i] * 3);
   Dev<float> d_x2(x2), d_all2(static_cast<size_t>(m) * n);
-  ASSERT_TRUE(cuda::MatMul(d_x2.p, m, w->dev(), d_all2.p, w->dev().rows, true, true, nullptr).ok());
+  ASSERT_TRUE(MatMulScratched(d_x2.p, m, w->dev(), d_all2.p, true).ok());
   const auto all2 = d_all2.Get();
   for (int r = 0; r < m; r += 2)
     for (int j = 0; j < n; ++j) ASSERT_EQ(all2[static_cast<size_t>(r) * n + j], all[static_cast<size_t>(r) * n + j]);
@@ -228,6 +236,64 @@ TEST(CudaOps, MatMulRowBitsIndependentOfBatch) {
     SCOPED_TRACE(::testing::Message() << n << "x" << k << " m " << m);
     RowBitsIndependentOfBatch(n, k, m, rng);
   }
+}
+
+// The prefill form over many tiles (more row tiles than one group of its visiting order, a
+// partial last group, N and K not multiples of its tiles), in both tile shapes (128 x 128, and
+// 128 x 256 once there are two waves of those): every output written and close to the CPU's,
+// each row the bits it has alone (the decode form when K % 16 == 0, else the 64-row WMMA tile);
+// and no scratch is a named error.
+TEST(CudaOps, PrefillFormCoversEveryTileAndKeepsRowBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(23);
+  for (auto [m, n, k] : std::vector<std::array<int, 3>>{{1100, 520, 264}, {2100, 4008, 80}}) {
+    SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k);
+    auto w = MakeW(n, k, rng, true);
+    auto x = Random(static_cast<size_t>(m) * k, rng);
+    ASSERT_GT(cuda::MatMulScratchBytes(m, w->dev(), true), 0);
+    EXPECT_EQ(cuda::MatMulScratchBytes(m, w->dev(), false), 0) << "fp32 activations take the SIMT kernels";
+    Dev<float> d_x(x), d_y(static_cast<size_t>(m) * n);
+    ASSERT_TRUE(MatMulScratched(d_x.p, m, w->dev(), d_y.p, true).ok());
+    const auto all = d_y.Get();
+    std::vector<float> ref(all.size());
+    CpuOps(ActDtype::kBF16, 8).MatMul(x.data(), m, w->host, ref.data(), true);
+    EXPECT_LT(RelErr(all, ref), Bound(true));
+    for (int r : {0, 127, 128, 1023, 1024, m - 1}) {
+      Dev<float> d_one(static_cast<size_t>(n));
+      ASSERT_TRUE(MatMulScratched(d_x.p + static_cast<size_t>(r) * k, 1, w->dev(), d_one.p, true).ok());
+      const auto one = d_one.Get();
+      for (int j = 0; j < n; ++j) ASSERT_EQ(one[j], all[static_cast<size_t>(r) * n + j]) << "row " << r << " col " << j;
+    }
+    const Status missing = cuda::MatMul(d_x.p, m, w->dev(), d_y.p, n, true, true, nullptr, nullptr);
+    EXPECT_FALSE(missing.ok());
+    EXPECT_NE(missing.message().find("scratch"), std::string::npos) << missing.message();
+  }
+}
+
+// --gemm cublas (the yardstick for what invariance costs): cuBLAS's product of the same bf16
+// operands is the CPU's fp32 product up to summation order, rows ldy apart, nothing else written.
+TEST(CudaOps, CublasGemmIsTheSameProductUpToOrder) {
+  REQUIRE_GPU();
+  std::mt19937 rng(29);
+  const int m = 300, n = 200, k = 136, ldy = 210;
+  auto w = MakeW(n, k, rng, true);
+  auto x = Random(static_cast<size_t>(m) * k, rng);
+  Dev<uint8_t> workspace(size_t{4} << 20);
+  auto g = cuda::CublasGemm::Create(nullptr, workspace.p, static_cast<int64_t>(workspace.n));
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  Dev<float> d_x(x), d_y(static_cast<size_t>(m) * ldy);
+  Dev<uint16_t> d_xb(x.size());
+  ASSERT_TRUE(cuda::ToBf16(d_x.p, static_cast<int64_t>(x.size()), d_xb.p, nullptr).ok());
+  ASSERT_TRUE((*g)->Gemm(d_xb.p, m, w->b->p, n, k, d_y.p, ldy).ok());
+  const auto got = d_y.Get();
+  std::vector<float> ref(static_cast<size_t>(m) * n), packed(ref.size());
+  CpuOps(ActDtype::kBF16, 2).MatMul(x.data(), m, w->host, ref.data(), false);
+  for (int r = 0; r < m; ++r) {
+    for (int j = 0; j < n; ++j) packed[size_t(r) * n + j] = got[size_t(r) * ldy + j];
+    for (int j = n; j < ldy; ++j) ASSERT_TRUE(std::isnan(got[size_t(r) * ldy + j])) << "wrote past N in row " << r;
+  }
+  EXPECT_LT(RelErr(packed, ref), 1e-5);
+  EXPECT_FALSE((*g)->Gemm(d_xb.p, m, w->b->p, n, k, d_y.p, n - 1).ok()) << "ldy < N is refused";
 }
 
 // The split-K product (LoRA down projections): close to the CPU's fp32 sums, and a row's bits
@@ -288,7 +354,8 @@ TEST(CudaOps, AttentionMatchesCpu) {
   std::mt19937 rng(4);
   for (bool bf16 : {false, true}) {
     for (auto [len, n, heads, kvh, hd] : std::vector<std::array<int, 5>>{
-             {1, 1, 2, 1, 8}, {5, 5, 4, 2, 64}, {130, 130, 4, 2, 64}, {300, 1, 8, 2, 128}, {600, 7, 6, 6, 256}}) {
+             {1, 1, 2, 1, 8}, {5, 5, 4, 2, 64}, {130, 130, 4, 2, 64}, {300, 1, 8, 2, 128}, {600, 7, 6, 6, 256},
+             {513, 513, 8, 2, 128}, {700, 200, 6, 2, 256}}) {
       AttnCase c = MakeAttn(len, n, heads, kvh, hd, rng, bf16);
       std::vector<float> ref(static_cast<size_t>(n) * heads * hd);
       AttentionArgs a{c.q.data(), c.k.data(), c.v.data(), c.table.data(), c.page, c.pos.data(), n, heads, kvh, hd,
@@ -306,23 +373,27 @@ TEST(CudaOps, AttentionMatchesCpu) {
 TEST(CudaOps, AttentionRowBitsIndependentOfChunking) {
   REQUIRE_GPU();
   std::mt19937 rng(5);
-  AttnCase c = MakeAttn(700, 700, 4, 2, 64, rng, true);
-  Dev<float> dq(c.q), dk(c.k), dv(c.v), dall(c.q.size());
-  Dev<int32_t> dt(c.table), dp(c.pos);
-  const float scale = 0.125f;
-  cuda::AttentionArgs all{dq.p, dk.p, dv.p, dt.p, c.page, dp.p, 700, 4, 2, 64, scale, true, dall.p};
-  ASSERT_TRUE(cuda::Attention(all, nullptr).ok());
-  const auto whole = dall.Get();
-  const int row = 4 * 64;
-  for (int chunk : {1, 15, 16, 17, 64, 300}) {
-    Dev<float> dpart(c.q.size());
-    for (int t0 = 0; t0 < 700; t0 += chunk) {
-      const int n = std::min(chunk, 700 - t0);
-      cuda::AttentionArgs part{dq.p + size_t(t0) * row, dk.p, dv.p, dt.p, c.page, dp.p + t0, n, 4, 2, 64, scale, true,
-                               dpart.p + size_t(t0) * row};
-      ASSERT_TRUE(cuda::Attention(part, nullptr).ok());
+  // Head sizes 64, 128 and 256 with bf16 activations take the tensor-core kernel, 96 the SIMT one.
+  for (auto [heads, kvh, hd] : std::vector<std::array<int, 3>>{{4, 2, 64}, {6, 2, 256}, {8, 8, 128}, {2, 1, 96}}) {
+    SCOPED_TRACE(::testing::Message() << heads << "/" << kvh << "x" << hd);
+    AttnCase c = MakeAttn(700, 700, heads, kvh, hd, rng, true);
+    Dev<float> dq(c.q), dk(c.k), dv(c.v), dall(c.q.size());
+    Dev<int32_t> dt(c.table), dp(c.pos);
+    const float scale = 1.0f / std::sqrt(float(hd));
+    cuda::AttentionArgs all{dq.p, dk.p, dv.p, dt.p, c.page, dp.p, 700, heads, kvh, hd, scale, true, dall.p};
+    ASSERT_TRUE(cuda::Attention(all, nullptr).ok());
+    const auto whole = dall.Get();
+    const int row = heads * hd;
+    for (int chunk : {1, 15, 16, 17, 64, 300}) {
+      Dev<float> dpart(c.q.size());
+      for (int t0 = 0; t0 < 700; t0 += chunk) {
+        const int n = std::min(chunk, 700 - t0);
+        cuda::AttentionArgs part{dq.p + size_t(t0) * row, dk.p, dv.p, dt.p, c.page, dp.p + t0, n, heads, kvh, hd, scale,
+                                 true, dpart.p + size_t(t0) * row};
+        ASSERT_TRUE(cuda::Attention(part, nullptr).ok());
+      }
+      EXPECT_EQ(dpart.Get(), whole) << "chunks of " << chunk;
     }
-    EXPECT_EQ(dpart.Get(), whole) << "chunks of " << chunk;
   }
 }
 
@@ -461,7 +532,7 @@ TEST(CudaOps, LoraTouchesOnlyItsRowsAndMatchesCpu) {
 TEST(CudaOps, BadShapesAreRefused) {
   REQUIRE_GPU();
   cuda::DevWeight w{nullptr, 0, 4, true};
-  EXPECT_FALSE(cuda::MatMul(nullptr, 1, w, nullptr, w.rows, true, true, nullptr).ok());
+  EXPECT_FALSE(cuda::MatMul(nullptr, 1, w, nullptr, w.rows, true, true, nullptr, nullptr).ok());
   cuda::AttentionArgs a{};
   a.n = 1;
   a.num_heads = 3;

@@ -199,6 +199,7 @@ Status Attention(const AttentionArgs& a, void* stream) {
     return InvalidArgument("cuda Attention: bad shape (head_dim must be 1..256, heads a multiple of kv heads)");
   }
   if (a.n == 0) return Status::Ok();
+  if (FlashAttentionFits(a)) return FlashAttention(a, stream);
   if (a.n >= kAttnGroup) {  // prefill: queries share their key reads, same bits per query
     const int64_t blocks = int64_t{(a.n + kAttnGroup - 1) / kAttnGroup} * a.num_heads;
     if (blocks > 0x7fffffff) return InvalidArgument("cuda Attention: too many (row group, head) pairs");

@@ -1,6 +1,11 @@
 // CUDA causal GQA attention over a paged KV cache: the contract of Ops::Attention (prefill and
 // decode alike), on device pointers.
 //
+// With bf16 activations and head_dim 64, 128 or 256: the tensor-core kernel
+// (flash_attention.cu; FlashAttention below), for every number of queries, so that prefill and
+// decode rows agree bit for bit; its probabilities are rounded to bf16 before P·V, as
+// FlashAttention and SDPA round them. Otherwise (fp32 activations, other head sizes) the SIMT
+// kernels:
 // One block per (query row, head). Keys are visited in fixed tiles of kAttnTile positions
 // from position 0 with an online softmax, so a query's bits depend only on its own q, its
 // position and the keys 0..pos — not on how many queries share the call (prefill chunking,
@@ -32,5 +37,9 @@ struct AttentionArgs {
 };
 
 Status Attention(const AttentionArgs& a, void* stream);
+
+// The tensor-core kernel alone (Attention picks it where FlashAttentionFits).
+bool FlashAttentionFits(const AttentionArgs& a);
+Status FlashAttention(const AttentionArgs& a, void* stream);
 
 }  // namespace graft::cuda

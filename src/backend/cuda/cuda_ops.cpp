@@ -7,15 +7,17 @@
 #include <cstring>
 
 #include "backend/cuda/attention.h"
+#include "backend/cuda/cublas_gemm.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/exact.h"
 #include "backend/cuda/gdn.h"
-#include "util/bf16.h"
+#include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/lora.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/rmsnorm.h"
 #include "backend/cuda/topk.h"
+#include "util/bf16.h"
 
 namespace graft {
 namespace {
@@ -135,6 +137,12 @@ Result<std::unique_ptr<CudaOps>> CudaOps::Create(const CudaOptions& o) {
   GRAFT_CUDA_CHECK(cudaMallocHost(&pinned, static_cast<size_t>(o.pinned_bytes)));
   ops->pinned_ = static_cast<char*>(pinned);
   ops->pinned_bytes_ = o.pinned_bytes;
+  if (o.cublas) {
+    constexpr int64_t kWorkspace = int64_t{32} << 20;
+    GRAFT_ASSIGN_OR_RETURN(void* workspace, ops->dev_->AllocateBytes(kWorkspace, "the cuBLAS workspace"));
+    ops->allocations_.push_back(workspace);
+    GRAFT_ASSIGN_OR_RETURN(ops->cublas_, cuda::CublasGemm::Create(stream, workspace, kWorkspace));
+  }
   if (o.op_profile) {
     ops->profile_ = std::make_unique<OpProfile>([stream] { cudaStreamSynchronize(stream); });
   }
@@ -143,6 +151,7 @@ Result<std::unique_ptr<CudaOps>> CudaOps::Create(const CudaOptions& o) {
 
 CudaOps::~CudaOps() {
   if (stream_) cudaStreamSynchronize(S(stream_));
+  cublas_.reset();  // before its workspace goes
   for (void* p : allocations_) dev_->FreeBytes(p);
   if (pinned_) cudaFreeHost(pinned_);
 }
@@ -601,13 +610,38 @@ void CudaOps::MatMulColumns(const float* x, int64_t m, const Weight& w, float* y
     return;
   }
   Sign(3, x, m, d->w.data, y, ldy, round_output);
-  if (!Launches()) return;
-  Note(cuda::MatMul(x, m, d->w, y, ldy, round_output, bf16(), stream_));
+  DevMatMul(x, m, d->w, y, ldy, round_output);
+}
+
+void CudaOps::DevMatMul(const float* x, int64_t m, const cuda::DevWeight& w, float* y, int64_t ldy, bool round_output) {
+  const size_t mark = Mark();
+  if (cublas_ && bf16() && w.bf16 && !w.quantized() && w.cols % 8 == 0) {
+    auto* xb = reinterpret_cast<uint16_t*>(AllocRaw((m * w.cols + 1) / 2));
+    if (!Failed() && Launches()) {
+      Note(cuda::ToBf16(x, m * w.cols, xb, stream_));
+      Note(cublas_->Gemm(xb, m, static_cast<const uint16_t*>(w.data), w.rows, w.cols, y, ldy));
+      if (round_output) Note(cuda::RoundBlockBf16(y, ldy, m, w.rows, stream_));
+    }
+    Release(mark);
+    return;
+  }
+  const int64_t bytes = cuda::MatMulScratchBytes(m, w, bf16());
+  void* scratch = bytes > 0 ? AllocRaw((bytes + 3) / 4) : nullptr;
+  if (!Failed() && Launches()) Note(cuda::MatMul(x, m, w, y, ldy, round_output, bf16(), stream_, scratch));
+  Release(mark);
 }
 
 void CudaOps::LoraAdd(const LoraArgs& a) {
   const auto timer = Time("LoraAdd");
   if (Failed() || a.m == 0) return;
+  // Everything LoraAdd allocates (gathered and tripled inputs, staged module tables, per-module
+  // buffers) is spent once the deltas are enqueued: handed back on every way out, so that a
+  // forward pass with adapters on many layers needs one layer's worth, not all of them.
+  struct GiveBack {
+    CudaOps& ops;
+    size_t mark;
+    ~GiveBack() { ops.Release(mark); }
+  } give_back{*this, Mark()};
   const auto& by_slot = *a.modules;
   // With bf16 activations every adapter runs on the tensor cores: its rows gathered, two
   // projections (fp32 factors as three exact bf16 pieces), the deltas scattered back — the
@@ -689,7 +723,7 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<Lo
     float* out = AllocRaw(int64_t{ms} * width * 3);
     if (Failed()) return nullptr;
     Sign(19, in, width, out);
-    for (int i = 0; i < 3 && Launches(); ++i) Note(cuda::CopyBlock(in, width, 0, out, width * 3, width * i, ms, width, stream_));
+    if (Launches()) Note(cuda::RepeatCols(in, ms, width, 3, out, stream_));
     return out;
   };
   float* xs3 = nullptr;
@@ -712,19 +746,17 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<Lo
     float* partial = tensor ? AllocRaw(splits * ms * m.rank) : nullptr;
     if (Failed()) return;
     Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride, partial);
-    if (Launches()) {
-      const float* in = split_a ? xs3 : xs;
-      if (tensor) {
-        Note(cuda::MatMulSplitK(in, ms, *wa, partial, stream_));
-        Note(cuda::SumSplits(partial, ms, *wa, t, /*round_output=*/true, stream_));
-      } else {
-        Note(cuda::MatMul(in, ms, *wa, t, m.rank, /*round_output=*/true, bf16(), stream_));
-      }
+    const float* in = split_a ? xs3 : xs;
+    if (!tensor) {
+      DevMatMul(in, ms, *wa, t, m.rank, /*round_output=*/true);
+    } else if (Launches()) {
+      Note(cuda::MatMulSplitK(in, ms, *wa, partial, stream_));
+      Note(cuda::SumSplits(partial, ms, *wa, t, /*round_output=*/true, stream_));
     }
     const float* t_in = split_b ? tripled(t, m.rank) : t;
     if (Failed()) return;
+    DevMatMul(t_in, ms, *wb, u, m.b.rows, /*round_output=*/true);
     if (Launches()) {
-      Note(cuda::MatMul(t_in, ms, *wb, u, m.b.rows, /*round_output=*/true, bf16(), stream_));
       Note(cuda::LoraScatterAdd(u, ms, m.b.rows, d_rows, m.scale, m.row_offset, a.y, a.y_stride, bf16(), stream_));
     }
     Release(mark);

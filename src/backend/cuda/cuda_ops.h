@@ -40,6 +40,10 @@ struct CudaOptions {
   int64_t scratch_bytes = int64_t{1} << 30;
   int64_t pinned_bytes = int64_t{64} << 20;  // host staging: a step's index arrays and, in graphs, its logits
   bool op_profile = false;    // time every op (backend/cuda/op_profile.h); slows the run
+  // Dense bf16 products through cuBLAS's defaults instead of graft's kernels (--gemm cublas,
+  // backend/cuda/cublas_gemm.h): only to measure what batch invariance costs; rows' bits may
+  // then depend on the batch.
+  bool cublas = false;
 };
 
 // Bytes a device reservation holds, for the start-up memory table.
@@ -75,6 +79,10 @@ class CudaPoolMemory final : public PoolMemory {
   std::unordered_map<void*, int64_t> sizes_;
 };
 
+namespace cuda {
+class CublasGemm;
+}
+
 class CudaOps final : public Ops {
  public:
   static Result<std::unique_ptr<CudaOps>> Create(const CudaOptions& o);
@@ -92,6 +100,7 @@ class CudaOps final : public Ops {
   // Adapter rows whose LoRA products ran on the tensor cores so far (bf16 factors).
   int64_t tensor_core_lora_rows() const { return tensor_core_lora_rows_; }
   std::string device_name() const { return device_name_; }
+  bool uses_cublas() const { return cublas_ != nullptr; }
   // The op profile (CudaOptions::op_profile), or nullptr.
   OpProfile* op_profile() { return profile_.get(); }
 
@@ -182,6 +191,8 @@ class CudaOps final : public Ops {
   // pieces (SplitBf16x3) side by side, so the factor's products run on the bf16 tensor cores.
   const cuda::DevWeight* DevSplit(const Weight& w);
   void MatMulColumns(const float* x, int64_t m, const Weight& w, float* y, int64_t ldy, bool round_output);
+  // cuda::MatMul on device weight w with its scratch taken from (and given back to) the arena.
+  void DevMatMul(const float* x, int64_t m, const cuda::DevWeight& w, float* y, int64_t ldy, bool round_output);
   const float* DevF32(const Weight& w);
   // LoraAdd for one adapter's rows gathered: two projections through MatMul (with bf16
   // activations, the tensor cores: bf16 factors as they are, fp32 factors as three exact bf16
@@ -217,6 +228,7 @@ class CudaOps final : public Ops {
   int64_t exact_elements_ = 0, exact_bytes_ = 0;
   Weight exact_weight_;
   std::unique_ptr<OpProfile> profile_;
+  std::unique_ptr<cuda::CublasGemm> cublas_;  // CudaOptions::cublas
   // Times the enclosing op when profiling (eager mode only).
   OpProfile::Scope Time(const char* name, double flops = 0) {
     return OpProfile::Scope(mode_ == Mode::kEager ? profile_.get() : nullptr, name, flops);

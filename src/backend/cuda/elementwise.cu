@@ -164,6 +164,44 @@ Status CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* d
   return Status::Ok();
 }
 
+namespace {
+__global__ void RepeatColsKernel(const float* __restrict__ src, int64_t rows, int64_t width, int times,
+                                 float* __restrict__ dst) {
+  const int64_t total = rows * width * times;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = e / (width * times), c = e % width;
+    dst[e] = src[r * width + c];
+  }
+}
+
+__global__ void RoundBlockKernel(float* x, int64_t ld, int64_t rows, int64_t cols) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < rows * cols; e += int64_t{gridDim.x} * blockDim.x) {
+    float& v = x[e / cols * ld + e % cols];
+    v = RoundAct(v, true);
+  }
+}
+}  // namespace
+
+Status RepeatCols(const float* src, int64_t rows, int64_t width, int times, float* dst, void* stream) {
+  if (rows < 0 || width < 0 || times < 1) return InvalidArgument("cuda RepeatCols: bad shape");
+  if (rows == 0 || width == 0) return Status::Ok();
+  const int64_t blocks = (rows * width * times + 255) / 256;
+  RepeatColsKernel<<<static_cast<unsigned>(blocks < 8192 ? blocks : 8192), 256, 0, S(stream)>>>(src, rows, width, times, dst);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda RepeatCols launch: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
+Status RoundBlockBf16(float* x, int64_t ld, int64_t rows, int64_t cols, void* stream) {
+  if (rows < 0 || cols < 0 || ld < cols) return InvalidArgument("cuda RoundBlockBf16: bad shape");
+  if (rows == 0 || cols == 0) return Status::Ok();
+  const int64_t blocks = (rows * cols + 255) / 256;
+  RoundBlockKernel<<<static_cast<unsigned>(blocks < 8192 ? blocks : 8192), 256, 0, S(stream)>>>(x, ld, rows, cols);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda RoundBlockBf16 launch: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
 Status Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,
             float attn_scale, bool bf16, void* stream) {
   if (n < 0 || heads <= 0 || rot_dim <= 0 || rot_dim % 2 != 0 || rot_dim > head_dim) {

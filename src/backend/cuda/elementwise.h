@@ -24,6 +24,10 @@ Status SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t 
 // dst[r, dst_col + c] = src[r, src_col + c] for c < cols (strides in floats).
 Status CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                  int64_t dst_col, int64_t rows, int64_t cols, void* stream);
+// dst[r, i * width + c] = src[r, c] for i < times (src rows width apart, dst rows times * width).
+Status RepeatCols(const float* src, int64_t rows, int64_t width, int times, float* dst, void* stream);
+// x[r * ld + c] = bf16(x[r * ld + c]) for r < rows, c < cols (round to nearest even, in place).
+Status RoundBlockBf16(float* x, int64_t ld, int64_t rows, int64_t cols, void* stream);
 // dst[t * width + c] = src[rows[t] * width + c]; rows [n] on the device.
 Status GatherRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst, void* stream);
 // dst[rows[t] * width + c] = src[t * width + c]; rows [n] on the device.

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemm_decode.h"
+#include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/simt_tile.cuh"
 
@@ -378,10 +380,24 @@ Status LargeTileReady() {
   return Status::Ok();
 }
 
+// Whether MatMul takes the prefill form (gemm_pipe.h) or the decode form (gemm_decode.h), both
+// on a bf16 copy of x.
+bool PipeForm(int64_t m, const DevWeight& w, bool bf16) {
+  return bf16 && w.bf16 && !w.quantized() && m > 64 && w.cols % 8 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+}
+bool DecodeForm(int64_t m, const DevWeight& w, bool bf16) {
+  return bf16 && w.bf16 && !w.quantized() && m >= 1 && m <= 16 && w.rows % 8 == 0 && w.cols % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+}
+
 }  // namespace
 
+int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16) {
+  return PipeForm(m, w, bf16) || DecodeForm(m, w, bf16) ? (m * w.cols * 2 + 15) / 16 * 16 : 0;
+}
+
 Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output, bool bf16,
-              void* stream) {
+              void* stream, void* scratch) {
   if (m < 0 || w.rows <= 0 || w.cols <= 0 || ldy < w.rows) return InvalidArgument("cuda MatMul: bad shape");
   if (w.fp8()) return InvalidArgument("cuda MatMul: FP8 weights run MatMulFp8");
   if (m == 0) return Status::Ok();
@@ -391,11 +407,21 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
                        (w.format != DevFormat::kInt4 || w.group % 8 == 0);
   const bool tensor = bf16 && (w.bf16 || w.w4a16());
   const auto* wb = static_cast<const __nv_bfloat16*>(w.data);
+  if (PipeForm(m, w, bf16) || DecodeForm(m, w, bf16)) {
+    if (scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 16 != 0) {
+      return InvalidArgument("cuda MatMul: bf16 products need MatMulScratchBytes of aligned scratch");
+    }
+    auto* xb = static_cast<uint16_t*>(scratch);
+    if (Status st = ToBf16(x, m * w.cols, xb, stream); !st.ok()) return st;
+    const auto* wd = static_cast<const uint16_t*>(w.data);
+    return m > 64 ? GemmPipe(xb, m, wd, w.rows, w.cols, y, ldy, round_output, stream)
+                  : GemmDecode(xb, m, wd, w.rows, w.cols, y, ldy, round_output, stream);
+  }
   if (tensor && !w.quantized() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
       reinterpret_cast<uintptr_t>(w.data) % 32 == 0) {
     const unsigned blocks = static_cast<unsigned>((w.rows / 16 + kSkWarps - 1) / kSkWarps);
-    if (m <= 16) GemmBf16SkinnyKernel<1, 512><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, wb, w.rows, w.cols, y, ldy, round_output);
-    else if (m <= 32) GemmBf16SkinnyKernel<2, 512><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, wb, w.rows, w.cols, y, ldy, round_output);
+    // (up to 16 rows took the decode form above: its conditions are weaker)
+    if (m <= 32) GemmBf16SkinnyKernel<2, 512><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, wb, w.rows, w.cols, y, ldy, round_output);
     else GemmBf16SkinnyKernel<4, 256><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, wb, w.rows, w.cols, y, ldy, round_output);
   } else if (tensor && w.w4a16() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
              (w.format != DevFormat::kInt4 || w.group % 8 == 0)) {

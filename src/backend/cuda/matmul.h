@@ -1,9 +1,13 @@
 // CUDA projection y[m, N] = x[m, K] · Wᵀ (W [N, K]), the contract of Ops::MatMul.
 //
-// bf16 weights with bf16 activations run on the tensor cores (WMMA 16x16x16 bf16 → fp32): a
-// decode form for up to 64 rows (a warp per 16 outputs streaming the weights once for all rows;
-// N and K multiples of 16; W4A16 up to 16 rows), 64 x 64 block tiles for small batches, 128 x 128 tiles with the next K slice fetched
-// during the current one for batches over 64 rows (k % 8 == 0, aligned pointers). In all three,
+// bf16 weights with bf16 activations run on the tensor cores (bf16 → fp32): for up to 16 rows
+// the decode form (gemm_decode.h: x copied to bf16 into `scratch`, a warp per 8 outputs
+// streaming the weights through a cp.async ring; N % 8 == 0, K % 16 == 0), for 17 to 64 rows
+// (and W4A16 weights up to 64) a WMMA form with a warp per 16 outputs (N and K multiples of
+// 16), 64 x 64 block tiles where nothing else fits, and for more than 64
+// rows the prefill form (gemm_pipe.h: x copied to bf16 once into `scratch`, a cp.async ring,
+// mma.sync; dense weights, k % 8 == 0, aligned) — W4A16 weights there take 128 x 128 WMMA tiles
+// with the next K slice fetched during the current one. In all of them,
 // every output gains its products as the same sequence of 16-wide K chunks, ascending, through
 // the same instruction: the order depends only on K — never on m, the kernel chosen, a row's
 // place in the batch or its neighbours' values — and there is no split-K, so a row's bits never
@@ -26,8 +30,11 @@ namespace graft::cuda {
 // those values (and, with fp32 activations, the CPU reference's bits through the SIMT kernels).
 // FP8 weights run MatMulFp8. y's rows are ldy floats apart (>= N), so one tensor of a fused
 // weight can fill its own columns.
+// `scratch`: MatMulScratchBytes(m, w, bf16) bytes of device memory (16-byte aligned; nullptr
+// when that is 0), which MatMul overwrites.
+int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16);
 Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output, bool bf16,
-              void* stream);
+              void* stream, void* scratch);
 
 // A deterministic split-K for products with few outputs and a long K (the LoRA down
 // projection: N = rank): K is cut into slices of SplitKColumns(K) columns — a function of K

@@ -1,0 +1,233 @@
+// Attention on the tensor cores for bf16 activations (attention.h's contract; the dispatch is
+// there). One block per (64 consecutive queries, head), four warps of 16 queries; keys in fixed
+// tiles of 64 positions from position 0, for every query whatever its neighbours:
+//   S = Q Kᵀ   mma.sync m16n8k16, head_dim in 16-wide chunks ascending (Q, K bf16 — the values
+//              the cache holds in bf16 mode — fp32 sums), rounded as the CPU rounds scores:
+//              r(r(q·k) * scale), keys past the query's position masked;
+//   online softmax per query row: the tile's max and sum over its 64 scores in a fixed order
+//              (eight per lane, then the lane quad's butterfly), the running max, sum and
+//              output rescaled by expf(old − new);
+//   O += P V   P as bf16 (FlashAttention's rounding; the SIMT kernels keep fp32 products),
+//              V through ldmatrix.trans, key chunks ascending.
+// A row's arithmetic depends only on its q, its position and keys 0..pos: tiles past its
+// position are exact no-ops (p = 0, rescale = 1), so it does not matter whether its warp runs
+// them for a neighbour — prefill chunking, batching and decode give the same bits.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "backend/cuda/attention.h"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/mma_ptx.cuh"
+
+namespace graft::cuda {
+namespace {
+
+constexpr int kQ = 64, kKeys = 64, kThreads = 128;
+
+template <int kHd>
+struct FlashSmem {
+  static constexpr int kLd = kHd + 8;  // 16 bytes of padding: ldmatrix rows in distinct bank groups
+  __nv_bfloat16 q[kQ][kLd];
+  __nv_bfloat16 k[kKeys][kLd];
+  __nv_bfloat16 v[kKeys][kLd];
+};
+
+__device__ __forceinline__ unsigned PackBf16(float lo, float hi) {
+  const __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const unsigned*>(&p);
+}
+
+// Four floats as bf16 into dst (exact for bf16-valued activations).
+__device__ __forceinline__ void PutRow4(__nv_bfloat16* dst, const float4 v) {
+  __nv_bfloat162* d = reinterpret_cast<__nv_bfloat162*>(dst);
+  d[0] = __floats2bfloat162_rn(v.x, v.y);
+  d[1] = __floats2bfloat162_rn(v.z, v.w);
+}
+
+template <int kHd>
+__global__ void __launch_bounds__(kThreads) FlashAttentionKernel(AttentionArgs a) {
+  using Smem = FlashSmem<kHd>;
+  constexpr int kLd = Smem::kLd, kF4 = kHd / 4;  // float4s per row
+  extern __shared__ __align__(128) unsigned char raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(raw);
+  __shared__ int block_len;
+  const int h = blockIdx.y, t0 = blockIdx.x * kQ;
+  const int kvh = h / (a.num_heads / a.num_kv_heads);
+  const int64_t kv_stride = int64_t{a.num_kv_heads} * kHd;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+
+  if (tid == 0) block_len = 0;
+  __syncthreads();
+  if (tid < kQ && t0 + tid < a.n) atomicMax(&block_len, a.pos[t0 + tid] + 1);
+  for (int e = tid; e < kQ * kF4; e += kThreads) {
+    const int r = e / kF4, c = (e % kF4) * 4;
+    const float4 v = t0 + r < a.n ? *reinterpret_cast<const float4*>(a.q + (int64_t{t0 + r} * a.num_heads + h) * kHd + c)
+                                  : make_float4(0.f, 0.f, 0.f, 0.f);
+    PutRow4(&sm.q[r][c], v);
+  }
+  // This thread's two query rows (g and g + 8 of its warp) and their key counts (0: no query).
+  const int row_a = t0 + warp * 16 + g, row_b = row_a + 8;
+  const int len_a = row_a < a.n ? a.pos[row_a] + 1 : 0, len_b = row_b < a.n ? a.pos[row_b] + 1 : 0;
+  int warp_len = max(len_a, len_b);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) warp_len = max(warp_len, __shfl_xor_sync(0xffffffffu, warp_len, o));
+  __syncthreads();
+  const int len = block_len;
+
+  float acc[kHd / 8][4];
+#pragma unroll
+  for (int j = 0; j < kHd / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  float mx_a = -INFINITY, mx_b = -INFINITY, sum_a = 0.0f, sum_b = 0.0f;
+
+  for (int j0 = 0; j0 < len; j0 += kKeys) {
+    // The key tile: rows past the block's longest query are zeros (never read from the cache).
+    for (int e = tid; e < kKeys * kF4; e += kThreads) {
+      const int r = e / kF4, c = (e % kF4) * 4, j = j0 + r;
+      float4 kv = make_float4(0.f, 0.f, 0.f, 0.f), vv = kv;
+      if (j < len) {
+        const int64_t row = int64_t{a.page_table[j / a.page_size]} * a.page_size + j % a.page_size;
+        const int64_t off = row * kv_stride + int64_t{kvh} * kHd + c;
+        kv = *reinterpret_cast<const float4*>(a.k_pages + off);
+        vv = *reinterpret_cast<const float4*>(a.v_pages + off);
+      }
+      PutRow4(&sm.k[r][c], kv);
+      PutRow4(&sm.v[r][c], vv);
+    }
+    __syncthreads();
+    if (j0 < warp_len) {  // otherwise every row of this warp would see an exact no-op
+      // S = Q Kᵀ: 8 blocks of 8 keys, head_dim chunks ascending.
+      float s[kKeys / 8][4];
+#pragma unroll
+      for (int nb = 0; nb < kKeys / 8; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+#pragma unroll
+      for (int kc = 0; kc < kHd; kc += 16) {
+        unsigned qa[4];
+        LdMatrixX4(qa, &sm.q[warp * 16 + lane % 16][kc + (lane / 16) * 8]);
+#pragma unroll
+        for (int nb = 0; nb < kKeys / 8; nb += 2) {
+          unsigned kb[4];
+          LdMatrixX4(kb, &sm.k[nb * 8 + lane % 8 + (lane / 16) * 8][kc + ((lane / 8) % 2) * 8]);
+          Mma16816(s[nb], qa, kb[0], kb[1]);
+          Mma16816(s[nb + 1], qa, kb[2], kb[3]);
+        }
+      }
+      // Scores as the CPU rounds them, masked past each row's position; the tile's row max.
+      float tmax_a = -INFINITY, tmax_b = -INFINITY;
+#pragma unroll
+      for (int nb = 0; nb < kKeys / 8; ++nb) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = j0 + nb * 8 + 2 * t + e % 2;
+          const bool ok = j < (e < 2 ? len_a : len_b);
+          const float sc = RoundAct(__fmul_rn(RoundAct(s[nb][e], a.bf16), a.scale), a.bf16);
+          s[nb][e] = ok ? sc : -INFINITY;
+        }
+        tmax_a = fmaxf(tmax_a, fmaxf(s[nb][0], s[nb][1]));
+        tmax_b = fmaxf(tmax_b, fmaxf(s[nb][2], s[nb][3]));
+      }
+#pragma unroll
+      for (int o = 1; o <= 2; o <<= 1) {
+        tmax_a = fmaxf(tmax_a, __shfl_xor_sync(0xffffffffu, tmax_a, o));
+        tmax_b = fmaxf(tmax_b, __shfl_xor_sync(0xffffffffu, tmax_b, o));
+      }
+      const float new_a = fmaxf(mx_a, tmax_a), new_b = fmaxf(mx_b, tmax_b);
+      // (new = -inf only for rows with no query: their values are never written.)
+      const float base_a = new_a == -INFINITY ? 0.0f : new_a, base_b = new_b == -INFINITY ? 0.0f : new_b;
+      const float res_a = mx_a == -INFINITY ? 0.0f : expf(mx_a - base_a);
+      const float res_b = mx_b == -INFINITY ? 0.0f : expf(mx_b - base_b);
+      float tsum_a = 0.0f, tsum_b = 0.0f;
+#pragma unroll
+      for (int nb = 0; nb < kKeys / 8; ++nb) {
+        s[nb][0] = expf(s[nb][0] - base_a);
+        s[nb][1] = expf(s[nb][1] - base_a);
+        s[nb][2] = expf(s[nb][2] - base_b);
+        s[nb][3] = expf(s[nb][3] - base_b);
+        tsum_a = __fadd_rn(tsum_a, __fadd_rn(s[nb][0], s[nb][1]));
+        tsum_b = __fadd_rn(tsum_b, __fadd_rn(s[nb][2], s[nb][3]));
+      }
+#pragma unroll
+      for (int o = 1; o <= 2; o <<= 1) {
+        tsum_a = __fadd_rn(tsum_a, __shfl_xor_sync(0xffffffffu, tsum_a, o));
+        tsum_b = __fadd_rn(tsum_b, __shfl_xor_sync(0xffffffffu, tsum_b, o));
+      }
+      sum_a = __fadd_rn(__fmul_rn(sum_a, res_a), tsum_a);
+      sum_b = __fadd_rn(__fmul_rn(sum_b, res_b), tsum_b);
+      mx_a = new_a;
+      mx_b = new_b;
+#pragma unroll
+      for (int j = 0; j < kHd / 8; ++j) {
+        acc[j][0] = __fmul_rn(acc[j][0], res_a);
+        acc[j][1] = __fmul_rn(acc[j][1], res_a);
+        acc[j][2] = __fmul_rn(acc[j][2], res_b);
+        acc[j][3] = __fmul_rn(acc[j][3], res_b);
+      }
+      // O += P V, key chunks of 16 ascending; P's fragment comes straight from S's.
+#pragma unroll
+      for (int kc = 0; kc < kKeys / 16; ++kc) {
+        unsigned p[4];
+        p[0] = PackBf16(s[2 * kc][0], s[2 * kc][1]);
+        p[1] = PackBf16(s[2 * kc][2], s[2 * kc][3]);
+        p[2] = PackBf16(s[2 * kc + 1][0], s[2 * kc + 1][1]);
+        p[3] = PackBf16(s[2 * kc + 1][2], s[2 * kc + 1][3]);
+#pragma unroll
+        for (int d = 0; d < kHd; d += 16) {
+          unsigned vb[4];
+          LdMatrixX4Trans(vb, &sm.v[kc * 16 + lane % 8 + ((lane / 8) % 2) * 8][d + (lane / 16) * 8]);
+          Mma16816(acc[d / 8], p, vb[0], vb[1]);
+          Mma16816(acc[d / 8 + 1], p, vb[2], vb[3]);
+        }
+      }
+    }
+    __syncthreads();  // before the next tile overwrites K and V
+  }
+  // Rows g, g + 8 at columns 8 j + 2 t, + 1.
+#pragma unroll
+  for (int j = 0; j < kHd / 8; ++j) {
+    const int c = 8 * j + 2 * t;
+    if (row_a < a.n) {
+      float* o = a.out + (int64_t{row_a} * a.num_heads + h) * kHd + c;
+      o[0] = RoundAct(__fdiv_rn(acc[j][0], sum_a), a.bf16);
+      o[1] = RoundAct(__fdiv_rn(acc[j][1], sum_a), a.bf16);
+    }
+    if (row_b < a.n) {
+      float* o = a.out + (int64_t{row_b} * a.num_heads + h) * kHd + c;
+      o[0] = RoundAct(__fdiv_rn(acc[j][2], sum_b), a.bf16);
+      o[1] = RoundAct(__fdiv_rn(acc[j][3], sum_b), a.bf16);
+    }
+  }
+}
+
+template <int kHd>
+Status Launch(const AttentionArgs& a, cudaStream_t s) {
+  static const cudaError_t ready = cudaFuncSetAttribute(FlashAttentionKernel<kHd>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                        static_cast<int>(sizeof(FlashSmem<kHd>)));
+  if (ready != cudaSuccess) return Internal(std::string("cuda FlashAttention: shared memory: ") + cudaGetErrorString(ready));
+  const dim3 grid(static_cast<unsigned>((a.n + kQ - 1) / kQ), static_cast<unsigned>(a.num_heads));
+  FlashAttentionKernel<kHd><<<grid, kThreads, sizeof(FlashSmem<kHd>), s>>>(a);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda FlashAttention launch: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool FlashAttentionFits(const AttentionArgs& a) {
+  const bool aligned = reinterpret_cast<uintptr_t>(a.q) % 16 == 0 && reinterpret_cast<uintptr_t>(a.k_pages) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(a.v_pages) % 16 == 0;
+  return a.bf16 && aligned && (a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256) &&
+         (a.n + kQ - 1) / kQ <= 0x7fffffff && a.num_heads <= 65535;
+}
+
+Status FlashAttention(const AttentionArgs& a, void* stream) {
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (a.head_dim) {
+    case 64: return Launch<64>(a, s);
+    case 128: return Launch<128>(a, s);
+    case 256: return Launch<256>(a, s);
+    default: return InvalidArgument("cuda FlashAttention: head_dim must be 64, 128 or 256");
+  }
+}
+
+}  // namespace graft::cuda

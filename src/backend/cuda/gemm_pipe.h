@@ -1,0 +1,30 @@
+// The prefill GEMM (MatMul's form for more than 64 rows of bf16 activations against a dense
+// bf16 weight): y[m, N] = xb[m, K] · Wᵀ with the activations already bf16 (ToBf16 below, the
+// very values the other kernels round them to as they stage).
+//
+// 128 x 128 outputs per block, 8 warps as 2 x 4 (64 x 32 each), K in 32-wide slices through a
+// four-stage shared-memory ring filled by cp.async (16 bytes a copy, zeros past m, N and K), the
+// fragments read with ldmatrix into mma.sync m16n8k16 (bf16 → fp32): the instruction WMMA's
+// 16 x 16 x 16 step is made of. Every output gains its products as the same ascending sequence
+// of 16-wide K chunks through it, starting from zero, exactly as the decode form and the 64-row
+// tile do (matmul.h), so a row's bits are the same whichever kernel its batch size picks — tested
+// across them. Tiles are visited in groups of eight row tiles, columns within a group, so that a
+// wave of blocks shares a few weight tiles through the L2 instead of streaming all of W once per
+// row tile.
+//
+// Needs K % 8 == 0 and xb, w 16-byte aligned. No split-K: a row's bits never depend on m.
+#pragma once
+
+#include <cstdint>
+
+#include "util/status.h"
+
+namespace graft::cuda {
+
+// out[i] = bf16(x[i]) (round to nearest even) for i < count; out's bf16 words as uint16_t.
+Status ToBf16(const float* x, int64_t count, uint16_t* out, void* stream);
+
+Status GemmPipe(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
+                bool round_output, void* stream);
+
+}  // namespace graft::cuda
