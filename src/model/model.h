@@ -53,8 +53,8 @@ struct LogitRows {
   // `logits` and ids [count, top_k] into `ids`. 1 <= top_k <= Ops::kMaxTopK.
   int top_k = 0;
   std::vector<float> temperature;  // [count], >= 0 (0: the raw logits, as greedy picks)
-  static LogitRows None() { return {false, {}}; }
-  static LogitRows Only(std::vector<int32_t> r) { return {false, std::move(r)}; }
+  static LogitRows None() { return {false, {}, 0, {}}; }
+  static LogitRows Only(std::vector<int32_t> r) { return {false, std::move(r), 0, {}}; }
   int count(int total_rows) const { return all ? total_rows : static_cast<int>(rows.size()); }
 };
 

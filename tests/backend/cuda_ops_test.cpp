@@ -32,7 +32,9 @@ struct Dev {
   size_t n = 0;
   explicit Dev(const std::vector<T>& v) : n(v.size()) {
     EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
-    if (n) EXPECT_EQ(cudaMemcpy(p, v.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    if (n) {
+      EXPECT_EQ(cudaMemcpy(p, v.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    }
   }
   explicit Dev(size_t count) : n(count) {
     EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
@@ -43,7 +45,9 @@ struct Dev {
   std::vector<T> Get() const {
     std::vector<T> v(n);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    if (n) EXPECT_EQ(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    if (n) {
+      EXPECT_EQ(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    }
     return v;
   }
 };
@@ -337,7 +341,7 @@ struct AttnCase {
 };
 
 AttnCase MakeAttn(int len, int n, int heads, int kv_heads, int hd, std::mt19937& rng, bool bf16) {
-  AttnCase c{len, n, heads, kv_heads, hd};
+  AttnCase c{len, n, heads, kv_heads, hd, 16, {}, {}, {}, {}, {}};
   const int pages = (len + c.page - 1) / c.page + 3;
   c.q = Random(static_cast<size_t>(n) * heads * hd, rng, 1.0f, bf16);
   c.k = Random(static_cast<size_t>(pages) * c.page * kv_heads * hd, rng, 1.0f, bf16);
@@ -521,9 +525,10 @@ TEST(CudaOps, LoraTouchesOnlyItsRowsAndMatchesCpu) {
     ASSERT_TRUE(cuda::LoraAdd(g, nullptr).ok());
     const auto got = dy.Get();
     EXPECT_EQ(got, ref) << "LoRA sums run in the CPU's order: bit for bit";
-    for (int r = 0; r < m; ++r)
-      if (slots[r] == 0)
-        for (int j = 0; j < n_out; ++j) ASSERT_EQ(got[size_t(r) * n_out + j], y0[size_t(r) * n_out + j]) << "base row " << r;
+    for (int r = 0; r < m; ++r) {
+      if (slots[r] != 0) continue;
+      for (int j = 0; j < n_out; ++j) ASSERT_EQ(got[size_t(r) * n_out + j], y0[size_t(r) * n_out + j]) << "base row " << r;
+    }
     g.max_rank = 2000;
     EXPECT_FALSE(cuda::LoraAdd(g, nullptr).ok()) << "a rank over the kernel's limit is refused";
   }
