@@ -56,7 +56,9 @@ TEST(Bench, MeasuresPrefillAndDecodeWithAndWithoutTheAdapter) {
     EXPECT_GT(r.seconds, 0) << r.kind << " " << r.tokens;
     EXPECT_GT(r.tokens_per_s, 0);
     EXPECT_GT(r.share, 0);
-    if (r.kind == "prefill") EXPECT_GT(r.tflops, 0);
+    if (r.kind == "prefill") {
+      EXPECT_GT(r.tflops, 0);
+    }
   }
   EXPECT_EQ(rep->rows[0].adapter, "");
   EXPECT_EQ(rep->rows[4].adapter, ad.name);
