@@ -191,7 +191,9 @@ class CudaOps final : public Ops {
   // pieces (SplitBf16x3) side by side, so the factor's products run on the bf16 tensor cores.
   const cuda::DevWeight* DevSplit(const Weight& w);
   void MatMulColumns(const float* x, int64_t m, const Weight& w, float* y, int64_t ldy, bool round_output);
-  // cuda::MatMul on device weight w with its scratch taken from (and given back to) the arena.
+  // cuda::MatMul on device weight w with its scratch taken from (and given back to) the arena;
+  // with CudaOptions::cublas, dense bf16 weights go to cuBLAS instead (x copied to bf16 the
+  // same way, the result rounded after).
   void DevMatMul(const float* x, int64_t m, const cuda::DevWeight& w, float* y, int64_t ldy, bool round_output);
   const float* DevF32(const Weight& w);
   // LoraAdd for one adapter's rows gathered: two projections through MatMul (with bf16
