@@ -59,6 +59,17 @@ void AddAdapterCommand(CLI::App& app, Runner& run) {
                  "Fit the factors to the quantized checkpoint of --base the adapter will be served on (merged minus "
                  "its served weights), and name it as the adapter's base")
       ->check(CLI::ExistingDirectory);
+  ex->add_option("--calibration", e->job.calibration,
+                 "Activation-aware fit: run the served model (--quantized-base, else --base) on this text file's tokens "
+                 "and fit each projection's factors to the inputs it sees there, not in weight space")
+      ->check(CLI::ExistingFile);
+  ex->add_option("--calibration-tokens", e->job.calibration_tokens, "--calibration: at most this many tokens of the text")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  ex->add_option("--calibration-length", e->job.calibration_length, "--calibration: tokens per sequence")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  ex->add_option("--calibration-damping", e->job.calibration_damp,
+                 "--calibration: added to the inputs' Gram matrix, as a share of its mean diagonal")
+      ->capture_default_str()->check(CLI::Range(1e-9, 1e3));
   ex->add_flag("--exact", e->job.exact, "Also store the residual that reconstructs the merged bf16 weights bit for bit");
   ex->add_option("--exact-iterations", e->job.exact_iterations, "Refit rounds that shrink the exact residual (each one SVD)")
       ->capture_default_str()->check(CLI::Range(0, 10000));
@@ -69,7 +80,7 @@ void AddAdapterCommand(CLI::App& app, Runner& run) {
   ex->add_option("--eval-sequences", e->job.eval_sequences, "Quality report: random token sequences (0 skips it)")
       ->capture_default_str()->check(CLI::Range(0, 10000));
   ex->add_option("--eval-length", e->job.eval_length, "Quality report: tokens per sequence")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  ex->add_option("--threads", e->job.threads, "CPU threads for the quality report")->capture_default_str();
+  ex->add_option("--threads", e->job.threads, "CPU threads for the quality report and the calibration run")->capture_default_str();
   ex->callback([e, &run] {
     run = [e]() -> Status {
       if (!e->layers.empty()) GRAFT_RETURN_IF_ERROR(ParseLayers(e->layers, &e->job.layers));

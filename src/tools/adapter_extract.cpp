@@ -13,9 +13,9 @@
 
 #include "adapters/exact.h"
 #include "adapters/lora_loader.h"
+#include "adapters/weighted_svd.h"
 #include "backend/cpu/cpu_ops.h"
 #include "io/checkpoint.h"
-#include "tools/token_agreement.h"
 #include "io/identity.h"
 #include "io/model_config.h"
 #include "io/safetensors_writer.h"
@@ -23,6 +23,8 @@
 #include "model/projections.h"
 #include "model/quant_loader.h"
 #include "model/weight_table.h"
+#include "tools/calibration.h"
+#include "tools/token_agreement.h"
 #include "util/bf16.h"
 #include "util/progress.h"
 #include "util/sha256.h"
@@ -238,6 +240,21 @@ Result<ExtractReport> RunExtract(const ExtractJob& job) {
     qck.emplace(std::move(c));
   }
 
+  // Activation-aware fitting: what each projection multiplies, on the model the adapter will
+  // run on (the quantized checkpoint when fitting to it).
+  std::optional<InputGrams> grams;
+  if (!job.calibration.empty()) {
+    if (job.exact) {
+      return InvalidArgument("--calibration with --exact: exact mode reproduces the merged weights bit for bit whatever "
+                             "the inputs, so there is nothing to fit to them");
+    }
+    const std::string& served = job.quantized_base.empty() ? job.base : job.quantized_base;
+    GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> cal_model, LoadModel(served));
+    GRAFT_ASSIGN_OR_RETURN(InputGrams g, CollectInputGrams(*cal_model, job.base, job.calibration, job.calibration_tokens,
+                                                          job.calibration_length, job.threads));
+    grams = std::move(g);
+  }
+
   std::error_code ec;
   fs::create_directories(job.out, ec);
   if (ec) return IoError(fmt::format("{}: cannot create: {}", job.out, ec.message()));
@@ -320,7 +337,17 @@ Result<ExtractReport> RunExtract(const ExtractJob& job) {
     }
     double dnorm = 0;
     for (float x : d) dnorm += static_cast<double>(x) * x;
-    GRAFT_ASSIGN_OR_RETURN(LowRank lr, TruncatedSvd(d.data(), n, k, job.rank, std::hash<std::string>{}(it.module)));
+    const uint64_t seed = std::hash<std::string>{}(it.module);
+    LowRank lr;
+    if (grams) {
+      const auto g = grams->find({it.layer, it.p.target});
+      if (g == grams->end() || g->second.k != k) {
+        return Internal(fmt::format("calibration: no input statistics for {}", it.module));
+      }
+      GRAFT_ASSIGN_OR_RETURN(lr, WeightedTruncatedSvd(d.data(), n, k, g->second.g, job.calibration_damp, job.rank, seed));
+    } else {
+      GRAFT_ASSIGN_OR_RETURN(lr, TruncatedSvd(d.data(), n, k, job.rank, seed));
+    }
     if (job.exact) {
       if (b.info->dtype != DType::kBF16 || m.info->dtype != DType::kBF16) {
         return Unsupported(fmt::format("--exact needs bf16 checkpoints; {} is {}", it.tensor, DTypeName(m.info->dtype)));
@@ -419,6 +446,15 @@ Result<ExtractReport> RunExtract(const ExtractJob& job) {
                                   {"scheme", qscheme.Describe()},
                                   {"bf16_base_identity", bid.identity},
                                   {"fitted_to", "merged minus the quantized base's served weights"}};
+  }
+  if (grams) {
+    int64_t rows = 0;
+    for (const auto& [key, g] : *grams) rows = std::max(rows, g.rows);
+    manifest["calibration"] = {{"text", job.calibration},
+                               {"tokens", rows},
+                               {"sequence_length", job.calibration_length},
+                               {"damping", job.calibration_damp},
+                               {"fitted_to", "each projection's action on its calibration inputs (activation-aware SVD)"}};
   }
   if (job.exact) {
     manifest["exact"] = {{"file", "graft_exact.safetensors"},

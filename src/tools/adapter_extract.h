@@ -19,6 +19,12 @@
 // checkpoint as the base (its identity), records the bf16 one, and the quality report runs the
 // adapter on the quantized base. Not with exact (exact mode rebuilds bf16 weights).
 //
+// Calibrated extraction (calibration): each projection's factors are fitted to what it
+// multiplies — tools/calibration.h collects the Gram matrix of every projection slot's inputs
+// on a text, run through the model the adapter will be served on (the quantized base when
+// given), and adapters/weighted_svd.h fits D's action on them. Combined with quantized_base it
+// spends the rank on the part of the quantization error that reaches the outputs.
+//
 // Output: adapter_config.json + adapter_model.safetensors (standard PEFT: scale 1 per module
 // through lora_alpha = rank), graft_manifest.json (identities, per-projection rank and
 // relative error, SHA-256 of every stored tensor, the quality report).
@@ -44,6 +50,13 @@ struct ExtractJob {
   bool float32_factors = false;   // default bf16 (exact forces fp32)
   std::string base_revision, merged_revision;
   std::string cache_dir;          // identity cache
+  // Activation-aware fitting (adapters/weighted_svd.h): a text file whose tokens (the base's
+  // tokenizer) the served model runs on to learn what each projection multiplies; the factors
+  // then minimise the error on those inputs instead of in weight space. Empty: weight space.
+  std::string calibration;
+  int64_t calibration_tokens = 16384;
+  int calibration_length = 512;   // tokens per calibration sequence
+  double calibration_damp = 0.01; // δ = damp · mean of the Gram matrix's diagonal
   int eval_sequences = 4;         // quality report: token sequences of eval_length (0 = skip)
   int eval_length = 64;
   int threads = 2;

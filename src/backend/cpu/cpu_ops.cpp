@@ -54,6 +54,7 @@ void CpuOps::RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, flo
 }
 
 void CpuOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) {
+  if (observer_) observer_(x, m, w);
   if (w.parts.empty()) {
     MatMulColumns(x, m, w, y, w.rows, 0, round_output);
     return;

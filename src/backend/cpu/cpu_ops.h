@@ -6,6 +6,7 @@
 // Thread-safety: an instance may be used by one thread at a time.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -51,12 +52,18 @@ class CpuOps final : public Ops {
   // Rounds to the activation dtype (identity in f32 mode).
   float R(float v) const;
 
+  // Called with every MatMul's input and weight before the product (calibration statistics:
+  // tools/calibration.h); empty: none. Never changes what MatMul computes.
+  using MatMulObserver = std::function<void(const float* x, int64_t m, const Weight& w)>;
+  void set_matmul_observer(MatMulObserver f) { observer_ = std::move(f); }
+
  private:
   void MatMulColumns(const float* x, int64_t m, const Weight& w, float* y, int64_t ldy, int64_t col0, bool round_output);
   void MatMulFp8(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy, int64_t col0,
                  bool round_output);
   ActDtype act_;
   int threads_;
+  MatMulObserver observer_;
   std::vector<std::unique_ptr<float[]>> scratch_;  // the scratch stack, one block per Alloc
   Weight exact_;                                    // ExactWeight's scratch
 };
