@@ -12,6 +12,7 @@
 
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "model/projections.h"
 #include "tools/adapter_extract.h"
 #include "util/bf16.h"
 
@@ -171,6 +172,32 @@ void WriteFloat32Copy(const std::string& name, const std::string& dir) {
     out.push_back(F32Tensor(t.name, t.shape, v.value()));
   }
   ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", std::move(out)).ok());
+}
+
+void ForEachAdapterRowError(const Model& served, const Model& merged, const LoraAdapter& a,
+                            const std::function<void(int layer, LoraTarget slot, const std::vector<double>& e)>& f) {
+  for (size_t l = 0; l < a.layers.size(); ++l) {
+    for (int t = 0; t < static_cast<int>(LoraTarget::kCount); ++t) {
+      const auto slot = static_cast<LoraTarget>(t);
+      for (const LoraModule& m : a.layers[l].targets[static_cast<size_t>(t)]) {
+        const Weight& s = FusedWeight(served.weights().layers[l], slot);
+        const Weight& r = FusedWeight(merged.weights().layers[l], slot);
+        const int64_t n = m.b.rows, k = s.cols;
+        std::vector<float> sv(static_cast<size_t>(n * k)), rv(sv.size());
+        WeightRows(s, m.row_offset, m.row_offset + n, sv.data());
+        WeightRows(r, m.row_offset, m.row_offset + n, rv.data());
+        std::vector<double> e(static_cast<size_t>(k));
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t c = 0; c < k; ++c) {
+            double ba = 0;
+            for (int j = 0; j < m.rank; ++j) ba += double{m.b.at(i * m.rank + j)} * m.a.at(j * k + c);
+            e[static_cast<size_t>(c)] = rv[static_cast<size_t>(i * k + c)] - (sv[static_cast<size_t>(i * k + c)] + m.scale * ba);
+          }
+          f(static_cast<int>(l), slot, e);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace graft::test

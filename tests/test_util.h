@@ -42,6 +42,9 @@ TensorToWrite Bf16Tensor(const std::string& name, std::vector<int64_t> shape, co
 
 }  // namespace graft::test
 
+#include <functional>
+
+#include "adapters/lora.h"
 #include "backend/ops.h"
 #include "model/model.h"
 
@@ -70,5 +73,10 @@ void ExtractExactAdapter(const std::string& merged, const std::string& base, int
 // Fixture `name` (a single-file checkpoint) rewritten into `dir` with every tensor stored as
 // float32: a base that is not stored in bf16.
 void WriteFloat32Copy(const std::string& name, const std::string& dir);
+
+// For every row of every module of adapter `a`: the release's error there,
+// e = merged − (served + scale · B·A) over the row's K inputs, handed to f(layer, slot, e).
+void ForEachAdapterRowError(const Model& served, const Model& merged, const LoraAdapter& a,
+                            const std::function<void(int layer, LoraTarget slot, const std::vector<double>& e)>& f);
 
 }  // namespace graft::test

@@ -85,32 +85,14 @@ TEST(Calibration, BadTextIsANamedError) {
 // rows: the release's error on the calibration inputs.
 double OutputError(const Model& served, const Model& merged, const LoraAdapter& a, const InputGrams& grams) {
   double err = 0;
-  for (size_t l = 0; l < a.layers.size(); ++l) {
-    for (int t = 0; t < static_cast<int>(LoraTarget::kCount); ++t) {
-      for (const LoraModule& m : a.layers[l].targets[static_cast<size_t>(t)]) {
-        const Weight& s = FusedWeight(served.weights().layers[l], static_cast<LoraTarget>(t));
-        const Weight& r = FusedWeight(merged.weights().layers[l], static_cast<LoraTarget>(t));
-        const InputGram& g = grams.at({static_cast<int>(l), static_cast<LoraTarget>(t)});
-        const int64_t n = m.b.rows, k = s.cols;
-        std::vector<float> sv(static_cast<size_t>(n * k)), rv(sv.size());
-        WeightRows(s, m.row_offset, m.row_offset + n, sv.data());
-        WeightRows(r, m.row_offset, m.row_offset + n, rv.data());
-        std::vector<double> e(static_cast<size_t>(k));
-        for (int64_t i = 0; i < n; ++i) {
-          for (int64_t c = 0; c < k; ++c) {
-            double ba = 0;
-            for (int j = 0; j < m.rank; ++j) ba += double{m.b.at(i * m.rank + j)} * m.a.at(j * k + c);
-            e[static_cast<size_t>(c)] = rv[static_cast<size_t>(i * k + c)] - (sv[static_cast<size_t>(i * k + c)] + m.scale * ba);
-          }
-          for (int64_t c = 0; c < k; ++c) {
-            double ge = 0;
-            for (int64_t c2 = 0; c2 < k; ++c2) ge += g.g[static_cast<size_t>(c * k + c2)] * e[static_cast<size_t>(c2)];
-            err += e[static_cast<size_t>(c)] * ge;
-          }
-        }
-      }
+  test::ForEachAdapterRowError(served, merged, a, [&](int layer, LoraTarget slot, const std::vector<double>& e) {
+    const InputGram& g = grams.at({layer, slot});
+    for (int64_t c = 0; c < g.k; ++c) {
+      double ge = 0;
+      for (int64_t c2 = 0; c2 < g.k; ++c2) ge += g.g[static_cast<size_t>(c * g.k + c2)] * e[static_cast<size_t>(c2)];
+      err += e[static_cast<size_t>(c)] * ge;
     }
-  }
+  });
   return err;
 }
 

@@ -38,26 +38,9 @@ ExtractJob Job(const std::string& out, const std::string& cache, int rank) {
 // Σ over the adapter's modules of ||merged − (served + scale · B·A)||², rows of the fused slots.
 double WeightError(const Model& served, const Model& merged, const LoraAdapter& a) {
   double err = 0;
-  for (size_t l = 0; l < a.layers.size(); ++l) {
-    for (int t = 0; t < static_cast<int>(LoraTarget::kCount); ++t) {
-      for (const LoraModule& m : a.layers[l].targets[static_cast<size_t>(t)]) {
-        const Weight& s = FusedWeight(served.weights().layers[l], static_cast<LoraTarget>(t));
-        const Weight& r = FusedWeight(merged.weights().layers[l], static_cast<LoraTarget>(t));
-        const int64_t n = m.b.rows, k = s.cols;
-        std::vector<float> sv(static_cast<size_t>(n * k)), rv(sv.size());
-        WeightRows(s, m.row_offset, m.row_offset + n, sv.data());
-        WeightRows(r, m.row_offset, m.row_offset + n, rv.data());
-        for (int64_t i = 0; i < n; ++i) {
-          for (int64_t c = 0; c < k; ++c) {
-            double ba = 0;
-            for (int j = 0; j < m.rank; ++j) ba += double{m.b.at(i * m.rank + j)} * m.a.at(j * k + c);
-            const double e = rv[static_cast<size_t>(i * k + c)] - (sv[static_cast<size_t>(i * k + c)] + m.scale * ba);
-            err += e * e;
-          }
-        }
-      }
-    }
-  }
+  test::ForEachAdapterRowError(served, merged, a, [&](int, LoraTarget, const std::vector<double>& e) {
+    for (double v : e) err += v * v;
+  });
   return err;
 }
 
