@@ -22,7 +22,8 @@
 // Calibrated extraction (calibration): each projection's factors are fitted to what it
 // multiplies — tools/calibration.h collects the Gram matrix of every projection slot's inputs
 // on a text, run through the model the adapter will be served on (the quantized base when
-// given), and adapters/weighted_svd.h fits D's action on them. Combined with quantized_base it
+// given), and adapters/weighted_svd.h fits D's action on them. That model is loaded whole
+// (before the streamed extraction, freed after the calibration run), as the quality report does. Combined with quantized_base it
 // spends the rank on the part of the quantization error that reaches the outputs.
 //
 // Output: adapter_config.json + adapter_model.safetensors (standard PEFT: scale 1 per module

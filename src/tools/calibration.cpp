@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "backend/cpu/cpu_ops.h"
 #include "model/model.h"
@@ -21,21 +20,35 @@ Result<InputGrams> CollectInputGrams(const Model& model, const std::string& toke
   if (max_tokens <= 0 || seq_len <= 0) return InvalidArgument("calibration: token counts must be positive");
   std::ifstream in(text_file, std::ios::binary);
   if (!in) return NotFound(fmt::format("--calibration {}: cannot read it", text_file));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  const std::string text = buf.str();
-  if (text.empty()) return InvalidArgument(fmt::format("--calibration {}: the file is empty", text_file));
   GRAFT_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tok,
                          Tokenizer::FromFile((std::filesystem::path(tokenizer_dir) / "tokenizer.json").string()));
-  GRAFT_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok->Encode(text));
+  // Tokenized in blocks of whole lines, only as far as max_tokens reach: a large corpus is
+  // neither read whole nor tokenized past what the fit uses.
+  constexpr size_t kBlockBytes = size_t{64} << 10;
+  std::vector<int32_t> ids;
+  std::string block, line;
+  int64_t bytes = 0;
+  while (static_cast<int64_t>(ids.size()) < max_tokens && (in.good() || !block.empty())) {
+    if (std::getline(in, line)) {
+      bytes += static_cast<int64_t>(line.size()) + (in.eof() ? 0 : 1);
+      block += line;
+      if (!in.eof()) block += '\n';
+      if (block.size() < kBlockBytes && !in.eof()) continue;
+    }
+    if (block.empty()) break;
+    GRAFT_ASSIGN_OR_RETURN(std::vector<int32_t> part, tok->Encode(block));
+    ids.insert(ids.end(), part.begin(), part.end());
+    block.clear();
+  }
+  if (bytes == 0) return InvalidArgument(fmt::format("--calibration {}: the file is empty", text_file));
   if (ids.empty()) return InvalidArgument(fmt::format("--calibration {}: no tokens in it", text_file));
+  if (static_cast<int64_t>(ids.size()) > max_tokens) ids.resize(static_cast<size_t>(max_tokens));
   for (int32_t id : ids) {
     if (id < 0 || id >= model.config().vocab_size) {
       return InvalidArgument(fmt::format("--calibration {}: token {} is outside the model's vocabulary of {} (tokenizer {})",
                                          text_file, id, model.config().vocab_size, tokenizer_dir));
     }
   }
-  if (static_cast<int64_t>(ids.size()) > max_tokens) ids.resize(static_cast<size_t>(max_tokens));
 
   // Which slot each fused weight is.
   InputGrams grams;
