@@ -11,86 +11,155 @@
 namespace graft::cuda {
 namespace {
 
-constexpr int kDK = 256;
-constexpr int kLd = kDK + 8;  // 528-byte rows: ldmatrix's eight row reads land in eight bank groups
-// Stages of the ring: four (12 KB of weights in flight per warp). Eight, for one or two rows,
-// measured slower on the H200 (24.5 against 32.6 tokens/s at batch 1 on Qwen3.5-27B's shapes):
-// fewer blocks fit on a multiprocessor, and N / 8 warps leave too few per multiprocessor.
-constexpr int kStages = 4;
+// One shape of the decode form: kWarps warps a block, each owning 8 outputs for all rows (kMT
+// tiles of 16), K streamed kDK columns a stage through a kStages-deep cp.async ring that holds
+// the block's 8 kWarps weight rows and the m x rows, kDK + 8 elements apart (ldmatrix's eight
+// row reads then land in eight different bank groups).
+template <int kMT, int kWarps, int kDK, int kStages>
+struct DecodeShape {
+  static constexpr int kMT_ = kMT, kWarps_ = kWarps, kDK_ = kDK, kStages_ = kStages;
+  static constexpr int kLd = kDK + 8;
+  static constexpr int kPer = kDK / 8;                   // 16-byte pieces in a row of a full stage
+  static constexpr int kWPieces = kPer / 4;              // weight pieces per thread per stage
+  static constexpr int kThreads = 32 * kWarps;
+  static int64_t SmemBytes(int64_t m) { return int64_t{kStages} * (8 * kWarps + m) * kLd * 2; }
+};
+// Up to 16 rows (decode proper): a warp a block, so that N / 8 blocks spread over the machine;
+// 12 KB of weights in flight per warp. Eight stages measured slower on the H200 (24.5 against
+// 32.6 tokens/s at batch 1 on Qwen3.5-27B's shapes): fewer blocks fit on a multiprocessor.
+using Shape16 = DecodeShape<1, 1, 256, 4>;
+// 17 to 64 rows: four warps share each stage's x rows, so that x is read from L2 once per 32
+// outputs rather than once per 8; stages of 128 columns keep two or three blocks on a
+// multiprocessor.
+using Shape32 = DecodeShape<2, 4, 128, 4>;
+using Shape64 = DecodeShape<4, 4, 128, 4>;
 
-int64_t SmemBytes(int64_t m, int stages) { return int64_t{stages} * (8 + m) * kLd * 2; }
-
-__device__ __forceinline__ unsigned Lds32(const __nv_bfloat16* p) { return *reinterpret_cast<const unsigned*>(p); }
-
-// One warp: outputs n0 .. n0 + 7 for all m rows. Shared memory per stage: the 8 weight rows,
-// then the m x rows, kLd apart.
-__global__ void __launch_bounds__(32) GemmDecodeKernel(const __nv_bfloat16* __restrict__ xb, int m,
-                                                       const __nv_bfloat16* __restrict__ w, int64_t k,
-                                                       float* __restrict__ y, int64_t ldy, bool round_bf16) {
+template <class S>
+__global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloat16* __restrict__ xb, int m,
+                                                                const __nv_bfloat16* __restrict__ w, int64_t n,
+                                                                int64_t k, float* __restrict__ y, int64_t ldy,
+                                                                bool round_bf16) {
+  constexpr int kDK = S::kDK_, kLd = S::kLd, kPer = S::kPer, kStages = S::kStages_, kT = S::kThreads;
   extern __shared__ __align__(16) __nv_bfloat16 sm[];
-  const int lane = threadIdx.x, g = lane / 4, t = lane % 4, rows = 8 + m;
-  const int64_t n0 = int64_t{blockIdx.x} * 8;
-  auto row_of = [&](int st, int r) { return sm + (st * rows + r) * kLd; };
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+  const int rows = 8 * S::kWarps_ + m;  // smem rows a stage: weights, then x
+  const int64_t nb = int64_t{blockIdx.x} * 8 * S::kWarps_;
+  // This thread's weight pieces of every full stage: row r = e / kPer, piece e % kPer. Rows past
+  // N (the last block's idle warps) read row N - 1; their outputs are never stored.
+  const __nv_bfloat16* wsrc[S::kWPieces];
+  int wdst[S::kWPieces];
+#pragma unroll
+  for (int i = 0; i < S::kWPieces; ++i) {
+    const int e = tid + i * kT, r = e / kPer, c = (e % kPer) * 8;
+    wsrc[i] = w + min(nb + r, n - 1) * k + c;
+    wdst[i] = r * kLd + c;
+  }
   auto load = [&](int st, int64_t k0) {
-    const int per = static_cast<int>(min(static_cast<int64_t>(kDK), k - k0)) / 8;  // 16-byte pieces per row
-    for (int e = lane; e < rows * per; e += 32) {
-      const int r = e / per, c = (e % per) * 8;
-      const __nv_bfloat16* src = r < 8 ? w + (n0 + r) * k + k0 + c : xb + int64_t{r - 8} * k + k0 + c;
-      CpAsync16(row_of(st, r) + c, src);
+    __nv_bfloat16* base = sm + st * rows * kLd;
+    if (k - k0 >= kDK) {
+#pragma unroll
+      for (int i = 0; i < S::kWPieces; ++i) CpAsync16(base + wdst[i], wsrc[i] + k0);
+      for (int e = tid; e < m * kPer; e += kT) {
+        const int r = e / kPer, c = (e % kPer) * 8;
+        CpAsync16(base + (8 * S::kWarps_ + r) * kLd + c, xb + int64_t{r} * k + k0 + c);
+      }
+    } else {  // the last, partial stage
+      const int per = static_cast<int>(k - k0) / 8;
+      for (int e = tid; e < rows * per; e += kT) {
+        const int r = e / per, c = (e % per) * 8;
+        const __nv_bfloat16* src = r < 8 * S::kWarps_ ? w + min(nb + r, n - 1) * k + k0 + c
+                                                       : xb + int64_t{r - 8 * S::kWarps_} * k + k0 + c;
+        CpAsync16(base + r * kLd + c, src);
+      }
     }
   };
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float acc[S::kMT_][4] = {};
   const int64_t slices = (k + kDK - 1) / kDK;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < slices) load(s, int64_t{s} * kDK);
     CpAsyncCommit();
   }
+  // ldmatrix row addresses (element offsets within a stage): the weights, two 16-column chunks
+  // at a time (matrices: chunk c's K 0-7, 8-15, chunk c + 1's); x, one 16 x 16 tile (rows 0-7
+  // and 8-15 at K 0-7, then at K 8-15), rows past m reading row m - 1 (their outputs unused).
+  const int w_off = (8 * warp + lane % 8) * kLd + (lane / 8) * 8;
+  const int w_off2 = (8 * warp + lane % 8) * kLd + ((lane / 8) % 2) * 8;  // one chunk (ldmatrix.x2)
+  int x_off[S::kMT_];
+#pragma unroll
+  for (int mt = 0; mt < S::kMT_; ++mt) {
+    const int r = min(16 * mt + lane % 16, m - 1);
+    x_off[mt] = (8 * S::kWarps_ + r) * kLd + (lane / 16) * 8;
+  }
   for (int64_t i = 0; i < slices; ++i) {
-    CpAsyncWait<kStages - 2>();  // slice i has landed (this lane's copies) ...
-    __syncwarp();                // ... and every lane's; all are done with slice i - 1's stage
+    CpAsyncWait<kStages - 2>();  // slice i has landed (this thread's copies) ...
+    __syncthreads();             // ... and every thread's; all are done with slice i - 1's stage
     if (i + kStages - 1 < slices) load(static_cast<int>((i + kStages - 1) % kStages), (i + kStages - 1) * kDK);
     CpAsyncCommit();
-    const int st = static_cast<int>(i % kStages);
+    const __nv_bfloat16* base = sm + static_cast<int>(i % kStages) * rows * kLd;
     const int span = static_cast<int>(min(static_cast<int64_t>(kDK), k - i * kDK));  // a multiple of 16
-    const __nv_bfloat16* ws = row_of(st, 0);
-    const __nv_bfloat16* xs = row_of(st, 8);
-    for (int kk = 0; kk < span; kk += 16) {
-      unsigned b0, b1;
-      LdMatrixX2(b0, b1, ws + (lane % 8) * kLd + kk + ((lane / 8) % 2) * 8);
-      unsigned a[4];
-      a[0] = g < m ? Lds32(xs + g * kLd + kk + 2 * t) : 0u;
-      a[1] = g + 8 < m ? Lds32(xs + (g + 8) * kLd + kk + 2 * t) : 0u;
-      a[2] = g < m ? Lds32(xs + g * kLd + kk + 8 + 2 * t) : 0u;
-      a[3] = g + 8 < m ? Lds32(xs + (g + 8) * kLd + kk + 8 + 2 * t) : 0u;
-      Mma16816(acc, a, b0, b1);
+    auto chunk = [&](int kk, unsigned b0, unsigned b1) {
+#pragma unroll
+      for (int mt = 0; mt < S::kMT_; ++mt) {
+        unsigned a[4];
+        LdMatrixX4(a, base + x_off[mt] + kk);
+        Mma16816(acc[mt], a, b0, b1);
+      }
+    };
+    if (span == kDK) {
+#pragma unroll
+      for (int kk = 0; kk < kDK; kk += 32) {
+        unsigned b[4];
+        LdMatrixX4(b, base + w_off + kk);
+        chunk(kk, b[0], b[1]);
+        chunk(kk + 16, b[2], b[3]);
+      }
+    } else {
+      for (int kk = 0; kk < span; kk += 16) {
+        unsigned b0, b1;
+        LdMatrixX2(b0, b1, base + w_off2 + kk);
+        chunk(kk, b0, b1);
+      }
     }
   }
   CpAsyncWait<0>();
-  const int64_t c = n0 + 2 * t;
-  if (g < m) {
-    y[g * ldy + c] = RoundAct(acc[0], round_bf16);
-    y[g * ldy + c + 1] = RoundAct(acc[1], round_bf16);
-  }
-  if (g + 8 < m) {
-    y[(g + 8) * ldy + c] = RoundAct(acc[2], round_bf16);
-    y[(g + 8) * ldy + c + 1] = RoundAct(acc[3], round_bf16);
+  const int64_t c = nb + 8 * warp + 2 * t;
+  if (c >= n) return;
+#pragma unroll
+  for (int mt = 0; mt < S::kMT_; ++mt) {
+    const int r0 = 16 * mt + g, r1 = r0 + 8;
+    if (r0 < m) {
+      y[r0 * ldy + c] = RoundAct(acc[mt][0], round_bf16);
+      y[r0 * ldy + c + 1] = RoundAct(acc[mt][1], round_bf16);
+    }
+    if (r1 < m) {
+      y[r1 * ldy + c] = RoundAct(acc[mt][2], round_bf16);
+      y[r1 * ldy + c + 1] = RoundAct(acc[mt][3], round_bf16);
+    }
   }
 }
 
-// The kernel needs no L1 cache (x travels with the weights through shared memory): all of the
-// unified memory as shared memory lets the most blocks sit on each multiprocessor.
-Status DecodeReady() {
-  static const cudaError_t err = [] {
-    cudaError_t e = cudaFuncSetAttribute(GemmDecodeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(SmemBytes(16, kStages)));
+template <class S>
+Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_t n, int64_t k, float* y, int64_t ldy,
+              bool round_output, cudaStream_t s) {
+  // The kernel needs no L1 cache (x travels with the weights through shared memory): all of the
+  // unified memory as shared memory lets the most blocks sit on each multiprocessor.
+  static const cudaError_t ready = [] {
+    cudaError_t e = cudaFuncSetAttribute(GemmDecodeKernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(S::SmemBytes(16 * S::kMT_)));
     if (e == cudaSuccess) {
-      e = cudaFuncSetAttribute(GemmDecodeKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+      e = cudaFuncSetAttribute(GemmDecodeKernel<S>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                cudaSharedmemCarveoutMaxShared);
     }
     return e;
   }();
-  if (err != cudaSuccess) return Internal(std::string("cuda GemmDecode: shared memory: ") + cudaGetErrorString(err));
+  if (ready != cudaSuccess) return Internal(std::string("cuda GemmDecode: shared memory: ") + cudaGetErrorString(ready));
+  const int64_t per_block = 8 * S::kWarps_;
+  const unsigned blocks = static_cast<unsigned>((n + per_block - 1) / per_block);
+  GemmDecodeKernel<S><<<blocks, S::kThreads, static_cast<size_t>(S::SmemBytes(m)), s>>>(xb, static_cast<int>(m), w, n, k,
+                                                                                      y, ldy, round_output);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda GemmDecode launch: ") + cudaGetErrorString(err));
   return Status::Ok();
 }
 
@@ -98,21 +167,17 @@ Status DecodeReady() {
 
 Status GemmDecode(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
                   bool round_output, void* stream) {
-  if (m < 1 || m > 16 || n <= 0 || n % 8 != 0 || k <= 0 || k % 16 != 0 || ldy < n ||
+  if (m < 1 || m > kDecodeMaxRows || n <= 0 || n % 8 != 0 || k <= 0 || k % 16 != 0 || ldy < n ||
       reinterpret_cast<uintptr_t>(xb) % 16 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0) {
-    return InvalidArgument("cuda GemmDecode: needs 1..16 rows, N % 8 == 0, K % 16 == 0 and aligned operands");
+    return InvalidArgument("cuda GemmDecode: needs 1..64 rows, N % 8 == 0, K % 16 == 0 and aligned operands");
   }
   if (n / 8 > 0x7fffffff) return InvalidArgument("cuda GemmDecode: too many outputs for one launch");
-  if (Status ready = DecodeReady(); !ready.ok()) return ready;
   const auto* xp = reinterpret_cast<const __nv_bfloat16*>(xb);
   const auto* wp = reinterpret_cast<const __nv_bfloat16*>(w);
-  const unsigned blocks = static_cast<unsigned>(n / 8);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  GemmDecodeKernel<<<blocks, 32, static_cast<size_t>(SmemBytes(m, kStages)), s>>>(xp, static_cast<int>(m), wp, k, y, ldy,
-                                                                                 round_output);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda GemmDecode launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  if (m <= 16) return Launch<Shape16>(xp, m, wp, n, k, y, ldy, round_output, s);
+  if (m <= 32) return Launch<Shape32>(xp, m, wp, n, k, y, ldy, round_output, s);
+  return Launch<Shape64>(xp, m, wp, n, k, y, ldy, round_output, s);
 }
 
 }  // namespace graft::cuda

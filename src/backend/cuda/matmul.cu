@@ -189,13 +189,12 @@ __global__ void __launch_bounds__(kLThreads, 1) GemmBf16LargeKernel(const float*
   }
 }
 
-// The decode form (m <= 64, bf16 weights with N % 16 == 0 and K % 16 == 0): each warp owns 16
-// outputs and walks all of K with the weight fragments loaded straight from global memory, eight
-// 16-wide chunks in flight ahead of the tensor cores, each applied to every 16-row group of x;
-// the x rows (padded to a multiple of 16 with zeros) are staged as bf16 through shared memory
-// kSK columns at a time. Every output gains its products
-// as the same ascending sequence of 16-wide K chunks through the same WMMA instruction as the
-// other two kernels, so its bits are theirs — only many more warps stream the weights.
+// The W4A16 decode form (m <= 64, int4 or NVFP4 weights with N % 16 == 0 and K % 16 == 0; dense
+// bf16 weights take gemm_decode.h): each warp owns 16 outputs and walks all of K, kSkAhead
+// 16-wide chunks ahead of the tensor cores, each applied to every 16-row group of x; the x rows
+// (padded to a multiple of 16 with zeros) are staged as bf16 through shared memory kSK columns at
+// a time. Every output gains its products as the same ascending sequence of 16-wide K chunks
+// through the same WMMA instruction as the other kernels, so its bits are theirs.
 constexpr int kSkWarps = 4, kSkPad = 8, kSkAhead = 8;
 
 // The decode forms' shared steps. SkinnyStageX: rows [0, 16 kRG) of x's columns [k0, k0 + span)
@@ -230,51 +229,11 @@ __device__ __forceinline__ void SkinnyStore(wmma::fragment<wmma::accumulator, 16
   }
 }
 
-template <int kRG, int kSK>  // kRG groups of 16 rows (m <= 16 kRG), x staged kSK columns at a time
-__global__ void __launch_bounds__(32 * kSkWarps) GemmBf16SkinnyKernel(const float* __restrict__ x, int64_t m,
-                                                                       const __nv_bfloat16* __restrict__ w, int64_t n,
-                                                                       int64_t k, float* __restrict__ y, int64_t ldy,
-                                                                       bool round_bf16) {
-  __shared__ __align__(32) __nv_bfloat16 xs[16 * kRG][kSK + kSkPad];
-  __shared__ __align__(32) float stage[kSkWarps][16][20];
-  const int warp = threadIdx.x / 32;
-  const int64_t n0 = (int64_t{blockIdx.x} * kSkWarps + warp) * 16;
-  const bool active = n0 < n;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kRG];
-#pragma unroll
-  for (int g = 0; g < kRG; ++g) wmma::fill_fragment(acc[g], 0.0f);
-  for (int64_t k0 = 0; k0 < k; k0 += kSK) {
-    const int span = static_cast<int>(min(static_cast<int64_t>(kSK), k - k0));  // a multiple of 16
-    SkinnyStageX<kRG, kSK>(x, m, k, k0, span, xs);
-    if (!active) continue;
-    const __nv_bfloat16* wp = w + n0 * k + k0;
-    for (int kk = 0; kk < span; kk += 16 * kSkAhead) {
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b[kSkAhead];
-#pragma unroll
-      for (int i = 0; i < kSkAhead; ++i) {
-        if (kk + 16 * i < span) wmma::load_matrix_sync(b[i], wp + kk + 16 * i, static_cast<unsigned>(k));
-      }
-#pragma unroll
-      for (int i = 0; i < kSkAhead; ++i) {
-        if (kk + 16 * i < span) {
-#pragma unroll
-          for (int g = 0; g < kRG; ++g) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-            wmma::load_matrix_sync(a, &xs[16 * g][kk + 16 * i], kSK + kSkPad);
-            wmma::mma_sync(acc[g], a, b[i], acc[g]);
-          }
-        }
-      }
-    }
-  }
-  if (active) SkinnyStore<kRG>(acc, stage[warp], m, n0, y, ldy, round_bf16);
-}
-
-// The decode form for W4A16 weights (int4, NVFP4): as GemmBf16SkinnyKernel, but each warp
+// The kernel: each warp
 // dequantizes its next kSkAhead 16 x 16 weight tiles to bf16 (eight weights per lane and load,
 // QuantBf16x8) into its own shared-memory tiles and loads the fragments from there — the same
 // bf16 values, the same chunk order, the same bits as the dense kernels on them.
-template <int kRG, int kSK>  // as GemmBf16SkinnyKernel
+template <int kRG, int kSK>  // kRG groups of 16 rows (m <= 16 kRG), x staged kSK columns at a time
 __global__ void __launch_bounds__(32 * kSkWarps) GemmW4a16SkinnyKernel(const float* __restrict__ x, int64_t m,
                                                                         DevWeight dw, float* __restrict__ y, int64_t ldy,
                                                                         bool round_bf16) {
@@ -386,7 +345,7 @@ bool PipeForm(int64_t m, const DevWeight& w, bool bf16) {
   return bf16 && w.bf16 && !w.quantized() && m > 64 && w.cols % 8 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
 }
 bool DecodeForm(int64_t m, const DevWeight& w, bool bf16) {
-  return bf16 && w.bf16 && !w.quantized() && m >= 1 && m <= 16 && w.rows % 8 == 0 && w.cols % 16 == 0 &&
+  return bf16 && w.bf16 && !w.quantized() && m >= 1 && m <= kDecodeMaxRows && w.rows % 8 == 0 && w.cols % 16 == 0 &&
          reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
 }
 
@@ -417,13 +376,7 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
     return m > 64 ? GemmPipe(xb, m, wd, w.rows, w.cols, y, ldy, round_output, stream)
                   : GemmDecode(xb, m, wd, w.rows, w.cols, y, ldy, round_output, stream);
   }
-  if (tensor && !w.quantized() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
-      reinterpret_cast<uintptr_t>(w.data) % 32 == 0) {
-    const unsigned blocks = static_cast<unsigned>((w.rows / 16 + kSkWarps - 1) / kSkWarps);
-    // (up to 16 rows took the decode form above: its conditions are weaker)
-    if (m <= 32) GemmBf16SkinnyKernel<2, 512><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, wb, w.rows, w.cols, y, ldy, round_output);
-    else GemmBf16SkinnyKernel<4, 256><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, wb, w.rows, w.cols, y, ldy, round_output);
-  } else if (tensor && w.w4a16() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
+  if (tensor && w.w4a16() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
              (w.format != DevFormat::kInt4 || w.group % 8 == 0)) {
     const unsigned blocks = static_cast<unsigned>((w.rows / 16 + kSkWarps - 1) / kSkWarps);
     if (m <= 16) GemmW4a16SkinnyKernel<1, 512><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, w, y, ldy, round_output);
