@@ -303,11 +303,14 @@ TEST(CudaOps, CublasGemmIsTheSameProductUpToOrder) {
 }
 
 // The split-K product (LoRA down projections): close to the CPU's fp32 sums, and a row's bits
-// the same alone, in a small batch or a large one, whatever its neighbours hold.
+// the same alone, in a small batch or a large one, whatever its neighbours hold, and whichever
+// kernels run the slices (the decode and prefill forms on a bf16 copy in scratch; with K % 16 != 0
+// single rows take the 64-row WMMA tile while 90 rows take the prefill form).
 TEST(CudaOps, SplitKMatMulMatchesCpuAndKeepsRowBits) {
   REQUIRE_GPU();
   std::mt19937 rng(17);
-  for (auto [n, k, m] : std::vector<std::array<int, 3>>{{48, 3000, 90}, {256, 2048, 20}, {40, 100, 7}}) {
+  for (auto [n, k, m] : std::vector<std::array<int, 3>>{
+           {48, 3000, 90}, {256, 2048, 20}, {40, 100, 7}, {264, 5120, 130}, {256, 15360, 40}}) {
     SCOPED_TRACE(::testing::Message() << n << "x" << k << " m " << m);
     auto w = MakeW(n, k, rng, true);
     auto x = Random(static_cast<size_t>(m) * k, rng, 1.0f, true);
@@ -315,7 +318,8 @@ TEST(CudaOps, SplitKMatMulMatchesCpuAndKeepsRowBits) {
     EXPECT_EQ(splits, (k + 1023) / 1024);
     auto run = [&](const std::vector<float>& in, int rows) {
       Dev<float> d_x(in), part(static_cast<size_t>(splits) * rows * n), y(static_cast<size_t>(rows) * n);
-      EXPECT_TRUE(cuda::MatMulSplitK(d_x.p, rows, w->dev(), part.p, nullptr).ok());
+      Dev<uint8_t> scratch(static_cast<size_t>(std::max<int64_t>(cuda::MatMulScratchBytes(rows, w->dev(), true), 16)));
+      EXPECT_TRUE(cuda::MatMulSplitK(d_x.p, rows, w->dev(), part.p, nullptr, scratch.p).ok());
       EXPECT_TRUE(cuda::SumSplits(part.p, rows, w->dev(), y.p, true, nullptr).ok());
       return y.Get();
     };
@@ -327,6 +331,13 @@ TEST(CudaOps, SplitKMatMulMatchesCpuAndKeepsRowBits) {
       const std::vector<float> one(x.begin() + size_t(r) * k, x.begin() + size_t(r + 1) * k);
       const auto alone = run(one, 1);
       for (int j = 0; j < n; ++j) ASSERT_EQ(alone[j], all[size_t(r) * n + j]) << "row " << r << " alone, col " << j;
+    }
+    if (cuda::MatMulScratchBytes(m, w->dev(), true) > 0) {
+      // Without scratch the shapes the mma.sync forms take are refused by name.
+      Dev<float> d_x(x), part(static_cast<size_t>(splits) * m * n);
+      const Status missing = cuda::MatMulSplitK(d_x.p, m, w->dev(), part.p, nullptr, nullptr);
+      EXPECT_FALSE(missing.ok());
+      EXPECT_NE(missing.message().find("scratch"), std::string::npos) << missing.message();
     }
     auto x2 = x;
     for (size_t i = k; i < x2.size(); ++i) x2[i] = RoundBf16(x2[i] * -2.0f);  // every row but the first

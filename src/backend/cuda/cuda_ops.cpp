@@ -744,13 +744,15 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<Lo
     // (slices fixed by K alone, summed in order) so that even one row spreads over the GPU.
     const int64_t splits = tensor && wa ? (wa->cols + cuda::SplitKColumns(wa->cols) - 1) / cuda::SplitKColumns(wa->cols) : 0;
     float* partial = tensor ? AllocRaw(splits * ms * m.rank) : nullptr;
+    const int64_t split_scratch = tensor && wa ? cuda::MatMulScratchBytes(ms, *wa, true) : 0;
+    void* xb = split_scratch > 0 ? AllocRaw((split_scratch + 3) / 4) : nullptr;
     if (Failed()) return;
-    Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride, partial);
+    Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride, partial, xb);
     const float* in = split_a ? xs3 : xs;
     if (!tensor) {
       DevMatMul(in, ms, *wa, t, m.rank, /*round_output=*/true);
     } else if (Launches()) {
-      Note(cuda::MatMulSplitK(in, ms, *wa, partial, stream_));
+      Note(cuda::MatMulSplitK(in, ms, *wa, partial, stream_, xb));
       Note(cuda::SumSplits(partial, ms, *wa, t, /*round_output=*/true, stream_));
     }
     const float* t_in = split_b ? tripled(t, m.rank) : t;

@@ -38,12 +38,15 @@ template <class S>
 __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloat16* __restrict__ xb, int m,
                                                                 const __nv_bfloat16* __restrict__ w, int64_t n,
                                                                 int64_t k, float* __restrict__ y, int64_t ldy,
-                                                                bool round_bf16) {
+                                                                bool round_bf16, int64_t kz, int64_t split_stride) {
   constexpr int kDK = S::kDK_, kLd = S::kLd, kPer = S::kPer, kStages = S::kStages_, kT = S::kThreads;
   extern __shared__ __align__(16) __nv_bfloat16 sm[];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
   const int rows = 8 * S::kWarps_ + m;  // smem rows a stage: weights, then x
   const int64_t nb = int64_t{blockIdx.x} * 8 * S::kWarps_;
+  // This block's K range (blockIdx.y's slice of a split product, else all of K) and its output.
+  const int64_t kb = int64_t{blockIdx.y} * kz, ke = min(k, kb + kz);
+  y += int64_t{blockIdx.y} * split_stride;
   // This thread's weight pieces of every full stage: row r = e / kPer, piece e % kPer. Rows past
   // N (the last block's idle warps) read row N - 1; their outputs are never stored.
   const __nv_bfloat16* wsrc[S::kWPieces];
@@ -56,7 +59,7 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloa
   }
   auto load = [&](int st, int64_t k0) {
     __nv_bfloat16* base = sm + st * rows * kLd;
-    if (k - k0 >= kDK) {
+    if (ke - k0 >= kDK) {
 #pragma unroll
       for (int i = 0; i < S::kWPieces; ++i) CpAsync16(base + wdst[i], wsrc[i] + k0);
       for (int e = tid; e < m * kPer; e += kT) {
@@ -64,7 +67,7 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloa
         CpAsync16(base + (8 * S::kWarps_ + r) * kLd + c, xb + int64_t{r} * k + k0 + c);
       }
     } else {  // the last, partial stage
-      const int per = static_cast<int>(k - k0) / 8;
+      const int per = static_cast<int>(ke - k0) / 8;
       for (int e = tid; e < rows * per; e += kT) {
         const int r = e / per, c = (e % per) * 8;
         const __nv_bfloat16* src = r < 8 * S::kWarps_ ? w + min(nb + r, n - 1) * k + k0 + c
@@ -74,10 +77,10 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloa
     }
   };
   float acc[S::kMT_][4] = {};
-  const int64_t slices = (k + kDK - 1) / kDK;
+  const int64_t slices = (ke - kb + kDK - 1) / kDK;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < slices) load(s, int64_t{s} * kDK);
+    if (s < slices) load(s, kb + int64_t{s} * kDK);
     CpAsyncCommit();
   }
   // ldmatrix row addresses (element offsets within a stage): the weights, two 16-column chunks
@@ -94,10 +97,10 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloa
   for (int64_t i = 0; i < slices; ++i) {
     CpAsyncWait<kStages - 2>();  // slice i has landed (this thread's copies) ...
     __syncthreads();             // ... and every thread's; all are done with slice i - 1's stage
-    if (i + kStages - 1 < slices) load(static_cast<int>((i + kStages - 1) % kStages), (i + kStages - 1) * kDK);
+    if (i + kStages - 1 < slices) load(static_cast<int>((i + kStages - 1) % kStages), kb + (i + kStages - 1) * kDK);
     CpAsyncCommit();
     const __nv_bfloat16* base = sm + static_cast<int>(i % kStages) * rows * kLd;
-    const int span = static_cast<int>(min(static_cast<int64_t>(kDK), k - i * kDK));  // a multiple of 16
+    const int span = static_cast<int>(min(static_cast<int64_t>(kDK), ke - kb - i * kDK));  // a multiple of 16
     auto chunk = [&](int kk, unsigned b0, unsigned b1) {
 #pragma unroll
       for (int mt = 0; mt < S::kMT_; ++mt) {
@@ -141,7 +144,7 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloa
 
 template <class S>
 Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_t n, int64_t k, float* y, int64_t ldy,
-              bool round_output, cudaStream_t s) {
+              bool round_output, int64_t kz, cudaStream_t s) {
   // The kernel needs no L1 cache (x travels with the weights through shared memory): all of the
   // unified memory as shared memory lets the most blocks sit on each multiprocessor.
   static const cudaError_t ready = [] {
@@ -155,9 +158,9 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_
   }();
   if (ready != cudaSuccess) return Internal(std::string("cuda GemmDecode: shared memory: ") + cudaGetErrorString(ready));
   const int64_t per_block = 8 * S::kWarps_;
-  const unsigned blocks = static_cast<unsigned>((n + per_block - 1) / per_block);
-  GemmDecodeKernel<S><<<blocks, S::kThreads, static_cast<size_t>(S::SmemBytes(m)), s>>>(xb, static_cast<int>(m), w, n, k,
-                                                                                      y, ldy, round_output);
+  const dim3 grid(static_cast<unsigned>((n + per_block - 1) / per_block), static_cast<unsigned>((k + kz - 1) / kz));
+  GemmDecodeKernel<S><<<grid, S::kThreads, static_cast<size_t>(S::SmemBytes(m)), s>>>(xb, static_cast<int>(m), w, n, k, y,
+                                                                                    ldy, round_output, kz, m * ldy);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return Internal(std::string("cuda GemmDecode launch: ") + cudaGetErrorString(err));
   return Status::Ok();
@@ -166,18 +169,21 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_
 }  // namespace
 
 Status GemmDecode(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
-                  bool round_output, void* stream) {
+                  bool round_output, void* stream, int64_t split_k) {
+  const int64_t kz = split_k > 0 ? split_k : k;
   if (m < 1 || m > kDecodeMaxRows || n <= 0 || n % 8 != 0 || k <= 0 || k % 16 != 0 || ldy < n ||
-      reinterpret_cast<uintptr_t>(xb) % 16 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0) {
-    return InvalidArgument("cuda GemmDecode: needs 1..64 rows, N % 8 == 0, K % 16 == 0 and aligned operands");
+      reinterpret_cast<uintptr_t>(xb) % 16 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0 || kz % 16 != 0 ||
+      (k + kz - 1) / kz > 65535) {
+    return InvalidArgument(
+        "cuda GemmDecode: needs 1..64 rows, N % 8 == 0, K % 16 == 0, aligned operands, split slices a multiple of 16");
   }
   if (n / 8 > 0x7fffffff) return InvalidArgument("cuda GemmDecode: too many outputs for one launch");
   const auto* xp = reinterpret_cast<const __nv_bfloat16*>(xb);
   const auto* wp = reinterpret_cast<const __nv_bfloat16*>(w);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (m <= 16) return Launch<Shape16>(xp, m, wp, n, k, y, ldy, round_output, s);
-  if (m <= 32) return Launch<Shape32>(xp, m, wp, n, k, y, ldy, round_output, s);
-  return Launch<Shape64>(xp, m, wp, n, k, y, ldy, round_output, s);
+  if (m <= 16) return Launch<Shape16>(xp, m, wp, n, k, y, ldy, round_output, kz, s);
+  if (m <= 32) return Launch<Shape32>(xp, m, wp, n, k, y, ldy, round_output, kz, s);
+  return Launch<Shape64>(xp, m, wp, n, k, y, ldy, round_output, kz, s);
 }
 
 }  // namespace graft::cuda

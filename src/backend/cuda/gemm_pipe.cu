@@ -34,8 +34,12 @@ constexpr int kGroupM = 8;  // row tiles per group of the visiting order
 template <int kWarpN8, int kBK, int kStages>
 __global__ void __launch_bounds__(256, (Tile<kWarpN8, kBK, kStages>::kMinBlocks))
     GemmPipeKernel(const __nv_bfloat16* __restrict__ xb, int64_t m, const __nv_bfloat16* __restrict__ w, int64_t n,
-                   int64_t k, float* __restrict__ y, int64_t ldy, bool round_bf16, int mtiles, int ntiles) {
+                   int64_t k, float* __restrict__ y, int64_t ldy, bool round_bf16, int mtiles, int ntiles, int64_t kz,
+                   int64_t split_stride) {
   using T = Tile<kWarpN8, kBK, kStages>;
+  // This block's K range (blockIdx.y's slice of a split product, else all of K) and its output.
+  const int64_t kb = int64_t{blockIdx.y} * kz, ke = min(k, kb + kz);
+  y += int64_t{blockIdx.y} * split_stride;
   extern __shared__ __align__(128) unsigned char raw[];  // sizeof(T::Smem), dynamic
   typename T::Smem& sm = *reinterpret_cast<typename T::Smem*>(raw);
   // The visiting order: groups of kGroupM row tiles; within a group, rows fastest.
@@ -50,14 +54,14 @@ __global__ void __launch_bounds__(256, (Tile<kWarpN8, kBK, kStages>::kMinBlocks)
     for (int i = 0; i < T::kAPer; ++i) {
       const int c = tid + T::kThreads * i, r = c / T::kPieces, cc = (c % T::kPieces) * 8;
       const int64_t gr = row0 + r, gc = k0 + cc;
-      const bool v = gr < m && gc < k;
+      const bool v = gr < m && gc < ke;
       CpAsync16(&sm.a[st][r][cc], v ? xb + gr * k + gc : xb, v);
     }
 #pragma unroll
     for (int i = 0; i < T::kBPer; ++i) {
       const int c = tid + T::kThreads * i, r = c / T::kPieces, cc = (c % T::kPieces) * 8;
       const int64_t gr = col0 + r, gc = k0 + cc;
-      const bool v = gr < n && gc < k;
+      const bool v = gr < n && gc < ke;
       CpAsync16(&sm.b[st][r][cc], v ? w + gr * k + gc : w, v);
     }
   };
@@ -70,10 +74,10 @@ __global__ void __launch_bounds__(256, (Tile<kWarpN8, kBK, kStages>::kMinBlocks)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
-  const int64_t slices = (k + kBK - 1) / kBK;
+  const int64_t slices = (ke - kb + kBK - 1) / kBK;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < slices) load(s, int64_t{s} * kBK);
+    if (s < slices) load(s, kb + int64_t{s} * kBK);
     CpAsyncCommit();  // one group per slot, empty or not, so that the counts below hold
   }
   // ldmatrix row addresses: A as four 8 x 8 matrices (rows 0-7 / 8-15, K 0-7 / 8-15), B as two
@@ -83,12 +87,12 @@ __global__ void __launch_bounds__(256, (Tile<kWarpN8, kBK, kStages>::kMinBlocks)
   for (int64_t t = 0; t < slices; ++t) {
     CpAsyncWait<kStages - 2>();  // slice t has landed (this thread's copies)
     __syncthreads();             // everyone's; and everyone is done with slice t - 1's stage
-    if (t + kStages - 1 < slices) load(static_cast<int>((t + kStages - 1) % kStages), (t + kStages - 1) * kBK);
+    if (t + kStages - 1 < slices) load(static_cast<int>((t + kStages - 1) % kStages), kb + (t + kStages - 1) * kBK);
     CpAsyncCommit();
     const int st = static_cast<int>(t % kStages);
 #pragma unroll
     for (int kk = 0; kk < kBK; kk += 16) {
-      if (t * kBK + kk >= k) break;  // a chunk wholly past K adds nothing (as in the decode forms)
+      if (kb + t * kBK + kk >= ke) break;  // a chunk wholly past K adds nothing (as in the decode forms)
       unsigned a[4][4], b[kWarpN8 / 2][4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) LdMatrixX4(a[i], &sm.a[st][a_row + 16 * i][kk + a_col]);
@@ -134,7 +138,7 @@ __global__ void ToBf16Kernel(const float* __restrict__ x, int64_t count, __nv_bf
 
 template <typename T, int kWarpN8, int kBK, int kStages>
 Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_t n, int64_t k, float* y, int64_t ldy,
-              bool round_output, cudaStream_t s) {
+              bool round_output, int64_t kz, cudaStream_t s) {
   static const cudaError_t ready = cudaFuncSetAttribute(
       GemmPipeKernel<kWarpN8, kBK, kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(typename T::Smem)));
   if (ready != cudaSuccess) return Internal(std::string("cuda GemmPipe: shared memory: ") + cudaGetErrorString(ready));
@@ -142,8 +146,9 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_
   if (mtiles * ntiles > (int64_t{1} << 31) - 1 || kGroupM * ntiles > (int64_t{1} << 30)) {
     return InvalidArgument("cuda GemmPipe: too many output tiles for one launch");
   }
-  GemmPipeKernel<kWarpN8, kBK, kStages><<<static_cast<unsigned>(mtiles * ntiles), T::kThreads, sizeof(typename T::Smem), s>>>(
-      xb, m, w, n, k, y, ldy, round_output, static_cast<int>(mtiles), static_cast<int>(ntiles));
+  const dim3 grid(static_cast<unsigned>(mtiles * ntiles), static_cast<unsigned>((k + kz - 1) / kz));
+  GemmPipeKernel<kWarpN8, kBK, kStages><<<grid, T::kThreads, sizeof(typename T::Smem), s>>>(
+      xb, m, w, n, k, y, ldy, round_output, static_cast<int>(mtiles), static_cast<int>(ntiles), kz, m * ldy);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return Internal(std::string("cuda GemmPipe launch: ") + cudaGetErrorString(err));
   return Status::Ok();
@@ -163,18 +168,19 @@ Status ToBf16(const float* x, int64_t count, uint16_t* out, void* stream) {
 }
 
 Status GemmPipe(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
-                bool round_output, void* stream) {
+                bool round_output, void* stream, int64_t split_k) {
+  const int64_t kz = split_k > 0 ? split_k : k;
   if (m <= 0 || n <= 0 || k <= 0 || k % 8 != 0 || ldy < n || reinterpret_cast<uintptr_t>(xb) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(w) % 16 != 0) {
-    return InvalidArgument("cuda GemmPipe: needs K % 8 == 0 and 16-byte aligned operands");
+      reinterpret_cast<uintptr_t>(w) % 16 != 0 || (kz % 16 != 0 && kz < k) || (k + kz - 1) / kz > 65535) {
+    return InvalidArgument("cuda GemmPipe: needs K % 8 == 0, 16-byte aligned operands, split slices a multiple of 16");
   }
   const auto* xp = reinterpret_cast<const __nv_bfloat16*>(xb);
   const auto* wp = reinterpret_cast<const __nv_bfloat16*>(w);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   // The big tile once it makes at least two waves of one block per multiprocessor (132 on the H200).
   const int64_t big_tiles = (m + BigTile::kM - 1) / BigTile::kM * ((n + BigTile::kN - 1) / BigTile::kN);
-  if (big_tiles >= 264) return Launch<BigTile, 8, 64, 3>(xp, m, wp, n, k, y, ldy, round_output, s);
-  return Launch<SmallTile, 4, 32, 4>(xp, m, wp, n, k, y, ldy, round_output, s);
+  if (big_tiles >= 264) return Launch<BigTile, 8, 64, 3>(xp, m, wp, n, k, y, ldy, round_output, kz, s);
+  return Launch<SmallTile, 4, 32, 4>(xp, m, wp, n, k, y, ldy, round_output, kz, s);
 }
 
 }  // namespace graft::cuda

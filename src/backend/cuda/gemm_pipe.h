@@ -12,7 +12,10 @@
 // wave of blocks shares a few weight tiles through the L2 instead of streaming all of W once per
 // row tile.
 //
-// Needs K % 8 == 0 and xb, w 16-byte aligned. No split-K: a row's bits never depend on m.
+// Needs K % 8 == 0 and xb, w 16-byte aligned. No split-K of its own choosing: a row's bits never
+// depend on m. split_k > 0 (a multiple of 16) asks for MatMulSplitK's deterministic split
+// (matmul.h): the product over K columns [s split_k, (s + 1) split_k), each from zero, unrounded
+// into y + s m ldy — a function of K alone, so the bits still never depend on m.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +28,6 @@ namespace graft::cuda {
 Status ToBf16(const float* x, int64_t count, uint16_t* out, void* stream);
 
 Status GemmPipe(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
-                bool round_output, void* stream);
+                bool round_output, void* stream, int64_t split_k = 0);
 
 }  // namespace graft::cuda

@@ -420,12 +420,22 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
 
 int64_t SplitKColumns(int64_t k) { return k <= kSplitColumns ? (k + kBK - 1) / kBK * kBK : kSplitColumns; }
 
-Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partial, void* stream) {
+Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partial, void* stream, void* scratch) {
   if (m < 0 || w.rows <= 0 || w.cols <= 0 || !w.bf16 || w.format != DevFormat::kDense) {
     return InvalidArgument("cuda MatMulSplitK: needs a dense bf16 weight");
   }
   if (m == 0) return Status::Ok();
   const int64_t kz = SplitKColumns(w.cols), splits = (w.cols + kz - 1) / kz;
+  if (PipeForm(m, w, true) || DecodeForm(m, w, true)) {  // the same slices through the mma.sync forms
+    if (scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 16 != 0) {
+      return InvalidArgument("cuda MatMulSplitK: bf16 products need MatMulScratchBytes of aligned scratch");
+    }
+    auto* xb = static_cast<uint16_t*>(scratch);
+    if (Status st = ToBf16(x, m * w.cols, xb, stream); !st.ok()) return st;
+    const auto* wd = static_cast<const uint16_t*>(w.data);
+    return m > 64 ? GemmPipe(xb, m, wd, w.rows, w.cols, partial, w.rows, false, stream, kz)
+                  : GemmDecode(xb, m, wd, w.rows, w.cols, partial, w.rows, false, stream, kz);
+  }
   const auto* wb = static_cast<const __nv_bfloat16*>(w.data);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   // Both tiles run each slice's 16-wide chunks in the same order from zero: the same partials.

@@ -43,7 +43,9 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
 // SumSplits then adds the slices in ascending order and rounds once. A row's bits therefore
 // depend only on K, N and its own values, never on m. bf16 dense weights, bf16 activations.
 int64_t SplitKColumns(int64_t k);
-Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partial, void* stream);
+// `scratch`: MatMulScratchBytes(m, w, true) bytes, as for MatMul (the slices then run through
+// the decode or prefill form).
+Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partial, void* stream, void* scratch);
 Status SumSplits(const float* partial, int64_t m, const DevWeight& w, float* y, bool round_output, void* stream);
 
 // FP8 W8A8 as model/quantized.h defines it: activations quantized per row and group into
