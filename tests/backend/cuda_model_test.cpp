@@ -601,6 +601,87 @@ TEST(CudaLora, LoraAddHandsBackItsScratch) {
   EXPECT_TRUE(cuda->TakeError().ok());
 }
 
+// LoraAdd at real-model widths (K and rank multiples of 256) takes the bf16 route — x converted
+// once and read repeated by split factors, no gathered copy when every row is on the adapter —
+// and gives what the CPU gives (within bf16), each adapted row the bits it has alone and the
+// same whether its neighbours are on the adapter or not, base rows untouched.
+TEST(CudaLora, WideAdaptersMatchTheCpuAndKeepRowBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(31);
+  const int64_t k = 512, n = 264, rank = 256;
+  for (bool f32_factors : {true, false}) {
+    SCOPED_TRACE(f32_factors ? "fp32 factors" : "bf16 factors");
+    auto factor = [&](int64_t rows, int64_t cols) {
+      Weight w;
+      w.rows = rows;
+      w.cols = cols;
+      w.is_bf16 = !f32_factors;
+      std::normal_distribution<float> d(0.0f, 0.05f);
+      for (int64_t i = 0; i < rows * cols; ++i) {
+        if (f32_factors) w.f32.push_back(d(rng));
+        else w.bf16.push_back(FloatToBf16(d(rng)));
+      }
+      return w;
+    };
+    std::vector<LoraModule> mods(2);
+    mods[0].a = factor(rank, k);
+    mods[0].b = factor(200, rank);
+    mods[0].rank = static_cast<int>(rank);
+    mods[0].scale = 0.5f;
+    mods[1].a = factor(rank, k);
+    mods[1].b = factor(64, rank);
+    mods[1].rank = static_cast<int>(rank);
+    mods[1].scale = 2.0f;
+    mods[1].row_offset = 200;
+    std::vector<const std::vector<LoraModule>*> by_slot{nullptr, &mods};
+    auto cuda = test::MakeCuda(ActDtype::kBF16);
+    ASSERT_NE(cuda, nullptr);
+    for (int64_t m : {1, 20, 130}) {
+      std::vector<float> x(static_cast<size_t>(m * k)), y0(static_cast<size_t>(m * n));
+      std::normal_distribution<float> d(0.0f, 1.0f);
+      for (auto& v : x) v = RoundBf16(d(rng));
+      for (auto& v : y0) v = RoundBf16(d(rng));
+      auto run = [&](const std::vector<int32_t>& slots, int64_t rows, const float* xin, const float* yin) {
+        // (the backend's stream does not wait for the default one: synchronize around the copies)
+        float* dx = cuda->Alloc(rows * k);
+        float* dy = cuda->Alloc(rows * n);
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        cudaMemcpy(dx, xin, static_cast<size_t>(rows * k) * 4, cudaMemcpyHostToDevice);
+        cudaMemcpy(dy, yin, static_cast<size_t>(rows * n) * 4, cudaMemcpyHostToDevice);
+        cuda->LoraAdd(LoraArgs{dx, rows, k, slots.data(), &by_slot, dy, n});
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<float> out(static_cast<size_t>(rows * n));
+        cudaMemcpy(out.data(), dy, out.size() * 4, cudaMemcpyDeviceToHost);
+        EXPECT_TRUE(cuda->TakeError().ok());
+        return out;
+      };
+      const size_t mark = cuda->Mark();
+      const std::vector<int32_t> all(static_cast<size_t>(m), 1);
+      const auto got = run(all, m, x.data(), y0.data());
+      auto ref = y0;
+      CpuOps(ActDtype::kBF16, 2).LoraAdd(LoraArgs{x.data(), m, k, all.data(), &by_slot, ref.data(), n});
+      double num = 0, den = 0;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        num += (got[i] - ref[i]) * double(got[i] - ref[i]);
+        den += (ref[i] - y0[i]) * double(ref[i] - y0[i]);
+      }
+      EXPECT_LT(std::sqrt(num / den), 0.02) << "m " << m << ": the delta against the CPU's";
+      std::vector<int32_t> mixed(static_cast<size_t>(m));
+      for (int64_t r = 0; r < m; ++r) mixed[static_cast<size_t>(r)] = r % 3 == 1 ? 0 : 1;
+      const auto half = run(mixed, m, x.data(), y0.data());
+      for (int64_t r = 0; r < m; ++r) {
+        const size_t at = static_cast<size_t>(r * n);
+        const float* want = mixed[static_cast<size_t>(r)] ? got.data() + at : y0.data() + at;
+        ASSERT_TRUE(SameBits(half.data() + at, want, static_cast<size_t>(n))) << "m " << m << " row " << r;
+      }
+      const int64_t r = m - 1;
+      const auto alone = run({1}, 1, x.data() + r * k, y0.data() + r * n);
+      EXPECT_TRUE(SameBits(alone.data(), got.data() + r * n, static_cast<size_t>(n))) << "m " << m << ": last row alone";
+      cuda->Release(mark);
+    }
+  }
+}
+
 // ---- errors ---------------------------------------------------------------------------------
 
 TEST(CudaOps, AStepTooBigForTheScratchArenaIsANamedErrorAndTheOpsStayUsable) {

@@ -346,6 +346,42 @@ TEST(CudaOps, SplitKMatMulMatchesCpuAndKeepsRowBits) {
   }
 }
 
+// MatMulBf16 reading x repeated along K (an fp32 LoRA factor's three bf16 pieces side by side):
+// the bits of the product on the materialized tripled input, in both forms, split or not; and
+// an x whose rows are not a multiple of kRepeatAlign is refused by name.
+TEST(CudaOps, RepeatedBf16InputEqualsTheTripledCopy) {
+  REQUIRE_GPU();
+  std::mt19937 rng(29);
+  for (auto [n, k0, m] : std::vector<std::array<int, 3>>{{264, 512, 1}, {256, 1024, 40}, {96, 256, 130}, {40, 768, 7}}) {
+    SCOPED_TRACE(::testing::Message() << n << "x3*" << k0 << " m " << m);
+    auto w = MakeW(n, 3 * k0, rng, true);
+    auto x = Random(static_cast<size_t>(m) * k0, rng);
+    std::vector<float> x3;
+    for (int r = 0; r < m; ++r)
+      for (int i = 0; i < 3; ++i) x3.insert(x3.end(), x.begin() + size_t(r) * k0, x.begin() + size_t(r + 1) * k0);
+    ASSERT_TRUE(cuda::Bf16FormsFit(m, w->dev(), k0));
+    Dev<float> d_x(x), d_x3(x3), d_ref(static_cast<size_t>(m) * n), d_got(static_cast<size_t>(m) * n);
+    Dev<uint16_t> d_xb(static_cast<size_t>(m) * k0);
+    ASSERT_TRUE(cuda::ToBf16(d_x.p, int64_t{m} * k0, d_xb.p, nullptr).ok());
+    ASSERT_TRUE(MatMulScratched(d_x3.p, m, w->dev(), d_ref.p, true).ok());
+    ASSERT_TRUE(cuda::MatMulBf16(d_xb.p, k0, m, w->dev(), d_got.p, n, true, false, nullptr).ok());
+    EXPECT_EQ(d_got.Get(), d_ref.Get()) << "plain product";
+    const int64_t splits = (3 * k0 + cuda::SplitKColumns(3 * k0) - 1) / cuda::SplitKColumns(3 * k0);
+    Dev<float> p_ref(static_cast<size_t>(splits) * m * n), p_got(static_cast<size_t>(splits) * m * n);
+    Dev<uint8_t> scratch(static_cast<size_t>(cuda::MatMulScratchBytes(m, w->dev(), true)));
+    ASSERT_TRUE(cuda::MatMulSplitK(d_x3.p, m, w->dev(), p_ref.p, nullptr, scratch.p).ok());
+    ASSERT_TRUE(cuda::MatMulBf16(d_xb.p, k0, m, w->dev(), p_got.p, n, false, true, nullptr).ok());
+    EXPECT_EQ(p_got.Get(), p_ref.Get()) << "split-K partials";
+  }
+  auto w = MakeW(64, 3 * 200, rng, true);
+  EXPECT_FALSE(cuda::Bf16FormsFit(4, w->dev(), 200));
+  Dev<uint16_t> d_xb(4 * 200);
+  Dev<float> d_y(4 * 64);
+  const Status s = cuda::MatMulBf16(d_xb.p, 200, 4, w->dev(), d_y.p, 64, true, false, nullptr);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("MatMulBf16"), std::string::npos) << s.message();
+}
+
 // Paged KV with a shuffled page table; queries at the last n positions of a len-token sequence.
 struct AttnCase {
   int len, n, heads, kv_heads, hd, page = 16;

@@ -714,11 +714,16 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<Lo
   if (rows.empty() || Failed()) return;
   const int ms = static_cast<int>(rows.size());
   const int32_t* d_rows = StageInts(rows.data(), ms);
-  float* xs = AllocRaw(int64_t{ms} * a.k);
+  // Every row on this adapter (a decision's prefill): x as it is, no gathered copy.
+  const bool all_rows = ms == a.m;
+  const float* xs = all_rows ? a.x : AllocRaw(int64_t{ms} * a.k);
   if (Failed()) return;
-  Sign(17, a.x, a.k, d_rows, ms, xs);
-  if (Launches()) Note(cuda::GatherRows(a.x, a.k, d_rows, ms, xs, stream_));
-  // in [ms, width] repeated three times side by side (the input of a split factor).
+  if (!all_rows) {
+    Sign(17, a.x, a.k, d_rows, ms, xs);
+    if (Launches()) Note(cuda::GatherRows(a.x, a.k, d_rows, ms, const_cast<float*>(xs), stream_));
+  }
+  // in [ms, width] repeated three times side by side (the input of a split factor), for the
+  // kernels that cannot read a repeated bf16 copy (cuda::MatMulBf16).
   auto tripled = [&](const float* in, int64_t width) -> float* {
     float* out = AllocRaw(int64_t{ms} * width * 3);
     if (Failed()) return nullptr;
@@ -726,9 +731,28 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<Lo
     if (Launches()) Note(cuda::RepeatCols(in, ms, width, 3, out, stream_));
     return out;
   };
+  // bf16 copy of in [ms, width] (16-byte aligned arena blocks).
+  auto as_bf16 = [&](const float* in, int64_t width) -> const uint16_t* {
+    auto* out = reinterpret_cast<uint16_t*>(AllocRaw((int64_t{ms} * width + 1) / 2));
+    if (Failed()) return nullptr;
+    Sign(20, in, width, out);
+    if (Launches()) Note(cuda::ToBf16(in, ms * width, out, stream_));
+    return out;
+  };
+  // The A side's inputs, made once for all modules: bf16 x for the modules the mma.sync forms
+  // take (a split factor's three pieces read it repeated), tripled fp32 x for any others.
+  const uint16_t* xsb = nullptr;
   float* xs3 = nullptr;
   for (const LoraModule& m : modules) {
-    if (tensor && !m.a.is_bf16 && !xs3) xs3 = tripled(xs, a.k);
+    if (!tensor) break;
+    const DevCopy* da = m.a.is_bf16 ? Dev(m.a) : nullptr;
+    const cuda::DevWeight* wa = m.a.is_bf16 ? (da ? &da->w : nullptr) : DevSplit(m.a);
+    if (Failed() || wa == nullptr) return;
+    if (cuda::Bf16FormsFit(ms, *wa, a.k)) {
+      if (!xsb) xsb = as_bf16(xs, a.k);
+    } else if (!m.a.is_bf16 && !xs3) {
+      xs3 = tripled(xs, a.k);
+    }
   }
   for (const LoraModule& m : modules) {
     // A module's buffers are free again once its deltas are enqueued (the stream orders reuse).
@@ -738,26 +762,35 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<Lo
     const DevCopy* db = split_b ? nullptr : Dev(m.b);
     const cuda::DevWeight* wa = split_a ? DevSplit(m.a) : da ? &da->w : nullptr;
     const cuda::DevWeight* wb = split_b ? DevSplit(m.b) : db ? &db->w : nullptr;
+    if (Failed() || wa == nullptr || wb == nullptr) return;
     float* t = AllocRaw(int64_t{ms} * m.rank);
     float* u = AllocRaw(int64_t{ms} * m.b.rows);
     // The down projection has only `rank` outputs: on the tensor cores it runs split along K
     // (slices fixed by K alone, summed in order) so that even one row spreads over the GPU.
-    const int64_t splits = tensor && wa ? (wa->cols + cuda::SplitKColumns(wa->cols) - 1) / cuda::SplitKColumns(wa->cols) : 0;
+    const int64_t splits = tensor ? (wa->cols + cuda::SplitKColumns(wa->cols) - 1) / cuda::SplitKColumns(wa->cols) : 0;
     float* partial = tensor ? AllocRaw(splits * ms * m.rank) : nullptr;
-    const int64_t split_scratch = tensor && wa ? cuda::MatMulScratchBytes(ms, *wa, true) : 0;
+    const bool bf16_a = tensor && cuda::Bf16FormsFit(ms, *wa, a.k);
+    const bool bf16_b = tensor && !cublas_ && cuda::Bf16FormsFit(ms, *wb, m.rank);
+    const int64_t split_scratch = tensor && !bf16_a ? cuda::MatMulScratchBytes(ms, *wa, true) : 0;
     void* xb = split_scratch > 0 ? AllocRaw((split_scratch + 3) / 4) : nullptr;
     if (Failed()) return;
-    Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride, partial, xb);
-    const float* in = split_a ? xs3 : xs;
+    Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride, partial, xb, bf16_a, bf16_b);
     if (!tensor) {
-      DevMatMul(in, ms, *wa, t, m.rank, /*round_output=*/true);
+      DevMatMul(xs, ms, *wa, t, m.rank, /*round_output=*/true);
     } else if (Launches()) {
-      Note(cuda::MatMulSplitK(in, ms, *wa, partial, stream_, xb));
+      if (bf16_a) Note(cuda::MatMulBf16(xsb, a.k, ms, *wa, partial, m.rank, false, /*split_k=*/true, stream_));
+      else Note(cuda::MatMulSplitK(split_a ? xs3 : xs, ms, *wa, partial, stream_, xb));
       Note(cuda::SumSplits(partial, ms, *wa, t, /*round_output=*/true, stream_));
     }
-    const float* t_in = split_b ? tripled(t, m.rank) : t;
-    if (Failed()) return;
-    DevMatMul(t_in, ms, *wb, u, m.b.rows, /*round_output=*/true);
+    if (bf16_b) {
+      const uint16_t* tb = as_bf16(t, m.rank);
+      if (Failed()) return;
+      if (Launches()) Note(cuda::MatMulBf16(tb, m.rank, ms, *wb, u, m.b.rows, true, /*split_k=*/false, stream_));
+    } else {
+      const float* t_in = split_b ? tripled(t, m.rank) : t;
+      if (Failed()) return;
+      DevMatMul(t_in, ms, *wb, u, m.b.rows, /*round_output=*/true);
+    }
     if (Launches()) {
       Note(cuda::LoraScatterAdd(u, ms, m.b.rows, d_rows, m.scale, m.row_offset, a.y, a.y_stride, bf16(), stream_));
     }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/mma_ptx.cuh"
 
 namespace graft::cuda {
@@ -38,7 +39,8 @@ template <class S>
 __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloat16* __restrict__ xb, int m,
                                                                 const __nv_bfloat16* __restrict__ w, int64_t n,
                                                                 int64_t k, float* __restrict__ y, int64_t ldy,
-                                                                bool round_bf16, int64_t kz, int64_t split_stride) {
+                                                                bool round_bf16, int64_t kz, int64_t split_stride,
+                                                                int64_t x_cols) {
   constexpr int kDK = S::kDK_, kLd = S::kLd, kPer = S::kPer, kStages = S::kStages_, kT = S::kThreads;
   extern __shared__ __align__(16) __nv_bfloat16 sm[];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
@@ -57,21 +59,23 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloa
     wsrc[i] = w + min(nb + r, n - 1) * k + c;
     wdst[i] = r * kLd + c;
   }
+  // x's rows are x_cols long and repeat along K (x_cols == K, or a multiple of kDK dividing it).
   auto load = [&](int st, int64_t k0) {
     __nv_bfloat16* base = sm + st * rows * kLd;
+    const __nv_bfloat16* xk = xb + (x_cols == k ? k0 : k0 % x_cols);
     if (ke - k0 >= kDK) {
 #pragma unroll
       for (int i = 0; i < S::kWPieces; ++i) CpAsync16(base + wdst[i], wsrc[i] + k0);
       for (int e = tid; e < m * kPer; e += kT) {
         const int r = e / kPer, c = (e % kPer) * 8;
-        CpAsync16(base + (8 * S::kWarps_ + r) * kLd + c, xb + int64_t{r} * k + k0 + c);
+        CpAsync16(base + (8 * S::kWarps_ + r) * kLd + c, xk + int64_t{r} * x_cols + c);
       }
     } else {  // the last, partial stage
       const int per = static_cast<int>(ke - k0) / 8;
       for (int e = tid; e < rows * per; e += kT) {
         const int r = e / per, c = (e % per) * 8;
         const __nv_bfloat16* src = r < 8 * S::kWarps_ ? w + min(nb + r, n - 1) * k + k0 + c
-                                                       : xb + int64_t{r - 8 * S::kWarps_} * k + k0 + c;
+                                                       : xk + int64_t{r - 8 * S::kWarps_} * x_cols + c;
         CpAsync16(base + r * kLd + c, src);
       }
     }
@@ -144,7 +148,7 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloa
 
 template <class S>
 Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_t n, int64_t k, float* y, int64_t ldy,
-              bool round_output, int64_t kz, cudaStream_t s) {
+              bool round_output, int64_t kz, int64_t x_cols, cudaStream_t s) {
   // The kernel needs no L1 cache (x travels with the weights through shared memory): all of the
   // unified memory as shared memory lets the most blocks sit on each multiprocessor.
   static const cudaError_t ready = [] {
@@ -160,7 +164,7 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_
   const int64_t per_block = 8 * S::kWarps_;
   const dim3 grid(static_cast<unsigned>((n + per_block - 1) / per_block), static_cast<unsigned>((k + kz - 1) / kz));
   GemmDecodeKernel<S><<<grid, S::kThreads, static_cast<size_t>(S::SmemBytes(m)), s>>>(xb, static_cast<int>(m), w, n, k, y,
-                                                                                    ldy, round_output, kz, m * ldy);
+                                                                                    ldy, round_output, kz, m * ldy, x_cols);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return Internal(std::string("cuda GemmDecode launch: ") + cudaGetErrorString(err));
   return Status::Ok();
@@ -169,21 +173,22 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_
 }  // namespace
 
 Status GemmDecode(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
-                  bool round_output, void* stream, int64_t split_k) {
-  const int64_t kz = split_k > 0 ? split_k : k;
+                  bool round_output, void* stream, int64_t split_k, int64_t x_cols) {
+  const int64_t kz = split_k > 0 ? split_k : k, xc = x_cols > 0 ? x_cols : k;
   if (m < 1 || m > kDecodeMaxRows || n <= 0 || n % 8 != 0 || k <= 0 || k % 16 != 0 || ldy < n ||
       reinterpret_cast<uintptr_t>(xb) % 16 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0 || kz % 16 != 0 ||
-      (k + kz - 1) / kz > 65535) {
+      (k + kz - 1) / kz > 65535 || (xc != k && (xc % kRepeatAlign != 0 || k % xc != 0 || kz % kRepeatAlign != 0))) {
     return InvalidArgument(
-        "cuda GemmDecode: needs 1..64 rows, N % 8 == 0, K % 16 == 0, aligned operands, split slices a multiple of 16");
+        "cuda GemmDecode: needs 1..64 rows, N % 8 == 0, K % 16 == 0, aligned operands, split slices a multiple of 16, "
+        "a repeated x a multiple of 256 columns dividing K");
   }
   if (n / 8 > 0x7fffffff) return InvalidArgument("cuda GemmDecode: too many outputs for one launch");
   const auto* xp = reinterpret_cast<const __nv_bfloat16*>(xb);
   const auto* wp = reinterpret_cast<const __nv_bfloat16*>(w);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (m <= 16) return Launch<Shape16>(xp, m, wp, n, k, y, ldy, round_output, kz, s);
-  if (m <= 32) return Launch<Shape32>(xp, m, wp, n, k, y, ldy, round_output, kz, s);
-  return Launch<Shape64>(xp, m, wp, n, k, y, ldy, round_output, kz, s);
+  if (m <= 16) return Launch<Shape16>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
+  if (m <= 32) return Launch<Shape32>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
+  return Launch<Shape64>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
 }
 
 }  // namespace graft::cuda

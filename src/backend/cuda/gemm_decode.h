@@ -13,7 +13,8 @@
 //
 // Needs 1 <= m <= kDecodeMaxRows, N % 8 == 0, K % 16 == 0, xb and w 16-byte aligned. split_k > 0
 // (a multiple of 16) asks for MatMulSplitK's deterministic split (matmul.h): the product over K
-// columns [s split_k, (s + 1) split_k), each from zero, unrounded into y + s m ldy.
+// columns [s split_k, (s + 1) split_k), each from zero, unrounded into y + s m ldy. x_cols > 0:
+// x repeated along K, as in GemmPipe (gemm_pipe.h).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,6 @@ namespace graft::cuda {
 inline constexpr int64_t kDecodeMaxRows = 64;
 
 Status GemmDecode(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
-                  bool round_output, void* stream, int64_t split_k = 0);
+                  bool round_output, void* stream, int64_t split_k = 0, int64_t x_cols = 0);
 
 }  // namespace graft::cuda

@@ -35,7 +35,7 @@ template <int kWarpN8, int kBK, int kStages>
 __global__ void __launch_bounds__(256, (Tile<kWarpN8, kBK, kStages>::kMinBlocks))
     GemmPipeKernel(const __nv_bfloat16* __restrict__ xb, int64_t m, const __nv_bfloat16* __restrict__ w, int64_t n,
                    int64_t k, float* __restrict__ y, int64_t ldy, bool round_bf16, int mtiles, int ntiles, int64_t kz,
-                   int64_t split_stride) {
+                   int64_t split_stride, int64_t x_cols) {
   using T = Tile<kWarpN8, kBK, kStages>;
   // This block's K range (blockIdx.y's slice of a split product, else all of K) and its output.
   const int64_t kb = int64_t{blockIdx.y} * kz, ke = min(k, kb + kz);
@@ -49,13 +49,15 @@ __global__ void __launch_bounds__(256, (Tile<kWarpN8, kBK, kStages>::kMinBlocks)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wm = warp / 4, wn = warp % 4;
 
   // Slice of K at k0 into stage st, 16 bytes a copy, zeros past m, N and K.
+  // x's rows are x_cols long and repeat along K (x_cols == K, or a multiple of kBK dividing it).
   auto load = [&](int st, int64_t k0) {
+    const int64_t xc0 = x_cols == k ? k0 : k0 % x_cols;
 #pragma unroll
     for (int i = 0; i < T::kAPer; ++i) {
       const int c = tid + T::kThreads * i, r = c / T::kPieces, cc = (c % T::kPieces) * 8;
       const int64_t gr = row0 + r, gc = k0 + cc;
       const bool v = gr < m && gc < ke;
-      CpAsync16(&sm.a[st][r][cc], v ? xb + gr * k + gc : xb, v);
+      CpAsync16(&sm.a[st][r][cc], v ? xb + gr * x_cols + xc0 + cc : xb, v);
     }
 #pragma unroll
     for (int i = 0; i < T::kBPer; ++i) {
@@ -138,7 +140,7 @@ __global__ void ToBf16Kernel(const float* __restrict__ x, int64_t count, __nv_bf
 
 template <typename T, int kWarpN8, int kBK, int kStages>
 Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_t n, int64_t k, float* y, int64_t ldy,
-              bool round_output, int64_t kz, cudaStream_t s) {
+              bool round_output, int64_t kz, int64_t x_cols, cudaStream_t s) {
   static const cudaError_t ready = cudaFuncSetAttribute(
       GemmPipeKernel<kWarpN8, kBK, kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(typename T::Smem)));
   if (ready != cudaSuccess) return Internal(std::string("cuda GemmPipe: shared memory: ") + cudaGetErrorString(ready));
@@ -148,7 +150,7 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_
   }
   const dim3 grid(static_cast<unsigned>(mtiles * ntiles), static_cast<unsigned>((k + kz - 1) / kz));
   GemmPipeKernel<kWarpN8, kBK, kStages><<<grid, T::kThreads, sizeof(typename T::Smem), s>>>(
-      xb, m, w, n, k, y, ldy, round_output, static_cast<int>(mtiles), static_cast<int>(ntiles), kz, m * ldy);
+      xb, m, w, n, k, y, ldy, round_output, static_cast<int>(mtiles), static_cast<int>(ntiles), kz, m * ldy, x_cols);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return Internal(std::string("cuda GemmPipe launch: ") + cudaGetErrorString(err));
   return Status::Ok();
@@ -168,19 +170,22 @@ Status ToBf16(const float* x, int64_t count, uint16_t* out, void* stream) {
 }
 
 Status GemmPipe(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
-                bool round_output, void* stream, int64_t split_k) {
-  const int64_t kz = split_k > 0 ? split_k : k;
+                bool round_output, void* stream, int64_t split_k, int64_t x_cols) {
+  const int64_t kz = split_k > 0 ? split_k : k, xc = x_cols > 0 ? x_cols : k;
   if (m <= 0 || n <= 0 || k <= 0 || k % 8 != 0 || ldy < n || reinterpret_cast<uintptr_t>(xb) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(w) % 16 != 0 || (kz % 16 != 0 && kz < k) || (k + kz - 1) / kz > 65535) {
-    return InvalidArgument("cuda GemmPipe: needs K % 8 == 0, 16-byte aligned operands, split slices a multiple of 16");
+      reinterpret_cast<uintptr_t>(w) % 16 != 0 || (kz % 16 != 0 && kz < k) || (k + kz - 1) / kz > 65535 ||
+      (xc != k && (xc % kRepeatAlign != 0 || k % xc != 0 || kz % kRepeatAlign != 0))) {
+    return InvalidArgument(
+        "cuda GemmPipe: needs K % 8 == 0, 16-byte aligned operands, split slices a multiple of 16, a repeated x "
+        "a multiple of 256 columns dividing K");
   }
   const auto* xp = reinterpret_cast<const __nv_bfloat16*>(xb);
   const auto* wp = reinterpret_cast<const __nv_bfloat16*>(w);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   // The big tile once it makes at least two waves of one block per multiprocessor (132 on the H200).
   const int64_t big_tiles = (m + BigTile::kM - 1) / BigTile::kM * ((n + BigTile::kN - 1) / BigTile::kN);
-  if (big_tiles >= 264) return Launch<BigTile, 8, 64, 3>(xp, m, wp, n, k, y, ldy, round_output, kz, s);
-  return Launch<SmallTile, 4, 32, 4>(xp, m, wp, n, k, y, ldy, round_output, kz, s);
+  if (big_tiles >= 264) return Launch<BigTile, 8, 64, 3>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
+  return Launch<SmallTile, 4, 32, 4>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
 }
 
 }  // namespace graft::cuda

@@ -15,7 +15,10 @@
 // Needs K % 8 == 0 and xb, w 16-byte aligned. No split-K of its own choosing: a row's bits never
 // depend on m. split_k > 0 (a multiple of 16) asks for MatMulSplitK's deterministic split
 // (matmul.h): the product over K columns [s split_k, (s + 1) split_k), each from zero, unrounded
-// into y + s m ldy — a function of K alone, so the bits still never depend on m.
+// into y + s m ldy — a function of K alone, so the bits still never depend on m. x_cols > 0
+// (a multiple of kRepeatAlign dividing K; split_k then too) reads x as [m, x_cols] repeated
+// K / x_cols times along K: an fp32 LoRA factor's three bf16 pieces side by side
+// (cuda_ops.h) without a tripled copy of x.
 #pragma once
 
 #include <cstdint>
@@ -24,10 +27,14 @@
 
 namespace graft::cuda {
 
+// A repeated x's row length must be a multiple of this (so that no stage of either form spans
+// two repeats).
+inline constexpr int64_t kRepeatAlign = 256;
+
 // out[i] = bf16(x[i]) (round to nearest even) for i < count; out's bf16 words as uint16_t.
 Status ToBf16(const float* x, int64_t count, uint16_t* out, void* stream);
 
 Status GemmPipe(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
-                bool round_output, void* stream, int64_t split_k = 0);
+                bool round_output, void* stream, int64_t split_k = 0, int64_t x_cols = 0);
 
 }  // namespace graft::cuda

@@ -351,6 +351,24 @@ bool DecodeForm(int64_t m, const DevWeight& w, bool bf16) {
 
 }  // namespace
 
+bool Bf16FormsFit(int64_t m, const DevWeight& w, int64_t x_cols) {
+  return (PipeForm(m, w, true) || DecodeForm(m, w, true)) &&
+         (x_cols == w.cols || (x_cols > 0 && x_cols % kRepeatAlign == 0 && w.cols % x_cols == 0));
+}
+
+Status MatMulBf16(const uint16_t* xb, int64_t x_cols, int64_t m, const DevWeight& w, float* y, int64_t ldy,
+                  bool round_output, bool split_k, void* stream) {
+  if (m == 0) return Status::Ok();
+  if (!Bf16FormsFit(m, w, x_cols)) return InvalidArgument("cuda MatMulBf16: the mma.sync forms do not take this shape");
+  const auto* wd = static_cast<const uint16_t*>(w.data);
+  const int64_t kz = split_k ? SplitKColumns(w.cols) : 0;
+  if (kz > 0 && x_cols != w.cols && kz % kRepeatAlign != 0) {
+    return InvalidArgument("cuda MatMulBf16: a repeated x needs split slices a multiple of 256 columns");
+  }
+  return m > kDecodeMaxRows ? GemmPipe(xb, m, wd, w.rows, w.cols, y, ldy, round_output, stream, kz, x_cols)
+                            : GemmDecode(xb, m, wd, w.rows, w.cols, y, ldy, round_output, stream, kz, x_cols);
+}
+
 int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16) {
   return PipeForm(m, w, bf16) || DecodeForm(m, w, bf16) ? (m * w.cols * 2 + 15) / 16 * 16 : 0;
 }
@@ -372,9 +390,7 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
     }
     auto* xb = static_cast<uint16_t*>(scratch);
     if (Status st = ToBf16(x, m * w.cols, xb, stream); !st.ok()) return st;
-    const auto* wd = static_cast<const uint16_t*>(w.data);
-    return m > 64 ? GemmPipe(xb, m, wd, w.rows, w.cols, y, ldy, round_output, stream)
-                  : GemmDecode(xb, m, wd, w.rows, w.cols, y, ldy, round_output, stream);
+    return MatMulBf16(xb, w.cols, m, w, y, ldy, round_output, /*split_k=*/false, stream);
   }
   if (tensor && w.w4a16() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
              (w.format != DevFormat::kInt4 || w.group % 8 == 0)) {
@@ -432,9 +448,7 @@ Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partia
     }
     auto* xb = static_cast<uint16_t*>(scratch);
     if (Status st = ToBf16(x, m * w.cols, xb, stream); !st.ok()) return st;
-    const auto* wd = static_cast<const uint16_t*>(w.data);
-    return m > 64 ? GemmPipe(xb, m, wd, w.rows, w.cols, partial, w.rows, false, stream, kz)
-                  : GemmDecode(xb, m, wd, w.rows, w.cols, partial, w.rows, false, stream, kz);
+    return MatMulBf16(xb, w.cols, m, w, partial, w.rows, false, /*split_k=*/true, stream);
   }
   const auto* wb = static_cast<const __nv_bfloat16*>(w.data);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);

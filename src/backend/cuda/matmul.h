@@ -36,6 +36,16 @@ int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16);
 Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output, bool bf16,
               void* stream, void* scratch);
 
+// The mma.sync forms on activations already bf16 (xb, 16-byte aligned): the decode form up to
+// kDecodeMaxRows rows, the prefill form beyond — the kernels MatMul and MatMulSplitK run after
+// their ToBf16, the same bits. xb is [m, x_cols]: x_cols == K, or (Bf16FormsFit) a multiple of
+// kRepeatAlign dividing K that is read repeated along K — the input of an fp32 LoRA factor split
+// into three bf16 pieces, without the tripled copy. split_k: MatMulSplitK's slices into y as its
+// `partial` (ldy == N), unrounded.
+bool Bf16FormsFit(int64_t m, const DevWeight& w, int64_t x_cols);
+Status MatMulBf16(const uint16_t* xb, int64_t x_cols, int64_t m, const DevWeight& w, float* y, int64_t ldy,
+                  bool round_output, bool split_k, void* stream);
+
 // A deterministic split-K for products with few outputs and a long K (the LoRA down
 // projection: N = rank): K is cut into slices of SplitKColumns(K) columns — a function of K
 // alone — and each slice's product, its 16-wide chunks ascending through the bf16 WMMA
