@@ -739,14 +739,19 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<Lo
     if (Launches()) Note(cuda::ToBf16(in, ms * width, out, stream_));
     return out;
   };
+  // A factor on the device: fp32 factors on the tensor cores as their three bf16 pieces.
+  auto factor = [&](const Weight& f) -> const cuda::DevWeight* {
+    if (tensor && !f.is_bf16) return DevSplit(f);
+    const DevCopy* d = Dev(f);
+    return d ? &d->w : nullptr;
+  };
   // The A side's inputs, made once for all modules: bf16 x for the modules the mma.sync forms
   // take (a split factor's three pieces read it repeated), tripled fp32 x for any others.
   const uint16_t* xsb = nullptr;
   float* xs3 = nullptr;
   for (const LoraModule& m : modules) {
     if (!tensor) break;
-    const DevCopy* da = m.a.is_bf16 ? Dev(m.a) : nullptr;
-    const cuda::DevWeight* wa = m.a.is_bf16 ? (da ? &da->w : nullptr) : DevSplit(m.a);
+    const cuda::DevWeight* wa = factor(m.a);
     if (Failed() || wa == nullptr) return;
     if (cuda::Bf16FormsFit(ms, *wa, a.k)) {
       if (!xsb) xsb = as_bf16(xs, a.k);
@@ -758,10 +763,8 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<Lo
     // A module's buffers are free again once its deltas are enqueued (the stream orders reuse).
     const size_t mark = Mark();
     const bool split_a = tensor && !m.a.is_bf16, split_b = tensor && !m.b.is_bf16;
-    const DevCopy* da = split_a ? nullptr : Dev(m.a);
-    const DevCopy* db = split_b ? nullptr : Dev(m.b);
-    const cuda::DevWeight* wa = split_a ? DevSplit(m.a) : da ? &da->w : nullptr;
-    const cuda::DevWeight* wb = split_b ? DevSplit(m.b) : db ? &db->w : nullptr;
+    const cuda::DevWeight* wa = factor(m.a);
+    const cuda::DevWeight* wb = factor(m.b);
     if (Failed() || wa == nullptr || wb == nullptr) return;
     float* t = AllocRaw(int64_t{ms} * m.rank);
     float* u = AllocRaw(int64_t{ms} * m.b.rows);
@@ -769,6 +772,8 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<Lo
     // (slices fixed by K alone, summed in order) so that even one row spreads over the GPU.
     const int64_t splits = tensor ? (wa->cols + cuda::SplitKColumns(wa->cols) - 1) / cuda::SplitKColumns(wa->cols) : 0;
     float* partial = tensor ? AllocRaw(splits * ms * m.rank) : nullptr;
+    // (With --gemm cublas the B product stays with DevMatMul, which gives it to cuBLAS as it
+    // does the base's products; the split A product has no cuBLAS form.)
     const bool bf16_a = tensor && cuda::Bf16FormsFit(ms, *wa, a.k);
     const bool bf16_b = tensor && !cublas_ && cuda::Bf16FormsFit(ms, *wb, m.rank);
     const int64_t split_scratch = tensor && !bf16_a ? cuda::MatMulScratchBytes(ms, *wa, true) : 0;

@@ -229,8 +229,7 @@ __device__ __forceinline__ void SkinnyStore(wmma::fragment<wmma::accumulator, 16
   }
 }
 
-// The kernel: each warp
-// dequantizes its next kSkAhead 16 x 16 weight tiles to bf16 (eight weights per lane and load,
+// Each warp dequantizes its next kSkAhead 16 x 16 weight tiles to bf16 (eight weights per lane and load,
 // QuantBf16x8) into its own shared-memory tiles and loads the fragments from there — the same
 // bf16 values, the same chunk order, the same bits as the dense kernels on them.
 template <int kRG, int kSK>  // kRG groups of 16 rows (m <= 16 kRG), x staged kSK columns at a time
@@ -342,7 +341,7 @@ Status LargeTileReady() {
 // Whether MatMul takes the prefill form (gemm_pipe.h) or the decode form (gemm_decode.h), both
 // on a bf16 copy of x.
 bool PipeForm(int64_t m, const DevWeight& w, bool bf16) {
-  return bf16 && w.bf16 && !w.quantized() && m > 64 && w.cols % 8 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+  return bf16 && w.bf16 && !w.quantized() && m > kDecodeMaxRows && w.cols % 8 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
 }
 bool DecodeForm(int64_t m, const DevWeight& w, bool bf16) {
   return bf16 && w.bf16 && !w.quantized() && m >= 1 && m <= kDecodeMaxRows && w.rows % 8 == 0 && w.cols % 16 == 0 &&
@@ -362,9 +361,6 @@ Status MatMulBf16(const uint16_t* xb, int64_t x_cols, int64_t m, const DevWeight
   if (!Bf16FormsFit(m, w, x_cols)) return InvalidArgument("cuda MatMulBf16: the mma.sync forms do not take this shape");
   const auto* wd = static_cast<const uint16_t*>(w.data);
   const int64_t kz = split_k ? SplitKColumns(w.cols) : 0;
-  if (kz > 0 && x_cols != w.cols && kz % kRepeatAlign != 0) {
-    return InvalidArgument("cuda MatMulBf16: a repeated x needs split slices a multiple of 256 columns");
-  }
   return m > kDecodeMaxRows ? GemmPipe(xb, m, wd, w.rows, w.cols, y, ldy, round_output, stream, kz, x_cols)
                             : GemmDecode(xb, m, wd, w.rows, w.cols, y, ldy, round_output, stream, kz, x_cols);
 }
@@ -372,6 +368,20 @@ Status MatMulBf16(const uint16_t* xb, int64_t x_cols, int64_t m, const DevWeight
 int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16) {
   return PipeForm(m, w, bf16) || DecodeForm(m, w, bf16) ? (m * w.cols * 2 + 15) / 16 * 16 : 0;
 }
+
+namespace {
+// MatMul's and MatMulSplitK's way into the mma.sync forms: x copied to bf16 into the caller's
+// scratch (`who` names the caller in the error when there is none).
+Status ViaBf16Copy(const char* who, const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy,
+                   bool round_output, bool split_k, void* stream, void* scratch) {
+  if (scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 16 != 0) {
+    return InvalidArgument(std::string(who) + ": bf16 products need MatMulScratchBytes of aligned scratch");
+  }
+  auto* xb = static_cast<uint16_t*>(scratch);
+  if (Status st = ToBf16(x, m * w.cols, xb, stream); !st.ok()) return st;
+  return MatMulBf16(xb, w.cols, m, w, y, ldy, round_output, split_k, stream);
+}
+}  // namespace
 
 Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output, bool bf16,
               void* stream, void* scratch) {
@@ -385,12 +395,7 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
   const bool tensor = bf16 && (w.bf16 || w.w4a16());
   const auto* wb = static_cast<const __nv_bfloat16*>(w.data);
   if (PipeForm(m, w, bf16) || DecodeForm(m, w, bf16)) {
-    if (scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 16 != 0) {
-      return InvalidArgument("cuda MatMul: bf16 products need MatMulScratchBytes of aligned scratch");
-    }
-    auto* xb = static_cast<uint16_t*>(scratch);
-    if (Status st = ToBf16(x, m * w.cols, xb, stream); !st.ok()) return st;
-    return MatMulBf16(xb, w.cols, m, w, y, ldy, round_output, /*split_k=*/false, stream);
+    return ViaBf16Copy("cuda MatMul", x, m, w, y, ldy, round_output, /*split_k=*/false, stream, scratch);
   }
   if (tensor && w.w4a16() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
              (w.format != DevFormat::kInt4 || w.group % 8 == 0)) {
@@ -443,12 +448,7 @@ Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partia
   if (m == 0) return Status::Ok();
   const int64_t kz = SplitKColumns(w.cols), splits = (w.cols + kz - 1) / kz;
   if (PipeForm(m, w, true) || DecodeForm(m, w, true)) {  // the same slices through the mma.sync forms
-    if (scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 16 != 0) {
-      return InvalidArgument("cuda MatMulSplitK: bf16 products need MatMulScratchBytes of aligned scratch");
-    }
-    auto* xb = static_cast<uint16_t*>(scratch);
-    if (Status st = ToBf16(x, m * w.cols, xb, stream); !st.ok()) return st;
-    return MatMulBf16(xb, w.cols, m, w, partial, w.rows, false, /*split_k=*/true, stream);
+    return ViaBf16Copy("cuda MatMulSplitK", x, m, w, partial, w.rows, false, /*split_k=*/true, stream, scratch);
   }
   const auto* wb = static_cast<const __nv_bfloat16*>(w.data);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
