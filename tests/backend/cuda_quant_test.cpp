@@ -102,10 +102,12 @@ TEST(CudaQuant, W4a16IsTheDenseBf16MatmulOfItsWeights) {
     bool zp;
     int64_t n, k;
   };
-  // N and K multiples of 16 take the decode form for up to 16 rows; the others the tiled kernels.
+  // Up to 16 rows: K % 256 == 0 (symmetric int4, NVFP4) takes the cp.async decode form
+  // (gemm_decode_w4.h), other N and K multiples of 16 the WMMA decode form; more rows the tiles.
   for (const C& c : {C{QuantFormat::kInt4Group, false, 208, 384}, C{QuantFormat::kInt4Group, true, 80, 256},
                      C{QuantFormat::kInt4Group, false, 200, 384}, C{QuantFormat::kNvfp4, false, 96, 512},
-                     C{QuantFormat::kNvfp4, false, 130, 208}}) {
+                     C{QuantFormat::kNvfp4, false, 130, 208}, C{QuantFormat::kInt4Group, false, 200, 768},
+                     C{QuantFormat::kNvfp4, false, 264, 1024}}) {
     const Weight q = Quantized(c.f, c.n, c.k, c.zp, rng);
     const Weight d = DenseOf(q);
     ASSERT_TRUE(d.is_bf16) << "W4A16 weights are bf16 values";

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm_decode.h"
+#include "backend/cuda/gemm_decode_w4.h"
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/simt_tile.cuh"
@@ -366,7 +367,8 @@ Status MatMulBf16(const uint16_t* xb, int64_t x_cols, int64_t m, const DevWeight
 }
 
 int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16) {
-  return PipeForm(m, w, bf16) || DecodeForm(m, w, bf16) ? (m * w.cols * 2 + 15) / 16 * 16 : 0;
+  return PipeForm(m, w, bf16) || DecodeForm(m, w, bf16) || (bf16 && DecodeW4a16Fits(m, w)) ? (m * w.cols * 2 + 15) / 16 * 16
+                                                                                           : 0;
 }
 
 namespace {
@@ -396,6 +398,14 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
   const auto* wb = static_cast<const __nv_bfloat16*>(w.data);
   if (PipeForm(m, w, bf16) || DecodeForm(m, w, bf16)) {
     return ViaBf16Copy("cuda MatMul", x, m, w, y, ldy, round_output, /*split_k=*/false, stream, scratch);
+  }
+  if (bf16 && DecodeW4a16Fits(m, w)) {  // 4-bit weights dequantized in registers (gemm_decode_w4.h)
+    if (scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 16 != 0) {
+      return InvalidArgument("cuda MatMul: W4A16 decode products need MatMulScratchBytes of aligned scratch");
+    }
+    auto* xb = static_cast<uint16_t*>(scratch);
+    if (Status st = ToBf16(x, m * w.cols, xb, stream); !st.ok()) return st;
+    return GemmDecodeW4a16(xb, m, w, y, ldy, round_output, stream);
   }
   if (tensor && w.w4a16() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
              (w.format != DevFormat::kInt4 || w.group % 8 == 0)) {
