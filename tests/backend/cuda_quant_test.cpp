@@ -22,8 +22,11 @@
 namespace graft {
 namespace {
 
-// A quantized tensor of random weights; int4 optionally with random zero points.
-Weight Quantized(QuantFormat f, int64_t n, int64_t k, bool zero_points, std::mt19937& rng) {
+// A quantized tensor of random weights; int4 optionally with random zero points, or with scales
+// that are not bf16 values (checkpoints with fp32 scales; Quantize writes bf16 ones), or int4
+// regrouped to `group` columns a scale (new random bf16 scales; Quantize uses 128).
+Weight Quantized(QuantFormat f, int64_t n, int64_t k, bool zero_points, std::mt19937& rng, bool f32_scales = false,
+                 int group = 0) {
   std::normal_distribution<float> nd(0.0f, 0.05f);
   std::vector<float> v(static_cast<size_t>(n * k));
   for (float& x : v) x = nd(rng);
@@ -32,6 +35,15 @@ Weight Quantized(QuantFormat f, int64_t n, int64_t k, bool zero_points, std::mt1
   if (zero_points) {
     q->zero_words.resize(static_cast<size_t>((n + 7) / 8 * (k / q->group)));
     for (auto& z : q->zero_words) z = static_cast<int32_t>(rng());
+  }
+  if (group > 0) {
+    std::uniform_real_distribution<float> ud(0.001f, 0.02f);
+    q->group = group;
+    q->scale.resize(static_cast<size_t>(n * (k / group)));
+    for (float& sc : q->scale) sc = RoundBf16(ud(rng));
+  }
+  if (f32_scales) {
+    for (float& sc : q->scale) sc *= 1.0f + 0x1p-12f;  // below bf16's precision: no longer a bf16 value
   }
   EXPECT_TRUE(ValidateQuantized(*q).ok());
   Weight w;
@@ -101,16 +113,24 @@ TEST(CudaQuant, W4a16IsTheDenseBf16MatmulOfItsWeights) {
     QuantFormat f;
     bool zp;
     int64_t n, k;
+    bool f32_scales = false;
+    int group = 0;
   };
-  // Up to 16 rows: K % 256 == 0 (symmetric int4, NVFP4) takes the cp.async decode form
-  // (gemm_decode_w4.h), other N and K multiples of 16 the WMMA decode form; more rows the tiles.
+  // Up to 16 rows: K % 256 == 0 (symmetric int4 — bf16 or fp32 scales —, NVFP4) takes the
+  // cp.async decode form (gemm_decode_w4.h), other N and K multiples of 16 the WMMA decode form;
+  // more rows the tiles. int4 with K % 32 == 0 is stored in lane order (int4_lanes.h), the rest not.
   for (const C& c : {C{QuantFormat::kInt4Group, false, 208, 384}, C{QuantFormat::kInt4Group, true, 80, 256},
                      C{QuantFormat::kInt4Group, false, 200, 384}, C{QuantFormat::kNvfp4, false, 96, 512},
                      C{QuantFormat::kNvfp4, false, 130, 208}, C{QuantFormat::kInt4Group, false, 200, 768},
+                     C{QuantFormat::kInt4Group, false, 136, 512, true}, C{QuantFormat::kInt4Group, false, 72, 1280},
+                     C{QuantFormat::kInt4Group, false, 64, 200}, C{QuantFormat::kInt4Group, false, 48, 512, false, 32},
+                     C{QuantFormat::kInt4Group, false, 40, 512, true, 64}, C{QuantFormat::kInt4Group, false, 56, 1024, false, 512},
                      C{QuantFormat::kNvfp4, false, 264, 1024}}) {
-    const Weight q = Quantized(c.f, c.n, c.k, c.zp, rng);
+    const Weight q = Quantized(c.f, c.n, c.k, c.zp, rng, c.f32_scales, c.group);
     const Weight d = DenseOf(q);
     ASSERT_TRUE(d.is_bf16) << "W4A16 weights are bf16 values";
+    ASSERT_EQ(c.f32_scales, !std::all_of(q.quant->scale.begin(), q.quant->scale.end(),
+                                         [](float v) { return v == RoundBf16(v); }));
     const Weight x = Activations(200, c.k, rng);
     // Fresh ops per case: a backend keeps its device copies by the Weight's address.
     auto bf = test::MakeCuda(ActDtype::kBF16), f32 = test::MakeCuda(ActDtype::kF32);

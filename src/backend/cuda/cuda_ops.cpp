@@ -13,6 +13,7 @@
 #include "backend/cuda/exact.h"
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/gemm_pipe.h"
+#include "backend/cuda/int4_lanes.h"
 #include "backend/cuda/lora.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/rmsnorm.h"
@@ -260,7 +261,18 @@ const CudaOps::DevCopy* CudaOps::DevQuantized(const Weight& w) {
   }
   d.group = q.group;
   d.global = q.global;
-  const void* main = q.words.empty() ? static_cast<const void*>(q.codes.data()) : static_cast<const void*>(q.words.data());
+  // int4 goes up in the lane order the decode form reads (int4_lanes.h); every kernel reads it
+  // through the same positions, so only the layout on the device changes.
+  std::vector<int32_t> lanes;
+  if (q.format == QuantFormat::kInt4Group && q.cols % cuda::kInt4LaneBlock == 0 && !q.words.empty()) {
+    lanes.resize(q.words.size());
+    cuda::Int4ToLaneOrder(q.words.data(), q.rows, q.cols, lanes.data());
+    d.int4_lanes = true;
+    d.scale_bf16 = std::all_of(q.scale.begin(), q.scale.end(), [](float v) { return v == RoundBf16(v); });
+  }
+  const void* main = !lanes.empty()       ? static_cast<const void*>(lanes.data())
+                     : q.words.empty() ? static_cast<const void*>(q.codes.data())
+                                       : static_cast<const void*>(q.words.data());
   const int64_t main_bytes = q.words.empty() ? static_cast<int64_t>(q.codes.size()) : static_cast<int64_t>(q.words.size()) * 4;
   struct Piece {
     const void* src;

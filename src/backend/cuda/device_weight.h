@@ -21,6 +21,9 @@ struct DevWeight {
   const int32_t* zero = nullptr;         // int4 zero-point words [⌈rows/8⌉, cols/g], or none (symmetric)
   int group = 0;
   float global = 1.0f;                   // nvfp4
+  bool int4_lanes = false;               // int4 words in the lane order of int4_lanes.h (cols % 32 == 0)
+  bool scale_bf16 = false;               // int4: every scale is a bf16 value (the bf16x2 dequantization
+                                         // then equals the fp32 one, gemm_decode_w4.cu)
   bool quantized() const { return format != DevFormat::kDense; }
   bool w4a16() const { return format == DevFormat::kInt4 || format == DevFormat::kNvfp4; }
   bool fp8() const { return format == DevFormat::kFp8Block || format == DevFormat::kFp8Channel; }

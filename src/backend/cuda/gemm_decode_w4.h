@@ -7,10 +7,13 @@
 // A warp owns 8 outputs and streams their packed weights (a quarter of bf16's bytes) and scales
 // through an eight-stage cp.async ring beside the x rows; each 16-wide K chunk's B fragment is
 // dequantized in registers straight from the packed words (no bf16 tile), then mma.sync
-// m16n8k16, chunks ascending from zero.
+// m16n8k16, chunks ascending from zero. int4 weights are read in the device copy's lane order
+// (int4_lanes.h: one word a lane per two chunks, one shift and mask per fragment register);
+// with bf16-valued scales (DevWeight::scale_bf16, what compressed-tensors stores) the pair is
+// dequantized by two bf16x2 FMAs, otherwise by QuantAt's fp32 arithmetic weight by weight.
 //
-// DecodeW4a16Fits: 1 <= m <= 16, N % 8 == 0, K % 256 == 0, symmetric int4 with groups a multiple
-// of 32 (or NVFP4), 16-byte aligned operands.
+// DecodeW4a16Fits: 1 <= m <= 16, N % 8 == 0, K % 256 == 0, symmetric int4 in lane order with
+// groups of 32, 64, 128 or a multiple of 256 columns (or NVFP4), 16-byte aligned operands.
 #pragma once
 
 #include <cstdint>

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backend/cuda/device_weight.h"
+#include "backend/cuda/int4_lanes.h"
 
 namespace graft::cuda {
 
@@ -33,8 +34,14 @@ __device__ __forceinline__ float QuantAt(const DevWeight& w, int64_t r, int64_t 
   switch (w.format) {
     case DevFormat::kInt4: {
       const int64_t groups = k / w.group, g = c / w.group;
-      const uint32_t word = static_cast<uint32_t>(static_cast<const int32_t*>(w.data)[r * (k / 8) + c / 8]);
-      const int u = static_cast<int>((word >> (4 * (c % 8))) & 0xf);
+      const auto* words = static_cast<const int32_t*>(w.data) + r * (k / 8);
+      int u;
+      if (w.int4_lanes) {
+        const Int4LanePos p = Int4LaneOf(static_cast<int>(c % kInt4LaneBlock));
+        u = static_cast<int>((static_cast<uint32_t>(words[c / kInt4LaneBlock * 4 + p.word]) >> (4 * p.nibble)) & 0xf);
+      } else {
+        u = static_cast<int>((static_cast<uint32_t>(words[c / 8]) >> (4 * (c % 8))) & 0xf);
+      }
       const int zp = w.zero ? static_cast<int>((static_cast<uint32_t>(w.zero[(r / 8) * groups + g]) >> (4 * (r % 8))) & 0xf) : 8;
       return __bfloat162float(__float2bfloat16_rn(__fmul_rn(static_cast<float>(u - zp), w.scale[r * groups + g])));
     }
@@ -63,11 +70,23 @@ __device__ __forceinline__ uint4 QuantBf16x8(const DevWeight& w, int64_t r, int6
   float v[8];
   if (w.format == DevFormat::kInt4) {
     const int64_t groups = k / w.group, g = c / w.group;
-    const uint32_t word = static_cast<uint32_t>(static_cast<const int32_t*>(w.data)[r * (k / 8) + c / 8]);
     const int zp = w.zero ? static_cast<int>((static_cast<uint32_t>(w.zero[(r / 8) * groups + g]) >> (4 * (r % 8))) & 0xf) : 8;
     const float s = w.scale[r * groups + g];
+    const auto* words = static_cast<const int32_t*>(w.data) + r * (k / 8);
+    int nib[8];
+    if (w.int4_lanes) {  // columns c .. c+8 of the block: one nibble position in each of its words, e = 0 and 1
+      const uint4 blk = *reinterpret_cast<const uint4*>(words + c / kInt4LaneBlock * 4);
+      const uint32_t wd[4] = {blk.x, blk.y, blk.z, blk.w};
+      const int p0 = Int4LaneOf(static_cast<int>(c % kInt4LaneBlock)).nibble;  // e = 0; e = 1 is p0 + 4
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(static_cast<float>(static_cast<int>((word >> (4 * i)) & 0xf) - zp), s);
+      for (int i = 0; i < 8; ++i) nib[i] = static_cast<int>((wd[i / 2] >> (4 * (p0 + 4 * (i % 2)))) & 0xf);
+    } else {
+      const uint32_t word = static_cast<uint32_t>(words[c / 8]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) nib[i] = static_cast<int>((word >> (4 * i)) & 0xf);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(static_cast<float>(nib[i] - zp), s);
   } else {
     const uint8_t* p = static_cast<const uint8_t*>(w.data) + (r * k + c) / 2;
     const float s = E4m3ToFloat(w.scale_fp8[r * (k / 16) + c / 16]);
