@@ -28,6 +28,20 @@ TEST(Int4Lanes, EveryColumnOfABlockHasItsOwnPlace) {
   }
 }
 
+TEST(Int4Lanes, TheBlockRewriteMovesEachColumnToItsPlace) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 100; ++trial) {
+    const uint32_t in[4] = {static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()),
+                            static_cast<uint32_t>(rng())};
+    uint32_t out[4];
+    cuda::Int4BlockToLaneOrder(in, out);
+    for (int j = 0; j < cuda::kInt4LaneBlock; ++j) {
+      const auto p = Int4LaneOf(j);
+      EXPECT_EQ((out[p.word] >> (4 * p.nibble)) & 0xfu, (in[j / 8] >> (4 * (j % 8))) & 0xfu) << "column " << j;
+    }
+  }
+}
+
 TEST(Int4Lanes, ALanesWordShiftedHoldsItsFragmentPairs) {
   std::mt19937 rng(11);
   const int64_t rows = 3, cols = 96;  // three blocks a row
@@ -37,7 +51,7 @@ TEST(Int4Lanes, ALanesWordShiftedHoldsItsFragmentPairs) {
     return (static_cast<uint32_t>(words[static_cast<size_t>(r * cols / 8 + c / 8)]) >> (4 * (c % 8))) & 0xfu;
   };
   std::vector<int32_t> lanes(words.size());
-  Int4ToLaneOrder(words.data(), rows, cols, lanes.data());
+  Int4ToLaneOrder(words.data(), 0, rows * cols / 32, lanes.data());
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < cols / 32; ++b) {
       for (int t = 0; t < 4; ++t) {

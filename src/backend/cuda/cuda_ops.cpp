@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cublas_gemm.h"
@@ -12,7 +13,6 @@
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/exact.h"
 #include "backend/cuda/gdn.h"
-#include "backend/cuda/gemm_decode_w4.h"
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/int4_lanes.h"
 #include "backend/cuda/lora.h"
@@ -20,6 +20,7 @@
 #include "backend/cuda/rmsnorm.h"
 #include "backend/cuda/topk.h"
 #include "util/bf16.h"
+#include "util/parallel.h"
 
 namespace graft {
 namespace {
@@ -262,14 +263,20 @@ const CudaOps::DevCopy* CudaOps::DevQuantized(const Weight& w) {
   }
   d.group = q.group;
   d.global = q.global;
-  // int4 is put in the lane order the decode form reads (int4_lanes.h) once it is on the device;
-  // every kernel reads it through the same positions, so only the layout there changes.
-  const bool lanes = q.format == QuantFormat::kInt4Group && q.cols % cuda::kInt4LaneBlock == 0 && !q.words.empty();
-  if (lanes) {
+  // int4 goes up in the lane order the decode form reads (int4_lanes.h); every kernel reads it
+  // through the same positions, so only the layout on the device changes.
+  std::vector<int32_t> lanes;
+  if (q.format == QuantFormat::kInt4Group && q.cols % cuda::kInt4LaneBlock == 0 && !q.words.empty()) {
+    lanes.resize(q.words.size());
+    const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
+    ParallelFor(static_cast<int64_t>(lanes.size()) / 4, threads,
+                [&](int64_t b0, int64_t b1) { cuda::Int4ToLaneOrder(q.words.data(), b0, b1, lanes.data()); });
     d.int4_lanes = true;
     d.scale_bf16 = std::all_of(q.scale.begin(), q.scale.end(), [](float v) { return v == RoundBf16(v); });
   }
-  const void* main = q.words.empty() ? static_cast<const void*>(q.codes.data()) : static_cast<const void*>(q.words.data());
+  const void* main = !lanes.empty()       ? static_cast<const void*>(lanes.data())
+                     : q.words.empty() ? static_cast<const void*>(q.codes.data())
+                                       : static_cast<const void*>(q.words.data());
   const int64_t main_bytes = q.words.empty() ? static_cast<int64_t>(q.codes.size()) : static_cast<int64_t>(q.words.size()) * 4;
   struct Piece {
     const void* src;
@@ -303,14 +310,6 @@ const CudaOps::DevCopy* CudaOps::DevQuantized(const Weight& w) {
     }
   }
   d.data = base + offsets[0];
-  if (lanes) {  // the legacy stream orders it after the copies above; done before any use
-    Status s = cuda::Int4ToLaneOrderOnDevice(reinterpret_cast<int32_t*>(base + offsets[0]), main_bytes / 16, nullptr);
-    if (s.ok()) s = CudaStatus(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize", __FILE__, __LINE__);
-    if (!s.ok()) {
-      Note(s);
-      return nullptr;
-    }
-  }
   if (!q.scale.empty()) d.scale = reinterpret_cast<const float*>(base + offsets[1]);
   if (!q.scale_fp8.empty()) d.scale_fp8 = reinterpret_cast<const uint8_t*>(base + offsets[2]);
   if (!q.zero_words.empty()) d.zero = reinterpret_cast<const int32_t*>(base + offsets[3]);

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
-#include "backend/cuda/int4_lanes.h"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/quant_weight.cuh"
 
@@ -190,34 +189,7 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const DevWeight& w, float* y, 
   return Status::Ok();
 }
 
-__global__ void Int4ToLaneOrderKernel(uint4* blocks, int64_t n) {
-  for (int64_t b = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; b < n; b += int64_t{gridDim.x} * blockDim.x) {
-    const uint4 v = blocks[b];
-    const unsigned in[4] = {v.x, v.y, v.z, v.w};
-    unsigned out[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-    for (int j = 0; j < kInt4LaneBlock; ++j) {
-      const Int4LanePos p = Int4LaneOf(j);
-      out[p.word] |= ((in[j / 8] >> (4 * (j % 8))) & 0xfu) << (4 * p.nibble);
-    }
-    blocks[b] = make_uint4(out[0], out[1], out[2], out[3]);
-  }
-}
-
 }  // namespace
-
-Status Int4ToLaneOrderOnDevice(int32_t* words, int64_t blocks, void* stream) {
-  if (blocks < 0 || reinterpret_cast<uintptr_t>(words) % 16 != 0) {
-    return InvalidArgument("cuda Int4ToLaneOrderOnDevice: needs 16-byte aligned words and blocks >= 0");
-  }
-  if (blocks == 0) return Status::Ok();
-  const int64_t grid = (blocks + 255) / 256;
-  Int4ToLaneOrderKernel<<<static_cast<unsigned>(grid < 65536 ? grid : 65536), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      reinterpret_cast<uint4*>(words), blocks);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda Int4ToLaneOrderOnDevice launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
-}
 
 bool DecodeW4a16Fits(int64_t m, const DevWeight& w) {
   if (m < 1 || m > 16 || w.rows % 8 != 0 || w.cols % kDK != 0 || w.rows / 8 > 0x7fffffff) return false;

@@ -27,9 +27,4 @@ bool DecodeW4a16Fits(int64_t m, const DevWeight& w);
 Status GemmDecodeW4a16(const uint16_t* xb, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
                        void* stream);
 
-// Rewrites `words` (device memory, blocks * 4 int4 words in the checkpoint's order) into the lane
-// order of int4_lanes.h, in place, on `stream` — the device twin of Int4ToLaneOrder (a host
-// loop over a 27B model's 3.4e9 weights takes minutes; this, milliseconds).
-Status Int4ToLaneOrderOnDevice(int32_t* words, int64_t blocks, void* stream);
-
 }  // namespace graft::cuda

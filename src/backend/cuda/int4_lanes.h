@@ -34,16 +34,27 @@ GRAFT_HOST_DEVICE constexpr Int4LanePos Int4LaneOf(int j) {
   return Int4LanePos{(j / 2) % 4, 4 * (j % 2) + 2 * (j / 16) + (j / 8) % 2};
 }
 
-// Checkpoint words (eight nibbles each, lowest column first) -> lane order; `cols` % 32 == 0.
-inline void Int4ToLaneOrder(const int32_t* words, int64_t rows, int64_t cols, int32_t* out) {
-  for (int64_t b = 0; b < rows * cols / kInt4LaneBlock; ++b) {
-    const uint32_t* in = reinterpret_cast<const uint32_t*>(words) + 4 * b;
-    uint32_t o[4] = {0, 0, 0, 0};
-    for (int j = 0; j < kInt4LaneBlock; ++j) {
-      const uint32_t nib = (in[j / 8] >> (4 * (j % 8))) & 0xfu;
-      const Int4LanePos p = Int4LaneOf(j);
-      o[p.word] |= nib << (4 * p.nibble);
+// One block: in[w] holds columns 8w .. 8w+7 (lowest first), so byte t of in[w] is columns
+// 8w + 2t (low nibble) and + 1 (high): they go to word t, nibbles w and 4 + w (Int4LaneOf).
+inline void Int4BlockToLaneOrder(const uint32_t (&in)[4], uint32_t (&out)[4]) {
+  for (int t = 0; t < 4; ++t) {
+    uint32_t o = 0;
+    for (int w = 0; w < 4; ++w) {
+      const uint32_t byte = (in[w] >> (8 * t)) & 0xffu;
+      o |= (byte & 0xfu) << (4 * w) | (byte >> 4) << (16 + 4 * w);
     }
+    out[t] = o;
+  }
+}
+
+// Checkpoint words (eight nibbles each, lowest column first) -> lane order, blocks [b0, b1) of
+// a row-major tensor whose columns are a multiple of 32 (block b: words 4b .. 4b+3).
+inline void Int4ToLaneOrder(const int32_t* words, int64_t b0, int64_t b1, int32_t* out) {
+  for (int64_t b = b0; b < b1; ++b) {
+    const uint32_t in[4] = {static_cast<uint32_t>(words[4 * b]), static_cast<uint32_t>(words[4 * b + 1]),
+                            static_cast<uint32_t>(words[4 * b + 2]), static_cast<uint32_t>(words[4 * b + 3])};
+    uint32_t o[4];
+    Int4BlockToLaneOrder(in, o);
     for (int i = 0; i < 4; ++i) out[4 * b + i] = static_cast<int32_t>(o[i]);
   }
 }
