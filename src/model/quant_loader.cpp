@@ -272,16 +272,16 @@ Result<std::shared_ptr<const QuantizedWeight>> ReadQuantizedLinear(const Checkpo
     std::memcpy(q->words.data(), packed.data(), q->words.size() * 4);
     GRAFT_ASSIGN_OR_RETURN(q->scale, Scales(scale));
     if (const TensorRef shp = find("weight_shape"); shp.file) {
-      int32_t dims[2] = {0, 0};
+      int64_t dims[2] = {0, 0};  // int64 as compressed-tensors writes it; int32 accepted too
       if (shp.info->num_elements() != 2 || (shp.info->dtype != DType::kI32 && shp.info->dtype != DType::kI64)) {
         return fail("'weight_shape' must hold two integers");
       }
       if (shp.info->dtype == DType::kI32) {
-        std::memcpy(dims, shp.data(), 8);
+        int32_t d32[2];
+        std::memcpy(d32, shp.data(), 8);
+        dims[0] = d32[0], dims[1] = d32[1];
       } else {
-        int64_t d64[2];
-        std::memcpy(d64, shp.data(), 16);
-        dims[0] = static_cast<int32_t>(d64[0]), dims[1] = static_cast<int32_t>(d64[1]);
+        std::memcpy(dims, shp.data(), 16);
       }
       if (dims[0] != n || dims[1] != k) {
         return fail(fmt::format("weight_shape says [{}, {}], expected [{}, {}]", dims[0], dims[1], n, k));

@@ -122,7 +122,7 @@ void Fp8QuantizeActivations(const float* x, int64_t k, int64_t group, uint8_t* c
   }
 }
 
-Result<QuantizedWeight> Quantize(const float* w, int64_t rows, int64_t cols, QuantFormat format) {
+Result<QuantizedWeight> Quantize(const float* w, int64_t rows, int64_t cols, QuantFormat format, float shared_amax) {
   QuantizedWeight q;
   q.format = format;
   q.rows = rows;
@@ -174,7 +174,10 @@ Result<QuantizedWeight> Quantize(const float* w, int64_t rows, int64_t cols, Qua
     case QuantFormat::kNvfp4: {
       q.group = 16;
       if (cols % 16 != 0) return InvalidArgument(fmt::format("quantize nvfp4: {} columns is not a multiple of 16", cols));
-      float amax = 0;
+      if (!(shared_amax >= 0.0f) || !std::isfinite(shared_amax)) {
+        return InvalidArgument(fmt::format("quantize nvfp4: shared amax {} is not a finite non-negative number", shared_amax));
+      }
+      float amax = shared_amax;
       for (int64_t i = 0; i < rows * cols; ++i) amax = std::max(amax, std::fabs(w[i]));
       q.global = amax > 0 ? amax / (6.0f * 448.0f) : 1.0f;
       // compressed-tensors stores 1 / global and loaders invert it back: move up to the nearest

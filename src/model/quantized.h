@@ -78,6 +78,10 @@ inline float Fp8WeightScale(const QuantizedWeight& w, int64_t n, int64_t g) {
 //                the reciprocal); per 16 columns the e4m3 scale
 //                e4m3(amax(group) / 6 / global); code = e2m1(W / (scale · global)).
 // Fails on shapes the format cannot hold (int4: cols % 128, nvfp4: cols % 16) or non-finite W.
-Result<QuantizedWeight> Quantize(const float* w, int64_t rows, int64_t cols, QuantFormat format);
+// `shared_amax` (NVFP4 only): the global scale comes from max(amax(W), shared_amax) — for the
+// tensors vLLM fuses into one module (q/k/v, gate/up, in_proj_qkv/z), which it serves with one
+// global scale, so their quantizer gives each the amax of them all (as llm-compressor does).
+Result<QuantizedWeight> Quantize(const float* w, int64_t rows, int64_t cols, QuantFormat format,
+                                 float shared_amax = 0.0f);
 
 }  // namespace graft

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -52,6 +53,17 @@ std::vector<uint8_t> Bytes(const std::vector<T>& v) {
   return b;
 }
 
+float AbsMax(const float* v, int64_t n) {
+  float m = 0.0f;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(v[i]));
+  return m;
+}
+
+// NVFP4's tensors that vLLM fuses into one module (its packed_modules_mapping: q/k/v,
+// gate/up, in_proj_qkv/z; in_proj_b/a stay bf16) are the quantized projections of one of our
+// fused slots: a key for that group.
+std::pair<int, int> FusedGroup(int layer, const Projection& p) { return {layer, static_cast<int>(p.target)}; }
+
 // The tensors one quantized projection becomes, in the format's standard names.
 std::vector<TensorToWrite> Layout(const std::string& module, const QuantizedWeight& q) {
   std::vector<TensorToWrite> out;
@@ -67,8 +79,9 @@ std::vector<TensorToWrite> Layout(const std::string& module, const QuantizedWeig
     for (size_t i = 0; i < scale.size(); ++i) scale[i] = FloatToBf16(q.scale[i]);  // exact: already bf16 values
     out.push_back({module + ".weight_packed", DType::kI32, {q.rows, q.cols / 8}, Bytes(q.words)});
     out.push_back({module + ".weight_scale", DType::kBF16, {q.rows, q.cols / q.group}, Bytes(scale)});
-    out.push_back({module + ".weight_shape", DType::kI32, {2},
-                   Bytes(std::vector<int32_t>{static_cast<int32_t>(q.rows), static_cast<int32_t>(q.cols)})});
+    // int64, as compressed-tensors' compressor writes it (a torch shape tensor) and vLLM's
+    // CompressedTensorsWNA16 declares the parameter.
+    out.push_back({module + ".weight_shape", DType::kI64, {2}, Bytes(std::vector<int64_t>{q.rows, q.cols})});
   }
   return out;
 }
@@ -149,6 +162,22 @@ Status QuantizeWeights(ModelWeights& w, const ModelConfig& cfg, QuantFormat form
       }
     }
   }
+  // NVFP4: one global scale per fused group (Quantize's shared_amax), from all its quantized tensors.
+  std::vector<float> job_amax(jobs.size(), 0.0f);
+  if (format == QuantFormat::kNvfp4) {
+    std::vector<float> amax(tasks.size(), 0.0f);
+    ParallelFor(static_cast<int64_t>(tasks.size()), threads, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const Task& t = tasks[static_cast<size_t>(i)];
+        if (KeptHighPrecision(t.p, format)) continue;
+        std::vector<float> v(static_cast<size_t>(t.p.rows * t.p.cols));
+        WeightRows(*t.src, t.p.row_offset, t.p.row_offset + t.p.rows, v.data());
+        const float a = AbsMax(v.data(), t.p.rows * t.p.cols);
+        amax[static_cast<size_t>(i)] = std::isfinite(a) ? a : 0.0f;  // Quantize then names the bad tensor
+      }
+    });
+    for (size_t i = 0; i < tasks.size(); ++i) job_amax[tasks[i].job] = std::max(job_amax[tasks[i].job], amax[i]);
+  }
   Progress bar(std::string("quantizing to ") + QuantFormatName(format), total, /*bytes=*/false);
   std::vector<Status> errors(tasks.size(), Status::Ok());
   ParallelFor(static_cast<int64_t>(tasks.size()), threads, [&](int64_t b, int64_t e) {
@@ -166,7 +195,7 @@ Status QuantizeWeights(ModelWeights& w, const ModelConfig& cfg, QuantFormat form
       } else {
         std::vector<float> v(static_cast<size_t>(t.p.rows * t.p.cols));
         WeightRows(*t.src, r0, r1, v.data());
-        auto q = Quantize(v.data(), t.p.rows, t.p.cols, format);
+        auto q = Quantize(v.data(), t.p.rows, t.p.cols, format, job_amax[t.job]);
         if (!q.ok()) {
           errors[static_cast<size_t>(i)] = q.status().WithContext(part.name);
           continue;
@@ -227,6 +256,29 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
       targets[module + ".weight"] = {l, p, module};
     }
   }
+  // NVFP4: the amax of each fused group first (a read of its tensors), so that every tensor of
+  // the group gets the same global scale (Quantize's shared_amax).
+  std::map<std::pair<int, int>, float> group_amax;
+  if (format == QuantFormat::kNvfp4) {
+    Progress scan("nvfp4: global scales of fused groups", ck.total_bytes(), /*bytes=*/true);
+    for (const auto& file : ck.files()) {
+      for (const TensorInfo& t : file->tensors()) {
+        auto it = targets.find(t.name);
+        if (it != targets.end()) {
+          GRAFT_ASSIGN_OR_RETURN(std::vector<float> v, ReadAsFloat(TensorRef{file.get(), &t}));
+          const float a = AbsMax(v.data(), static_cast<int64_t>(v.size()));
+          if (!std::isfinite(a) || std::any_of(v.begin(), v.end(), [](float x) { return std::isnan(x); })) {
+            return InvalidArgument(fmt::format("{}: holds a non-finite value; nothing to quantize", t.name));
+          }
+          float& g = group_amax[FusedGroup(it->second.layer, it->second.p)];
+          g = std::max(g, a);
+          file->Release(t);
+        }
+        scan.Add(t.num_bytes());
+      }
+    }
+    scan.Finish();
+  }
   fs::create_directories(job.out, ec);
   if (ec) return IoError(fmt::format("{}: cannot create: {}", job.out, ec.message()));
   QuantizeReport rep;
@@ -247,7 +299,10 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
       } else {
         if (t.shape.size() != 2) return InvalidArgument(fmt::format("{}: expected a 2-D projection weight", t.name));
         GRAFT_ASSIGN_OR_RETURN(std::vector<float> v, ReadAsFloat(ref));
-        GRAFT_ASSIGN_OR_RETURN(QuantizedWeight q, Quantize(v.data(), t.shape[0], t.shape[1], format));
+        const auto shared = group_amax.find(FusedGroup(it->second.layer, it->second.p));
+        auto quantized = Quantize(v.data(), t.shape[0], t.shape[1], format, shared == group_amax.end() ? 0.0f : shared->second);
+        if (!quantized.ok()) return quantized.status().WithContext(t.name);
+        QuantizedWeight q = std::move(quantized).value();
         for (auto& tw : Layout(it->second.module, q)) {
           weight_map[tw.name] = shard;
           out.push_back(std::move(tw));

@@ -290,6 +290,8 @@ std::vector<BadCase> BadCases() {
        keep},
       {"weight_shape", "w4a16", "weight_shape says",
        [](std::vector<TensorToWrite>& a) { Named(a, kM + ".weight_shape")->bytes[0] ^= 1; }, keep},
+      {"weight_shape_high_word", "w4a16", "weight_shape says",  // N + 2^32: not N once truncated
+       [](std::vector<TensorToWrite>& a) { Named(a, kM + ".weight_shape")->bytes[4] ^= 1; }, keep},
       {"global_zero", "nvfp4", "must be positive",
        [](std::vector<TensorToWrite>& a) { std::memset(Named(a, kM + ".weight_global_scale")->bytes.data(), 0, 4); }, keep},
       {"nvfp4_scale_dtype", "nvfp4", "has dtype U8, expected F8_E4M3",

@@ -14,6 +14,8 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
 #include "model/model.h"
 #include "model/quantized.h"
 #include "test_util.h"
@@ -133,8 +135,9 @@ TEST(Quantize, W4a16WritesCompressedTensorsPackQuantized) {
   EXPECT_EQ(packed.info->shape, (std::vector<int64_t>{n, k / 8}));
   EXPECT_EQ(scale.info->dtype, DType::kBF16);
   EXPECT_EQ(scale.info->shape, (std::vector<int64_t>{n, k / 128}));
-  int32_t dims[2];
-  std::memcpy(dims, shape.data(), 8);
+  ASSERT_EQ(shape.info->dtype, DType::kI64) << "compressed-tensors writes weight_shape as int64 (vLLM declares it so)";
+  int64_t dims[2];
+  std::memcpy(dims, shape.data(), 16);
   EXPECT_EQ(dims[0], n);
   EXPECT_EQ(dims[1], k);
   auto ref = ReadAsFloat(orig).value();
@@ -163,6 +166,81 @@ TEST(Quantize, W4a16WritesCompressedTensorsPackQuantized) {
 
 namespace graft {
 namespace {
+
+// vLLM serves q/k/v, gate/up and in_proj_qkv/z each as one fused module with one NVFP4 global
+// scale (llm-compressor writes them so): the written checkpoint gives every tensor of such a
+// group the same weight_global_scale, from the group's amax, while unrelated modules keep their
+// own; the groups' blocks still dequantize within the format's step.
+TEST(Quantize, Nvfp4FusedModulesShareOneGlobalScale) {
+  test::TempDir d;
+  const std::string root = fs::path(test::FixturesDir()).parent_path().string();
+  QuantizeJob job{root + "/models/base", d.path(), "nvfp4", 0, 8, 2};
+  ASSERT_TRUE(RunQuantize(job).ok());
+  auto in = Checkpoint::Open(job.in);
+  auto out = Checkpoint::Open(job.out);
+  ASSERT_TRUE(in.ok() && out.ok());
+  auto global = [&](const std::string& module) {
+    TensorRef g = out->Find(module + ".weight_global_scale");
+    EXPECT_TRUE(g.file) << module;
+    float v = 0;
+    if (g.file) std::memcpy(&v, g.data(), 4);
+    return v;
+  };
+  auto amax = [&](const std::string& module) {
+    const auto v = ReadAsFloat(in->Find(module + ".weight")).value();
+    float m = 0;
+    for (float x : v) m = std::max(m, std::fabs(x));
+    return m;
+  };
+  const std::string gdn = "model.layers.0.", attn = "model.layers.2.";
+  const std::vector<std::vector<std::string>> groups = {
+      {attn + "self_attn.q_proj", attn + "self_attn.k_proj", attn + "self_attn.v_proj"},
+      {attn + "mlp.gate_proj", attn + "mlp.up_proj"},
+      {gdn + "linear_attn.in_proj_qkv", gdn + "linear_attn.in_proj_z"},
+      {gdn + "mlp.gate_proj", gdn + "mlp.up_proj"}};
+  bool any_differ = false;  // the fixture's tensors must not share amax by chance
+  for (const auto& g : groups) {
+    float group_amax = 0;
+    for (const auto& m : g) group_amax = std::max(group_amax, amax(m));
+    for (const auto& m : g) {
+      EXPECT_EQ(global(m), global(g[0])) << m << " vs " << g[0];
+      any_differ = any_differ || amax(m) != group_amax;
+    }
+    // stored as the reciprocal: 1 / global, global = group amax / (6 · 448) (moved up by ulps)
+    EXPECT_NEAR(1.0f / global(g[0]), group_amax / (6.0f * 448.0f), group_amax / (6.0f * 448.0f) * 1e-5f) << g[0];
+  }
+  EXPECT_TRUE(any_differ) << "every member already had its group's amax: the test would not see sharing";
+  EXPECT_NE(global(attn + "self_attn.q_proj"), global(attn + "self_attn.o_proj"));
+}
+
+// A checkpoint with a NaN in one projection is refused for every format, the tensor named —
+// never written with a poisoned scale (NVFP4 reads a fused group's amax first).
+TEST(Quantize, ANonFiniteWeightIsRefusedByName) {
+  test::TempDir m;
+  const std::string base = fs::path(test::FixturesDir()).parent_path().string() + "/models/base";
+  for (const auto& f : fs::directory_iterator(base)) fs::copy(f.path(), m.File(f.path().filename()));
+  auto st = SafetensorsFile::Open(m.File("model.safetensors"));
+  ASSERT_TRUE(st.ok());
+  const std::string bad = "model.layers.2.self_attn.k_proj.weight";
+  std::vector<TensorToWrite> ts;
+  for (const auto& t : st->tensors()) {
+    TensorToWrite w{t.name, t.dtype, t.shape, {}};
+    w.bytes.assign(st->Data(t), st->Data(t) + t.num_bytes());
+    if (t.name == bad) {
+      ASSERT_EQ(t.dtype, DType::kBF16);
+      w.bytes[2 * 37] = 0xc0, w.bytes[2 * 37 + 1] = 0x7f;  // element 37: bf16 NaN
+    }
+    ts.push_back(std::move(w));
+  }
+  ASSERT_TRUE(WriteSafetensors(m.File("model.safetensors"), std::move(ts)).ok());
+  for (const char* format : {"nvfp4", "w4a16", "fp8-block"}) {
+    test::TempDir out;
+    auto rep = RunQuantize({m.path(), out.path(), format, 0, 8, 2});
+    ASSERT_FALSE(rep.ok()) << format;
+    EXPECT_NE(rep.status().ToString().find(bad), std::string::npos) << format << ": " << rep.status().ToString();
+    EXPECT_NE(rep.status().ToString().find("finite"), std::string::npos) << format << ": " << rep.status().ToString();
+  }
+}
 
 // graft bench --dummy-quantize quantizes weights in memory: the same model, bit for bit, as
 // graft quantize's checkpoint loaded back.
