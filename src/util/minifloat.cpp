@@ -1,25 +1,9 @@
 #include "util/minifloat.h"
 
 #include <algorithm>
-#include <array>
+#include <cmath>
 
 namespace graft {
-namespace {
-
-// The non-negative values of codes 0..n-1 (increasing with the code), and the nearest code to
-// |f| among them: ties go to the even code.
-template <size_t N>
-uint8_t Nearest(const std::array<float, N>& v, float a) {
-  if (a >= v[N - 1]) return static_cast<uint8_t>(N - 1);
-  // v[hi - 1] < a <= v[hi] (a > v[0] = 0 here, or a == 0 with hi = 1)
-  const size_t hi = std::max<size_t>(1, static_cast<size_t>(std::lower_bound(v.begin(), v.end(), a) - v.begin()));
-  const float below = a - v[hi - 1], above = v[hi] - a;
-  if (below < above) return static_cast<uint8_t>(hi - 1);
-  if (above < below) return static_cast<uint8_t>(hi);
-  return static_cast<uint8_t>((hi - 1) % 2 == 0 ? hi - 1 : hi);
-}
-
-}  // namespace
 
 // Directly from the float: subnormals count in steps of 2^-9, normals keep 3 mantissa bits
 // rounded half to even (the even code: its low bit is the mantissa's); a carry out of the
@@ -43,10 +27,15 @@ uint8_t FloatToFp8E4M3(float f) {
   return std::signbit(f) ? static_cast<uint8_t>(c | 0x80) : c;
 }
 
+// The codes' values are 0, .5, 1, 1.5, 2, 3, 4, 6: the nearest code counts the midpoints
+// below |f|, each midpoint itself going to the even code of its two (so > where the code below
+// is even, >= where the one above is) — a plain search's answer without the search (NVFP4
+// quantization of a 27B model calls this 27e9 times). NaN compares false: code 0.
 uint8_t FloatToFp4E2M1(float f) {
-  static const std::array<float, 8> v = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float a = std::fabs(f);
+  const uint8_t c = static_cast<uint8_t>((a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
+                                         (a >= 3.5f) + (a > 5.0f));
   if (std::isnan(f)) return 0;
-  const uint8_t c = Nearest(v, std::fabs(f));
   return std::signbit(f) ? static_cast<uint8_t>(c | 0x8) : c;
 }
 

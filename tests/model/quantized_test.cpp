@@ -57,6 +57,38 @@ TEST(Minifloat, EncodersRoundTripEveryCodeAndRoundHalfToEven) {
   EXPECT_EQ(FloatToFp4E2M1(1.3f), 0x3);
 }
 
+// The e2m1 encoder against a plain search over its eight values (nearest, ties to the even
+// code), at every value, every midpoint and one float step either side, and a million random
+// magnitudes up to past the saturation point, with both signs.
+TEST(Minifloat, E2m1EncoderIsTheNearestCode) {
+  auto nearest = [](float f) {
+    const float a = std::fabs(f);
+    int best = 0;
+    for (int c = 1; c < 8; ++c) {
+      const float d = std::fabs(Fp4E2M1ToFloat(static_cast<uint8_t>(c)) - a), db = std::fabs(Fp4E2M1ToFloat(static_cast<uint8_t>(best)) - a);
+      if (d < db || (d == db && c % 2 == 0)) best = c;
+    }
+    return static_cast<uint8_t>(std::signbit(f) ? best | 0x8 : best);
+  };
+  std::vector<float> probes;
+  for (int c = 0; c < 8; ++c) {
+    const float v = Fp4E2M1ToFloat(static_cast<uint8_t>(c));
+    probes.insert(probes.end(), {v, std::nextafter(v, 0.0f), std::nextafter(v, 100.0f)});
+    if (c < 7) {
+      const float mid = (v + Fp4E2M1ToFloat(static_cast<uint8_t>(c + 1))) / 2;
+      probes.insert(probes.end(), {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 100.0f)});
+    }
+  }
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> ud(0.0f, 8.0f);
+  for (int i = 0; i < 1000000; ++i) probes.push_back(ud(rng));
+  for (float p : probes) {
+    for (float f : {p, -p}) ASSERT_EQ(FloatToFp4E2M1(f), nearest(f)) << f;
+  }
+  EXPECT_EQ(FloatToFp4E2M1(std::nanf("")), 0);
+  EXPECT_EQ(FloatToFp4E2M1(-0.0f), 0x8);  // the sign of a zero is kept
+}
+
 // The e4m3 encoder against a plain search: the code whose value is nearest, ties to the even
 // code, at every code's value, at every midpoint and one float step either side of it, and at
 // a million random magnitudes across the whole range (and their negatives).
