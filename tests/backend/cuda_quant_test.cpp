@@ -103,7 +103,7 @@ bool Same(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
-const int64_t kRows[] = {1, 5, 17, 40, 64, 65, 200};
+const int64_t kRows[] = {1, 5, 16, 17, 40, 64, 65, 200};  // 16 and 17: the decode forms' edge
 
 TEST(CudaQuant, W4a16IsTheDenseBf16MatmulOfItsWeights) {
   REQUIRE_GPU();
