@@ -57,17 +57,24 @@ TEST(Minifloat, EncodersRoundTripEveryCodeAndRoundHalfToEven) {
   EXPECT_EQ(FloatToFp4E2M1(1.3f), 0x3);
 }
 
+// The plain search the encoders are checked against: of codes 0 .. count-1 (non-negative,
+// increasing), the one whose value is nearest to a >= 0, ties to the even code.
+template <typename Decode>
+int NearestCode(float a, int count, Decode decode) {
+  int best = 0;
+  for (int c = 1; c < count; ++c) {
+    const float d = std::fabs(decode(static_cast<uint8_t>(c)) - a), db = std::fabs(decode(static_cast<uint8_t>(best)) - a);
+    if (d < db || (d == db && c % 2 == 0)) best = c;
+  }
+  return best;
+}
+
 // The e2m1 encoder against a plain search over its eight values (nearest, ties to the even
 // code), at every value, every midpoint and one float step either side, and a million random
 // magnitudes up to past the saturation point, with both signs.
 TEST(Minifloat, E2m1EncoderIsTheNearestCode) {
   auto nearest = [](float f) {
-    const float a = std::fabs(f);
-    int best = 0;
-    for (int c = 1; c < 8; ++c) {
-      const float d = std::fabs(Fp4E2M1ToFloat(static_cast<uint8_t>(c)) - a), db = std::fabs(Fp4E2M1ToFloat(static_cast<uint8_t>(best)) - a);
-      if (d < db || (d == db && c % 2 == 0)) best = c;
-    }
+    const int best = NearestCode(std::fabs(f), 8, Fp4E2M1ToFloat);
     return static_cast<uint8_t>(std::signbit(f) ? best | 0x8 : best);
   };
   std::vector<float> probes;
@@ -95,11 +102,7 @@ TEST(Minifloat, E2m1EncoderIsTheNearestCode) {
 TEST(Minifloat, E4m3EncoderIsTheNearestCode) {
   auto nearest = [](float f) {
     const float a = std::fabs(f);
-    int best = 0;
-    for (int c = 1; c < 127; ++c) {
-      const float d = std::fabs(Fp8E4M3ToFloat(static_cast<uint8_t>(c)) - a), db = std::fabs(Fp8E4M3ToFloat(static_cast<uint8_t>(best)) - a);
-      if (d < db || (d == db && c % 2 == 0)) best = c;
-    }
+    int best = NearestCode(a, 127, Fp8E4M3ToFloat);
     if (a >= 448.0f) best = 0x7E;
     return static_cast<uint8_t>(std::signbit(f) ? best | 0x80 : best);
   };
