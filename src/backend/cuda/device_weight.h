@@ -11,7 +11,8 @@ namespace graft::cuda {
 enum class DevFormat : uint8_t { kDense, kFp8Block, kFp8Channel, kInt4, kNvfp4 };
 
 struct DevWeight {
-  const void* data = nullptr;  // dense values; fp8: e4m3 codes [rows*cols]; int4: words [rows*cols/8];
+  const void* data = nullptr;  // dense values; fp8: e4m3 codes [rows*cols]; int4: words [rows*cols/8] (in
+                               // int4_lanes.h's order when int4_lanes);
                                // nvfp4: packed codes [rows*cols/2]
   int64_t rows = 0, cols = 0;
   bool bf16 = false;           // dense only
