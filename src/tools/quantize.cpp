@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -53,9 +54,13 @@ std::vector<uint8_t> Bytes(const std::vector<T>& v) {
   return b;
 }
 
+// max |v|, or NaN when a value is not finite.
 float AbsMax(const float* v, int64_t n) {
   float m = 0.0f;
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(v[i]));
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(v[i])) return std::numeric_limits<float>::quiet_NaN();
+    m = std::max(m, std::fabs(v[i]));
+  }
   return m;
 }
 
@@ -173,7 +178,7 @@ Status QuantizeWeights(ModelWeights& w, const ModelConfig& cfg, QuantFormat form
         std::vector<float> v(static_cast<size_t>(t.p.rows * t.p.cols));
         WeightRows(*t.src, t.p.row_offset, t.p.row_offset + t.p.rows, v.data());
         const float a = AbsMax(v.data(), t.p.rows * t.p.cols);
-        amax[static_cast<size_t>(i)] = std::isfinite(a) ? a : 0.0f;  // Quantize then names the bad tensor
+        amax[static_cast<size_t>(i)] = std::isnan(a) ? 0.0f : a;  // Quantize then names the bad tensor
       }
     });
     for (size_t i = 0; i < tasks.size(); ++i) job_amax[tasks[i].job] = std::max(job_amax[tasks[i].job], amax[i]);
@@ -267,7 +272,7 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
         if (it != targets.end()) {
           GRAFT_ASSIGN_OR_RETURN(std::vector<float> v, ReadAsFloat(TensorRef{file.get(), &t}));
           const float a = AbsMax(v.data(), static_cast<int64_t>(v.size()));
-          if (!std::isfinite(a) || std::any_of(v.begin(), v.end(), [](float x) { return std::isnan(x); })) {
+          if (std::isnan(a)) {
             return InvalidArgument(fmt::format("{}: holds a non-finite value; nothing to quantize", t.name));
           }
           float& g = group_amax[FusedGroup(it->second.layer, it->second.p)];

@@ -34,11 +34,6 @@ struct FlashSmem {
   __nv_bfloat16 v[kKeys][kLd];
 };
 
-__device__ __forceinline__ unsigned PackBf16(float lo, float hi) {
-  const __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const unsigned*>(&p);
-}
-
 // Four floats as bf16 into dst (exact for bf16-valued activations).
 __device__ __forceinline__ void PutRow4(__nv_bfloat16* dst, const float4 v) {
   __nv_bfloat162* d = reinterpret_cast<__nv_bfloat162*>(dst);

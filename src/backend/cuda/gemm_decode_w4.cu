@@ -33,16 +33,6 @@ __host__ __device__ inline StageLayout Layout(int m) {
   return l;
 }
 
-__device__ __forceinline__ void CpAsync4(void* dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SmemAddr(dst)), "l"(src));
-}
-
-// Two consecutive weights as the B fragment's bf16 pair (low half: the lower K).
-__device__ __forceinline__ unsigned PairBf16(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const unsigned*>(&h);
-}
-
 __device__ __forceinline__ unsigned FmaBf16x2(unsigned a, unsigned b, unsigned c) {
   unsigned d;
   asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
@@ -63,7 +53,7 @@ __device__ __forceinline__ unsigned Int4PairBf16(unsigned bits, unsigned s2) {
 // 2^23 + 8 (nibble - 8 exactly, without the quarter-rate int-to-float conversion), times s.
 __device__ __forceinline__ unsigned Int4PairF32(unsigned bits, float s) {
   auto v = [&](unsigned nib) { return __fmul_rn(__fsub_rn(__int_as_float(0x4B000000 | (nib & 0xf)), 8388616.0f), s); };
-  return PairBf16(v(bits), v(bits >> 16));
+  return PackBf16(v(bits), v(bits >> 16));
 }
 
 enum class W4Kind { kNvfp4, kInt4F32Scale, kInt4Bf16Scale };
@@ -129,7 +119,7 @@ __global__ void __launch_bounds__(32) GemmDecodeW4Kernel(const __nv_bfloat16* __
         auto v = [&](unsigned nib) { return __fmul_rn(__fmul_rn(E2m1ToFloat(nib), s), dw.global); };
         unsigned a[4];
         LdMatrixX4(a, xs + x_row * kXLd + kk + x_col);
-        Mma16816(acc, a, PairBf16(v(lo & 0xf), v(lo >> 4)), PairBf16(v(hi & 0xf), v(hi >> 4)));
+        Mma16816(acc, a, PackBf16(v(lo & 0xf), v(lo >> 4)), PackBf16(v(hi & 0xf), v(hi >> 4)));
       }
     } else {
       // Lane order (int4_lanes.h): word t of each 32-column block holds this lane's eight weights
@@ -139,7 +129,7 @@ __global__ void __launch_bounds__(32) GemmDecodeW4Kernel(const __nv_bfloat16* __
         const unsigned wd = *reinterpret_cast<const unsigned*>(wrow + blk * 16 + 4 * t);
         const float s = reinterpret_cast<const float*>(srow)[(blk * 32) >> gshift];  // groups >= 32 columns
         unsigned s2 = 0;
-        if constexpr (kKind == W4Kind::kInt4Bf16Scale) s2 = PairBf16(s, s);
+        if constexpr (kKind == W4Kind::kInt4Bf16Scale) s2 = PackBf16(s, s);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           unsigned b0, b1;

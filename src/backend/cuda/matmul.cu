@@ -372,16 +372,17 @@ int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16) {
 }
 
 namespace {
-// MatMul's and MatMulSplitK's way into the mma.sync forms: x copied to bf16 into the caller's
-// scratch (`who` names the caller in the error when there is none).
-Status ViaBf16Copy(const char* who, const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy,
-                   bool round_output, bool split_k, void* stream, void* scratch) {
+// The way into the kernels that read bf16 activations (the mma.sync forms, the W4A16 decode
+// form): x [m, K] copied to bf16 into the caller's scratch (`who` names the caller in the error
+// when there is none).
+Result<const uint16_t*> Bf16CopyOf(const char* who, const float* x, int64_t m, const DevWeight& w, void* stream,
+                                   void* scratch) {
   if (scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 16 != 0) {
     return InvalidArgument(std::string(who) + ": bf16 products need MatMulScratchBytes of aligned scratch");
   }
   auto* xb = static_cast<uint16_t*>(scratch);
   if (Status st = ToBf16(x, m * w.cols, xb, stream); !st.ok()) return st;
-  return MatMulBf16(xb, w.cols, m, w, y, ldy, round_output, split_k, stream);
+  return static_cast<const uint16_t*>(xb);
 }
 }  // namespace
 
@@ -396,16 +397,11 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
                        (w.format != DevFormat::kInt4 || w.group % 8 == 0);
   const bool tensor = bf16 && (w.bf16 || w.w4a16());
   const auto* wb = static_cast<const __nv_bfloat16*>(w.data);
-  if (PipeForm(m, w, bf16) || DecodeForm(m, w, bf16)) {
-    return ViaBf16Copy("cuda MatMul", x, m, w, y, ldy, round_output, /*split_k=*/false, stream, scratch);
-  }
-  if (bf16 && DecodeW4a16Fits(m, w)) {  // 4-bit weights dequantized in registers (gemm_decode_w4.h)
-    if (scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 16 != 0) {
-      return InvalidArgument("cuda MatMul: W4A16 decode products need MatMulScratchBytes of aligned scratch");
-    }
-    auto* xb = static_cast<uint16_t*>(scratch);
-    if (Status st = ToBf16(x, m * w.cols, xb, stream); !st.ok()) return st;
-    return GemmDecodeW4a16(xb, m, w, y, ldy, round_output, stream);
+  const bool mma_form = PipeForm(m, w, bf16) || DecodeForm(m, w, bf16);
+  if (mma_form || (bf16 && DecodeW4a16Fits(m, w))) {  // 4-bit weights: dequantized in registers (gemm_decode_w4.h)
+    GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch));
+    return mma_form ? MatMulBf16(xb, w.cols, m, w, y, ldy, round_output, /*split_k=*/false, stream)
+                    : GemmDecodeW4a16(xb, m, w, y, ldy, round_output, stream);
   }
   if (tensor && w.w4a16() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
              (w.format != DevFormat::kInt4 || w.group % 8 == 0)) {
@@ -458,7 +454,8 @@ Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partia
   if (m == 0) return Status::Ok();
   const int64_t kz = SplitKColumns(w.cols), splits = (w.cols + kz - 1) / kz;
   if (PipeForm(m, w, true) || DecodeForm(m, w, true)) {  // the same slices through the mma.sync forms
-    return ViaBf16Copy("cuda MatMulSplitK", x, m, w, partial, w.rows, false, /*split_k=*/true, stream, scratch);
+    GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMulSplitK", x, m, w, stream, scratch));
+    return MatMulBf16(xb, w.cols, m, w, partial, w.rows, false, /*split_k=*/true, stream);
   }
   const auto* wb = static_cast<const __nv_bfloat16*>(w.data);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);

@@ -4,6 +4,7 @@
 // gives an output the same bits for the same sequence of 16-wide K chunks.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 namespace graft::cuda {
@@ -16,11 +17,22 @@ __device__ __forceinline__ unsigned SmemAddr(const void* p) {
 __device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid = true) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src), "r"(valid ? 16 : 0));
 }
+// 4 bytes global → shared (cached at all levels: small pieces such as a row's scales).
+__device__ __forceinline__ void CpAsync4(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SmemAddr(dst)), "l"(src));
+}
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most kPending of this thread's committed groups are still in flight.
 template <int kPending>
 __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Two floats as a bf16x2 register (round to nearest even; lo in the low half: the lower K of
+// an mma fragment pair).
+__device__ __forceinline__ unsigned PackBf16(float lo, float hi) {
+  const __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const unsigned*>(&p);
 }
 
 // Four 8 x 8 b16 matrices; lanes 8i .. 8i + 7 give the row addresses of matrix i.
