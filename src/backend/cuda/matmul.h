@@ -60,9 +60,10 @@ Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partia
 Status SumSplits(const float* partial, int64_t m, const DevWeight& w, float* y, bool round_output, void* stream);
 
 // FP8 W8A8 as model/quantized.h defines it: activations quantized per row and group into
-// `scratch` (Fp8ScratchFloats(m, w) floats of device memory), then a SIMT GEMM in the CPU
-// reference's order — the CPU's bits, with either activation dtype. (Not yet on the FP8 tensor
-// cores: see bench/results for what that costs.)
+// `scratch` (Fp8ScratchFloats(m, w) floats of device memory), then with bf16 activations the
+// FP8 tensor cores where gemm_fp8.h fits (each group's dot summed by the hardware: close to the
+// CPU, not its bits; batch invariant), otherwise — and always with fp32 activations — a SIMT
+// GEMM in the CPU reference's order, the CPU's bits.
 int64_t Fp8ScratchFloats(int64_t m, const DevWeight& w);
 Status MatMulFp8(const float* x, int64_t m, const DevWeight& w, float* scratch, float* y, int64_t ldy,
                  bool round_output, bool bf16, void* stream);

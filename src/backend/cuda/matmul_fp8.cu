@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemm_fp8.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/simt_tile.cuh"
 
@@ -13,9 +14,11 @@ namespace {
 
 // One block per (row, activation group): the group's amax (a max: exact in any order), its
 // scale amax / 448 (1 when all zero) and the e4m3 codes of x / scale (round to nearest even,
-// saturating at 448: the CPU's FloatToFp8E4M3), stored decoded as floats for the GEMM.
+// saturating at 448: the CPU's FloatToFp8E4M3) — stored decoded as floats for the SIMT GEMM, or
+// as the codes themselves for the tensor cores (kCodes).
+template <bool kCodes>
 __global__ void Fp8QuantizeActKernel(const float* __restrict__ x, int64_t k, int64_t group, int64_t groups,
-                                     float* __restrict__ xq, float* __restrict__ sx) {
+                                     void* __restrict__ out, float* __restrict__ sx) {
   __shared__ float red[128];
   const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups;
   const int64_t c0 = g * group, c1 = min(k, c0 + group);
@@ -32,7 +35,8 @@ __global__ void Fp8QuantizeActKernel(const float* __restrict__ x, int64_t k, int
   if (threadIdx.x == 0) sx[r * groups + g] = scale;
   for (int64_t c = c0 + threadIdx.x; c < c1; c += blockDim.x) {
     const __nv_fp8_storage_t code = __nv_cvt_float_to_fp8(__fdiv_rn(x[r * k + c], scale), __NV_SATFINITE, __NV_E4M3);
-    xq[r * k + c] = E4m3ToFloat(static_cast<uint8_t>(code));
+    if constexpr (kCodes) static_cast<uint8_t*>(out)[r * k + c] = static_cast<uint8_t>(code);
+    else static_cast<float*>(out)[r * k + c] = E4m3ToFloat(static_cast<uint8_t>(code));
   }
 }
 
@@ -115,7 +119,13 @@ Status MatMulFp8(const float* x, int64_t m, const DevWeight& w, float* scratch, 
   float* xq = scratch;
   float* sx = scratch + m * w.cols;
   if (m * groups > 2147483647) return InvalidArgument("cuda MatMulFp8: too many activation groups in one call");
-  Fp8QuantizeActKernel<<<static_cast<unsigned>(m * groups), 128, 0, s>>>(x, w.cols, group, groups, xq, sx);
+  if (bf16 && GemmFp8Fits(w, group)) {  // the tensor cores (gemm_fp8.h): codes, one byte each, then the GEMM
+    Fp8QuantizeActKernel<true><<<static_cast<unsigned>(m * groups), 128, 0, s>>>(x, w.cols, group, groups, xq, sx);
+    const cudaError_t qerr = cudaGetLastError();
+    if (qerr != cudaSuccess) return Internal(std::string("cuda MatMulFp8 launch: ") + cudaGetErrorString(qerr));
+    return GemmFp8(reinterpret_cast<const uint8_t*>(xq), sx, m, w, group, y, ldy, round_output, stream);
+  }
+  Fp8QuantizeActKernel<false><<<static_cast<unsigned>(m * groups), 128, 0, s>>>(x, w.cols, group, groups, xq, sx);
   const int64_t gy = (m + kSM - 1) / kSM;
   if (gy > 65535) return InvalidArgument("cuda MatMulFp8: more than 65535 * 32 rows in one call");
   const dim3 grid(static_cast<unsigned>((w.rows + kSN - 1) / kSN), static_cast<unsigned>(gy));
