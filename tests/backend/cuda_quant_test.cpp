@@ -1,11 +1,12 @@
 // Quantized weights on the CUDA backend (issue 10): int4 (with and without zero points) and
 // NVFP4 multiply as W4A16 — bit for bit the device's dense bf16 matmul of their dequantized
-// weights on the tensor cores, and the CPU reference's bits with fp32 activations; FP8 runs W8A8
+// weights on the tensor cores, summed over K in 1024-column slices, and the CPU reference's bits with fp32 activations; FP8 runs W8A8
 // with per-token-group activation scales in the CPU reference's order — its bits in both
 // activation dtypes; a fused weight of mixed tensors fills each tensor's columns; quantized
 // checkpoints serve on the device with chunk-independent bits. Skips where no device is present.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -75,14 +76,14 @@ Weight DenseOf(const Weight& w) {
 }
 
 // y [m, N] = x · Wᵀ on `ops`, x bf16-valued rows staged through Embed from the table `xt`.
-std::vector<float> MatMulOn(Ops& ops, const Weight& xt, int64_t m, const Weight& w) {
+std::vector<float> MatMulOn(Ops& ops, const Weight& xt, int64_t m, const Weight& w, bool round_output = true) {
   const size_t mark = ops.Mark();
   float* x = ops.Alloc(m * w.cols);
   float* y = ops.Alloc(m * w.rows);
   std::vector<int32_t> ids(static_cast<size_t>(m));
   for (int64_t i = 0; i < m; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
   ops.Embed(xt, ids.data(), static_cast<int>(m), x);
-  ops.MatMul(x, m, w, y, true);
+  ops.MatMul(x, m, w, y, round_output);
   std::vector<float> out(static_cast<size_t>(m * w.rows));
   ops.ToHost(y, m * w.rows, out.data());
   const Status e = ops.TakeError();
@@ -105,9 +106,49 @@ bool Same(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
+// Columns [c0, c0 + w) of a table or dense weight.
+Weight ColumnsOf(const Weight& t, int64_t c0, int64_t w) {
+  Weight s;
+  s.name = t.name + " columns";
+  s.rows = t.rows;
+  s.cols = w;
+  s.is_bf16 = t.is_bf16;
+  for (int64_t r = 0; r < t.rows; ++r) {
+    for (int64_t c = c0; c < c0 + w; ++c) {
+      if (t.is_bf16) s.bf16.push_back(t.bf16[static_cast<size_t>(r * t.cols + c)]);
+      else s.f32.push_back(t.f32[static_cast<size_t>(r * t.cols + c)]);
+    }
+  }
+  return s;
+}
+
+// What the W4A16 forms compute (gemm_decode_w4.h), from the device's dense bf16 matmul: the
+// product over each 1024-column slice of K unrounded, the slices added in ascending order (from
+// -0, which adds exactly), rounded to bf16 once. For K <= 1024 the plain dense product. The
+// slices' tables live as long as the ops (which key device copies by a Weight's address).
+struct SlicedDense {
+  std::deque<Weight> xs, ds;
+  SlicedDense(const Weight& xt, const Weight& d) {
+    constexpr int64_t kSlice = 1024;
+    for (int64_t k0 = 0; k0 < d.cols; k0 += kSlice) {
+      xs.push_back(ColumnsOf(xt, k0, std::min(kSlice, d.cols - k0)));
+      ds.push_back(ColumnsOf(d, k0, std::min(kSlice, d.cols - k0)));
+    }
+  }
+  std::vector<float> On(Ops& ops, int64_t m) const {
+    std::vector<float> total(static_cast<size_t>(m * ds.front().rows), -0.0f);
+    for (size_t i = 0; i < ds.size(); ++i) {
+      const auto part = MatMulOn(ops, xs[i], m, ds[i], /*round_output=*/false);
+      for (size_t e = 0; e < total.size(); ++e) total[e] += part[e];
+    }
+    for (float& v : total) v = RoundBf16(v);
+    return total;
+  }
+};
+
 const int64_t kRows[] = {1, 5, 16, 17, 40, 64, 65, 200};  // 16 and 17: the decode forms' edge
 
-TEST(CudaQuant, W4a16IsTheDenseBf16MatmulOfItsWeights) {
+TEST(CudaQuant, W4a16IsTheSlicedDenseBf16MatmulOfItsWeights) {
   REQUIRE_GPU();
   std::mt19937 rng(3);
   CpuOps cpu(ActDtype::kF32, 4);
@@ -121,13 +162,17 @@ TEST(CudaQuant, W4a16IsTheDenseBf16MatmulOfItsWeights) {
   // Up to 16 rows: K % 256 == 0 (symmetric int4 — bf16 or fp32 scales —, NVFP4) takes the
   // cp.async decode form (gemm_decode_w4.h), other N and K multiples of 16 the WMMA decode form;
   // more rows the tiles. int4 with K % 32 == 0 is stored in lane order (int4_lanes.h), the rest not.
+  // K > 1024: several slices, one short (4608: the decode form's five warps; 2176 with zero
+  // points: the WMMA forms; 3072 with fp32 scales in groups of 64).
   for (const C& c : {C{QuantFormat::kInt4Group, false, 208, 384}, C{QuantFormat::kInt4Group, true, 80, 256},
                      C{QuantFormat::kInt4Group, false, 200, 384}, C{QuantFormat::kNvfp4, false, 96, 512},
                      C{QuantFormat::kNvfp4, false, 130, 208}, C{QuantFormat::kInt4Group, false, 200, 768},
                      C{QuantFormat::kInt4Group, false, 136, 512, true}, C{QuantFormat::kInt4Group, false, 72, 1280},
                      C{QuantFormat::kInt4Group, false, 48, 512, false, 32},
                      C{QuantFormat::kInt4Group, false, 40, 512, true, 64}, C{QuantFormat::kInt4Group, false, 56, 1024, false, 512},
-                     C{QuantFormat::kNvfp4, false, 264, 1024}}) {
+                     C{QuantFormat::kNvfp4, false, 264, 1024}, C{QuantFormat::kInt4Group, false, 64, 4608},
+                     C{QuantFormat::kNvfp4, false, 48, 2304}, C{QuantFormat::kInt4Group, true, 48, 2176},
+                     C{QuantFormat::kInt4Group, false, 40, 3072, true, 64}}) {
     const Weight q = Quantized(c.f, c.n, c.k, c.zp, rng, c.f32_scales, c.group);
     const Weight d = DenseOf(q);
     ASSERT_TRUE(d.is_bf16) << "W4A16 weights are bf16 values";
@@ -138,9 +183,10 @@ TEST(CudaQuant, W4a16IsTheDenseBf16MatmulOfItsWeights) {
     auto bf = test::MakeCuda(ActDtype::kBF16), f32 = test::MakeCuda(ActDtype::kF32);
     ASSERT_TRUE(bf && f32);
     const auto all = MatMulOn(*bf, x, 200, q);
+    const SlicedDense sliced(x, d);
     for (int64_t m : kRows) {
       const auto got = MatMulOn(*bf, x, m, q);
-      EXPECT_TRUE(Same(got, MatMulOn(*bf, x, m, d))) << q.name << " zp " << c.zp << " m " << m;
+      EXPECT_TRUE(Same(got, sliced.On(*bf, m))) << q.name << " zp " << c.zp << " K " << c.k << " m " << m;
       // A row's bits do not depend on how many rows share the call (which kernel runs).
       EXPECT_TRUE(Same(got, std::vector<float>(all.begin(), all.begin() + static_cast<int64_t>(got.size()))))
           << q.name << " first " << m << " rows alone vs among 200";

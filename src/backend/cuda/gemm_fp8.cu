@@ -170,6 +170,12 @@ __global__ void __launch_bounds__(32) GemmFp8DecodeKernel(const uint8_t* __restr
   const int w_row = lane % 8, w_col = (lane / 8) * 16;
   // sw: one value for the 8 outputs per group (fp8-block: 8 | 128), or one per column.
   const int64_t c0 = n0 + 2 * t;
+  // The group ends every group / 64 steps (groups of 128k columns), or only at K's end (a
+  // per-channel group, K long): a countdown, not a 64-bit modulo each step.
+  const int steps_per_group = group % 64 == 0 && group < k ? static_cast<int>(group / 64) : 0x7fffffff;
+  int countdown = steps_per_group;
+  int64_t gi = 0;
+  const float* wscale_block = w.format == DevFormat::kFp8Channel ? nullptr : w.scale + (n0 / w.group) * ((k + w.group - 1) / w.group);
   for (int64_t i = 0; i < slices; ++i) {
     CpAsyncWait<kDStages - 2>();
     __syncwarp();
@@ -185,11 +191,10 @@ __global__ void __launch_bounds__(32) GemmFp8DecodeKernel(const uint8_t* __restr
       const int64_t kabs = i * kDK + kk;
       if (kabs < k) MmaE4m3(part, a0, b[0], b[1]);
       if (kabs + 32 < k) MmaE4m3(part, a1, b[2], b[3]);
-      const int64_t k1 = kabs + 64;
-      if (kabs < k && (k1 % group == 0 || k1 >= k)) {  // the group ends (groups are 128k columns), once
-        const int64_t gi = kabs / group;
-        const float ws0 = w.format == DevFormat::kFp8Channel ? (c0 < n ? w.scale[c0] : 0.0f)
-                                                             : w.scale[(n0 / w.group) * ((k + w.group - 1) / w.group) + gi];
+      if (kabs >= k) break;  // a step wholly past K: the last group ended with the step before
+      if (--countdown == 0 || kabs + 64 >= k) {  // the group ends, once
+        countdown = steps_per_group;
+        const float ws0 = w.format == DevFormat::kFp8Channel ? (c0 < n ? w.scale[c0] : 0.0f) : wscale_block[gi];
         const float ws1 = w.format == DevFormat::kFp8Channel ? (c0 + 1 < n ? w.scale[c0 + 1] : 0.0f) : ws0;
         const float xs0 = g < m ? sx[g * groups + gi] : 0.0f, xs1 = g + 8 < m ? sx[(g + 8) * groups + gi] : 0.0f;
         total[0] = __fadd_rn(total[0], __fmul_rn(part[0], __fmul_rn(xs0, ws0)));
@@ -197,6 +202,7 @@ __global__ void __launch_bounds__(32) GemmFp8DecodeKernel(const uint8_t* __restr
         total[2] = __fadd_rn(total[2], __fmul_rn(part[2], __fmul_rn(xs1, ws0)));
         total[3] = __fadd_rn(total[3], __fmul_rn(part[3], __fmul_rn(xs1, ws1)));
         part[0] = part[1] = part[2] = part[3] = 0.0f;
+        ++gi;
       }
     }
   }

@@ -19,6 +19,19 @@ using namespace nvcuda;
 
 constexpr int kBM = 64, kBN = 64, kBK = 32, kPad = 8, kThreads = 128;
 constexpr int64_t kSplitColumns = 1024;  // K columns per split of MatMulSplitK
+static_assert(kSplitColumns == kW4SliceColumns, "W4A16 products sum K in MatMulSplitK's slices");
+
+using Acc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+// W4A16's slices (gemm_decode_w4.h): where a slice ends (after column kn, of kend), the slice's
+// chain joins the running total — total + acc, in ascending slice order, total from -0 (which
+// adds exactly) — and the next chain starts from zero.
+__device__ __forceinline__ bool SliceEnds(int64_t kn, int64_t kend) { return kn % kW4SliceColumns == 0 || kn >= kend; }
+__device__ __forceinline__ void Promote(Acc& total, Acc& acc) {
+#pragma unroll
+  for (int e = 0; e < total.num_elements; ++e) total.x[e] = __fadd_rn(total.x[e], acc.x[e]);
+  wmma::fill_fragment(acc, 0.0f);
+}
 
 // One 64 x 64 output tile per block; 4 warps as 2 x 2, each 32 x 32 = 2 x 2 WMMA fragments.
 // kQuant: W is an int4 / NVFP4 tensor (dw), dequantized to bf16 while staged (W4A16: the same
@@ -33,9 +46,9 @@ __global__ void __launch_bounds__(kThreads) GemmBf16Kernel(const float* __restri
   __shared__ __align__(32) float Cs[kBM][kBN + 4];
   const int64_t row0 = int64_t{blockIdx.y} * kBM, col0 = int64_t{blockIdx.x} * kBN;
   const int warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+  Acc acc[2][2], total[2][2];  // total: kQuant's sum of slices
   for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f), wmma::fill_fragment(total[i][j], -0.0f);
   // Split z (MatMulSplitK) covers K columns [z kz, (z + 1) kz) and writes y + z zstride.
   const int64_t kbeg = int64_t{blockIdx.z} * kz, kend = kbeg + kz < k ? kbeg + kz : k;
   y += int64_t{blockIdx.z} * zstride;
@@ -72,10 +85,15 @@ __global__ void __launch_bounds__(kThreads) GemmBf16Kernel(const float* __restri
         for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
     }
     __syncthreads();
+    if (kQuant && SliceEnds(k0 + kBK, kend)) {
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) Promote(total[i][j], acc[i][j]);
+    }
   }
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 2; ++j)
-      wmma::store_matrix_sync(&Cs[wm * 32 + i * 16][wn * 32 + j * 16], acc[i][j], kBN + 4, wmma::mem_row_major);
+      wmma::store_matrix_sync(&Cs[wm * 32 + i * 16][wn * 32 + j * 16], kQuant ? total[i][j] : acc[i][j], kBN + 4,
+                              wmma::mem_row_major);
   __syncthreads();
   for (int e = threadIdx.x; e < kBM * kBN; e += kThreads) {
     const int r = e / kBN, c = e % kBN;
@@ -136,11 +154,11 @@ __global__ void __launch_bounds__(kLThreads, 1) GemmBf16LargeKernel(const float*
     const int u = tid + kLThreads * i, r = u / (kLK / 8), c = (u % (kLK / 8)) * 8;                             \
     *reinterpret_cast<uint4*>(&sm.b[buf][r][c]) = rb[i];                                                        \
   }
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4][2];
+  Acc acc[4][2], total[4][2];  // total: kQuant's sum of slices
 #pragma unroll
   for (int i = 0; i < 4; ++i)
 #pragma unroll
-    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f), wmma::fill_fragment(total[i][j], -0.0f);
   const int64_t slices = (kend - kbeg + kLK - 1) / kLK;
   GRAFT_FETCH(kbeg)
   GRAFT_PUT(0)
@@ -163,6 +181,12 @@ __global__ void __launch_bounds__(kLThreads, 1) GemmBf16LargeKernel(const float*
 #pragma unroll
         for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
     }
+    if (kQuant && SliceEnds(kbeg + (t + 1) * kLK, kend)) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) Promote(total[i][j], acc[i][j]);
+    }
     // The other buffer was last read before the barrier that ended the previous slice.
     if (t + 1 < slices) {
       GRAFT_PUT(cur ^ 1)
@@ -178,7 +202,7 @@ __global__ void __launch_bounds__(kLThreads, 1) GemmBf16LargeKernel(const float*
   for (int i = 0; i < 4; ++i) {
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      wmma::store_matrix_sync(stage, acc[i][j], 20, wmma::mem_row_major);
+      wmma::store_matrix_sync(stage, kQuant ? total[i][j] : acc[i][j], 20, wmma::mem_row_major);
       __syncwarp();
       for (int e = lane; e < 256; e += 32) {
         const int r = e / 16, c = e % 16;
@@ -244,9 +268,9 @@ __global__ void __launch_bounds__(32 * kSkWarps) GemmW4a16SkinnyKernel(const flo
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t n0 = (int64_t{blockIdx.x} * kSkWarps + warp) * 16;
   const bool active = n0 < n;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kRG];
+  Acc acc[kRG], total[kRG];  // the running slice and the sum of the slices before it
 #pragma unroll
-  for (int g = 0; g < kRG; ++g) wmma::fill_fragment(acc[g], 0.0f);
+  for (int g = 0; g < kRG; ++g) wmma::fill_fragment(acc[g], 0.0f), wmma::fill_fragment(total[g], -0.0f);
   for (int64_t k0 = 0; k0 < k; k0 += kSK) {
     const int span = static_cast<int>(min(static_cast<int64_t>(kSK), k - k0));  // a multiple of 16
     SkinnyStageX<kRG, kSK>(x, m, k, k0, span, xs);
@@ -268,10 +292,14 @@ __global__ void __launch_bounds__(32 * kSkWarps) GemmW4a16SkinnyKernel(const flo
           wmma::load_matrix_sync(a, &xs[16 * g][kk + 16 * i], kSK + kSkPad);
           wmma::mma_sync(acc[g], a, b, acc[g]);
         }
+        if (SliceEnds(k0 + kk + 16 * (i + 1), k)) {
+#pragma unroll
+          for (int g = 0; g < kRG; ++g) Promote(total[g], acc[g]);
+        }
       }
     }
   }
-  if (active) SkinnyStore<kRG>(acc, stage[warp], m, n0, y, ldy, round_bf16);
+  if (active) SkinnyStore<kRG>(total, stage[warp], m, n0, y, ldy, round_bf16);
 }
 
 // One output per thread, summed in the CPU reference's order: 16 partial sums over i mod 16,

@@ -11,8 +11,11 @@
 // with the next K slice fetched during the current one. In all of them,
 // every output gains its products as the same sequence of 16-wide K chunks, ascending, through
 // the same instruction: the order depends only on K — never on m, the kernel chosen, a row's
-// place in the batch or its neighbours' values — and there is no split-K, so a row's bits never
-// depend on the other rows (DESIGN.md §3.2; tested across the kernels). fp32
+// place in the batch or its neighbours' values — so a row's bits never depend on the other rows
+// (DESIGN.md §3.2; tested across the kernels). Dense weights: one chain over all of K. W4A16
+// weights: K in MatMulSplitK's slices (gemm_decode_w4.h: a chain a slice, the slices added in
+// ascending order), in every W4A16 form alike — so batch-1 decode can run the slices on separate
+// warps. fp32
 // weights, or fp32 activations (which bf16 tensor cores would round), run a SIMT kernel that
 // sums in the CPU reference's 16-lane order. The result is rounded to bf16 once at the end
 // when round_output and bf16 (logits pass round_output = false and stay fp32).
@@ -27,8 +30,9 @@ namespace graft::cuda {
 
 //
 // Quantized weights (model/quantized.h): int4 and NVFP4 (W4A16) run the same kernels, each weight
-// dequantized to bf16 as it is staged — bit for bit the matmul of a dense bf16 weight holding
-// those values (and, with fp32 activations, the CPU reference's bits through the SIMT kernels).
+// dequantized to bf16 as it is staged — bit for bit SumSplits over MatMulSplitK on a dense bf16
+// weight holding those values (for K <= 1024, one slice: the plain matmul's bits), and with fp32
+// activations the CPU reference's bits through the SIMT kernels.
 // FP8 weights run MatMulFp8. y's rows are ldy floats apart (>= N), so one tensor of a fused
 // weight can fill its own columns.
 // `scratch`: MatMulScratchBytes(m, w, bf16) bytes of device memory (16-byte aligned; nullptr
