@@ -1,5 +1,6 @@
 // graft bench: prefill and decode timings (tools/bench.h), on a checkpoint or on dummy weights
 // at a config's dimensions, with an adapter from a directory or a dummy one.
+#include <chrono>
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
@@ -119,9 +120,14 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       }
       if (s->load_format == "dummy" && s->dummy_quant != "none") {
         GRAFT_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(s->m.model));
+        const auto t0 = std::chrono::steady_clock::now();
         ModelWeights w = DummyWeights(cfg, s->job.seed, s->m.threads);
+        const auto t1 = std::chrono::steady_clock::now();
         GRAFT_ASSIGN_OR_RETURN(QuantFormat f, ParseQuantFormat(s->dummy_quant));
         GRAFT_RETURN_IF_ERROR(QuantizeWeights(w, cfg, f, s->m.threads));
+        spdlog::info("bench: dummy weights generated in {:.1f} s, quantized to {} in {:.1f} s ({} threads)",
+                     std::chrono::duration<double>(t1 - t0).count(), s->dummy_quant,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), s->m.threads);
         model = cfg.arch == Arch::kQwen3 ? MakeQwen3(std::move(cfg), std::move(w)) : MakeQwen3_5(std::move(cfg), std::move(w));
       } else if (s->load_format == "dummy") {
         GRAFT_ASSIGN_OR_RETURN(model, LoadDummyModel(s->m.model, s->job.seed, s->m.threads));

@@ -1,5 +1,6 @@
 #include "model/weight_table.h"
 
+#include <mutex>
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 #include <fmt/format.h>
@@ -201,8 +202,16 @@ ModelWeights DummyWeights(const ModelConfig& cfg, uint64_t seed, int threads) {
     }
   }
   Progress bar("generating dummy weights", total, /*bytes=*/true);
-  uint64_t slot_index = 0;
-  for (const auto& e : table) {
+  std::mutex bar_mu;
+  // One tensor: its shape, then its values — a function of (seed, its place) alone, whichever
+  // thread runs it. `inner` threads split its values.
+  // A matrix's seed: its place among the table's matrices (vectors take none), as it always was.
+  std::vector<uint64_t> matrix_index(table.size(), 0);
+  for (size_t i = 0, n = 0; i < table.size(); ++i) {
+    if (table[i].parts[0].shape.size() != 1) matrix_index[i] = ++n;
+  }
+  auto generate = [&](size_t index, int inner) {
+    const auto& e = table[index];
     Weight& x = *e.slot;
     x.cols = 1;
     for (size_t d = 1; d < e.parts[0].shape.size(); ++d) x.cols *= e.parts[0].shape[d];
@@ -220,16 +229,31 @@ ModelWeights DummyWeights(const ModelConfig& cfg, uint64_t seed, int threads) {
       std::fill(x.bf16.begin(), x.bf16.end(), FloatToBf16(v));
     } else {
       const float a = 1.0f / std::sqrt(static_cast<float>(x.cols));
-      const uint64_t slot_seed = seed * 0x9E3779B97F4A7C15ULL + ++slot_index;
-      ParallelFor(static_cast<int64_t>(x.bf16.size()), threads, [&](int64_t b, int64_t end) {
+      const uint64_t slot_seed = seed * 0x9E3779B97F4A7C15ULL + matrix_index[index];
+      ParallelFor(static_cast<int64_t>(x.bf16.size()), inner, [&](int64_t b, int64_t end) {
         for (int64_t i = b; i < end; ++i) {
           const float u = SymmetricUniform(slot_seed + static_cast<uint64_t>(i) * 0xBF58476D1CE4E5B9ULL);
           x.bf16[static_cast<size_t>(i)] = FloatToBf16(u * a);
         }
       });
     }
+    std::lock_guard<std::mutex> lock(bar_mu);
     bar.Add(x.bf16.size() * 2);
+  };
+  // The few large tensors (embeddings, head) one at a time over all threads; the rest a tensor a
+  // thread, so that their allocation (zero-filled by the vector, page by page) runs in parallel
+  // too — at 27B that first touch, single-threaded, was most of the start-up.
+  constexpr int64_t kLarge = int64_t{1} << 28;
+  std::vector<size_t> small;
+  for (size_t i = 0; i < table.size(); ++i) {
+    int64_t n = 1;
+    for (int64_t d : table[i].parts[0].shape) n *= d;
+    if (n * static_cast<int64_t>(table[i].parts.size()) >= kLarge) generate(i, threads);
+    else small.push_back(i);
   }
+  ParallelFor(static_cast<int64_t>(small.size()), threads, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) generate(small[static_cast<size_t>(i)], 1);
+  });
   bar.Finish();
   return w;
 }

@@ -117,6 +117,16 @@ TEST(WeightTable, DummyWeightsHaveTheCheckpointShapesAndRun) {
       }
     }
     EXPECT_EQ(w.embed.bf16, (*b)->weights().embed.bf16) << "the same seed, another thread count: the same bits";
+    // Every tensor, not only the large ones split across threads: the small ones are a tensor a
+    // thread, and each keeps its own seed whichever thread makes it.
+    for (size_t l = 0; l < w.layers.size(); ++l) {
+      const LayerWeights &x = w.layers[l], &y = (*b)->weights().layers[l];
+      for (auto [p, q] : {std::pair{&x.attn.qkv, &y.attn.qkv}, {&x.gdn.in_proj, &y.gdn.in_proj}, {&x.gdn.conv, &y.gdn.conv},
+                          {&x.gate_up, &y.gate_up}, {&x.down, &y.down}, {&x.input_norm, &y.input_norm}}) {
+        EXPECT_EQ(p->bf16, q->bf16) << fixture << " layer " << l << " " << p->name;
+      }
+      EXPECT_NE(x.down.bf16, l > 0 ? w.layers[l - 1].down.bf16 : w.layers[l].gate_up.bf16) << "tensors have their own values";
+    }
     EXPECT_NE(w.embed.bf16, (*c)->weights().embed.bf16) << "another seed";
     CpuOps ops(ActDtype::kBF16, 2);
     const std::vector<int32_t> ids = {1, 2, 3, 4, 5};
