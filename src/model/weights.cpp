@@ -43,6 +43,22 @@ std::string Weight::storage() const {
   return s;
 }
 
+void MergeDenseParts(Weight& w) {
+  std::vector<Weight> merged;
+  for (Weight& p : w.parts) {
+    Weight* last = merged.empty() ? nullptr : &merged.back();
+    if (last && last->dense() && p.dense() && last->is_bf16 == p.is_bf16 && last->cols == p.cols) {
+      last->name += "+" + p.name;
+      last->rows += p.rows;
+      if (p.is_bf16) last->bf16.insert(last->bf16.end(), p.bf16.begin(), p.bf16.end());
+      else last->f32.insert(last->f32.end(), p.f32.begin(), p.f32.end());
+    } else {
+      merged.push_back(std::move(p));
+    }
+  }
+  w.parts = std::move(merged);
+}
+
 void WeightRows(const Weight& w, int64_t r0, int64_t r1, float* out) {
   if (!w.parts.empty()) {
     int64_t base = 0;

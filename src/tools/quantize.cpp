@@ -223,6 +223,7 @@ Status QuantizeWeights(ModelWeights& w, const ModelConfig& cfg, QuantFormat form
       fused.name = j.slot->name;
     } else {
       fused.parts = std::move(j.parts);
+      MergeDenseParts(fused);
     }
     *j.slot = std::move(fused);
   }

@@ -100,10 +100,12 @@ TEST_P(W4a16, ServesExactlyTheBf16OfItsDequantizedWeights) {
   const Model& q = **m;
   const LayerWeights& gdn = q.weights().layers[0];
   ASSERT_EQ(gdn.kind, LayerKind::kLinearAttention);
-  // in_proj: qkv and z quantized, b and a (48-row projections in real models) kept bf16.
-  ASSERT_EQ(gdn.gdn.in_proj.parts.size(), 4u);
+  // in_proj: qkv and z quantized, b and a (48-row projections in real models) kept bf16 — as one
+  // part, so that they run as one matmul.
+  ASSERT_EQ(gdn.gdn.in_proj.parts.size(), 3u);
   EXPECT_TRUE(gdn.gdn.in_proj.parts[0].quant && gdn.gdn.in_proj.parts[1].quant);
   EXPECT_TRUE(gdn.gdn.in_proj.parts[2].dense() && gdn.gdn.in_proj.parts[2].is_bf16);
+  EXPECT_EQ(gdn.gdn.in_proj.parts[2].rows, 2 * q.config().linear_num_value_heads) << "b and a stacked";
   EXPECT_TRUE(gdn.down.quant) << "a single-tensor slot is the tensor";
   EXPECT_LT(q.weights().bytes(), LoadModel(DemoBase()).value()->weights().bytes());
   auto dense = DenseCopy(q);

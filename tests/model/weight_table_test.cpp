@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <random>
 
 #include "backend/cpu/cpu_ops.h"
 #include "model/model.h"
+#include "model/quantized.h"
 #include "test_util.h"
 
 namespace graft {
@@ -134,6 +137,63 @@ TEST(WeightTable, DummyWeightsHaveTheCheckpointShapesAndRun) {
     ASSERT_EQ(logits.size(), ids.size() * static_cast<size_t>((*a)->config().vocab_size));
     for (float v : logits) ASSERT_TRUE(std::isfinite(v));
   }
+}
+
+// A mixed fused weight's adjacent dense parts of one storage become one part (one matmul);
+// quantized parts and parts of another storage stay apart; the rows the matmul reads and the
+// CPU matmul's bits do not change.
+TEST(WeightTable, AdjacentDensePartsMerge) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 0.1f);
+  const int64_t k = 256;  // whole int4 groups of 128
+  auto dense = [&](int64_t rows, bool bf16) {
+    Weight w;
+    w.name = bf16 ? "bf16 part" : "f32 part";
+    w.rows = rows;
+    w.cols = k;
+    w.is_bf16 = bf16;
+    for (int64_t i = 0; i < rows * k; ++i) {
+      if (bf16) w.bf16.push_back(FloatToBf16(nd(rng)));
+      else w.f32.push_back(nd(rng));
+    }
+    return w;
+  };
+  auto quant = [&](int64_t rows) {
+    std::vector<float> v(static_cast<size_t>(rows * k));
+    for (float& x : v) x = nd(rng);
+    Weight w;
+    w.name = "int4 part";
+    w.rows = rows;
+    w.cols = k;
+    w.quant = std::make_shared<QuantizedWeight>(Quantize(v.data(), rows, k, QuantFormat::kInt4Group).value());
+    return w;
+  };
+  Weight fused;
+  fused.name = "fused";
+  fused.cols = k;
+  for (Weight p : {quant(16), dense(8, true), dense(8, true), quant(16), dense(8, true), dense(8, false)}) {
+    fused.rows += p.rows;
+    fused.parts.push_back(std::move(p));
+  }
+  Weight merged = fused;
+  MergeDenseParts(merged);
+  ASSERT_EQ(merged.parts.size(), 5u) << "only the two adjacent bf16 parts join";
+  EXPECT_EQ(merged.parts[1].rows, 16);
+  EXPECT_EQ(merged.parts[1].name, "bf16 part+bf16 part");
+  EXPECT_TRUE(merged.parts[4].dense() && !merged.parts[4].is_bf16) << "bf16 beside f32 stays apart";
+  std::vector<float> a(static_cast<size_t>(fused.rows * k)), b(a.size());
+  WeightRows(fused, 0, fused.rows, a.data());
+  WeightRows(merged, 0, merged.rows, b.data());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+  CpuOps ops(ActDtype::kBF16, 2);
+  const int64_t m = 3;
+  float* x = ops.Alloc(m * k);
+  for (int64_t i = 0; i < m * k; ++i) x[i] = RoundBf16(nd(rng));
+  float* ya = ops.Alloc(m * fused.rows);
+  float* yb = ops.Alloc(m * fused.rows);
+  ops.MatMul(x, m, fused, ya, true);
+  ops.MatMul(x, m, merged, yb, true);
+  EXPECT_EQ(std::memcmp(ya, yb, static_cast<size_t>(m * fused.rows) * 4), 0);
 }
 
 }  // namespace
