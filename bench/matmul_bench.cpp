@@ -1,0 +1,227 @@
+// The CUDA projections of one model's layers, timed alone: for each weight format and row count,
+// every fused projection of one layer of each kind (as the forward pass runs them, quantized
+// slots split into parts as QuantizeWeights leaves them) and the head, with microseconds a
+// call, bytes read and the share of the H200's copy bandwidth — and the step they add up to
+// (each kind's layer times its count, plus the head). Dummy weights on the config cut to a few
+// layers, so a format takes seconds, not graft bench's minute of host-side quantization.
+//   graft_matmul_bench CONFIG_DIR [--formats bf16,w4a16,nvfp4,fp8-block] [--rows 1,16,64]
+//                      [--iters 50] [--threads 16]
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "adapters/lora.h"
+#include "backend/cuda/cuda_ops.h"
+#include "io/model_config.h"
+#include "model/projections.h"
+#include "model/weight_table.h"
+#include "tools/quantize.h"
+#include "util/splitmix.h"
+
+namespace graft {
+namespace {
+
+constexpr double kCopyBandwidth = 4.2e12;  // bytes/s, the H200's measured copy bandwidth
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+struct Options {
+  std::string config;
+  std::vector<std::string> formats = {"bf16", "w4a16", "nvfp4", "fp8-block"};
+  std::vector<int> rows = {1, 16, 64};
+  int iters = 50, threads = 16;
+};
+
+Result<Options> Parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> Result<std::string> {
+      if (i + 1 >= argc) return InvalidArgument(a + ": needs a value");
+      return std::string(argv[++i]);
+    };
+    if (a == "--formats") {
+      GRAFT_ASSIGN_OR_RETURN(std::string v, value());
+      o.formats = Split(v);
+    } else if (a == "--rows" || a == "--iters" || a == "--threads") {
+      GRAFT_ASSIGN_OR_RETURN(std::string v, value());
+      try {
+        if (a == "--rows") {
+          o.rows.clear();
+          for (const auto& r : Split(v)) o.rows.push_back(std::stoi(r));
+        } else {
+          (a == "--iters" ? o.iters : o.threads) = std::stoi(v);
+        }
+      } catch (const std::exception&) {
+        return InvalidArgument(fmt::format("{} {}: not a number", a, v));
+      }
+    } else if (a.rfind("--", 0) == 0) {
+      return InvalidArgument(a + ": unknown option");
+    } else {
+      o.config = a;
+    }
+  }
+  if (o.config.empty()) return InvalidArgument("a model directory (config.json) is required");
+  for (int r : o.rows) {
+    if (r < 1 || r > 4096) return InvalidArgument(fmt::format("--rows {}: 1..4096", r));
+  }
+  if (o.iters < 1) return InvalidArgument("--iters: at least 1");
+  return o;
+}
+
+// x rows [m, K], bf16 values in [-1, 1), through Embed from a table.
+Weight XTable(int64_t m, int64_t k) {
+  Weight t;
+  t.name = fmt::format("x [{}, {}]", m, k);
+  t.rows = m;
+  t.cols = k;
+  for (int64_t i = 0; i < m * k; ++i) t.f32.push_back(RoundBf16(SymmetricUniform(0x51ED + static_cast<uint64_t>(i))));
+  return t;
+}
+
+struct Line {
+  std::string what;
+  int64_t bytes = 0;
+  double seconds = 0;
+};
+
+// Seconds per MatMul of w on m rows (after a warm-up, which uploads w).
+double Time(CudaOps& ops, const Weight& w, int64_t m, int iters, std::map<std::pair<int64_t, int64_t>, Weight>& tables) {
+  auto it = tables.find({m, w.cols});
+  if (it == tables.end()) it = tables.emplace(std::pair{m, w.cols}, XTable(m, w.cols)).first;
+  const size_t mark = ops.Mark();
+  float* x = ops.Alloc(m * w.cols);
+  float* y = ops.Alloc(m * w.rows);
+  std::vector<int32_t> ids(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  ops.Embed(it->second, ids.data(), static_cast<int>(m), x);
+  float sink = 0;
+  for (int i = 0; i < 3; ++i) ops.MatMul(x, m, w, y, true);
+  ops.ToHost(y, 1, &sink);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) ops.MatMul(x, m, w, y, true);
+  ops.ToHost(y, 1, &sink);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+  ops.Release(mark);
+  return s;
+}
+
+int Run(const Options& o) {
+  auto cfg_or = LoadModelConfig(o.config);
+  if (!cfg_or.ok()) {
+    fmt::print(stderr, "{}\n", cfg_or.status().ToString());
+    return 1;
+  }
+  const ModelConfig full = *cfg_or;
+  // One layer of each kind is enough: the config cut to its upper layers up to the first
+  // repeat of a kind pattern (Qwen3.5: three GDN layers and one full-attention layer).
+  ModelConfig cfg = full;
+  const int keep = std::min(full.num_layers, 4);
+  cfg.num_layers = keep;
+  cfg.layer_kinds.assign(full.layer_kinds.end() - keep, full.layer_kinds.end());
+  std::map<LayerKind, int> counts;
+  for (LayerKind k : full.layer_kinds) counts[k]++;
+  fmt::print("{}: {} layers ({} kinds); timing one of each, {} calls a projection\n", o.config, full.num_layers,
+             counts.size(), o.iters);
+  for (const std::string& fname : o.formats) {
+    ModelWeights w;  // declared before the ops, which must not outlive the weights they upload
+    CudaOptions co;
+    co.scratch_bytes = int64_t{2} << 30;
+    auto ops_or = CudaOps::Create(co);  // first: without a device, fail before generating weights
+    if (!ops_or.ok()) {
+      fmt::print(stderr, "{}\n", ops_or.status().ToString());
+      return 1;
+    }
+    CudaOps& ops = **ops_or;
+    w = DummyWeights(cfg, 7, o.threads);
+    if (fname != "bf16") {
+      auto f = ParseQuantFormat(fname);
+      if (!f.ok()) {
+        fmt::print(stderr, "--formats {}: {}\n", fname, f.status().ToString());
+        return 2;
+      }
+      if (Status s = QuantizeWeights(w, cfg, *f, o.threads); !s.ok()) {
+        fmt::print(stderr, "{}\n", s.ToString());
+        return 1;
+      }
+    }
+    if (Status s = ops.Upload(w); !s.ok()) {
+      fmt::print(stderr, "{}\n", s.ToString());
+      return 1;
+    }
+    std::map<std::pair<int64_t, int64_t>, Weight> tables;
+    for (int m : o.rows) {
+      std::vector<Line> lines;
+      double step = 0;
+      int64_t step_bytes = 0;
+      std::map<LayerKind, bool> seen;
+      for (const LayerWeights& l : w.layers) {
+        if (seen[l.kind]) continue;
+        seen[l.kind] = true;
+        double layer = 0;
+        int64_t layer_bytes = 0;
+        for (int t = 0; t < static_cast<int>(LoraTarget::kCount); ++t) {
+          const Weight& p = FusedWeight(l, static_cast<LoraTarget>(t));
+          if (p.empty()) continue;
+          const double s = Time(ops, p, m, o.iters, tables);
+          lines.push_back({fmt::format("{} {} [{}, {}] {}", l.kind == LayerKind::kLinearAttention ? "gdn" : "attn",
+                                       LoraTargetName(static_cast<LoraTarget>(t)), p.rows, p.cols, p.storage()),
+                           p.bytes(), s});
+          layer += s;
+          layer_bytes += p.bytes();
+        }
+        step += layer * counts[l.kind];
+        step_bytes += layer_bytes * counts[l.kind];
+      }
+      const double head = Time(ops, w.head(), m, o.iters, tables);
+      lines.push_back({fmt::format("head [{}, {}] {}", w.head().rows, w.head().cols, w.head().storage()), w.head().bytes(), head});
+      step += head;
+      step_bytes += w.head().bytes();
+      if (Status e = ops.TakeError(); !e.ok()) {
+        fmt::print(stderr, "{}\n", e.ToString());
+        return 1;
+      }
+      fmt::print("\n{} rows={}\n{:<58} {:>10} {:>10} {:>8}\n", fname, m, "projection", "us", "GB/s", "of copy");
+      for (const Line& ln : lines) {
+        fmt::print("{:<58} {:>10.2f} {:>10.1f} {:>7.1f}%\n", ln.what, ln.seconds * 1e6, ln.bytes / ln.seconds / 1e9,
+                   100.0 * ln.bytes / ln.seconds / kCopyBandwidth);
+      }
+      fmt::print("{:<58} {:>10.2f} {:>10.1f} {:>7.1f}%   ({:.1f} tok/s from the projections alone)\n",
+                 fmt::format("step: the layers x their counts + head ({:.1f} GB)", step_bytes / 1e9), step * 1e6,
+                 step_bytes / step / 1e9, 100.0 * step_bytes / step / kCopyBandwidth, m / step);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace graft
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    fmt::print("usage: {} CONFIG_DIR [--formats bf16,w4a16,nvfp4,fp8-block] [--rows 1,16,64] [--iters 50] [--threads 16]\n"
+               "Times each fused projection of one layer of each kind, and the head, on the CUDA backend\n"
+               "(dummy weights at the config's dimensions, quantized in memory as graft quantize would).\n",
+               argv[0]);
+    return argc < 2 ? 2 : 0;
+  }
+  auto o = graft::Parse(argc, argv);
+  if (!o.ok()) {
+    fmt::print(stderr, "{}\n", o.status().ToString());
+    return 2;
+  }
+  return graft::Run(*o);
+}
