@@ -200,4 +200,18 @@ void ForEachAdapterRowError(const Model& served, const Model& merged, const Lora
   }
 }
 
+Weight RandomWeight(int64_t rows, int64_t cols, bool bf16, float scale, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, scale);
+  Weight w;
+  w.name = "random";
+  w.rows = rows;
+  w.cols = cols;
+  w.is_bf16 = bf16;
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    if (bf16) w.bf16.push_back(FloatToBf16(nd(rng)));
+    else w.f32.push_back(nd(rng));
+  }
+  return w;
+}
+
 }  // namespace graft::test

@@ -43,6 +43,7 @@ TensorToWrite Bf16Tensor(const std::string& name, std::vector<int64_t> shape, co
 }  // namespace graft::test
 
 #include <functional>
+#include <random>
 
 #include "adapters/lora.h"
 #include "backend/ops.h"
@@ -52,6 +53,9 @@ namespace graft::test {
 
 // Loads a fixture model (fails the test on error).
 std::unique_ptr<Model> LoadFixtureModel(const std::string& name);
+
+// A [rows, cols] weight of normal values (sd `scale`), bf16 (rounded) or f32, named "random".
+Weight RandomWeight(int64_t rows, int64_t cols, bool bf16, float scale, std::mt19937& rng);
 // Runs `ids` as one sequence from an empty state, in chunks of the given sizes (the rest in one
 // last chunk); returns [n, vocab] logits.
 std::vector<float> RunChunks(const Model& m, Ops& ops, const std::vector<int32_t>& ids,

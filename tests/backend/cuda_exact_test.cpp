@@ -48,19 +48,6 @@ std::vector<float> ReadBack(Ops& ops, const Weight& w, const Weight& eye) {
   return wt;
 }
 
-Weight RandomWeight(int64_t rows, int64_t cols, bool bf16, float scale, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0.0f, scale);
-  Weight w;
-  w.name = "random";
-  w.rows = rows;
-  w.cols = cols;
-  w.is_bf16 = bf16;
-  for (int64_t i = 0; i < rows * cols; ++i) {
-    if (bf16) w.bf16.push_back(FloatToBf16(nd(rng)));
-    else w.f32.push_back(nd(rng));
-  }
-  return w;
-}
 
 // Random modules on a random fused weight, odd shapes: the device's reconstruction is the
 // CPU's, element for element.
@@ -69,7 +56,7 @@ TEST(CudaExact, ReconstructionIsTheCpuBits) {
   std::mt19937 rng(3);
   for (bool bf16_factors : {false, true}) {
     const int64_t n = 301, k = 203;
-    Weight base = RandomWeight(n, k, true, 0.05f, rng);
+    Weight base = test::RandomWeight(n, k, true, 0.05f, rng);
     std::vector<LoraModule> mods(2);
     const int64_t offs[2] = {0, 170}, rows[2] = {150, 131};
     const int ranks[2] = {37, 5};
@@ -78,8 +65,8 @@ TEST(CudaExact, ReconstructionIsTheCpuBits) {
       m.name = "m" + std::to_string(i);
       m.row_offset = offs[i];
       m.rank = ranks[i];
-      m.a = RandomWeight(ranks[i], k, bf16_factors, 0.02f, rng);
-      m.b = RandomWeight(rows[i], ranks[i], bf16_factors, 0.02f, rng);
+      m.a = test::RandomWeight(ranks[i], k, bf16_factors, 0.02f, rng);
+      m.b = test::RandomWeight(rows[i], ranks[i], bf16_factors, 0.02f, rng);
       // A residual of ~3000 values (12 chunks) at random places.
       std::vector<uint16_t> rec(static_cast<size_t>(rows[i] * k), 0), target = rec;
       for (int v = 0; v < 3000; ++v) target[rng() % target.size()] = static_cast<uint16_t>(0x3c00 + rng() % 512);
@@ -106,7 +93,7 @@ TEST(CudaExact, ReconstructionIsTheCpuBits) {
     // Memory: residuals (+ tables) and the scratch are counted as exact memory.
     EXPECT_EQ(gpu->memory().exact, holder.exact_bytes() + n * k * 2);
     // A weight bigger than the reserved scratch: a named error, nothing written.
-    Weight big = RandomWeight(n + 1, k, true, 0.05f, rng);
+    Weight big = test::RandomWeight(n + 1, k, true, 0.05f, rng);
     gpu->ExactWeight(big, holder.layers[0].targets[0]);
     Status e = gpu->TakeError();
     ASSERT_FALSE(e.ok());

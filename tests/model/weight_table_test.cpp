@@ -146,18 +146,7 @@ TEST(WeightTable, AdjacentDensePartsMerge) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 0.1f);
   const int64_t k = 256;  // whole int4 groups of 128
-  auto dense = [&](int64_t rows, bool bf16) {
-    Weight w;
-    w.name = bf16 ? "bf16 part" : "f32 part";
-    w.rows = rows;
-    w.cols = k;
-    w.is_bf16 = bf16;
-    for (int64_t i = 0; i < rows * k; ++i) {
-      if (bf16) w.bf16.push_back(FloatToBf16(nd(rng)));
-      else w.f32.push_back(nd(rng));
-    }
-    return w;
-  };
+  auto dense = [&](int64_t rows, bool bf16) { return test::RandomWeight(rows, k, bf16, 0.1f, rng); };
   auto quant = [&](int64_t rows) {
     std::vector<float> v(static_cast<size_t>(rows * k));
     for (float& x : v) x = nd(rng);
@@ -172,6 +161,7 @@ TEST(WeightTable, AdjacentDensePartsMerge) {
   fused.name = "fused";
   fused.cols = k;
   for (Weight p : {quant(16), dense(8, true), dense(8, true), quant(16), dense(8, true), dense(8, false)}) {
+    p.name = p.quant ? "int4 part" : (p.is_bf16 ? "bf16 part" : "f32 part");
     fused.rows += p.rows;
     fused.parts.push_back(std::move(p));
   }
