@@ -97,7 +97,7 @@ void AddQuantizeCommand(CLI::App& app, Runner& run) {
       ->capture_default_str()->check(CLI::Range(0, 10000));
   cmd->add_option("--eval-length", job->eval_length, "Quality report: tokens per sequence")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--threads", job->threads, "CPU threads for the quality report")->capture_default_str()
+  cmd->add_option("--threads", job->threads, "CPU threads: tensors quantized in parallel, and the quality report")->capture_default_str()
       ->check(CLI::Range(1, 1024));
   cmd->callback([job, &run] {
     run = [job]() -> Status {

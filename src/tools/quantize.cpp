@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -290,33 +291,51 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
   QuantizeReport rep;
   json weight_map = json::object();
   Progress bar("quantizing", ck.total_bytes(), /*bytes=*/true);
+  std::mutex bar_mu;
   for (const auto& file : ck.files()) {
-    std::vector<TensorToWrite> out;
     const std::string shard = fs::path(file->path()).filename().string();
-    for (const TensorInfo& t : file->tensors()) {
-      const TensorRef ref{file.get(), &t};
-      rep.in_bytes += static_cast<int64_t>(t.num_bytes());
-      auto it = targets.find(t.name);
-      if (it == targets.end()) {
-        TensorToWrite w{t.name, t.dtype, t.shape, std::vector<uint8_t>(ref.data(), ref.data() + t.num_bytes())};
-        weight_map[t.name] = shard;
-        out.push_back(std::move(w));
-        rep.kept++;
-      } else {
-        if (t.shape.size() != 2) return InvalidArgument(fmt::format("{}: expected a 2-D projection weight", t.name));
-        GRAFT_ASSIGN_OR_RETURN(std::vector<float> v, ReadAsFloat(ref));
-        const auto shared = group_amax.find(FusedGroup(it->second.layer, it->second.p));
-        auto quantized = Quantize(v.data(), t.shape[0], t.shape[1], format, shared == group_amax.end() ? 0.0f : shared->second);
-        if (!quantized.ok()) return quantized.status().WithContext(t.name);
-        QuantizedWeight q = std::move(quantized).value();
-        for (auto& tw : Layout(it->second.module, q)) {
-          weight_map[tw.name] = shard;
-          out.push_back(std::move(tw));
+    // The shard's tensors over job.threads, each one's output kept in its place: the file comes
+    // out the same whatever the thread count.
+    const std::vector<TensorInfo>& tensors = file->tensors();
+    std::vector<std::vector<TensorToWrite>> per(tensors.size());
+    std::vector<Status> errors(tensors.size(), Status::Ok());
+    std::vector<char> quantized(tensors.size(), 0);
+    ParallelFor(static_cast<int64_t>(tensors.size()), job.threads, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const TensorInfo& t = tensors[static_cast<size_t>(i)];
+        const TensorRef ref{file.get(), &t};
+        auto it = targets.find(t.name);
+        if (it == targets.end()) {
+          per[static_cast<size_t>(i)].push_back(
+              {t.name, t.dtype, t.shape, std::vector<uint8_t>(ref.data(), ref.data() + t.num_bytes())});
+        } else if (t.shape.size() != 2) {
+          errors[static_cast<size_t>(i)] = InvalidArgument(fmt::format("{}: expected a 2-D projection weight", t.name));
+        } else {
+          auto v = ReadAsFloat(ref);
+          if (!v.ok()) {
+            errors[static_cast<size_t>(i)] = v.status();
+          } else {
+            const auto shared = group_amax.find(FusedGroup(it->second.layer, it->second.p));
+            auto q = Quantize(v->data(), t.shape[0], t.shape[1], format, shared == group_amax.end() ? 0.0f : shared->second);
+            if (!q.ok()) errors[static_cast<size_t>(i)] = q.status().WithContext(t.name);
+            else per[static_cast<size_t>(i)] = Layout(it->second.module, *q);
+            quantized[static_cast<size_t>(i)] = 1;
+          }
         }
-        rep.quantized++;
+        std::lock_guard<std::mutex> lock(bar_mu);
+        bar.Add(t.num_bytes());
       }
-      file->Release(t);
-      bar.Add(t.num_bytes());
+    });
+    for (const Status& st : errors) GRAFT_RETURN_IF_ERROR(st);
+    std::vector<TensorToWrite> out;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      rep.in_bytes += static_cast<int64_t>(tensors[i].num_bytes());
+      (quantized[i] ? rep.quantized : rep.kept)++;
+      for (auto& tw : per[i]) {
+        weight_map[tw.name] = shard;
+        out.push_back(std::move(tw));
+      }
+      file->Release(tensors[i]);
     }
     for (const auto& w : out) rep.out_bytes += static_cast<int64_t>(w.bytes.size());
     GRAFT_RETURN_IF_ERROR(WriteSafetensors((fs::path(job.out) / shard).string(), std::move(out)));

@@ -112,6 +112,27 @@ TEST(Quantize, ShardedQwen35KeepsItsShardsAndTheSmallProjections) {
       << "--eval-sequences 0 skips the quality report";
 }
 
+// Tensors are quantized in parallel (--threads); the files written do not depend on how many.
+TEST(Quantize, TheOutputDoesNotDependOnTheThreadCount) {
+  test::TempDir d;
+  for (const char* format : {"nvfp4", "w4a16"}) {
+    QuantizeJob one{test::Fixture("qwen3_5-text-odd"), d.path() + "/one-" + format, format, 0, 8, 1};
+    QuantizeJob three = one;
+    three.out = d.path() + "/three-" + format;
+    three.threads = 3;
+    ASSERT_TRUE(RunQuantize(one).ok());
+    ASSERT_TRUE(RunQuantize(three).ok());
+    int files = 0;
+    for (const auto& e : fs::directory_iterator(one.out)) {
+      const std::string name = e.path().filename().string();
+      if (name == "graft_quantize_report.json") continue;
+      EXPECT_EQ(test::ReadText(e.path().string()), test::ReadText(three.out + "/" + name)) << format << " " << name;
+      ++files;
+    }
+    EXPECT_GE(files, 3) << "config and at least two shards";
+  }
+}
+
 // --format w4a16 on the demo base: compressed-tensors' pack-quantized tensors, unpacked by hand
 // here (nibble i of word j = column 8j + i, stored q + 8), within half a scale of the input.
 TEST(Quantize, W4a16WritesCompressedTensorsPackQuantized) {
