@@ -268,20 +268,32 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
   std::map<std::pair<int, int>, float> group_amax;
   if (format == QuantFormat::kNvfp4) {
     Progress scan("nvfp4: global scales of fused groups", ck.total_bytes(), /*bytes=*/true);
+    std::mutex scan_mu;
     for (const auto& file : ck.files()) {
-      for (const TensorInfo& t : file->tensors()) {
-        auto it = targets.find(t.name);
-        if (it != targets.end()) {
-          GRAFT_ASSIGN_OR_RETURN(std::vector<float> v, ReadAsFloat(TensorRef{file.get(), &t}));
-          const float a = AbsMax(v.data(), static_cast<int64_t>(v.size()));
-          if (std::isnan(a)) {
-            return InvalidArgument(fmt::format("{}: holds a non-finite value; nothing to quantize", t.name));
+      const std::vector<TensorInfo>& tensors = file->tensors();
+      std::vector<float> amax(tensors.size(), 0.0f);  // per tensor; NaN: not finite
+      ParallelFor(static_cast<int64_t>(tensors.size()), job.threads, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          const TensorInfo& t = tensors[static_cast<size_t>(i)];
+          if (targets.count(t.name)) {
+            auto v = ReadAsFloat(TensorRef{file.get(), &t});
+            amax[static_cast<size_t>(i)] = v.ok() ? AbsMax(v->data(), static_cast<int64_t>(v->size()))
+                                                  : std::numeric_limits<float>::quiet_NaN();
+            file->Release(t);
           }
-          float& g = group_amax[FusedGroup(it->second.layer, it->second.p)];
-          g = std::max(g, a);
-          file->Release(t);
+          std::lock_guard<std::mutex> lock(scan_mu);
+          scan.Add(t.num_bytes());
         }
-        scan.Add(t.num_bytes());
+      });
+      for (size_t i = 0; i < tensors.size(); ++i) {  // max is order-free: the same scale at any thread count
+        auto it = targets.find(tensors[i].name);
+        if (it == targets.end()) continue;
+        if (std::isnan(amax[i])) {
+          GRAFT_RETURN_IF_ERROR(ReadAsFloat(TensorRef{file.get(), &tensors[i]}).status());  // an unreadable tensor's own error
+          return InvalidArgument(fmt::format("{}: holds a non-finite value; nothing to quantize", tensors[i].name));
+        }
+        float& g = group_amax[FusedGroup(it->second.layer, it->second.p)];
+        g = std::max(g, amax[i]);
       }
     }
     scan.Finish();
