@@ -6,13 +6,13 @@
 // layers, so a format takes seconds, not graft bench's minute of host-side quantization.
 //   graft_matmul_bench CONFIG_DIR [--formats bf16,w4a16,nvfp4,fp8-block] [--rows 1,16,64]
 //                      [--iters 50] [--threads 16]
+#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,58 +29,12 @@ namespace {
 
 constexpr double kCopyBandwidth = 4.2e12;  // bytes/s, the H200's measured copy bandwidth
 
-std::vector<std::string> Split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 struct Options {
   std::string config;
   std::vector<std::string> formats = {"bf16", "w4a16", "nvfp4", "fp8-block"};
   std::vector<int> rows = {1, 16, 64};
   int iters = 50, threads = 16;
 };
-
-Result<Options> Parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> Result<std::string> {
-      if (i + 1 >= argc) return InvalidArgument(a + ": needs a value");
-      return std::string(argv[++i]);
-    };
-    if (a == "--formats") {
-      GRAFT_ASSIGN_OR_RETURN(std::string v, value());
-      o.formats = Split(v);
-    } else if (a == "--rows" || a == "--iters" || a == "--threads") {
-      GRAFT_ASSIGN_OR_RETURN(std::string v, value());
-      try {
-        if (a == "--rows") {
-          o.rows.clear();
-          for (const auto& r : Split(v)) o.rows.push_back(std::stoi(r));
-        } else {
-          (a == "--iters" ? o.iters : o.threads) = std::stoi(v);
-        }
-      } catch (const std::exception&) {
-        return InvalidArgument(fmt::format("{} {}: not a number", a, v));
-      }
-    } else if (a.rfind("--", 0) == 0) {
-      return InvalidArgument(a + ": unknown option");
-    } else {
-      o.config = a;
-    }
-  }
-  if (o.config.empty()) return InvalidArgument("a model directory (config.json) is required");
-  for (int r : o.rows) {
-    if (r < 1 || r > 4096) return InvalidArgument(fmt::format("--rows {}: 1..4096", r));
-  }
-  if (o.iters < 1) return InvalidArgument("--iters: at least 1");
-  return o;
-}
 
 // x rows [m, K], bf16 values in [-1, 1), through Embed from a table.
 Weight XTable(int64_t m, int64_t k) {
@@ -148,12 +102,7 @@ int Run(const Options& o) {
     CudaOps& ops = **ops_or;
     w = DummyWeights(cfg, 7, o.threads);
     if (fname != "bf16") {
-      auto f = ParseQuantFormat(fname);
-      if (!f.ok()) {
-        fmt::print(stderr, "--formats {}: {}\n", fname, f.status().ToString());
-        return 2;
-      }
-      if (Status s = QuantizeWeights(w, cfg, *f, o.threads); !s.ok()) {
+      if (Status s = QuantizeWeights(w, cfg, ParseQuantFormat(fname).value(), o.threads); !s.ok()) {  // names checked by CLI11
         fmt::print(stderr, "{}\n", s.ToString());
         return 1;
       }
@@ -211,17 +160,15 @@ int Run(const Options& o) {
 }  // namespace graft
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    fmt::print("usage: {} CONFIG_DIR [--formats bf16,w4a16,nvfp4,fp8-block] [--rows 1,16,64] [--iters 50] [--threads 16]\n"
-               "Times each fused projection of one layer of each kind, and the head, on the CUDA backend\n"
-               "(dummy weights at the config's dimensions, quantized in memory as graft quantize would).\n",
-               argv[0]);
-    return argc < 2 ? 2 : 0;
-  }
-  auto o = graft::Parse(argc, argv);
-  if (!o.ok()) {
-    fmt::print(stderr, "{}\n", o.status().ToString());
-    return 2;
-  }
-  return graft::Run(*o);
+  graft::Options o;
+  CLI::App app("Times each fused projection of one layer of each kind, and the head, on the CUDA backend\n"
+               "(dummy weights at the config's dimensions, quantized in memory as graft quantize would).");
+  app.add_option("config", o.config, "Model directory (config.json)")->required()->check(CLI::ExistingDirectory);
+  app.add_option("--formats", o.formats, "Weight formats")
+      ->delimiter(',')->capture_default_str()->check(CLI::IsMember({"bf16", "w4a16", "nvfp4", "fp8-block"}));
+  app.add_option("--rows", o.rows, "Row counts")->delimiter(',')->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--iters", o.iters, "Timed calls a projection")->capture_default_str()->check(CLI::Range(1, 100000));
+  app.add_option("--threads", o.threads, "CPU threads for the dummy weights")->capture_default_str()->check(CLI::Range(1, 1024));
+  CLI11_PARSE(app, argc, argv);
+  return graft::Run(o);
 }

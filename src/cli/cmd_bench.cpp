@@ -1,9 +1,9 @@
 // graft bench: prefill and decode timings (tools/bench.h), on a checkpoint or on dummy weights
 // at a config's dimensions, with an adapter from a directory or a dummy one.
-#include <chrono>
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <filesystem>
 #include <random>
 #include <fstream>

@@ -1,6 +1,5 @@
 #include "model/weight_table.h"
 
-#include <mutex>
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 #include <fmt/format.h>
@@ -203,14 +202,13 @@ ModelWeights DummyWeights(const ModelConfig& cfg, uint64_t seed, int threads) {
     }
   }
   Progress bar("generating dummy weights", total, /*bytes=*/true);
-  std::mutex bar_mu;
-  // One tensor: its shape, then its values — a function of (seed, its place) alone, whichever
-  // thread runs it. `inner` threads split its values.
   // A matrix's seed: its place among the table's matrices (vectors take none), as it always was.
   std::vector<uint64_t> matrix_index(table.size(), 0);
   for (size_t i = 0, n = 0; i < table.size(); ++i) {
     if (table[i].parts[0].shape.size() != 1) matrix_index[i] = ++n;
   }
+  // One tensor: its shape, then its values — a function of (seed, its place) alone, whichever
+  // thread runs it. `inner` threads split its values.
   auto generate = [&](size_t index, int inner) {
     const auto& e = table[index];
     Weight& x = *e.slot;
@@ -238,7 +236,6 @@ ModelWeights DummyWeights(const ModelConfig& cfg, uint64_t seed, int threads) {
         }
       });
     }
-    std::lock_guard<std::mutex> lock(bar_mu);
     bar.Add(x.bf16.size() * 2);
   };
   // The few large tensors (embeddings, head) one at a time over all threads; the rest a tensor a

@@ -9,7 +9,6 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -268,30 +267,29 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
   std::map<std::pair<int, int>, float> group_amax;
   if (format == QuantFormat::kNvfp4) {
     Progress scan("nvfp4: global scales of fused groups", ck.total_bytes(), /*bytes=*/true);
-    std::mutex scan_mu;
     for (const auto& file : ck.files()) {
       const std::vector<TensorInfo>& tensors = file->tensors();
-      std::vector<float> amax(tensors.size(), 0.0f);  // per tensor; NaN: not finite
+      std::vector<float> amax(tensors.size(), 0.0f);
+      std::vector<Status> errors(tensors.size(), Status::Ok());
       ParallelFor(static_cast<int64_t>(tensors.size()), job.threads, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           const TensorInfo& t = tensors[static_cast<size_t>(i)];
           if (targets.count(t.name)) {
             auto v = ReadAsFloat(TensorRef{file.get(), &t});
-            amax[static_cast<size_t>(i)] = v.ok() ? AbsMax(v->data(), static_cast<int64_t>(v->size()))
-                                                  : std::numeric_limits<float>::quiet_NaN();
+            const float a = v.ok() ? AbsMax(v->data(), static_cast<int64_t>(v->size())) : 0.0f;
+            Status& err = errors[static_cast<size_t>(i)];
+            if (!v.ok()) err = v.status();
+            else if (std::isnan(a)) err = InvalidArgument(fmt::format("{}: holds a non-finite value; nothing to quantize", t.name));
+            amax[static_cast<size_t>(i)] = a;
             file->Release(t);
           }
-          std::lock_guard<std::mutex> lock(scan_mu);
           scan.Add(t.num_bytes());
         }
       });
+      for (const Status& st : errors) GRAFT_RETURN_IF_ERROR(st);
       for (size_t i = 0; i < tensors.size(); ++i) {  // max is order-free: the same scale at any thread count
         auto it = targets.find(tensors[i].name);
         if (it == targets.end()) continue;
-        if (std::isnan(amax[i])) {
-          GRAFT_RETURN_IF_ERROR(ReadAsFloat(TensorRef{file.get(), &tensors[i]}).status());  // an unreadable tensor's own error
-          return InvalidArgument(fmt::format("{}: holds a non-finite value; nothing to quantize", tensors[i].name));
-        }
         float& g = group_amax[FusedGroup(it->second.layer, it->second.p)];
         g = std::max(g, amax[i]);
       }
@@ -303,7 +301,6 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
   QuantizeReport rep;
   json weight_map = json::object();
   Progress bar("quantizing", ck.total_bytes(), /*bytes=*/true);
-  std::mutex bar_mu;
   for (const auto& file : ck.files()) {
     const std::string shard = fs::path(file->path()).filename().string();
     // The shard's tensors over job.threads, each one's output kept in its place: the file comes
@@ -311,7 +308,6 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
     const std::vector<TensorInfo>& tensors = file->tensors();
     std::vector<std::vector<TensorToWrite>> per(tensors.size());
     std::vector<Status> errors(tensors.size(), Status::Ok());
-    std::vector<char> quantized(tensors.size(), 0);
     ParallelFor(static_cast<int64_t>(tensors.size()), job.threads, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         const TensorInfo& t = tensors[static_cast<size_t>(i)];
@@ -331,10 +327,8 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
             auto q = Quantize(v->data(), t.shape[0], t.shape[1], format, shared == group_amax.end() ? 0.0f : shared->second);
             if (!q.ok()) errors[static_cast<size_t>(i)] = q.status().WithContext(t.name);
             else per[static_cast<size_t>(i)] = Layout(it->second.module, *q);
-            quantized[static_cast<size_t>(i)] = 1;
           }
         }
-        std::lock_guard<std::mutex> lock(bar_mu);
         bar.Add(t.num_bytes());
       }
     });
@@ -342,7 +336,7 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
     std::vector<TensorToWrite> out;
     for (size_t i = 0; i < tensors.size(); ++i) {
       rep.in_bytes += static_cast<int64_t>(tensors[i].num_bytes());
-      (quantized[i] ? rep.quantized : rep.kept)++;
+      (targets.count(tensors[i].name) ? rep.quantized : rep.kept)++;
       for (auto& tw : per[i]) {
         weight_map[tw.name] = shard;
         out.push_back(std::move(tw));

@@ -15,6 +15,7 @@ Progress::Progress(std::string label, uint64_t total, bool bytes)
 Progress::~Progress() { Finish(); }
 
 void Progress::Add(uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
   done_ += n;
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
@@ -25,6 +26,7 @@ void Progress::Add(uint64_t n) {
 }
 
 void Progress::Finish() {
+  std::lock_guard<std::mutex> lock(mu_);
   if (finished_) return;
   finished_ = true;
   if (enabled_) Draw(true);

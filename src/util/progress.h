@@ -1,11 +1,12 @@
 // Progress: a one-line progress bar on stderr for long work (loading, hashing, ...).
 //
 // Draws only when stderr is a terminal (CI logs stay clean); rate-limited to ~10 redraws/s.
-// Not thread-safe: call Add() from one thread.
+// Thread-safe: workers of a ParallelFor may Add() their share as they finish it.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 namespace graft {
@@ -19,7 +20,8 @@ class Progress {
   void Finish();
 
  private:
-  void Draw(bool final_draw);
+  void Draw(bool final_draw);  // under mu_
+  std::mutex mu_;
   std::string label_;
   uint64_t total_, done_ = 0;
   bool bytes_, enabled_, finished_ = false;
