@@ -146,7 +146,8 @@ struct SlicedDense {
   }
 };
 
-const int64_t kRows[] = {1, 5, 16, 17, 40, 64, 65, 200};  // 16 and 17: the decode forms' edge
+const int64_t kRows[] = {1, 5, 9, 16, 17, 40, 64, 65, 200};  // 16 and 17: the decode forms' edge; 9: the
+                                                              // W4A16 decode form's second x tile
 
 TEST(CudaQuant, W4a16IsTheSlicedDenseBf16MatmulOfItsWeights) {
   REQUIRE_GPU();
@@ -159,7 +160,7 @@ TEST(CudaQuant, W4a16IsTheSlicedDenseBf16MatmulOfItsWeights) {
     bool f32_scales = false;
     int group = 0;
   };
-  // Up to 16 rows: K % 256 == 0 (symmetric int4 — bf16 or fp32 scales —, NVFP4) takes the
+  // Up to 16 rows: K % 128 == 0 (symmetric int4 — bf16 or fp32 scales —, NVFP4) takes the
   // cp.async decode form (gemm_decode_w4.h), other N and K multiples of 16 the WMMA decode form;
   // more rows the tiles. int4 with K % 32 == 0 is stored in lane order (int4_lanes.h), the rest not.
   // K > 1024: several slices, one short (4608: the decode form's five warps; 2176 with zero
@@ -172,7 +173,8 @@ TEST(CudaQuant, W4a16IsTheSlicedDenseBf16MatmulOfItsWeights) {
                      C{QuantFormat::kInt4Group, false, 40, 512, true, 64}, C{QuantFormat::kInt4Group, false, 56, 1024, false, 512},
                      C{QuantFormat::kNvfp4, false, 264, 1024}, C{QuantFormat::kInt4Group, false, 64, 4608},
                      C{QuantFormat::kNvfp4, false, 48, 2304}, C{QuantFormat::kInt4Group, true, 48, 2176},
-                     C{QuantFormat::kInt4Group, false, 40, 3072, true, 64}}) {
+                     C{QuantFormat::kInt4Group, false, 40, 3072, true, 64}, C{QuantFormat::kNvfp4, false, 40, 1152},
+                     C{QuantFormat::kInt4Group, false, 24, 640}}) {
     const Weight q = Quantized(c.f, c.n, c.k, c.zp, rng, c.f32_scales, c.group);
     const Weight d = DenseOf(q);
     ASSERT_TRUE(d.is_bf16) << "W4A16 weights are bf16 values";

@@ -12,18 +12,19 @@
 namespace graft::cuda {
 namespace {
 
-constexpr int kDK = 256;                 // K columns a stage
+constexpr int kDK = 128;                 // K columns a stage
 constexpr int kStages = 4;               // a warp's ring
-constexpr int kSliceStages = kW4SliceColumns / kDK;
 static_assert(kW4SliceColumns % kDK == 0, "a slice is whole stages");
+constexpr int kRows = 16;                // outputs a block: the mma's M
 constexpr int kMaxWarps = 32;
 constexpr int kSmemBudget = 200 * 1024;  // a block's rings and slice sums
-constexpr int kXLd = kDK + 8;            // bf16 elements between x rows
-constexpr int kWRowBytes = kDK / 2 + 16;  // packed bytes of a weight row a stage, padded: 144
-                                          // bytes = 36 words, so rows g = 0..7 start in banks 4g
-constexpr int kScaleBytes = 80;          // per weight row a stage: the int4 scales (groups of >= 32
-                                          // columns: up to 8 floats) or 16 NVFP4 bytes; 20 words
-                                          // apart, so rows g = 0..7 read distinct banks
+constexpr int kXLd = kDK + 8;            // bf16 elements between x rows (272 bytes: ldmatrix's
+                                         // eight row addresses fall in distinct bank quads)
+constexpr int kWRowBytes = kDK / 2 + 16;  // packed bytes of a weight row a stage, padded: 80 bytes
+                                          // = 20 words, so rows g = 0..7 start in banks 20g mod 32
+                                          // (distinct multiples of 4: word t of row g is conflict-free)
+constexpr int kScaleBytes = 16;          // per weight row a stage: the int4 scales (groups of >= 32
+                                          // columns: up to 4 floats) or 8 NVFP4 bytes
 
 struct StageLayout {
   int w, s, x, bytes;  // offsets of the weights, the scales, the x rows; the stage's size
@@ -31,10 +32,14 @@ struct StageLayout {
 __host__ __device__ inline StageLayout Layout(int m) {
   StageLayout l{};
   l.w = 0;
-  l.s = 8 * kWRowBytes;
-  l.x = l.s + 8 * kScaleBytes;
+  l.s = kRows * kWRowBytes;
+  l.x = l.s + kRows * kScaleBytes;
   l.bytes = l.x + m * kXLd * 2;
   return l;
+}
+
+__device__ __forceinline__ void CpAsync8(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(SmemAddr(dst)), "l"(src));
 }
 
 __device__ __forceinline__ unsigned FmaBf16x2(unsigned a, unsigned b, unsigned c) {
@@ -60,147 +65,198 @@ __device__ __forceinline__ unsigned Int4PairF32(unsigned bits, float s) {
   return PackBf16(v(bits), v(bits >> 16));
 }
 
+// An NVFP4 code (bits 0..3 of `nib`) times s, then the global scale: QuantAt's arithmetic. The
+// e2m1 value without branches: its exponent and mantissa bits placed at the bottom of a float's
+// exponent field (bits 23..24) and the top of its mantissa (bit 22) read 2^-126 times the value
+// (e = 0, a subnormal in both formats, included), and 2^126 restores it exactly.
+__device__ __forceinline__ float Nvfp4Value(unsigned nib, float s, float global) {
+  const float raw = __int_as_float(((nib & 7u) << 22) | ((nib & 8u) << 28));
+  return __fmul_rn(__fmul_rn(__fmul_rn(raw, 0x1p126f), s), global);
+}
+
 enum class W4Kind { kNvfp4, kInt4F32Scale, kInt4Bf16Scale };
 
-// A block owns 8 outputs; its warps share out K's slices (kW4SliceColumns columns: slice j to
+// A block owns 16 outputs, the mma's M (the weights are the A operand, the x rows its N: one
+// mma covers 16 outputs where the x-as-A form covered 8, halving the mma.sync and ldmatrix per
+// weight byte at batch 1); its warps share out K's slices (kW4SliceColumns columns: slice j to
 // warp j mod warps), each slice's chain from zero into `acc`, kept in `red` at the slice's end;
-// then warp 0 adds the slices in ascending order (from -0, which adds exactly).
-template <W4Kind kKind>
+// then warp 0 adds the slices in ascending order (from -0, which adds exactly). kNt: n-tiles of
+// 8 x rows (1 up to 8 rows, 2 up to 16).
+template <W4Kind kKind, int kNt, bool kOneScale>
 __global__ void __launch_bounds__(1024) GemmDecodeW4Kernel(const __nv_bfloat16* __restrict__ xb, int m, DevWeight dw,
                                                            float* __restrict__ y, int64_t ldy, bool round_bf16) {
   extern __shared__ __align__(16) unsigned char smem[];
   const StageLayout L = Layout(m);
   const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
   unsigned char* sm = smem + warp * kStages * L.bytes;  // this warp's ring
-  const int64_t total_stages = dw.cols / kDK, slice_count = (total_stages + kSliceStages - 1) / kSliceStages;
-  float* red = reinterpret_cast<float*>(smem + warps * kStages * L.bytes);  // [slice][lane][4]
+  float* red = reinterpret_cast<float*>(smem + warps * kStages * L.bytes);  // [slice][lane][4 kNt]
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   constexpr bool kFp4 = kKind == W4Kind::kNvfp4;
-  const int64_t k = dw.cols, n0 = int64_t{blockIdx.x} * 8;
-  const int group = kFp4 ? 16 : dw.group, ns = kDK / group > 0 ? kDK / group : 1;  // scales a row a stage
-  // A stage's scale of column kk: kk >> gshift (int4 groups up to a stage are powers of two; a
-  // wider group has one scale a stage, index 0).
-  const int gshift = group >= kDK ? 8 : 31 - __clz(group);
+  const int64_t k = dw.cols, n0 = int64_t{blockIdx.x} * kRows, last = dw.rows - 1;
+  // Groups are powers of two (DecodeW4a16Fits): a column's group is column >> glog. A stage's
+  // scale of its column kk: kk >> glog (kOneScale: a group spans the stage, one scale).
+  const int group = kFp4 ? 16 : dw.group, glog = 31 - __clz(group), ns = kDK / group > 0 ? kDK / group : 1;
   const int64_t groups = k / group;
-  // Each lane's copies, addressed once: stage s adds s * kDK / 2 packed bytes, s * ns scales
-  // (a group wider than a stage: its index, s * kDK / group) and s * kDK x columns. Weights: 8
-  // rows x 128 bytes = 64 pieces, rows lane / 8 and 4 + lane / 8 at byte (lane % 8) * 16.
-  const unsigned char* wsrc = static_cast<const unsigned char*>(dw.data) + (n0 + lane / 8) * (k / 2) + (lane % 8) * 16;
-  const int64_t wsrc4 = 4 * (k / 2);
-  const int wdst = L.w + (lane / 8) * kWRowBytes + (lane % 8) * 16;
-  // Scales: NVFP4, lanes 0..7 copy their row's 16 bytes; int4, lane e (and e + 32) copies scale
+  // Rows past N (N % 16 == 8: the block's upper half) read the last row and are not written.
+  auto row = [&](int r) { return min(n0 + r, last); };
+  // Each lane's copies, addressed once from column 0 (a stage at column k0 adds k0 / 2 packed
+  // bytes, k0 >> glog scales, k0 x columns). Weights: 16 rows x 64 bytes = 64 pieces, rows
+  // lane / 4 and 8 + lane / 4 at byte (lane % 4) * 16.
+  const unsigned char* wsrc0 = static_cast<const unsigned char*>(dw.data) + row(lane / 4) * (k / 2) + (lane % 4) * 16;
+  const unsigned char* wsrc1 = static_cast<const unsigned char*>(dw.data) + row(8 + lane / 4) * (k / 2) + (lane % 4) * 16;
+  const int wdst = L.w + (lane / 4) * kWRowBytes + (lane % 4) * 16;
+  // Scales: NVFP4, lanes 0..15 copy their row's 8 bytes; int4, lane e (and e + 32) copies scale
   // j = e % ns of row e / ns.
   const int sr0 = lane / ns, sr1 = (lane + 32) / ns;
-  const bool s0 = kFp4 ? lane < 8 : lane < 8 * ns, s1 = !kFp4 && lane + 32 < 8 * ns;
-  const float* ssrc0 = kFp4 ? nullptr : dw.scale + (n0 + sr0) * groups + lane % ns;
-  const float* ssrc1 = kFp4 ? nullptr : dw.scale + (n0 + sr1) * groups + (lane + 32) % ns;
+  const bool s0 = kFp4 ? lane < kRows : lane < kRows * ns, s1 = !kFp4 && lane + 32 < kRows * ns;
+  const float* ssrc0 = kFp4 || !s0 ? nullptr : dw.scale + row(sr0) * groups + lane % ns;
+  const float* ssrc1 = kFp4 || !s1 ? nullptr : dw.scale + row(sr1) * groups + (lane + 32) % ns;
   const int sdst0 = L.s + sr0 * kScaleBytes + 4 * (lane % ns), sdst1 = L.s + sr1 * kScaleBytes + 4 * ((lane + 32) % ns);
-  const unsigned char* fsrc = kFp4 ? dw.scale_fp8 + (n0 + lane) * (k / 16) : nullptr;
-  const __nv_bfloat16* xsrc = xb + lane * 8;
-  const int xdst = L.x + lane * 16;
-  auto load = [&](int st, int64_t s) {
-    unsigned char* base = sm + st * L.bytes;
-    const int64_t k0 = s * kDK;
-    CpAsync16(base + wdst, wsrc + k0 / 2);
-    CpAsync16(base + wdst + 4 * kWRowBytes, wsrc + wsrc4 + k0 / 2);
-    if constexpr (kFp4) {  // K % 256 == 0 keeps each row's run 16-byte aligned
-      if (s0) CpAsync16(base + L.s + lane * kScaleBytes, fsrc + k0 / 16);
+  const unsigned char* fsrc = kFp4 && lane < kRows ? dw.scale_fp8 + row(lane) * (k / 16) : nullptr;
+  // x: row r's 256 bytes a stage are 16 pieces; lane copies piece lane % 16 of rows lane / 16, + 2, ...
+  // (at most 8 kNt rows: 4 kNt copies, those past m skipped).
+  const __nv_bfloat16* xsrc = xb + (lane / 16) * k + (lane % 16) * 8;
+  const int xdst = L.x + (lane / 16) * kXLd * 2 + (lane % 16) * 16;
+  const int64_t x2k = 2 * k;
+  auto load = [&](int slot, int64_t k0) {
+    unsigned char* base = sm + slot * L.bytes;
+    CpAsync16(base + wdst, wsrc0 + (k0 >> 1));
+    CpAsync16(base + wdst + 8 * kWRowBytes, wsrc1 + (k0 >> 1));
+    if constexpr (kFp4) {  // K % 128 == 0 keeps each row's 8 bytes 8-byte aligned
+      if (s0) CpAsync8(base + L.s + lane * kScaleBytes, fsrc + (k0 >> 4));
     } else {
-      const int64_t sg = k0 / group;
+      const int64_t sg = k0 >> glog;
       if (s0) CpAsync4(base + sdst0, ssrc0 + sg);
       if (s1) CpAsync4(base + sdst1, ssrc1 + sg);
     }
-    for (int r = 0; r < m; ++r) CpAsync16(base + xdst + r * kXLd * 2, xsrc + int64_t{r} * k + k0);
+#pragma unroll
+    for (int j = 0; j < 4 * kNt; ++j) {
+      if (lane / 16 + 2 * j < m) CpAsync16(base + xdst + 2 * j * kXLd * 2, xsrc + j * x2k + k0);
+    }
   };
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  // The warp's i-th stage: stage i % kSliceStages of its (i / kSliceStages)-th slice; only the
-  // last slice of K can be short, so the warp's stages below total_stages are a prefix.
-  auto stage_of = [&](int64_t i) { return (warp + warps * (i / kSliceStages)) * kSliceStages + i % kSliceStages; };
+  // The warp's columns: its slices (slice j to warp j mod warps) a stage at a time — past a
+  // slice's end, warps - 1 slices on; only K's last slice can be short.
+  const int64_t jump = int64_t{warps - 1} * kW4SliceColumns;
+  auto next = [&](int64_t c) {
+    c += kDK;
+    return (c & (kW4SliceColumns - 1)) == 0 ? c + jump : c;
+  };
+  float acc[kNt][4] = {};
+  int64_t kl = int64_t{warp} * kW4SliceColumns;  // the next stage to load
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (stage_of(s) < total_stages) load(s, stage_of(s));
+    if (kl < k) {
+      load(s, kl);
+      kl = next(kl);
+    }
     CpAsyncCommit();
   }
-  const int x_off = (min(lane % 16, m - 1) * kXLd + (lane / 16) * 8) * 2;  // ldmatrix.x4 of x: rows past m read row m - 1
-  for (int64_t i = 0; stage_of(i) < total_stages; ++i) {
+  // ldmatrix.x4 of x as the B operand: lane l addresses row l % 8 (+ 8 for the second n-tile) of
+  // matrix l / 8, the 8 columns at 8 (l / 8) of a 32-column block; rows past m read row m - 1.
+  int x_off[kNt];
+#pragma unroll
+  for (int nt = 0; nt < kNt; ++nt) x_off[nt] = (min(8 * nt + lane % 8, m - 1) * kXLd + (lane / 8) * 8) * 2;
+  int64_t kc = int64_t{warp} * kW4SliceColumns;  // the stage computed now
+  for (int i = 0; kc < k; ++i) {
     CpAsyncWait<kStages - 2>();
     __syncwarp();
-    if (stage_of(i + kStages - 1) < total_stages) load(static_cast<int>((i + kStages - 1) % kStages), stage_of(i + kStages - 1));
+    if (kl < k) {
+      load((i + kStages - 1) % kStages, kl);
+      kl = next(kl);
+    }
     CpAsyncCommit();
-    const unsigned char* base = sm + static_cast<int>(i % kStages) * L.bytes;
-    const unsigned char* wrow = base + L.w + g * kWRowBytes;
-    const unsigned char* srow = base + L.s + g * kScaleBytes;
-    const unsigned char* xs = base + L.x + x_off;
-    if constexpr (kFp4) {
+    const unsigned char* base = sm + (i % kStages) * L.bytes;
+    const unsigned char* wlo = base + L.w + g * kWRowBytes;  // output rows g and g + 8
+    const unsigned char* whi = wlo + 8 * kWRowBytes;
+    const unsigned char* slo = base + L.s + g * kScaleBytes;
+    const unsigned char* shi = slo + 8 * kScaleBytes;
+    const unsigned char* xs = base + L.x;
 #pragma unroll
-      for (int kk = 0; kk < kDK; kk += 16) {
-        // Bytes kk/2 + t and kk/2 + 4 + t: K = kk + 2t, +1 and kk + 8 + 2t, +1 (low nibble first).
-        const unsigned lo = wrow[kk / 2 + t], hi = wrow[kk / 2 + 4 + t];
-        const float s = E4m3ToFloat(srow[kk / 16]);
-        auto v = [&](unsigned nib) { return __fmul_rn(__fmul_rn(E2m1ToFloat(nib), s), dw.global); };
-        unsigned a[4];
-        LdMatrixX4(a, xs + kk * 2);
-        Mma16816(acc, a, PackBf16(v(lo & 0xf), v(lo >> 4)), PackBf16(v(hi & 0xf), v(hi >> 4)));
-      }
-    } else {
-      // Lane order (int4_lanes.h): word t of each 32-column block holds this lane's eight weights
-      // of two K16 steps; (word >> 4(2h + q)) puts fragment b_q of step h in the pair's places.
-      // The stage's eight words and scales are read first and its sixteen B fragments made
-      // before the chain of mma.sync, so the dequantization overlaps the chain's latency.
-      unsigned wd[kDK / 32];
-      float sc[kDK / 32];
+    for (int blk = 0; blk < kDK / 32; ++blk) {
+      // a[h]: the A fragments of K16 step h of this 32-column block — rows g (a0, a2) and g + 8
+      // (a1, a3) at K 2t, 2t + 1 (a0, a1) and 2t + 8, 2t + 9 (a2, a3).
+      unsigned a[2][4];
+      if constexpr (kFp4) {
+        // Row bytes blk * 16 + 8h + t and + 4: K = 16h + 2t, +1 and 16h + 8 + 2t, +1 (low nibble first).
+        const float sl = E4m3ToFloat(slo[blk * 2]), sh = E4m3ToFloat(shi[blk * 2]);
+        const float sl1 = E4m3ToFloat(slo[blk * 2 + 1]), sh1 = E4m3ToFloat(shi[blk * 2 + 1]);
 #pragma unroll
-      for (int blk = 0; blk < kDK / 32; ++blk) {
-        wd[blk] = *reinterpret_cast<const unsigned*>(wrow + blk * 16 + 4 * t);
-        sc[blk] = reinterpret_cast<const float*>(srow)[(blk * 32) >> gshift];  // groups >= 32 columns
-      }
-      unsigned b[kDK / 32][2][2];
-#pragma unroll
-      for (int blk = 0; blk < kDK / 32; ++blk) {
-        const unsigned s2 = kKind == W4Kind::kInt4Bf16Scale ? PackBf16(sc[blk], sc[blk]) : 0u;
+        for (int h = 0; h < 2; ++h) {
+          const float s_lo = h ? sl1 : sl, s_hi = h ? sh1 : sh;
+          auto pair = [&](unsigned byte, float s) {
+            return PackBf16(Nvfp4Value(byte, s, dw.global), Nvfp4Value(byte >> 4, s, dw.global));
+          };
+          a[h][0] = pair(wlo[blk * 16 + 8 * h + t], s_lo);
+          a[h][2] = pair(wlo[blk * 16 + 8 * h + 4 + t], s_lo);
+          a[h][1] = pair(whi[blk * 16 + 8 * h + t], s_hi);
+          a[h][3] = pair(whi[blk * 16 + 8 * h + 4 + t], s_hi);
+        }
+      } else {
+        // Lane order (int4_lanes.h): word t of the 32-column block holds a row's eight weights of
+        // this lane for both K16 steps; (word >> 4(2h + q)) puts fragment q of step h in the
+        // pair's places.
+        const unsigned wl = *reinterpret_cast<const unsigned*>(wlo + blk * 16 + 4 * t);
+        const unsigned wh = *reinterpret_cast<const unsigned*>(whi + blk * 16 + 4 * t);
+        const int sj = kOneScale ? 0 : (blk * 32) >> glog;
+        const float scl = reinterpret_cast<const float*>(slo)[sj], sch = reinterpret_cast<const float*>(shi)[sj];
+        const unsigned s2l = kKind == W4Kind::kInt4Bf16Scale ? PackBf16(scl, scl) : 0u;
+        const unsigned s2h = kKind == W4Kind::kInt4Bf16Scale ? PackBf16(sch, sch) : 0u;
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
           for (int q = 0; q < 2; ++q) {
-            const unsigned bits = wd[blk] >> (8 * h + 4 * q);
-            b[blk][h][q] = kKind == W4Kind::kInt4Bf16Scale ? Int4PairBf16(bits, s2) : Int4PairF32(bits, sc[blk]);
+            const int sh = 8 * h + 4 * q;
+            a[h][2 * q] = kKind == W4Kind::kInt4Bf16Scale ? Int4PairBf16(wl >> sh, s2l) : Int4PairF32(wl >> sh, scl);
+            a[h][2 * q + 1] = kKind == W4Kind::kInt4Bf16Scale ? Int4PairBf16(wh >> sh, s2h) : Int4PairF32(wh >> sh, sch);
           }
       }
 #pragma unroll
-      for (int blk = 0; blk < kDK / 32; ++blk)
+      for (int nt = 0; nt < kNt; ++nt) {
+        unsigned b[4];  // b0, b1 of step 0, then of step 1
+        LdMatrixX4(b, xs + x_off[nt] + blk * 64);
+        Mma16816(acc[nt], a[0], b[0], b[1]);
+        Mma16816(acc[nt], a[1], b[2], b[3]);
+      }
+    }
+    if (((kc + kDK) & (kW4SliceColumns - 1)) == 0 || kc + kDK >= k) {  // the slice ends
+      const int64_t j = kc / kW4SliceColumns;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          unsigned a[4];
-          LdMatrixX4(a, xs + (blk * 32 + 16 * h) * 2);
-          Mma16816(acc, a, b[blk][h][0], b[blk][h][1]);
-        }
+      for (int nt = 0; nt < kNt; ++nt) {
+        *reinterpret_cast<float4*>(red + ((j * 32 + lane) * kNt + nt) * 4) =
+            make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
+        acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+      }
     }
-    if (i % kSliceStages == kSliceStages - 1 || stage_of(i + 1) >= total_stages) {  // the slice ends
-      const int64_t j = warp + warps * (i / kSliceStages);
-      *reinterpret_cast<float4*>(red + (j * 32 + lane) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
-      acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
-    }
+    kc = next(kc);
   }
   CpAsyncWait<0>();
   __syncthreads();
   if (warp != 0) return;
-  float total[4] = {-0.0f, -0.0f, -0.0f, -0.0f};
+  const int64_t slice_count = (k + kW4SliceColumns - 1) / kW4SliceColumns;
+  float total[kNt][4];
+#pragma unroll
+  for (int nt = 0; nt < kNt; ++nt) total[nt][0] = total[nt][1] = total[nt][2] = total[nt][3] = -0.0f;
   for (int64_t j = 0; j < slice_count; ++j) {
-    const float4 v = *reinterpret_cast<const float4*>(red + (j * 32 + lane) * 4);
-    total[0] = __fadd_rn(total[0], v.x);
-    total[1] = __fadd_rn(total[1], v.y);
-    total[2] = __fadd_rn(total[2], v.z);
-    total[3] = __fadd_rn(total[3], v.w);
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+      const float4 v = *reinterpret_cast<const float4*>(red + ((j * 32 + lane) * kNt + nt) * 4);
+      total[nt][0] = __fadd_rn(total[nt][0], v.x);
+      total[nt][1] = __fadd_rn(total[nt][1], v.y);
+      total[nt][2] = __fadd_rn(total[nt][2], v.z);
+      total[nt][3] = __fadd_rn(total[nt][3], v.w);
+    }
   }
-  const int64_t c = n0 + 2 * t;
-  if (g < m) {
-    y[g * ldy + c] = RoundAct(total[0], round_bf16);
-    y[g * ldy + c + 1] = RoundAct(total[1], round_bf16);
-  }
-  if (g + 8 < m) {
-    y[(g + 8) * ldy + c] = RoundAct(total[2], round_bf16);
-    y[(g + 8) * ldy + c + 1] = RoundAct(total[3], round_bf16);
-  }
+  // d: output rows g (d0, d1) and g + 8 (d2, d3), x rows 8 nt + 2t and + 1.
+  const bool hi_valid = n0 + 8 + g <= last;
+#pragma unroll
+  for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int r = 8 * nt + 2 * t + e;
+      if (r >= m) continue;
+      y[r * ldy + n0 + g] = RoundAct(total[nt][e], round_bf16);
+      if (hi_valid) y[r * ldy + n0 + 8 + g] = RoundAct(total[nt][2 + e], round_bf16);
+    }
 }
 
 // Warps a block: one per slice, as many as fit kSmemBudget (each warp then takes every
@@ -209,57 +265,74 @@ struct BlockShape {
   int warps;
   int64_t smem;
 };
+int NTiles(int64_t m) { return m <= 8 ? 1 : 2; }
 BlockShape ShapeFor(int64_t m, int64_t k) {
-  const int64_t slices = (k + kW4SliceColumns - 1) / kW4SliceColumns, red = slices * 32 * 16;
+  const int64_t slices = (k + kW4SliceColumns - 1) / kW4SliceColumns, red = slices * 32 * 16 * NTiles(m);
   const int64_t ring = int64_t{kStages} * Layout(static_cast<int>(m)).bytes;
   int64_t warps = slices < kMaxWarps ? slices : kMaxWarps;
   while (warps > 1 && warps * ring + red > kSmemBudget) --warps;
   return {static_cast<int>(warps), warps * ring + red};
 }
 
-template <W4Kind kKind>
+template <W4Kind kKind, int kNt, bool kOneScale>
 Status Launch(const __nv_bfloat16* xb, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
               cudaStream_t s) {
   static const cudaError_t ready = [] {
-    cudaError_t e = cudaFuncSetAttribute(GemmDecodeW4Kernel<kKind>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaError_t e = cudaFuncSetAttribute(GemmDecodeW4Kernel<kKind, kNt, kOneScale>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          227 * 1024);
     if (e == cudaSuccess) {
-      e = cudaFuncSetAttribute(GemmDecodeW4Kernel<kKind>, cudaFuncAttributePreferredSharedMemoryCarveout,
+      e = cudaFuncSetAttribute(GemmDecodeW4Kernel<kKind, kNt, kOneScale>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                cudaSharedmemCarveoutMaxShared);
     }
     return e;
   }();
   if (ready != cudaSuccess) return Internal(std::string("cuda GemmDecodeW4a16: shared memory: ") + cudaGetErrorString(ready));
   const BlockShape b = ShapeFor(m, w.cols);
-  GemmDecodeW4Kernel<kKind><<<static_cast<unsigned>(w.rows / 8), 32 * b.warps, static_cast<size_t>(b.smem), s>>>(
-      xb, static_cast<int>(m), w, y, ldy, round_output);
+  const auto blocks = static_cast<unsigned>((w.rows + kRows - 1) / kRows);
+  GemmDecodeW4Kernel<kKind, kNt, kOneScale><<<blocks, 32 * b.warps, static_cast<size_t>(b.smem), s>>>(xb, static_cast<int>(m), w, y,
+                                                                                          ldy, round_output);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return Internal(std::string("cuda GemmDecodeW4a16 launch: ") + cudaGetErrorString(err));
   return Status::Ok();
 }
 
+template <W4Kind kKind, bool kOneScale>
+Status LaunchFor(const __nv_bfloat16* xb, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
+                 cudaStream_t s) {
+  return NTiles(m) == 1 ? Launch<kKind, 1, kOneScale>(xb, m, w, y, ldy, round_output, s)
+                        : Launch<kKind, 2, kOneScale>(xb, m, w, y, ldy, round_output, s);
+}
+
+// int4: one scale a stage (groups of a stage or more) or several.
+template <W4Kind kKind>
+Status LaunchInt4(const __nv_bfloat16* xb, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
+                  cudaStream_t s) {
+  return w.group >= kDK ? LaunchFor<kKind, true>(xb, m, w, y, ldy, round_output, s)
+                        : LaunchFor<kKind, false>(xb, m, w, y, ldy, round_output, s);
+}
+
 }  // namespace
 
 bool DecodeW4a16Fits(int64_t m, const DevWeight& w) {
-  if (m < 1 || m > 16 || w.rows % 8 != 0 || w.cols % kDK != 0 || w.rows / 8 > 0x7fffffff) return false;
+  if (m < 1 || m > 16 || w.rows % 8 != 0 || w.cols % kDK != 0 || w.rows / kRows > 0x7fffffff) return false;
   if (ShapeFor(m, w.cols).smem > kSmemBudget) return false;  // K beyond a block's slice sums
   if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return false;
   if (w.format == DevFormat::kNvfp4) return w.scale_fp8 != nullptr && reinterpret_cast<uintptr_t>(w.scale_fp8) % 16 == 0;
-  return w.format == DevFormat::kInt4 && w.int4_lanes && w.zero == nullptr && w.group >= 32 && w.group % 32 == 0 &&
+  return w.format == DevFormat::kInt4 && w.int4_lanes && w.zero == nullptr && w.group >= 32 && (w.group & (w.group - 1)) == 0 &&
          (w.group <= kDK ? kDK % w.group == 0 : w.group % kDK == 0) && kDK / w.group <= kScaleBytes / 4;
 }
 
 Status GemmDecodeW4a16(const uint16_t* xb, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
                        void* stream) {
   if (!DecodeW4a16Fits(m, w) || ldy < w.rows || reinterpret_cast<uintptr_t>(xb) % 16 != 0) {
-    return InvalidArgument("cuda GemmDecodeW4a16: needs 1..16 rows, N % 8 == 0, K % 256 == 0, symmetric int4 groups "
-                           "of 32k columns or NVFP4, aligned operands");
+    return InvalidArgument("cuda GemmDecodeW4a16: needs 1..16 rows, N % 8 == 0, K % 128 == 0, symmetric int4 groups "
+                           "of 2^j >= 32 columns or NVFP4, aligned operands");
   }
   const auto* xp = reinterpret_cast<const __nv_bfloat16*>(xb);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (w.format == DevFormat::kNvfp4) return Launch<W4Kind::kNvfp4>(xp, m, w, y, ldy, round_output, s);
-  return w.scale_bf16 ? Launch<W4Kind::kInt4Bf16Scale>(xp, m, w, y, ldy, round_output, s)
-                      : Launch<W4Kind::kInt4F32Scale>(xp, m, w, y, ldy, round_output, s);
+  if (w.format == DevFormat::kNvfp4) return LaunchFor<W4Kind::kNvfp4, false>(xp, m, w, y, ldy, round_output, s);
+  return w.scale_bf16 ? LaunchInt4<W4Kind::kInt4Bf16Scale>(xp, m, w, y, ldy, round_output, s)
+                      : LaunchInt4<W4Kind::kInt4F32Scale>(xp, m, w, y, ldy, round_output, s);
 }
 
 }  // namespace graft::cuda

@@ -2,7 +2,8 @@
 // NVFP4 weights): y[m, N] = xb[m, K] · Wᵀ with W dequantized to bf16 exactly as
 // quant_weight.cuh's QuantAt does.
 //
-// Every W4A16 tensor-core form (this one, the WMMA decode form and tiles in matmul.cu) sums K in
+// Every W4A16 tensor-core form (this one; past 16 rows the weight dequantized to bf16 through
+// the bf16 forms, and the WMMA forms where neither fits, in matmul.cu) sums K in
 // slices of kW4SliceColumns columns — MatMulSplitK's slices (matmul.h): each slice's 16-wide
 // chunks ascending from zero, then the slices added in ascending order — so every output has
 // the bits of SumSplits over MatMulSplitK on a dense bf16 weight holding those values, whichever
@@ -11,16 +12,26 @@
 // separate warps, where one chain of K / 16 dependent mma.sync would take longer than reading
 // the weights.
 //
-// A block owns 8 outputs; its warps (one per slice, fewer where their rings would not fit in
-// shared memory) stream their slices' packed weights, scales and x columns through four-stage
-// cp.async rings; each 16-wide K chunk's B fragment is dequantized in registers straight from
-// the packed words (no bf16 tile), then mma.sync m16n8k16. int4 weights are read in the device
-// copy's lane order (int4_lanes.h: one word a lane per two chunks, one shift and mask per
-// fragment register); with bf16-valued scales (DevWeight::scale_bf16, what compressed-tensors
-// stores) the pair is dequantized by two bf16x2 FMAs, otherwise by QuantAt's fp32 arithmetic.
+// A block owns 16 outputs, the M of mma.sync m16n8k16: the weights are the A operand and the x
+// rows its N (8 a tile, two tiles past 8 rows), so one mma covers 16 outputs x 16 K — batch 1
+// uses one of the N columns either way, and this way round halves the mma.sync and ldmatrix a
+// weight byte. Its warps (one per slice, fewer where their rings would not fit in shared
+// memory) stream their slices' packed weights, scales and x columns through four-stage cp.async
+// rings; each 16-wide K chunk's A fragment is dequantized in registers straight from the packed
+// words (no bf16 tile), then mma.sync. int4 weights are read in the device copy's lane order
+// (int4_lanes.h: one word a lane per row and two chunks, one shift and mask per fragment
+// register); with bf16-valued scales (DevWeight::scale_bf16, what compressed-tensors stores)
+// the pair is dequantized by two bf16x2 FMAs, otherwise by QuantAt's fp32 arithmetic. The
+// products are the same bits either way round (each output's 16 products in the same K places).
 //
-// DecodeW4a16Fits: 1 <= m <= 16, N % 8 == 0, K % 256 == 0, symmetric int4 in lane order with
-// groups of 32, 64, 128 or a multiple of 256 columns (or NVFP4), 16-byte aligned operands.
+// Copies are addressed from running columns (a group's scale is column >> log2 group), so the
+// loop is the dequantization and mma.sync plus a few copies a stage (~370 instructions a 1 KB
+// stage with bf16 scales, from ~640 when each copy's address was recomputed from the stage
+// number); ncu then shows the integer pipe (the shift and mask a fragment register) as the
+// limit, not memory: 28-34% of the copy bandwidth at Qwen3.5-27B's shapes.
+//
+// DecodeW4a16Fits: 1 <= m <= 16, N % 8 == 0, K % 128 == 0, symmetric int4 in lane order with
+// groups of a power of two >= 32 columns (or NVFP4), 16-byte aligned operands.
 #pragma once
 
 #include <cstdint>
