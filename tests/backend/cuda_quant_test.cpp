@@ -197,6 +197,25 @@ TEST(CudaQuant, W4a16IsTheSlicedDenseBf16MatmulOfItsWeights) {
   }
 }
 
+// Past 64 rows W4A16 is dequantized to bf16 a chunk of output rows at a time (matmul.h; the
+// chunk keeps the weight and the slices' partial sums under 96 MB): 2048 rows against K = 8192
+// (eight slices) make chunks of 1152 rows, so N = 1280 takes two, the second short — still the
+// sliced dense matmul's bits, and a row's bits the same as the decode form's for it alone.
+TEST(CudaQuant, W4a16PrefillInOutputChunksKeepsTheSlicedBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(11);
+  const int64_t m = 2048, n = 1280, k = 8192;
+  const Weight q = Quantized(QuantFormat::kInt4Group, n, k, false, rng);
+  const Weight d = DenseOf(q);
+  const Weight x = Activations(m, k, rng);
+  auto bf = test::MakeCuda(ActDtype::kBF16);
+  ASSERT_NE(bf, nullptr);
+  const auto got = MatMulOn(*bf, x, m, q);
+  EXPECT_TRUE(Same(got, SlicedDense(x, d).On(*bf, m)));
+  const auto first = MatMulOn(*bf, x, 3, q);
+  EXPECT_TRUE(Same(first, std::vector<float>(got.begin(), got.begin() + 3 * n))) << "rows alone vs among 2048";
+}
+
 // Σ_g Σ_k |xq·wq|·|sx·sw| for each output of row r: the scale of the W8A8 product's terms, in
 // double, with the same codes and scales the backends use.
 std::vector<double> Fp8TermScale(const Weight& xt, int64_t m, const Weight& w) {

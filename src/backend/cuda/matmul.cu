@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "backend/cuda/gemm_decode_w4.h"
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/quant_weight.cuh"
 #include "backend/cuda/simt_tile.cuh"
 
 namespace graft::cuda {
@@ -393,7 +395,90 @@ Status MatMulBf16(const uint16_t* xb, int64_t x_cols, int64_t m, const DevWeight
                             : GemmDecode(xb, m, wd, w.rows, w.cols, y, ldy, round_output, stream, kz, x_cols);
 }
 
+namespace {
+// W4A16 past the 4-bit decode form's 16 rows: the weight dequantized to bf16 `chunk` output rows
+// at a time into scratch (after x's bf16 copy), each chunk through the bf16 mma.sync forms
+// (decode form up to 64 rows, prefill form beyond) in MatMulSplitK's slices into `partial`
+// [splits, m, chunk], and the slices added in ascending order into y — SumSplits over
+// MatMulSplitK on the dequantized weight, the W4A16 contract itself, each weight dequantized
+// once (the WMMA forms dequantize it again for every 16 outputs of each 16 or 128 rows of x:
+// 1.3% of the copy bandwidth at 64 rows). The chunk keeps the weight and partial scratch under
+// kW4PrefillBudget bytes.
+constexpr int64_t kW4DecodeMaxRows = 16;
+constexpr int64_t kW4PrefillBudget = int64_t{96} << 20;
+struct W4Prefill {
+  int64_t chunk = 0, splits = 0, xb_bytes = 0, w_bytes = 0, bytes = 0;  // bytes: the scratch in all
+};
+W4Prefill W4PrefillPlan(int64_t m, const DevWeight& w) {
+  W4Prefill p;
+  if (!w.w4a16() || m <= kW4DecodeMaxRows || w.cols % 16 != 0 || w.rows % 8 != 0 ||
+      reinterpret_cast<uintptr_t>(w.data) % 16 != 0 ||
+      (w.format == DevFormat::kInt4 && w.group % 8 != 0)) {
+    return p;
+  }
+  const int64_t kz = SplitKColumns(w.cols);
+  p.splits = (w.cols + kz - 1) / kz;
+  const int64_t per_row = w.cols * 2 + (p.splits > 1 ? p.splits * m * 4 : 0);  // a chunk row: bf16 weights + partials
+  p.chunk = std::min<int64_t>(w.rows, std::max<int64_t>(128, kW4PrefillBudget / per_row / 128 * 128));
+  p.xb_bytes = (m * w.cols * 2 + 255) / 256 * 256;
+  p.w_bytes = (p.chunk * w.cols * 2 + 255) / 256 * 256;
+  p.bytes = p.xb_bytes + p.w_bytes + (p.splits > 1 ? p.splits * m * p.chunk * 4 : 0);
+  return p;
+}
+
+// out [rows, K] bf16 = W's rows [r0, r0 + rows) dequantized (QuantBf16x8: QuantAt's values), 8
+// columns a thread.
+__global__ void DequantRowsKernel(DevWeight w, int64_t r0, int64_t rows, uint4* __restrict__ out) {
+  const int64_t per_row = w.cols / 8, count = rows * per_row;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < count; e += int64_t{gridDim.x} * blockDim.x) {
+    out[e] = QuantBf16x8(w, r0 + e / per_row, (e % per_row) * 8);
+  }
+}
+
+// y[r][c] (ldy apart) = Σ_s partial[s][r][c] in ascending s, rounded once: SumSplits on a column
+// chunk.
+__global__ void SumSlicesKernel(const float* __restrict__ partial, int64_t splits, int64_t m, int64_t cols,
+                                float* __restrict__ y, int64_t ldy, bool round_bf16) {
+  const int64_t count = m * cols;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < count; e += int64_t{gridDim.x} * blockDim.x) {
+    float sum = partial[e];
+    for (int64_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, partial[z * count + e]);
+    y[(e / cols) * ldy + e % cols] = RoundAct(sum, round_bf16);
+  }
+}
+
+unsigned GridFor(int64_t count) {
+  const int64_t blocks = (count + 255) / 256;
+  return static_cast<unsigned>(blocks < 8192 ? (blocks > 0 ? blocks : 1) : 8192);
+}
+
+Status W4PrefillMatMul(const uint16_t* xb, int64_t m, const DevWeight& w, const W4Prefill& p, float* y, int64_t ldy,
+                       bool round_output, cudaStream_t s, unsigned char* scratch) {
+  auto* wb = reinterpret_cast<uint16_t*>(scratch + p.xb_bytes);
+  auto* partial = reinterpret_cast<float*>(scratch + p.xb_bytes + p.w_bytes);
+  for (int64_t n0 = 0; n0 < w.rows; n0 += p.chunk) {
+    const int64_t nc = std::min(p.chunk, w.rows - n0);
+    DequantRowsKernel<<<GridFor(nc * w.cols / 8), 256, 0, s>>>(w, n0, nc, reinterpret_cast<uint4*>(wb));
+    DevWeight dense;
+    dense.data = wb;
+    dense.rows = nc;
+    dense.cols = w.cols;
+    dense.bf16 = true;
+    if (p.splits == 1) {  // one slice: the plain matmul, rounded as it lands
+      GRAFT_RETURN_IF_ERROR(MatMulBf16(xb, w.cols, m, dense, y + n0, ldy, round_output, /*split_k=*/false, s));
+      continue;
+    }
+    GRAFT_RETURN_IF_ERROR(MatMulBf16(xb, w.cols, m, dense, partial, nc, false, /*split_k=*/true, s));
+    SumSlicesKernel<<<GridFor(m * nc), 256, 0, s>>>(partial, p.splits, m, nc, y + n0, ldy, round_output);
+  }
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda MatMul (W4A16 prefill) launch: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
+}  // namespace
+
 int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16) {
+  if (bf16 && W4PrefillPlan(m, w).chunk > 0) return W4PrefillPlan(m, w).bytes;
   return PipeForm(m, w, bf16) || DecodeForm(m, w, bf16) || (bf16 && DecodeW4a16Fits(m, w)) ? (m * w.cols * 2 + 15) / 16 * 16
                                                                                            : 0;
 }
@@ -429,6 +514,10 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
     GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch));
     return mma_form ? MatMulBf16(xb, w.cols, m, w, y, ldy, round_output, /*split_k=*/false, stream)
                     : GemmDecodeW4a16(xb, m, w, y, ldy, round_output, stream);
+  }
+  if (const W4Prefill p = bf16 ? W4PrefillPlan(m, w) : W4Prefill{}; p.chunk > 0) {  // 4-bit weights, prefill
+    GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch));
+    return W4PrefillMatMul(xb, m, w, p, y, ldy, round_output, s, static_cast<unsigned char*>(scratch));
   }
   if (tensor && w.w4a16() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
              (w.format != DevFormat::kInt4 || w.group % 8 == 0)) {
