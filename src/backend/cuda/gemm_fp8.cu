@@ -131,45 +131,57 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// The decode form, 1..16 rows: a warp owns 8 outputs and streams their codes (and the x rows'
-// codes) through an eight-stage cp.async ring of 256-column stages; per output the same chain
-// as the tile kernel — four m16n8k32 chunks a 128-column group into `part`, then
-// total += part · (sx · sw) — so a row has the same bits here as among a thousand.
-constexpr int kDK = 256, kDStages = 8, kDLd = kDK + 16;  // bytes a stage and between rows
+// The decode form, 1..16 rows: a warp owns 16 outputs — the weights are the mma's A operand
+// (16 rows) and the x rows its N (8 a tile, two tiles past 8 rows), so one m16n8k32 covers 16
+// outputs where x-as-A covered 8 (batch 1 uses one N column either way) — and streams their
+// codes and the x rows' codes through a four-stage cp.async ring of 256-column stages; per
+// output the same chain as the tile kernel — four m16n8k32 chunks a 128-column group into
+// `part`, then total += part · (sx · sw) — so a row has the same bits here as among a thousand
+// (each output's 32 products sit in the same K places either way round).
+constexpr int kDK = 256, kDStages = 4, kDLd = kDK + 16;  // bytes a stage and between rows
+constexpr int kDRows = 16;                               // outputs a warp
 
+template <int kNt>
 __global__ void __launch_bounds__(32) GemmFp8DecodeKernel(const uint8_t* __restrict__ xq, const float* __restrict__ sx,
                                                           int m, DevWeight w, int64_t group, float* __restrict__ y,
                                                           int64_t ldy, bool round_bf16) {
   extern __shared__ __align__(16) unsigned char sm[];
-  const int stage_bytes = (8 + m) * kDLd;  // 8 weight rows, then m x rows
+  const int stage_bytes = (kDRows + m) * kDLd;  // 16 weight rows, then m x rows
   const int lane = threadIdx.x, g = lane / 4, t = lane % 4;
-  const int64_t n = w.rows, k = w.cols, groups = (k + group - 1) / group, n0 = int64_t{blockIdx.x} * 8;
+  const int64_t n = w.rows, k = w.cols, groups = (k + group - 1) / group, n0 = int64_t{blockIdx.x} * kDRows;
   const auto* wq = static_cast<const uint8_t*>(w.data);
+  // Copies: a stage row is 16 pieces of 16 bytes; lane copies piece lane % 16 of rows lane / 16,
+  // + 2, ... (8 of the 16 weight rows, then the x rows alike); zeros past N and K.
+  const int pc = (lane % 16) * 16, pr = lane / 16;
   auto load = [&](int st, int64_t k0) {
     unsigned char* base = sm + st * stage_bytes;
-    for (int e = lane; e < (8 + m) * (kDK / 16); e += 32) {
-      const int r = e / (kDK / 16), c = (e % (kDK / 16)) * 16;
-      const int64_t gc = k0 + c;
-      const bool wrow = r < 8;
-      const int64_t gr = wrow ? n0 + r : r - 8;
-      const bool v = gc < k && (wrow ? gr < n : true);
-      const uint8_t* src = wrow ? wq + gr * k + gc : xq + gr * k + gc;
-      CpAsync16(base + r * kDLd + c, v ? src : (wrow ? wq : xq), v);
+    const int64_t gc = k0 + pc;
+    const bool kin = gc < k;
+#pragma unroll
+    for (int i = 0; i < kDRows / 2; ++i) {
+      const int r = pr + 2 * i;
+      const bool v = kin && n0 + r < n;
+      CpAsync16(base + r * kDLd + pc, v ? wq + (n0 + r) * k + gc : wq, v);
     }
+    for (int r = pr; r < m; r += 2) CpAsync16(base + (kDRows + r) * kDLd + pc, kin ? xq + int64_t{r} * k + gc : xq, kin);
   };
-  float total[4] = {0.0f, 0.0f, 0.0f, 0.0f}, part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float total[kNt][4] = {}, part[kNt][4] = {};
   const int64_t slices = (k + kDK - 1) / kDK;
 #pragma unroll
   for (int s = 0; s < kDStages - 1; ++s) {
     if (s < slices) load(s, int64_t{s} * kDK);
     CpAsyncCommit();
   }
-  // ldmatrix rows: x as the A operand (rows past m read row m - 1; their outputs are dropped),
-  // the 8 weight rows as B (matrix i: bytes 16i .. 16i + 15, so two chunks a load).
-  const int x_row = 8 + min(lane % 16, m - 1), x_col = (lane / 16) * 16;
-  const int w_row = lane % 8, w_col = (lane / 8) * 16;
-  // sw: one value for the 8 outputs per group (fp8-block: 8 | 128), or one per column.
-  const int64_t c0 = n0 + 2 * t;
+  // ldmatrix rows: the 16 weight rows as A (matrix i: rows 8 (i % 2) .., bytes 16 (i / 2) ..: a0
+  // .. a3 of one 32-column chunk), x as B (matrix i: bytes 16i .., so b0, b1 of two chunks; rows
+  // past m read row m - 1, their outputs dropped).
+  const int w_row = lane % 8 + 8 * ((lane / 8) % 2), w_col = (lane / 16) * 16;
+  int x_row[kNt];
+#pragma unroll
+  for (int nt = 0; nt < kNt; ++nt) x_row[nt] = kDRows + min(8 * nt + lane % 8, m - 1);
+  const int x_col = (lane / 8) * 16;
+  // sw: one value for the 16 outputs per group (fp8-block: 16 | 128), or one per output row.
+  const int64_t r_lo = n0 + g, r_hi = n0 + 8 + g;
   // The group ends every group / 64 steps (groups of 128k columns), or only at K's end (a
   // per-channel group, K long): a countdown, not a 64-bit modulo each step.
   const int steps_per_group = group % 64 == 0 && group < k ? static_cast<int>(group / 64) : 0x7fffffff;
@@ -184,37 +196,61 @@ __global__ void __launch_bounds__(32) GemmFp8DecodeKernel(const uint8_t* __restr
     const unsigned char* base = sm + static_cast<int>(i % kDStages) * stage_bytes;
 #pragma unroll
     for (int kk = 0; kk < kDK; kk += 64) {  // two 32-column chunks a step
-      unsigned b[4], a0[4], a1[4];
-      LdMatrixX4(b, base + w_row * kDLd + kk + w_col);
-      LdMatrixX4(a0, base + x_row * kDLd + kk + x_col);
-      LdMatrixX4(a1, base + x_row * kDLd + kk + 32 + x_col);
+      unsigned a0[4], a1[4], b[kNt][4];
+      LdMatrixX4(a0, base + w_row * kDLd + kk + w_col);
+      LdMatrixX4(a1, base + w_row * kDLd + kk + 32 + w_col);
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) LdMatrixX4(b[nt], base + x_row[nt] * kDLd + kk + x_col);
       const int64_t kabs = i * kDK + kk;
-      if (kabs < k) MmaE4m3(part, a0, b[0], b[1]);
-      if (kabs + 32 < k) MmaE4m3(part, a1, b[2], b[3]);
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) {
+        if (kabs < k) MmaE4m3(part[nt], a0, b[nt][0], b[nt][1]);
+        if (kabs + 32 < k) MmaE4m3(part[nt], a1, b[nt][2], b[nt][3]);
+      }
       if (kabs >= k) break;  // a step wholly past K: the last group ended with the step before
       if (--countdown == 0 || kabs + 64 >= k) {  // the group ends, once
         countdown = steps_per_group;
-        const float ws0 = w.format == DevFormat::kFp8Channel ? (c0 < n ? w.scale[c0] : 0.0f) : wscale_block[gi];
-        const float ws1 = w.format == DevFormat::kFp8Channel ? (c0 + 1 < n ? w.scale[c0 + 1] : 0.0f) : ws0;
-        const float xs0 = g < m ? sx[g * groups + gi] : 0.0f, xs1 = g + 8 < m ? sx[(g + 8) * groups + gi] : 0.0f;
-        total[0] = __fadd_rn(total[0], __fmul_rn(part[0], __fmul_rn(xs0, ws0)));
-        total[1] = __fadd_rn(total[1], __fmul_rn(part[1], __fmul_rn(xs0, ws1)));
-        total[2] = __fadd_rn(total[2], __fmul_rn(part[2], __fmul_rn(xs1, ws0)));
-        total[3] = __fadd_rn(total[3], __fmul_rn(part[3], __fmul_rn(xs1, ws1)));
-        part[0] = part[1] = part[2] = part[3] = 0.0f;
+        const float ws_lo = w.format == DevFormat::kFp8Channel ? (r_lo < n ? w.scale[r_lo] : 0.0f) : wscale_block[gi];
+        const float ws_hi = w.format == DevFormat::kFp8Channel ? (r_hi < n ? w.scale[r_hi] : 0.0f) : ws_lo;
+#pragma unroll
+        for (int nt = 0; nt < kNt; ++nt) {
+          // d: output rows g (d0, d1) and g + 8 (d2, d3), x rows 8 nt + 2t and + 1.
+          const int x0 = 8 * nt + 2 * t;
+          const float xs0 = x0 < m ? sx[x0 * groups + gi] : 0.0f, xs1 = x0 + 1 < m ? sx[(x0 + 1) * groups + gi] : 0.0f;
+          total[nt][0] = __fadd_rn(total[nt][0], __fmul_rn(part[nt][0], __fmul_rn(xs0, ws_lo)));
+          total[nt][1] = __fadd_rn(total[nt][1], __fmul_rn(part[nt][1], __fmul_rn(xs1, ws_lo)));
+          total[nt][2] = __fadd_rn(total[nt][2], __fmul_rn(part[nt][2], __fmul_rn(xs0, ws_hi)));
+          total[nt][3] = __fadd_rn(total[nt][3], __fmul_rn(part[nt][3], __fmul_rn(xs1, ws_hi)));
+          part[nt][0] = part[nt][1] = part[nt][2] = part[nt][3] = 0.0f;
+        }
         ++gi;
       }
     }
   }
   CpAsyncWait<0>();
-  if (g < m) {
-    if (c0 < n) y[g * ldy + c0] = RoundAct(total[0], round_bf16);
-    if (c0 + 1 < n) y[g * ldy + c0 + 1] = RoundAct(total[1], round_bf16);
-  }
-  if (g + 8 < m) {
-    if (c0 < n) y[(g + 8) * ldy + c0] = RoundAct(total[2], round_bf16);
-    if (c0 + 1 < n) y[(g + 8) * ldy + c0 + 1] = RoundAct(total[3], round_bf16);
-  }
+#pragma unroll
+  for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int r = 8 * nt + 2 * t + e;
+      if (r >= m) continue;
+      if (r_lo < n) y[r * ldy + r_lo] = RoundAct(total[nt][e], round_bf16);
+      if (r_hi < n) y[r * ldy + r_hi] = RoundAct(total[nt][2 + e], round_bf16);
+    }
+}
+
+template <int kNt>
+Status LaunchFp8Decode(const uint8_t* xq, const float* sx, int64_t m, const DevWeight& w, int64_t group, float* y,
+                       int64_t ldy, bool round_output, cudaStream_t s) {
+  static const cudaError_t ready = cudaFuncSetAttribute(GemmFp8DecodeKernel<kNt>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                        kDStages * (kDRows + 16) * kDLd);
+  if (ready != cudaSuccess) return Internal(std::string("cuda GemmFp8: shared memory: ") + cudaGetErrorString(ready));
+  GemmFp8DecodeKernel<kNt><<<static_cast<unsigned>((w.rows + kDRows - 1) / kDRows), 32,
+                             static_cast<size_t>(kDStages * (kDRows + m) * kDLd), s>>>(xq, sx, static_cast<int>(m), w,
+                                                                                      group, y, ldy, round_output);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda GemmFp8 decode launch: ") + cudaGetErrorString(err));
+  return Status::Ok();
 }
 
 }  // namespace
@@ -235,15 +271,9 @@ Status GemmFp8(const uint8_t* xq, const float* sx, int64_t m, const DevWeight& w
   }
   if (m == 0) return Status::Ok();
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (m <= 16) {  // the decode form: the same chains, a warp per 8 outputs
-    static const cudaError_t dready = cudaFuncSetAttribute(GemmFp8DecodeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                           kDStages * (8 + 16) * kDLd);
-    if (dready != cudaSuccess) return Internal(std::string("cuda GemmFp8: shared memory: ") + cudaGetErrorString(dready));
-    GemmFp8DecodeKernel<<<static_cast<unsigned>((w.rows + 7) / 8), 32, static_cast<size_t>(kDStages * (8 + m) * kDLd), s>>>(
-        xq, sx, static_cast<int>(m), w, group, y, ldy, round_output);
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return Internal(std::string("cuda GemmFp8 decode launch: ") + cudaGetErrorString(err));
-    return Status::Ok();
+  if (m <= 16) {  // the decode form: the same chains, a warp per 16 outputs
+    return m <= 8 ? LaunchFp8Decode<1>(xq, sx, m, w, group, y, ldy, round_output, s)
+                  : LaunchFp8Decode<2>(xq, sx, m, w, group, y, ldy, round_output, s);
   }
   static const cudaError_t ready =
       cudaFuncSetAttribute(GemmFp8Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(Smem)));

@@ -7,8 +7,8 @@
 // and scales and the weight — the same bits at any batch size, tile position or neighbour.
 // Each group's dot is kept in its own fp32 registers and folded into the running total with
 // the scales once the group ends (the promotion DeepSeek-V3 describes for FP8 GEMMs). Two
-// forms, the same chain per output: 128 x 128 tiles, and for 1..16 rows a warp per 8 outputs
-// over an eight-stage cp.async ring.
+// forms, the same chain per output: 128 x 128 tiles, and for 1..16 rows a warp per 16 outputs
+// over a four-stage cp.async ring (the weights as the A operand).
 //
 // GemmFp8Fits: N, K > 0, K % 16 == 0 (16-byte rows), the activation group a multiple of 128
 // columns (fp8-block with 128-wide blocks; per channel: the whole row, K % 128 == 0), 16-byte
