@@ -27,8 +27,8 @@
 // Copies are addressed from running columns (a group's scale is column >> log2 group), so the
 // loop is the dequantization and mma.sync plus a few copies a stage (~370 instructions a 1 KB
 // stage with bf16 scales, from ~640 when each copy's address was recomputed from the stage
-// number); ncu then shows the integer pipe (the shift and mask a fragment register) as the
-// limit, not memory: 28-34% of the copy bandwidth at Qwen3.5-27B's shapes.
+// number); ncu then shows issue and a throttled math pipe as the limit, not memory latency:
+// 28-34% of the copy bandwidth at Qwen3.5-27B's shapes.
 //
 // DecodeW4a16Fits: 1 <= m <= 16, N % 8 == 0, K % 128 == 0, symmetric int4 in lane order with
 // groups of a power of two >= 32 columns (or NVFP4), 16-byte aligned operands.
