@@ -48,4 +48,22 @@ __device__ __forceinline__ float DotWeight16(const float* a, const DevWeight& w,
   return Sum16(n, [&](int64_t i) { return __fmul_rn(a[i], WeightAt(w, base + i)); });
 }
 
+// The outputs of the decode forms that run the weights as the A operand of an m16n8 mma and
+// kNt tiles of 8 x rows as its N (gemm_decode_w4.cu, gemm_fp8.cu): lane (g, t) holds d[nt][e]
+// for x row 8 nt + 2t + e at output r_lo (row g of the 16) and d[nt][2 + e] at r_hi (row
+// g + 8). Rows past m are dropped, and outputs whose flag is false (past N).
+template <int kNt>
+__device__ __forceinline__ void StoreWeightsAsAOutputs(const float (&d)[kNt][4], int t, int m, int64_t r_lo, bool lo_ok,
+                                                       int64_t r_hi, bool hi_ok, float* y, int64_t ldy, bool round_bf16) {
+#pragma unroll
+  for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int r = 8 * nt + 2 * t + e;
+      if (r >= m) continue;
+      if (lo_ok) y[r * ldy + r_lo] = RoundAct(d[nt][e], round_bf16);
+      if (hi_ok) y[r * ldy + r_hi] = RoundAct(d[nt][2 + e], round_bf16);
+    }
+}
+
 }  // namespace graft::cuda

@@ -246,17 +246,7 @@ __global__ void __launch_bounds__(1024) GemmDecodeW4Kernel(const __nv_bfloat16* 
       total[nt][3] = __fadd_rn(total[nt][3], v.w);
     }
   }
-  // d: output rows g (d0, d1) and g + 8 (d2, d3), x rows 8 nt + 2t and + 1.
-  const bool hi_valid = n0 + 8 + g <= last;
-#pragma unroll
-  for (int nt = 0; nt < kNt; ++nt)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int r = 8 * nt + 2 * t + e;
-      if (r >= m) continue;
-      y[r * ldy + n0 + g] = RoundAct(total[nt][e], round_bf16);
-      if (hi_valid) y[r * ldy + n0 + 8 + g] = RoundAct(total[nt][2 + e], round_bf16);
-    }
+  StoreWeightsAsAOutputs<kNt>(total, t, m, n0 + g, true, n0 + 8 + g, n0 + 8 + g <= last, y, ldy, round_bf16);
 }
 
 // Warps a block: one per slice, as many as fit kSmemBudget (each warp then takes every

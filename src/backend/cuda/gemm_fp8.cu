@@ -228,15 +228,7 @@ __global__ void __launch_bounds__(32) GemmFp8DecodeKernel(const uint8_t* __restr
     }
   }
   CpAsyncWait<0>();
-#pragma unroll
-  for (int nt = 0; nt < kNt; ++nt)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int r = 8 * nt + 2 * t + e;
-      if (r >= m) continue;
-      if (r_lo < n) y[r * ldy + r_lo] = RoundAct(total[nt][e], round_bf16);
-      if (r_hi < n) y[r * ldy + r_hi] = RoundAct(total[nt][2 + e], round_bf16);
-    }
+  StoreWeightsAsAOutputs<kNt>(total, t, m, r_lo, r_lo < n, r_hi, r_hi < n, y, ldy, round_bf16);
 }
 
 template <int kNt>
