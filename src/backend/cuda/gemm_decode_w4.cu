@@ -12,29 +12,37 @@
 namespace graft::cuda {
 namespace {
 
-constexpr int kDK = 128;                 // K columns a stage
 constexpr int kStages = 4;               // a warp's ring
-static_assert(kW4SliceColumns % kDK == 0, "a slice is whole stages");
 constexpr int kRows = 16;                // outputs a block: the mma's M
 constexpr int kMaxWarps = 32;
 constexpr int kSmemBudget = 200 * 1024;  // a block's rings and slice sums
-constexpr int kXLd = kDK + 8;            // bf16 elements between x rows (272 bytes: ldmatrix's
-                                         // eight row addresses fall in distinct bank quads)
-constexpr int kWRowBytes = kDK / 2 + 16;  // packed bytes of a weight row a stage, padded: 80 bytes
-                                          // = 20 words, so rows g = 0..7 start in banks 20g mod 32
-                                          // (distinct multiples of 4: word t of row g is conflict-free)
-constexpr int kScaleBytes = 16;          // per weight row a stage: the int4 scales (groups of >= 32
-                                          // columns: up to 4 floats) or 8 NVFP4 bytes
+constexpr int kScaleBytes = 16;          // per weight row a stage: the int4 scales (up to 4 floats)
+                                         // or 8 NVFP4 bytes; rows g = 0..7 in banks 4g
+
+// A stage of kDK K columns (128; 256 for int4 at up to 8 rows with groups of >= 64, where the
+// per-stage work is spread over twice the bytes): 16 weight rows of kDK / 2 packed bytes, padded
+// by 16 so that rows g = 0..7 start in distinct bank quads (word t of row g is conflict-free),
+// their scales, and the m x rows padded by 8 bf16 (ldmatrix's eight row addresses in distinct
+// bank quads).
+template <int kDK>
+struct Geo {
+  static_assert(kW4SliceColumns % kDK == 0, "a slice is whole stages");
+  static constexpr int kXLd = kDK + 8;
+  static constexpr int kWRowBytes = kDK / 2 + 16;
+  static constexpr int kWPieces = kDK / 32;  // 16-byte pieces of a weight row a stage
+  static constexpr int kXPieces = kDK / 8;   // of an x row
+};
 
 struct StageLayout {
   int w, s, x, bytes;  // offsets of the weights, the scales, the x rows; the stage's size
 };
+template <int kDK>
 __host__ __device__ inline StageLayout Layout(int m) {
   StageLayout l{};
   l.w = 0;
-  l.s = kRows * kWRowBytes;
+  l.s = kRows * Geo<kDK>::kWRowBytes;
   l.x = l.s + kRows * kScaleBytes;
-  l.bytes = l.x + m * kXLd * 2;
+  l.bytes = l.x + m * Geo<kDK>::kXLd * 2;
   return l;
 }
 
@@ -82,11 +90,13 @@ enum class W4Kind { kNvfp4, kInt4F32Scale, kInt4Bf16Scale };
 // warp j mod warps), each slice's chain from zero into `acc`, kept in `red` at the slice's end;
 // then warp 0 adds the slices in ascending order (from -0, which adds exactly). kNt: n-tiles of
 // 8 x rows (1 up to 8 rows, 2 up to 16).
-template <W4Kind kKind, int kNt, bool kOneScale>
+template <W4Kind kKind, int kNt, bool kOneScale, int kDK>
 __global__ void __launch_bounds__(1024) GemmDecodeW4Kernel(const __nv_bfloat16* __restrict__ xb, int m, DevWeight dw,
                                                            float* __restrict__ y, int64_t ldy, bool round_bf16) {
+  using G = Geo<kDK>;
+  constexpr int kXLd = G::kXLd, kWRowBytes = G::kWRowBytes;
   extern __shared__ __align__(16) unsigned char smem[];
-  const StageLayout L = Layout(m);
+  const StageLayout L = Layout<kDK>(m);
   const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
   unsigned char* sm = smem + warp * kStages * L.bytes;  // this warp's ring
   float* red = reinterpret_cast<float*>(smem + warps * kStages * L.bytes);  // [slice][lane][4 kNt]
@@ -100,11 +110,16 @@ __global__ void __launch_bounds__(1024) GemmDecodeW4Kernel(const __nv_bfloat16* 
   // Rows past N (N % 16 == 8: the block's upper half) read the last row and are not written.
   auto row = [&](int r) { return min(n0 + r, last); };
   // Each lane's copies, addressed once from column 0 (a stage at column k0 adds k0 / 2 packed
-  // bytes, k0 >> glog scales, k0 x columns). Weights: 16 rows x 64 bytes = 64 pieces, rows
-  // lane / 4 and 8 + lane / 4 at byte (lane % 4) * 16.
-  const unsigned char* wsrc0 = static_cast<const unsigned char*>(dw.data) + row(lane / 4) * (k / 2) + (lane % 4) * 16;
-  const unsigned char* wsrc1 = static_cast<const unsigned char*>(dw.data) + row(8 + lane / 4) * (k / 2) + (lane % 4) * 16;
-  const int wdst = L.w + (lane / 4) * kWRowBytes + (lane % 4) * 16;
+  // bytes, k0 >> glog scales, k0 x columns). Weights: 16 rows x kWPieces pieces of 16 bytes;
+  // lane copies pieces lane + 32i: rows lane / kWPieces + kWRows i at byte (lane % kWPieces) * 16.
+  constexpr int kWCopies = kRows * G::kWPieces / 32, kWRows = 32 / G::kWPieces;
+  const unsigned char* wsrc[kWCopies];
+#pragma unroll
+  for (int i = 0; i < kWCopies; ++i) {
+    wsrc[i] = static_cast<const unsigned char*>(dw.data) + row(lane / G::kWPieces + kWRows * i) * (k / 2) +
+              (lane % G::kWPieces) * 16;
+  }
+  const int wdst = L.w + (lane / G::kWPieces) * kWRowBytes + (lane % G::kWPieces) * 16;
   // Scales: NVFP4, lanes 0..15 copy their row's 8 bytes; int4, lane e (and e + 32) copies scale
   // j = e % ns of row e / ns.
   const int sr0 = lane / ns, sr1 = (lane + 32) / ns;
@@ -113,15 +128,16 @@ __global__ void __launch_bounds__(1024) GemmDecodeW4Kernel(const __nv_bfloat16* 
   const float* ssrc1 = kFp4 || !s1 ? nullptr : dw.scale + row(sr1) * groups + (lane + 32) % ns;
   const int sdst0 = L.s + sr0 * kScaleBytes + 4 * (lane % ns), sdst1 = L.s + sr1 * kScaleBytes + 4 * ((lane + 32) % ns);
   const unsigned char* fsrc = kFp4 && lane < kRows ? dw.scale_fp8 + row(lane) * (k / 16) : nullptr;
-  // x: row r's 256 bytes a stage are 16 pieces; lane copies piece lane % 16 of rows lane / 16, + 2, ...
-  // (at most 8 kNt rows: 4 kNt copies, those past m skipped).
-  const __nv_bfloat16* xsrc = xb + (lane / 16) * k + (lane % 16) * 8;
-  const int xdst = L.x + (lane / 16) * kXLd * 2 + (lane % 16) * 16;
-  const int64_t x2k = 2 * k;
+  // x: row r's kXPieces pieces a stage; lane copies piece lane % kXPieces of rows
+  // lane / kXPieces + kXStep j (at most 8 kNt rows; those past m skipped).
+  constexpr int kXStep = 32 / G::kXPieces, kXCopies = 8 * kNt / kXStep;
+  const __nv_bfloat16* xsrc = xb + (lane / G::kXPieces) * k + (lane % G::kXPieces) * 8;
+  const int xdst = L.x + (lane / G::kXPieces) * kXLd * 2 + (lane % G::kXPieces) * 16;
+  const int64_t xstep = int64_t{kXStep} * k;
   auto load = [&](int slot, int64_t k0) {
     unsigned char* base = sm + slot * L.bytes;
-    CpAsync16(base + wdst, wsrc0 + (k0 >> 1));
-    CpAsync16(base + wdst + 8 * kWRowBytes, wsrc1 + (k0 >> 1));
+#pragma unroll
+    for (int i = 0; i < kWCopies; ++i) CpAsync16(base + wdst + kWRows * i * kWRowBytes, wsrc[i] + (k0 >> 1));
     if constexpr (kFp4) {  // K % 128 == 0 keeps each row's 8 bytes 8-byte aligned
       if (s0) CpAsync8(base + L.s + lane * kScaleBytes, fsrc + (k0 >> 4));
     } else {
@@ -130,8 +146,8 @@ __global__ void __launch_bounds__(1024) GemmDecodeW4Kernel(const __nv_bfloat16* 
       if (s1) CpAsync4(base + sdst1, ssrc1 + sg);
     }
 #pragma unroll
-    for (int j = 0; j < 4 * kNt; ++j) {
-      if (lane / 16 + 2 * j < m) CpAsync16(base + xdst + 2 * j * kXLd * 2, xsrc + j * x2k + k0);
+    for (int j = 0; j < kXCopies; ++j) {
+      if (lane / G::kXPieces + kXStep * j < m) CpAsync16(base + xdst + kXStep * j * kXLd * 2, xsrc + j * xstep + k0);
     }
   };
   // The warp's columns: its slices (slice j to warp j mod warps) a stage at a time — past a
@@ -256,31 +272,41 @@ struct BlockShape {
   int64_t smem;
 };
 int NTiles(int64_t m) { return m <= 8 ? 1 : 2; }
+template <int kDK>
 BlockShape ShapeFor(int64_t m, int64_t k) {
   const int64_t slices = (k + kW4SliceColumns - 1) / kW4SliceColumns, red = slices * 32 * 16 * NTiles(m);
-  const int64_t ring = int64_t{kStages} * Layout(static_cast<int>(m)).bytes;
+  const int64_t ring = int64_t{kStages} * Layout<kDK>(static_cast<int>(m)).bytes;
   int64_t warps = slices < kMaxWarps ? slices : kMaxWarps;
   while (warps > 1 && warps * ring + red > kSmemBudget) --warps;
   return {static_cast<int>(warps), warps * ring + red};
 }
 
-template <W4Kind kKind, int kNt, bool kOneScale>
+// 256-column stages: int4 at up to 8 rows, K whole stages, groups of >= 64 (at most 4 scales a
+// row a stage, what the scale copies and kScaleBytes hold), and still a warp for every slice
+// (the down projection's 17 slices would otherwise leave one warp two: measured slower).
+bool WideStages(int64_t m, const DevWeight& w) {
+  if (w.format != DevFormat::kInt4 || m > 8 || w.cols % 256 != 0 || w.group < 64) return false;
+  const BlockShape b = ShapeFor<256>(m, w.cols);
+  return b.smem <= kSmemBudget && b.warps == (w.cols + kW4SliceColumns - 1) / kW4SliceColumns;
+}
+
+template <W4Kind kKind, int kNt, bool kOneScale, int kDK>
 Status Launch(const __nv_bfloat16* xb, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
               cudaStream_t s) {
   static const cudaError_t ready = [] {
-    cudaError_t e = cudaFuncSetAttribute(GemmDecodeW4Kernel<kKind, kNt, kOneScale>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         227 * 1024);
+    cudaError_t e = cudaFuncSetAttribute(GemmDecodeW4Kernel<kKind, kNt, kOneScale, kDK>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024);
     if (e == cudaSuccess) {
-      e = cudaFuncSetAttribute(GemmDecodeW4Kernel<kKind, kNt, kOneScale>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                               cudaSharedmemCarveoutMaxShared);
+      e = cudaFuncSetAttribute(GemmDecodeW4Kernel<kKind, kNt, kOneScale, kDK>,
+                               cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     }
     return e;
   }();
   if (ready != cudaSuccess) return Internal(std::string("cuda GemmDecodeW4a16: shared memory: ") + cudaGetErrorString(ready));
-  const BlockShape b = ShapeFor(m, w.cols);
+  const BlockShape b = ShapeFor<kDK>(m, w.cols);
   const auto blocks = static_cast<unsigned>((w.rows + kRows - 1) / kRows);
-  GemmDecodeW4Kernel<kKind, kNt, kOneScale><<<blocks, 32 * b.warps, static_cast<size_t>(b.smem), s>>>(xb, static_cast<int>(m), w, y,
-                                                                                          ldy, round_output);
+  GemmDecodeW4Kernel<kKind, kNt, kOneScale, kDK><<<blocks, 32 * b.warps, static_cast<size_t>(b.smem), s>>>(
+      xb, static_cast<int>(m), w, y, ldy, round_output);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return Internal(std::string("cuda GemmDecodeW4a16 launch: ") + cudaGetErrorString(err));
   return Status::Ok();
@@ -289,27 +315,32 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const DevWeight& w, float* y, 
 template <W4Kind kKind, bool kOneScale>
 Status LaunchFor(const __nv_bfloat16* xb, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
                  cudaStream_t s) {
-  return NTiles(m) == 1 ? Launch<kKind, 1, kOneScale>(xb, m, w, y, ldy, round_output, s)
-                        : Launch<kKind, 2, kOneScale>(xb, m, w, y, ldy, round_output, s);
+  return NTiles(m) == 1 ? Launch<kKind, 1, kOneScale, 128>(xb, m, w, y, ldy, round_output, s)
+                        : Launch<kKind, 2, kOneScale, 128>(xb, m, w, y, ldy, round_output, s);
 }
 
-// int4: one scale a stage (groups of a stage or more) or several.
+// int4: 256-column stages where they fit (one or two scales a stage), else 128-column ones with
+// one scale a stage (groups of a stage or more) or several.
 template <W4Kind kKind>
 Status LaunchInt4(const __nv_bfloat16* xb, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
                   cudaStream_t s) {
-  return w.group >= kDK ? LaunchFor<kKind, true>(xb, m, w, y, ldy, round_output, s)
+  if (WideStages(m, w)) {
+    return w.group >= 256 ? Launch<kKind, 1, true, 256>(xb, m, w, y, ldy, round_output, s)
+                          : Launch<kKind, 1, false, 256>(xb, m, w, y, ldy, round_output, s);
+  }
+  return w.group >= 128 ? LaunchFor<kKind, true>(xb, m, w, y, ldy, round_output, s)
                         : LaunchFor<kKind, false>(xb, m, w, y, ldy, round_output, s);
 }
 
 }  // namespace
 
 bool DecodeW4a16Fits(int64_t m, const DevWeight& w) {
-  if (m < 1 || m > 16 || w.rows % 8 != 0 || w.cols % kDK != 0 || w.rows / kRows > 0x7fffffff) return false;
-  if (ShapeFor(m, w.cols).smem > kSmemBudget) return false;  // K beyond a block's slice sums
+  if (m < 1 || m > 16 || w.rows % 8 != 0 || w.cols % 128 != 0 || w.rows / kRows > 0x7fffffff) return false;
+  if (ShapeFor<128>(m, w.cols).smem > kSmemBudget) return false;  // K beyond a block's slice sums
   if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return false;
   if (w.format == DevFormat::kNvfp4) return w.scale_fp8 != nullptr && reinterpret_cast<uintptr_t>(w.scale_fp8) % 16 == 0;
   return w.format == DevFormat::kInt4 && w.int4_lanes && w.zero == nullptr && w.group >= 32 && (w.group & (w.group - 1)) == 0 &&
-         (w.group <= kDK ? kDK % w.group == 0 : w.group % kDK == 0) && kDK / w.group <= kScaleBytes / 4;
+         128 / w.group <= kScaleBytes / 4;
 }
 
 Status GemmDecodeW4a16(const uint16_t* xb, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
