@@ -17,7 +17,8 @@
 // uses one of the N columns either way, and this way round halves the mma.sync and ldmatrix a
 // weight byte. Its warps (one per slice, fewer where their rings would not fit in shared
 // memory) stream their slices' packed weights, scales and x columns through four-stage cp.async
-// rings; each 16-wide K chunk's A fragment is dequantized in registers straight from the packed
+// rings of 128-column stages (256 for int4 at up to 8 rows with groups >= 64 where every slice
+// keeps its warp); each 16-wide K chunk's A fragment is dequantized in registers straight from the packed
 // words (no bf16 tile), then mma.sync. int4 weights are read in the device copy's lane order
 // (int4_lanes.h: one word a lane per row and two chunks, one shift and mask per fragment
 // register); with bf16-valued scales (DevWeight::scale_bf16, what compressed-tensors stores)
