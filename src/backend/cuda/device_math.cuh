@@ -40,6 +40,21 @@ __device__ __forceinline__ float Sum16(int64_t n, Term term) {
   return acc[0];
 }
 
+// Sum16's value from a whole warp (every lane calls it; every lane gets the sum): lane l (and
+// l + 16, a duplicate) accumulates Sum16's acc[l] — the same terms in the same order — and the
+// pairwise tree runs through shuffles with Sum16's pairs (l with l + s, s = 8, 4, 2, 1). The
+// same bits as Sum16, 16 loads in flight instead of one thread's.
+template <typename Term>
+__device__ __forceinline__ float WarpSum16(int64_t n, int lane, Term term) {
+  const int l = lane & 15;
+  float acc = 0.0f;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) acc = __fadd_rn(acc, term(i + l));
+  if (i + l < n) acc = __fadd_rn(acc, term(i + l));
+  for (int s = 8; s > 0; s >>= 1) acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, s));
+  return __shfl_sync(0xffffffffu, acc, 0);
+}
+
 // a · b and a · w[base .. base + n) in that order.
 __device__ __forceinline__ float Dot16(const float* a, const float* b, int64_t n) {
   return Sum16(n, [&](int64_t i) { return __fmul_rn(a[i], b[i]); });

@@ -40,7 +40,10 @@ __global__ void ConvKernel(const float* x, int64_t x_stride, int n, int channels
 }
 
 // Σ x[i]² in the CPU reference's 16-lane order (one thread).
-__device__ float SumSquares16(const float* x, int d) { return Dot16(x, x, d); }
+// Σ x[i]² in the CPU reference's 16-lane order (Sum16), by a whole warp.
+__device__ float WarpSumSquares16(const float* x, int d, int lane) {
+  return WarpSum16(d, lane, [&](int64_t i) { return __fmul_rn(x[i], x[i]); });
+}
 
 // One thread per (token, channel): the same window sums as ConvKernel, all tokens at once. The
 // window reads the old conv_state, so ConvStateKernel (launched after) advances it.
@@ -84,9 +87,14 @@ __global__ void GdnCoreKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
     const float* row = a.qkv + t * conv_dim;
     const float* qraw = row + kh * dk;
     const float* kraw = row + int64_t{a.hk} * dk + kh * dk;
-    if (tid == 0) {
-      inv[0] = 1.0f / sqrtf(__fadd_rn(SumSquares16(qraw, dk), 1e-6f));
-      inv[1] = 1.0f / sqrtf(__fadd_rn(SumSquares16(kraw, dk), 1e-6f));
+    // The q and k norms: warp 0 and warp 1 (warp 0 both when the block is one warp).
+    if (tid < 32) {
+      const float ss = WarpSumSquares16(qraw, dk, tid);
+      if (tid == 0) inv[0] = 1.0f / sqrtf(__fadd_rn(ss, 1e-6f));
+    }
+    if (tid / 32 == (blockDim.x >= 64 ? 1 : 0)) {
+      const float ss = WarpSumSquares16(kraw, dk, tid % 32);
+      if (tid % 32 == 0) inv[1] = 1.0f / sqrtf(__fadd_rn(ss, 1e-6f));
     }
     __syncthreads();
     for (int r = tid; r < dk; r += blockDim.x) {
@@ -158,10 +166,7 @@ __global__ void GatedNormKernel(const float* x, const float* z, int64_t z_stride
   const float* xr = x + rh * dv;
   const float* zr = z + t * z_stride + z_col + h * dv;
   float* o = out + rh * dv;
-  __shared__ float invs[8];
-  if (lane == 0) invs[threadIdx.x / 32] = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(SumSquares16(xr, dv), static_cast<float>(dv)), eps));
-  __syncwarp();
-  const float inv = invs[threadIdx.x / 32];
+  const float inv = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(WarpSumSquares16(xr, dv, lane), static_cast<float>(dv)), eps));
   for (int jj = lane; jj < dv; jj += 32) {
     o[jj] = RoundAct(__fmul_rn(RoundAct(__fmul_rn(WeightAt(w, jj), RoundAct(__fmul_rn(xr[jj], inv), bf16)), bf16),
                                SiluF(zr[jj])),
