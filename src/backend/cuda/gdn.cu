@@ -39,7 +39,6 @@ __global__ void ConvKernel(const float* x, int64_t x_stride, int n, int channels
   for (int j = 0; j < hist; ++j) conv_state[int64_t{c} * hist + j] = win[j];
 }
 
-// Σ x[i]² in the CPU reference's 16-lane order (one thread).
 // Σ x[i]² in the CPU reference's 16-lane order (Sum16), by a whole warp.
 __device__ float WarpSumSquares16(const float* x, int d, int lane) {
   return WarpSum16(d, lane, [&](int64_t i) { return __fmul_rn(x[i], x[i]); });

@@ -46,10 +46,6 @@ __host__ __device__ inline StageLayout Layout(int m) {
   return l;
 }
 
-__device__ __forceinline__ void CpAsync8(void* dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(SmemAddr(dst)), "l"(src));
-}
-
 __device__ __forceinline__ unsigned FmaBf16x2(unsigned a, unsigned b, unsigned c) {
   unsigned d;
   asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
@@ -339,8 +335,8 @@ bool DecodeW4a16Fits(int64_t m, const DevWeight& w) {
   if (ShapeFor<128>(m, w.cols).smem > kSmemBudget) return false;  // K beyond a block's slice sums
   if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return false;
   if (w.format == DevFormat::kNvfp4) return w.scale_fp8 != nullptr && reinterpret_cast<uintptr_t>(w.scale_fp8) % 16 == 0;
-  return w.format == DevFormat::kInt4 && w.int4_lanes && w.zero == nullptr && w.group >= 32 && (w.group & (w.group - 1)) == 0 &&
-         128 / w.group <= kScaleBytes / 4;
+  return w.format == DevFormat::kInt4 && w.int4_lanes && w.zero == nullptr && w.group >= 32 &&
+         (w.group & (w.group - 1)) == 0;  // groups >= 32: at most 4 scales a row a stage (kScaleBytes)
 }
 
 Status GemmDecodeW4a16(const uint16_t* xb, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,

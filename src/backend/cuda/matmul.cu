@@ -396,6 +396,18 @@ Status MatMulBf16(const uint16_t* xb, int64_t x_cols, int64_t m, const DevWeight
 }
 
 namespace {
+// y[r][c] (rows ldy apart) = Σ_s partial[s][r][c] (partial [splits, m, cols]) in ascending s,
+// rounded once: SumSplits, and the W4A16 prefill's column chunks.
+__global__ void SumSplitsKernel(const float* __restrict__ partial, int64_t splits, int64_t m, int64_t cols,
+                                float* __restrict__ y, int64_t ldy, bool round_bf16) {
+  const int64_t count = m * cols;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < count; e += int64_t{gridDim.x} * blockDim.x) {
+    float sum = partial[e];
+    for (int64_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, partial[z * count + e]);
+    y[(e / cols) * ldy + e % cols] = RoundAct(sum, round_bf16);
+  }
+}
+
 // W4A16 past the 4-bit decode form's 16 rows: the weight dequantized to bf16 `chunk` output rows
 // at a time into scratch (after x's bf16 copy), each chunk through the bf16 mma.sync forms
 // (decode form up to 64 rows, prefill form beyond) in MatMulSplitK's slices into `partial`
@@ -435,18 +447,6 @@ __global__ void DequantRowsKernel(DevWeight w, int64_t r0, int64_t rows, uint4* 
   }
 }
 
-// y[r][c] (ldy apart) = Σ_s partial[s][r][c] in ascending s, rounded once: SumSplits on a column
-// chunk.
-__global__ void SumSlicesKernel(const float* __restrict__ partial, int64_t splits, int64_t m, int64_t cols,
-                                float* __restrict__ y, int64_t ldy, bool round_bf16) {
-  const int64_t count = m * cols;
-  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < count; e += int64_t{gridDim.x} * blockDim.x) {
-    float sum = partial[e];
-    for (int64_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, partial[z * count + e]);
-    y[(e / cols) * ldy + e % cols] = RoundAct(sum, round_bf16);
-  }
-}
-
 unsigned GridFor(int64_t count) {
   const int64_t blocks = (count + 255) / 256;
   return static_cast<unsigned>(blocks < 8192 ? (blocks > 0 ? blocks : 1) : 8192);
@@ -469,7 +469,7 @@ Status W4PrefillMatMul(const uint16_t* xb, int64_t m, const DevWeight& w, const 
       continue;
     }
     GRAFT_RETURN_IF_ERROR(MatMulBf16(xb, w.cols, m, dense, partial, nc, false, /*split_k=*/true, s));
-    SumSlicesKernel<<<GridFor(m * nc), 256, 0, s>>>(partial, p.splits, m, nc, y + n0, ldy, round_output);
+    SumSplitsKernel<<<GridFor(m * nc), 256, 0, s>>>(partial, p.splits, m, nc, y + n0, ldy, round_output);
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return Internal(std::string("cuda MatMul (W4A16 prefill) launch: ") + cudaGetErrorString(err));
@@ -478,7 +478,7 @@ Status W4PrefillMatMul(const uint16_t* xb, int64_t m, const DevWeight& w, const 
 }  // namespace
 
 int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16) {
-  if (bf16 && W4PrefillPlan(m, w).chunk > 0) return W4PrefillPlan(m, w).bytes;
+  if (const W4Prefill p = bf16 ? W4PrefillPlan(m, w) : W4Prefill{}; p.chunk > 0) return p.bytes;
   return PipeForm(m, w, bf16) || DecodeForm(m, w, bf16) || (bf16 && DecodeW4a16Fits(m, w)) ? (m * w.cols * 2 + 15) / 16 * 16
                                                                                            : 0;
 }
@@ -594,22 +594,12 @@ Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partia
   return Status::Ok();
 }
 
-namespace {
-__global__ void SumSplitsKernel(const float* partial, int64_t splits, int64_t count, float* y, bool round_bf16) {
-  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < count; e += int64_t{gridDim.x} * blockDim.x) {
-    float sum = partial[e];
-    for (int64_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, partial[z * count + e]);
-    y[e] = RoundAct(sum, round_bf16);
-  }
-}
-}  // namespace
-
 Status SumSplits(const float* partial, int64_t m, const DevWeight& w, float* y, bool round_output, void* stream) {
   const int64_t kz = SplitKColumns(w.cols), splits = (w.cols + kz - 1) / kz, count = m * w.rows;
   if (count == 0) return Status::Ok();
   const int64_t blocks = (count + 255) / 256;
   SumSplitsKernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      partial, splits, count, y, round_output);
+      partial, splits, m, w.rows, y, w.rows, round_output);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return Internal(std::string("cuda SumSplits launch: ") + cudaGetErrorString(err));
   return Status::Ok();

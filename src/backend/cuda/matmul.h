@@ -9,7 +9,7 @@
 // rows the prefill form (gemm_pipe.h: x copied to bf16 once into `scratch`, a cp.async ring,
 // mma.sync; dense weights, k % 8 == 0, aligned) — W4A16 weights there are dequantized to bf16
 // a chunk of output rows at a time into `scratch` and run through it in MatMulSplitK's slices
-// (K % 8 == 0; otherwise 128 x 128 WMMA tiles that dequantize as they stage). In all of them,
+// (K % 16 == 0, N % 8 == 0; otherwise 128 x 128 WMMA tiles that dequantize as they stage). In all of them,
 // every output gains its products as the same sequence of 16-wide K chunks, ascending, through
 // the same instruction: the order depends only on K — never on m, the kernel chosen, a row's
 // place in the batch or its neighbours' values — so a row's bits never depend on the other rows

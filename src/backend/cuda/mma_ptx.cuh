@@ -21,6 +21,10 @@ __device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid
 __device__ __forceinline__ void CpAsync4(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SmemAddr(dst)), "l"(src));
 }
+// 8 bytes global → shared (cached at all levels; both 8-byte aligned).
+__device__ __forceinline__ void CpAsync8(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(SmemAddr(dst)), "l"(src));
+}
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most kPending of this thread's committed groups are still in flight.
 template <int kPending>
