@@ -1,7 +1,7 @@
 // The CUDA projections of one model's layers, timed alone: for each weight format and row count,
 // every fused projection of one layer of each kind (as the forward pass runs them, quantized
 // slots split into parts as QuantizeWeights leaves them) and the head, with microseconds a
-// call, bytes read and the share of the H200's copy bandwidth — and the step they add up to
+// call, bytes read, the share of the H200's copy bandwidth and TFLOP/s — and the step they add up to
 // (each kind's layer times its count, plus the head). Dummy weights on the config cut to a few
 // layers, so a format takes seconds, not graft bench's minute of host-side quantization.
 //   graft_matmul_bench CONFIG_DIR [--formats bf16,w4a16,nvfp4,fp8-block] [--rows 1,16,64]
@@ -50,6 +50,7 @@ struct Line {
   std::string what;
   int64_t bytes = 0;
   double seconds = 0;
+  double flops = 0;  // 2 m N K
 };
 
 // Seconds per MatMul of w on m rows (after a warm-up, which uploads w).
@@ -128,7 +129,7 @@ int Run(const Options& o) {
           const double s = Time(ops, p, m, o.iters, tables);
           lines.push_back({fmt::format("{} {} [{}, {}] {}", l.kind == LayerKind::kLinearAttention ? "gdn" : "attn",
                                        LoraTargetName(static_cast<LoraTarget>(t)), p.rows, p.cols, p.storage()),
-                           p.bytes(), s});
+                           p.bytes(), s, 2.0 * m * p.rows * p.cols});
           layer += s;
           layer_bytes += p.bytes();
         }
@@ -136,17 +137,19 @@ int Run(const Options& o) {
         step_bytes += layer_bytes * counts[l.kind];
       }
       const double head = Time(ops, w.head(), m, o.iters, tables);
-      lines.push_back({fmt::format("head [{}, {}] {}", w.head().rows, w.head().cols, w.head().storage()), w.head().bytes(), head});
+      lines.push_back({fmt::format("head [{}, {}] {}", w.head().rows, w.head().cols, w.head().storage()), w.head().bytes(),
+                       head, 2.0 * m * w.head().rows * w.head().cols});
       step += head;
       step_bytes += w.head().bytes();
       if (Status e = ops.TakeError(); !e.ok()) {
         fmt::print(stderr, "{}\n", e.ToString());
         return 1;
       }
-      fmt::print("\n{} rows={}\n{:<58} {:>10} {:>10} {:>8}\n", fname, m, "projection", "us", "GB/s", "of copy");
+      fmt::print("\n{} rows={}\n{:<58} {:>10} {:>10} {:>8} {:>9}\n", fname, m, "projection", "us", "GB/s", "of copy",
+                 "TFLOP/s");
       for (const Line& ln : lines) {
-        fmt::print("{:<58} {:>10.2f} {:>10.1f} {:>7.1f}%\n", ln.what, ln.seconds * 1e6, ln.bytes / ln.seconds / 1e9,
-                   100.0 * ln.bytes / ln.seconds / kCopyBandwidth);
+        fmt::print("{:<58} {:>10.2f} {:>10.1f} {:>7.1f}% {:>9.1f}\n", ln.what, ln.seconds * 1e6,
+                   ln.bytes / ln.seconds / 1e9, 100.0 * ln.bytes / ln.seconds / kCopyBandwidth, ln.flops / ln.seconds / 1e12);
       }
       fmt::print("{:<58} {:>10.2f} {:>10.1f} {:>7.1f}%   ({:.1f} tok/s from the projections alone)\n",
                  fmt::format("step: the layers x their counts + head ({:.1f} GB)", step_bytes / 1e9), step * 1e6,
