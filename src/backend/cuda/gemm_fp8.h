@@ -1,17 +1,18 @@
-// FP8 W8A8 on the tensor cores (mma.sync m16n8k32 e4m3 x e4m3 -> fp32), the form MatMulFp8
-// takes with bf16 activations: y[r][n] = Σ_g ascending  dot_g · (sx[r][g] · sw[n][g]), as
-// model/quantized.h defines FP8's product, except that dot_g — the group's dot product of the
-// e4m3 codes — is the tensor cores' sum over the group's 32-column chunks in ascending order
-// (every product exact; the accumulation inside an mma is the hardware's), not the CPU's 16-lane
-// order. So: not the CPU's bits, but each output still depends only on its own row of codes
-// and scales and the weight — the same bits at any batch size, tile position or neighbour.
-// Each group's dot is kept in its own fp32 registers and folded into the running total with
-// the scales once the group ends (the promotion DeepSeek-V3 describes for FP8 GEMMs). Two
-// forms, the same chain per output: 128 x 128 tiles, and for 1..16 rows a warp per 16 outputs
-// over a four-stage cp.async ring (the weights as the A operand).
+// FP8 W8A8 on Hopper's FP8 tensor cores (wgmma m64nNk32 e4m3 x e4m3 -> fp32, sm_90a), the form
+// MatMulFp8 takes with bf16 activations: y[r][n] = Σ_g ascending  dot_g · (sx[r][g] · sw[n][g]),
+// as model/quantized.h defines FP8's product, except that dot_g — the group's dot product of
+// the e4m3 codes — is the tensor cores' sum over the group's 32-column chunks in ascending
+// order (every product exact; the accumulation inside a chunk and across a group's chunks is
+// the hardware's), not the CPU's 16-lane order. So: not the CPU's bits, but each output still
+// depends only on its own row of codes and scales and the weight — one kernel for every row
+// count, whose shapes differ only in how many activation rows (wgmma's N: 8 .. 128) share a
+// block, the same chain for each output — the same bits at any batch size, tile position or
+// neighbour. Each group's dot is kept in its own fp32 registers and folded into the running
+// total with the scales once the group ends (the promotion DeepSeek-V3 describes for FP8 GEMMs).
+// (mma.sync's e4m3 form, which an earlier version used, is emulated on sm_90 through f16.)
 //
 // GemmFp8Fits: N, K > 0, K % 16 == 0 (16-byte rows), the activation group a multiple of 128
-// columns (fp8-block with 128-wide blocks; per channel: the whole row, K % 128 == 0), 16-byte
+// columns (fp8-block with 128k-wide blocks; per channel: the whole row), 16-byte
 // aligned code arrays.
 #pragma once
 
