@@ -45,6 +45,35 @@ __device__ __forceinline__ void FenceAccumulators(float (&d)[kN]) {
   for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// mbarriers (a 64-bit word in shared memory) and the bulk tensor copy engine (TMA): one thread
+// starts a tile copy that completes on an mbarrier with its byte count; the tile lands in the
+// layout its tensor map names (here the 128-byte swizzle) with zeros for coordinates past the
+// tensor's edge, and through the async proxy, so wgmma reads it with no proxy fence.
+__device__ __forceinline__ void MbarInit(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void MbarExpectTx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(bytes) : "memory");
+}
+// Waits until the barrier's phase with this parity has completed.
+__device__ __forceinline__ void MbarWait(uint64_t* bar, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nwait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n}\n" ::"r"(SmemAddr(bar)),
+      "r"(parity)
+      : "memory");
+}
+// The box at (column c0, row c1) of the 2-D tensor `map` (a __grid_constant__ kernel parameter)
+// into dst, completing on bar.
+__device__ __forceinline__ void TmaLoad2d(void* dst, const void* map, int c0, int c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          SmemAddr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(SmemAddr(bar))
+      : "memory");
+}
+
 // d (+)= A · Bᵀ over 32 K: A [64][32] and B [N][32] e4m3 codes, K-major, from descriptors;
 // accumulate when accumulate != 0, else d = the product (the first chunk of a chain).
 template <int kN>
