@@ -213,8 +213,12 @@ Status GemmFp8(const uint8_t* xq, const float* sx, int64_t m, const DevWeight& w
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   // The same chain in every shape (above): the shape only sets how many rows and outputs share
   // a block — up to 64 rows (decode) narrow blocks of outputs, for many blocks streaming weights.
-  if (m <= 64) return Launch<1, 32, 8>(xq, sx, m, w, group, y, ldy, round_output, s);
-  return Launch<2, 128, 4>(xq, sx, m, w, group, y, ldy, round_output, s);
+  // Measured on the H200 at the Qwen3.5-27B dimensions (bench/results/2026-12-01-fp8-wgmma.md):
+  // 64 outputs a block beat 32 and 16 up to 64 rows (fewer, longer blocks: a stage's fixed cost
+  // is spread over more bytes), and beyond, one warpgroup of 64 x 128 with two blocks an SM (one
+  // block's promotion overlaps the other's wgmma) beats two warpgroups of 128 x 128 in one.
+  if (m <= 64) return Launch<1, 64, 6>(xq, sx, m, w, group, y, ldy, round_output, s);
+  return Launch<1, 128, 4>(xq, sx, m, w, group, y, ldy, round_output, s);
 }
 
 }  // namespace graft::cuda
