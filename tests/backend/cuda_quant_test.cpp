@@ -282,6 +282,37 @@ TEST(CudaQuant, Fp8MatchesTheCpuReferenceAndKeepsRowBits) {
   }
 }
 
+// The FP8 tensor-core kernel on grids larger than fit at once (300 blocks of 64 outputs at up to
+// 64 rows, 4 x 150 tiles of 64 x 128 at 200 rows: blocks run in several waves): a row's bits are
+// the same alone as among 200, and each output within the hardware's accumulation of the CPU's.
+TEST(CudaQuant, Fp8KeepsRowBitsOnGridsOfManyWaves) {
+  REQUIRE_GPU();
+  std::mt19937 rng(11);
+  const int64_t n = 19200, k = 384;
+  CpuOps cpu(ActDtype::kBF16, 8);
+  for (QuantFormat f : {QuantFormat::kFp8Block, QuantFormat::kFp8Channel}) {
+    const Weight q = Quantized(f, n, k, false, rng);
+    const Weight x = Activations(200, k, rng);
+    auto cuda = test::MakeCuda(ActDtype::kBF16);
+    ASSERT_NE(cuda, nullptr);
+    const auto all = MatMulOn(*cuda, x, 200, q);
+    for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{64}, int64_t{65}}) {
+      const auto got = MatMulOn(*cuda, x, m, q);
+      EXPECT_EQ(std::memcmp(got.data(), all.data(), got.size() * 4), 0) << q.name << " m " << m << ": a row's bits depend on its batch";
+    }
+    const auto ref = MatMulOn(cpu, x, 3, q);
+    const auto scale = Fp8TermScale(x, 3, q);
+    int bad = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double tol = std::ldexp(scale[i], -10) + std::ldexp(std::fabs(double{ref[i]}), -7);
+      if (!(std::fabs(double{all[i]} - ref[i]) <= tol) && bad++ < 3) {
+        ADD_FAILURE() << q.name << " output " << i << ": " << all[i] << " vs the CPU's " << ref[i];
+      }
+    }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
 TEST(CudaQuant, MixedFusedWeightFillsEachTensorsColumns) {
   REQUIRE_GPU();
   std::mt19937 rng(7);
