@@ -5,9 +5,9 @@
 // order (every product exact; the accumulation inside a chunk and across a group's chunks is
 // the hardware's), not the CPU's 16-lane order. So: not the CPU's bits, but each output still
 // depends only on its own row of codes and scales and the weight — one kernel for every row
-// count, whose shapes differ only in how many activation rows (wgmma's N: 8 .. 128) share a
-// block, the same chain for each output — the same bits at any batch size, tile position or
-// neighbour. Each group's dot is kept in its own fp32 registers and folded into the running
+// count (the activation rows as wgmma's A, 64 a tile; the weights as its B, 64 or 128 outputs a
+// tile by m; tiles copied by TMA), the same chain for each output in every shape — the same
+// bits at any batch size, tile position or neighbour. Each group's dot is kept in its own fp32 registers and folded into the running
 // total with the scales once the group ends (the promotion DeepSeek-V3 describes for FP8 GEMMs).
 // (mma.sync's e4m3 form, which an earlier version used, is emulated on sm_90 through f16.)
 //

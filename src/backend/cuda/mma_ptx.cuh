@@ -21,10 +21,6 @@ __device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid
 __device__ __forceinline__ void CpAsync4(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SmemAddr(dst)), "l"(src));
 }
-// As CpAsync4, or 4 zero bytes when !valid (src is then never read).
-__device__ __forceinline__ void CpAsync4Zero(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(SmemAddr(dst)), "l"(src), "r"(valid ? 4 : 0));
-}
 // 8 bytes global → shared (cached at all levels; both 8-byte aligned).
 __device__ __forceinline__ void CpAsync8(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(SmemAddr(dst)), "l"(src));

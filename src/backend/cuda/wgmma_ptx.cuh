@@ -1,4 +1,4 @@
-// The warpgroup-level PTX of sm_90a (wgmma) the FP8 GEMM uses: shared-memory matrix descriptors
+// The warpgroup-level PTX of sm_90a (wgmma) the FP8 GEMM uses, and its copies (mbarriers, TMA): shared-memory matrix descriptors
 // for K-major tiles in the 128-byte swizzle, the fences and group waits, and
 // wgmma.mma_async m64nNk32 e4m3 x e4m3 -> fp32 for the N the kernels instantiate (the register
 // lists PTX needs, one function a shape). A warpgroup is 4 consecutive warps starting at a warp
@@ -26,11 +26,10 @@ __device__ __forceinline__ uint64_t SwizzledTileDesc(const void* p) {
          | (uint64_t{1024 >> 4} << 32)         // stride byte offset: 8-row groups
          | (uint64_t{1} << 62);                // 128-byte swizzle
 }
-// The byte offset of row r's 16-byte chunk c in such a tile.
-__device__ __forceinline__ int SwizzledOffset(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
 
-// Shared memory written by the generic proxy (cp.async, st.shared) that wgmma reads next: each
-// writing thread fences before the barrier that publishes it.
+// Shared memory written by the generic proxy (st.shared, cp.async) that wgmma or the copy
+// engine reads next (an mbarrier's initialization too): each writing thread fences before the
+// barrier that publishes it.
 __device__ __forceinline__ void FenceProxyAsync() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void WgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
