@@ -82,21 +82,36 @@ __global__ void __launch_bounds__(Tile<kWG, kBN>::kThreads, 1)
   // Groups by countdown, not a 64-bit division a stage: fp8-block's group is 128k columns;
   // per channel it is the row, ending only with K.
   const int per_group = channel ? 0x7fffffff : static_cast<int>(group / kBK);
-  int left = per_group, gi = 0;
-
-  float part[kBN / 2], total[kBN / 2];
+  float total[kBN / 2];
 #pragma unroll
-  for (int i = 0; i < kBN / 2; ++i) part[i] = total[i] = 0.0f;
-  for (int i = 0; i < slices; ++i) {
-    const int st = i % kStages;
-    const bool starts = left == per_group, ends = left == 1 || i + 1 == slices;
-    // The scales this group ends with, loaded early: their latency hides behind the wait.
-    float xs_lo = 0.0f, xs_hi = 0.0f, ws = 0.0f;
-    if (ends) {
-      xs_lo = sx_lo[gi];
-      xs_hi = sx_hi[gi];
-      if (!channel) ws = ws_row[gi];
+  for (int i = 0; i < kBN / 2; ++i) total[i] = 0.0f;
+  // total += part · (sx · sw): the group of `part` ends (xs_lo, xs_hi its rows' scales, ws the
+  // block's weight scale; per channel the outputs' own, from wch).
+  auto promote = [&](const float(&part)[kBN / 2], float xs_lo, float xs_hi, float ws) {
+    if (channel) {
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        const float2 wc = *reinterpret_cast<const float2*>(wch + 8 * j + 2 * t);
+        total[4 * j + 0] = __fadd_rn(total[4 * j + 0], __fmul_rn(part[4 * j + 0], __fmul_rn(xs_lo, wc.x)));
+        total[4 * j + 1] = __fadd_rn(total[4 * j + 1], __fmul_rn(part[4 * j + 1], __fmul_rn(xs_lo, wc.y)));
+        total[4 * j + 2] = __fadd_rn(total[4 * j + 2], __fmul_rn(part[4 * j + 2], __fmul_rn(xs_hi, wc.x)));
+        total[4 * j + 3] = __fadd_rn(total[4 * j + 3], __fmul_rn(part[4 * j + 3], __fmul_rn(xs_hi, wc.y)));
+      }
+    } else {
+      const float s_lo = __fmul_rn(xs_lo, ws), s_hi = __fmul_rn(xs_hi, ws);
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        total[4 * j + 0] = __fadd_rn(total[4 * j + 0], __fmul_rn(part[4 * j + 0], s_lo));
+        total[4 * j + 1] = __fadd_rn(total[4 * j + 1], __fmul_rn(part[4 * j + 1], s_lo));
+        total[4 * j + 2] = __fadd_rn(total[4 * j + 2], __fmul_rn(part[4 * j + 2], s_hi));
+        total[4 * j + 3] = __fadd_rn(total[4 * j + 3], __fmul_rn(part[4 * j + 3], s_hi));
+      }
     }
+  };
+  // Stage i's four chunks into part (the first starts it when the stage starts a group), issued
+  // after its copy has landed; not waited for.
+  auto issue = [&](float(&part)[kBN / 2], int i, bool starts) {
+    const int st = i % kStages;
     MbarWait(&full[st], (i / kStages) & 1);
     const unsigned char* base = stages + st * T::kStageBytes;
     const uint64_t da = SwizzledTileDesc(base + wg * 64 * kBK), db = SwizzledTileDesc(base + T::kBytesA);
@@ -106,34 +121,72 @@ __global__ void __launch_bounds__(Tile<kWG, kBN>::kThreads, 1)
       WgmmaE4m3<kBN>(part, da + 2 * kk, db + 2 * kk, starts && kk == 0 ? 0 : 1);
     }
     WgmmaCommit();
-    WgmmaWait<0>();
-    FenceAccumulators(part);
-    __syncthreads();  // every warpgroup is done with stage i: its slot takes stage i + kStages
-    if (tid == 0 && i + kStages < slices) load(st, i + kStages);
-    if (ends) {  // the group ends: total += part · (sx · sw)
-      if (channel) {
-#pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) {
-          const float2 wc = *reinterpret_cast<const float2*>(wch + 8 * j + 2 * t);
-          total[4 * j + 0] = __fadd_rn(total[4 * j + 0], __fmul_rn(part[4 * j + 0], __fmul_rn(xs_lo, wc.x)));
-          total[4 * j + 1] = __fadd_rn(total[4 * j + 1], __fmul_rn(part[4 * j + 1], __fmul_rn(xs_lo, wc.y)));
-          total[4 * j + 2] = __fadd_rn(total[4 * j + 2], __fmul_rn(part[4 * j + 2], __fmul_rn(xs_hi, wc.x)));
-          total[4 * j + 3] = __fadd_rn(total[4 * j + 3], __fmul_rn(part[4 * j + 3], __fmul_rn(xs_hi, wc.y)));
-        }
-      } else {
-        const float s_lo = __fmul_rn(xs_lo, ws), s_hi = __fmul_rn(xs_hi, ws);
-#pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) {
-          total[4 * j + 0] = __fadd_rn(total[4 * j + 0], __fmul_rn(part[4 * j + 0], s_lo));
-          total[4 * j + 1] = __fadd_rn(total[4 * j + 1], __fmul_rn(part[4 * j + 1], s_lo));
-          total[4 * j + 2] = __fadd_rn(total[4 * j + 2], __fmul_rn(part[4 * j + 2], s_hi));
-          total[4 * j + 3] = __fadd_rn(total[4 * j + 3], __fmul_rn(part[4 * j + 3], s_hi));
-        }
-      }
-      left = per_group;
-      ++gi;
+  };
+  // Stage i's products are in (the caller waited): every warpgroup done with its slot, which
+  // takes stage i + kStages.
+  auto release = [&](int i) {
+    __syncthreads();
+    if (tid == 0 && i + kStages < slices) load(i % kStages, i + kStages);
+  };
+
+  if (per_group == 1) {
+    // Every stage is a whole group (fp8-block, 128-wide blocks): two `part` sets, so stage i + 1's
+    // products run on the tensor cores while stage i's are promoted — each output's chain is the
+    // same as below, stage by stage.
+    float pa[kBN / 2], pb[kBN / 2];
+    auto finish = [&](float(&part)[kBN / 2], int i, float xs_lo, float xs_hi, float ws) {
+      FenceAccumulators(part);
+      release(i);
+      promote(part, xs_lo, xs_hi, ws);
+    };
+    float a_lo = sx_lo[0], a_hi = sx_hi[0], a_ws = ws_row[0], b_lo = 0.0f, b_hi = 0.0f, b_ws = 0.0f;
+    issue(pa, 0, true);
+    int i = 1;
+    for (; i + 1 < slices; i += 2) {
+      b_lo = sx_lo[i], b_hi = sx_hi[i], b_ws = ws_row[i];
+      issue(pb, i, true);
+      WgmmaWait<1>();
+      finish(pa, i - 1, a_lo, a_hi, a_ws);
+      a_lo = sx_lo[i + 1], a_hi = sx_hi[i + 1], a_ws = ws_row[i + 1];
+      issue(pa, i + 1, true);
+      WgmmaWait<1>();
+      finish(pb, i, b_lo, b_hi, b_ws);
+    }
+    if (i < slices) {
+      b_lo = sx_lo[i], b_hi = sx_hi[i], b_ws = ws_row[i];
+      issue(pb, i, true);
+      WgmmaWait<1>();
+      finish(pa, i - 1, a_lo, a_hi, a_ws);
+      WgmmaWait<0>();
+      finish(pb, i, b_lo, b_hi, b_ws);
     } else {
-      --left;
+      WgmmaWait<0>();
+      finish(pa, i - 1, a_lo, a_hi, a_ws);
+    }
+  } else {
+    // Groups of several stages (per channel: the whole row): one chain through `part`.
+    float part[kBN / 2];
+    int left = per_group, gi = 0;
+    for (int i = 0; i < slices; ++i) {
+      const bool starts = left == per_group, ends = left == 1 || i + 1 == slices;
+      // The scales this group ends with, loaded early: their latency hides behind the wait.
+      float xs_lo = 0.0f, xs_hi = 0.0f, ws = 0.0f;
+      if (ends) {
+        xs_lo = sx_lo[gi];
+        xs_hi = sx_hi[gi];
+        if (!channel) ws = ws_row[gi];
+      }
+      issue(part, i, starts);
+      WgmmaWait<0>();
+      FenceAccumulators(part);
+      release(i);
+      if (ends) {
+        promote(part, xs_lo, xs_hi, ws);
+        left = per_group;
+        ++gi;
+      } else {
+        --left;
+      }
     }
   }
   // d[4j + e]: activation row r_lo (e < 2) or r_hi, output 8j + 2t + e % 2.
