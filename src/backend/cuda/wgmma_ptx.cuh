@@ -1,7 +1,7 @@
-// The warpgroup-level PTX of sm_90a (wgmma) the FP8 GEMM uses, and its copies (mbarriers, TMA): shared-memory matrix descriptors
-// for K-major tiles in the 128-byte swizzle, the fences and group waits, and
-// wgmma.mma_async m64nNk32 e4m3 x e4m3 -> fp32 for the N the kernels instantiate (the register
-// lists PTX needs, one function a shape). A warpgroup is 4 consecutive warps starting at a warp
+// The warpgroup-level PTX of sm_90a (wgmma) the FP8 GEMM uses, and its copies: shared-memory
+// matrix descriptors for K-major tiles in the 128-byte swizzle, the fences and group waits,
+// mbarriers and TMA tile copies, and wgmma.mma_async m64nNk32 e4m3 x e4m3 -> fp32 for the N the
+// kernels instantiate (the register lists PTX needs, one function a shape). A warpgroup is 4 consecutive warps starting at a warp
 // index divisible by 4; every thread of it calls these together.
 //
 // Accumulator layout (m64nN, fp32): warp w of the warpgroup holds rows 16w .. 16w + 15; lane
