@@ -164,9 +164,12 @@ __global__ void __launch_bounds__(Tile<kWG, kBN>::kThreads, 1)
       finish(pa, i - 1, a_lo, a_hi, a_ws);
     }
   } else {
-    // Groups of several stages (per channel: the whole row): one chain through `part`.
+    // Groups of several stages (per channel: the whole row): one chain through `part`. Inside a
+    // group stage i's wgmma are issued behind stage i - 1's (the tensor cores keep a chain's
+    // order) and only stage i - 1 is waited for, to free its slot; a group's end waits for all.
     float part[kBN / 2];
     int left = per_group, gi = 0;
+    bool prev_open = false;  // stage i - 1 issued, its slot not yet released
     for (int i = 0; i < slices; ++i) {
       const bool starts = left == per_group, ends = left == 1 || i + 1 == slices;
       // The scales this group ends with, loaded early: their latency hides behind the wait.
@@ -177,14 +180,19 @@ __global__ void __launch_bounds__(Tile<kWG, kBN>::kThreads, 1)
         if (!channel) ws = ws_row[gi];
       }
       issue(part, i, starts);
-      WgmmaWait<0>();
-      FenceAccumulators(part);
-      release(i);
       if (ends) {
+        WgmmaWait<0>();
+        FenceAccumulators(part);
+        if (prev_open) release(i - 1);
+        release(i);
         promote(part, xs_lo, xs_hi, ws);
+        prev_open = false;
         left = per_group;
         ++gi;
       } else {
+        WgmmaWait<1>();
+        if (prev_open) release(i - 1);
+        prev_open = true;
         --left;
       }
     }
