@@ -4,7 +4,7 @@
 // call, bytes read, the share of the H200's copy bandwidth and TFLOP/s — and the step they add up to
 // (each kind's layer times its count, plus the head). Dummy weights on the config cut to a few
 // layers, so a format takes seconds, not graft bench's minute of host-side quantization.
-//   graft_matmul_bench CONFIG_DIR [--formats bf16,w4a16,nvfp4,fp8-block] [--rows 1,16,64]
+//   graft_matmul_bench CONFIG_DIR [--formats bf16,w4a16,nvfp4,fp8-block,fp8-channel] [--rows 1,16,64]
 //                      [--iters 50] [--threads 16]
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -103,7 +103,7 @@ int Run(const Options& o) {
     CudaOps& ops = **ops_or;
     w = DummyWeights(cfg, 7, o.threads);
     if (fname != "bf16") {
-      if (Status s = QuantizeWeights(w, cfg, ParseQuantFormat(fname).value(), o.threads); !s.ok()) {  // names checked by CLI11
+      if (Status s = QuantizeWeights(w, cfg, ParseBenchQuantFormat(fname).value(), o.threads); !s.ok()) {  // names checked by CLI11
         fmt::print(stderr, "{}\n", s.ToString());
         return 1;
       }
@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
                "(dummy weights at the config's dimensions, quantized in memory as graft quantize would).");
   app.add_option("config", o.config, "Model directory (config.json)")->required()->check(CLI::ExistingDirectory);
   app.add_option("--formats", o.formats, "Weight formats")
-      ->delimiter(',')->capture_default_str()->check(CLI::IsMember({"bf16", "w4a16", "nvfp4", "fp8-block"}));
+      ->delimiter(',')->capture_default_str()->check(CLI::IsMember({"bf16", "w4a16", "nvfp4", "fp8-block", "fp8-channel"}));
   app.add_option("--rows", o.rows, "Row counts")->delimiter(',')->capture_default_str()->check(CLI::Range(1, 4096));
   app.add_option("--iters", o.iters, "Timed calls a projection")->capture_default_str()->check(CLI::Range(1, 100000));
   app.add_option("--threads", o.threads, "CPU threads for the dummy weights")->capture_default_str()->check(CLI::Range(1, 1024));

@@ -43,8 +43,9 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       ->capture_default_str()->check(CLI::IsMember({"auto", "dummy"}));
   cmd->add_option("--dummy-quantize", s->dummy_quant,
                   "With --load-format dummy: quantize the dummy weights in memory as graft quantize would "
-                  "(fp8-block, w4a16, nvfp4) to measure that format")
-      ->capture_default_str()->check(CLI::IsMember({"none", "fp8-block", "w4a16", "nvfp4"}));
+                  "(fp8-block, w4a16, nvfp4; or fp8-channel, compressed-tensors' per-channel FP8, which "
+                  "graft loads but does not write) to measure that format")
+      ->capture_default_str()->check(CLI::IsMember({"none", "fp8-block", "fp8-channel", "w4a16", "nvfp4"}));
   cmd->add_option("--adapter", s->m.adapter, "A PEFT adapter directory to measure beside the base")->check(CLI::ExistingDirectory);
   cmd->add_flag("--force", s->m.force, "Load the adapter even if its manifest names a different base");
   cmd->add_option("--dummy-adapter-rank", s->dummy_rank, "Measure a dummy adapter of this rank (0: none)")
@@ -123,7 +124,7 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
         const auto t0 = std::chrono::steady_clock::now();
         ModelWeights w = DummyWeights(cfg, s->job.seed, s->m.threads);
         const auto t1 = std::chrono::steady_clock::now();
-        GRAFT_ASSIGN_OR_RETURN(QuantFormat f, ParseQuantFormat(s->dummy_quant));
+        GRAFT_ASSIGN_OR_RETURN(QuantFormat f, ParseBenchQuantFormat(s->dummy_quant));
         GRAFT_RETURN_IF_ERROR(QuantizeWeights(w, cfg, f, s->m.threads));
         spdlog::info("bench: dummy weights generated in {:.1f} s, quantized to {} in {:.1f} s ({} threads)",
                      std::chrono::duration<double>(t1 - t0).count(), s->dummy_quant,

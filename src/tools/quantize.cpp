@@ -140,6 +140,12 @@ Result<QuantFormat> ParseQuantFormat(const std::string& name) {
   return Unsupported(fmt::format("--format {}: graft quantize writes fp8-block, w4a16 and nvfp4", name));
 }
 
+Result<QuantFormat> ParseBenchQuantFormat(const std::string& name) {
+  if (name == "fp8-channel") return QuantFormat::kFp8Channel;
+  if (auto f = ParseQuantFormat(name); f.ok()) return f;
+  return Unsupported(fmt::format("{}: the in-memory formats are fp8-block, fp8-channel, w4a16 and nvfp4", name));
+}
+
 Status QuantizeWeights(ModelWeights& w, const ModelConfig& cfg, QuantFormat format, int threads) {
   struct Job {
     Weight* slot;

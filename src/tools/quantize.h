@@ -54,6 +54,10 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job);
 
 // The formats by their --format names ("fp8-block", "w4a16", "nvfp4").
 Result<QuantFormat> ParseQuantFormat(const std::string& name);
+// The formats QuantizeWeights takes for measurements (graft bench --dummy-quantize,
+// graft_matmul_bench): graft quantize's, and "fp8-channel" — compressed-tensors' per-channel
+// FP8 (per-token activation scales), which graft loads but does not write.
+Result<QuantFormat> ParseBenchQuantFormat(const std::string& name);
 
 // Quantizes loaded weights in memory the way RunQuantize quantizes a checkpoint (the same
 // projections, the same rule for what stays high precision), each fused slot split into its

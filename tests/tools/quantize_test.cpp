@@ -286,5 +286,33 @@ TEST(Quantize, InMemoryQuantizationServesWhatTheCheckpointServes) {
   EXPECT_FALSE(ParseQuantFormat("int3").ok());
 }
 
+// Benchmarks also quantize to compressed-tensors' per-channel FP8 in memory (graft loads it,
+// graft quantize does not write it): the name is accepted there only, the projections become
+// per-channel FP8 and the model stays near the bf16 one.
+TEST(Quantize, BenchFormatsAddPerChannelFp8) {
+  EXPECT_EQ(ParseBenchQuantFormat("fp8-channel").value(), QuantFormat::kFp8Channel);
+  for (const char* f : {"fp8-block", "w4a16", "nvfp4"}) EXPECT_EQ(ParseBenchQuantFormat(f).value(), ParseQuantFormat(f).value()) << f;
+  EXPECT_FALSE(ParseQuantFormat("fp8-channel").ok()) << "graft quantize does not write per-channel FP8";
+  const auto bad = ParseBenchQuantFormat("int3");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("fp8-channel"), std::string::npos) << bad.status().ToString();
+
+  const std::string base = std::filesystem::path(test::FixturesDir()).parent_path().string() + "/models/base";
+  auto bf16 = LoadModel(base);
+  ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
+  ModelWeights w = (*bf16)->weights();
+  ASSERT_TRUE(QuantizeWeights(w, (*bf16)->config(), QuantFormat::kFp8Channel, 2).ok());
+  EXPECT_EQ(w.layers[2].attn.qkv.storage(), "fp8 (per channel)");
+  auto q = MakeQwen3_5((*bf16)->config(), std::move(w));
+  CpuOps ops(ActDtype::kF32, 2);
+  const std::vector<int32_t> ids = {3, 77, 1024, 5, 8000, 42, 42, 9};
+  const auto a = test::RunChunks(*q, ops, ids, {}), b = test::RunChunks(**bf16, ops, ids, {});
+  ASSERT_EQ(a.size(), b.size());
+  double diff = 0, mag = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff += std::fabs(a[i] - b[i]), mag += std::fabs(b[i]);
+  EXPECT_GT(diff, 0);
+  EXPECT_LT(diff / mag, 0.1) << "per-channel fp8 logits stay near the bf16 model's";
+}
+
 }  // namespace
 }  // namespace graft
