@@ -1,9 +1,11 @@
 // Quantized weights on the CUDA backend (issue 10): int4 (with and without zero points) and
 // NVFP4 multiply as W4A16 — bit for bit the device's dense bf16 matmul of their dequantized
-// weights on the tensor cores, summed over K in 1024-column slices, and the CPU reference's bits with fp32 activations; FP8 runs W8A8
-// with per-token-group activation scales in the CPU reference's order — its bits in both
-// activation dtypes; a fused weight of mixed tensors fills each tensor's columns; quantized
-// checkpoints serve on the device with chunk-independent bits. Skips where no device is present.
+// weights on the tensor cores, summed over K in 1024-column slices, and the CPU reference's
+// bits with fp32 activations; FP8 runs W8A8 with per-token-group activation scales — with fp32
+// activations in the CPU reference's order (its bits), with bf16 ones on the FP8 tensor cores
+// (within the hardware's accumulation of the CPU's, rows keeping their bits at any batch size);
+// a fused weight of mixed tensors fills each tensor's columns; quantized checkpoints serve on
+// the device with chunk-independent bits. Skips where no device is present.
 #include <gtest/gtest.h>
 
 #include <algorithm>

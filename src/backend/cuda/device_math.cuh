@@ -63,8 +63,8 @@ __device__ __forceinline__ float DotWeight16(const float* a, const DevWeight& w,
   return Sum16(n, [&](int64_t i) { return __fmul_rn(a[i], WeightAt(w, base + i)); });
 }
 
-// The outputs of the decode forms that run the weights as the A operand of an m16n8 mma and
-// kNt tiles of 8 x rows as its N (gemm_decode_w4.cu, gemm_fp8.cu): lane (g, t) holds d[nt][e]
+// The outputs of a decode form that runs the weights as the A operand of an m16n8 mma and kNt
+// tiles of 8 x rows as its N (gemm_decode_w4.cu): lane (g, t) holds d[nt][e]
 // for x row 8 nt + 2t + e at output r_lo (row g of the 16) and d[nt][2 + e] at r_hi (row
 // g + 8). Rows past m are dropped, and outputs whose flag is false (past N).
 template <int kNt>
