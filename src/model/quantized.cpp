@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "util/bf16.h"
@@ -63,6 +64,33 @@ Status ValidateQuantized(const QuantizedWeight& w) {
       return Expect("group scales", w.scale_fp8.size(), n * k / 16, w);
   }
   return InvalidArgument("quantized weight: unknown format");
+}
+
+bool QuantizedStackable(const QuantizedWeight& a, const QuantizedWeight& b) {
+  if (a.format != b.format || a.cols != b.cols || a.group != b.group) return false;
+  switch (a.format) {
+    case QuantFormat::kFp8Block:
+      return a.group > 0 && a.rows % a.group == 0;
+    case QuantFormat::kFp8Channel:
+      return true;
+    case QuantFormat::kInt4Group:
+      return a.zero_words.empty() == b.zero_words.empty() && (a.zero_words.empty() || a.rows % 8 == 0);
+    case QuantFormat::kNvfp4:
+      return std::memcmp(&a.global, &b.global, sizeof(float)) == 0;
+  }
+  return false;
+}
+
+QuantizedWeight StackQuantized(const QuantizedWeight& a, const QuantizedWeight& b) {
+  QuantizedWeight s = a;
+  s.rows = a.rows + b.rows;
+  auto append = [](auto& to, const auto& from) { to.insert(to.end(), from.begin(), from.end()); };
+  append(s.codes, b.codes);
+  append(s.words, b.words);
+  append(s.scale, b.scale);
+  append(s.scale_fp8, b.scale_fp8);
+  append(s.zero_words, b.zero_words);
+  return s;
 }
 
 void DequantizeRows(const QuantizedWeight& w, int64_t r0, int64_t r1, float* out) {

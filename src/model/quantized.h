@@ -42,6 +42,15 @@ struct QuantizedWeight {
 // reads out of bounds); the error names the array and both sizes.
 Status ValidateQuantized(const QuantizedWeight& w);
 
+// Whether b's rows can follow a's in one weight with every row's codes and scales unchanged:
+// the same format, columns and group, and a's rows a whole number of what shares storage across
+// rows — fp8-block's block height (one scale), int4's 8 rows of a zero-point word (both with
+// zero points or both without); NVFP4 also needs the same global scale. Per channel always.
+bool QuantizedStackable(const QuantizedWeight& a, const QuantizedWeight& b);
+// a's rows then b's (both valid, QuantizedStackable): each row dequantizes and multiplies exactly
+// as it did in its own weight.
+QuantizedWeight StackQuantized(const QuantizedWeight& a, const QuantizedWeight& b);
+
 // Rows [r0, r1) of W as floats into out [(r1 - r0) * cols]. w must be valid.
 void DequantizeRows(const QuantizedWeight& w, int64_t r0, int64_t r1, float* out);
 

@@ -123,11 +123,7 @@ Status FillQuantizedSlot(const Checkpoint& ck, const ModelConfig& c, const Entry
       w.parts.push_back(std::move(d));
     }
   }
-  MergeDenseParts(w);
-  if (w.parts.size() == 1) {  // one tensor: the slot is that tensor
-    Weight only = std::move(w.parts[0]);
-    w = std::move(only);
-  }
+  MergeParts(w);  // one tensor, or parts that all stack: the slot is that one weight
   return Status::Ok();
 }
 

@@ -43,7 +43,7 @@ std::string Weight::storage() const {
   return s;
 }
 
-void MergeDenseParts(Weight& w) {
+void MergeParts(Weight& w) {
   std::vector<Weight> merged;
   for (Weight& p : w.parts) {
     Weight* last = merged.empty() ? nullptr : &merged.back();
@@ -52,9 +52,19 @@ void MergeDenseParts(Weight& w) {
       last->rows += p.rows;
       if (p.is_bf16) last->bf16.insert(last->bf16.end(), p.bf16.begin(), p.bf16.end());
       else last->f32.insert(last->f32.end(), p.f32.begin(), p.f32.end());
+    } else if (last && last->quant && p.quant && last->cols == p.cols && QuantizedStackable(*last->quant, *p.quant)) {
+      last->name += "+" + p.name;
+      last->rows += p.rows;
+      last->quant = std::make_shared<const QuantizedWeight>(StackQuantized(*last->quant, *p.quant));
     } else {
       merged.push_back(std::move(p));
     }
+  }
+  if (merged.size() == 1) {  // every part joined: the weight is that part, under the fused name
+    Weight only = std::move(merged[0]);
+    only.name = w.name;
+    w = std::move(only);
+    return;
   }
   w.parts = std::move(merged);
 }

@@ -42,11 +42,13 @@ struct Weight {
   std::string storage() const;  // "bf16", "float32", "fp8 (128x128 blocks)", "int4 (groups) + bf16", ...
 };
 
-// A mixed-storage fused weight's adjacent dense parts of one storage (Qwen3.5's in_proj b and a,
-// bf16 beside quantized qkv and z) joined into one part, rows stacked in order: one matmul where
-// there were several, each output's sum unchanged (every backend sums an output over K alone).
-// Quantized parts stay as they are; a weight without parts is left alone.
-void MergeDenseParts(Weight& w);
+// A fused weight's adjacent parts that stack exactly joined into one part, rows in order: dense
+// parts of one storage (Qwen3.5's in_proj b and a, bf16 beside quantized qkv and z), and
+// quantized parts QuantizedStackable calls stackable (a checkpoint's gate and up, or q, k and v,
+// stored FP8 or int4). One matmul where there were several, each output's sum unchanged (every
+// backend sums an output over its own row and K alone). The rest stay as they are; when every
+// part joins, the weight becomes that one part under its own name. Without parts: left alone.
+void MergeParts(Weight& w);
 
 // Rows [r0, r1) of w as the matmul reads them, as floats into out [(r1 - r0) * cols]: dense
 // values as stored; int4 and NVFP4 rows dequantized and rounded to bf16 (W4A16: the weight

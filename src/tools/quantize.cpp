@@ -229,7 +229,7 @@ Status QuantizeWeights(ModelWeights& w, const ModelConfig& cfg, QuantFormat form
       fused.name = j.slot->name;
     } else {
       fused.parts = std::move(j.parts);
-      MergeDenseParts(fused);
+      MergeParts(fused);
     }
     *j.slot = std::move(fused);
   }

@@ -140,8 +140,8 @@ TEST(WeightTable, DummyWeightsHaveTheCheckpointShapesAndRun) {
 }
 
 // A mixed fused weight's adjacent dense parts of one storage become one part (one matmul);
-// quantized parts and parts of another storage stay apart; the rows the matmul reads and the
-// CPU matmul's bits do not change.
+// quantized parts apart from each other and parts of another storage stay apart; the rows the
+// matmul reads and the CPU matmul's bits do not change.
 TEST(WeightTable, AdjacentDensePartsMerge) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 0.1f);
@@ -166,7 +166,7 @@ TEST(WeightTable, AdjacentDensePartsMerge) {
     fused.parts.push_back(std::move(p));
   }
   Weight merged = fused;
-  MergeDenseParts(merged);
+  MergeParts(merged);
   ASSERT_EQ(merged.parts.size(), 5u) << "only the two adjacent bf16 parts join";
   EXPECT_EQ(merged.parts[1].rows, 16);
   EXPECT_EQ(merged.parts[1].name, "bf16 part+bf16 part");
@@ -184,6 +184,96 @@ TEST(WeightTable, AdjacentDensePartsMerge) {
   ops.MatMul(x, m, fused, ya, true);
   ops.MatMul(x, m, merged, yb, true);
   EXPECT_EQ(std::memcmp(ya, yb, static_cast<size_t>(m * fused.rows) * 4), 0);
+}
+
+// Adjacent quantized parts that stack (a checkpoint's gate and up, or q, k and v, in one format)
+// become one quantized weight — one matmul, so a decode step launches one kernel where it
+// launched two or three — with every row's values and the CPU matmul's bits unchanged; parts
+// whose storage would not line up (an FP8 part of rows not whole 128-row blocks followed by
+// another, NVFP4 parts of different global scales, two formats) stay apart.
+TEST(WeightTable, StackableQuantizedPartsMerge) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  const int64_t k = 256;
+  auto quant = [&](int64_t rows, QuantFormat f, float shared_amax, const std::string& name) {
+    std::vector<float> v(static_cast<size_t>(rows * k));
+    for (float& x : v) x = nd(rng);
+    Weight w;
+    w.name = name;
+    w.rows = rows;
+    w.cols = k;
+    w.quant = std::make_shared<QuantizedWeight>(Quantize(v.data(), rows, k, f, shared_amax).value());
+    return w;
+  };
+  auto fuse = [&](std::vector<Weight> parts) {
+    Weight fused;
+    fused.name = "fused";
+    fused.cols = k;
+    for (Weight& p : parts) {
+      fused.rows += p.rows;
+      fused.parts.push_back(std::move(p));
+    }
+    return fused;
+  };
+  auto same_product = [&](const Weight& a, const Weight& b) {
+    std::vector<float> ra(static_cast<size_t>(a.rows * k)), rb(ra.size());
+    WeightRows(a, 0, a.rows, ra.data());
+    WeightRows(b, 0, b.rows, rb.data());
+    EXPECT_EQ(std::memcmp(ra.data(), rb.data(), ra.size() * 4), 0) << "rows as the matmul reads them";
+    CpuOps ops(ActDtype::kBF16, 2);
+    const int64_t m = 3;
+    float* x = ops.Alloc(m * k);
+    for (int64_t i = 0; i < m * k; ++i) x[i] = RoundBf16(nd(rng) * 20.0f);
+    float* ya = ops.Alloc(m * a.rows);
+    float* yb = ops.Alloc(m * a.rows);
+    ops.MatMul(x, m, a, ya, true);
+    ops.MatMul(x, m, b, yb, true);
+    EXPECT_EQ(std::memcmp(ya, yb, static_cast<size_t>(m * a.rows) * 4), 0) << "the CPU matmul's bits";
+  };
+  struct Case {
+    QuantFormat format;
+    std::vector<int64_t> rows;
+  };
+  for (const Case& c : {Case{QuantFormat::kFp8Block, {256, 128, 40}}, Case{QuantFormat::kFp8Channel, {40, 24, 8}},
+                        Case{QuantFormat::kInt4Group, {24, 16, 5}}, Case{QuantFormat::kNvfp4, {32, 16, 16}}}) {
+    SCOPED_TRACE(QuantFormatName(c.format));
+    std::vector<Weight> parts;
+    for (size_t i = 0; i < c.rows.size(); ++i) parts.push_back(quant(c.rows[i], c.format, 4.0f, "p" + std::to_string(i)));
+    const Weight fused = fuse(parts);
+    Weight merged = fused;
+    MergeParts(merged);
+    ASSERT_TRUE(merged.parts.empty()) << merged.storage();
+    ASSERT_TRUE(merged.quant);
+    EXPECT_EQ(merged.name, "fused");
+    EXPECT_EQ(merged.rows, fused.rows);
+    EXPECT_EQ(merged.quant->rows, fused.rows);
+    EXPECT_TRUE(ValidateQuantized(*merged.quant).ok());
+    same_product(fused, merged);
+  }
+  {  // 100 rows end mid-block: the next part's rows would take that block's scale
+    const Weight fused = fuse({quant(100, QuantFormat::kFp8Block, 0, "a"), quant(128, QuantFormat::kFp8Block, 0, "b"),
+                               quant(128, QuantFormat::kFp8Block, 0, "c")});
+    Weight merged = fused;
+    MergeParts(merged);
+    ASSERT_EQ(merged.parts.size(), 2u);
+    EXPECT_EQ(merged.parts[0].rows, 100);
+    EXPECT_EQ(merged.parts[1].name, "b+c");
+    same_product(fused, merged);
+  }
+  {  // NVFP4 parts of their own global scales; then FP8 beside int4
+    Weight a = quant(16, QuantFormat::kNvfp4, 0, "a"), b = quant(16, QuantFormat::kNvfp4, 0, "b");
+    b.quant = std::make_shared<QuantizedWeight>([&] {
+      QuantizedWeight q = *b.quant;
+      q.global = a.quant->global * 2.0f;
+      return q;
+    }());
+    Weight merged = fuse({a, b});
+    MergeParts(merged);
+    EXPECT_EQ(merged.parts.size(), 2u);
+    Weight mixed = fuse({quant(128, QuantFormat::kFp8Block, 0, "f"), quant(16, QuantFormat::kInt4Group, 0, "i")});
+    MergeParts(mixed);
+    EXPECT_EQ(mixed.parts.size(), 2u);
+  }
 }
 
 }  // namespace
