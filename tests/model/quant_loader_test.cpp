@@ -100,12 +100,16 @@ TEST_P(W4a16, ServesExactlyTheBf16OfItsDequantizedWeights) {
   const Model& q = **m;
   const LayerWeights& gdn = q.weights().layers[0];
   ASSERT_EQ(gdn.kind, LayerKind::kLinearAttention);
-  // in_proj: qkv and z quantized, b and a (48-row projections in real models) kept bf16 — as one
-  // part, so that they run as one matmul.
-  ASSERT_EQ(gdn.gdn.in_proj.parts.size(), 3u);
-  EXPECT_TRUE(gdn.gdn.in_proj.parts[0].quant && gdn.gdn.in_proj.parts[1].quant);
-  EXPECT_TRUE(gdn.gdn.in_proj.parts[2].dense() && gdn.gdn.in_proj.parts[2].is_bf16);
-  EXPECT_EQ(gdn.gdn.in_proj.parts[2].rows, 2 * q.config().linear_num_value_heads) << "b and a stacked";
+  // in_proj: qkv and z quantized — stacked into one quantized part (one matmul; graft quantize
+  // gives fused NVFP4 tensors one global scale) — and b and a (48-row projections in real
+  // models) kept bf16, as one part too.
+  ASSERT_EQ(gdn.gdn.in_proj.parts.size(), 2u);
+  EXPECT_TRUE(gdn.gdn.in_proj.parts[0].quant);
+  EXPECT_EQ(gdn.gdn.in_proj.parts[0].rows, gdn.gdn.in_proj.rows - 2 * q.config().linear_num_value_heads)
+      << "qkv and z stacked";
+  EXPECT_TRUE(gdn.gdn.in_proj.parts[1].dense() && gdn.gdn.in_proj.parts[1].is_bf16);
+  EXPECT_EQ(gdn.gdn.in_proj.parts[1].rows, 2 * q.config().linear_num_value_heads) << "b and a stacked";
+  EXPECT_TRUE(gdn.gate_up.quant && gdn.gate_up.parts.empty()) << "gate and up stacked: the slot is one quantized weight";
   EXPECT_TRUE(gdn.down.quant) << "a single-tensor slot is the tensor";
   EXPECT_LT(q.weights().bytes(), LoadModel(DemoBase()).value()->weights().bytes());
   auto dense = DenseCopy(q);
