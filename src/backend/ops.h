@@ -161,6 +161,12 @@ class Ops {
   // The delta rule (chunk-consistent, see GdnState). q, k are L2-normalised in fp32
   // (eps 1e-6 inside the rsqrt), q scaled by dk^-0.5; out rounded to the activation dtype.
   virtual void GdnCore(const GdnCoreArgs& a) = 0;
+  // GdnCore for several sequences (a batch's, each on its own state, in order): the same results
+  // as GdnCore on each in turn, which is what this default does; a backend may run them in one
+  // launch (a decode step's one row per sequence).
+  virtual void GdnCoreSeqs(const GdnCoreArgs* seqs, int count) {
+    for (int i = 0; i < count; ++i) GdnCore(seqs[i]);
+  }
   // Per (row, head): n = r(w * r(x * rsqrt(mean(x²) + eps))), out = r(n * silu(z)).
   // x: [rows, dv]; z columns at z_col of rows with stride z_stride per token (rows = n * hv).
   virtual void GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,

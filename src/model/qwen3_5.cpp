@@ -1,6 +1,8 @@
 // Qwen3.5 (hybrid) forward pass: qwen-architectures.md §6. Layers are either Gated DeltaNet
 // (linear attention with a causal conv and a recurrent state) or gated full attention with
 // partial RoPE; every layer has a SwiGLU MLP; residual, final and q/k norms are (1+w) norms.
+#include <vector>
+
 #include "model/blocks.h"
 #include "model/model.h"
 
@@ -64,7 +66,7 @@ class Qwen3_5 final : public Model {
   }
 
   // in_proj rows: [q k v (conv_dim) | z (value_dim) | b (Hv) | a (Hv)]. The conv and the delta
-  // rule run per sequence, each on its own state.
+  // rule run per sequence, each on its own state (the delta rule of all of them in one call).
   void GatedDeltaNet(Ops& ops, const StepContext& ctx, int layer, const GdnWeights& w, const float* x,
                      float* out) const {
     const auto& c = config_;
@@ -78,12 +80,13 @@ class Qwen3_5 final : public Model {
     Project(ops, ctx, layer, LoraTarget::kGdnIn, x, H, w.in_proj, proj);
     ops.GdnGates(proj, proj_w, conv_dim + value_dim, conv_dim + value_dim + hv, n, hv, w.a_log, w.dt_bias,
                  beta, g);
+    std::vector<GdnCoreArgs> seqs(static_cast<size_t>(b.num_seqs()));
     for (int s = 0; s < b.num_seqs(); ++s) {
       const int r0 = b.seq_start[s], ns = b.seq_start[s + 1] - r0;
       GdnState& state = b.states[s]->pool->state(b.states[s]->slot, layer);
       ops.CausalConvSilu(proj + int64_t{r0} * proj_w, proj_w, ns, conv_dim, w.conv, state.conv,
                          mixed + int64_t{r0} * conv_dim);
-      GdnCoreArgs a{};
+      GdnCoreArgs& a = seqs[static_cast<size_t>(s)];
       a.qkv = mixed + int64_t{r0} * conv_dim;
       a.beta = beta + int64_t{r0} * hv;
       a.g = g + int64_t{r0} * hv;
@@ -94,8 +97,8 @@ class Qwen3_5 final : public Model {
       a.dv = c.linear_value_head_dim;
       a.state = &state;
       a.out = core + int64_t{r0} * value_dim;
-      ops.GdnCore(a);
     }
+    ops.GdnCoreSeqs(seqs.data(), b.num_seqs());  // a decode step's sequences in one launch
     ops.GatedRmsNorm(core, proj, proj_w, conv_dim, n, hv, c.linear_value_head_dim, w.norm,
                      static_cast<float>(c.rms_norm_eps), normed);
     Project(ops, ctx, layer, LoraTarget::kGdnOut, normed, value_dim, w.out, out);

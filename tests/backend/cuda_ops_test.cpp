@@ -522,6 +522,58 @@ TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
     // 1 and 15: the token kernel throughout; 16, 17, 64, 100: the chunk kernel, starting inside a
     // chunk (17, 100) and ending on a boundary (16, 64); the whole run (150) ends inside one.
     for (int chunk : {1, 15, 16, 17, 64, 100}) EXPECT_EQ(run(chunk), whole) << "GdnCore in chunks of " << chunk;
+    {
+      // A batch's decode steps in one launch (GdnCoreSeqs): sequence s is the rows from 7s on,
+      // first 3s of them alone (so the open chunks differ), then a row each per shared launch,
+      // past a chunk's end; every sequence's outputs and state equal its own run alone.
+      const int seqs = 3, len = 70;
+      struct Seq {
+        Dev<float> S, pk, pvn, pgam, out;
+        cuda::DevGdnState ds;
+      };
+      auto fresh = [&] {
+        auto q = std::unique_ptr<Seq>(new Seq{Dev<float>(S0.size()), Dev<float>(pk0.size()), Dev<float>(pvn0.size()),
+                                              Dev<float>(pgam0.size()), Dev<float>(static_cast<size_t>(len) * hv * dv), {}});
+        cudaMemset(q->S.p, 0, q->S.n * 4);
+        q->ds = {nullptr, q->S.p, q->pk.p, q->pvn.p, q->pgam.p, 0};
+        return q;
+      };
+      auto args = [&](Seq& q, int s, int t, int m) {
+        const size_t r = size_t(7 * s + t);
+        return cuda::GdnCoreArgs{dmix.p + r * conv_dim, dbeta.p + r * hv, dg.p + r * hv, m, hk, hv, dk, dv, &q.ds, bf16,
+                                 q.out.p + size_t(t) * hv * dv, nullptr, nullptr};
+      };
+      std::vector<std::unique_ptr<Seq>> alone, batched;
+      for (int s = 0; s < seqs; ++s) {
+        alone.push_back(fresh());
+        for (int t = 0; t < len; ++t) ASSERT_TRUE(cuda::GdnCore(args(*alone[s], s, t, 1), nullptr).ok());
+        batched.push_back(fresh());
+        if (s > 0) {
+          ASSERT_TRUE(cuda::GdnCore(args(*batched[s], s, 0, 3 * s), nullptr).ok());
+        }
+      }
+      cuda::GdnSeq* dseqs = nullptr;
+      ASSERT_EQ(cudaMalloc(&dseqs, seqs * sizeof(cuda::GdnSeq)), cudaSuccess);
+      for (int step = 0; step < len; ++step) {
+        std::vector<cuda::GdnSeq> host;
+        for (int s = 0; s < seqs; ++s) {
+          const int t = 3 * s + step;
+          if (t >= len) continue;
+          const cuda::GdnCoreArgs a = args(*batched[s], s, t, 1);
+          host.push_back({a.qkv, a.beta, a.g, a.out, 1, batched[s]->ds});
+          batched[s]->ds.pending = (batched[s]->ds.pending + 1) % kGdnChunk;
+        }
+        cudaMemcpy(dseqs, host.data(), host.size() * sizeof(cuda::GdnSeq), cudaMemcpyHostToDevice);
+        ASSERT_TRUE(cuda::GdnCoreSeqs(dseqs, static_cast<int>(host.size()), hk, hv, dk, dv, bf16, nullptr).ok());
+      }
+      for (int s = 0; s < seqs; ++s) {
+        EXPECT_EQ(batched[s]->out.Get(), alone[s]->out.Get()) << "sequence " << s << " batched";
+        EXPECT_EQ(batched[s]->S.Get(), alone[s]->S.Get()) << "sequence " << s << " state";
+        EXPECT_EQ(batched[s]->ds.pending, alone[s]->ds.pending);
+      }
+      cudaFree(dseqs);
+      EXPECT_FALSE(cuda::GdnCoreSeqs(dseqs, 70000, hk, hv, dk, dv, bf16, nullptr).ok()) << "more sequences than a grid";
+    }
     // Gated norm.
     auto nw = MakeW(dv, 1, rng, false, 1.0f);
     std::vector<float> normed(core.size());

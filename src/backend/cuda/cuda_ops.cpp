@@ -972,6 +972,42 @@ void CudaOps::GdnCore(const GdnCoreArgs& a) {
   st.pending = (st.pending + a.n) % kGdnChunk;
 }
 
+void CudaOps::GdnCoreSeqs(const GdnCoreArgs* seqs, int count) {
+  // A decode step's sequences (pieces under 16 tokens: the token kernel's) share one launch;
+  // longer pieces take GdnCore's chunk-parallel kernel one by one.
+  const auto shares = [&](const GdnCoreArgs& a) {
+    return a.n > 0 && a.n < cuda::kGdnParallelMinTokens && a.hk == seqs[0].hk && a.hv == seqs[0].hv &&
+           a.dk == seqs[0].dk && a.dv == seqs[0].dv;
+  };
+  int sharing = 0;
+  for (int i = 0; i < count; ++i) sharing += shares(seqs[i]) ? 1 : 0;
+  if (sharing < 2) {
+    Ops::GdnCoreSeqs(seqs, count);
+    return;
+  }
+  std::vector<cuda::GdnSeq> batch;
+  for (int i = 0; i < count; ++i) {
+    const GdnCoreArgs& a = seqs[i];
+    if (!shares(a)) {
+      GdnCore(a);
+      continue;
+    }
+    const GdnState& st = *a.state;
+    if (st.pending < 0 || st.pending >= kGdnChunk) Note(Internal("GDN state: bad chunk counter"));
+    batch.push_back({a.qkv, a.beta, a.g, a.out, a.n, {st.conv, st.S, st.pk, st.pvn, st.pgam, st.pending}});
+  }
+  const auto timer = Time("GdnCore");
+  const auto* d = static_cast<const cuda::GdnSeq*>(Stage(batch.data(), static_cast<int64_t>(batch.size() * sizeof(cuda::GdnSeq))));
+  if (Failed()) return;
+  const GdnCoreArgs& a0 = seqs[0];
+  Sign(14, d, batch.size(), a0.hk, a0.hv, a0.dk, a0.dv);
+  for (const cuda::GdnSeq& q : batch) Sign(q.qkv, q.beta, q.g, q.out, q.n, q.state.S, q.state.pk, q.state.pvn, q.state.pgam);
+  if (Launches()) Note(cuda::GdnCoreSeqs(d, static_cast<int>(batch.size()), a0.hk, a0.hv, a0.dk, a0.dv, bf16(), stream_));
+  for (int i = 0; i < count; ++i) {
+    if (shares(seqs[i])) seqs[i].state->pending = (seqs[i].state->pending + seqs[i].n) % kGdnChunk;
+  }
+}
+
 void CudaOps::GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
                            const Weight& w, float eps, float* out) {
   const auto timer = Time("GatedRmsNorm");

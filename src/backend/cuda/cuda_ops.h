@@ -152,6 +152,7 @@ class CudaOps final : public Ops {
   void GdnGates(const float* in, int64_t stride, int64_t b_col, int64_t a_col, int n, int hv, const Weight& a_log,
                 const Weight& dt_bias, float* beta, float* g) override;
   void GdnCore(const GdnCoreArgs& a) override;
+  void GdnCoreSeqs(const GdnCoreArgs* seqs, int count) override;
   void GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
                     const Weight& w, float eps, float* out) override;
 

@@ -12,7 +12,7 @@ constexpr int kMaxConvK = 8;
 constexpr int kMaxDim = 256;
 // From this many tokens on, the conv and the delta rule take their token-parallel forms (same
 // bits as the token-by-token kernels, which serve decode steps and short pieces).
-constexpr int kParallelMinTokens = 16;
+constexpr int kParallelMinTokens = kGdnParallelMinTokens;
 constexpr int64_t kMaxSharedBytes = 227 * 1024;  // Hopper's per-block dynamic shared memory
 
 Status Launched(const char* op) {
@@ -73,15 +73,16 @@ __global__ void ConvStateKernel(const float* x, int64_t x_stride, int n, int cha
   for (int j = 0; j < hist; ++j) conv_state[int64_t{c} * hist + j] = win[j];
 }
 
-// One block per value head h; thread j < dv owns value column j; threads r < dk help with keys.
-__global__ void GdnCoreKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
+// The token kernel's work for value head h of one sequence (its rows and state in `a` and st,
+// `pending` the open chunk's rows before the call): thread j < dv owns value column j; threads
+// r < dk help with keys. One block, all its threads.
+__device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int pending, int h) {
   __shared__ float q[kMaxDim], k[kMaxDim], coef[kGdnChunk], inv[2];
-  const int h = blockIdx.x, tid = threadIdx.x;
+  const int tid = threadIdx.x;
   const int dk = a.dk, dv = a.dv, hv = a.hv, kh = h / (a.hv / a.hk);
   const int64_t conv_dim = 2LL * a.hk * dk + int64_t{hv} * dv;
   const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
   float* S = st.S + int64_t{h} * dk * dv;
-  int pending = a.pending_dev ? *a.pending_dev : pending0;
   for (int t = 0; t < a.n; ++t) {
     const float* row = a.qkv + t * conv_dim;
     const float* qraw = row + kh * dk;
@@ -155,6 +156,29 @@ __global__ void GdnCoreKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
   }
 }
 
+// One block per value head.
+__global__ void GdnCoreKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
+  GdnCoreTokens(a, st, a.pending_dev ? *a.pending_dev : pending0, blockIdx.x);
+}
+
+// One block per value head (x) and sequence (y): each block exactly GdnCoreKernel's for its
+// sequence.
+__global__ void GdnCoreSeqsKernel(const GdnSeq* seqs, int hk, int hv, int dk, int dv, bool bf16) {
+  const GdnSeq& s = seqs[blockIdx.y];
+  GdnCoreArgs a{};
+  a.qkv = s.qkv;
+  a.beta = s.beta;
+  a.g = s.g;
+  a.n = s.n;
+  a.hk = hk;
+  a.hv = hv;
+  a.dk = dk;
+  a.dv = dv;
+  a.bf16 = bf16;
+  a.out = s.out;
+  GdnCoreTokens(a, s.state, s.state.pending, blockIdx.x);
+}
+
 // One warp per (row, head).
 __global__ void GatedNormKernel(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
                                 DevWeight w, float eps, bool bf16, float* out) {
@@ -192,6 +216,19 @@ Status CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, con
   ConvKernel<<<(channels + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream)>>>(x, x_stride, n, channels, w,
                                                                                    conv_state, bf16, out);
   return Launched("CausalConvSilu");
+}
+
+Status GdnCoreSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int dv, bool bf16, void* stream) {
+  if (count < 0 || count > 65535 || hk <= 0 || hv <= 0 || hv % hk != 0 || dk <= 0 || dv <= 0 || dk > kMaxDim ||
+      dv > kMaxDim || (count > 0 && seqs == nullptr)) {
+    return InvalidArgument("cuda GdnCoreSeqs: bad shape or count (dk, dv 1..256, value heads a multiple of key heads, "
+                           "up to 65535 sequences)");
+  }
+  if (count == 0) return Status::Ok();
+  const int threads = ((dk > dv ? dk : dv) + 31) / 32 * 32;
+  GdnCoreSeqsKernel<<<dim3(static_cast<unsigned>(hv), static_cast<unsigned>(count)), threads, 0,
+                      static_cast<cudaStream_t>(stream)>>>(seqs, hk, hv, dk, dv, bf16);
+  return Launched("GdnCoreSeqs");
 }
 
 Status GdnCore(const GdnCoreArgs& a, void* stream) {

@@ -20,6 +20,8 @@
 namespace graft::cuda {
 
 inline constexpr int kGdnChunk = 64;  // must equal graft::kGdnChunk (backend/ops.h)
+// From this many tokens on, CausalConvSilu and GdnCore take their token-parallel kernels.
+inline constexpr int kGdnParallelMinTokens = 16;
 
 // One GDN layer's state for one sequence, in device memory (fp32), as GdnState on the CPU.
 struct DevGdnState {
@@ -53,6 +55,22 @@ struct GdnCoreArgs {
   float* scratch = nullptr;
 };
 Status GdnCore(const GdnCoreArgs& a, void* stream);
+// One sequence of a GdnCoreSeqs call: its rows (as GdnCoreArgs') and its state, state.pending
+// the open chunk's rows before the call (read on the device: a captured graph stays valid when
+// the array is restaged each step).
+struct GdnSeq {
+  const float* qkv;
+  const float* beta;
+  const float* g;
+  float* out;
+  int n;
+  DevGdnState state;
+};
+// The token kernel over `count` sequences in one launch (one block per value head and
+// sequence; seqs a device array): each sequence's rows get exactly GdnCore's token-kernel bits.
+// For decode steps (a batch's one row per sequence) and pieces under 16 tokens — longer ones
+// belong to GdnCore's chunk-parallel kernel. The caller advances each state's pending.
+Status GdnCoreSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int dv, bool bf16, void* stream);
 // The chunk-parallel kernel alone (GdnCore picks it from 16 tokens on); it leaves
 // a.state->pending for the caller to advance. Needs GdnChunkSharedBytes(dk) of shared memory.
 Status GdnCoreChunked(const GdnCoreArgs& a, void* stream);
