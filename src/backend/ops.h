@@ -154,6 +154,17 @@ class Ops {
   // out [n, channels] = r(silu(r(Σ_j w[c, j] · X(t-(K-1)+j)))).
   virtual void CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, const Weight& w,
                               float* conv_state, float* out) = 0;
+  // CausalConvSilu for several sequences (a batch's, in order): sequence i's rows are
+  // [seq_start[i], seq_start[i + 1]) of x and out, its state conv_states[i]. The same results as
+  // CausalConvSilu on each in turn, which is what this default does; a backend may run them in
+  // one launch.
+  virtual void CausalConvSiluSeqs(const float* x, int64_t x_stride, const int* seq_start, int count, int channels,
+                                  const Weight& w, float* const* conv_states, float* out) {
+    for (int i = 0; i < count; ++i) {
+      CausalConvSilu(x + int64_t{seq_start[i]} * x_stride, x_stride, seq_start[i + 1] - seq_start[i], channels, w,
+                     conv_states[i], out + int64_t{seq_start[i]} * channels);
+    }
+  }
   // beta = r(sigmoid(b)), g = -exp(A_log) * softplus(a + dt_bias) in fp32.
   // b, a: columns of rows with stride `stride`: b at b_col, a at a_col; beta, g: [n, hv]
   virtual void GdnGates(const float* in, int64_t stride, int64_t b_col, int64_t a_col, int n, int hv,

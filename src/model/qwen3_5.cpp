@@ -66,7 +66,8 @@ class Qwen3_5 final : public Model {
   }
 
   // in_proj rows: [q k v (conv_dim) | z (value_dim) | b (Hv) | a (Hv)]. The conv and the delta
-  // rule run per sequence, each on its own state (the delta rule of all of them in one call).
+  // rule run per sequence, each on its own state (all sequences in one call each: a decode step
+  // launches one of each, not one a sequence).
   void GatedDeltaNet(Ops& ops, const StepContext& ctx, int layer, const GdnWeights& w, const float* x,
                      float* out) const {
     const auto& c = config_;
@@ -80,12 +81,15 @@ class Qwen3_5 final : public Model {
     Project(ops, ctx, layer, LoraTarget::kGdnIn, x, H, w.in_proj, proj);
     ops.GdnGates(proj, proj_w, conv_dim + value_dim, conv_dim + value_dim + hv, n, hv, w.a_log, w.dt_bias,
                  beta, g);
+    std::vector<float*> conv_states(static_cast<size_t>(b.num_seqs()));
+    for (int s = 0; s < b.num_seqs(); ++s) {
+      conv_states[static_cast<size_t>(s)] = b.states[s]->pool->state(b.states[s]->slot, layer).conv;
+    }
+    ops.CausalConvSiluSeqs(proj, proj_w, b.seq_start.data(), b.num_seqs(), conv_dim, w.conv, conv_states.data(), mixed);
     std::vector<GdnCoreArgs> seqs(static_cast<size_t>(b.num_seqs()));
     for (int s = 0; s < b.num_seqs(); ++s) {
       const int r0 = b.seq_start[s], ns = b.seq_start[s + 1] - r0;
       GdnState& state = b.states[s]->pool->state(b.states[s]->slot, layer);
-      ops.CausalConvSilu(proj + int64_t{r0} * proj_w, proj_w, ns, conv_dim, w.conv, state.conv,
-                         mixed + int64_t{r0} * conv_dim);
       GdnCoreArgs& a = seqs[static_cast<size_t>(s)];
       a.qkv = mixed + int64_t{r0} * conv_dim;
       a.beta = beta + int64_t{r0} * hv;
@@ -98,7 +102,7 @@ class Qwen3_5 final : public Model {
       a.state = &state;
       a.out = core + int64_t{r0} * value_dim;
     }
-    ops.GdnCoreSeqs(seqs.data(), b.num_seqs());  // a decode step's sequences in one launch
+    ops.GdnCoreSeqs(seqs.data(), b.num_seqs());
     ops.GatedRmsNorm(core, proj, proj_w, conv_dim, n, hv, c.linear_value_head_dim, w.norm,
                      static_cast<float>(c.rms_norm_eps), normed);
     Project(ops, ctx, layer, LoraTarget::kGdnOut, normed, value_dim, w.out, out);

@@ -486,6 +486,35 @@ TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
       }
       EXPECT_EQ(dm3.Get(), gpu_mixed) << "conv token by token";
       EXPECT_EQ(dcs3.Get(), dcs.Get()) << "conv state token by token";
+      // A batch's decode steps in one launch (CausalConvSiluSeqs): sequence s is the rows from
+      // 25s on, a row each per shared launch; each equals its own token-by-token run.
+      const int seqs = 3, len = 20;
+      std::vector<std::unique_ptr<Dev<float>>> st_alone, st_batch;
+      Dev<float> out_alone(mixed.size()), out_batch(mixed.size());
+      for (int q = 0; q < seqs; ++q) {
+        st_alone.push_back(std::make_unique<Dev<float>>(std::vector<float>(cstate.size(), 0.0f)));
+        st_batch.push_back(std::make_unique<Dev<float>>(std::vector<float>(cstate.size(), 0.0f)));
+        for (int t = 25 * q; t < 25 * q + len; ++t) {
+          ASSERT_TRUE(cuda::CausalConvSilu(dx.p + size_t(t) * stride, stride, 1, conv_dim, conv_w->dev(), st_alone[q]->p,
+                                           bf16, out_alone.p + size_t(t) * conv_dim, nullptr).ok());
+        }
+      }
+      cuda::ConvSeq* dseqs = nullptr;
+      ASSERT_EQ(cudaMalloc(&dseqs, seqs * sizeof(cuda::ConvSeq)), cudaSuccess);
+      for (int step = 0; step < len; ++step) {
+        std::vector<cuda::ConvSeq> host;
+        for (int q = 0; q < seqs; ++q) host.push_back({25 * q + step, 1, st_batch[q]->p});
+        cudaMemcpy(dseqs, host.data(), host.size() * sizeof(cuda::ConvSeq), cudaMemcpyHostToDevice);
+        ASSERT_TRUE(
+            cuda::CausalConvSiluSeqs(dx.p, stride, dseqs, seqs, conv_dim, conv_w->dev(), bf16, out_batch.p, nullptr).ok());
+      }
+      cudaFree(dseqs);
+      const auto oa = out_alone.Get(), ob = out_batch.Get();
+      for (int q = 0; q < seqs; ++q) {
+        const size_t r0 = size_t(25 * q) * conv_dim, r1 = size_t(25 * q + len) * conv_dim;
+        EXPECT_TRUE(std::equal(oa.begin() + r0, oa.begin() + r1, ob.begin() + r0)) << "conv sequence " << q << " batched";
+        EXPECT_EQ(st_batch[q]->Get(), st_alone[q]->Get()) << "conv state of sequence " << q;
+      }
     }
     // The delta rule on the CPU's conv output (the same input for both).
     auto beta = Random(static_cast<size_t>(n) * hv, rng, 1.0f, false);

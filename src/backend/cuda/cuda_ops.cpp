@@ -931,6 +931,37 @@ void CudaOps::CausalConvSilu(const float* x, int64_t x_stride, int n, int channe
   Note(cuda::CausalConvSilu(x, x_stride, n, channels, d->w, conv_state, bf16(), out, stream_));
 }
 
+void CudaOps::CausalConvSiluSeqs(const float* x, int64_t x_stride, const int* seq_start, int count, int channels,
+                                 const Weight& w, float* const* conv_states, float* out) {
+  // A decode step's sequences (pieces under 16 tokens: the token kernel's) share one launch;
+  // longer pieces take CausalConvSilu's token-parallel kernels one by one.
+  std::vector<cuda::ConvSeq> batch;
+  for (int i = 0; i < count; ++i) {
+    const int n = seq_start[i + 1] - seq_start[i];
+    if (n > 0 && n < cuda::kGdnParallelMinTokens) batch.push_back({seq_start[i], n, conv_states[i]});
+  }
+  if (batch.size() < 2) {
+    Ops::CausalConvSiluSeqs(x, x_stride, seq_start, count, channels, w, conv_states, out);
+    return;
+  }
+  for (int i = 0; i < count; ++i) {
+    const int n = seq_start[i + 1] - seq_start[i];
+    if (n >= cuda::kGdnParallelMinTokens) {
+      CausalConvSilu(x + int64_t{seq_start[i]} * x_stride, x_stride, n, channels, w, conv_states[i],
+                     out + int64_t{seq_start[i]} * channels);
+    }
+  }
+  const auto timer = Time("CausalConvSilu");
+  const DevCopy* d = Dev(w);
+  const auto* seqs =
+      static_cast<const cuda::ConvSeq*>(Stage(batch.data(), static_cast<int64_t>(batch.size() * sizeof(cuda::ConvSeq))));
+  if (Failed()) return;
+  Sign(15, x, x_stride, seqs, batch.size(), channels, d->w.data, out);
+  for (const cuda::ConvSeq& q : batch) Sign(q.row0, q.n, q.conv_state);
+  if (!Launches()) return;
+  Note(cuda::CausalConvSiluSeqs(x, x_stride, seqs, static_cast<int>(batch.size()), channels, d->w, bf16(), out, stream_));
+}
+
 void CudaOps::GdnGates(const float* in, int64_t stride, int64_t b_col, int64_t a_col, int n, int hv,
                        const Weight& a_log, const Weight& dt_bias, float* beta, float* g) {
   const auto timer = Time("GdnGates");

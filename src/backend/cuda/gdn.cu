@@ -22,7 +22,7 @@ Status Launched(const char* op) {
 }
 
 // One thread per channel walks the n tokens in order.
-__global__ void ConvKernel(const float* x, int64_t x_stride, int n, int channels, DevWeight w, float* conv_state,
+__device__ void ConvTokens(const float* x, int64_t x_stride, int n, int channels, const DevWeight& w, float* conv_state,
                            bool bf16, float* out) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= channels) return;
@@ -37,6 +37,19 @@ __global__ void ConvKernel(const float* x, int64_t x_stride, int n, int channels
     for (int j = 0; j < hist; ++j) win[j] = win[j + 1];
   }
   for (int j = 0; j < hist; ++j) conv_state[int64_t{c} * hist + j] = win[j];
+}
+
+__global__ void ConvKernel(const float* x, int64_t x_stride, int n, int channels, DevWeight w, float* conv_state,
+                           bool bf16, float* out) {
+  ConvTokens(x, x_stride, n, channels, w, conv_state, bf16, out);
+}
+
+// Block column y: sequence y's rows, as ConvKernel.
+__global__ void ConvSeqsKernel(const float* x, int64_t x_stride, const ConvSeq* seqs, int channels, DevWeight w,
+                               bool bf16, float* out) {
+  const ConvSeq s = seqs[blockIdx.y];
+  ConvTokens(x + int64_t{s.row0} * x_stride, x_stride, s.n, channels, w, s.conv_state, bf16,
+             out + int64_t{s.row0} * channels);
 }
 
 // Σ x[i]² in the CPU reference's 16-lane order (Sum16), by a whole warp.
@@ -216,6 +229,19 @@ Status CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, con
   ConvKernel<<<(channels + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream)>>>(x, x_stride, n, channels, w,
                                                                                    conv_state, bf16, out);
   return Launched("CausalConvSilu");
+}
+
+Status CausalConvSiluSeqs(const float* x, int64_t x_stride, const ConvSeq* seqs, int count, int channels,
+                          const DevWeight& w, bool bf16, float* out, void* stream) {
+  if (count < 0 || count > 65535 || channels <= 0 || w.cols < 1 || w.cols > kMaxConvK || w.rows != channels ||
+      (count > 0 && seqs == nullptr)) {
+    return InvalidArgument("cuda CausalConvSiluSeqs: bad shape or count (kernel width 1..8, one row per channel, up to "
+                           "65535 sequences)");
+  }
+  if (count == 0) return Status::Ok();
+  ConvSeqsKernel<<<dim3(static_cast<unsigned>((channels + 127) / 128), static_cast<unsigned>(count)), 128, 0,
+                   static_cast<cudaStream_t>(stream)>>>(x, x_stride, seqs, channels, w, bf16, out);
+  return Launched("CausalConvSiluSeqs");
 }
 
 Status GdnCoreSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int dv, bool bf16, void* stream) {

@@ -38,6 +38,17 @@ struct DevGdnState {
 Status CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, const DevWeight& w, float* conv_state,
                       bool bf16, float* out, void* stream);
 
+// One sequence of a CausalConvSiluSeqs call: its rows [row0, row0 + n) of x and out, its state.
+struct ConvSeq {
+  int row0, n;
+  float* conv_state;
+};
+// CausalConvSilu over `count` sequences in one launch (seqs a device array; one block column a
+// sequence), each with exactly CausalConvSilu's token-kernel bits: for a decode step's one row
+// per sequence and pieces under 16 tokens.
+Status CausalConvSiluSeqs(const float* x, int64_t x_stride, const ConvSeq* seqs, int count, int channels,
+                          const DevWeight& w, bool bf16, float* out, void* stream);
+
 struct GdnCoreArgs {
   const float* qkv;   // [n, conv_dim] post-conv: q [Hk*dk] | k [Hk*dk] | v [Hv*dv]
   const float* beta;  // [n, Hv]
