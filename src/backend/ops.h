@@ -143,6 +143,12 @@ class Ops {
                     float attn_scale) = 0;
   // Scores r(r(q·k) * scale), softmax in fp32, probabilities rounded, out = r(Σ p v).
   virtual void Attention(const AttentionArgs& a) = 0;
+  // Attention for several sequences (a batch's, each on its own pages): the same results as
+  // Attention on each in turn, which is what this default does; a backend may run them in one
+  // launch (a decode step's one row per sequence).
+  virtual void AttentionSeqs(const AttentionArgs* seqs, int count) {
+    for (int i = 0; i < count; ++i) Attention(seqs[i]);
+  }
   // out[t, i] = r(r(silu(gu[t, i])) * gu[t, I + i]), gu: [n, 2I], out: [n, I]
   virtual void SiluMul(const float* gu, int64_t n, int64_t inter, float* out) = 0;
   // x = r(x + y), [n]

@@ -119,12 +119,13 @@ void CachedAttention(Ops& ops, const StepContext& ctx, int layer, const float* q
     ops.ScatterRows(k + r_first * kv_w, kv_w, rows.data(), n, pool.k(layer));
     ops.ScatterRows(v + r_first * kv_w, kv_w, rows.data(), n, pool.v(layer));
   }
+  std::vector<AttentionArgs> seqs(static_cast<size_t>(b.num_seqs()));
   for (int s = 0; s < b.num_seqs(); ++s) {
     const int r0 = b.seq_start[s], n = b.seq_start[s + 1] - r0;
     SequenceState& st = *b.states[s];
     KvPool& pool = *st.pool;
     const int P = pool.page_size();
-    AttentionArgs a{};
+    AttentionArgs& a = seqs[static_cast<size_t>(s)];
     a.q = q + r0 * q_w;
     a.k_pages = pool.k(layer);
     a.v_pages = pool.v(layer);
@@ -137,8 +138,8 @@ void CachedAttention(Ops& ops, const StepContext& ctx, int layer, const float* q
     a.head_dim = c.head_dim;
     a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     a.out = out + r0 * q_w;
-    ops.Attention(a);
   }
+  ops.AttentionSeqs(seqs.data(), b.num_seqs());  // a decode step: one launch for every sequence
 }
 
 }  // namespace graft

@@ -447,6 +447,30 @@ TEST(CudaOps, AttentionRowBitsIndependentOfChunking) {
       }
       EXPECT_EQ(dpart.Get(), whole) << "chunks of " << chunk;
     }
+    // A decode step of several sequences in one launch (AttentionSeqs): rows 0, 15, 299 and 699
+    // each as a sequence's one query row, on its own copy of the page table: each row's bits.
+    {
+      const std::vector<int> rows = {0, 15, 299, 699};
+      std::vector<std::unique_ptr<Dev<int32_t>>> tables;
+      std::vector<cuda::AttnSeq> host;
+      Dev<float> dout(c.q.size());
+      for (int t : rows) {
+        tables.push_back(std::make_unique<Dev<int32_t>>(c.table));
+        host.push_back({dq.p + size_t(t) * row, tables.back()->p, dp.p + t, dout.p + size_t(t) * row});
+      }
+      cuda::AttnSeq* dseqs = nullptr;
+      ASSERT_EQ(cudaMalloc(&dseqs, host.size() * sizeof(cuda::AttnSeq)), cudaSuccess);
+      cudaMemcpy(dseqs, host.data(), host.size() * sizeof(cuda::AttnSeq), cudaMemcpyHostToDevice);
+      cuda::AttentionArgs shape{nullptr, dk.p, dv.p, nullptr, c.page, nullptr, 0, heads, kvh, hd, scale, true, nullptr};
+      ASSERT_TRUE(cuda::AttentionSeqs(shape, dseqs, static_cast<int>(host.size()), nullptr).ok());
+      cudaFree(dseqs);
+      const auto got = dout.Get();
+      for (int t : rows) {
+        EXPECT_TRUE(std::equal(whole.begin() + size_t(t) * row, whole.begin() + size_t(t + 1) * row,
+                               got.begin() + size_t(t) * row))
+            << "row " << t << " as one of a batch's sequences";
+      }
+    }
   }
 }
 

@@ -25,11 +25,11 @@ __device__ float BlockReduce(float v, float* red, Op op) {
   return r;
 }
 
-__global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
+// Query row t, head h: the whole block.
+__device__ void AttentionRow(const AttentionArgs& a, int t, int h) {
   __shared__ float qs[kMaxHeadDim];
   __shared__ float p[kThreads];
   __shared__ float red[kThreads];
-  const int t = blockIdx.x / a.num_heads, h = blockIdx.x % a.num_heads;
   const int hd = a.head_dim, kvh = h / (a.num_heads / a.num_kv_heads);
   const int64_t kv_stride = int64_t{a.num_kv_heads} * hd;
   const float* q = a.q + (int64_t{t} * a.num_heads + h) * hd;
@@ -72,6 +72,22 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   float* o = a.out + (int64_t{t} * a.num_heads + h) * hd;
   if (d0 < hd) o[d0] = RoundAct(__fdiv_rn(acc0, sum), a.bf16);
   if (d1 < hd) o[d1] = RoundAct(__fdiv_rn(acc1, sum), a.bf16);
+}
+
+__global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
+  AttentionRow(a, blockIdx.x / a.num_heads, blockIdx.x % a.num_heads);
+}
+
+// Block (h, y): head h of sequence y's one query row, as AttentionKernel.
+__global__ void __launch_bounds__(kThreads) AttentionSeqsKernel(AttentionArgs shape, const AttnSeq* seqs) {
+  const AttnSeq& s = seqs[blockIdx.y];
+  AttentionArgs a = shape;
+  a.q = s.q;
+  a.page_table = s.page_table;
+  a.pos = s.pos;
+  a.n = 1;
+  a.out = s.out;
+  AttentionRow(a, 0, blockIdx.x);
 }
 
 // The same arithmetic for kAttnGroup consecutive queries of one head per block: each key row
@@ -192,6 +208,21 @@ __global__ void __launch_bounds__(kThreads) AttentionGroupKernel(AttentionArgs a
 }
 
 }  // namespace
+
+Status AttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count, void* stream) {
+  const AttentionArgs& a = shape;
+  if (count < 0 || count > 65535 || a.num_heads <= 0 || a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0 ||
+      a.head_dim <= 0 || a.head_dim > kMaxHeadDim || a.page_size <= 0 || (count > 0 && seqs == nullptr)) {
+    return InvalidArgument("cuda AttentionSeqs: bad shape or count (head_dim 1..256, heads a multiple of kv heads, up "
+                           "to 65535 sequences)");
+  }
+  if (count == 0) return Status::Ok();
+  AttentionSeqsKernel<<<dim3(static_cast<unsigned>(a.num_heads), static_cast<unsigned>(count)), kThreads, 0,
+                        static_cast<cudaStream_t>(stream)>>>(shape, seqs);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda AttentionSeqs launch: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
 
 Status Attention(const AttentionArgs& a, void* stream) {
   if (a.n < 0 || a.num_heads <= 0 || a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0 || a.head_dim <= 0 ||

@@ -38,6 +38,18 @@ struct AttentionArgs {
 
 Status Attention(const AttentionArgs& a, void* stream);
 
+// One sequence's single query row (a decode step) for AttentionSeqs: its q [num_heads,
+// head_dim], output, page table and position (device pointers).
+struct AttnSeq {
+  const float* q;
+  const int32_t* page_table;
+  const int32_t* pos;
+  float* out;
+};
+// Attention for `count` sequences' one query row each in one launch (seqs a device array;
+// shape's q, page_table, pos, n and out are unused): each row exactly Attention's bits.
+Status AttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count, void* stream);
+
 // The tensor-core kernel alone (Attention picks it where FlashAttentionFits).
 bool FlashAttentionFits(const AttentionArgs& a);
 Status FlashAttention(const AttentionArgs& a, void* stream);

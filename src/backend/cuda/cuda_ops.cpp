@@ -897,6 +897,66 @@ void CudaOps::Attention(const AttentionArgs& a) {
   Note(cuda::Attention(d, stream_));
 }
 
+void CudaOps::AttentionSeqs(const AttentionArgs* seqs, int count) {
+  // A decode step's sequences (one query row each, one shape) share one launch; the rest run
+  // one by one.
+  const auto shares = [&](const AttentionArgs& a) {
+    return a.n == 1 && a.num_heads == seqs[0].num_heads && a.num_kv_heads == seqs[0].num_kv_heads &&
+           a.head_dim == seqs[0].head_dim && a.page_size == seqs[0].page_size && a.scale == seqs[0].scale &&
+           a.k_pages == seqs[0].k_pages && a.v_pages == seqs[0].v_pages;
+  };
+  int sharing = 0;
+  for (int i = 0; i < count; ++i) sharing += shares(seqs[i]) ? 1 : 0;
+  if (sharing < 2) {
+    Ops::AttentionSeqs(seqs, count);
+    return;
+  }
+  double keys = 0;
+  std::vector<int32_t> ints;  // each shared sequence's page table (padded in graphs), then its position
+  std::vector<size_t> table_at;
+  for (int i = 0; i < count; ++i) {
+    const AttentionArgs& a = seqs[i];
+    if (!shares(a)) {
+      Attention(a);
+      continue;
+    }
+    keys += static_cast<double>(a.pos[0]) + 1;
+    const int pages = a.pos[0] / a.page_size + 1;
+    table_at.push_back(ints.size());
+    ints.insert(ints.end(), a.page_table, a.page_table + pages);
+    if (mode_ != Mode::kEager) ints.resize(ints.size() + static_cast<size_t>(PageTableCapacity(pages) - pages), 0);
+  }
+  const size_t pos_at = ints.size();
+  for (int i = 0; i < count; ++i) {
+    if (shares(seqs[i])) ints.push_back(seqs[i].pos[0]);
+  }
+  const auto timer = Time("Attention", 4.0 * keys * seqs[0].num_heads * seqs[0].head_dim);
+  const int32_t* d_ints = StageInts(ints.data(), static_cast<int64_t>(ints.size()));
+  std::vector<cuda::AttnSeq> batch;
+  for (int i = 0; i < count; ++i) {
+    if (!shares(seqs[i])) continue;
+    const size_t j = batch.size();
+    batch.push_back({seqs[i].q, d_ints + table_at[j], d_ints + pos_at + j, seqs[i].out});
+  }
+  const auto* d = static_cast<const cuda::AttnSeq*>(Stage(batch.data(), static_cast<int64_t>(batch.size() * sizeof(cuda::AttnSeq))));
+  if (Failed()) return;
+  const AttentionArgs& a0 = seqs[0];
+  cuda::AttentionArgs shape{};
+  shape.k_pages = a0.k_pages;
+  shape.v_pages = a0.v_pages;
+  shape.page_size = a0.page_size;
+  shape.num_heads = a0.num_heads;
+  shape.num_kv_heads = a0.num_kv_heads;
+  shape.head_dim = a0.head_dim;
+  shape.scale = a0.scale;
+  shape.bf16 = bf16();
+  Sign(16, d, d_ints, ints.size(), batch.size(), shape.k_pages, shape.v_pages, shape.page_size, shape.num_heads,
+       shape.num_kv_heads, shape.head_dim, shape.scale);
+  for (const cuda::AttnSeq& q : batch) Sign(q.q, q.out);
+  if (!Launches()) return;
+  Note(cuda::AttentionSeqs(shape, d, static_cast<int>(batch.size()), stream_));
+}
+
 void CudaOps::SiluMul(const float* gu, int64_t n, int64_t inter, float* out) {
   const auto timer = Time("SiluMul");
   if (Failed()) return;

@@ -153,6 +153,7 @@ class CudaOps final : public Ops {
                 const Weight& dt_bias, float* beta, float* g) override;
   void GdnCore(const GdnCoreArgs& a) override;
   void GdnCoreSeqs(const GdnCoreArgs* seqs, int count) override;
+  void AttentionSeqs(const AttentionArgs* seqs, int count) override;
   void CausalConvSiluSeqs(const float* x, int64_t x_stride, const int* seq_start, int count, int channels,
                           const Weight& w, float* const* conv_states, float* out) override;
   void GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
