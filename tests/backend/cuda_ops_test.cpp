@@ -447,8 +447,9 @@ TEST(CudaOps, AttentionRowBitsIndependentOfChunking) {
       }
       EXPECT_EQ(dpart.Get(), whole) << "chunks of " << chunk;
     }
-    // A decode step of several sequences in one launch (AttentionSeqs): rows 0, 15, 299 and 699
-    // each as a sequence's one query row, on its own copy of the page table: each row's bits.
+    // A decode step of several sequences in one launch (AttentionSeqs, with the kernel Attention
+    // picks for one row — the tensor-core one for 64, 128, 256): rows 0, 15, 299 and 699 each as
+    // a sequence's one query row, on its own copy of the page table: each row's bits.
     {
       const std::vector<int> rows = {0, 15, 299, 699};
       std::vector<std::unique_ptr<Dev<int32_t>>> tables;
@@ -462,7 +463,11 @@ TEST(CudaOps, AttentionRowBitsIndependentOfChunking) {
       ASSERT_EQ(cudaMalloc(&dseqs, host.size() * sizeof(cuda::AttnSeq)), cudaSuccess);
       cudaMemcpy(dseqs, host.data(), host.size() * sizeof(cuda::AttnSeq), cudaMemcpyHostToDevice);
       cuda::AttentionArgs shape{nullptr, dk.p, dv.p, nullptr, c.page, nullptr, 0, heads, kvh, hd, scale, true, nullptr};
-      ASSERT_TRUE(cuda::AttentionSeqs(shape, dseqs, static_cast<int>(host.size()), nullptr).ok());
+      cuda::AttentionArgs first = shape;
+      first.q = host[0].q;
+      first.n = 1;
+      ASSERT_TRUE(cuda::AttentionSeqs(shape, dseqs, static_cast<int>(host.size()), cuda::FlashAttentionFits(first), nullptr)
+                      .ok());
       cudaFree(dseqs);
       const auto got = dout.Get();
       for (int t : rows) {

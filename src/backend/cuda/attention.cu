@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(kThreads) AttentionGroupKernel(AttentionArgs a
 
 }  // namespace
 
-Status AttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count, void* stream) {
+Status AttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count, bool flash, void* stream) {
   const AttentionArgs& a = shape;
   if (count < 0 || count > 65535 || a.num_heads <= 0 || a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0 ||
       a.head_dim <= 0 || a.head_dim > kMaxHeadDim || a.page_size <= 0 || (count > 0 && seqs == nullptr)) {
@@ -217,6 +217,7 @@ Status AttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count,
                            "to 65535 sequences)");
   }
   if (count == 0) return Status::Ok();
+  if (flash) return FlashAttentionSeqs(shape, seqs, count, stream);
   AttentionSeqsKernel<<<dim3(static_cast<unsigned>(a.num_heads), static_cast<unsigned>(count)), kThreads, 0,
                         static_cast<cudaStream_t>(stream)>>>(shape, seqs);
   const cudaError_t err = cudaGetLastError();

@@ -47,11 +47,14 @@ struct AttnSeq {
   float* out;
 };
 // Attention for `count` sequences' one query row each in one launch (seqs a device array;
-// shape's q, page_table, pos, n and out are unused): each row exactly Attention's bits.
-Status AttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count, void* stream);
+// shape's q, page_table, pos, n and out are unused): each row exactly Attention's bits — the
+// tensor-core kernel's when `flash` (which must be FlashAttentionFits of every row's arguments,
+// as Attention would decide them), else the SIMT row kernel's.
+Status AttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count, bool flash, void* stream);
 
 // The tensor-core kernel alone (Attention picks it where FlashAttentionFits).
 bool FlashAttentionFits(const AttentionArgs& a);
 Status FlashAttention(const AttentionArgs& a, void* stream);
+Status FlashAttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count, void* stream);
 
 }  // namespace graft::cuda

@@ -898,12 +898,24 @@ void CudaOps::Attention(const AttentionArgs& a) {
 }
 
 void CudaOps::AttentionSeqs(const AttentionArgs* seqs, int count) {
-  // A decode step's sequences (one query row each, one shape) share one launch; the rest run
-  // one by one.
+  // A decode step's sequences (one query row each, one shape, the kernel Attention would pick
+  // for each) share one launch; the rest run one by one.
+  const auto flash = [&](const AttentionArgs& a) {
+    cuda::AttentionArgs probe{};
+    probe.q = a.q;
+    probe.k_pages = a.k_pages;
+    probe.v_pages = a.v_pages;
+    probe.n = a.n;
+    probe.num_heads = a.num_heads;
+    probe.head_dim = a.head_dim;
+    probe.bf16 = bf16();
+    return cuda::FlashAttentionFits(probe);
+  };
+  const bool flash0 = count > 0 && flash(seqs[0]);
   const auto shares = [&](const AttentionArgs& a) {
     return a.n == 1 && a.num_heads == seqs[0].num_heads && a.num_kv_heads == seqs[0].num_kv_heads &&
            a.head_dim == seqs[0].head_dim && a.page_size == seqs[0].page_size && a.scale == seqs[0].scale &&
-           a.k_pages == seqs[0].k_pages && a.v_pages == seqs[0].v_pages;
+           a.k_pages == seqs[0].k_pages && a.v_pages == seqs[0].v_pages && flash(a) == flash0;
   };
   int sharing = 0;
   for (int i = 0; i < count; ++i) sharing += shares(seqs[i]) ? 1 : 0;
@@ -950,11 +962,11 @@ void CudaOps::AttentionSeqs(const AttentionArgs* seqs, int count) {
   shape.head_dim = a0.head_dim;
   shape.scale = a0.scale;
   shape.bf16 = bf16();
-  Sign(16, d, d_ints, ints.size(), batch.size(), shape.k_pages, shape.v_pages, shape.page_size, shape.num_heads,
+  Sign(16, flash0, d, d_ints, ints.size(), batch.size(), shape.k_pages, shape.v_pages, shape.page_size, shape.num_heads,
        shape.num_kv_heads, shape.head_dim, shape.scale);
   for (const cuda::AttnSeq& q : batch) Sign(q.q, q.out);
   if (!Launches()) return;
-  Note(cuda::AttentionSeqs(shape, d, static_cast<int>(batch.size()), stream_));
+  Note(cuda::AttentionSeqs(shape, d, static_cast<int>(batch.size()), flash0, stream_));
 }
 
 void CudaOps::SiluMul(const float* gu, int64_t n, int64_t inter, float* out) {

@@ -41,14 +41,15 @@ __device__ __forceinline__ void PutRow4(__nv_bfloat16* dst, const float4 v) {
   d[1] = __floats2bfloat162_rn(v.z, v.w);
 }
 
+// Queries qb * 64 .. + 63 of head h: the whole block.
 template <int kHd>
-__global__ void __launch_bounds__(kThreads) FlashAttentionKernel(AttentionArgs a) {
+__device__ void FlashRows(const AttentionArgs& a, int qb, int h) {
   using Smem = FlashSmem<kHd>;
   constexpr int kLd = Smem::kLd, kF4 = kHd / 4;  // float4s per row
   extern __shared__ __align__(128) unsigned char raw[];
   Smem& sm = *reinterpret_cast<Smem*>(raw);
   __shared__ int block_len;
-  const int h = blockIdx.y, t0 = blockIdx.x * kQ;
+  const int t0 = qb * kQ;
   const int kvh = h / (a.num_heads / a.num_kv_heads);
   const int64_t kv_stride = int64_t{a.num_kv_heads} * kHd;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -195,6 +196,36 @@ __global__ void __launch_bounds__(kThreads) FlashAttentionKernel(AttentionArgs a
 }
 
 template <int kHd>
+__global__ void __launch_bounds__(kThreads) FlashAttentionKernel(AttentionArgs a) {
+  FlashRows<kHd>(a, blockIdx.x, blockIdx.y);
+}
+
+// Block (0, h, y): head h of sequence y's one query row, as FlashAttentionKernel's.
+template <int kHd>
+__global__ void __launch_bounds__(kThreads) FlashAttentionSeqsKernel(AttentionArgs shape, const AttnSeq* seqs) {
+  const AttnSeq& s = seqs[blockIdx.z];
+  AttentionArgs a = shape;
+  a.q = s.q;
+  a.page_table = s.page_table;
+  a.pos = s.pos;
+  a.n = 1;
+  a.out = s.out;
+  FlashRows<kHd>(a, 0, blockIdx.y);
+}
+
+template <int kHd>
+Status LaunchSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count, cudaStream_t s) {
+  static const cudaError_t ready = cudaFuncSetAttribute(
+      FlashAttentionSeqsKernel<kHd>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FlashSmem<kHd>)));
+  if (ready != cudaSuccess) return Internal(std::string("cuda FlashAttention: shared memory: ") + cudaGetErrorString(ready));
+  const dim3 grid(1, static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(count));
+  FlashAttentionSeqsKernel<kHd><<<grid, kThreads, sizeof(FlashSmem<kHd>), s>>>(shape, seqs);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda FlashAttention launch: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
+template <int kHd>
 Status Launch(const AttentionArgs& a, cudaStream_t s) {
   static const cudaError_t ready = cudaFuncSetAttribute(FlashAttentionKernel<kHd>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                         static_cast<int>(sizeof(FlashSmem<kHd>)));
@@ -213,6 +244,16 @@ bool FlashAttentionFits(const AttentionArgs& a) {
                        reinterpret_cast<uintptr_t>(a.v_pages) % 16 == 0;
   return a.bf16 && aligned && (a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256) &&
          (a.n + kQ - 1) / kQ <= 0x7fffffff && a.num_heads <= 65535;
+}
+
+Status FlashAttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count, void* stream) {
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (shape.head_dim) {
+    case 64: return LaunchSeqs<64>(shape, seqs, count, s);
+    case 128: return LaunchSeqs<128>(shape, seqs, count, s);
+    case 256: return LaunchSeqs<256>(shape, seqs, count, s);
+  }
+  return InvalidArgument("cuda FlashAttention: head_dim must be 64, 128 or 256");
 }
 
 Status FlashAttention(const AttentionArgs& a, void* stream) {
