@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+set -uo pipefail
+. scripts/device-env
+export GRAFT_FIXTURES_DIR=$PWD/fixtures
+W=$OUT/c4; mkdir -p $W
+echo "bundle $(cat $B/COMMIT) start $(date +%T)"
+timeout 150 $B/graft_cuda_tests --gtest_brief=1 > $W/cuda-tests.log 2>&1
+echo "cuda tests: exit $? at $(date +%T)"; grep -E "^\[  (PASSED|FAILED)|Failure" -A5 $W/cuda-tests.log | head -30
+bench() {  # NAME SECONDS ARGS...
+  local name=$1 secs=$2; shift 2
+  timeout "$secs" "$B/graft" bench --load-format dummy --device cuda --gpu-memory 120 \
+    --gpu-scratch 16384 --threads 16 --dummy-adapter-rank 0 --decode-steps 8 --repeats 1 --json "$W/$name.json" "$@" \
+    > "$W/$name.txt" 2> "$W/$name.log"
+  echo "== $name: exit $? at $(date +%T)"; grep -E "^(prefill|decode) " "$W/$name.txt"
+}
+bench fp8-27b 140 --model bench/configs/qwen3_5-27b --dummy-quantize fp8-block --prefill 1024 --decode-batches 1,16,64
+bench bf16-27b 120 --model bench/configs/qwen3_5-27b --prefill 1024 --decode-batches 1,16,64
+bench w4a16-27b 100 --model bench/configs/qwen3_5-27b --dummy-quantize w4a16 --prefill 1024 --decode-batches 1,16,64
+cd $OUT && tar czf c4.tgz c4 && rm -rf c4
