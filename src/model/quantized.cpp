@@ -82,14 +82,23 @@ bool QuantizedStackable(const QuantizedWeight& a, const QuantizedWeight& b) {
 }
 
 QuantizedWeight StackQuantized(const QuantizedWeight& a, const QuantizedWeight& b) {
-  QuantizedWeight s = a;
+  QuantizedWeight s;
+  s.format = a.format;
   s.rows = a.rows + b.rows;
-  auto append = [](auto& to, const auto& from) { to.insert(to.end(), from.begin(), from.end()); };
-  append(s.codes, b.codes);
-  append(s.words, b.words);
-  append(s.scale, b.scale);
-  append(s.scale_fp8, b.scale_fp8);
-  append(s.zero_words, b.zero_words);
+  s.cols = a.cols;
+  s.group = a.group;
+  s.global = a.global;
+  // Sized once: each array is copied a single time (these are a projection's whole codes).
+  auto join = [](auto& to, const auto& x, const auto& y) {
+    to.reserve(x.size() + y.size());
+    to.assign(x.begin(), x.end());
+    to.insert(to.end(), y.begin(), y.end());
+  };
+  join(s.codes, a.codes, b.codes);
+  join(s.words, a.words, b.words);
+  join(s.scale, a.scale, b.scale);
+  join(s.scale_fp8, a.scale_fp8, b.scale_fp8);
+  join(s.zero_words, a.zero_words, b.zero_words);
   return s;
 }
 

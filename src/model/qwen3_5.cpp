@@ -82,15 +82,12 @@ class Qwen3_5 final : public Model {
     ops.GdnGates(proj, proj_w, conv_dim + value_dim, conv_dim + value_dim + hv, n, hv, w.a_log, w.dt_bias,
                  beta, g);
     std::vector<float*> conv_states(static_cast<size_t>(b.num_seqs()));
-    for (int s = 0; s < b.num_seqs(); ++s) {
-      conv_states[static_cast<size_t>(s)] = b.states[s]->pool->state(b.states[s]->slot, layer).conv;
-    }
-    ops.CausalConvSiluSeqs(proj, proj_w, b.seq_start.data(), b.num_seqs(), conv_dim, w.conv, conv_states.data(), mixed);
     std::vector<GdnCoreArgs> seqs(static_cast<size_t>(b.num_seqs()));
     for (int s = 0; s < b.num_seqs(); ++s) {
       const int r0 = b.seq_start[s], ns = b.seq_start[s + 1] - r0;
       GdnState& state = b.states[s]->pool->state(b.states[s]->slot, layer);
-      GdnCoreArgs& a = seqs[static_cast<size_t>(s)];
+      conv_states[static_cast<size_t>(s)] = state.conv;
+      GdnCoreArgs& a = seqs[static_cast<size_t>(s)];  // reads `mixed`, which the conv below writes
       a.qkv = mixed + int64_t{r0} * conv_dim;
       a.beta = beta + int64_t{r0} * hv;
       a.g = g + int64_t{r0} * hv;
@@ -102,6 +99,7 @@ class Qwen3_5 final : public Model {
       a.state = &state;
       a.out = core + int64_t{r0} * value_dim;
     }
+    ops.CausalConvSiluSeqs(proj, proj_w, b.seq_start.data(), b.num_seqs(), conv_dim, w.conv, conv_states.data(), mixed);
     ops.GdnCoreSeqs(seqs.data(), b.num_seqs());
     ops.GatedRmsNorm(core, proj, proj_w, conv_dim, n, hv, c.linear_value_head_dim, w.norm,
                      static_cast<float>(c.rms_norm_eps), normed);

@@ -224,13 +224,8 @@ Status QuantizeWeights(ModelWeights& w, const ModelConfig& cfg, QuantFormat form
     fused.name = j.slot->name;
     fused.rows = j.slot->rows;
     fused.cols = j.slot->cols;
-    if (j.parts.size() == 1) {
-      fused = std::move(j.parts[0]);
-      fused.name = j.slot->name;
-    } else {
-      fused.parts = std::move(j.parts);
-      MergeParts(fused);
-    }
+    fused.parts = std::move(j.parts);
+    MergeParts(fused);  // stacked as a checkpoint's load stacks them; one part: the slot is that part
     *j.slot = std::move(fused);
   }
   return Status::Ok();

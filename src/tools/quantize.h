@@ -60,8 +60,9 @@ Result<QuantFormat> ParseQuantFormat(const std::string& name);
 Result<QuantFormat> ParseBenchQuantFormat(const std::string& name);
 
 // Quantizes loaded weights in memory the way RunQuantize quantizes a checkpoint (the same
-// projections, the same rule for what stays high precision), each fused slot split into its
-// tensors (weights.h) — for benchmarks on dummy weights at real dimensions. Progress bar.
+// projections, the same rule for what stays high precision), each fused slot's tensors
+// quantized apart and then stacked as loading that checkpoint stacks them (MergeParts,
+// weights.h) — for benchmarks on dummy weights at real dimensions. Progress bar.
 Status QuantizeWeights(ModelWeights& w, const ModelConfig& cfg, QuantFormat format, int threads);
 
 }  // namespace graft
