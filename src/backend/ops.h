@@ -106,6 +106,14 @@ class Ops {
   // Per-row RMSNorm over `dim` (rows of x and out contiguous). out may alias x.
   virtual void RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind,
                        float* out) = 0;
+  // The residual step between sublayers: h = r(h + y) over rows x dim, then out = RmsNorm(h).
+  // The same bits as Add then RmsNorm, which is what this default does; a backend may fuse
+  // them (one launch instead of two, twice a layer).
+  virtual void AddRmsNorm(float* h, const float* y, const Weight& w, int64_t rows, int dim, float eps, NormKind kind,
+                          float* out) {
+    Add(h, y, rows * dim);
+    RmsNorm(h, w, rows, dim, eps, kind, out);
+  }
   // y[m, N] = x[m, K] · Wᵀ with W [N, K]; fp32 accumulation; rounds once at the end when
   // round_output (logits are kept in fp32: pass false).
   virtual void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) = 0;
@@ -132,6 +140,17 @@ class Ops {
   // Strided 2-D copy: dst[r, dst_col + c] = src[r, src_col + c], c < cols.
   virtual void CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                          int64_t dst_col, int64_t rows, int64_t cols) = 0;
+  // CopyBlock of `count` blocks, block b from column src_col + b * src_step to column
+  // dst_col + b * dst_step (every head's q and gate halves of a fused projection at once). The
+  // same as CopyBlock on each block in turn, which is what this default does; a backend may do
+  // it in one launch.
+  virtual void CopyBlocks(const float* src, int64_t src_stride, int64_t src_col, int64_t src_step, float* dst,
+                          int64_t dst_stride, int64_t dst_col, int64_t dst_step, int64_t rows, int64_t cols,
+                          int count) {
+    for (int b = 0; b < count; ++b) {
+      CopyBlock(src, src_stride, src_col + b * src_step, dst, dst_stride, dst_col + b * dst_step, rows, cols);
+    }
+  }
   // Scatter: dst[rows[t] * width + c] = src[t * width + c] for t < n, c < width (rows: host
   // array, distinct). Writes a step's K/V rows into the paged cache: the destinations are data,
   // not parameters, so a captured decode step stays valid as its sequences grow.

@@ -23,11 +23,13 @@ class Qwen3 final : public Model {
     auto h = buf(H), x = buf(H), y = buf(H), qkv = buf(qkv_w), q = buf(q_w), k = buf(kv_w), v = buf(kv_w),
          a = buf(q_w);
 
+    // h is the residual stream; x the normed input of the next sublayer (each residual add
+    // and the norm after it are one AddRmsNorm).
     ops.Embed(w.embed, ctx.batch.tokens.data(), n, h);
+    ops.RmsNorm(h, w.layers[0].input_norm, n, H, eps, NormKind::kPlainW, x);
     for (int i = 0; i < c.num_layers; ++i) {
       const LayerWeights& l = w.layers[i];
       // Attention: q/k norms per head before RoPE; v has no norm.
-      ops.RmsNorm(h, l.input_norm, n, H, eps, NormKind::kPlainW, x);
       Project(ops, ctx, i, LoraTarget::kAttnQkv, x, H, l.attn.qkv, qkv);
       ops.CopyBlock(qkv, qkv_w, 0, q, q_w, 0, n, q_w);
       ops.CopyBlock(qkv, qkv_w, q_w, k, kv_w, 0, n, kv_w);
@@ -38,13 +40,12 @@ class Qwen3 final : public Model {
       ops.Rope(k, n, nkv, hd, c.rotary_dim, pos, c.inv_freq.data(), c.rope_attention_scaling);
       CachedAttention(ops, ctx, i, q, k, v, c, a);
       Project(ops, ctx, i, LoraTarget::kAttnO, a, q_w, l.attn.o, y);
-      ops.Add(h, y, static_cast<int64_t>(n) * H);
       // MLP.
-      ops.RmsNorm(h, l.post_norm, n, H, eps, NormKind::kPlainW, x);
+      ops.AddRmsNorm(h, y, l.post_norm, n, H, eps, NormKind::kPlainW, x);
       Mlp(ops, ctx, i, l, x, H, c.intermediate_size, y);
-      ops.Add(h, y, static_cast<int64_t>(n) * H);
+      ops.AddRmsNorm(h, y, i + 1 < c.num_layers ? w.layers[i + 1].input_norm : w.final_norm, n, H, eps,
+                     NormKind::kPlainW, x);
     }
-    ops.RmsNorm(h, w.final_norm, n, H, eps, NormKind::kPlainW, x);
     OutputHead(ops, ctx, w.head(), x, H, logits);
   }
 };

@@ -22,18 +22,19 @@ class Qwen3_5 final : public Model {
     Scratch scratch(ops);
     float *h = scratch(int64_t{n} * H), *x = scratch(int64_t{n} * H), *y = scratch(int64_t{n} * H);
 
+    // h is the residual stream; x the normed input of the next sublayer (each residual add
+    // and the norm after it are one AddRmsNorm).
     ops.Embed(weights_.embed, ctx.batch.tokens.data(), n, h);
+    ops.RmsNorm(h, weights_.layers[0].input_norm, n, H, eps, NormKind::kOnePlusW, x);
     for (int i = 0; i < c.num_layers; ++i) {
       const LayerWeights& l = weights_.layers[i];
-      ops.RmsNorm(h, l.input_norm, n, H, eps, NormKind::kOnePlusW, x);
       if (l.kind == LayerKind::kLinearAttention) GatedDeltaNet(ops, ctx, i, l.gdn, x, y);
       else GatedAttention(ops, ctx, i, l.attn, x, y);
-      ops.Add(h, y, static_cast<int64_t>(n) * H);
-      ops.RmsNorm(h, l.post_norm, n, H, eps, NormKind::kOnePlusW, x);
+      ops.AddRmsNorm(h, y, l.post_norm, n, H, eps, NormKind::kOnePlusW, x);
       Mlp(ops, ctx, i, l, x, H, c.intermediate_size, y);
-      ops.Add(h, y, static_cast<int64_t>(n) * H);
+      const Weight& next_norm = i + 1 < c.num_layers ? weights_.layers[i + 1].input_norm : weights_.final_norm;
+      ops.AddRmsNorm(h, y, next_norm, n, H, eps, NormKind::kOnePlusW, x);
     }
-    ops.RmsNorm(h, weights_.final_norm, n, H, eps, NormKind::kOnePlusW, x);
     OutputHead(ops, ctx, weights_.head(), x, H, logits);
   }
 
@@ -50,10 +51,8 @@ class Qwen3_5 final : public Model {
     float *qkv = scratch(int64_t{n} * qkv_w), *q = scratch(int64_t{n} * q_w), *gate = scratch(int64_t{n} * q_w),
           *a = scratch(int64_t{n} * q_w), *k = scratch(int64_t{n} * kv_w), *v = scratch(int64_t{n} * kv_w);
     Project(ops, ctx, layer, LoraTarget::kAttnQkv, x, H, w.qkv, qkv);
-    for (int head = 0; head < nh; ++head) {
-      ops.CopyBlock(qkv, qkv_w, head * 2 * hd, q, q_w, head * hd, n, hd);
-      ops.CopyBlock(qkv, qkv_w, head * 2 * hd + hd, gate, q_w, head * hd, n, hd);
-    }
+    ops.CopyBlocks(qkv, qkv_w, 0, 2 * hd, q, q_w, 0, hd, n, hd, nh);
+    ops.CopyBlocks(qkv, qkv_w, hd, 2 * hd, gate, q_w, 0, hd, n, hd, nh);
     ops.CopyBlock(qkv, qkv_w, qg_w, k, kv_w, 0, n, kv_w);
     ops.CopyBlock(qkv, qkv_w, qg_w + kv_w, v, kv_w, 0, n, kv_w);
     ops.RmsNorm(q, w.q_norm, static_cast<int64_t>(n) * nh, hd, eps, NormKind::kOnePlusW, q);

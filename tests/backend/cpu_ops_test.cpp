@@ -67,6 +67,24 @@ TEST(CpuOps, VectorDotIsBitIdenticalToTheSixteenLaneOrder) {
   }
 }
 
+TEST(CpuOps, CopyBlocksSplitsInterleavedHeads) {
+  // Rows of [q0 g0 q1 g1 q2 g2 | k] with 2-float halves: q = the q halves, other columns kept.
+  const int rows = 3, hd = 2, heads = 3, width = 2 * hd * heads + 5;
+  std::vector<float> src(static_cast<size_t>(rows) * width);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+  std::vector<float> q(static_cast<size_t>(rows) * (hd * heads + 1), -1.0f);
+  CpuOps ops(ActDtype::kF32, 1);
+  ops.CopyBlocks(src.data(), width, 0, 2 * hd, q.data(), hd * heads + 1, 1, hd, rows, hd, heads);
+  for (int r = 0; r < rows; ++r) {
+    EXPECT_EQ(q[static_cast<size_t>(r) * 7], -1.0f) << "column before dst_col untouched";
+    for (int h = 0; h < heads; ++h) {
+      for (int c = 0; c < hd; ++c) {
+        EXPECT_EQ(q[static_cast<size_t>(r * 7 + 1 + h * hd + c)], src[static_cast<size_t>(r * width + h * 2 * hd + c)]);
+      }
+    }
+  }
+}
+
 TEST(CpuOps, MatMulRowBitsIndependentOfBatch) {
   std::mt19937 rng(2);
   const int k = 77, n = 19;

@@ -19,6 +19,7 @@
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/lora.h"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/rmsnorm.h"
 #include "backend/cuda/topk.h"
 #include "backend/cuda_test_util.h"
 
@@ -171,6 +172,56 @@ TEST(CudaOps, ElementwiseMatchCpu) {
       ASSERT_TRUE(cuda::GdnGates(d_in.p, stride, 4, 12, n, hv, a_log->dev(), dt->dev(), bf16, d_beta.p, d_g.p, nullptr).ok());
       EXPECT_LT(RelErr(d_beta.Get(), beta), Bound(bf16));
       EXPECT_LT(RelErr(d_g.Get(), g), 1e-5);
+    }
+  }
+}
+
+TEST(CudaOps, CopyBlocksMatchesBlockByBlockCopies) {
+  REQUIRE_GPU();
+  std::mt19937 rng(21);
+  CpuOps cpu(ActDtype::kF32, 1);
+  // {rows, cols, count, src_col, src_step, dst_col, dst_step}: 16-byte moves (all multiples of
+  // 4) and single floats (odd offsets), one row (decode) and many.
+  const int shapes[][7] = {{1, 256, 24, 0, 512, 0, 256}, {37, 256, 24, 256, 512, 0, 256},
+                           {5, 3, 4, 1, 7, 2, 3}, {130, 8, 3, 4, 12, 4, 8}};
+  for (const auto& sh : shapes) {
+    const int rows = sh[0], cols = sh[1], count = sh[2], src_col = sh[3], src_step = sh[4], dst_col = sh[5],
+              dst_step = sh[6];
+    const int64_t src_stride = src_col + int64_t{count} * src_step + 4, dst_stride = dst_col + int64_t{count} * dst_step + 4;
+    auto src = Random(static_cast<size_t>(rows * src_stride), rng);
+    std::vector<float> want = Random(static_cast<size_t>(rows * dst_stride), rng);
+    Dev<float> d_src(src), d_dst(want);
+    for (int b = 0; b < count; ++b) {
+      cpu.CopyBlock(src.data(), src_stride, src_col + b * src_step, want.data(), dst_stride, dst_col + b * dst_step,
+                    rows, cols);
+    }
+    ASSERT_TRUE(cuda::CopyBlocks(d_src.p, src_stride, src_col, src_step, d_dst.p, dst_stride, dst_col, dst_step, rows,
+                                 cols, count, nullptr).ok());
+    EXPECT_EQ(d_dst.Get(), want) << "rows=" << rows << " cols=" << cols << " count=" << count
+                                 << ": the copied blocks and nothing else";
+  }
+  EXPECT_FALSE(cuda::CopyBlocks(nullptr, 4, 0, 1, nullptr, 4, 0, 1, 1, 1, -1, nullptr).ok()) << "negative count";
+}
+
+TEST(CudaOps, AddRmsNormIsTheAddThenTheNormBitForBit) {
+  REQUIRE_GPU();
+  std::mt19937 rng(5);
+  for (int dim : {7, 1000, 5120}) {
+    for (bool bf16 : {false, true}) {
+      const int rows = 9;
+      auto h = Random(static_cast<size_t>(rows) * dim, rng, 4.0f, bf16), y = Random(h.size(), rng, 1.0f, bf16);
+      auto w = Random(static_cast<size_t>(dim), rng, 0.2f);
+      Dev<float> d_h1(h), d_h2(h), d_y(y), d_w(w), d_out1(h.size()), d_out2(h.size());
+      ASSERT_TRUE(cuda::Add(d_h1.p, d_y.p, static_cast<int64_t>(h.size()), bf16, nullptr).ok());
+      ASSERT_TRUE(cuda::RmsNorm(d_h1.p, d_w.p, rows, dim, 1e-6f, cuda::NormKind::kOnePlusW, bf16, d_out1.p, nullptr).ok());
+      ASSERT_TRUE(cuda::AddRmsNorm(d_h2.p, d_y.p, d_w.p, rows, dim, 1e-6f, cuda::NormKind::kOnePlusW, bf16, d_out2.p,
+                                   nullptr).ok());
+      EXPECT_EQ(d_h2.Get(), d_h1.Get()) << "the residual stream, dim " << dim;
+      EXPECT_EQ(d_out2.Get(), d_out1.Get()) << "the normed rows, dim " << dim;
+      const Status s = cuda::AddRmsNorm(d_h2.p, d_y.p, d_w.p, rows, dim, 1e-6f, cuda::NormKind::kOnePlusW, bf16,
+                                        d_h2.p, nullptr);
+      EXPECT_FALSE(s.ok()) << "out aliasing h is refused";
+      EXPECT_NE(s.message().find("aliases"), std::string::npos) << s.ToString();
     }
   }
 }

@@ -600,6 +600,18 @@ void CudaOps::RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, fl
                      bf16(), out, stream_));
 }
 
+void CudaOps::AddRmsNorm(float* h, const float* y, const Weight& w, int64_t rows, int dim, float eps, NormKind kind,
+                         float* out) {
+  const auto timer = Time("AddRmsNorm");
+  const float* dw = DevF32(w);
+  if (Failed()) return;
+  Sign(33, h, y, dw, rows, dim, eps, kind, out);
+  if (!Launches()) return;
+  Note(cuda::AddRmsNorm(h, y, dw, rows, dim, eps,
+                        kind == NormKind::kPlainW ? cuda::NormKind::kPlainW : cuda::NormKind::kOnePlusW, bf16(), out,
+                        stream_));
+}
+
 void CudaOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) {
   const auto timer = Time(m > 64 ? "MatMul (m > 64)" : "MatMul (m <= 64)", 2.0 * static_cast<double>(m) * w.rows * w.cols);
   if (w.parts.empty()) {
@@ -841,6 +853,17 @@ void CudaOps::CopyBlock(const float* src, int64_t src_stride, int64_t src_col, f
   Sign(5, src, src_stride, src_col, dst, dst_stride, dst_col, rows, cols);
   if (!Launches()) return;
   Note(cuda::CopyBlock(src, src_stride, src_col, dst, dst_stride, dst_col, rows, cols, stream_));
+}
+
+void CudaOps::CopyBlocks(const float* src, int64_t src_stride, int64_t src_col, int64_t src_step, float* dst,
+                         int64_t dst_stride, int64_t dst_col, int64_t dst_step, int64_t rows, int64_t cols,
+                         int count) {
+  const auto timer = Time("CopyBlocks");
+  if (Failed()) return;
+  Sign(32, src, src_stride, src_col, src_step, dst, dst_stride, dst_col, dst_step, rows, cols, count);
+  if (!Launches()) return;
+  Note(cuda::CopyBlocks(src, src_stride, src_col, src_step, dst, dst_stride, dst_col, dst_step, rows, cols, count,
+                        stream_));
 }
 
 void CudaOps::ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst) {

@@ -132,6 +132,8 @@ class CudaOps final : public Ops {
   void Embed(const Weight& table, const int32_t* ids, int n, float* out) override;
   void RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind,
                float* out) override;
+  void AddRmsNorm(float* h, const float* y, const Weight& w, int64_t rows, int dim, float eps, NormKind kind,
+                  float* out) override;
   void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) override;
   void LoraAdd(const LoraArgs& a) override;
   const Weight& ExactWeight(const Weight& base, const std::vector<LoraModule>& modules) override;
@@ -140,6 +142,9 @@ class CudaOps final : public Ops {
             int32_t* ids) override;
   void CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                  int64_t dst_col, int64_t rows, int64_t cols) override;
+  void CopyBlocks(const float* src, int64_t src_stride, int64_t src_col, int64_t src_step, float* dst,
+                  int64_t dst_stride, int64_t dst_col, int64_t dst_step, int64_t rows, int64_t cols,
+                  int count) override;
   void ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst) override;
   void Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,
             float attn_scale) override;

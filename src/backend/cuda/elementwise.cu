@@ -1,7 +1,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/elementwise.h"
@@ -162,6 +164,42 @@ Status CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* d
                                             static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, S(stream));
   if (err != cudaSuccess) return Internal(std::string("cuda CopyBlock: ") + cudaGetErrorString(err));
   return Status::Ok();
+}
+
+namespace {
+// One thread a V-float piece; e runs over (row, block, piece) with the piece fastest.
+template <int V>
+__global__ void CopyBlocksKernel(const float* __restrict__ src, int64_t src_stride, int64_t src_col, int64_t src_step,
+                                 float* __restrict__ dst, int64_t dst_stride, int64_t dst_col, int64_t dst_step,
+                                 int64_t rows, int64_t pieces, int count) {
+  using Piece = std::conditional_t<V == 4, float4, float>;
+  const int64_t total = rows * count * pieces;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t p = e % pieces, b = e / pieces % count, r = e / (pieces * count);
+    const int64_t from = r * src_stride + src_col + b * src_step + p * V, to = r * dst_stride + dst_col + b * dst_step + p * V;
+    *reinterpret_cast<Piece*>(dst + to) = *reinterpret_cast<const Piece*>(src + from);
+  }
+}
+}  // namespace
+
+Status CopyBlocks(const float* src, int64_t src_stride, int64_t src_col, int64_t src_step, float* dst,
+                  int64_t dst_stride, int64_t dst_col, int64_t dst_step, int64_t rows, int64_t cols, int count,
+                  void* stream) {
+  if (rows < 0 || cols < 0 || count < 0) return InvalidArgument("cuda CopyBlocks: bad shape");
+  if (rows == 0 || cols == 0 || count == 0) return Status::Ok();
+  const bool aligned = (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) % 16 == 0 &&
+                       (src_stride | src_col | src_step | dst_stride | dst_col | dst_step | cols) % 4 == 0;
+  const int v = aligned ? 4 : 1;
+  const int64_t total = rows * count * (cols / v);
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 8192));
+  if (aligned) {
+    CopyBlocksKernel<4><<<blocks, 256, 0, S(stream)>>>(src, src_stride, src_col, src_step, dst, dst_stride, dst_col,
+                                                       dst_step, rows, cols / 4, count);
+  } else {
+    CopyBlocksKernel<1><<<blocks, 256, 0, S(stream)>>>(src, src_stride, src_col, src_step, dst, dst_stride, dst_col,
+                                                       dst_step, rows, cols, count);
+  }
+  return Launched("CopyBlocks");
 }
 
 namespace {

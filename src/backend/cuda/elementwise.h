@@ -24,6 +24,12 @@ Status SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t 
 // dst[r, dst_col + c] = src[r, src_col + c] for c < cols (strides in floats).
 Status CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                  int64_t dst_col, int64_t rows, int64_t cols, void* stream);
+// Block b < count: dst[r, dst_col + b * dst_step + c] = src[r, src_col + b * src_step + c] for
+// c < cols, r < rows (strides in floats): CopyBlock `count` times in one launch (16-byte moves
+// where every offset and stride is a multiple of 4 floats).
+Status CopyBlocks(const float* src, int64_t src_stride, int64_t src_col, int64_t src_step, float* dst,
+                  int64_t dst_stride, int64_t dst_col, int64_t dst_step, int64_t rows, int64_t cols, int count,
+                  void* stream);
 // dst[r, i * width + c] = src[r, c] for i < times (src rows width apart, dst rows times * width).
 Status RepeatCols(const float* src, int64_t rows, int64_t width, int times, float* dst, void* stream);
 // x[r * ld + c] = bf16(x[r * ld + c]) for r < rows, c < cols (round to nearest even, in place).

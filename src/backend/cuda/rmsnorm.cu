@@ -1,6 +1,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "backend/cuda/rmsnorm.h"
 
 namespace graft::cuda {
@@ -12,13 +14,23 @@ __device__ __forceinline__ float RoundBf16(float v, bool on) {
   return on ? __bfloat162float(__float2bfloat16_rn(v)) : v;
 }
 
-__global__ void RmsNormKernel(const float* __restrict__ x, const float* __restrict__ w, int dim, float eps,
-                              int kind, bool round_bf16, float* __restrict__ out) {
+// kAdd: the row is first h = r(h + y) (written back), each element by the thread that then
+// squares and normalizes it.
+template <bool kAdd>
+__global__ void RmsNormKernel(const float* x, float* h, const float* __restrict__ y, const float* __restrict__ w,
+                              int dim, float eps, int kind, bool round_bf16, float* out) {
   __shared__ float partial[kThreads];
   const int64_t row = blockIdx.x;
-  const float* xr = x + row * dim;
+  const float* xr = kAdd ? h + row * dim : x + row * dim;
   float acc = 0.0f;
-  for (int i = threadIdx.x; i < dim; i += kThreads) acc = __fadd_rn(acc, __fmul_rn(xr[i], xr[i]));
+  for (int i = threadIdx.x; i < dim; i += kThreads) {
+    float v = xr[i];
+    if constexpr (kAdd) {
+      v = RoundBf16(__fadd_rn(v, y[row * dim + i]), round_bf16);
+      h[row * dim + i] = v;
+    }
+    acc = __fadd_rn(acc, __fmul_rn(v, v));
+  }
   partial[threadIdx.x] = acc;
   __syncthreads();
   for (int s = kThreads / 2; s > 0; s >>= 1) {
@@ -34,6 +46,12 @@ __global__ void RmsNormKernel(const float* __restrict__ x, const float* __restri
   }
 }
 
+Status Launched(const char* op) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Internal(std::string("cuda ") + op + " launch: " + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status RmsNorm(const float* x, const float* w, int64_t rows, int dim, float eps, NormKind kind, bool round_bf16,
@@ -41,11 +59,20 @@ Status RmsNorm(const float* x, const float* w, int64_t rows, int dim, float eps,
   if (rows < 0 || dim <= 0) return InvalidArgument("cuda RmsNorm: bad shape");
   if (rows == 0) return Status::Ok();
   if (rows > 0x7fffffff) return InvalidArgument("cuda RmsNorm: more than 2^31 rows");
-  RmsNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, w, dim, eps, static_cast<int>(kind), round_bf16, out);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda RmsNorm launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  RmsNormKernel<false><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, nullptr, nullptr, w, dim, eps, static_cast<int>(kind), round_bf16, out);
+  return Launched("RmsNorm");
+}
+
+Status AddRmsNorm(float* h, const float* y, const float* w, int64_t rows, int dim, float eps, NormKind kind,
+                  bool round_bf16, float* out, void* stream) {
+  if (rows < 0 || dim <= 0) return InvalidArgument("cuda AddRmsNorm: bad shape");
+  if (rows == 0) return Status::Ok();
+  if (rows > 0x7fffffff) return InvalidArgument("cuda AddRmsNorm: more than 2^31 rows");
+  if (out == h || out == y) return InvalidArgument("cuda AddRmsNorm: out aliases h or y");
+  RmsNormKernel<true><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      nullptr, h, y, w, dim, eps, static_cast<int>(kind), round_bf16, out);
+  return Launched("AddRmsNorm");
 }
 
 }  // namespace graft::cuda

@@ -1,4 +1,5 @@
-// CUDA RMSNorm: the same contract as Ops::RmsNorm (backend/ops.h), one block per row.
+// CUDA RMSNorm: the same contract as Ops::RmsNorm and Ops::AddRmsNorm (backend/ops.h), one
+// block per row.
 //
 // x, out: device pointers, [rows, dim] fp32 holding activation values; w: device pointer,
 // [dim] fp32. The sum of squares is reduced per row in a fixed order that depends only on dim
@@ -16,5 +17,10 @@ enum class NormKind { kPlainW = 0, kOnePlusW = 1 };
 
 Status RmsNorm(const float* x, const float* w, int64_t rows, int dim, float eps, NormKind kind, bool round_bf16,
                float* out, void* stream);
+
+// h = r(h + y) (as cuda::Add), then out = RmsNorm(h) (as above), one block a row: the same bits
+// as the two launches. h, y, out [rows, dim]; out must not alias h or y.
+Status AddRmsNorm(float* h, const float* y, const float* w, int64_t rows, int dim, float eps, NormKind kind,
+                  bool round_bf16, float* out, void* stream);
 
 }  // namespace graft::cuda
