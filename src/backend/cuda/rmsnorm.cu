@@ -14,36 +14,75 @@ __device__ __forceinline__ float RoundBf16(float v, bool on) {
   return on ? __bfloat162float(__float2bfloat16_rn(v)) : v;
 }
 
-// kAdd: the row is first h = r(h + y) (written back), each element by the thread that then
-// squares and normalizes it.
+constexpr int kCached = 24;  // values a thread keeps in registers: rows up to 6144 wide in one read
+
+__device__ __forceinline__ float Normed(float x, float inv, float w, int kind, bool round_bf16) {
+  const float n = __fmul_rn(x, inv);
+  return kind == 0 ? RoundBf16(__fmul_rn(w, RoundBf16(n, round_bf16)), round_bf16)
+                   : RoundBf16(__fmul_rn(n, __fadd_rn(1.0f, w)), round_bf16);
+}
+
+// Thread t owns the row's columns t, t + 256, ...: its sum of squares runs over them in
+// ascending order, then a fixed tree over the block (shared memory down to 32 partial sums,
+// then warp 0's shuffles: the same pairs). The first kCached columns of each thread are read
+// once, all loads issued before any store (a single block on the critical path at batch 1 was
+// latency-bound on one load at a time). kAdd: the row is first h = r(h + y), written back.
 template <bool kAdd>
-__global__ void RmsNormKernel(const float* x, float* h, const float* __restrict__ y, const float* __restrict__ w,
-                              int dim, float eps, int kind, bool round_bf16, float* out) {
+__global__ void __launch_bounds__(kThreads) RmsNormKernel(const float* x, float* h, const float* __restrict__ y,
+                                                          const float* __restrict__ w, int dim, float eps, int kind,
+                                                          bool round_bf16, float* out) {
   __shared__ float partial[kThreads];
   const int64_t row = blockIdx.x;
+  const int tid = threadIdx.x;
   const float* xr = kAdd ? h + row * dim : x + row * dim;
-  float acc = 0.0f;
-  for (int i = threadIdx.x; i < dim; i += kThreads) {
-    float v = xr[i];
-    if constexpr (kAdd) {
-      v = RoundBf16(__fadd_rn(v, y[row * dim + i]), round_bf16);
-      h[row * dim + i] = v;
+  float v[kCached];
+#pragma unroll
+  for (int j = 0; j < kCached; ++j) v[j] = tid + j * kThreads < dim ? xr[tid + j * kThreads] : 0.0f;
+  if constexpr (kAdd) {
+    float yv[kCached];
+#pragma unroll
+    for (int j = 0; j < kCached; ++j) yv[j] = tid + j * kThreads < dim ? y[row * dim + tid + j * kThreads] : 0.0f;
+#pragma unroll
+    for (int j = 0; j < kCached; ++j) {
+      if (tid + j * kThreads < dim) {
+        v[j] = RoundBf16(__fadd_rn(v[j], yv[j]), round_bf16);
+        h[row * dim + tid + j * kThreads] = v[j];
+      }
     }
-    acc = __fadd_rn(acc, __fmul_rn(v, v));
   }
-  partial[threadIdx.x] = acc;
+  float acc = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kCached; ++j) {
+    if (tid + j * kThreads < dim) acc = __fadd_rn(acc, __fmul_rn(v[j], v[j]));
+  }
+  for (int i = tid + kCached * kThreads; i < dim; i += kThreads) {  // wider rows: the rest, one at a time
+    float u = xr[i];
+    if constexpr (kAdd) {
+      u = RoundBf16(__fadd_rn(u, y[row * dim + i]), round_bf16);
+      h[row * dim + i] = u;
+    }
+    acc = __fadd_rn(acc, __fmul_rn(u, u));
+  }
+  partial[tid] = acc;
   __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) partial[threadIdx.x] = __fadd_rn(partial[threadIdx.x], partial[threadIdx.x + s]);
+  for (int s = kThreads / 2; s >= 32; s >>= 1) {
+    if (tid < s) partial[tid] = __fadd_rn(partial[tid], partial[tid + s]);
     __syncthreads();
   }
+  if (tid < 32) {
+    float p = partial[tid];
+    for (int o = 16; o > 0; o >>= 1) p = __fadd_rn(p, __shfl_down_sync(0xffffffffu, p, o));
+    if (tid == 0) partial[0] = p;
+  }
+  __syncthreads();
   const float inv = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(partial[0], static_cast<float>(dim)), eps));
   float* o = out + row * dim;
-  for (int i = threadIdx.x; i < dim; i += kThreads) {
-    const float n = __fmul_rn(xr[i], inv);
-    o[i] = kind == 0 ? RoundBf16(__fmul_rn(w[i], RoundBf16(n, round_bf16)), round_bf16)
-                     : RoundBf16(__fmul_rn(n, __fadd_rn(1.0f, w[i])), round_bf16);
+#pragma unroll
+  for (int j = 0; j < kCached; ++j) {
+    const int i = tid + j * kThreads;
+    if (i < dim) o[i] = Normed(v[j], inv, w[i], kind, round_bf16);
   }
+  for (int i = tid + kCached * kThreads; i < dim; i += kThreads) o[i] = Normed(xr[i], inv, w[i], kind, round_bf16);
 }
 
 Status Launched(const char* op) {
