@@ -229,7 +229,7 @@ TEST(CudaOps, AddRmsNormIsTheAddThenTheNormBitForBit) {
 TEST(CudaOps, MatMulMatchesCpuOverShapes) {
   REQUIRE_GPU();
   std::mt19937 rng(2);
-  for (auto [n, k] : std::vector<std::pair<int, int>>{{1, 1}, {17, 15}, {64, 64}, {130, 257}, {256, 1024}, {1000, 96}}) {
+  for (auto [n, k] : std::vector<std::pair<int, int>>{{1, 1}, {17, 15}, {64, 64}, {130, 257}, {256, 1024}, {1000, 96}, {96, 2064}}) {
     for (int m : {1, 3, 64, 65, 130}) {
       for (bool wbf16 : {true, false}) {
         for (bool bf16 : {true, false}) {
@@ -281,6 +281,8 @@ void RowBitsIndependentOfBatch(int n, int k, int m, std::mt19937& rng) {
     for (int j = 0; j < n; ++j) ASSERT_EQ(all2[static_cast<size_t>(r) * n + j], all[static_cast<size_t>(r) * n + j]);
 }
 
+// (N <= 256 with N % 8 == 0 and K past 1024 — 208 x 4112, 96 x 5120 — run split along K at
+// every row count: the same slices in both forms.)
 // A row's bits whatever the batch: small batches and large ones run different tensor-core
 // kernels (the decode form for up to 64 rows — one warp a block up to 16, four warps sharing x
 // beyond — when N % 8 == 0 and K % 16 == 0, 64- and
@@ -289,7 +291,7 @@ TEST(CudaOps, MatMulRowBitsIndependentOfBatch) {
   REQUIRE_GPU();
   std::mt19937 rng(3);
   for (auto [n, k, m] : std::vector<std::array<int, 3>>{{200, 320, 150}, {300, 72, 200}, {130, 4104, 257}, {64, 70, 129},
-                                                                        {208, 4112, 150}, {96, 1024, 70}}) {
+                                                                        {208, 4112, 150}, {96, 1024, 70}, {96, 5120, 70}}) {
     SCOPED_TRACE(::testing::Message() << n << "x" << k << " m " << m);
     RowBitsIndependentOfBatch(n, k, m, rng);
   }

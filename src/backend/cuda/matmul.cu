@@ -378,6 +378,17 @@ bool DecodeForm(int64_t m, const DevWeight& w, bool bf16) {
          reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
 }
 
+// Dense bf16 weights with few outputs and a long K (Qwen3.5's GDN b / a gates kept bf16 beside
+// an FP8 or 4-bit in_proj: 96 rows x 5120) run MatMulSplitK's slices and SumSplits at every row
+// count: one chain over all of K kept batch 1 on 12 warps, 14 us a layer (H200, 27B). Both
+// mma.sync forms take such a weight whatever m is, so its bits still depend on K alone.
+constexpr int64_t kFewOutputs = 256;
+bool SplitFewOutputs(const DevWeight& w, bool bf16) {
+  return DecodeForm(1, w, bf16) && PipeForm(kDecodeMaxRows + 1, w, bf16) && w.rows <= kFewOutputs &&
+         w.cols > SplitKColumns(w.cols);
+}
+int64_t Bf16CopyBytes(int64_t m, const DevWeight& w) { return (m * w.cols * 2 + 15) / 16 * 16; }
+
 }  // namespace
 
 bool Bf16FormsFit(int64_t m, const DevWeight& w, int64_t x_cols) {
@@ -479,8 +490,10 @@ Status W4PrefillMatMul(const uint16_t* xb, int64_t m, const DevWeight& w, const 
 
 int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16) {
   if (const W4Prefill p = bf16 ? W4PrefillPlan(m, w) : W4Prefill{}; p.chunk > 0) return p.bytes;
-  return PipeForm(m, w, bf16) || DecodeForm(m, w, bf16) || (bf16 && DecodeW4a16Fits(m, w)) ? (m * w.cols * 2 + 15) / 16 * 16
-                                                                                           : 0;
+  if (SplitFewOutputs(w, bf16)) {  // x in bf16, then the slices' partial products
+    return Bf16CopyBytes(m, w) + (w.cols + SplitKColumns(w.cols) - 1) / SplitKColumns(w.cols) * m * w.rows * 4;
+  }
+  return PipeForm(m, w, bf16) || DecodeForm(m, w, bf16) || (bf16 && DecodeW4a16Fits(m, w)) ? Bf16CopyBytes(m, w) : 0;
 }
 
 namespace {
@@ -512,6 +525,11 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
   const bool mma_form = PipeForm(m, w, bf16) || DecodeForm(m, w, bf16);
   if (mma_form || (bf16 && DecodeW4a16Fits(m, w))) {  // 4-bit weights: dequantized in registers (gemm_decode_w4.h)
     GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch));
+    if (mma_form && SplitFewOutputs(w, bf16)) {
+      auto* partial = reinterpret_cast<float*>(static_cast<unsigned char*>(scratch) + Bf16CopyBytes(m, w));
+      GRAFT_RETURN_IF_ERROR(MatMulBf16(xb, w.cols, m, w, partial, w.rows, false, /*split_k=*/true, stream));
+      return SumSplitsInto(partial, m, w, y, ldy, round_output, stream);
+    }
     return mma_form ? MatMulBf16(xb, w.cols, m, w, y, ldy, round_output, /*split_k=*/false, stream)
                     : GemmDecodeW4a16(xb, m, w, y, ldy, round_output, stream);
   }
@@ -595,11 +613,16 @@ Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partia
 }
 
 Status SumSplits(const float* partial, int64_t m, const DevWeight& w, float* y, bool round_output, void* stream) {
+  return SumSplitsInto(partial, m, w, y, w.rows, round_output, stream);
+}
+
+Status SumSplitsInto(const float* partial, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
+                     void* stream) {
   const int64_t kz = SplitKColumns(w.cols), splits = (w.cols + kz - 1) / kz, count = m * w.rows;
   if (count == 0) return Status::Ok();
   const int64_t blocks = (count + 255) / 256;
   SumSplitsKernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      partial, splits, m, w.rows, y, w.rows, round_output);
+      partial, splits, m, w.rows, y, ldy, round_output);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return Internal(std::string("cuda SumSplits launch: ") + cudaGetErrorString(err));
   return Status::Ok();

@@ -13,7 +13,9 @@
 // every output gains its products as the same sequence of 16-wide K chunks, ascending, through
 // the same instruction: the order depends only on K — never on m, the kernel chosen, a row's
 // place in the batch or its neighbours' values — so a row's bits never depend on the other rows
-// (DESIGN.md §3.2; tested across the kernels). Dense weights: one chain over all of K. W4A16
+// (DESIGN.md §3.2; tested across the kernels). Dense weights: one chain over all of K — except
+// those with few outputs (N <= 256, N % 8 == 0, K % 16 == 0, K past one slice: a GDN's b / a
+// gates), which run MatMulSplitK's slices at every m so that one row spreads over the GPU. W4A16
 // weights: K in MatMulSplitK's slices (gemm_decode_w4.h: a chain a slice, the slices added in
 // ascending order), in every W4A16 form alike — so batch-1 decode can run the slices on separate
 // warps. fp32
@@ -63,6 +65,9 @@ int64_t SplitKColumns(int64_t k);
 // the decode or prefill form).
 Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partial, void* stream, void* scratch);
 Status SumSplits(const float* partial, int64_t m, const DevWeight& w, float* y, bool round_output, void* stream);
+// SumSplits into y with rows ldy (>= N) apart: one tensor of a fused weight filling its columns.
+Status SumSplitsInto(const float* partial, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
+                     void* stream);
 
 // FP8 W8A8 as model/quantized.h defines it: activations quantized per row and group into
 // `scratch` (Fp8ScratchFloats(m, w) floats of device memory), then with bf16 activations the
