@@ -414,9 +414,11 @@ TEST(CudaOps, RepeatedBf16InputEqualsTheTripledCopy) {
       for (int i = 0; i < 3; ++i) x3.insert(x3.end(), x.begin() + size_t(r) * k0, x.begin() + size_t(r + 1) * k0);
     ASSERT_TRUE(cuda::Bf16FormsFit(m, w->dev(), k0));
     Dev<float> d_x(x), d_x3(x3), d_ref(static_cast<size_t>(m) * n), d_got(static_cast<size_t>(m) * n);
-    Dev<uint16_t> d_xb(static_cast<size_t>(m) * k0);
+    Dev<uint16_t> d_xb(static_cast<size_t>(m) * k0), d_xb3(x3.size());
     ASSERT_TRUE(cuda::ToBf16(d_x.p, int64_t{m} * k0, d_xb.p, nullptr).ok());
-    ASSERT_TRUE(MatMulScratched(d_x3.p, m, w->dev(), d_ref.p, true).ok());
+    ASSERT_TRUE(cuda::ToBf16(d_x3.p, static_cast<int64_t>(x3.size()), d_xb3.p, nullptr).ok());
+    // (MatMul itself splits weights of few outputs along K: the plain product is MatMulBf16's.)
+    ASSERT_TRUE(cuda::MatMulBf16(d_xb3.p, 3 * k0, m, w->dev(), d_ref.p, n, true, false, nullptr).ok());
     ASSERT_TRUE(cuda::MatMulBf16(d_xb.p, k0, m, w->dev(), d_got.p, n, true, false, nullptr).ok());
     EXPECT_EQ(d_got.Get(), d_ref.Get()) << "plain product";
     const int64_t splits = (3 * k0 + cuda::SplitKColumns(3 * k0) - 1) / cuda::SplitKColumns(3 * k0);
