@@ -537,9 +537,14 @@ TEST(CudaOps, AttentionRowBitsIndependentOfChunking) {
 TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
   REQUIRE_GPU();
   std::mt19937 rng(6);
-  // Shapes: one value-column slice of the chunk kernel, and several (dv = 72: 32 + 32 + 8).
+  // Shapes: one value-column slice of the chunk kernel (dk = 18: q / k rows read four at a time
+  // leave a two-element tail), and several (dv = 72: 32 + 32 + 8); 136 heads of 40 columns make
+  // more one-group blocks than a multiprocessor count, so blocks take two column groups (32 + 8
+  // columns, the second part empty).
   struct Shape { int hk, hv, dk, dv; };
-  for (const Shape sh : {Shape{2, 4, 16, 24}, Shape{1, 3, 32, 72}})
+  EXPECT_EQ(cuda::GdnChunkGroups(3, 32, 72), 1);
+  EXPECT_EQ(cuda::GdnChunkGroups(136, 16, 40), 2);
+  for (const Shape sh : {Shape{2, 4, 18, 24}, Shape{1, 3, 32, 72}, Shape{2, 136, 16, 40}})
   for (bool bf16 : {false, true}) {
     const int hk = sh.hk, hv = sh.hv, dk = sh.dk, dv = sh.dv, K = 4, n = 150;
     const int conv_dim = 2 * hk * dk + hv * dv, stride = conv_dim + 9;

@@ -13,7 +13,7 @@ constexpr int kMaxDim = 256;
 // From this many tokens on, the conv and the delta rule take their token-parallel forms (same
 // bits as the token-by-token kernels, which serve decode steps and short pieces).
 constexpr int kParallelMinTokens = kGdnParallelMinTokens;
-constexpr int64_t kMaxSharedBytes = 227 * 1024;  // Hopper's per-block dynamic shared memory
+constexpr int64_t kMaxSharedBytes = kGdnMaxSharedBytes;
 
 Status Launched(const char* op) {
   const cudaError_t err = cudaGetLastError();

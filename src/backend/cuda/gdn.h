@@ -85,7 +85,13 @@ Status GdnCoreSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int dv
 // The chunk-parallel kernel alone (GdnCore picks it from 16 tokens on); it leaves
 // a.state->pending for the caller to advance. Needs GdnChunkSharedBytes(dk) of shared memory.
 Status GdnCoreChunked(const GdnCoreArgs& a, void* stream);
+inline constexpr int64_t kGdnMaxSharedBytes = 227 * 1024;  // Hopper's per-block dynamic shared memory
 int64_t GdnChunkSharedBytes(int dk);
+// Column groups (32 value columns each) a block of the chunk kernel takes: 2 where one group a
+// block would need more blocks than the device has multiprocessors (each block walks every chunk
+// of the call, so a second wave doubles the critical path; two groups share the staged rows)
+// and two groups' shared memory fits; else 1. The bits are the same either way (tested).
+int GdnChunkGroups(int hv, int dk, int dv);
 int64_t GdnChunkScratchFloats(int64_t n, int hv);
 
 // Per (row, head): n = r(w * r(x * rsqrt(mean(x²) + eps))), out = r(n * silu(z)).

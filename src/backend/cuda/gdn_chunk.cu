@@ -10,7 +10,12 @@
 // the order, that the token kernel uses for it, so the two kernels agree bit for bit and a
 // row's output still does not depend on how its sequence is split into calls.
 //
-// Grid: (value head, slice of kSlice value columns); 256 threads = 8 warps, lane = column.
+// Grid: (value head, slice of 32 · groups value columns); a block is `groups` (1 or 2) column
+// groups of 8 warps, lane = column: two groups share a block's staged rows (q, k, coefficients)
+// where blocks of one group would need a second wave on the multiprocessors — one block fits a
+// multiprocessor (its shared memory), and every block walks all of the call's chunks in order,
+// so a second wave doubles the kernel's critical path. Which group, block or warp computes an
+// output never changes its operations, so the bits are the same for either.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -21,26 +26,60 @@
 namespace graft::cuda {
 namespace {
 
-constexpr int kSlice = 32;     // value columns per block (one per lane)
-constexpr int kWarps = 8;
+constexpr int kGroupCols = 32;  // value columns of a column group (one per lane)
+constexpr int kWarps = 8;       // warps of a column group
 constexpr int kThreads = kWarps * 32;
+constexpr int kMaxGroups = 2;
 constexpr int kC = kGdnChunk;  // 64
 
-// Shared memory carve-up (floats). Row strides of q/k are padded by one so that lanes reading
-// different rows at the same element hit different banks.
+// A q / k row's stride in shared memory: dk rounded up to whole float4s.
+__host__ __device__ constexpr int RowFloats(int dk) { return (dk + 3) / 4 * 4; }
+
+// Dot16(a, b, n) (the CPU reference's 16 partial sums, then its pairwise tree) with both rows
+// read as float4: a and b 16-byte aligned. The same terms into the same partial sums in the
+// same order, so the same bits; a quarter of the shared-memory loads.
+__device__ __forceinline__ float Dot16Aligned(const float* a, const float* b, int n) {
+  float acc[16];
+#pragma unroll
+  for (int l = 0; l < 16; ++l) acc[l] = 0.0f;
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float4 x = *reinterpret_cast<const float4*>(a + i + 4 * q);
+      const float4 y = *reinterpret_cast<const float4*>(b + i + 4 * q);
+      acc[4 * q] = __fadd_rn(acc[4 * q], __fmul_rn(x.x, y.x));
+      acc[4 * q + 1] = __fadd_rn(acc[4 * q + 1], __fmul_rn(x.y, y.y));
+      acc[4 * q + 2] = __fadd_rn(acc[4 * q + 2], __fmul_rn(x.z, y.z));
+      acc[4 * q + 3] = __fadd_rn(acc[4 * q + 3], __fmul_rn(x.w, y.w));
+    }
+  }
+  for (int l = 0; i < n; ++i, ++l) acc[l] = __fadd_rn(acc[l], __fmul_rn(a[i], b[i]));
+#pragma unroll
+  for (int sh = 8; sh > 0; sh >>= 1)
+#pragma unroll
+    for (int l = 0; l < sh; ++l) acc[l] = __fadd_rn(acc[l], acc[l + sh]);
+  return acc[0];
+}
+
+// Shared memory carve-up (floats) of a block of `groups` column groups (w = 32 · groups columns).
+// Every read of a q / k row here is the same address across a warp (a broadcast), so rows are
+// only rounded up to 4 floats: 16-byte aligned for float4 reads. The coefficient and state
+// arrays are 16-byte aligned too (offsets of multiples of 4 floats).
 struct Layout {
-  int kst, off_k, off_q, off_s, off_vn, off_sk, off_sq, off_v, off_ckk, off_cqk, off_gam, off_e, off_beta, off_d,
+  int kst, w, off_k, off_q, off_s, off_vn, off_sk, off_sq, off_v, off_ckk, off_cqk, off_gam, off_e, off_beta, off_d,
       off_inv, total;
-  __host__ __device__ explicit Layout(int dk) {
-    kst = dk + 1;
+  __host__ __device__ Layout(int dk, int groups) {
+    kst = RowFloats(dk);
+    w = kGroupCols * groups;
     off_k = 0;
     off_q = off_k + kC * kst;
     off_s = off_q + kC * kst;
-    off_vn = off_s + dk * kSlice;
-    off_sk = off_vn + kC * kSlice;
-    off_sq = off_sk + kC * kSlice;
-    off_v = off_sq + kC * kSlice;
-    off_ckk = off_v + kC * kSlice;
+    off_vn = off_s + dk * w;
+    off_sk = off_vn + kC * w;
+    off_sq = off_sk + kC * w;
+    off_v = off_sq + kC * w;
+    off_ckk = off_v + kC * w;
     off_cqk = off_ckk + kC * kC;
     off_gam = off_cqk + kC * kC;
     off_e = off_gam + kC;
@@ -70,27 +109,33 @@ __device__ void NormRows(const GdnCoreArgs& a, int kh, int t0, int pstart, int p
   const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
   // Σ x² by a half-warp per vector: lane l runs Dot16's partial sum l (elements l, l + 16, ...,
   // then its tail element), shuffles join them in Dot16's tree — Dot16's bits, loads coalesced.
-  const int lane16 = tid % 16;
+  const int lane16 = tid % 16, threads = static_cast<int>(blockDim.x);
   const unsigned mask = 0xffffu << (16 * ((tid / 16) % 2));
-  for (int x = tid / 16; x < 2 * rows; x += kThreads / 16) {
+  for (int x = tid / 16; x < 2 * rows; x += threads / 16) {
     const int i = x / 2, which = x % 2;
     const float* row = a.qkv + int64_t{t0 + i} * conv_dim;
     const float* raw = which == 0 ? row + kh * dk : row + int64_t{a.hk} * dk + kh * dk;
     const int full = dk / 16 * 16;
     float acc = 0.0f;
+#pragma unroll 8
     for (int e = lane16; e < full; e += 16) acc = __fadd_rn(acc, __fmul_rn(raw[e], raw[e]));
     if (full + lane16 < dk) acc = __fadd_rn(acc, __fmul_rn(raw[full + lane16], raw[full + lane16]));
     for (int sh = 8; sh > 0; sh >>= 1) acc = __fadd_rn(acc, __shfl_down_sync(mask, acc, sh, 16));
     if (lane16 == 0) inv[2 * (pstart + i) + which] = 1.0f / sqrtf(__fadd_rn(acc, 1e-6f));
   }
   __syncthreads();
-  for (int x = tid; x < rows * dk; x += kThreads) {
+#pragma unroll 4
+  for (int x = tid; x < rows * dk; x += threads) {
     const int i = pstart + x / dk, r = x % dk;
     const float* row = a.qkv + int64_t{t0 + i - pstart} * conv_dim;
     qc[i * kst + r] = __fmul_rn(__fmul_rn(row[kh * dk + r], inv[2 * i]), q_scale);
     kc[i * kst + r] = __fmul_rn(__fmul_rn(row[int64_t{a.hk} * dk + kh * dk + r], inv[2 * i + 1]), 1.0f);
   }
 }
+
+// The coefficient kernel's q / k row stride: whole float4s plus one, so that the rows m of a
+// warp's 32 threads (one each) start in distinct bank quads.
+__host__ __device__ constexpr int CoefRowFloats(int dk) { return RowFloats(dk) + 4; }
 
 // The parts of a chunk that do not depend on the state S, for every chunk of the call at once
 // (block = (chunk, value head)): the cumulative log-decay gam and the coefficient matrices
@@ -99,7 +144,7 @@ __device__ void NormRows(const GdnCoreArgs& a, int kh, int t0, int pstart, int p
 __global__ void __launch_bounds__(kThreads) GdnCoefKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
   extern __shared__ float sm[];
   const int dk = a.dk, hv = a.hv, h = blockIdx.y, c = blockIdx.x, kh = h / (a.hv / a.hk), tid = threadIdx.x;
-  const int kst = dk + 1;
+  const int kst = CoefRowFloats(dk);
   float *kc = sm, *qc = kc + kC * kst, *gam = qc + kC * kst, *inv = gam + kC;
   const int p0 = a.pending_dev ? *a.pending_dev : pending0;
   int t0, pstart, pend;
@@ -122,18 +167,21 @@ __global__ void __launch_bounds__(kThreads) GdnCoefKernel(GdnCoreArgs a, DevGdnS
     const int i = pstart + x / kC, m = x % kC;
     if (m > i) continue;
     const float d = expf(gam[i] - gam[m]);
-    if (m < i) out[i * kC + m] = __fmul_rn(Dot16(kc + i * kst, kc + m * kst, dk), d);
-    out[kC * kC + i * kC + m] = __fmul_rn(Dot16(qc + i * kst, kc + m * kst, dk), d);
+    if (m < i) out[i * kC + m] = __fmul_rn(Dot16Aligned(kc + i * kst, kc + m * kst, dk), d);
+    out[kC * kC + i * kC + m] = __fmul_rn(Dot16Aligned(qc + i * kst, kc + m * kst, dk), d);
   }
 }
 
-__global__ void __launch_bounds__(kThreads) GdnChunkKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
+__global__ void __launch_bounds__(kThreads* kMaxGroups) GdnChunkKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
   extern __shared__ float sm[];
   const int dk = a.dk, dv = a.dv, hv = a.hv, h = blockIdx.x, kh = h / (a.hv / a.hk);
-  const int j0 = blockIdx.y * kSlice, lane = threadIdx.x % 32, warp = threadIdx.x / 32, tid = threadIdx.x;
-  const int j = j0 + lane;
+  const int groups = static_cast<int>(blockDim.x) / kThreads, threads = static_cast<int>(blockDim.x);
+  const Layout L(dk, groups);
+  const int W = L.w;  // the block's value columns
+  // Thread tid: column cl = 32 · group + lane of the block's slice; warp w8 of its group.
+  const int tid = threadIdx.x, lane = tid % 32, w8 = (tid / 32) % kWarps, cl = (tid / kThreads) * kGroupCols + lane;
+  const int j0 = blockIdx.y * W, j = j0 + cl;
   const bool col = j < dv;
-  const Layout L(dk);
   float *kc = sm + L.off_k, *qc = sm + L.off_q, *Ss = sm + L.off_s, *Vn = sm + L.off_vn, *skv = sm + L.off_sk,
         *sqv = sm + L.off_sq, *vv = sm + L.off_v, *Ckk = sm + L.off_ckk, *Cqk = sm + L.off_cqk, *gam = sm + L.off_gam,
         *ee = sm + L.off_e, *bet = sm + L.off_beta, *dl = sm + L.off_d, *inv = sm + L.off_inv;
@@ -141,20 +189,21 @@ __global__ void __launch_bounds__(kThreads) GdnChunkKernel(GdnCoreArgs a, DevGdn
   float* S = st.S + int64_t{h} * dk * dv;
 
   // The state's columns of this slice, and the open chunk's earlier rows.
-  for (int x = tid; x < dk * kSlice; x += kThreads) {
-    const int r = x / kSlice, c = x % kSlice;
+#pragma unroll 4
+  for (int x = tid; x < dk * W; x += threads) {
+    const int r = x / W, c = x % W;
     Ss[x] = j0 + c < dv ? S[int64_t{r} * dv + j0 + c] : 0.0f;
   }
   const int p0 = a.pending_dev ? *a.pending_dev : pending0;
-  for (int x = tid; x < p0 * dk; x += kThreads) {
+  for (int x = tid; x < p0 * dk; x += threads) {
     const int m = x / dk, r = x % dk;
     kc[m * L.kst + r] = st.pk[(int64_t{m} * hv + h) * dk + r];
   }
-  for (int x = tid; x < p0 * kSlice; x += kThreads) {
-    const int m = x / kSlice, c = x % kSlice;
+  for (int x = tid; x < p0 * W; x += threads) {
+    const int m = x / W, c = x % W;
     Vn[x] = j0 + c < dv ? st.pvn[(int64_t{m} * hv + h) * dv + j0 + c] : 0.0f;
   }
-  for (int m = tid; m < p0; m += kThreads) gam[m] = st.pgam[m * hv + h];
+  for (int m = tid; m < p0; m += threads) gam[m] = st.pgam[m * hv + h];
   __syncthreads();
 
   int t0 = 0, pstart = p0;  // first token of this chunk's new rows, and its chunk row
@@ -165,40 +214,69 @@ __global__ void __launch_bounds__(kThreads) GdnChunkKernel(GdnCoreArgs a, DevGdn
     const int c = t0 == 0 ? 0 : 1 + (t0 - (kC - p0)) / kC;
     const float* coef = a.scratch + (int64_t{c} * hv + h) * (2 * kC * kC + kC);
     NormRows(a, kh, t0, pstart, pend, L.kst, qc, kc, inv);
-    for (int i = pstart + tid; i < pend; i += kThreads) {
+    for (int i = pstart + tid; i < pend; i += threads) {
       bet[i] = a.beta[int64_t{t0 + i - pstart} * hv + h];
       gam[i] = coef[2 * kC * kC + i];
       ee[i] = expf(gam[i]);
     }
-    for (int x = tid; x < rows * kSlice; x += kThreads) {
-      const int i = pstart + x / kSlice, cc = x % kSlice;
-      vv[i * kSlice + cc] = j0 + cc < dv ? a.qkv[int64_t{t0 + i - pstart} * conv_dim + 2LL * a.hk * dk + int64_t{h} * dv + j0 + cc]
-                                         : 0.0f;
+#pragma unroll 4
+    for (int x = tid; x < rows * W; x += threads) {
+      const int i = pstart + x / W, cc = x % W;
+      vv[i * W + cc] = j0 + cc < dv ? a.qkv[int64_t{t0 + i - pstart} * conv_dim + 2LL * a.hk * dk + int64_t{h} * dv + j0 + cc]
+                                    : 0.0f;
     }
-    for (int x = tid; x < rows * kC; x += kThreads) {
+#pragma unroll 4
+    for (int x = tid; x < rows * kC; x += threads) {
       const int i = pstart + x / kC, m = x % kC;
-      if (m > i) continue;
-      if (m < i) Ckk[i * kC + m] = coef[i * kC + m];
-      Cqk[i * kC + m] = coef[kC * kC + i * kC + m];
+      if (m <= i) {
+        if (m < i) Ckk[i * kC + m] = coef[i * kC + m];
+        Cqk[i * kC + m] = coef[kC * kC + i * kC + m];
+      }
     }
     __syncthreads();
-    // 3. Sᵀk_i and Sᵀq_i for the new rows, four rows per pass for independent chains.
-    for (int i = pstart + warp * 4; i < pend; i += kWarps * 4) {
-      float sk[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      const int nr = min(4, pend - i);
-      for (int r = 0; r < dk; ++r) {
-        const float s = Ss[r * kSlice + lane];
+    // 3. Sᵀk_i and Sᵀq_i for the new rows, eight rows per pass for independent chains; the rows'
+    // elements read four at a time (each chain still adds its terms r = 0, 1, ... in order).
+    constexpr int kR3 = 8;
+    const int dk4 = dk / 4 * 4;
+    for (int i = pstart + w8 * kR3; i < pend; i += kWarps * kR3) {
+      float sk[kR3], sq[kR3];
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < kR3; ++u) sk[u] = sq[u] = 0.0f;
+      const int nr = min(kR3, pend - i);
+      for (int r = 0; r < dk4; r += 4) {
+        const float s0 = Ss[r * W + cl], s1 = Ss[(r + 1) * W + cl], s2 = Ss[(r + 2) * W + cl], s3 = Ss[(r + 3) * W + cl];
+#pragma unroll
+        for (int u = 0; u < kR3; ++u) {
+          if (u < nr) {
+            const float4 k4 = *reinterpret_cast<const float4*>(kc + (i + u) * L.kst + r);
+            const float4 q4 = *reinterpret_cast<const float4*>(qc + (i + u) * L.kst + r);
+            sk[u] = __fadd_rn(sk[u], __fmul_rn(s0, k4.x));
+            sq[u] = __fadd_rn(sq[u], __fmul_rn(s0, q4.x));
+            sk[u] = __fadd_rn(sk[u], __fmul_rn(s1, k4.y));
+            sq[u] = __fadd_rn(sq[u], __fmul_rn(s1, q4.y));
+            sk[u] = __fadd_rn(sk[u], __fmul_rn(s2, k4.z));
+            sq[u] = __fadd_rn(sq[u], __fmul_rn(s2, q4.z));
+            sk[u] = __fadd_rn(sk[u], __fmul_rn(s3, k4.w));
+            sq[u] = __fadd_rn(sq[u], __fmul_rn(s3, q4.w));
+          }
+        }
+      }
+      for (int r = dk4; r < dk; ++r) {
+        const float s = Ss[r * W + cl];
+#pragma unroll
+        for (int u = 0; u < kR3; ++u) {
           if (u < nr) {
             sk[u] = __fadd_rn(sk[u], __fmul_rn(s, kc[(i + u) * L.kst + r]));
             sq[u] = __fadd_rn(sq[u], __fmul_rn(s, qc[(i + u) * L.kst + r]));
           }
         }
       }
-      for (int u = 0; u < nr; ++u) {
-        skv[(i + u) * kSlice + lane] = sk[u];
-        sqv[(i + u) * kSlice + lane] = sq[u];
+#pragma unroll
+      for (int u = 0; u < kR3; ++u) {
+        if (u < nr) {
+          skv[(i + u) * W + cl] = sk[u];
+          sqv[(i + u) * W + cl] = sq[u];
+        }
       }
     }
     __syncthreads();
@@ -209,68 +287,136 @@ __global__ void __launch_bounds__(kThreads) GdnChunkKernel(GdnCoreArgs a, DevGdn
     float wr[kC / kWarps];
 #pragma unroll
     for (int u = 0; u < kC / kWarps; ++u) {
-      const int i = warp + kWarps * u;
-      wr[u] = i >= pstart && i < pend ? __fsub_rn(vv[i * kSlice + lane], __fmul_rn(ee[i], skv[i * kSlice + lane])) : 0.0f;
+      const int i = w8 + kWarps * u;
+      wr[u] = i >= pstart && i < pend ? __fsub_rn(vv[i * W + cl], __fmul_rn(ee[i], skv[i * W + cl])) : 0.0f;
     }
-    for (int m = 0; m < pend; ++m) {
-      if (m >= pstart) {  // uniform over the block
-        if (m % kWarps == warp) {
-#pragma unroll
-          for (int u = 0; u < kC / kWarps; ++u)
-            if (warp + kWarps * u == m) Vn[m * kSlice + lane] = __fmul_rn(bet[m], wr[u]);
-        }
-        __syncthreads();
-      }
-      const float vm = Vn[m * kSlice + lane];
+    // Ckk[i][m .. m + 3] read as one float4 a row every fourth step (Ckk is not written here).
+    for (int m4 = 0; m4 < pend; m4 += 4) {
+      float4 ck[kC / kWarps];
 #pragma unroll
       for (int u = 0; u < kC / kWarps; ++u) {
-        const int i = warp + kWarps * u;
-        if (i > m && i >= pstart && i < pend) wr[u] = __fsub_rn(wr[u], __fmul_rn(Ckk[i * kC + m], vm));
+        const int i = w8 + kWarps * u;
+        if (i > m4 && i >= pstart && i < pend) ck[u] = *reinterpret_cast<const float4*>(Ckk + i * kC + m4);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int m = m4 + e;
+        if (m >= pend) break;  // uniform over the block
+        if (m >= pstart) {     // uniform over the block
+          if (m % kWarps == w8) {
+#pragma unroll
+            for (int u = 0; u < kC / kWarps; ++u)
+              if (w8 + kWarps * u == m) Vn[m * W + cl] = __fmul_rn(bet[m], wr[u]);
+          }
+          __syncthreads();
+        }
+        const float vm = Vn[m * W + cl];
+#pragma unroll
+        for (int u = 0; u < kC / kWarps; ++u) {
+          const int i = w8 + kWarps * u;
+          const float c = e == 0 ? ck[u].x : e == 1 ? ck[u].y : e == 2 ? ck[u].z : ck[u].w;
+          if (i > m && i >= pstart && i < pend) wr[u] = __fsub_rn(wr[u], __fmul_rn(c, vm));
+        }
       }
     }
     __syncthreads();
-    // 5. Outputs: O_i = e Sᵀq + Σ_{m<=i} Cqk[i][m] Vn_m.
-    for (int i = pstart + warp; i < pend; i += kWarps) {
-      float o = __fmul_rn(ee[i], sqv[i * kSlice + lane]);
-      for (int m = 0; m <= i; ++m) o = __fadd_rn(o, __fmul_rn(Cqk[i * kC + m], Vn[m * kSlice + lane]));
-      if (col) a.out[(int64_t{t0 + i - pstart} * hv + h) * dv + j] = RoundAct(o, a.bf16);
+    // 5. Outputs: O_i = e Sᵀq + Σ_{m<=i} Cqk[i][m] Vn_m, the warp's rows i = w, w + 8, ... side
+    // by side (each its own chain in ascending m).
+    {
+      constexpr int kR5 = kC / kWarps;
+      float o[kR5];
+      int last = -1;
+#pragma unroll
+      for (int u = 0; u < kR5; ++u) {
+        const int i = w8 + kWarps * u;
+        o[u] = i >= pstart && i < pend ? __fmul_rn(ee[i], sqv[i * W + cl]) : 0.0f;
+        if (i < pend) last = i;
+      }
+      for (int m4 = 0; m4 <= last; m4 += 4) {  // Cqk[i][m4 .. m4 + 3] as one float4
+        float vm[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) vm[e] = m4 + e <= last ? Vn[(m4 + e) * W + cl] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < kR5; ++u) {
+          const int i = w8 + kWarps * u;
+          if (m4 <= i && i >= pstart && i < pend) {
+            const float4 c = *reinterpret_cast<const float4*>(Cqk + i * kC + m4);
+            o[u] = __fadd_rn(o[u], __fmul_rn(c.x, vm[0]));
+            if (m4 + 1 <= i) o[u] = __fadd_rn(o[u], __fmul_rn(c.y, vm[1]));
+            if (m4 + 2 <= i) o[u] = __fadd_rn(o[u], __fmul_rn(c.z, vm[2]));
+            if (m4 + 3 <= i) o[u] = __fadd_rn(o[u], __fmul_rn(c.w, vm[3]));
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kR5; ++u) {
+        const int i = w8 + kWarps * u;
+        if (col && i >= pstart && i < pend) a.out[(int64_t{t0 + i - pstart} * hv + h) * dv + j] = RoundAct(o[u], a.bf16);
+      }
     }
     if (pend == kC) {
-      // 6. The chunk is complete: S = e^{gam_last} S + Σ_m e^{gam_last − gam_m} k_m Vn_mᵀ.
-      for (int m = tid; m < kC; m += kThreads) dl[m] = expf(gam[kC - 1] - gam[m]);
+      // 6. The chunk is complete: S = e^{gam_last} S + Σ_m e^{gam_last − gam_m} k_m Vn_mᵀ, four
+      // state rows of a warp side by side.
+      for (int m = tid; m < kC; m += threads) dl[m] = expf(gam[kC - 1] - gam[m]);
       __syncthreads();
       const float e_last = expf(gam[kC - 1]);
-      for (int r = warp; r < dk; r += kWarps) {
-        float s = __fmul_rn(Ss[r * kSlice + lane], e_last);
-        for (int m = 0; m < kC; ++m) s = __fadd_rn(s, __fmul_rn(__fmul_rn(kc[m * L.kst + r], dl[m]), Vn[m * kSlice + lane]));
-        Ss[r * kSlice + lane] = s;
+      constexpr int kR6 = 4;
+      for (int r = w8 * kR6; r < dk; r += kWarps * kR6) {
+        const int nr = min(kR6, dk - r);
+        float sacc[kR6];
+#pragma unroll
+        for (int u = 0; u < kR6; ++u) sacc[u] = u < nr ? __fmul_rn(Ss[(r + u) * W + cl], e_last) : 0.0f;
+        for (int m = 0; m < kC; ++m) {  // k_m[r .. r + 3] as one float4 (the row's padding past dk unused)
+          const float d = dl[m], vm = Vn[m * W + cl];
+          const float4 k4 = *reinterpret_cast<const float4*>(kc + m * L.kst + r);
+          const float kv[4] = {k4.x, k4.y, k4.z, k4.w};
+#pragma unroll
+          for (int u = 0; u < kR6; ++u)
+            if (u < nr) sacc[u] = __fadd_rn(sacc[u], __fmul_rn(__fmul_rn(kv[u], d), vm));
+        }
+#pragma unroll
+        for (int u = 0; u < kR6; ++u)
+          if (u < nr) Ss[(r + u) * W + cl] = sacc[u];
       }
     } else {
       // The sequence ends inside this chunk: its rows so far go back to the state.
-      for (int x = tid; x < pend * dk; x += kThreads) {
+      for (int x = tid; x < pend * dk; x += threads) {
         const int m = x / dk, r = x % dk;
         if (blockIdx.y == 0) st.pk[(int64_t{m} * hv + h) * dk + r] = kc[m * L.kst + r];
       }
-      for (int x = tid; x < pend * kSlice; x += kThreads) {
-        const int m = x / kSlice, c = x % kSlice;
+      for (int x = tid; x < pend * W; x += threads) {
+        const int m = x / W, c = x % W;
         if (j0 + c < dv) st.pvn[(int64_t{m} * hv + h) * dv + j0 + c] = Vn[x];
       }
       if (blockIdx.y == 0)
-        for (int m = tid; m < pend; m += kThreads) st.pgam[m * hv + h] = gam[m];
+        for (int m = tid; m < pend; m += threads) st.pgam[m * hv + h] = gam[m];
     }
     __syncthreads();
     t0 += rows;
     pstart = 0;
   }
-  for (int x = tid; x < dk * kSlice; x += kThreads) {
-    const int r = x / kSlice, c = x % kSlice;
+  for (int x = tid; x < dk * W; x += threads) {
+    const int r = x / W, c = x % W;
     if (j0 + c < dv) S[int64_t{r} * dv + j0 + c] = Ss[x];
   }
 }
 
 }  // namespace
 
-int64_t GdnChunkSharedBytes(int dk) { return int64_t{Layout(dk).total} * 4; }
+int64_t GdnChunkSharedBytes(int dk) { return int64_t{Layout(dk, 1).total} * 4; }
+
+int GdnChunkGroups(int hv, int dk, int dv) {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      return 0;
+    }
+    return n;
+  }();
+  const int64_t blocks = int64_t{hv} * ((dv + kGroupCols - 1) / kGroupCols);
+  const bool fits = int64_t{Layout(dk, kMaxGroups).total} * 4 <= kGdnMaxSharedBytes;
+  return sms > 0 && blocks > sms && dv > kGroupCols && fits ? kMaxGroups : 1;
+}
 
 // Chunks a call of n tokens can touch, whatever the open chunk's row count.
 static int64_t MaxChunks(int64_t n) { return (n + kC - 1) / kC + 1; }
@@ -281,7 +427,8 @@ Status GdnCoreChunked(const GdnCoreArgs& a, void* stream) {
   static_assert(kGdnChunk == 64, "the chunk kernels' layouts assume 64-row chunks");
   if (a.scratch == nullptr) return InvalidArgument("cuda GdnCore (chunked): no scratch for the coefficients");
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  const int64_t coef_smem = int64_t{2 * kC * (a.dk + 1) + 3 * kC} * 4, smem = GdnChunkSharedBytes(a.dk);
+  const int groups = GdnChunkGroups(a.hv, a.dk, a.dv);
+  const int64_t coef_smem = int64_t{2 * kC * CoefRowFloats(a.dk) + 3 * kC} * 4, smem = int64_t{Layout(a.dk, groups).total} * 4;
   cudaError_t err = cudaFuncSetAttribute(GdnCoefKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(coef_smem));
   if (err == cudaSuccess) {
@@ -290,8 +437,9 @@ Status GdnCoreChunked(const GdnCoreArgs& a, void* stream) {
   if (err != cudaSuccess) return Internal(std::string("cuda GdnCore (chunked): shared memory: ") + cudaGetErrorString(err));
   GdnCoefKernel<<<dim3(static_cast<unsigned>(MaxChunks(a.n)), a.hv), kThreads, coef_smem, s>>>(a, *a.state,
                                                                                                a.state->pending);
-  const dim3 grid(a.hv, (a.dv + kSlice - 1) / kSlice);
-  GdnChunkKernel<<<grid, kThreads, smem, s>>>(a, *a.state, a.state->pending);
+  const int cols = kGroupCols * groups;
+  const dim3 grid(a.hv, (a.dv + cols - 1) / cols);
+  GdnChunkKernel<<<grid, kThreads * groups, smem, s>>>(a, *a.state, a.state->pending);
   err = cudaGetLastError();
   if (err != cudaSuccess) return Internal(std::string("cuda GdnCore (chunked) launch: ") + cudaGetErrorString(err));
   return Status::Ok();
