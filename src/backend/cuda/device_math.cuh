@@ -40,6 +40,20 @@ __device__ __forceinline__ float Sum16(int64_t n, Term term) {
   return acc[0];
 }
 
+// Σ a[i]·b[i] over Sum16's 16 partial sums, tail and pairwise tree, each product fused into its
+// partial sum (__fmaf_rn: one rounding a term): the Gated DeltaNet kernels' dot product (gdn.h).
+__device__ __forceinline__ float Dot16Fma(const float* a, const float* b, int64_t n) {
+  float acc[16];
+  for (int l = 0; l < 16; ++l) acc[l] = 0.0f;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; ++l) acc[l] = __fmaf_rn(a[i + l], b[i + l], acc[l]);
+  for (int l = 0; i < n; ++i, ++l) acc[l] = __fmaf_rn(a[i], b[i], acc[l]);
+  for (int s = 8; s > 0; s >>= 1)
+    for (int l = 0; l < s; ++l) acc[l] = __fadd_rn(acc[l], acc[l + s]);
+  return acc[0];
+}
+
 // Sum16's value from a whole warp (every lane calls it; every lane gets the sum): lane l (and
 // l + 16, a duplicate) accumulates Sum16's acc[l] — the same terms in the same order — and the
 // pairwise tree runs through shuffles with Sum16's pairs (l with l + s, s = 8, 4, 2, 1). The

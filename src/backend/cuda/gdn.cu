@@ -121,15 +121,15 @@ __device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int p
     __syncthreads();
     // coef[m] = (k·k_m) e^{gam - gam_m} for m < i.
     for (int m = tid; m < i; m += blockDim.x) {
-      coef[m] = __fmul_rn(Dot16(k, st.pk + (int64_t{m} * hv + h) * dk, dk), expf(gam - st.pgam[m * hv + h]));
+      coef[m] = __fmul_rn(Dot16Fma(k, st.pk + (int64_t{m} * hv + h) * dk, dk), expf(gam - st.pgam[m * hv + h]));
     }
     __syncthreads();
     const int j = tid;
     if (j < dv) {
       float sk = 0.0f;
-      for (int r = 0; r < dk; ++r) sk = __fadd_rn(sk, __fmul_rn(S[int64_t{r} * dv + j], k[r]));
+      for (int r = 0; r < dk; ++r) sk = __fmaf_rn(S[int64_t{r} * dv + j], k[r], sk);
       float w = a.qkv[t * conv_dim + 2LL * a.hk * dk + int64_t{h} * dv + j] - __fmul_rn(e, sk);
-      for (int m = 0; m < i; ++m) w = __fsub_rn(w, __fmul_rn(coef[m], st.pvn[(int64_t{m} * hv + h) * dv + j]));
+      for (int m = 0; m < i; ++m) w = __fmaf_rn(-coef[m], st.pvn[(int64_t{m} * hv + h) * dv + j], w);
       st.pvn[(int64_t{i} * hv + h) * dv + j] = __fmul_rn(beta, w);
     }
     for (int r = tid; r < dk; r += blockDim.x) st.pk[(int64_t{i} * hv + h) * dk + r] = k[r];
@@ -137,14 +137,14 @@ __device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int p
     __syncthreads();
     // coef[m] = (q·k_m) e^{gam - gam_m} for m <= i.
     for (int m = tid; m <= i; m += blockDim.x) {
-      coef[m] = __fmul_rn(Dot16(q, st.pk + (int64_t{m} * hv + h) * dk, dk), expf(gam - st.pgam[m * hv + h]));
+      coef[m] = __fmul_rn(Dot16Fma(q, st.pk + (int64_t{m} * hv + h) * dk, dk), expf(gam - st.pgam[m * hv + h]));
     }
     __syncthreads();
     if (j < dv) {
       float sq = 0.0f;
-      for (int r = 0; r < dk; ++r) sq = __fadd_rn(sq, __fmul_rn(S[int64_t{r} * dv + j], q[r]));
+      for (int r = 0; r < dk; ++r) sq = __fmaf_rn(S[int64_t{r} * dv + j], q[r], sq);
       float o = __fmul_rn(e, sq);
-      for (int m = 0; m <= i; ++m) o = __fadd_rn(o, __fmul_rn(coef[m], st.pvn[(int64_t{m} * hv + h) * dv + j]));
+      for (int m = 0; m <= i; ++m) o = __fmaf_rn(coef[m], st.pvn[(int64_t{m} * hv + h) * dv + j], o);
       a.out[(int64_t{t} * hv + h) * dv + j] = RoundAct(o, a.bf16);
     }
     pending = i + 1;
@@ -158,7 +158,7 @@ __device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int p
           for (int m = 0; m < kGdnChunk; ++m) {
             const float d = expf(gam - st.pgam[m * hv + h]);
             const float kr = __fmul_rn(st.pk[(int64_t{m} * hv + h) * dk + r], d);
-            s = __fadd_rn(s, __fmul_rn(kr, st.pvn[(int64_t{m} * hv + h) * dv + j]));
+            s = __fmaf_rn(kr, st.pvn[(int64_t{m} * hv + h) * dv + j], s);
           }
           S[int64_t{r} * dv + j] = s;
         }

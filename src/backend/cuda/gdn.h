@@ -8,7 +8,10 @@
 // token by token (one block per value head, one thread per value column; decode steps and
 // pieces under 16 tokens) and chunk-parallel (gdn_chunk.cu: the coefficients of every chunk at
 // once, then per chunk its products with S and outputs at once, only the 64-step triangular
-// recurrence in order).
+// recurrence in order). Their running sums — the dot products with S, with the open chunk's k
+// rows and with the corrected values, and the state update — fuse each product into the sum
+// (__fmaf_rn: one rounding a term, half the instructions of the CPU reference's rounded product
+// then rounded sum), so they agree with the CPU within rounding, not bit for bit (tested).
 // CausalConvSilu likewise has a token-by-token and a token-parallel kernel with equal bits.
 #pragma once
 

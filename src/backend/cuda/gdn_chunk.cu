@@ -35,9 +35,9 @@ constexpr int kC = kGdnChunk;  // 64
 // A q / k row's stride in shared memory: dk rounded up to whole float4s.
 __host__ __device__ constexpr int RowFloats(int dk) { return (dk + 3) / 4 * 4; }
 
-// Dot16(a, b, n) (the CPU reference's 16 partial sums, then its pairwise tree) with both rows
-// read as float4: a and b 16-byte aligned. The same terms into the same partial sums in the
-// same order, so the same bits; a quarter of the shared-memory loads.
+// Dot16Fma(a, b, n) (device_math.cuh: the CPU reference's 16 partial sums, each term fused in,
+// then its pairwise tree) with both rows read as float4: a and b 16-byte aligned. The same terms
+// into the same partial sums in the same order, so the same bits; a quarter of the loads.
 __device__ __forceinline__ float Dot16Aligned(const float* a, const float* b, int n) {
   float acc[16];
 #pragma unroll
@@ -48,13 +48,13 @@ __device__ __forceinline__ float Dot16Aligned(const float* a, const float* b, in
     for (int q = 0; q < 4; ++q) {
       const float4 x = *reinterpret_cast<const float4*>(a + i + 4 * q);
       const float4 y = *reinterpret_cast<const float4*>(b + i + 4 * q);
-      acc[4 * q] = __fadd_rn(acc[4 * q], __fmul_rn(x.x, y.x));
-      acc[4 * q + 1] = __fadd_rn(acc[4 * q + 1], __fmul_rn(x.y, y.y));
-      acc[4 * q + 2] = __fadd_rn(acc[4 * q + 2], __fmul_rn(x.z, y.z));
-      acc[4 * q + 3] = __fadd_rn(acc[4 * q + 3], __fmul_rn(x.w, y.w));
+      acc[4 * q] = __fmaf_rn(x.x, y.x, acc[4 * q]);
+      acc[4 * q + 1] = __fmaf_rn(x.y, y.y, acc[4 * q + 1]);
+      acc[4 * q + 2] = __fmaf_rn(x.z, y.z, acc[4 * q + 2]);
+      acc[4 * q + 3] = __fmaf_rn(x.w, y.w, acc[4 * q + 3]);
     }
   }
-  for (int l = 0; i < n; ++i, ++l) acc[l] = __fadd_rn(acc[l], __fmul_rn(a[i], b[i]));
+  for (int l = 0; i < n; ++i, ++l) acc[l] = __fmaf_rn(a[i], b[i], acc[l]);
 #pragma unroll
   for (int sh = 8; sh > 0; sh >>= 1)
 #pragma unroll
@@ -250,14 +250,14 @@ __global__ void __launch_bounds__(kThreads* kMaxGroups) GdnChunkKernel(GdnCoreAr
           if (u < nr) {
             const float4 k4 = *reinterpret_cast<const float4*>(kc + (i + u) * L.kst + r);
             const float4 q4 = *reinterpret_cast<const float4*>(qc + (i + u) * L.kst + r);
-            sk[u] = __fadd_rn(sk[u], __fmul_rn(s0, k4.x));
-            sq[u] = __fadd_rn(sq[u], __fmul_rn(s0, q4.x));
-            sk[u] = __fadd_rn(sk[u], __fmul_rn(s1, k4.y));
-            sq[u] = __fadd_rn(sq[u], __fmul_rn(s1, q4.y));
-            sk[u] = __fadd_rn(sk[u], __fmul_rn(s2, k4.z));
-            sq[u] = __fadd_rn(sq[u], __fmul_rn(s2, q4.z));
-            sk[u] = __fadd_rn(sk[u], __fmul_rn(s3, k4.w));
-            sq[u] = __fadd_rn(sq[u], __fmul_rn(s3, q4.w));
+            sk[u] = __fmaf_rn(s0, k4.x, sk[u]);
+            sq[u] = __fmaf_rn(s0, q4.x, sq[u]);
+            sk[u] = __fmaf_rn(s1, k4.y, sk[u]);
+            sq[u] = __fmaf_rn(s1, q4.y, sq[u]);
+            sk[u] = __fmaf_rn(s2, k4.z, sk[u]);
+            sq[u] = __fmaf_rn(s2, q4.z, sq[u]);
+            sk[u] = __fmaf_rn(s3, k4.w, sk[u]);
+            sq[u] = __fmaf_rn(s3, q4.w, sq[u]);
           }
         }
       }
@@ -266,8 +266,8 @@ __global__ void __launch_bounds__(kThreads* kMaxGroups) GdnChunkKernel(GdnCoreAr
 #pragma unroll
         for (int u = 0; u < kR3; ++u) {
           if (u < nr) {
-            sk[u] = __fadd_rn(sk[u], __fmul_rn(s, kc[(i + u) * L.kst + r]));
-            sq[u] = __fadd_rn(sq[u], __fmul_rn(s, qc[(i + u) * L.kst + r]));
+            sk[u] = __fmaf_rn(s, kc[(i + u) * L.kst + r], sk[u]);
+            sq[u] = __fmaf_rn(s, qc[(i + u) * L.kst + r], sq[u]);
           }
         }
       }
@@ -315,7 +315,7 @@ __global__ void __launch_bounds__(kThreads* kMaxGroups) GdnChunkKernel(GdnCoreAr
         for (int u = 0; u < kC / kWarps; ++u) {
           const int i = w8 + kWarps * u;
           const float c = e == 0 ? ck[u].x : e == 1 ? ck[u].y : e == 2 ? ck[u].z : ck[u].w;
-          if (i > m && i >= pstart && i < pend) wr[u] = __fsub_rn(wr[u], __fmul_rn(c, vm));
+          if (i > m && i >= pstart && i < pend) wr[u] = __fmaf_rn(-c, vm, wr[u]);
         }
       }
     }
@@ -341,10 +341,10 @@ __global__ void __launch_bounds__(kThreads* kMaxGroups) GdnChunkKernel(GdnCoreAr
           const int i = w8 + kWarps * u;
           if (m4 <= i && i >= pstart && i < pend) {
             const float4 c = *reinterpret_cast<const float4*>(Cqk + i * kC + m4);
-            o[u] = __fadd_rn(o[u], __fmul_rn(c.x, vm[0]));
-            if (m4 + 1 <= i) o[u] = __fadd_rn(o[u], __fmul_rn(c.y, vm[1]));
-            if (m4 + 2 <= i) o[u] = __fadd_rn(o[u], __fmul_rn(c.z, vm[2]));
-            if (m4 + 3 <= i) o[u] = __fadd_rn(o[u], __fmul_rn(c.w, vm[3]));
+            o[u] = __fmaf_rn(c.x, vm[0], o[u]);
+            if (m4 + 1 <= i) o[u] = __fmaf_rn(c.y, vm[1], o[u]);
+            if (m4 + 2 <= i) o[u] = __fmaf_rn(c.z, vm[2], o[u]);
+            if (m4 + 3 <= i) o[u] = __fmaf_rn(c.w, vm[3], o[u]);
           }
         }
       }
@@ -372,7 +372,7 @@ __global__ void __launch_bounds__(kThreads* kMaxGroups) GdnChunkKernel(GdnCoreAr
           const float kv[4] = {k4.x, k4.y, k4.z, k4.w};
 #pragma unroll
           for (int u = 0; u < kR6; ++u)
-            if (u < nr) sacc[u] = __fadd_rn(sacc[u], __fmul_rn(__fmul_rn(kv[u], d), vm));
+            if (u < nr) sacc[u] = __fmaf_rn(__fmul_rn(kv[u], d), vm, sacc[u]);
         }
 #pragma unroll
         for (int u = 0; u < kR6; ++u)
