@@ -34,11 +34,14 @@ __global__ void EmbedKernel(DevWeight table, const int32_t* ids, int64_t total, 
   }
 }
 
-__global__ void SiluMulKernel(const float* gu, int64_t inter, int64_t total, bool bf16, float* out) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t t = i / inter, c = i % inter;
+// Block (x, y): columns [256 x, 256 x + 256) of rows y, y + gridDim.y, ... (no division an
+// element: a 64-bit one cost more than the element's arithmetic).
+__global__ void SiluMulKernel(const float* gu, int64_t n, int64_t inter, bool bf16, float* out) {
+  const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (c >= inter) return;
+  for (int64_t t = blockIdx.y; t < n; t += gridDim.y) {
     const float g = gu[t * 2 * inter + c], u = gu[t * 2 * inter + inter + c];
-    out[i] = RoundAct(__fmul_rn(RoundAct(SiluF(g), bf16), u), bf16);
+    out[t * inter + c] = RoundAct(__fmul_rn(RoundAct(SiluF(g), bf16), u), bf16);
   }
 }
 
@@ -96,7 +99,9 @@ Status Embed(const DevWeight& table, const int32_t* ids, int n, bool bf16, float
 Status SiluMul(const float* gu, int64_t n, int64_t inter, bool bf16, float* out, void* stream) {
   if (n < 0 || inter <= 0) return InvalidArgument("cuda SiluMul: bad shape");
   if (n == 0) return Status::Ok();
-  SiluMulKernel<<<Blocks(n * inter), kThreads, 0, S(stream)>>>(gu, inter, n * inter, bf16, out);
+  if ((inter + kThreads - 1) / kThreads > 0x7fffffff) return InvalidArgument("cuda SiluMul: rows too wide");
+  const dim3 grid(static_cast<unsigned>((inter + kThreads - 1) / kThreads), static_cast<unsigned>(std::min<int64_t>(n, 65535)));
+  SiluMulKernel<<<grid, kThreads, 0, S(stream)>>>(gu, n, inter, bf16, out);
   return Launched("SiluMul");
 }
 

@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
@@ -58,20 +59,29 @@ __device__ float WarpSumSquares16(const float* x, int d, int lane) {
 }
 
 // One thread per (token, channel): the same window sums as ConvKernel, all tokens at once. The
-// window reads the old conv_state, so ConvStateKernel (launched after) advances it.
+// window reads the old conv_state, so ConvStateKernel (launched after) advances it. Block (x, y):
+// channels [256 x, 256 x + 256) of tokens y, y + gridDim.y, ... (the channel's weights read once;
+// no division a thread).
 __global__ void ConvTokensKernel(const float* x, int64_t x_stride, int n, int channels, DevWeight w,
                                  const float* conv_state, bool bf16, float* out) {
-  const int64_t id = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (id >= int64_t{n} * channels) return;
-  const int t = static_cast<int>(id / channels), c = static_cast<int>(id % channels);
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= channels) return;
   const int K = static_cast<int>(w.cols), hist = K - 1;
-  float acc = 0.0f;
-  for (int j = 0; j < K; ++j) {
-    const int s = t - hist + j;  // input position; negative ones come from the state
-    const float in = s < 0 ? conv_state[int64_t{c} * hist + hist + s] : x[int64_t{s} * x_stride + c];
-    acc = __fadd_rn(acc, __fmul_rn(WeightAt(w, int64_t{c} * K + j), in));
+  float wc[kMaxConvK];  // unrolled to kMaxConvK with j < K tests: registers, not a local array
+#pragma unroll
+  for (int j = 0; j < kMaxConvK; ++j) wc[j] = j < K ? WeightAt(w, int64_t{c} * K + j) : 0.0f;
+  for (int t = blockIdx.y; t < n; t += gridDim.y) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kMaxConvK; ++j) {
+      if (j < K) {
+        const int s = t - hist + j;  // input position; negative ones come from the state
+        const float in = s < 0 ? conv_state[int64_t{c} * hist + hist + s] : x[int64_t{s} * x_stride + c];
+        acc = __fadd_rn(acc, __fmul_rn(wc[j], in));
+      }
+    }
+    out[int64_t{t} * channels + c] = RoundAct(SiluF(RoundAct(acc, bf16)), bf16);
   }
-  out[int64_t{t} * channels + c] = RoundAct(SiluF(RoundAct(acc, bf16)), bf16);
 }
 
 // conv_state [c, K-1] = the last K-1 inputs after n more tokens (one thread per channel).
@@ -219,9 +229,9 @@ Status CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, con
   }
   if (n == 0) return Status::Ok();
   if (n >= kParallelMinTokens) {
-    const int64_t threads = int64_t{n} * channels;
-    ConvTokensKernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-        x, x_stride, n, channels, w, conv_state, bf16, out);
+    const dim3 grid(static_cast<unsigned>((channels + 255) / 256), static_cast<unsigned>(std::min(n, 65535)));
+    ConvTokensKernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream)>>>(x, x_stride, n, channels, w, conv_state, bf16,
+                                                                          out);
     ConvStateKernel<<<(channels + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream)>>>(
         x, x_stride, n, channels, static_cast<int>(w.cols) - 1, conv_state);
     return Launched("CausalConvSilu");

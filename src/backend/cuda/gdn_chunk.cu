@@ -236,6 +236,8 @@ __global__ void __launch_bounds__(kThreads* kMaxGroups) GdnChunkKernel(GdnCoreAr
     __syncthreads();
     // 3. Sᵀk_i and Sᵀq_i for the new rows, eight rows per pass for independent chains; the rows'
     // elements read four at a time (each chain still adds its terms r = 0, 1, ... in order).
+    // Rows past pend are computed too, from whatever the rows after them hold (inside the shared
+    // memory: q / k are followed by the state), and never stored — no predicate in the loop.
     constexpr int kR3 = 8;
     const int dk4 = dk / 4 * 4;
     for (int i = pstart + w8 * kR3; i < pend; i += kWarps * kR3) {
@@ -243,32 +245,30 @@ __global__ void __launch_bounds__(kThreads* kMaxGroups) GdnChunkKernel(GdnCoreAr
 #pragma unroll
       for (int u = 0; u < kR3; ++u) sk[u] = sq[u] = 0.0f;
       const int nr = min(kR3, pend - i);
+      const float* krow = kc + i * L.kst;
+      const float* qrow = qc + i * L.kst;
       for (int r = 0; r < dk4; r += 4) {
         const float s0 = Ss[r * W + cl], s1 = Ss[(r + 1) * W + cl], s2 = Ss[(r + 2) * W + cl], s3 = Ss[(r + 3) * W + cl];
 #pragma unroll
         for (int u = 0; u < kR3; ++u) {
-          if (u < nr) {
-            const float4 k4 = *reinterpret_cast<const float4*>(kc + (i + u) * L.kst + r);
-            const float4 q4 = *reinterpret_cast<const float4*>(qc + (i + u) * L.kst + r);
-            sk[u] = __fmaf_rn(s0, k4.x, sk[u]);
-            sq[u] = __fmaf_rn(s0, q4.x, sq[u]);
-            sk[u] = __fmaf_rn(s1, k4.y, sk[u]);
-            sq[u] = __fmaf_rn(s1, q4.y, sq[u]);
-            sk[u] = __fmaf_rn(s2, k4.z, sk[u]);
-            sq[u] = __fmaf_rn(s2, q4.z, sq[u]);
-            sk[u] = __fmaf_rn(s3, k4.w, sk[u]);
-            sq[u] = __fmaf_rn(s3, q4.w, sq[u]);
-          }
+          const float4 k4 = *reinterpret_cast<const float4*>(krow + u * L.kst + r);
+          const float4 q4 = *reinterpret_cast<const float4*>(qrow + u * L.kst + r);
+          sk[u] = __fmaf_rn(s0, k4.x, sk[u]);
+          sq[u] = __fmaf_rn(s0, q4.x, sq[u]);
+          sk[u] = __fmaf_rn(s1, k4.y, sk[u]);
+          sq[u] = __fmaf_rn(s1, q4.y, sq[u]);
+          sk[u] = __fmaf_rn(s2, k4.z, sk[u]);
+          sq[u] = __fmaf_rn(s2, q4.z, sq[u]);
+          sk[u] = __fmaf_rn(s3, k4.w, sk[u]);
+          sq[u] = __fmaf_rn(s3, q4.w, sq[u]);
         }
       }
       for (int r = dk4; r < dk; ++r) {
         const float s = Ss[r * W + cl];
 #pragma unroll
         for (int u = 0; u < kR3; ++u) {
-          if (u < nr) {
-            sk[u] = __fmaf_rn(s, kc[(i + u) * L.kst + r], sk[u]);
-            sq[u] = __fmaf_rn(s, qc[(i + u) * L.kst + r], sq[u]);
-          }
+          sk[u] = __fmaf_rn(s, krow[u * L.kst + r], sk[u]);
+          sq[u] = __fmaf_rn(s, qrow[u * L.kst + r], sq[u]);
         }
       }
 #pragma unroll
@@ -355,28 +355,39 @@ __global__ void __launch_bounds__(kThreads* kMaxGroups) GdnChunkKernel(GdnCoreAr
       }
     }
     if (pend == kC) {
-      // 6. The chunk is complete: S = e^{gam_last} S + Σ_m e^{gam_last − gam_m} k_m Vn_mᵀ, four
-      // state rows of a warp side by side.
+      // 6. The chunk is complete: S = e^{gam_last} S + Σ_m e^{gam_last − gam_m} k_m Vn_mᵀ. The
+      // rounded products kd_m = k_m · e^{gam_last − gam_m} are the same for every column: made
+      // once into qc's rows (step 3 is done with q), then four state rows of a warp side by side.
       for (int m = tid; m < kC; m += threads) dl[m] = expf(gam[kC - 1] - gam[m]);
+      __syncthreads();
+      float* kd = qc;
+      const int row4 = L.kst / 4;
+      for (int x = tid; x < kC * row4; x += threads) {  // padding columns too (never read back)
+        const int m = x / row4, r = 4 * (x % row4);
+        const float4 k4 = *reinterpret_cast<const float4*>(kc + m * L.kst + r);
+        const float d = dl[m];
+        *reinterpret_cast<float4*>(kd + m * L.kst + r) =
+            make_float4(__fmul_rn(k4.x, d), __fmul_rn(k4.y, d), __fmul_rn(k4.z, d), __fmul_rn(k4.w, d));
+      }
       __syncthreads();
       const float e_last = expf(gam[kC - 1]);
       constexpr int kR6 = 4;
       for (int r = w8 * kR6; r < dk; r += kWarps * kR6) {
-        const int nr = min(kR6, dk - r);
+        // State rows past dk (dk % 4 != 0) read the shared memory after the state and are not stored.
         float sacc[kR6];
 #pragma unroll
-        for (int u = 0; u < kR6; ++u) sacc[u] = u < nr ? __fmul_rn(Ss[(r + u) * W + cl], e_last) : 0.0f;
-        for (int m = 0; m < kC; ++m) {  // k_m[r .. r + 3] as one float4 (the row's padding past dk unused)
-          const float d = dl[m], vm = Vn[m * W + cl];
-          const float4 k4 = *reinterpret_cast<const float4*>(kc + m * L.kst + r);
-          const float kv[4] = {k4.x, k4.y, k4.z, k4.w};
-#pragma unroll
-          for (int u = 0; u < kR6; ++u)
-            if (u < nr) sacc[u] = __fmaf_rn(__fmul_rn(kv[u], d), vm, sacc[u]);
+        for (int u = 0; u < kR6; ++u) sacc[u] = __fmul_rn(Ss[(r + u) * W + cl], e_last);
+        for (int m = 0; m < kC; ++m) {  // kd_m[r .. r + 3] as one float4 (the row's padding past dk unused)
+          const float vm = Vn[m * W + cl];
+          const float4 k4 = *reinterpret_cast<const float4*>(kd + m * L.kst + r);
+          sacc[0] = __fmaf_rn(k4.x, vm, sacc[0]);
+          sacc[1] = __fmaf_rn(k4.y, vm, sacc[1]);
+          sacc[2] = __fmaf_rn(k4.z, vm, sacc[2]);
+          sacc[3] = __fmaf_rn(k4.w, vm, sacc[3]);
         }
 #pragma unroll
         for (int u = 0; u < kR6; ++u)
-          if (u < nr) Ss[(r + u) * W + cl] = sacc[u];
+          if (r + u < dk) Ss[(r + u) * W + cl] = sacc[u];
       }
     } else {
       // The sequence ends inside this chunk: its rows so far go back to the state.
