@@ -1,6 +1,9 @@
 // Attention on the tensor cores for bf16 activations (attention.h's contract; the dispatch is
-// there). One block per (64 consecutive queries, head), four warps of 16 queries; keys in fixed
-// tiles of 64 positions from position 0, for every query whatever its neighbours:
+// there). One block per (64 consecutive queries, head), four warps of 16 queries — or, for
+// prefill where a key-value head serves an even number of query heads, per (64 queries, two
+// such heads), eight warps sharing each key / value tile (half the tile loads and bf16
+// conversions a query); keys in fixed tiles of 64 positions from position 0, for every query
+// whatever its neighbours:
 //   S = Q Kᵀ   mma.sync m16n8k16, head_dim in 16-wide chunks ascending (Q, K bf16 — the values
 //              the cache holds in bf16 mode — fp32 sums), rounded as the CPU rounds scores:
 //              r(r(q·k) * scale), keys past the query's position masked;
@@ -26,10 +29,10 @@ namespace {
 
 constexpr int kQ = 64, kKeys = 64, kThreads = 128;
 
-template <int kHd>
+template <int kHd, int kHeads>
 struct FlashSmem {
   static constexpr int kLd = kHd + 8;  // 16 bytes of padding: ldmatrix rows in distinct bank groups
-  __nv_bfloat16 q[kQ][kLd];
+  __nv_bfloat16 q[kHeads][kQ][kLd];
   __nv_bfloat16 k[kKeys][kLd];
   __nv_bfloat16 v[kKeys][kLd];
 };
@@ -41,27 +44,31 @@ __device__ __forceinline__ void PutRow4(__nv_bfloat16* dst, const float4 v) {
   d[1] = __floats2bfloat162_rn(v.z, v.w);
 }
 
-// Queries qb * 64 .. + 63 of head h: the whole block.
-template <int kHd>
-__device__ void FlashRows(const AttentionArgs& a, int qb, int h) {
-  using Smem = FlashSmem<kHd>;
-  constexpr int kLd = Smem::kLd, kF4 = kHd / 4;  // float4s per row
+// Queries qb * 64 .. + 63 of heads h0 .. h0 + kHeads - 1 (of one key-value head): the whole
+// block, warps 4 i .. 4 i + 3 head h0 + i.
+template <int kHd, int kHeads>
+__device__ void FlashRows(const AttentionArgs& a, int qb, int h0) {
+  using Smem = FlashSmem<kHd, kHeads>;
+  constexpr int kF4 = kHd / 4;  // float4s per row
+  constexpr int kBlockThreads = kThreads * kHeads;
   extern __shared__ __align__(128) unsigned char raw[];
   Smem& sm = *reinterpret_cast<Smem*>(raw);
   __shared__ int block_len;
   const int t0 = qb * kQ;
-  const int kvh = h / (a.num_heads / a.num_kv_heads);
+  const int kvh = h0 / (a.num_heads / a.num_kv_heads);
   const int64_t kv_stride = int64_t{a.num_kv_heads} * kHd;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int tid = threadIdx.x, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int hh = tid / kThreads, warp = (tid % kThreads) / 32, h = h0 + hh;  // this warp's head, its 16 rows
 
   if (tid == 0) block_len = 0;
   __syncthreads();
   if (tid < kQ && t0 + tid < a.n) atomicMax(&block_len, a.pos[t0 + tid] + 1);
-  for (int e = tid; e < kQ * kF4; e += kThreads) {
-    const int r = e / kF4, c = (e % kF4) * 4;
-    const float4 v = t0 + r < a.n ? *reinterpret_cast<const float4*>(a.q + (int64_t{t0 + r} * a.num_heads + h) * kHd + c)
-                                  : make_float4(0.f, 0.f, 0.f, 0.f);
-    PutRow4(&sm.q[r][c], v);
+  for (int e = tid; e < kHeads * kQ * kF4; e += kBlockThreads) {
+    const int qh = e / (kQ * kF4), r = e / kF4 % kQ, c = (e % kF4) * 4;
+    const float4 v = t0 + r < a.n
+                         ? *reinterpret_cast<const float4*>(a.q + (int64_t{t0 + r} * a.num_heads + h0 + qh) * kHd + c)
+                         : make_float4(0.f, 0.f, 0.f, 0.f);
+    PutRow4(&sm.q[qh][r][c], v);
   }
   // This thread's two query rows (g and g + 8 of its warp) and their key counts (0: no query).
   const int row_a = t0 + warp * 16 + g, row_b = row_a + 8;
@@ -79,7 +86,7 @@ __device__ void FlashRows(const AttentionArgs& a, int qb, int h) {
 
   for (int j0 = 0; j0 < len; j0 += kKeys) {
     // The key tile: rows past the block's longest query are zeros (never read from the cache).
-    for (int e = tid; e < kKeys * kF4; e += kThreads) {
+    for (int e = tid; e < kKeys * kF4; e += kBlockThreads) {
       const int r = e / kF4, c = (e % kF4) * 4, j = j0 + r;
       float4 kv = make_float4(0.f, 0.f, 0.f, 0.f), vv = kv;
       if (j < len) {
@@ -100,7 +107,7 @@ __device__ void FlashRows(const AttentionArgs& a, int qb, int h) {
 #pragma unroll
       for (int kc = 0; kc < kHd; kc += 16) {
         unsigned qa[4];
-        LdMatrixX4(qa, &sm.q[warp * 16 + lane % 16][kc + (lane / 16) * 8]);
+        LdMatrixX4(qa, &sm.q[hh][warp * 16 + lane % 16][kc + (lane / 16) * 8]);
 #pragma unroll
         for (int nb = 0; nb < kKeys / 8; nb += 2) {
           unsigned kb[4];
@@ -195,9 +202,9 @@ __device__ void FlashRows(const AttentionArgs& a, int qb, int h) {
   }
 }
 
-template <int kHd>
-__global__ void __launch_bounds__(kThreads) FlashAttentionKernel(AttentionArgs a) {
-  FlashRows<kHd>(a, blockIdx.x, blockIdx.y);
+template <int kHd, int kHeads>
+__global__ void __launch_bounds__(kThreads* kHeads) FlashAttentionKernel(AttentionArgs a) {
+  FlashRows<kHd, kHeads>(a, blockIdx.x, blockIdx.y * kHeads);
 }
 
 // Block (0, h, y): head h of sequence y's one query row, as FlashAttentionKernel's.
@@ -210,28 +217,29 @@ __global__ void __launch_bounds__(kThreads) FlashAttentionSeqsKernel(AttentionAr
   a.pos = s.pos;
   a.n = 1;
   a.out = s.out;
-  FlashRows<kHd>(a, 0, blockIdx.y);
+  FlashRows<kHd, 1>(a, 0, blockIdx.y);
 }
 
 template <int kHd>
 Status LaunchSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count, cudaStream_t s) {
   static const cudaError_t ready = cudaFuncSetAttribute(
-      FlashAttentionSeqsKernel<kHd>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FlashSmem<kHd>)));
+      FlashAttentionSeqsKernel<kHd>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FlashSmem<kHd, 1>)));
   if (ready != cudaSuccess) return Internal(std::string("cuda FlashAttention: shared memory: ") + cudaGetErrorString(ready));
   const dim3 grid(1, static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(count));
-  FlashAttentionSeqsKernel<kHd><<<grid, kThreads, sizeof(FlashSmem<kHd>), s>>>(shape, seqs);
+  FlashAttentionSeqsKernel<kHd><<<grid, kThreads, sizeof(FlashSmem<kHd, 1>), s>>>(shape, seqs);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return Internal(std::string("cuda FlashAttention launch: ") + cudaGetErrorString(err));
   return Status::Ok();
 }
 
-template <int kHd>
+template <int kHd, int kHeads>
 Status Launch(const AttentionArgs& a, cudaStream_t s) {
-  static const cudaError_t ready = cudaFuncSetAttribute(FlashAttentionKernel<kHd>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                        static_cast<int>(sizeof(FlashSmem<kHd>)));
+  static const cudaError_t ready = cudaFuncSetAttribute(FlashAttentionKernel<kHd, kHeads>,
+                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                        static_cast<int>(sizeof(FlashSmem<kHd, kHeads>)));
   if (ready != cudaSuccess) return Internal(std::string("cuda FlashAttention: shared memory: ") + cudaGetErrorString(ready));
-  const dim3 grid(static_cast<unsigned>((a.n + kQ - 1) / kQ), static_cast<unsigned>(a.num_heads));
-  FlashAttentionKernel<kHd><<<grid, kThreads, sizeof(FlashSmem<kHd>), s>>>(a);
+  const dim3 grid(static_cast<unsigned>((a.n + kQ - 1) / kQ), static_cast<unsigned>(a.num_heads / kHeads));
+  FlashAttentionKernel<kHd, kHeads><<<grid, kThreads * kHeads, sizeof(FlashSmem<kHd, kHeads>), s>>>(a);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return Internal(std::string("cuda FlashAttention launch: ") + cudaGetErrorString(err));
   return Status::Ok();
@@ -258,10 +266,13 @@ Status FlashAttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int c
 
 Status FlashAttention(const AttentionArgs& a, void* stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  // Two query heads a block where a key-value head serves an even number of them (they share
+  // every tile); the bits of a row are the same either way.
+  const bool pair = a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0 && (a.num_heads / a.num_kv_heads) % 2 == 0;
   switch (a.head_dim) {
-    case 64: return Launch<64>(a, s);
-    case 128: return Launch<128>(a, s);
-    case 256: return Launch<256>(a, s);
+    case 64: return pair ? Launch<64, 2>(a, s) : Launch<64, 1>(a, s);
+    case 128: return pair ? Launch<128, 2>(a, s) : Launch<128, 1>(a, s);
+    case 256: return pair ? Launch<256, 2>(a, s) : Launch<256, 1>(a, s);
     default: return InvalidArgument("cuda FlashAttention: head_dim must be 64, 128 or 256");
   }
 }
