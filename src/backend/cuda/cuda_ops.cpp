@@ -886,6 +886,24 @@ void CudaOps::Rope(float* x, int n, int heads, int head_dim, int rot_dim, const 
   Note(cuda::Rope(x, n, heads, head_dim, rot_dim, d_pos, d_freq, attn_scale, bf16(), stream_));
 }
 
+// The device arguments of an attention call's shape and operands (its q, cache and out pointers
+// are device pointers already); the page table and positions are staged by the caller.
+static cuda::AttentionArgs DeviceAttentionArgs(const AttentionArgs& a, bool bf16) {
+  cuda::AttentionArgs d{};
+  d.q = a.q;
+  d.k_pages = a.k_pages;
+  d.v_pages = a.v_pages;
+  d.page_size = a.page_size;
+  d.n = a.n;
+  d.num_heads = a.num_heads;
+  d.num_kv_heads = a.num_kv_heads;
+  d.head_dim = a.head_dim;
+  d.scale = a.scale;
+  d.bf16 = bf16;
+  d.out = a.out;
+  return d;
+}
+
 void CudaOps::Attention(const AttentionArgs& a) {
   // FLOPs of causal attention over the cache: q·k and p·v for every query and key before it.
   double keys = 0;
@@ -893,10 +911,7 @@ void CudaOps::Attention(const AttentionArgs& a) {
   const auto timer = Time("Attention", 4.0 * keys * a.num_heads * a.head_dim);
   if (Failed() || a.n == 0) return;
   const int pages = a.pos[a.n - 1] / a.page_size + 1;
-  cuda::AttentionArgs d{};
-  d.q = a.q;
-  d.k_pages = a.k_pages;
-  d.v_pages = a.v_pages;
+  cuda::AttentionArgs d = DeviceAttentionArgs(a, bf16());
   if (mode_ == Mode::kEager) {
     d.page_table = StageInts(a.page_table, pages);
   } else {
@@ -904,15 +919,7 @@ void CudaOps::Attention(const AttentionArgs& a) {
     std::copy(a.page_table, a.page_table + pages, padded.begin());
     d.page_table = StageInts(padded.data(), static_cast<int64_t>(padded.size()));
   }
-  d.page_size = a.page_size;
   d.pos = StageInts(a.pos, a.n);
-  d.n = a.n;
-  d.num_heads = a.num_heads;
-  d.num_kv_heads = a.num_kv_heads;
-  d.head_dim = a.head_dim;
-  d.scale = a.scale;
-  d.bf16 = bf16();
-  d.out = a.out;
   if (Failed()) return;
   Sign(7, d.q, d.k_pages, d.v_pages, d.page_table, d.page_size, d.pos, d.n, d.num_heads, d.num_kv_heads, d.head_dim,
        d.scale, d.out);
@@ -923,17 +930,7 @@ void CudaOps::Attention(const AttentionArgs& a) {
 void CudaOps::AttentionSeqs(const AttentionArgs* seqs, int count) {
   // A decode step's sequences (one query row each, one shape, the kernel Attention would pick
   // for each) share one launch; the rest run one by one.
-  const auto flash = [&](const AttentionArgs& a) {
-    cuda::AttentionArgs probe{};
-    probe.q = a.q;
-    probe.k_pages = a.k_pages;
-    probe.v_pages = a.v_pages;
-    probe.n = a.n;
-    probe.num_heads = a.num_heads;
-    probe.head_dim = a.head_dim;
-    probe.bf16 = bf16();
-    return cuda::FlashAttentionFits(probe);
-  };
+  const auto flash = [&](const AttentionArgs& a) { return cuda::FlashAttentionFits(DeviceAttentionArgs(a, bf16())); };
   const bool flash0 = count > 0 && flash(seqs[0]);
   const auto shares = [&](const AttentionArgs& a) {
     return a.n == 1 && a.num_heads == seqs[0].num_heads && a.num_kv_heads == seqs[0].num_kv_heads &&
@@ -976,15 +973,10 @@ void CudaOps::AttentionSeqs(const AttentionArgs* seqs, int count) {
   const auto* d = static_cast<const cuda::AttnSeq*>(Stage(batch.data(), static_cast<int64_t>(batch.size() * sizeof(cuda::AttnSeq))));
   if (Failed()) return;
   const AttentionArgs& a0 = seqs[0];
-  cuda::AttentionArgs shape{};
-  shape.k_pages = a0.k_pages;
-  shape.v_pages = a0.v_pages;
-  shape.page_size = a0.page_size;
-  shape.num_heads = a0.num_heads;
-  shape.num_kv_heads = a0.num_kv_heads;
-  shape.head_dim = a0.head_dim;
-  shape.scale = a0.scale;
-  shape.bf16 = bf16();
+  cuda::AttentionArgs shape = DeviceAttentionArgs(a0, bf16());  // the batch's shape: q, n, out per sequence
+  shape.q = nullptr;
+  shape.n = 0;
+  shape.out = nullptr;
   Sign(16, flash0, d, d_ints, ints.size(), batch.size(), shape.k_pages, shape.v_pages, shape.page_size, shape.num_heads,
        shape.num_kv_heads, shape.head_dim, shape.scale);
   for (const cuda::AttnSeq& q : batch) Sign(q.q, q.out);
