@@ -371,7 +371,11 @@ TEST(CudaOps, SplitKMatMulMatchesCpuAndKeepsRowBits) {
     EXPECT_EQ(splits, (k + 1023) / 1024);
     auto run = [&](const std::vector<float>& in, int rows) {
       Dev<float> d_x(in), part(static_cast<size_t>(splits) * rows * n), y(static_cast<size_t>(rows) * n);
-      Dev<uint8_t> scratch(static_cast<size_t>(std::max<int64_t>(cuda::MatMulScratchBytes(rows, w->dev(), true), 16)));
+      // The split's scratch is x's bf16 copy alone (MatMul's own few-output partials not counted).
+      const int64_t bytes = cuda::MatMulSplitKScratchBytes(rows, w->dev());
+      EXPECT_TRUE(bytes == 0 || bytes == (int64_t{rows} * k * 2 + 15) / 16 * 16) << bytes;
+      EXPECT_LE(bytes, cuda::MatMulScratchBytes(rows, w->dev(), true));
+      Dev<uint8_t> scratch(static_cast<size_t>(std::max<int64_t>(bytes, 16)));
       EXPECT_TRUE(cuda::MatMulSplitK(d_x.p, rows, w->dev(), part.p, nullptr, scratch.p).ok());
       EXPECT_TRUE(cuda::SumSplits(part.p, rows, w->dev(), y.p, true, nullptr).ok());
       return y.Get();
@@ -385,7 +389,7 @@ TEST(CudaOps, SplitKMatMulMatchesCpuAndKeepsRowBits) {
       const auto alone = run(one, 1);
       for (int j = 0; j < n; ++j) ASSERT_EQ(alone[j], all[size_t(r) * n + j]) << "row " << r << " alone, col " << j;
     }
-    if (cuda::MatMulScratchBytes(m, w->dev(), true) > 0) {
+    if (cuda::MatMulSplitKScratchBytes(m, w->dev()) > 0) {
       // Without scratch the shapes the mma.sync forms take are refused by name.
       Dev<float> d_x(x), part(static_cast<size_t>(splits) * m * n);
       const Status missing = cuda::MatMulSplitK(d_x.p, m, w->dev(), part.p, nullptr, nullptr);
@@ -423,7 +427,7 @@ TEST(CudaOps, RepeatedBf16InputEqualsTheTripledCopy) {
     EXPECT_EQ(d_got.Get(), d_ref.Get()) << "plain product";
     const int64_t splits = (3 * k0 + cuda::SplitKColumns(3 * k0) - 1) / cuda::SplitKColumns(3 * k0);
     Dev<float> p_ref(static_cast<size_t>(splits) * m * n), p_got(static_cast<size_t>(splits) * m * n);
-    Dev<uint8_t> scratch(static_cast<size_t>(cuda::MatMulScratchBytes(m, w->dev(), true)));
+    Dev<uint8_t> scratch(static_cast<size_t>(cuda::MatMulSplitKScratchBytes(m, w->dev())));
     ASSERT_TRUE(cuda::MatMulSplitK(d_x3.p, m, w->dev(), p_ref.p, nullptr, scratch.p).ok());
     ASSERT_TRUE(cuda::MatMulBf16(d_xb.p, k0, m, w->dev(), p_got.p, n, false, true, nullptr).ok());
     EXPECT_EQ(p_got.Get(), p_ref.Get()) << "split-K partials";

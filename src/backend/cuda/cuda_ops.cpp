@@ -804,7 +804,7 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<Lo
     // does the base's products; the split A product has no cuBLAS form.)
     const bool bf16_a = tensor && cuda::Bf16FormsFit(ms, *wa, a.k);
     const bool bf16_b = tensor && !cublas_ && cuda::Bf16FormsFit(ms, *wb, m.rank);
-    const int64_t split_scratch = tensor && !bf16_a ? cuda::MatMulScratchBytes(ms, *wa, true) : 0;
+    const int64_t split_scratch = tensor && !bf16_a ? cuda::MatMulSplitKScratchBytes(ms, *wa) : 0;
     void* xb = split_scratch > 0 ? AllocRaw((split_scratch + 3) / 4) : nullptr;
     if (Failed()) return;
     Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride, partial, xb, bf16_a, bf16_b);

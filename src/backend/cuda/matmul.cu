@@ -581,6 +581,10 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
 
 int64_t SplitKColumns(int64_t k) { return k <= kSplitColumns ? (k + kBK - 1) / kBK * kBK : kSplitColumns; }
 
+int64_t MatMulSplitKScratchBytes(int64_t m, const DevWeight& w) {
+  return PipeForm(m, w, true) || DecodeForm(m, w, true) ? Bf16CopyBytes(m, w) : 0;
+}
+
 Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partial, void* stream, void* scratch) {
   if (m < 0 || w.rows <= 0 || w.cols <= 0 || !w.bf16 || w.format != DevFormat::kDense) {
     return InvalidArgument("cuda MatMulSplitK: needs a dense bf16 weight");

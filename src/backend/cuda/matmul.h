@@ -61,8 +61,10 @@ Status MatMulBf16(const uint16_t* xb, int64_t x_cols, int64_t m, const DevWeight
 // SumSplits then adds the slices in ascending order and rounds once. A row's bits therefore
 // depend only on K, N and its own values, never on m. bf16 dense weights, bf16 activations.
 int64_t SplitKColumns(int64_t k);
-// `scratch`: MatMulScratchBytes(m, w, true) bytes, as for MatMul (the slices then run through
-// the decode or prefill form).
+// `scratch`: MatMulSplitKScratchBytes(m, w) bytes, 16-byte aligned: the bf16 copy of x that the
+// decode and prefill forms read when the slices run through them (the partials are the
+// caller's; MatMulScratchBytes would also count MatMul's own partials for few-output weights).
+int64_t MatMulSplitKScratchBytes(int64_t m, const DevWeight& w);
 Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partial, void* stream, void* scratch);
 Status SumSplits(const float* partial, int64_t m, const DevWeight& w, float* y, bool round_output, void* stream);
 // SumSplits into y with rows ldy (>= N) apart: one tensor of a fused weight filling its columns.
