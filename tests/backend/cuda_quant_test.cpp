@@ -30,8 +30,11 @@ namespace {
 // A quantized tensor of random weights; int4 optionally with random zero points, or with scales
 // that are not bf16 values (checkpoints with fp32 scales; Quantize writes bf16 ones), or int4
 // regrouped to `group` columns a scale (new random bf16 scales; Quantize uses 128).
+// NVFP4 with `all_scale_codes`: the group scales cycle through every e4m3 code but NaN (zero,
+// subnormal and negative scales too) and the global scale is an odd float — every entry of the
+// device's dequantization table (backend/cuda/nvfp4_table.h) in use.
 Weight Quantized(QuantFormat f, int64_t n, int64_t k, bool zero_points, std::mt19937& rng, bool f32_scales = false,
-                 int group = 0) {
+                 int group = 0, bool all_scale_codes = false) {
   std::normal_distribution<float> nd(0.0f, 0.05f);
   std::vector<float> v(static_cast<size_t>(n * k));
   for (float& x : v) x = nd(rng);
@@ -49,6 +52,14 @@ Weight Quantized(QuantFormat f, int64_t n, int64_t k, bool zero_points, std::mt1
   }
   if (f32_scales) {
     for (float& sc : q->scale) sc *= 1.0f + 0x1p-12f;  // below bf16's precision: no longer a bf16 value
+  }
+  if (all_scale_codes) {
+    uint8_t code = static_cast<uint8_t>(rng());
+    for (uint8_t& sc : q->scale_fp8) {
+      do ++code; while ((code & 0x7f) == 0x7f);
+      sc = code;
+    }
+    q->global *= 1.3703f;
   }
   EXPECT_TRUE(ValidateQuantized(*q).ok());
   Weight w;
@@ -161,10 +172,12 @@ TEST(CudaQuant, W4a16IsTheSlicedDenseBf16MatmulOfItsWeights) {
     int64_t n, k;
     bool f32_scales = false;
     int group = 0;
+    bool all_scale_codes = false;
   };
   // Up to 16 rows: K % 128 == 0 (symmetric int4 — bf16 or fp32 scales —, NVFP4) takes the
   // cp.async decode form (gemm_decode_w4.h), other N and K multiples of 16 the WMMA decode form;
-  // more rows the tiles. int4 with K % 32 == 0 is stored in lane order (int4_lanes.h), the rest not.
+  // more rows the tiles. int4 and NVFP4 with K % 32 == 0 are stored in lane order (int4_lanes.h),
+  // the rest not; NVFP4 with every scale code (zero, subnormal, negative) through the table.
   // K > 1024: several slices, one short (4608: the decode form's five warps; 2176 with zero
   // points: the WMMA forms; 3072 with fp32 scales in groups of 64).
   for (const C& c : {C{QuantFormat::kInt4Group, false, 208, 384}, C{QuantFormat::kInt4Group, true, 80, 256},
@@ -176,8 +189,9 @@ TEST(CudaQuant, W4a16IsTheSlicedDenseBf16MatmulOfItsWeights) {
                      C{QuantFormat::kNvfp4, false, 264, 1024}, C{QuantFormat::kInt4Group, false, 64, 4608},
                      C{QuantFormat::kNvfp4, false, 48, 2304}, C{QuantFormat::kInt4Group, true, 48, 2176},
                      C{QuantFormat::kInt4Group, false, 40, 3072, true, 64}, C{QuantFormat::kNvfp4, false, 40, 1152},
-                     C{QuantFormat::kInt4Group, false, 24, 640}}) {
-    const Weight q = Quantized(c.f, c.n, c.k, c.zp, rng, c.f32_scales, c.group);
+                     C{QuantFormat::kInt4Group, false, 24, 640}, C{QuantFormat::kNvfp4, false, 72, 1280, false, 0, true},
+                     C{QuantFormat::kNvfp4, false, 40, 208, false, 0, true}}) {
+    const Weight q = Quantized(c.f, c.n, c.k, c.zp, rng, c.f32_scales, c.group, c.all_scale_codes);
     const Weight d = DenseOf(q);
     ASSERT_TRUE(d.is_bf16) << "W4A16 weights are bf16 values";
     ASSERT_EQ(c.f32_scales, !std::all_of(q.quant->scale.begin(), q.quant->scale.end(),

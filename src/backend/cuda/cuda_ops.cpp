@@ -15,6 +15,7 @@
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/int4_lanes.h"
+#include "backend/cuda/nvfp4_table.h"
 #include "backend/cuda/lora.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/rmsnorm.h"
@@ -263,16 +264,31 @@ const CudaOps::DevCopy* CudaOps::DevQuantized(const Weight& w) {
   }
   d.group = q.group;
   d.global = q.global;
-  // int4 goes up in the lane order the decode form reads (int4_lanes.h); every kernel reads it
-  // through the same positions, so only the layout on the device changes.
+  // int4 words and NVFP4 bytes (the same nibble order) go up in the lane order the decode form
+  // reads (int4_lanes.h); every kernel reads them through the same positions, so only the layout
+  // on the device changes. NVFP4 also gets its global scale's dequantization table (nvfp4_table.h).
   std::vector<int32_t> lanes;
-  if (q.format == QuantFormat::kInt4Group && q.cols % cuda::kInt4LaneBlock == 0 && !q.words.empty()) {
-    lanes.resize(q.words.size());
+  const bool w4 = q.format == QuantFormat::kInt4Group || q.format == QuantFormat::kNvfp4;
+  if (w4 && q.cols % cuda::kInt4LaneBlock == 0 && (!q.words.empty() || !q.codes.empty())) {
+    std::vector<int32_t> nvfp4_words;
+    const int32_t* words = q.words.data();
+    if (q.format == QuantFormat::kNvfp4) {  // bytes as little-endian words: column 8j + i in nibble i of word j
+      nvfp4_words.resize(q.codes.size() / 4);
+      std::memcpy(nvfp4_words.data(), q.codes.data(), nvfp4_words.size() * 4);
+      words = nvfp4_words.data();
+    }
+    lanes.resize(q.format == QuantFormat::kNvfp4 ? nvfp4_words.size() : q.words.size());
     const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
     ParallelFor(static_cast<int64_t>(lanes.size()) / 4, threads,
-                [&](int64_t b0, int64_t b1) { cuda::Int4ToLaneOrder(q.words.data(), b0, b1, lanes.data()); });
+                [&](int64_t b0, int64_t b1) { cuda::Int4ToLaneOrder(words, b0, b1, lanes.data()); });
     d.int4_lanes = true;
-    d.scale_bf16 = std::all_of(q.scale.begin(), q.scale.end(), [](float v) { return v == RoundBf16(v); });
+    d.scale_bf16 = q.format == QuantFormat::kInt4Group &&
+                   std::all_of(q.scale.begin(), q.scale.end(), [](float v) { return v == RoundBf16(v); });
+  }
+  std::vector<cuda::Nvfp4Entry> table;
+  if (q.format == QuantFormat::kNvfp4) {
+    table.resize(cuda::kNvfp4TableEntries);
+    cuda::BuildNvfp4Table(q.global, table.data());
   }
   const void* main = !lanes.empty()       ? static_cast<const void*>(lanes.data())
                      : q.words.empty() ? static_cast<const void*>(q.codes.data())
@@ -282,12 +298,13 @@ const CudaOps::DevCopy* CudaOps::DevQuantized(const Weight& w) {
     const void* src;
     int64_t bytes;
   };
-  const Piece pieces[4] = {{main, main_bytes},
+  const Piece pieces[5] = {{main, main_bytes},
                            {q.scale.data(), static_cast<int64_t>(q.scale.size()) * 4},
                            {q.scale_fp8.data(), static_cast<int64_t>(q.scale_fp8.size())},
-                           {q.zero_words.data(), static_cast<int64_t>(q.zero_words.size()) * 4}};
-  int64_t offsets[4], total = 0;
-  for (int i = 0; i < 4; ++i) {
+                           {q.zero_words.data(), static_cast<int64_t>(q.zero_words.size()) * 4},
+                           {table.data(), static_cast<int64_t>(table.size() * sizeof(cuda::Nvfp4Entry))}};
+  int64_t offsets[5], total = 0;
+  for (int i = 0; i < 5; ++i) {
     offsets[i] = total;
     total += (pieces[i].bytes + 255) / 256 * 256;
   }
@@ -299,7 +316,7 @@ const CudaOps::DevCopy* CudaOps::DevQuantized(const Weight& w) {
   char* base = static_cast<char*>(mem.value());
   allocations_.push_back(base);
   weight_bytes_ += total;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 5; ++i) {
     if (pieces[i].bytes == 0) continue;
     Status s = CudaStatus(cudaMemcpy(base + offsets[i], pieces[i].src, static_cast<size_t>(pieces[i].bytes),
                                      cudaMemcpyHostToDevice),
@@ -313,6 +330,7 @@ const CudaOps::DevCopy* CudaOps::DevQuantized(const Weight& w) {
   if (!q.scale.empty()) d.scale = reinterpret_cast<const float*>(base + offsets[1]);
   if (!q.scale_fp8.empty()) d.scale_fp8 = reinterpret_cast<const uint8_t*>(base + offsets[2]);
   if (!q.zero_words.empty()) d.zero = reinterpret_cast<const int32_t*>(base + offsets[3]);
+  if (!table.empty()) d.nvfp4_table = reinterpret_cast<const cuda::Nvfp4Entry*>(base + offsets[4]);
   DevCopy c;
   c.w = d;
   return &weights_.emplace(&w, c).first->second;

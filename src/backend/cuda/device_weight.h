@@ -8,12 +8,14 @@
 
 namespace graft::cuda {
 
+struct Nvfp4Entry;  // nvfp4_table.h
+
 enum class DevFormat : uint8_t { kDense, kFp8Block, kFp8Channel, kInt4, kNvfp4 };
 
 struct DevWeight {
-  const void* data = nullptr;  // dense values; fp8: e4m3 codes [rows*cols]; int4: words [rows*cols/8] (in
-                               // int4_lanes.h's order when int4_lanes);
-                               // nvfp4: packed codes [rows*cols/2]
+  const void* data = nullptr;  // dense values; fp8: e4m3 codes [rows*cols]; int4: words [rows*cols/8];
+                               // nvfp4: packed codes [rows*cols/2] (both in int4_lanes.h's order when
+                               // int4_lanes)
   int64_t rows = 0, cols = 0;
   bool bf16 = false;           // dense only
   DevFormat format = DevFormat::kDense;
@@ -22,7 +24,9 @@ struct DevWeight {
   const int32_t* zero = nullptr;         // int4 zero-point words [⌈rows/8⌉, cols/g], or none (symmetric)
   int group = 0;
   float global = 1.0f;                   // nvfp4
-  bool int4_lanes = false;               // int4 words in the lane order of int4_lanes.h (cols % 32 == 0)
+  const Nvfp4Entry* nvfp4_table = nullptr;  // nvfp4: its global scale's dequantization table (nvfp4_table.h)
+  bool int4_lanes = false;               // int4 words / nvfp4 bytes in the lane order of int4_lanes.h
+                                         // (cols % 32 == 0)
   bool scale_bf16 = false;               // int4: every scale is a bf16 value (the bf16x2 dequantization
                                          // then equals the fp32 one, gemm_decode_w4.cu)
   bool quantized() const { return format != DevFormat::kDense; }

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/nvfp4_table.h"
 #include "backend/cuda/quant_weight.cuh"
 
 namespace graft::cuda {
@@ -18,6 +19,7 @@ constexpr int kMaxWarps = 32;
 constexpr int kSmemBudget = 200 * 1024;  // a block's rings and slice sums
 constexpr int kScaleBytes = 16;          // per weight row a stage: the int4 scales (up to 4 floats)
                                          // or 8 NVFP4 bytes; rows g = 0..7 in banks 4g
+constexpr int kTableBytes = kNvfp4TableEntries * 16;  // NVFP4: the tensor's table, after the slice sums
 
 // A stage of kDK K columns (128; 256 for int4 at up to 8 rows with groups of >= 64, where the
 // per-stage work is spread over twice the bytes): 16 weight rows of kDK / 2 packed bytes, padded
@@ -69,15 +71,6 @@ __device__ __forceinline__ unsigned Int4PairF32(unsigned bits, float s) {
   return PackBf16(v(bits), v(bits >> 16));
 }
 
-// An NVFP4 code (bits 0..3 of `nib`) times s, then the global scale: QuantAt's arithmetic. The
-// e2m1 value without branches: its exponent and mantissa bits placed at the bottom of a float's
-// exponent field (bits 23..24) and the top of its mantissa (bit 22) read 2^-126 times the value
-// (e = 0, a subnormal in both formats, included), and 2^126 restores it exactly.
-__device__ __forceinline__ float Nvfp4Value(unsigned nib, float s, float global) {
-  const float raw = __int_as_float(((nib & 7u) << 22) | ((nib & 8u) << 28));
-  return __fmul_rn(__fmul_rn(__fmul_rn(raw, 0x1p126f), s), global);
-}
-
 enum class W4Kind { kNvfp4, kInt4F32Scale, kInt4Bf16Scale };
 
 // A block owns 16 outputs, the mma's M (the weights are the A operand, the x rows its N: one
@@ -99,6 +92,12 @@ __global__ void __launch_bounds__(1024) GemmDecodeW4Kernel(const __nv_bfloat16* 
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   constexpr bool kFp4 = kKind == W4Kind::kNvfp4;
   const int64_t k = dw.cols, n0 = int64_t{blockIdx.x} * kRows, last = dw.rows - 1;
+  const int64_t slice_count = (k + kW4SliceColumns - 1) / kW4SliceColumns;
+  // NVFP4: the table (nvfp4_table.h) in shared memory, read by every warp after the barrier below.
+  [[maybe_unused]] Nvfp4Entry* tab = reinterpret_cast<Nvfp4Entry*>(red + slice_count * 32 * 4 * kNt);
+  if constexpr (kFp4) {
+    for (int i = threadIdx.x; i < kNvfp4TableEntries; i += blockDim.x) tab[i] = dw.nvfp4_table[i];
+  }
   // Groups are powers of two (DecodeW4a16Fits): a column's group is column >> glog. A stage's
   // scale of its column kk: kk >> glog (kOneScale: a group spans the stage, one scale).
   const int group = kFp4 ? 16 : dw.group, glog = 31 - __clz(group), ns = kDK / group > 0 ? kDK / group : 1;
@@ -169,6 +168,7 @@ __global__ void __launch_bounds__(1024) GemmDecodeW4Kernel(const __nv_bfloat16* 
 #pragma unroll
   for (int nt = 0; nt < kNt; ++nt) x_off[nt] = (min(8 * nt + lane % 8, m - 1) * kXLd + (lane / 8) * 8) * 2;
   int64_t kc = int64_t{warp} * kW4SliceColumns;  // the stage computed now
+  if constexpr (kFp4) __syncthreads();  // the table is in place
   for (int i = 0; kc < k; ++i) {
     CpAsyncWait<kStages - 2>();
     __syncwarp();
@@ -189,19 +189,22 @@ __global__ void __launch_bounds__(1024) GemmDecodeW4Kernel(const __nv_bfloat16* 
       // (a1, a3) at K 2t, 2t + 1 (a0, a1) and 2t + 8, 2t + 9 (a2, a3).
       unsigned a[2][4];
       if constexpr (kFp4) {
-        // Row bytes blk * 16 + 8h + t and + 4: K = 16h + 2t, +1 and 16h + 8 + 2t, +1 (low nibble first).
-        const float sl = E4m3ToFloat(slo[blk * 2]), sh = E4m3ToFloat(shi[blk * 2]);
-        const float sl1 = E4m3ToFloat(slo[blk * 2 + 1]), sh1 = E4m3ToFloat(shi[blk * 2 + 1]);
+        // Lane order (int4_lanes.h), as for int4: word t of the 32-column block holds a row's
+        // eight codes of this lane for both K16 steps; step h is group 2 blk + h, whose scale
+        // code picks the table entry (nvfp4_table.h).
+        const unsigned wl = *reinterpret_cast<const unsigned*>(wlo + blk * 16 + 4 * t);
+        const unsigned wh = *reinterpret_cast<const unsigned*>(whi + blk * 16 + 4 * t);
+        const unsigned cl = *reinterpret_cast<const uint16_t*>(slo + blk * 2);
+        const unsigned ch = *reinterpret_cast<const uint16_t*>(shi + blk * 2);
+        uint32_t fl[2][2], fh[2][2];
+        Nvfp4Fragments(wl, tab[cl & 0xffu], tab[cl >> 8], fl);
+        Nvfp4Fragments(wh, tab[ch & 0xffu], tab[ch >> 8], fh);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const float s_lo = h ? sl1 : sl, s_hi = h ? sh1 : sh;
-          auto pair = [&](unsigned byte, float s) {
-            return PackBf16(Nvfp4Value(byte, s, dw.global), Nvfp4Value(byte >> 4, s, dw.global));
-          };
-          a[h][0] = pair(wlo[blk * 16 + 8 * h + t], s_lo);
-          a[h][2] = pair(wlo[blk * 16 + 8 * h + 4 + t], s_lo);
-          a[h][1] = pair(whi[blk * 16 + 8 * h + t], s_hi);
-          a[h][3] = pair(whi[blk * 16 + 8 * h + 4 + t], s_hi);
+          a[h][0] = fl[h][0];
+          a[h][2] = fl[h][1];
+          a[h][1] = fh[h][0];
+          a[h][3] = fh[h][1];
         }
       } else {
         // Lane order (int4_lanes.h): word t of the 32-column block holds a row's eight weights of
@@ -244,7 +247,6 @@ __global__ void __launch_bounds__(1024) GemmDecodeW4Kernel(const __nv_bfloat16* 
   CpAsyncWait<0>();
   __syncthreads();
   if (warp != 0) return;
-  const int64_t slice_count = (k + kW4SliceColumns - 1) / kW4SliceColumns;
   float total[kNt][4];
 #pragma unroll
   for (int nt = 0; nt < kNt; ++nt) total[nt][0] = total[nt][1] = total[nt][2] = total[nt][3] = -0.0f;
@@ -269,8 +271,9 @@ struct BlockShape {
 };
 int NTiles(int64_t m) { return m <= 8 ? 1 : 2; }
 template <int kDK>
-BlockShape ShapeFor(int64_t m, int64_t k) {
-  const int64_t slices = (k + kW4SliceColumns - 1) / kW4SliceColumns, red = slices * 32 * 16 * NTiles(m);
+BlockShape ShapeFor(int64_t m, int64_t k, bool nvfp4) {
+  const int64_t slices = (k + kW4SliceColumns - 1) / kW4SliceColumns,
+                red = slices * 32 * 16 * NTiles(m) + (nvfp4 ? kTableBytes : 0);
   const int64_t ring = int64_t{kStages} * Layout<kDK>(static_cast<int>(m)).bytes;
   int64_t warps = slices < kMaxWarps ? slices : kMaxWarps;
   while (warps > 1 && warps * ring + red > kSmemBudget) --warps;
@@ -282,7 +285,7 @@ BlockShape ShapeFor(int64_t m, int64_t k) {
 // (the down projection's 17 slices would otherwise leave one warp two: measured slower).
 bool WideStages(int64_t m, const DevWeight& w) {
   if (w.format != DevFormat::kInt4 || m > 8 || w.cols % 256 != 0 || w.group < 64) return false;
-  const BlockShape b = ShapeFor<256>(m, w.cols);
+  const BlockShape b = ShapeFor<256>(m, w.cols, false);
   return b.smem <= kSmemBudget && b.warps == (w.cols + kW4SliceColumns - 1) / kW4SliceColumns;
 }
 
@@ -299,7 +302,7 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const DevWeight& w, float* y, 
     return e;
   }();
   if (ready != cudaSuccess) return Internal(std::string("cuda GemmDecodeW4a16: shared memory: ") + cudaGetErrorString(ready));
-  const BlockShape b = ShapeFor<kDK>(m, w.cols);
+  const BlockShape b = ShapeFor<kDK>(m, w.cols, kKind == W4Kind::kNvfp4);
   const auto blocks = static_cast<unsigned>((w.rows + kRows - 1) / kRows);
   GemmDecodeW4Kernel<kKind, kNt, kOneScale, kDK><<<blocks, 32 * b.warps, static_cast<size_t>(b.smem), s>>>(
       xb, static_cast<int>(m), w, y, ldy, round_output);
@@ -332,9 +335,13 @@ Status LaunchInt4(const __nv_bfloat16* xb, int64_t m, const DevWeight& w, float*
 
 bool DecodeW4a16Fits(int64_t m, const DevWeight& w) {
   if (m < 1 || m > 16 || w.rows % 8 != 0 || w.cols % 128 != 0 || w.rows / kRows > 0x7fffffff) return false;
-  if (ShapeFor<128>(m, w.cols).smem > kSmemBudget) return false;  // K beyond a block's slice sums
+  const bool nvfp4 = w.format == DevFormat::kNvfp4;
+  if (ShapeFor<128>(m, w.cols, nvfp4).smem > kSmemBudget) return false;  // K beyond a block's slice sums
   if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return false;
-  if (w.format == DevFormat::kNvfp4) return w.scale_fp8 != nullptr && reinterpret_cast<uintptr_t>(w.scale_fp8) % 16 == 0;
+  if (nvfp4) {
+    return w.int4_lanes && w.nvfp4_table != nullptr && w.scale_fp8 != nullptr &&
+           reinterpret_cast<uintptr_t>(w.scale_fp8) % 16 == 0;
+  }
   return w.format == DevFormat::kInt4 && w.int4_lanes && w.zero == nullptr && w.group >= 32 &&
          (w.group & (w.group - 1)) == 0;  // groups >= 32: at most 4 scales a row a stage (kScaleBytes)
 }

@@ -19,11 +19,14 @@
 // memory) stream their slices' packed weights, scales and x columns through four-stage cp.async
 // rings of 128-column stages (256 for int4 at up to 8 rows with groups >= 64 where every slice
 // keeps its warp); each 16-wide K chunk's A fragment is dequantized in registers straight from the packed
-// words (no bf16 tile), then mma.sync. int4 weights are read in the device copy's lane order
-// (int4_lanes.h: one word a lane per row and two chunks, one shift and mask per fragment
-// register); with bf16-valued scales (DevWeight::scale_bf16, what compressed-tensors stores)
-// the pair is dequantized by two bf16x2 FMAs, otherwise by QuantAt's fp32 arithmetic. The
-// products are the same bits either way round (each output's 16 products in the same K places).
+// words (no bf16 tile), then mma.sync. int4 words and NVFP4 bytes are read in the device copy's
+// lane order (int4_lanes.h: one word a lane per row and two chunks). int4: one shift and mask per
+// fragment register; with bf16-valued scales (DevWeight::scale_bf16, what compressed-tensors
+// stores) the pair is dequantized by two bf16x2 FMAs, otherwise by QuantAt's fp32 arithmetic.
+// NVFP4: byte permutes from the tensor's table of bf16 values per scale code (nvfp4_table.h, in
+// shared memory), QuantAt's values bit for bit — 10 PRMT, 3 shifts and 5 logic ops a word of a
+// row instead of 3 fp32 multiplies and a conversion a weight (gate|up at batch 1: 137 -> 69 us).
+// The products are the same bits either way round (each output's 16 products in the same K places).
 //
 // Copies are addressed from running columns (a group's scale is column >> log2 group), so the
 // loop is the dequantization and mma.sync plus a few copies a stage (~370 instructions a 1 KB
@@ -32,7 +35,8 @@
 // 28-34% of the copy bandwidth at Qwen3.5-27B's shapes.
 //
 // DecodeW4a16Fits: 1 <= m <= 16, N % 8 == 0, K % 128 == 0, symmetric int4 in lane order with
-// groups of a power of two >= 32 columns (or NVFP4), 16-byte aligned operands.
+// groups of a power of two >= 32 columns (or NVFP4 in lane order with its table), 16-byte
+// aligned operands.
 #pragma once
 
 #include <cstdint>

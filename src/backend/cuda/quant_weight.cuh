@@ -28,28 +28,48 @@ __device__ __forceinline__ float E2m1ToFloat(uint32_t nibble) {
   return (nibble & 0x8) ? -mag : mag;
 }
 
+// The code nibble of W[r][c] of a 4-bit tensor: int4 words and NVFP4 bytes read as words share
+// the nibble order (column 8j + i in nibble i of word j), and both go up in the lane order
+// (int4_lanes.h) when w.int4_lanes.
+__device__ __forceinline__ uint32_t NibbleAt(const DevWeight& w, int64_t r, int64_t c) {
+  const auto* words = static_cast<const uint32_t*>(w.data) + r * (w.cols / 8);
+  if (w.int4_lanes) {
+    const Int4LanePos p = Int4LaneOf(static_cast<int>(c % kInt4LaneBlock));
+    return (words[c / kInt4LaneBlock * 4 + p.word] >> (4 * p.nibble)) & 0xfu;
+  }
+  return (words[c / 8] >> (4 * (c % 8))) & 0xfu;
+}
+
+// The nibbles of W[r][c .. c+8) (c % 8 == 0) in column order: in lane order one nibble position
+// in each of the block's four words, e = 0 and 1 (int4_lanes.h).
+__device__ __forceinline__ void Nibbles8(const DevWeight& w, int64_t r, int64_t c, uint32_t (&nib)[8]) {
+  const auto* words = static_cast<const uint32_t*>(w.data) + r * (w.cols / 8);
+  if (w.int4_lanes) {
+    const uint4 blk = *reinterpret_cast<const uint4*>(words + c / kInt4LaneBlock * 4);
+    const uint32_t wd[4] = {blk.x, blk.y, blk.z, blk.w};
+    const int p0 = Int4LaneOf(static_cast<int>(c % kInt4LaneBlock)).nibble;  // e = 0; e = 1 is p0 + 4
+#pragma unroll
+    for (int i = 0; i < 8; ++i) nib[i] = (wd[i / 2] >> (4 * (p0 + 4 * (i % 2)))) & 0xfu;
+  } else {
+    const uint32_t word = words[c / 8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) nib[i] = (word >> (4 * i)) & 0xfu;
+  }
+}
+
 // W[r][c] as the matmul reads it: int4 / NVFP4 rounded to bf16 (W4A16), fp8 code · scale in fp32.
 __device__ __forceinline__ float QuantAt(const DevWeight& w, int64_t r, int64_t c) {
   const int64_t k = w.cols;
   switch (w.format) {
     case DevFormat::kInt4: {
       const int64_t groups = k / w.group, g = c / w.group;
-      const auto* words = static_cast<const int32_t*>(w.data) + r * (k / 8);
-      int u;
-      if (w.int4_lanes) {
-        const Int4LanePos p = Int4LaneOf(static_cast<int>(c % kInt4LaneBlock));
-        u = static_cast<int>((static_cast<uint32_t>(words[c / kInt4LaneBlock * 4 + p.word]) >> (4 * p.nibble)) & 0xf);
-      } else {
-        u = static_cast<int>((static_cast<uint32_t>(words[c / 8]) >> (4 * (c % 8))) & 0xf);
-      }
+      const int u = static_cast<int>(NibbleAt(w, r, c));
       const int zp = w.zero ? static_cast<int>((static_cast<uint32_t>(w.zero[(r / 8) * groups + g]) >> (4 * (r % 8))) & 0xf) : 8;
       return __bfloat162float(__float2bfloat16_rn(__fmul_rn(static_cast<float>(u - zp), w.scale[r * groups + g])));
     }
     case DevFormat::kNvfp4: {
-      const uint8_t byte = static_cast<const uint8_t*>(w.data)[(r * k + c) / 2];
-      const uint32_t nib = (c % 2 == 0) ? (byte & 0xf) : (byte >> 4);
       const float s = E4m3ToFloat(w.scale_fp8[r * (k / 16) + c / 16]);
-      return __bfloat162float(__float2bfloat16_rn(__fmul_rn(__fmul_rn(E2m1ToFloat(nib), s), w.global)));
+      return __bfloat162float(__float2bfloat16_rn(__fmul_rn(__fmul_rn(E2m1ToFloat(NibbleAt(w, r, c)), s), w.global)));
     }
     case DevFormat::kFp8Block: {
       const int64_t cb = (k + w.group - 1) / w.group;
@@ -63,38 +83,23 @@ __device__ __forceinline__ float QuantAt(const DevWeight& w, int64_t r, int64_t 
 }
 
 // Eight consecutive W4A16 weights W[r][c .. c+8) as bf16 (c % 8 == 0), packed as a uint4 (what
-// the tensor-core kernels stage): one int4 word and one scale, or four NVFP4 bytes and one
-// group scale (8 columns never straddle a group: groups are multiples of 8).
+// the tensor-core kernels stage): eight nibbles (one word, or a place in each of a lane-order
+// block's four) and one scale (8 columns never straddle a group: groups are multiples of 8).
 __device__ __forceinline__ uint4 QuantBf16x8(const DevWeight& w, int64_t r, int64_t c) {
   const int64_t k = w.cols;
+  uint32_t nib[8];
+  Nibbles8(w, r, c, nib);
   float v[8];
   if (w.format == DevFormat::kInt4) {
     const int64_t groups = k / w.group, g = c / w.group;
     const int zp = w.zero ? static_cast<int>((static_cast<uint32_t>(w.zero[(r / 8) * groups + g]) >> (4 * (r % 8))) & 0xf) : 8;
     const float s = w.scale[r * groups + g];
-    const auto* words = static_cast<const int32_t*>(w.data) + r * (k / 8);
-    int nib[8];
-    if (w.int4_lanes) {  // columns c .. c+8 of the block: one nibble position in each of its words, e = 0 and 1
-      const uint4 blk = *reinterpret_cast<const uint4*>(words + c / kInt4LaneBlock * 4);
-      const uint32_t wd[4] = {blk.x, blk.y, blk.z, blk.w};
-      const int p0 = Int4LaneOf(static_cast<int>(c % kInt4LaneBlock)).nibble;  // e = 0; e = 1 is p0 + 4
 #pragma unroll
-      for (int i = 0; i < 8; ++i) nib[i] = static_cast<int>((wd[i / 2] >> (4 * (p0 + 4 * (i % 2)))) & 0xf);
-    } else {
-      const uint32_t word = static_cast<uint32_t>(words[c / 8]);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) nib[i] = static_cast<int>((word >> (4 * i)) & 0xf);
-    }
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(static_cast<float>(nib[i] - zp), s);
+    for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(static_cast<float>(static_cast<int>(nib[i]) - zp), s);
   } else {
-    const uint8_t* p = static_cast<const uint8_t*>(w.data) + (r * k + c) / 2;
     const float s = E4m3ToFloat(w.scale_fp8[r * (k / 16) + c / 16]);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const uint8_t byte = p[i / 2];
-      v[i] = __fmul_rn(__fmul_rn(E2m1ToFloat(i % 2 == 0 ? (byte & 0xf) : (byte >> 4)), s), w.global);
-    }
+    for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(__fmul_rn(E2m1ToFloat(nib[i]), s), w.global);
   }
   uint4 out;
   __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&out);
