@@ -100,7 +100,7 @@ __global__ void ConvStateKernel(const float* x, int64_t x_stride, int n, int cha
 // `pending` the open chunk's rows before the call): thread j < dv owns value column j; threads
 // r < dk help with keys. One block, all its threads.
 __device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int pending, int h) {
-  __shared__ float q[kMaxDim], k[kMaxDim], coef[kGdnChunk], inv[2];
+  __shared__ float q[kMaxDim], k[kMaxDim], coef[kGdnChunk], decay[kGdnChunk], inv[2];
   const int tid = threadIdx.x;
   const int dk = a.dk, dv = a.dv, hv = a.hv, kh = h / (a.hv / a.hk);
   const int64_t conv_dim = 2LL * a.hk * dk + int64_t{hv} * dv;
@@ -160,14 +160,16 @@ __device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int p
     pending = i + 1;
     __syncthreads();
     if (pending == kGdnChunk) {
-      // S = e^{gam_last} S + Σ_m e^{gam_last − gam_m} k_m Vn_mᵀ (each thread its column).
+      // S = e^{gam_last} S + Σ_m e^{gam_last − gam_m} k_m Vn_mᵀ (each thread its column; the
+      // decays once a chunk — the same values — where each key row recomputed all 64).
       const float e_last = expf(gam);
+      for (int m = tid; m < kGdnChunk; m += blockDim.x) decay[m] = expf(gam - st.pgam[m * hv + h]);
+      __syncthreads();
       if (j < dv) {
         for (int r = 0; r < dk; ++r) {
           float s = __fmul_rn(S[int64_t{r} * dv + j], e_last);
           for (int m = 0; m < kGdnChunk; ++m) {
-            const float d = expf(gam - st.pgam[m * hv + h]);
-            const float kr = __fmul_rn(st.pk[(int64_t{m} * hv + h) * dk + r], d);
+            const float kr = __fmul_rn(st.pk[(int64_t{m} * hv + h) * dk + r], decay[m]);
             s = __fmaf_rn(kr, st.pvn[(int64_t{m} * hv + h) * dv + j], s);
           }
           S[int64_t{r} * dv + j] = s;
