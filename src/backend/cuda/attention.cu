@@ -1,9 +1,8 @@
 #include <cuda_runtime.h>
 
-#include <string>
-
 #include "backend/cuda/attention.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launched.h"
 
 namespace graft::cuda {
 namespace {
@@ -220,9 +219,7 @@ Status AttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count,
   if (flash) return FlashAttentionSeqs(shape, seqs, count, stream);
   AttentionSeqsKernel<<<dim3(static_cast<unsigned>(a.num_heads), static_cast<unsigned>(count)), kThreads, 0,
                         static_cast<cudaStream_t>(stream)>>>(shape, seqs);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda AttentionSeqs launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("AttentionSeqs");
 }
 
 Status Attention(const AttentionArgs& a, void* stream) {
@@ -241,9 +238,7 @@ Status Attention(const AttentionArgs& a, void* stream) {
     if (blocks > 0x7fffffff) return InvalidArgument("cuda Attention: too many (row, head) pairs");
     AttentionKernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
   }
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda Attention launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("Attention");
 }
 
 }  // namespace graft::cuda

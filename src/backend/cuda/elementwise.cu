@@ -7,6 +7,7 @@
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/elementwise.h"
+#include "backend/cuda/launched.h"
 
 namespace graft::cuda {
 namespace {
@@ -16,12 +17,6 @@ constexpr int kThreads = 256;
 unsigned Blocks(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;
   return static_cast<unsigned>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
-}
-
-Status Launched(const char* op) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda ") + op + " launch: " + cudaGetErrorString(err));
-  return Status::Ok();
 }
 
 cudaStream_t S(void* stream) { return static_cast<cudaStream_t>(stream); }
@@ -135,9 +130,7 @@ Status ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, 
   const unsigned gx = static_cast<unsigned>(std::min<int64_t>((width + 255) / 256, 64));
   const unsigned gy = static_cast<unsigned>(std::min(n, 65535));
   ScatterRowsKernel<<<dim3(gx, gy), 256, 0, S(stream)>>>(src, width, rows, n, dst);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda ScatterRows: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("ScatterRows");
 }
 
 __global__ void GatherRowsKernel(const float* src, int64_t width, const int32_t* rows, int n, float* dst) {
@@ -155,9 +148,7 @@ Status GatherRows(const float* src, int64_t width, const int32_t* rows, int n, f
   const unsigned gx = static_cast<unsigned>(std::min<int64_t>((width + 255) / 256, 64));
   const unsigned gy = static_cast<unsigned>(std::min(n, 65535));
   GatherRowsKernel<<<dim3(gx, gy), 256, 0, S(stream)>>>(src, width, rows, n, dst);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda GatherRows: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("GatherRows");
 }
 
 Status CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
@@ -230,9 +221,7 @@ Status RepeatCols(const float* src, int64_t rows, int64_t width, int times, floa
   if (rows == 0 || width == 0) return Status::Ok();
   const int64_t blocks = (rows * width * times + 255) / 256;
   RepeatColsKernel<<<static_cast<unsigned>(blocks < 8192 ? blocks : 8192), 256, 0, S(stream)>>>(src, rows, width, times, dst);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda RepeatCols launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("RepeatCols");
 }
 
 Status RoundBlockBf16(float* x, int64_t ld, int64_t rows, int64_t cols, void* stream) {
@@ -240,9 +229,7 @@ Status RoundBlockBf16(float* x, int64_t ld, int64_t rows, int64_t cols, void* st
   if (rows == 0 || cols == 0) return Status::Ok();
   const int64_t blocks = (rows * cols + 255) / 256;
   RoundBlockKernel<<<static_cast<unsigned>(blocks < 8192 ? blocks : 8192), 256, 0, S(stream)>>>(x, ld, rows, cols);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda RoundBlockBf16 launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("RoundBlockBf16");
 }
 
 Status Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,

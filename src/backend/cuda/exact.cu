@@ -3,10 +3,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <string>
 
 #include "adapters/exact.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launched.h"
 
 namespace graft::cuda {
 namespace {
@@ -85,12 +85,6 @@ __global__ void ResidualKernel(DevResidual r, uint16_t* out) {
   }
 }
 
-Status LaunchStatus(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string(what) + ": " + cudaGetErrorString(err));
-  return Status::Ok();
-}
-
 }  // namespace
 
 Status ExactReconstruct(const uint16_t* base, int64_t rows, int64_t k, const DevWeight& a, const DevWeight& b, int rank,
@@ -101,7 +95,7 @@ Status ExactReconstruct(const uint16_t* base, int64_t rows, int64_t k, const Dev
   if (gy > 65535 || gx > 0x7fffffff) return InvalidArgument("cuda ExactReconstruct: projection too large");
   ReconstructKernel<<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), 256, 0, static_cast<cudaStream_t>(stream)>>>(
       base, rows, k, a, b, rank, out);
-  return LaunchStatus("cuda ExactReconstruct");
+  return Launched("ExactReconstruct");
 }
 
 Status ExactResidualApply(const DevResidual& r, uint16_t* out, void* stream) {
@@ -109,7 +103,7 @@ Status ExactResidualApply(const DevResidual& r, uint16_t* out, void* stream) {
   constexpr int kThreads = 128;
   const int64_t blocks = (r.chunks + kThreads - 1) / kThreads;
   ResidualKernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(r, out);
-  return LaunchStatus("cuda ExactResidual");
+  return Launched("ExactResidual");
 }
 
 }  // namespace graft::cuda

@@ -22,6 +22,7 @@
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launched.h"
 #include "backend/cuda/mma_ptx.cuh"
 
 namespace graft::cuda {
@@ -227,9 +228,7 @@ Status LaunchSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count, cu
   if (ready != cudaSuccess) return Internal(std::string("cuda FlashAttention: shared memory: ") + cudaGetErrorString(ready));
   const dim3 grid(1, static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(count));
   FlashAttentionSeqsKernel<kHd><<<grid, kThreads, sizeof(FlashSmem<kHd, 1>), s>>>(shape, seqs);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda FlashAttention launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("FlashAttention");
 }
 
 template <int kHd, int kHeads>
@@ -240,9 +239,7 @@ Status Launch(const AttentionArgs& a, cudaStream_t s) {
   if (ready != cudaSuccess) return Internal(std::string("cuda FlashAttention: shared memory: ") + cudaGetErrorString(ready));
   const dim3 grid(static_cast<unsigned>((a.n + kQ - 1) / kQ), static_cast<unsigned>(a.num_heads / kHeads));
   FlashAttentionKernel<kHd, kHeads><<<grid, kThreads * kHeads, sizeof(FlashSmem<kHd, kHeads>), s>>>(a);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda FlashAttention launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("FlashAttention");
 }
 
 }  // namespace

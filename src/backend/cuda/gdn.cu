@@ -1,26 +1,16 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <string>
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gdn.h"
+#include "backend/cuda/launched.h"
 
 namespace graft::cuda {
 namespace {
 
 constexpr int kMaxConvK = 8;
 constexpr int kMaxDim = 256;
-// From this many tokens on, the conv and the delta rule take their token-parallel forms (same
-// bits as the token-by-token kernels, which serve decode steps and short pieces).
-constexpr int kParallelMinTokens = kGdnParallelMinTokens;
-constexpr int64_t kMaxSharedBytes = kGdnMaxSharedBytes;
-
-Status Launched(const char* op) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda ") + op + " launch: " + cudaGetErrorString(err));
-  return Status::Ok();
-}
 
 // One thread per channel walks the n tokens in order.
 __device__ void ConvTokens(const float* x, int64_t x_stride, int n, int channels, const DevWeight& w, float* conv_state,
@@ -230,7 +220,7 @@ Status CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, con
     return InvalidArgument("cuda CausalConvSilu: bad shape (kernel width 1..8, one row per channel)");
   }
   if (n == 0) return Status::Ok();
-  if (n >= kParallelMinTokens) {
+  if (n >= kGdnParallelMinTokens) {
     const dim3 grid(static_cast<unsigned>((channels + 255) / 256), static_cast<unsigned>(std::min(n, 65535)));
     ConvTokensKernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream)>>>(x, x_stride, n, channels, w, conv_state, bf16,
                                                                           out);
@@ -275,7 +265,7 @@ Status GdnCore(const GdnCoreArgs& a, void* stream) {
     return InvalidArgument("cuda GdnCore: bad shape or state (dk, dv 1..256, value heads a multiple of key heads)");
   }
   if (a.n == 0) return Status::Ok();
-  if (a.n >= kParallelMinTokens && a.scratch != nullptr && GdnChunkSharedBytes(a.dk) <= kMaxSharedBytes) {
+  if (a.n >= kGdnParallelMinTokens && a.scratch != nullptr && GdnChunkSharedBytes(a.dk) <= kGdnMaxSharedBytes) {
     const Status s = GdnCoreChunked(a, stream);
     a.state->pending = (a.state->pending + a.n) % kGdnChunk;
     return s;

@@ -22,6 +22,7 @@
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gdn.h"
+#include "backend/cuda/launched.h"
 
 namespace graft::cuda {
 namespace {
@@ -451,9 +452,7 @@ Status GdnCoreChunked(const GdnCoreArgs& a, void* stream) {
   const int cols = kGroupCols * groups;
   const dim3 grid(a.hv, (a.dv + cols - 1) / cols);
   GdnChunkKernel<<<grid, kThreads * groups, smem, s>>>(a, *a.state, a.state->pending);
-  err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda GdnCore (chunked) launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("GdnCore (chunked)");
 }
 
 }  // namespace graft::cuda

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm_pipe.h"
+#include "backend/cuda/launched.h"
 #include "backend/cuda/mma_ptx.cuh"
 
 namespace graft::cuda {
@@ -165,9 +166,7 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_
   const dim3 grid(static_cast<unsigned>((n + per_block - 1) / per_block), static_cast<unsigned>((k + kz - 1) / kz));
   GemmDecodeKernel<S><<<grid, S::kThreads, static_cast<size_t>(S::SmemBytes(m)), s>>>(xb, static_cast<int>(m), w, n, k, y,
                                                                                     ldy, round_output, kz, m * ldy, x_cols);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda GemmDecode launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("GemmDecode");
 }
 
 }  // namespace

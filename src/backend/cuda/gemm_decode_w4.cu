@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launched.h"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/nvfp4_table.h"
 #include "backend/cuda/quant_weight.cuh"
@@ -306,9 +307,7 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const DevWeight& w, float* y, 
   const auto blocks = static_cast<unsigned>((w.rows + kRows - 1) / kRows);
   GemmDecodeW4Kernel<kKind, kNt, kOneScale, kDK><<<blocks, 32 * b.warps, static_cast<size_t>(b.smem), s>>>(
       xb, static_cast<int>(m), w, y, ldy, round_output);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda GemmDecodeW4a16 launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("GemmDecodeW4a16");
 }
 
 template <W4Kind kKind, bool kOneScale>

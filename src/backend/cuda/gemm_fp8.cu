@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launched.h"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/wgmma_ptx.cuh"
 
@@ -253,9 +254,7 @@ Status Launch(const uint8_t* xq, const float* sx, int64_t m, const DevWeight& w,
   if (Status st = EncodeCodes(&map_w, static_cast<const uint8_t*>(w.data), w.rows, w.cols, kBN); !st.ok()) return st;
   GemmFp8Kernel<kBN, kStages><<<static_cast<unsigned>(ttiles * otiles), kThreads, SmemBytes<kBN, kStages>(a_rows), s>>>(
       map_x, map_w, sx, m, w, group, y, ldy, round_output, static_cast<int>(ttiles), a_rows);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda GemmFp8 launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("GemmFp8");
 }
 
 }  // namespace

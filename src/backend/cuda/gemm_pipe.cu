@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launched.h"
 #include "backend/cuda/mma_ptx.cuh"
 
 namespace graft::cuda {
@@ -151,9 +152,7 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_
   const dim3 grid(static_cast<unsigned>(mtiles * ntiles), static_cast<unsigned>((k + kz - 1) / kz));
   GemmPipeKernel<kWarpN8, kBK, kStages><<<grid, T::kThreads, sizeof(typename T::Smem), s>>>(
       xb, m, w, n, k, y, ldy, round_output, static_cast<int>(mtiles), static_cast<int>(ntiles), kz, m * ldy, x_cols);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda GemmPipe launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("GemmPipe");
 }
 
 }  // namespace
@@ -164,9 +163,7 @@ Status ToBf16(const float* x, int64_t count, uint16_t* out, void* stream) {
   const int64_t blocks = (count / (vec4 ? 4 : 1) + 255) / 256;
   ToBf16Kernel<<<static_cast<unsigned>(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096), 256, 0,
                  static_cast<cudaStream_t>(stream)>>>(x, count, reinterpret_cast<__nv_bfloat16*>(out), vec4);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda ToBf16 launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("ToBf16");
 }
 
 Status GemmPipe(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launched.h"
 #include "backend/cuda/lora.h"
 
 namespace graft::cuda {
@@ -63,9 +64,7 @@ Status LoraScatterAdd(const float* u, int64_t m, int64_t cols, const int32_t* ro
   const int64_t blocks = std::min<int64_t>((m * cols + kThreads - 1) / kThreads, 65535);
   LoraScatterAddKernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       u, m, cols, rows, scale, row_offset, y, y_stride, bf16);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda LoraScatterAdd: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("LoraScatterAdd");
 }
 
 Status LoraAdd(const LoraArgs& a, void* stream) {
@@ -86,9 +85,7 @@ Status LoraAdd(const LoraArgs& a, void* stream) {
     LoraHalfWarpKernel<true><<<down, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, row0);
     LoraHalfWarpKernel<false><<<up, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, row0);
   }
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda LoraAdd launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("LoraAdd");
 }
 
 }  // namespace graft::cuda

@@ -10,6 +10,7 @@
 #include "backend/cuda/gemm_decode.h"
 #include "backend/cuda/gemm_decode_w4.h"
 #include "backend/cuda/gemm_pipe.h"
+#include "backend/cuda/launched.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/quant_weight.cuh"
 #include "backend/cuda/simt_tile.cuh"
@@ -482,9 +483,7 @@ Status W4PrefillMatMul(const uint16_t* xb, int64_t m, const DevWeight& w, const 
     GRAFT_RETURN_IF_ERROR(MatMulBf16(xb, w.cols, m, dense, partial, nc, false, /*split_k=*/true, s));
     SumSplitsKernel<<<GridFor(m * nc), 256, 0, s>>>(partial, p.splits, m, nc, y + n0, ldy, round_output);
   }
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda MatMul (W4A16 prefill) launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("MatMul (W4A16 prefill)");
 }
 }  // namespace
 
@@ -574,9 +573,7 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
     GemmSimtKernel<<<static_cast<unsigned>(blocks < 1048576 ? blocks : 1048576), 256, 0, s>>>(x, m, w, y, ldy,
                                                                                               round_output && bf16);
   }
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda MatMul launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("MatMul");
 }
 
 int64_t SplitKColumns(int64_t k) { return k <= kSplitColumns ? (k + kBK - 1) / kBK * kBK : kSplitColumns; }
@@ -611,9 +608,7 @@ Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partia
     const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>(gy), static_cast<unsigned>(splits));
     GemmBf16Kernel<false><<<grid, kThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, partial, w.rows, false, false, kz, m * w.rows);
   }
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda MatMulSplitK launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("MatMulSplitK");
 }
 
 Status SumSplits(const float* partial, int64_t m, const DevWeight& w, float* y, bool round_output, void* stream) {
@@ -627,9 +622,7 @@ Status SumSplitsInto(const float* partial, int64_t m, const DevWeight& w, float*
   const int64_t blocks = (count + 255) / 256;
   SumSplitsKernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0, static_cast<cudaStream_t>(stream)>>>(
       partial, splits, m, w.rows, y, ldy, round_output);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda SumSplits launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("SumSplits");
 }
 
 }  // namespace graft::cuda

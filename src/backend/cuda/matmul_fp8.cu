@@ -6,6 +6,7 @@
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm_fp8.h"
+#include "backend/cuda/launched.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/simt_tile.cuh"
 
@@ -75,9 +76,7 @@ Status QuantizeActivations(const float* x, int64_t m, int64_t k, int64_t group, 
                    reinterpret_cast<uintptr_t>(out) % 16 == 0;
   if (vec) Fp8QuantizeActKernel<kCodes, true><<<blocks, 32 * kQuantWarps, 0, s>>>(x, m, k, group, groups, out, sx);
   else Fp8QuantizeActKernel<kCodes, false><<<blocks, 32 * kQuantWarps, 0, s>>>(x, m, k, group, groups, out, sx);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda MatMulFp8 quantize launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("MatMulFp8 quantize");
 }
 
 // y = Σ_g dot_g(xq, wq) · (sx · sw) as model/quantized.h defines FP8's W8A8, tiled like the
@@ -170,9 +169,7 @@ Status MatMulFp8(const float* x, int64_t m, const DevWeight& w, float* scratch, 
   if (gy > 65535) return InvalidArgument("cuda MatMulFp8: more than 65535 * 32 rows in one call");
   const dim3 grid(static_cast<unsigned>((w.rows + kSN - 1) / kSN), static_cast<unsigned>(gy));
   GemmFp8Kernel<<<grid, 256, 0, s>>>(xq, sx, m, w, group, groups, y, ldy, round_output && bf16);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda MatMulFp8 launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("MatMulFp8");
 }
 
 }  // namespace graft::cuda

@@ -1,8 +1,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <string>
-
+#include "backend/cuda/launched.h"
 #include "backend/cuda/rmsnorm.h"
 
 namespace graft::cuda {
@@ -87,12 +86,6 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(const float* x, float*
     if (i < dim) o[i] = Normed(v[j], inv, wv[j], kind, round_bf16);
   }
   for (int i = tid + kCached * kThreads; i < dim; i += kThreads) o[i] = Normed(xr[i], inv, w[i], kind, round_bf16);
-}
-
-Status Launched(const char* op) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda ") + op + " launch: " + cudaGetErrorString(err));
-  return Status::Ok();
 }
 
 }  // namespace

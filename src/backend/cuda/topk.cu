@@ -1,7 +1,6 @@
 #include <cuda_runtime.h>
 
-#include <string>
-
+#include "backend/cuda/launched.h"
 #include "backend/cuda/topk.h"
 
 namespace graft::cuda {
@@ -58,9 +57,7 @@ Status TopK(const float* x, int64_t rows, int vocab, const float* temperature, i
   if (rows == 0) return Status::Ok();
   TopKKernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, vocab, temperature, k,
                                                                                             values, ids);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Internal(std::string("cuda TopK: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return Launched("TopK");
 }
 
 }  // namespace graft::cuda
