@@ -950,13 +950,15 @@ void CudaOps::AttentionSeqs(const AttentionArgs* seqs, int count) {
   // for each) share one launch; the rest run one by one.
   const auto flash = [&](const AttentionArgs& a) { return cuda::FlashAttentionFits(DeviceAttentionArgs(a, bf16())); };
   const bool flash0 = count > 0 && flash(seqs[0]);
-  const auto shares = [&](const AttentionArgs& a) {
-    return a.n == 1 && a.num_heads == seqs[0].num_heads && a.num_kv_heads == seqs[0].num_kv_heads &&
-           a.head_dim == seqs[0].head_dim && a.page_size == seqs[0].page_size && a.scale == seqs[0].scale &&
-           a.k_pages == seqs[0].k_pages && a.v_pages == seqs[0].v_pages && flash(a) == flash0;
-  };
+  std::vector<char> shares(static_cast<size_t>(std::max(count, 0)));  // whether sequence i joins the launch
   int sharing = 0;
-  for (int i = 0; i < count; ++i) sharing += shares(seqs[i]) ? 1 : 0;
+  for (int i = 0; i < count; ++i) {
+    const AttentionArgs& a = seqs[i];
+    shares[i] = a.n == 1 && a.num_heads == seqs[0].num_heads && a.num_kv_heads == seqs[0].num_kv_heads &&
+                a.head_dim == seqs[0].head_dim && a.page_size == seqs[0].page_size && a.scale == seqs[0].scale &&
+                a.k_pages == seqs[0].k_pages && a.v_pages == seqs[0].v_pages && flash(a) == flash0;
+    sharing += shares[i] ? 1 : 0;
+  }
   if (sharing < 2) {
     Ops::AttentionSeqs(seqs, count);
     return;
@@ -966,7 +968,7 @@ void CudaOps::AttentionSeqs(const AttentionArgs* seqs, int count) {
   std::vector<size_t> table_at;
   for (int i = 0; i < count; ++i) {
     const AttentionArgs& a = seqs[i];
-    if (!shares(a)) {
+    if (!shares[i]) {
       Attention(a);
       continue;
     }
@@ -978,13 +980,13 @@ void CudaOps::AttentionSeqs(const AttentionArgs* seqs, int count) {
   }
   const size_t pos_at = ints.size();
   for (int i = 0; i < count; ++i) {
-    if (shares(seqs[i])) ints.push_back(seqs[i].pos[0]);
+    if (shares[i]) ints.push_back(seqs[i].pos[0]);
   }
   const auto timer = Time("Attention", 4.0 * keys * seqs[0].num_heads * seqs[0].head_dim);
   const int32_t* d_ints = StageInts(ints.data(), static_cast<int64_t>(ints.size()));
   std::vector<cuda::AttnSeq> batch;
   for (int i = 0; i < count; ++i) {
-    if (!shares(seqs[i])) continue;
+    if (!shares[i]) continue;
     const size_t j = batch.size();
     batch.push_back({seqs[i].q, d_ints + table_at[j], d_ints + pos_at + j, seqs[i].out});
   }
