@@ -54,6 +54,31 @@ __device__ __forceinline__ float Dot16Fma(const float* a, const float* b, int64_
   return acc[0];
 }
 
+// Dot16Fma(a1, b, n) and Dot16Fma(a2, b, n), each bit for bit, reading b once.
+__device__ __forceinline__ void Dot16Fma2(const float* a1, const float* a2, const float* b, int64_t n, float& d1,
+                                          float& d2) {
+  float acc1[16], acc2[16];
+  for (int l = 0; l < 16; ++l) acc1[l] = acc2[l] = 0.0f;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; ++l) {
+      const float bv = b[i + l];
+      acc1[l] = __fmaf_rn(a1[i + l], bv, acc1[l]);
+      acc2[l] = __fmaf_rn(a2[i + l], bv, acc2[l]);
+    }
+  for (int l = 0; i < n; ++i, ++l) {
+    acc1[l] = __fmaf_rn(a1[i], b[i], acc1[l]);
+    acc2[l] = __fmaf_rn(a2[i], b[i], acc2[l]);
+  }
+  for (int s = 8; s > 0; s >>= 1)
+    for (int l = 0; l < s; ++l) {
+      acc1[l] = __fadd_rn(acc1[l], acc1[l + s]);
+      acc2[l] = __fadd_rn(acc2[l], acc2[l + s]);
+    }
+  d1 = acc1[0];
+  d2 = acc2[0];
+}
+
 // Sum16's value from a whole warp (every lane calls it; every lane gets the sum): lane l (and
 // l + 16, a duplicate) accumulates Sum16's acc[l] — the same terms in the same order — and the
 // pairwise tree runs through shuffles with Sum16's pairs (l with l + s, s = 8, 4, 2, 1). The

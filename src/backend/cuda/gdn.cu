@@ -88,9 +88,13 @@ __global__ void ConvStateKernel(const float* x, int64_t x_stride, int n, int cha
 
 // The token kernel's work for value head h of one sequence (its rows and state in `a` and st,
 // `pending` the open chunk's rows before the call): thread j < dv owns value column j; threads
-// r < dk help with keys. One block, all its threads.
+// r < dk help with keys. One block, all its threads. A token is three passes between barriers —
+// the q / k norms; both sets of coefficients (thread m reads key row m once for its k and q
+// dots); then each column's Sᵀk and Sᵀq chains over one read of the state and the corrections
+// over one read of the open chunk's values — where it was five, four of them waiting on memory.
+// Every chain is the one it was (the same terms in the same order), so the same bits.
 __device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int pending, int h) {
-  __shared__ float q[kMaxDim], k[kMaxDim], coef[kGdnChunk], decay[kGdnChunk], inv[2];
+  __shared__ float q[kMaxDim], k[kMaxDim], coef_k[kGdnChunk], coef_q[kGdnChunk], decay[kGdnChunk], inv[2];
   const int tid = threadIdx.x;
   const int dk = a.dk, dv = a.dv, hv = a.hv, kh = h / (a.hv / a.hk);
   const int64_t conv_dim = 2LL * a.hk * dk + int64_t{hv} * dv;
@@ -119,34 +123,42 @@ __device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int p
     const float gam = __fadd_rn(i == 0 ? 0.0f : st.pgam[(i - 1) * hv + h], a.g[t * hv + h]);
     const float e = expf(gam);
     __syncthreads();
-    // coef[m] = (k·k_m) e^{gam - gam_m} for m < i.
-    for (int m = tid; m < i; m += blockDim.x) {
-      coef[m] = __fmul_rn(Dot16Fma(k, st.pk + (int64_t{m} * hv + h) * dk, dk), expf(gam - st.pgam[m * hv + h]));
+    // coef_k[m] = (k·k_m) e^{gam - gam_m} for m < i; coef_q[m] = (q·k_m) e^{gam - gam_m} for
+    // m <= i, where k_i is this token's k (what the key store below writes) and gam_i = gam.
+    for (int m = tid; m <= i; m += blockDim.x) {
+      if (m < i) {
+        float dk_dot, dq_dot;
+        Dot16Fma2(k, q, st.pk + (int64_t{m} * hv + h) * dk, dk, dk_dot, dq_dot);
+        const float d = expf(gam - st.pgam[m * hv + h]);
+        coef_k[m] = __fmul_rn(dk_dot, d);
+        coef_q[m] = __fmul_rn(dq_dot, d);
+      } else {
+        coef_q[m] = __fmul_rn(Dot16Fma(q, k, dk), expf(gam - gam));
+      }
     }
     __syncthreads();
     const int j = tid;
     if (j < dv) {
-      float sk = 0.0f;
-      for (int r = 0; r < dk; ++r) sk = __fmaf_rn(S[int64_t{r} * dv + j], k[r], sk);
+      float sk = 0.0f, sq = 0.0f;
+      for (int r = 0; r < dk; ++r) {
+        const float s_rj = S[int64_t{r} * dv + j];
+        sk = __fmaf_rn(s_rj, k[r], sk);
+        sq = __fmaf_rn(s_rj, q[r], sq);
+      }
       float w = a.qkv[t * conv_dim + 2LL * a.hk * dk + int64_t{h} * dv + j] - __fmul_rn(e, sk);
-      for (int m = 0; m < i; ++m) w = __fmaf_rn(-coef[m], st.pvn[(int64_t{m} * hv + h) * dv + j], w);
-      st.pvn[(int64_t{i} * hv + h) * dv + j] = __fmul_rn(beta, w);
+      float o = __fmul_rn(e, sq);
+      for (int m = 0; m < i; ++m) {
+        const float vn_m = st.pvn[(int64_t{m} * hv + h) * dv + j];
+        w = __fmaf_rn(-coef_k[m], vn_m, w);
+        o = __fmaf_rn(coef_q[m], vn_m, o);
+      }
+      const float vn = __fmul_rn(beta, w);
+      st.pvn[(int64_t{i} * hv + h) * dv + j] = vn;
+      o = __fmaf_rn(coef_q[i], vn, o);
+      a.out[(int64_t{t} * hv + h) * dv + j] = RoundAct(o, a.bf16);
     }
     for (int r = tid; r < dk; r += blockDim.x) st.pk[(int64_t{i} * hv + h) * dk + r] = k[r];
     if (tid == 0) st.pgam[i * hv + h] = gam;
-    __syncthreads();
-    // coef[m] = (q·k_m) e^{gam - gam_m} for m <= i.
-    for (int m = tid; m <= i; m += blockDim.x) {
-      coef[m] = __fmul_rn(Dot16Fma(q, st.pk + (int64_t{m} * hv + h) * dk, dk), expf(gam - st.pgam[m * hv + h]));
-    }
-    __syncthreads();
-    if (j < dv) {
-      float sq = 0.0f;
-      for (int r = 0; r < dk; ++r) sq = __fmaf_rn(S[int64_t{r} * dv + j], q[r], sq);
-      float o = __fmul_rn(e, sq);
-      for (int m = 0; m <= i; ++m) o = __fmaf_rn(coef[m], st.pvn[(int64_t{m} * hv + h) * dv + j], o);
-      a.out[(int64_t{t} * hv + h) * dv + j] = RoundAct(o, a.bf16);
-    }
     pending = i + 1;
     __syncthreads();
     if (pending == kGdnChunk) {
