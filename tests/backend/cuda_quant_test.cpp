@@ -175,11 +175,13 @@ TEST(CudaQuant, W4a16IsTheSlicedDenseBf16MatmulOfItsWeights) {
     bool all_scale_codes = false;
   };
   // Up to 16 rows: K % 128 == 0 (symmetric int4 — bf16 or fp32 scales —, NVFP4) takes the
-  // cp.async decode form (gemm_decode_w4.h), other N and K multiples of 16 the WMMA decode form;
-  // more rows the tiles. int4 and NVFP4 with K % 32 == 0 are stored in lane order (int4_lanes.h),
-  // the rest not; NVFP4 with every scale code (zero, subnormal, negative) through the table.
-  // K > 1024: several slices, one short (4608: the decode form's five warps; 2176 with zero
-  // points: the WMMA forms; 3072 with fp32 scales in groups of 64).
+  // register-streaming decode form (gemm_decode_w4.h), other N and K multiples of 16 the WMMA
+  // decode form; more rows the tiles. int4 and NVFP4 with K % 128 == 0 are stored in lane order
+  // (int4_lanes.h), the rest not; NVFP4 with every scale code (zero, subnormal, negative) through
+  // the table. N not a multiple of 64 (200, 130, 40, ...): a block's last warps past N. K > 1024:
+  // several slices, one short (4608: eight stages then four; 1152: a one-stage slice; 2176 with
+  // zero points: the WMMA forms; 3072 with fp32 scales in groups of 64); 640: more stages than a
+  // warp keeps in flight.
   for (const C& c : {C{QuantFormat::kInt4Group, false, 208, 384}, C{QuantFormat::kInt4Group, true, 80, 256},
                      C{QuantFormat::kInt4Group, false, 200, 384}, C{QuantFormat::kNvfp4, false, 96, 512},
                      C{QuantFormat::kNvfp4, false, 130, 208}, C{QuantFormat::kInt4Group, false, 200, 768},

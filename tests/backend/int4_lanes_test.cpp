@@ -1,7 +1,8 @@
-// The device copy's int4 lane order (backend/cuda/int4_lanes.h): every column of a 32-column
-// block has one place, and the word of lane t, shifted by 4(2h + q) and masked with 0x000F000F,
-// holds exactly the two weights of mma fragment b_q of K16 step h (columns 16h + 8q + 2t and
-// the next) in bits 0..3 and 16..19 — what the W4A16 decode form relies on. Pure host code.
+// The device copy's int4 lane order (backend/cuda/int4_lanes.h): every column of a 128-column
+// block has one place, and lane t's word of 32-column step b (word 4t + b: a lane's four words
+// side by side), shifted by 4(2h + q) and masked with 0x000F000F, holds exactly the two weights
+// of mma fragment b_q of K16 step h (columns 32b + 16h + 8q + 2t and the next) in bits 0..3 and
+// 16..19 — what the W4A16 decode form relies on. Pure host code.
 #include "backend/cuda/int4_lanes.h"
 
 #include <gtest/gtest.h>
@@ -21,7 +22,7 @@ TEST(Int4Lanes, EveryColumnOfABlockHasItsOwnPlace) {
   for (int j = 0; j < cuda::kInt4LaneBlock; ++j) {
     const auto p = Int4LaneOf(j);
     ASSERT_GE(p.word, 0);
-    ASSERT_LT(p.word, 4);
+    ASSERT_LT(p.word, cuda::kInt4LaneWords);
     ASSERT_GE(p.nibble, 0);
     ASSERT_LT(p.nibble, 8);
     EXPECT_TRUE(seen.insert({p.word, p.nibble}).second) << "column " << j << " shares its place";
@@ -31,9 +32,8 @@ TEST(Int4Lanes, EveryColumnOfABlockHasItsOwnPlace) {
 TEST(Int4Lanes, TheBlockRewriteMovesEachColumnToItsPlace) {
   std::mt19937 rng(5);
   for (int trial = 0; trial < 100; ++trial) {
-    const uint32_t in[4] = {static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()),
-                            static_cast<uint32_t>(rng())};
-    uint32_t out[4];
+    uint32_t in[cuda::kInt4LaneWords], out[cuda::kInt4LaneWords];
+    for (uint32_t& w : in) w = static_cast<uint32_t>(rng());
     cuda::Int4BlockToLaneOrder(in, out);
     for (int j = 0; j < cuda::kInt4LaneBlock; ++j) {
       const auto p = Int4LaneOf(j);
@@ -44,18 +44,19 @@ TEST(Int4Lanes, TheBlockRewriteMovesEachColumnToItsPlace) {
 
 TEST(Int4Lanes, ALanesWordShiftedHoldsItsFragmentPairs) {
   std::mt19937 rng(11);
-  const int64_t rows = 3, cols = 96;  // three blocks a row
+  const int64_t rows = 3, cols = 384;  // three blocks a row
   std::vector<int32_t> words(static_cast<size_t>(rows * cols / 8));
   for (auto& w : words) w = static_cast<int32_t>(rng());
   auto nibble = [&](int64_t r, int64_t c) {
     return (static_cast<uint32_t>(words[static_cast<size_t>(r * cols / 8 + c / 8)]) >> (4 * (c % 8))) & 0xfu;
   };
   std::vector<int32_t> lanes(words.size());
-  Int4ToLaneOrder(words.data(), 0, rows * cols / 32, lanes.data());
+  Int4ToLaneOrder(words.data(), 0, rows * cols / cuda::kInt4LaneBlock, lanes.data());
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < cols / 32; ++b) {
+    for (int64_t b = 0; b < cols / 32; ++b) {  // 32-column steps; four a block
       for (int t = 0; t < 4; ++t) {
-        const uint32_t w = static_cast<uint32_t>(lanes[static_cast<size_t>(r * cols / 8 + 4 * b + t)]);
+        const int64_t word = r * cols / 8 + (b / 4) * cuda::kInt4LaneWords + 4 * t + b % 4;
+        const uint32_t w = static_cast<uint32_t>(lanes[static_cast<size_t>(word)]);
         for (int h = 0; h < 2; ++h) {
           for (int q = 0; q < 2; ++q) {
             const uint32_t pair = (w >> (4 * (2 * h + q))) & 0x000F000Fu;

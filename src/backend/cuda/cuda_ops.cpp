@@ -279,7 +279,7 @@ const CudaOps::DevCopy* CudaOps::DevQuantized(const Weight& w) {
     }
     lanes.resize(q.format == QuantFormat::kNvfp4 ? nvfp4_words.size() : q.words.size());
     const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
-    ParallelFor(static_cast<int64_t>(lanes.size()) / 4, threads,
+    ParallelFor(static_cast<int64_t>(lanes.size()) / cuda::kInt4LaneWords, threads,
                 [&](int64_t b0, int64_t b1) { cuda::Int4ToLaneOrder(words, b0, b1, lanes.data()); });
     d.int4_lanes = true;
     d.scale_bf16 = q.format == QuantFormat::kInt4Group &&

@@ -26,7 +26,7 @@ struct DevWeight {
   float global = 1.0f;                   // nvfp4
   const Nvfp4Entry* nvfp4_table = nullptr;  // nvfp4: its global scale's dequantization table (nvfp4_table.h)
   bool int4_lanes = false;               // int4 words / nvfp4 bytes in the lane order of int4_lanes.h
-                                         // (cols % 32 == 0)
+                                         // (cols % 128 == 0)
   bool scale_bf16 = false;               // int4: every scale is a bf16 value (the bf16x2 dequantization
                                          // then equals the fp32 one, gemm_decode_w4.cu)
   bool quantized() const { return format != DevFormat::kDense; }

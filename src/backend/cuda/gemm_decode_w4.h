@@ -1,5 +1,5 @@
-// The W4A16 decode GEMM (MatMul's form for 1 to 16 rows of bf16 activations against int4 or
-// NVFP4 weights): y[m, N] = xb[m, K] · Wᵀ with W dequantized to bf16 exactly as
+// The W4A16 decode GEMM (MatMul's form for 1 to 16 rows of activations against int4 or NVFP4
+// weights): y[m, N] = bf16(x)[m, K] · Wᵀ with W dequantized to bf16 exactly as
 // quant_weight.cuh's QuantAt does.
 //
 // Every W4A16 tensor-core form (this one; past 16 rows the weight dequantized to bf16 through
@@ -8,31 +8,31 @@
 // chunks ascending from zero, then the slices added in ascending order — so every output has
 // the bits of SumSplits over MatMulSplitK on a dense bf16 weight holding those values, whichever
 // form its batch size picks. The slices are a function of K alone (DESIGN.md §3.2 lets the order
-// depend on K and N, never on m); they let a 4-bit product at batch 1 run K's slices on
-// separate warps, where one chain of K / 16 dependent mma.sync would take longer than reading
-// the weights.
+// depend on K and N, never on m).
 //
-// A block owns 16 outputs, the M of mma.sync m16n8k16: the weights are the A operand and the x
-// rows its N (8 a tile, two tiles past 8 rows), so one mma covers 16 outputs x 16 K — batch 1
-// uses one of the N columns either way, and this way round halves the mma.sync and ldmatrix a
-// weight byte. Its warps (one per slice, fewer where their rings would not fit in shared
-// memory) stream their slices' packed weights, scales and x columns through four-stage cp.async
-// rings of 128-column stages (256 for int4 at up to 8 rows with groups >= 64 where every slice
-// keeps its warp); each 16-wide K chunk's A fragment is dequantized in registers straight from the packed
-// words (no bf16 tile), then mma.sync. int4 words and NVFP4 bytes are read in the device copy's
-// lane order (int4_lanes.h: one word a lane per row and two chunks). int4: one shift and mask per
-// fragment register; with bf16-valued scales (DevWeight::scale_bf16, what compressed-tensors
-// stores) the pair is dequantized by two bf16x2 FMAs, otherwise by QuantAt's fp32 arithmetic.
-// NVFP4: byte permutes from the tensor's table of bf16 values per scale code (nvfp4_table.h, in
-// shared memory), QuantAt's values bit for bit — 10 PRMT, 3 shifts and 5 logic ops a word of a
-// row instead of 3 fp32 multiplies and a conversion a weight (gate|up at batch 1: 137 -> 69 us).
-// The products are the same bits either way round (each output's 16 products in the same K places).
+// A warp owns 16 outputs x one slice, the M of mma.sync m16n8k16: the weights are the A operand
+// and the x rows its N (8 a tile, two tiles past 8 rows), so one mma covers 16 outputs x 16 K.
+// A block is four such warps on one slice (grid: 64-output blocks x slices); it converts its
+// slice of x to bf16 into shared memory once (x arrives in fp32: no separate bf16 copy, no
+// launch for it), each warp streams its weights straight into registers — with the lane order
+// of int4_lanes.h a lane's 128 columns of a row are one 16-byte load, the group of four lanes 64
+// contiguous bytes — four 128-column stages ahead, and dequantizes each A fragment in registers
+// (no shared-memory tile, no copy instructions): int4 by a mask-or-magic LOP3 and two bf16x2
+// FMAs a pair (bf16-valued scales, what compressed-tensors stores) or QuantAt's fp32 arithmetic;
+// NVFP4 by byte permutes from the tensor's table of bf16 values per scale code
+// (nvfp4_table.h, in shared memory). The slices' partial sums go to scratch and SumSplits adds
+// them in ascending order (K <= 1024: one slice, written straight to y).
 //
-// Copies are addressed from running columns (a group's scale is column >> log2 group), so the
-// loop is the dequantization and mma.sync plus a few copies a stage (~370 instructions a 1 KB
-// stage with bf16 scales, from ~640 when each copy's address was recomputed from the stage
-// number); ncu then shows issue and a throttled math pipe as the limit, not memory latency:
-// 28-34% of the copy bandwidth at Qwen3.5-27B's shapes.
+// The form it replaced (16 outputs a block, its warps sharing K's slices, cp.async rings) spent
+// ~370 instructions a 1 KB of weights on copies and their addressing and kept one block of 17
+// warps an SM at K = 17408 (shared memory): 24-43% of the copy bandwidth at batch 1. This one
+// issues ~205 a KB; int4 at batch 1 (H200, Qwen3.5-27B shapes): down 39.9 -> 25.2 us, gate|up
+// 51.9 -> 41.1 us; now bound by load latency (ncu: long-scoreboard stalls), not issue. Tried and
+// dropped (bench/results/2026-12-01-w4-registers.md): warps streaming several row groups in one
+// wave (+17% at 16 rows, -8% NVFP4 at batch 1), the slices summed in the kernel by the last
+// warp of a row group (its fences cost more than the SumSplits launch), early launch (PDL),
+// each warp's whole slice by bulk copies (TMA) into shared memory (the first mma then waits for
+// all of it).
 //
 // DecodeW4a16Fits: 1 <= m <= 16, N % 8 == 0, K % 128 == 0, symmetric int4 in lane order with
 // groups of a power of two >= 32 columns (or NVFP4 in lane order with its table), 16-byte
@@ -51,7 +51,10 @@ namespace graft::cuda {
 inline constexpr int64_t kW4SliceColumns = 1024;
 
 bool DecodeW4a16Fits(int64_t m, const DevWeight& w);
-Status GemmDecodeW4a16(const uint16_t* xb, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
-                       void* stream);
+// Scratch bytes GemmDecodeW4a16 needs (the slices' partial sums; 0 for one slice).
+int64_t DecodeW4a16ScratchBytes(int64_t m, const DevWeight& w);
+// x [m, K] fp32 (16-byte aligned; rounded to bf16 as it is read), y [m, ldy].
+Status GemmDecodeW4a16(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
+                       void* stream, void* scratch);
 
 }  // namespace graft::cuda

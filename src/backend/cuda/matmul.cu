@@ -489,10 +489,11 @@ Status W4PrefillMatMul(const uint16_t* xb, int64_t m, const DevWeight& w, const 
 
 int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16) {
   if (const W4Prefill p = bf16 ? W4PrefillPlan(m, w) : W4Prefill{}; p.chunk > 0) return p.bytes;
+  if (bf16 && DecodeW4a16Fits(m, w)) return DecodeW4a16ScratchBytes(m, w);
   if (SplitFewOutputs(w, bf16)) {  // x in bf16, then the slices' partial products
     return Bf16CopyBytes(m, w) + (w.cols + SplitKColumns(w.cols) - 1) / SplitKColumns(w.cols) * m * w.rows * 4;
   }
-  return PipeForm(m, w, bf16) || DecodeForm(m, w, bf16) || (bf16 && DecodeW4a16Fits(m, w)) ? Bf16CopyBytes(m, w) : 0;
+  return PipeForm(m, w, bf16) || DecodeForm(m, w, bf16) ? Bf16CopyBytes(m, w) : 0;
 }
 
 namespace {
@@ -521,16 +522,18 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
                        (w.format != DevFormat::kInt4 || w.group % 8 == 0);
   const bool tensor = bf16 && (w.bf16 || w.w4a16());
   const auto* wb = static_cast<const __nv_bfloat16*>(w.data);
-  const bool mma_form = PipeForm(m, w, bf16) || DecodeForm(m, w, bf16);
-  if (mma_form || (bf16 && DecodeW4a16Fits(m, w))) {  // 4-bit weights: dequantized in registers (gemm_decode_w4.h)
+  // 4-bit weights at up to 16 rows: dequantized in registers, x read in fp32 (gemm_decode_w4.h).
+  if (bf16 && DecodeW4a16Fits(m, w) && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+    return GemmDecodeW4a16(x, m, w, y, ldy, round_output, stream, scratch);
+  }
+  if (PipeForm(m, w, bf16) || DecodeForm(m, w, bf16)) {
     GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch));
-    if (mma_form && SplitFewOutputs(w, bf16)) {
+    if (SplitFewOutputs(w, bf16)) {
       auto* partial = reinterpret_cast<float*>(static_cast<unsigned char*>(scratch) + Bf16CopyBytes(m, w));
       GRAFT_RETURN_IF_ERROR(MatMulBf16(xb, w.cols, m, w, partial, w.rows, false, /*split_k=*/true, stream));
       return SumSplitsInto(partial, m, w, y, ldy, round_output, stream);
     }
-    return mma_form ? MatMulBf16(xb, w.cols, m, w, y, ldy, round_output, /*split_k=*/false, stream)
-                    : GemmDecodeW4a16(xb, m, w, y, ldy, round_output, stream);
+    return MatMulBf16(xb, w.cols, m, w, y, ldy, round_output, /*split_k=*/false, stream);
   }
   if (const W4Prefill p = bf16 ? W4PrefillPlan(m, w) : W4Prefill{}; p.chunk > 0) {  // 4-bit weights, prefill
     GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch));

@@ -35,19 +35,21 @@ __device__ __forceinline__ uint32_t NibbleAt(const DevWeight& w, int64_t r, int6
   const auto* words = static_cast<const uint32_t*>(w.data) + r * (w.cols / 8);
   if (w.int4_lanes) {
     const Int4LanePos p = Int4LaneOf(static_cast<int>(c % kInt4LaneBlock));
-    return (words[c / kInt4LaneBlock * 4 + p.word] >> (4 * p.nibble)) & 0xfu;
+    return (words[c / kInt4LaneBlock * kInt4LaneWords + p.word] >> (4 * p.nibble)) & 0xfu;
   }
   return (words[c / 8] >> (4 * (c % 8))) & 0xfu;
 }
 
 // The nibbles of W[r][c .. c+8) (c % 8 == 0) in column order: in lane order one nibble position
-// in each of the block's four words, e = 0 and 1 (int4_lanes.h).
+// in each of the four lane words 4t + b of the column's 32-column step b, e = 0 and 1
+// (int4_lanes.h).
 __device__ __forceinline__ void Nibbles8(const DevWeight& w, int64_t r, int64_t c, uint32_t (&nib)[8]) {
   const auto* words = static_cast<const uint32_t*>(w.data) + r * (w.cols / 8);
   if (w.int4_lanes) {
-    const uint4 blk = *reinterpret_cast<const uint4*>(words + c / kInt4LaneBlock * 4);
-    const uint32_t wd[4] = {blk.x, blk.y, blk.z, blk.w};
-    const int p0 = Int4LaneOf(static_cast<int>(c % kInt4LaneBlock)).nibble;  // e = 0; e = 1 is p0 + 4
+    const Int4LanePos p = Int4LaneOf(static_cast<int>(c % kInt4LaneBlock));  // t = 0, e = 0
+    const uint32_t* bw = words + c / kInt4LaneBlock * kInt4LaneWords + p.word;
+    const uint32_t wd[4] = {bw[0], bw[4], bw[8], bw[12]};
+    const int p0 = p.nibble;  // e = 1 is p0 + 4
 #pragma unroll
     for (int i = 0; i < 8; ++i) nib[i] = (wd[i / 2] >> (4 * (p0 + 4 * (i % 2)))) & 0xfu;
   } else {
