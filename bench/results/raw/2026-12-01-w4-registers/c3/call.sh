@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+set -uo pipefail
+. scripts/device-env
+export PATH=$PATH:/usr/local/cuda/bin
+export GRAFT_FIXTURES_DIR=$PWD/fixtures
+W=$OUT/c3; mkdir -p $W
+echo "bundle $(cat $B/COMMIT) start $(date +%T)"
+timeout 90 $B/graft_cuda_tests --gtest_brief=1 > $W/cuda-tests.log 2>&1
+echo "cuda tests: exit $? at $(date +%T)"; grep -E "^\[  (PASSED|FAILED)|Failure" -A5 $W/cuda-tests.log | head -30
+timeout 120 $B/graft_matmul_bench bench/configs/qwen3_5-27b --formats w4a16,nvfp4 --rows 1,16 > $W/matmul-w4.txt 2>&1
+echo "matmul w4: exit $? at $(date +%T)"; grep -E "rows=|gdn|step" $W/matmul-w4.txt
+for f in w4a16 nvfp4; do
+  timeout 110 "$B/graft" bench --load-format dummy --device cuda --gpu-memory 120 --gpu-scratch 16384 --threads 16 \
+    --dummy-adapter-rank 0 --decode-steps 6 --repeats 1 --json "$W/$f-27b.json" --model bench/configs/qwen3_5-27b \
+    --dummy-quantize $f --prefill 1024 --decode-batches 1,16,64 > $W/$f-27b.txt 2> $W/$f-27b.log
+  echo "== $f-27b: exit $? at $(date +%T)"; grep -E "^(prefill|decode) " $W/$f-27b.txt
+done
+timeout 90 ncu --clock-control none -k regex:GemmDecodeW4Kernel -s 17 -c 1 --set full \
+    $B/graft_matmul_bench bench/configs/qwen3_5-27b --formats w4a16 --rows 1 --iters 2 > $W/ncu-w4-down-details.txt 2>&1
+echo "== ncu: at $(date +%T)"; grep -E "Duration|DRAM Throughput|Executed Ipc Active|Issued Instructions  |Registers Per|Achieved Active|No Eligible" $W/ncu-w4-down-details.txt
+cd $OUT && tar czf c3.tgz c3 && rm -rf c3
