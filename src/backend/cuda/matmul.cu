@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(kLThreads, 1) GemmBf16LargeKernel(const float*
   }
 }
 
-// The W4A16 decode form (m <= 64, int4 or NVFP4 weights with N % 16 == 0 and K % 16 == 0; dense
+// The W4A16 WMMA decode form (m <= 64, int4 or NVFP4 weights with N % 16 == 0 and K % 16 == 0; dense
 // bf16 weights take gemm_decode.h): each warp owns 16 outputs and walks all of K, kSkAhead
 // 16-wide chunks ahead of the tensor cores, each applied to every 16-row group of x; the x rows
 // (padded to a multiple of 16 with zeros) are staged as bf16 through shared memory kSK columns at

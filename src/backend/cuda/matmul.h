@@ -3,8 +3,9 @@
 // bf16 weights with bf16 activations run on the tensor cores (bf16 → fp32): for up to 64 rows
 // the decode form (gemm_decode.h: x copied to bf16 into `scratch`, a warp per 8 outputs
 // streaming the weights through a cp.async ring; N % 8 == 0, K % 16 == 0), for W4A16 weights up
-// to 16 rows the same structure dequantizing in registers where gemm_decode_w4.h fits (K % 128
-// == 0, symmetric int4 or NVFP4), else up to 64 rows a WMMA form with a warp per 16 outputs (N
+// to 16 rows gemm_decode_w4.h where it fits (K % 128 == 0, symmetric int4 or NVFP4 in lane
+// order: x read in fp32, a warp per 16 outputs and slice streaming the packed weights into
+// registers and dequantizing them there), else up to 64 rows a WMMA form with a warp per 16 outputs (N
 // and K multiples of 16), 64 x 64 block tiles where nothing else fits, and for more than 64
 // rows the prefill form (gemm_pipe.h: x copied to bf16 once into `scratch`, a cp.async ring,
 // mma.sync; dense weights, k % 8 == 0, aligned) — W4A16 weights there are dequantized to bf16
