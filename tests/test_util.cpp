@@ -15,6 +15,7 @@
 #include "model/projections.h"
 #include "tools/adapter_extract.h"
 #include "util/bf16.h"
+#include "util/bytes.h"
 
 namespace graft::test {
 
@@ -88,7 +89,7 @@ std::map<std::string, std::vector<int32_t>> ReadIntTensors(const std::string& pa
 TensorToWrite F32Tensor(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
   TensorToWrite t{name, DType::kF32, std::move(shape), {}};
   t.bytes.resize(v.size() * 4);
-  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  CopyBytes(t.bytes.data(), v.data(), t.bytes.size());
   return t;
 }
 

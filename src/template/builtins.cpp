@@ -10,7 +10,8 @@ namespace {
 
 Status Err(const std::string& m) { return InvalidArgument(m); }
 
-const Value& Arg(const List& args, const Dict& kwargs, size_t i, const char* name, const Value& def) {
+// By value: a default passed as a temporary (Value("")) must outlive the caller's use of it.
+Value Arg(const List& args, const Dict& kwargs, size_t i, const char* name, const Value& def) {
   if (i < args.size()) return args[i];
   if (const Value* v = kwargs.Find(name)) return *v;
   return def;

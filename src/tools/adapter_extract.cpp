@@ -26,6 +26,7 @@
 #include "tools/calibration.h"
 #include "tools/token_agreement.h"
 #include "util/bf16.h"
+#include "util/bytes.h"
 #include "util/progress.h"
 #include "util/sha256.h"
 
@@ -72,7 +73,7 @@ TensorToWrite F32Tensor(const std::string& name, std::vector<int64_t> shape, con
     }
   } else {
     t.bytes.resize(v.size() * 4);
-    std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+    CopyBytes(t.bytes.data(), v.data(), t.bytes.size());
   }
   return t;
 }
@@ -140,7 +141,7 @@ Result<std::vector<float>> DifferenceToServed(const TensorRef& m, const Checkpoi
 
 std::vector<uint16_t> Bf16Copy(const TensorRef& t) {
   std::vector<uint16_t> v(t.info->num_elements());
-  std::memcpy(v.data(), t.data(), v.size() * 2);
+  CopyBytes(v.data(), t.data(), v.size() * 2);
   return v;
 }
 
@@ -362,7 +363,7 @@ Result<ExtractReport> RunExtract(const ExtractJob& job) {
       TensorToWrite idx{it.module + ".exact_index", DType::kU8, {static_cast<int64_t>(res.index_stream.size())}, res.index_stream};
       TensorToWrite val{it.module + ".exact_value", DType::kBF16, {static_cast<int64_t>(res.values.size())}, {}};
       val.bytes.resize(res.values.size() * 2);
-      std::memcpy(val.bytes.data(), res.values.data(), val.bytes.size());
+      CopyBytes(val.bytes.data(), res.values.data(), val.bytes.size());
       exact_tensors.push_back(std::move(idx));
       exact_tensors.push_back(std::move(val));
     }

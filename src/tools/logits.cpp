@@ -9,6 +9,7 @@
 
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
+#include "util/bytes.h"
 #include "util/progress.h"
 
 namespace graft {
@@ -31,14 +32,14 @@ Status RunLogits(const Model& model, Ops& ops, const LogitsJob& job, const Adapt
   for (const auto& t : in.tensors()) {
     const int n = static_cast<int>(t.shape[0]);
     std::vector<int32_t> ids(static_cast<size_t>(n));
-    std::memcpy(ids.data(), in.Data(t), ids.size() * 4);
+    CopyBytes(ids.data(), in.Data(t), ids.size() * 4);
     std::vector<float> logits(static_cast<size_t>(n) * vocab);
     GRAFT_ASSIGN_OR_RETURN(SequenceState st, model.NewState(ops));
     GRAFT_RETURN_IF_ERROR(model.Forward(ops, ids.data(), n, st, logits.data(), job.adapter_slot, &adapters).WithContext(
         fmt::format("{}: sequence '{}'", job.input, t.name)));
     TensorToWrite w{t.name, DType::kF32, {n, vocab}, {}};
     w.bytes.resize(logits.size() * 4);
-    std::memcpy(w.bytes.data(), logits.data(), w.bytes.size());
+    CopyBytes(w.bytes.data(), logits.data(), w.bytes.size());
     out.push_back(std::move(w));
     bar.Add(static_cast<uint64_t>(n));
   }
