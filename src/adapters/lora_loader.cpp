@@ -15,7 +15,9 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/projections.h"
+#include "util/bytes.h"
 #include "util/file.h"
+#include "util/json_depth.h"
 
 namespace graft {
 namespace {
@@ -57,7 +59,7 @@ Result<Weight> ToWeight(const SafetensorsFile& f, const TensorInfo& t) {
   if (t.dtype == DType::kBF16) {
     w.is_bf16 = true;
     w.bf16.resize(t.num_elements());
-    std::memcpy(w.bf16.data(), f.Data(t), t.num_bytes());
+    CopyBytes(w.bf16.data(), f.Data(t), t.num_bytes());
   } else {
     GRAFT_ASSIGN_OR_RETURN(w.f32, ReadAsFloat(TensorRef{&f, &t}));
   }
@@ -119,7 +121,7 @@ void LoadExact(const std::string& dir, const nlohmann::json& mj, const std::stri
         ExactResidual res;
         res.index_stream.assign(f.Data(*idx), f.Data(*idx) + idx->num_bytes());
         res.values.resize(static_cast<size_t>(val->num_elements()));
-        std::memcpy(res.values.data(), f.Data(*val), val->num_bytes());
+        CopyBytes(res.values.data(), f.Data(*val), val->num_bytes());
         auto indexed = IndexResidual(std::move(res), p.rows * p.cols);
         if (!indexed.ok()) {
           problems.push_back(fmt::format("graft_exact.safetensors: {}: {}", module, indexed.status().message()));
@@ -288,8 +290,9 @@ Result<LoraAdapter> LoadLoraAdapter(const std::string& dir, const ModelConfig& c
   nlohmann::json mj;
   if (fs::exists(manifest_path, ec)) {
     GRAFT_ASSIGN_OR_RETURN(std::string text, ReadFileLimited(manifest_path, 64u << 20));
-    mj = nlohmann::json::parse(text, nullptr, false);
-    if (mj.is_discarded() || !mj.is_object()) {
+    if (Status depth = CheckJsonDepth(text, manifest_path); !depth.ok()) {
+      problems.push_back(depth.message());
+    } else if (mj = nlohmann::json::parse(text, nullptr, false); mj.is_discarded() || !mj.is_object()) {
       problems.push_back(manifest_path + ": not a JSON object");
       mj = nlohmann::json();
     } else if (mj.contains("base_identity") && mj["base_identity"].is_string()) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "util/json_depth.h"
 #include "util/pyregex.h"
 
 namespace graft {
@@ -53,6 +54,7 @@ Result<std::optional<T>> PatternValue(const std::vector<std::pair<std::string, T
 }  // namespace
 
 Result<PeftConfig> PeftConfig::Parse(const std::string& text, const std::string& src) {
+  GRAFT_RETURN_IF_ERROR(CheckJsonDepth(text, src));
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return InvalidArgument(src + ": not a JSON object");
   std::vector<std::string> refused;

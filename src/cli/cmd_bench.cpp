@@ -22,6 +22,7 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/bench.h"
+#include "util/json_depth.h"
 
 namespace graft::cli {
 
@@ -106,6 +107,7 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
         std::string line;
         for (int n = 1; std::getline(in, line); ++n) {
           if (line.empty()) continue;
+          GRAFT_RETURN_IF_ERROR(CheckJsonDepth(line, fmt::format("{} line {}", s->decisions, n)));
           auto body = nlohmann::json::parse(line, nullptr, false);
           if (body.is_discarded()) return InvalidArgument(fmt::format("{} line {}: not valid JSON", s->decisions, n));
           auto r = ParseDecisionRequest(body, DecisionLimits{});

@@ -10,7 +10,9 @@
 #include <sstream>
 
 #include "util/bf16.h"
+#include "util/bytes.h"
 #include "util/file.h"
+#include "util/json_depth.h"
 
 namespace graft {
 namespace {
@@ -41,6 +43,7 @@ Result<Checkpoint> Checkpoint::Open(const std::string& dir) {
   }
 
   GRAFT_ASSIGN_OR_RETURN(std::string text, ReadFileLimited(index_path, kMaxIndexBytes));
+  GRAFT_RETURN_IF_ERROR(CheckJsonDepth(text, index_path));
   json idx = json::parse(text, nullptr, false);
   if (idx.is_discarded() || !idx.is_object()) return Corrupt(index_path + ": not a JSON object");
   auto wm = idx.find("weight_map");
@@ -130,7 +133,7 @@ Result<std::vector<float>> ReadAsFloat(const TensorRef& t) {
   const uint8_t* p = t.data();
   switch (t.info->dtype) {
     case DType::kF32:
-      std::memcpy(out.data(), p, n * 4);
+      CopyBytes(out.data(), p, n * 4);
       break;
     case DType::kBF16:
       for (uint64_t i = 0; i < n; ++i) {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "util/file.h"
+#include "util/json_depth.h"
 #include "util/progress.h"
 #include "util/sha256.h"
 
@@ -39,6 +40,7 @@ json Fingerprint(const std::string& dir) {
 }  // namespace
 
 Result<std::string> ComputeIdentity(const Checkpoint& ckpt, const std::string& config_json_text) {
+  GRAFT_RETURN_IF_ERROR(CheckJsonDepth(config_json_text, ckpt.dir() + "/config.json"));
   json cfg = json::parse(config_json_text, nullptr, false);
   if (cfg.is_discarded()) return InvalidArgument(ckpt.dir() + "/config.json: not valid JSON");
   Sha256 h;

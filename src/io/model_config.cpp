@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/file.h"
+#include "util/json_depth.h"
 #include <sstream>
 
 namespace graft {
@@ -239,6 +240,7 @@ std::string ModelConfig::Summary() const {
 }
 
 Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source) {
+  GRAFT_RETURN_IF_ERROR(CheckJsonDepth(json_text, source));
   json top = json::parse(json_text, nullptr, false);
   if (top.is_discarded() || !top.is_object()) return InvalidArgument(source + ": not a JSON object");
   auto mt = top.find("model_type");

@@ -1,4 +1,5 @@
 #include "io/safetensors.h"
+#include "util/json_depth.h"
 
 #include <fmt/core.h>
 #include <fmt/ranges.h>
@@ -19,6 +20,7 @@ Status Bad(const std::string& source, const std::string& what) {
 
 // Parses `text` as JSON and reports duplicate keys in any object (nlohmann keeps the last).
 Result<json> ParseJsonNoDuplicates(std::string_view text, const std::string& source) {
+  if (Status depth = CheckJsonDepth(text, "header"); !depth.ok()) return Bad(source, depth.message());
   std::vector<std::set<std::string>> keys;
   std::string duplicate;
   auto cb = [&](int /*depth*/, json::parse_event_t ev, json& parsed) {

@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "util/bytes.h"
 #include "util/file.h"
+#include "util/json_depth.h"
 
 namespace graft {
 namespace {
@@ -167,6 +169,7 @@ Result<QuantScheme> LoadQuantScheme(const std::string& dir) {
   std::error_code ec;
   if (fs::exists(cfg, ec)) {
     GRAFT_ASSIGN_OR_RETURN(std::string text, ReadFileLimited(cfg.string(), 16u << 20));
+    GRAFT_RETURN_IF_ERROR(CheckJsonDepth(text, cfg.string()));
     json j = json::parse(text, nullptr, false);
     if (!j.is_object()) return InvalidArgument(cfg.string() + ": not a JSON object");
     if (j.contains("quantization")) {
@@ -179,6 +182,7 @@ Result<QuantScheme> LoadQuantScheme(const std::string& dir) {
   const fs::path mo = fs::path(dir) / "hf_quant_config.json";
   if (fs::exists(mo, ec)) {
     GRAFT_ASSIGN_OR_RETURN(std::string text, ReadFileLimited(mo.string(), 16u << 20));
+    GRAFT_RETURN_IF_ERROR(CheckJsonDepth(text, mo.string()));
     json j = json::parse(text, nullptr, false);
     if (!j.is_object() || !j.contains("quantization") || !j["quantization"].is_object()) {
       return InvalidArgument(mo.string() + ": expected an object with a 'quantization' object");
@@ -269,7 +273,7 @@ Result<std::shared_ptr<const QuantizedWeight>> ReadQuantizedLinear(const Checkpo
     used.push_back(scale.info->name);
     q->format = QuantFormat::kInt4Group;
     q->words.resize(static_cast<size_t>(n * k / 8));
-    std::memcpy(q->words.data(), packed.data(), q->words.size() * 4);
+    CopyBytes(q->words.data(), packed.data(), q->words.size() * 4);
     GRAFT_ASSIGN_OR_RETURN(q->scale, Scales(scale));
     if (const TensorRef shp = find("weight_shape"); shp.file) {
       int64_t dims[2] = {0, 0};  // int64 as compressed-tensors writes it; int32 accepted too
@@ -291,7 +295,7 @@ Result<std::shared_ptr<const QuantizedWeight>> ReadQuantizedLinear(const Checkpo
       GRAFT_RETURN_IF_ERROR(shape_is(zp, {(n + 7) / 8, groups}, "weight_zero_point"));
       GRAFT_RETURN_IF_ERROR(dtype_is(zp, DType::kI32));
       q->zero_words.resize(static_cast<size_t>(zp.info->num_elements()));
-      std::memcpy(q->zero_words.data(), zp.data(), q->zero_words.size() * 4);
+      CopyBytes(q->zero_words.data(), zp.data(), q->zero_words.size() * 4);
     }
     if (const TensorRef gi = find("weight_g_idx"); gi.file) {
       GRAFT_RETURN_IF_ERROR(shape_is(gi, {k}, "weight_g_idx"));

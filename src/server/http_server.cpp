@@ -13,6 +13,8 @@
 #include <deque>
 #include <random>
 
+#include "util/json_depth.h"
+
 namespace graft {
 namespace {
 
@@ -65,6 +67,11 @@ std::string NewId(const char* prefix) {
 }
 
 std::optional<ApiError> ParseBody(const httplib::Request& req, nlohmann::json* body) {
+  // Before parsing: the walks of a parsed body (dump, the template's values) recurse a level
+  // at a time, and one request nested 100,000 deep would overflow this thread's stack.
+  if (Status depth = CheckJsonDepth(req.body, "the request body"); !depth.ok()) {
+    return ApiError{400, depth.message(), "invalid_request_error", ""};
+  }
   try {
     *body = nlohmann::json::parse(req.body);
   } catch (const nlohmann::json::exception& e) {

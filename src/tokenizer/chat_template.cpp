@@ -9,6 +9,7 @@
 #include "template/interpreter.h"
 #include "template/parser.h"
 #include "util/file.h"
+#include "util/json_depth.h"
 
 namespace graft {
 namespace {
@@ -42,6 +43,7 @@ Result<std::shared_ptr<const ChatTemplate>> ChatTemplate::Load(const std::string
   std::error_code ec;
   if (fs::exists(cfg_path, ec)) {
     GRAFT_ASSIGN_OR_RETURN(std::string text, ReadFileLimited(cfg_path, 64u << 20));
+    GRAFT_RETURN_IF_ERROR(CheckJsonDepth(text, cfg_path));
     cfg = nlohmann::ordered_json::parse(text, nullptr, false);
     if (cfg.is_discarded() || !cfg.is_object()) return InvalidArgument(cfg_path + ": not a JSON object");
   }

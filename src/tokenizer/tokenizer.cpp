@@ -12,6 +12,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/regex_split.h"
+#include "util/json_depth.h"
 
 namespace graft {
 namespace {
@@ -210,6 +211,7 @@ Status ParsePreTokenizer(const json& p, const std::string& src, PreTokenizerSpec
 }  // namespace
 
 Result<std::shared_ptr<const Tokenizer>> Tokenizer::FromJsonText(const std::string& text, const std::string& src) {
+  GRAFT_RETURN_IF_ERROR(CheckJsonDepth(text, src));
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return InvalidArgument(src + ": not a JSON object");
   auto impl = std::make_unique<Impl>();

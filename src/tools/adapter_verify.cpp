@@ -15,6 +15,8 @@
 #include "io/identity.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
+#include "util/bytes.h"
+#include "util/json_depth.h"
 #include "util/sha256.h"
 
 namespace graft {
@@ -29,6 +31,7 @@ Result<json> ReadManifest(const std::string& dir) {
   if (!in) return NotFound(path + ": missing (verify needs the manifest's hashes)");
   std::ostringstream ss;
   ss << in.rdbuf();
+  GRAFT_RETURN_IF_ERROR(CheckJsonDepth(ss.str(), path));
   json j = json::parse(ss.str(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Corrupt(path + ": not a JSON object");
   return j;
@@ -113,12 +116,12 @@ Status RunVerify(const VerifyJob& job, std::string* report) {
     const int64_t n = b.info->shape[0], k = b.info->shape[1];
     const int r = static_cast<int>(a_t->shape[0]);
     std::vector<uint16_t> base(static_cast<size_t>(n * k));
-    std::memcpy(base.data(), b.data(), base.size() * 2);
+    CopyBytes(base.data(), b.data(), base.size() * 2);
     std::vector<uint16_t> rec = ReconstructBf16(base.data(), n, k, a.data(), bb.data(), r);
     ExactResidual res;
     res.index_stream.assign(ex.Data(*idx), ex.Data(*idx) + idx->num_bytes());
     res.values.resize(val->num_elements());
-    std::memcpy(res.values.data(), ex.Data(*val), val->num_bytes());
+    CopyBytes(res.values.data(), ex.Data(*val), val->num_bytes());
     GRAFT_RETURN_IF_ERROR(ApplyResidual(res, rec).WithContext(module));
     int64_t diff = 0;
     for (int64_t i = 0; i < n * k; ++i) {
@@ -140,6 +143,7 @@ Result<std::string> InspectAdapter(const std::string& dir) {
   GRAFT_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open((fs::path(dir) / "adapter_model.safetensors").string()));
   std::ostringstream ss;
   ss << in.rdbuf();
+  GRAFT_RETURN_IF_ERROR(CheckJsonDepth(ss.str(), dir + "/adapter_config.json"));
   json cfg = json::parse(ss.str(), nullptr, false);
   if (cfg.is_discarded()) return Corrupt(dir + "/adapter_config.json: not JSON");
   std::string out = fmt::format("adapter   {}\nconfig    r {} lora_alpha {} rslora {} targets {}\n", dir, cfg.value("r", 0),
@@ -163,6 +167,7 @@ Result<std::string> InspectAdapter(const std::string& dir) {
   if (mi) {
     std::ostringstream ms;
     ms << mi.rdbuf();
+    GRAFT_RETURN_IF_ERROR(CheckJsonDepth(ms.str(), dir + "/graft_manifest.json"));
     json m = json::parse(ms.str(), nullptr, false);
     if (!m.is_discarded()) {
       out += fmt::format("manifest  base {} | merged {} | tool {}\n", m.value("base_identity", "?"), m.value("merged_identity", "?"),

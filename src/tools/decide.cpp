@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "util/json_depth.h"
 #include "util/progress.h"
 #include "util/sha256.h"
 
@@ -30,12 +31,12 @@ Result<DecideReport> RunDecide(DecisionScorer& scorer, const DecideJob& job) {
   Progress bar("deciding", lines.size(), /*bytes=*/false);
   for (size_t i = 0; i < lines.size(); ++i) {
     rep.lines++;
-    auto body = nlohmann::json::parse(lines[i], nullptr, false);
-    Status st;
+    Status st = CheckJsonDepth(lines[i], "the line");
+    const nlohmann::json body =
+        st.ok() ? nlohmann::json::parse(lines[i], nullptr, false) : nlohmann::json(nlohmann::json::value_t::discarded);
     nlohmann::ordered_json response;
-    if (body.is_discarded()) {
-      st = InvalidArgument("the line is not valid JSON");
-    } else {
+    if (st.ok() && body.is_discarded()) st = InvalidArgument("the line is not valid JSON");
+    if (st.ok()) {
       auto req = ParseDecisionRequest(body, job.limits);
       if (!req.ok()) {
         st = req.status();

@@ -1,4 +1,5 @@
 #include "tools/gate.h"
+#include "util/json_depth.h"
 
 #include <fmt/core.h>
 
@@ -22,6 +23,7 @@ Result<std::vector<json>> ReadJsonl(const std::string& path) {
   while (std::getline(in, line)) {
     ++n;
     if (line.empty()) continue;
+    GRAFT_RETURN_IF_ERROR(CheckJsonDepth(line, fmt::format("{}:{}", path, n)));
     json j = json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return InvalidArgument(fmt::format("{}:{}: not a JSON object", path, n));
     if (j.contains("error")) return InvalidArgument(fmt::format("{}:{}: holds an error, not decisions: {}", path, n, j["error"].dump()));

@@ -21,7 +21,9 @@
 #include "model/quantized.h"
 #include "tools/token_agreement.h"
 #include "util/bf16.h"
+#include "util/bytes.h"
 #include "util/file.h"
+#include "util/json_depth.h"
 #include "util/parallel.h"
 #include "util/progress.h"
 
@@ -50,7 +52,7 @@ bool KeptHighPrecision(const Projection& p, QuantFormat f) {
 template <typename T>
 std::vector<uint8_t> Bytes(const std::vector<T>& v) {
   std::vector<uint8_t> b(v.size() * sizeof(T));
-  std::memcpy(b.data(), v.data(), b.size());
+  CopyBytes(b.data(), v.data(), b.size());
   return b;
 }
 
@@ -238,6 +240,7 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
     return InvalidArgument("--out is the input directory; write the quantized checkpoint somewhere else");
   }
   GRAFT_ASSIGN_OR_RETURN(std::string cfg_text, ReadFileLimited((fs::path(job.in) / "config.json").string(), 16u << 20));
+  GRAFT_RETURN_IF_ERROR(CheckJsonDepth(cfg_text, job.in + "/config.json"));
   json cfg_json = json::parse(cfg_text, nullptr, false);
   if (!cfg_json.is_object()) return InvalidArgument(job.in + "/config.json: not a JSON object");
   if (cfg_json.contains("quantization_config")) {

@@ -1,4 +1,5 @@
 #include "tools/tokenize.h"
+#include "util/json_depth.h"
 
 #include <fmt/core.h>
 
@@ -14,6 +15,7 @@ Status RunTokenize(const Tokenizer& tok, const std::string& input, const std::st
   if (!in) return NotFound(input + ": cannot open");
   std::ostringstream ss;
   ss << in.rdbuf();
+  GRAFT_RETURN_IF_ERROR(CheckJsonDepth(ss.str(), input));
   nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
   if (j.is_discarded() || !j.is_array()) return InvalidArgument(input + ": must be a JSON array");
   nlohmann::json out = nlohmann::json::array();

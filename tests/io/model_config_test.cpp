@@ -9,6 +9,13 @@
 namespace graft {
 namespace {
 
+TEST(ModelConfig, DeeplyNestedJsonIsRefusedBeforeItIsParsed) {
+  const std::string deep = R"({"model_type":"qwen3","rope_scaling":)" + std::string(200000, '[') + std::string(200000, ']') + "}";
+  auto c = ParseModelConfig(deep, "m/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "m/config.json: JSON nested deeper than 128 levels (at byte 164)");
+}
+
 TEST(ModelConfig, Qwen3Fixture) {
   auto c = LoadModelConfig(test::Fixture("qwen3-odd-sharded"));
   ASSERT_TRUE(c.ok()) << c.status().ToString();

@@ -205,6 +205,15 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
       {"/v1/decisions", R"({"model": "gdn", "record": ")" + std::string(5000 * 4, 'x') + R"(", "questions": [{"id": "a", "question": "q", "choices": ["x", "y"]}]})",
        422, "the model's context is 4096"},
       {"/v1/nothing", "{}", 404, "no route POST /v1/nothing"},
+      // Nested 100,000 deep (200 KB): once a stack overflow that took the whole server down.
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "tools": [)" + std::string(100000, '[') +
+                                   std::string(100000, ']') + "]}",
+       400, "the request body: JSON nested deeper than 128 levels"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": )" +
+                                   [] { std::string s; for (int i = 0; i < 50000; ++i) s += R"({"a": )"; return s + "1" + std::string(50000, '}'); }() + "}",
+       400, "nested deeper than 128 levels"},
+      {"/v1/decisions", R"({"model": "gdn", "record": "r", "questions": )" + std::string(130, '[') + std::string(130, ']') + "}", 400,
+       "nested deeper than 128 levels"},
   };
   for (const auto& c : cases) {
     auto [status, j] = Post(c.path, c.body);
