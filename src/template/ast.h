@@ -25,6 +25,27 @@ struct Expr {
   std::vector<ExprPtr> args; // call, filter and test arguments; list items; dict keys and values interleaved
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   bool negated = false;      // kTest: "is not"
+
+  Expr() = default;
+  Expr(const Expr&) = delete;
+  Expr& operator=(const Expr&) = delete;
+  // Frees the subtree without recursion: a chain such as a + a + ... + a, which the parser
+  // builds in a loop, can be far deeper than the stack (the parser refuses such trees, but
+  // frees them first).
+  ~Expr() {
+    std::vector<ExprPtr> todo;
+    auto take = [&todo](Expr& x) {
+      for (ExprPtr* k : {&x.a, &x.b, &x.c}) if (*k) todo.push_back(std::move(*k));
+      for (auto& k : x.args) if (k) todo.push_back(std::move(k));
+      for (auto& kv : x.kwargs) if (kv.second) todo.push_back(std::move(kv.second));
+    };
+    take(*this);
+    while (!todo.empty()) {
+      ExprPtr e = std::move(todo.back());
+      todo.pop_back();
+      take(*e);
+    }  // each e is freed here, its children already moved out
+  }
 };
 
 struct Stmt;

@@ -12,6 +12,8 @@ namespace {
 
 enum class Flow { kNormal, kBreak, kContinue };
 
+constexpr size_t kMaxMacroDepth = 64;
+
 class Interpreter {
  public:
   explicit Interpreter(const Dict& globals) { frames_.push_back(globals); }
@@ -103,6 +105,10 @@ class Interpreter {
   }
 
   Result<Value> CallMacro(const Stmt& def, const List& args, const Dict& kwargs) {
+    // A macro that calls itself without end would overflow the stack: calls nest 64 deep at most.
+    if (frames_.size() > kMaxMacroDepth) {
+      return Err(def.line, fmt::format("macro '{}': calls nested deeper than {}", def.name, kMaxMacroDepth));
+    }
     if (args.size() > def.params.size()) {
       return Err(def.line, fmt::format("macro '{}' takes {} arguments, {} given", def.name, def.params.size(), args.size()));
     }

@@ -19,14 +19,26 @@ struct Chunk {
 bool IsSpaceTab(char c) { return c == ' ' || c == '\t'; }
 bool IsWs(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
-int LineAt(const std::string& s, size_t pos) {
-  int line = 1;
-  for (size_t i = 0; i < pos && i < s.size(); ++i) line += s[i] == '\n';
-  return line;
-}
+// The line of a byte of `s`, for positions asked in non-decreasing order (each newline is
+// counted once: a template of many tags stays linear in its size).
+class LineCounter {
+ public:
+  explicit LineCounter(const std::string& s) : s_(s) {}
+  int At(size_t pos) {
+    if (pos < at_) at_ = 0, line_ = 1;  // not expected; recount rather than answer wrongly
+    for (; at_ < pos && at_ < s_.size(); ++at_) line_ += s_[at_] == '\n';
+    return line_;
+  }
+
+ private:
+  const std::string& s_;
+  size_t at_ = 0;
+  int line_ = 1;
+};
 
 Result<std::vector<Chunk>> SplitChunks(const std::string& src) {
   std::vector<Chunk> out;
+  LineCounter lines(src);
   size_t pos = 0;
   bool strip_next = false, trim_next_newline = false;
   while (pos <= src.size()) {
@@ -47,7 +59,7 @@ Result<std::vector<Chunk>> SplitChunks(const std::string& src) {
     }
     strip_next = trim_next_newline = false;
     if (open == std::string::npos) {
-      if (!text.empty()) out.push_back({Chunk::Kind::kText, text, LineAt(src, pos)});
+      if (!text.empty()) out.push_back({Chunk::Kind::kText, text, lines.At(pos)});
       break;
     }
     const char kind = src[open + 1];
@@ -76,7 +88,7 @@ Result<std::vector<Chunk>> SplitChunks(const std::string& src) {
       }
     }
     if (end == std::string::npos) {
-      return InvalidArgument(fmt::format("line {}: '{}{}' is never closed", LineAt(src, open), '{', kind));
+      return InvalidArgument(fmt::format("line {}: '{}{}' is never closed", lines.At(open), '{', kind));
     }
     const bool strip_right = end > inner && src[end - 1] == '-';
     std::string body = src.substr(inner, end - inner - (strip_right ? 1 : 0));
@@ -91,8 +103,8 @@ Result<std::vector<Chunk>> SplitChunks(const std::string& src) {
       const size_t ws_start = open - k;
       if (ws_start == 0 || src[ws_start - 1] == '\n') text.resize(text.size() - k);
     }
-    if (!text.empty()) out.push_back({Chunk::Kind::kText, text, LineAt(src, pos)});
-    const int line = LineAt(src, open);
+    if (!text.empty()) out.push_back({Chunk::Kind::kText, text, lines.At(pos)});
+    const int line = lines.At(open);
     if (kind == '{') out.push_back({Chunk::Kind::kOutput, body, line});
     else if (kind == '%') out.push_back({Chunk::Kind::kBlock, body, line});
     strip_next = strip_right;
@@ -224,7 +236,48 @@ class Parser {
     return e;
   }
 
+  // Nesting (parentheses, unary operators, blocks inside blocks) is bounded: the parser, the
+  // tree's destructor and the interpreter all recurse a level at a time, and a hostile
+  // template could otherwise overflow the stack.
+  static constexpr int kMaxNesting = 200;
+  struct Nest {
+    int& depth;
+    explicit Nest(int& d) : depth(++d) {}
+    ~Nest() { --depth; }
+  };
+  Status CheckNesting() const {
+    if (depth_ <= kMaxNesting) return Status::Ok();
+    return Err(fmt::format("expressions and blocks nested deeper than {} levels", kMaxNesting));
+  }
+
+  // The depth of a whole expression tree, walked without recursion: chains the parser builds
+  // in a loop (a + a + ..., x.a.a...) nest without nesting the parser.
+  static int TreeDepth(const Expr& root) {
+    int deepest = 0;
+    std::vector<std::pair<const Expr*, int>> todo{{&root, 1}};
+    while (!todo.empty()) {
+      const auto [e, d] = todo.back();
+      todo.pop_back();
+      deepest = std::max(deepest, d);
+      for (const Expr* k : {e->a.get(), e->b.get(), e->c.get()}) if (k) todo.push_back({k, d + 1});
+      for (const auto& k : e->args) if (k) todo.push_back({k.get(), d + 1});
+      for (const auto& kv : e->kwargs) if (kv.second) todo.push_back({kv.second.get(), d + 1});
+    }
+    return deepest;
+  }
+
   Result<ExprPtr> ParseExpr() {
+    const bool outermost = expr_depth_ == 0;
+    const Nest nest(depth_), expr_nest(expr_depth_);
+    GRAFT_RETURN_IF_ERROR(CheckNesting());
+    GRAFT_ASSIGN_OR_RETURN(ExprPtr e, ParseCondExpr());
+    if (outermost && TreeDepth(*e) > kMaxNesting) {
+      return Err(fmt::format("an expression nested deeper than {} levels", kMaxNesting));
+    }
+    return e;
+  }
+
+  Result<ExprPtr> ParseCondExpr() {
     GRAFT_ASSIGN_OR_RETURN(ExprPtr e, ParseOr());
     if (!AcceptName("if")) return e;
     auto c = Make(Expr::Kind::kCond);
@@ -260,6 +313,8 @@ class Parser {
   }
   Result<ExprPtr> ParseNot() {
     if (IsName("not") && !IsName("in", 1)) {
+      const Nest nest(depth_);
+      GRAFT_RETURN_IF_ERROR(CheckNesting());
       ++pos_;
       auto e = Make(Expr::Kind::kUnary);
       e->name = "not";
@@ -321,6 +376,8 @@ class Parser {
   Result<ExprPtr> ParseUnary(bool with_filter) {
     ExprPtr node;
     if (IsOp("-") || IsOp("+")) {
+      const Nest nest(depth_);
+      GRAFT_RETURN_IF_ERROR(CheckNesting());
       const std::string op = toks_[pos_++].text;
       node = Make(Expr::Kind::kUnary);
       node->name = op;
@@ -496,6 +553,8 @@ class Parser {
   // Parses statements until a block tag whose keyword is in `ends`; its keyword goes to *end
   // (the tag's tokens stay current for the caller).
   Status ParseBody(Body& body, const std::vector<std::string>& ends, std::string* end) {
+    const Nest nest(depth_);
+    GRAFT_RETURN_IF_ERROR(CheckNesting());
     while (next_ < chunks_.size()) {
       const Chunk& c = chunks_[next_++];
       if (c.kind == Chunk::Kind::kText) {
@@ -639,6 +698,7 @@ class Parser {
 
   std::vector<Chunk> chunks_;
   size_t next_ = 0;
+  int depth_ = 0, expr_depth_ = 0;  // nesting now (Nest), and of expressions alone
   std::vector<Tok> toks_;
   size_t pos_ = 0;
   int line_ = 0;

@@ -114,6 +114,35 @@ TEST(Jinja, UnsupportedConstructsAreNamed) {
   EXPECT_EQ(RenderText("{{ nothing() }}"), "RENDER ERROR: line 1: 'nothing' is not a function (it is undefined)");
 }
 
+// A chat template is a file from the checkpoint: one nested without bound, or a macro that
+// calls itself, is a named error, never a stack overflow.
+TEST(Jinja, HostileNestingIsANamedErrorNotACrash) {
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  const std::string nested = "PARSE ERROR: line 1: expressions and blocks nested deeper than 200 levels";
+  EXPECT_EQ(RenderText("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}"), nested);
+  EXPECT_EQ(RenderText("{{ " + std::string(100000, '[') + std::string(100000, ']') + " }}"), nested);
+  EXPECT_EQ(RenderText("{{ " + repeat("not ", 100000) + "1 }}"), nested);
+  EXPECT_EQ(RenderText("{{ " + repeat("- ", 100000) + "1 }}"), nested);
+  EXPECT_EQ(RenderText(repeat("{% if 1 %}", 100000) + repeat("{% endif %}", 100000)), nested);
+  // Chains the parser builds in a loop.
+  const std::string chain = "PARSE ERROR: line 1: an expression nested deeper than 200 levels";
+  EXPECT_EQ(RenderText("{{ 1" + repeat(" + 1", 100000) + " }}"), chain);
+  EXPECT_EQ(RenderText("{{ x" + repeat(".a", 100000) + " }}"), chain);
+  EXPECT_EQ(RenderText("{{ 'a'" + repeat("|upper", 100000) + " }}"), chain);
+  // A chain freed after a syntax error later in the same tag.
+  EXPECT_EQ(RenderText("{{ 1" + repeat(" + 1", 100000) + " + }}"), "PARSE ERROR: line 1: unexpected 'end of tag' in an expression");
+  // Within the bounds, the same constructs still work.
+  EXPECT_EQ(RenderText("{{ " + std::string(150, '(') + "1" + std::string(150, ')') + " }}"), "1");
+  EXPECT_EQ(RenderText("{{ 0" + repeat(" + 1", 150) + " }}"), "150");
+  EXPECT_EQ(RenderText("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
+            "RENDER ERROR: line 1: macro 'f': calls nested deeper than 64");
+  EXPECT_EQ(RenderText("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% else %}done{% endif %}{% endmacro %}{{ f(50) }}"), "done");
+}
+
 TEST(ChatTemplate, LoadsFromTokenizerConfigAndOverride) {
   test::TempDir d;
   test::WriteText(d.File("tokenizer_config.json"),
