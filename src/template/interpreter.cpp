@@ -13,6 +13,14 @@ namespace {
 enum class Flow { kNormal, kBreak, kContinue };
 
 constexpr size_t kMaxMacroDepth = 64;
+constexpr int64_t kMaxLoopSteps = 1'000'000;  // range() alone stops at 1,000,000 items
+constexpr size_t kMaxOutputBytes = size_t{64} << 20;
+
+// An integer-valued double as an int when int64 holds it, else as the float it is.
+Value IntIfExact(double v) {
+  if (v >= -9223372036854775808.0 && v < 9223372036854775808.0) return Value(static_cast<int64_t>(v));
+  return Value(v);
+}
 
 class Interpreter {
  public:
@@ -133,6 +141,16 @@ class Interpreter {
     return Value(out);
   }
 
+  // A render's work is bounded: a template (a file from the checkpoint) whose loops nest
+  // range(1000000) two deep would otherwise hold the request — and the thread — for hours.
+  Status Budget(int line, const std::string& out) {
+    if (++loop_steps_ > kMaxLoopSteps) {
+      return Err(line, fmt::format("the template ran more than {} loop iterations", kMaxLoopSteps));
+    }
+    if (out.size() > kMaxOutputBytes) return Err(line, fmt::format("the template's output passed {} bytes", kMaxOutputBytes));
+    return Status::Ok();
+  }
+
   Status ExecFor(const Stmt& s, std::string& out, Flow* outer_flow) {
     GRAFT_ASSIGN_OR_RETURN(Value it, Eval(*s.expr));
     List items;
@@ -145,6 +163,10 @@ class Interpreter {
     if (s.filter) {
       List kept;
       for (const auto& item : items) {
+        if (Status b = Budget(s.line, out); !b.ok()) {
+          frames_.pop_back();
+          return b;
+        }
         BindTargets(s, item);
         Result<Value> c = Eval(*s.filter);
         if (!c.ok()) {
@@ -158,6 +180,7 @@ class Interpreter {
     Status st;
     const int64_t n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n && st.ok(); ++i) {
+      if (st = Budget(s.line, out); !st.ok()) break;
       Dict loop;
       loop.Set("index", Value(i + 1));
       loop.Set("index0", Value(i));
@@ -260,17 +283,25 @@ class Interpreter {
     }
     const bool ints = a.kind() == Value::Kind::kInt && b.kind() == Value::Kind::kInt;
     const double x = a.as_double(), y = b.as_double();
-    if (op == "+") return ints ? Value(a.as_int() + b.as_int()) : Value(x + y);
-    if (op == "-") return ints ? Value(a.as_int() - b.as_int()) : Value(x - y);
-    if (op == "*") return ints ? Value(a.as_int() * b.as_int()) : Value(x * y);
+    // Integer results that leave int64 become floats (as the JavaScript reference's numbers
+    // do) rather than overflow, which C++ leaves undefined.
+    int64_t r = 0;
+    if (op == "+") return ints && !__builtin_add_overflow(a.as_int(), b.as_int(), &r) ? Value(r) : Value(x + y);
+    if (op == "-") return ints && !__builtin_sub_overflow(a.as_int(), b.as_int(), &r) ? Value(r) : Value(x - y);
+    if (op == "*") return ints && !__builtin_mul_overflow(a.as_int(), b.as_int(), &r) ? Value(r) : Value(x * y);
     if (y == 0 && (op == "/" || op == "//" || op == "%")) return Err(line, "division by zero");
     if (op == "/") return Value(x / y);
-    if (op == "//") return ints ? Value(static_cast<int64_t>(std::floor(x / y))) : Value(std::floor(x / y));
+    if (op == "//") return ints ? IntIfExact(std::floor(x / y)) : Value(std::floor(x / y));
     if (op == "%") {
-      if (ints) return Value(((a.as_int() % b.as_int()) + b.as_int()) % b.as_int());
+      if (ints) {  // Python's sign: the divisor's
+        const int64_t d = b.as_int();
+        int64_t m = d == -1 ? 0 : a.as_int() % d;
+        if (m != 0 && (m < 0) != (d < 0)) m += d;
+        return Value(m);
+      }
       return Value(x - std::floor(x / y) * y);
     }
-    if (op == "**") return ints && b.as_int() >= 0 ? Value(static_cast<int64_t>(std::pow(x, y))) : Value(std::pow(x, y));
+    if (op == "**") return ints && b.as_int() >= 0 ? IntIfExact(std::pow(x, y)) : Value(std::pow(x, y));
     return Err(line, "unknown operator " + op);
   }
 
@@ -418,6 +449,7 @@ class Interpreter {
   }
 
   std::vector<Dict> frames_;
+  int64_t loop_steps_ = 0;
 };
 
 Dict Builtins() {

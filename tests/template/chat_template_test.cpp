@@ -141,6 +141,21 @@ TEST(Jinja, HostileNestingIsANamedErrorNotACrash) {
   EXPECT_EQ(RenderText("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
             "RENDER ERROR: line 1: macro 'f': calls nested deeper than 64");
   EXPECT_EQ(RenderText("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% else %}done{% endif %}{% endmacro %}{{ f(50) }}"), "done");
+  // Work is bounded too: loops nested without end are a render error, not a hung request.
+  EXPECT_EQ(RenderText("{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(1000) %}{% endfor %}{% endfor %}"
+                       "{% endfor %}"),
+            "RENDER ERROR: line 1: the template ran more than 1000000 loop iterations");
+  EXPECT_EQ(RenderText("{% for i in range(1000000) %}{% endfor %}ok"), "ok");
+}
+
+// Integers that leave int64 become floats (printed as Python prints floats; the JavaScript
+// reference's numbers are floats throughout) instead of wrapping, which C++ leaves undefined;
+// the modulo takes the divisor's sign, as Python's.
+TEST(Jinja, IntegerArithmeticNeverOverflows) {
+  EXPECT_EQ(RenderText("{{ 9223372036854775807 + 1 }}|{{ -9223372036854775807 - 10 }}|{{ 4294967296 * 4294967296 }}|{{ 2 ** 70 }}"),
+            "9.223372036854776e+18|-9.223372036854776e+18|1.8446744073709552e+19|1.1805916207174113e+21");
+  EXPECT_EQ(RenderText("{{ 2 ** 10 }} {{ 7 // 2 }} {{ -7 // 2 }}"), "1024 3 -4");
+  EXPECT_EQ(RenderText("{{ -7 % 3 }} {{ 7 % -3 }} {{ 6 % -3 }} {{ 5 % -1 }}"), "2 -2 0 0");
 }
 
 TEST(ChatTemplate, LoadsFromTokenizerConfigAndOverride) {
