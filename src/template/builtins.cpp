@@ -179,7 +179,12 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
     return Value(Replace(v.Str(), args[0].Str(), args[1].Str(), count));
   }
   if (name == "int") {
-    if (v.is_number()) return Value(static_cast<int64_t>(v.as_double()));
+    if (v.kind() == Value::Kind::kInt) return v;
+    if (v.is_number()) {  // truncated toward zero; a float int64 cannot hold is an error, not a wrapped value
+      const double d = std::trunc(v.as_double());
+      if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) return Err(fmt::format("int(): {} is out of range", v.Str()));
+      return Value(static_cast<int64_t>(d));
+    }
     if (v.is_string()) {
       try {
         return Value(static_cast<int64_t>(std::stoll(v.as_string())));

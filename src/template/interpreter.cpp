@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <charconv>
 #include <cmath>
 #include <ctime>
 
@@ -335,8 +336,9 @@ class Interpreter {
           const Value* v = obj.as_dict().Find(e.name);
           return v ? *v : Value();
         }
-        if (obj.is_list() && !e.name.empty() && std::isdigit(static_cast<unsigned char>(e.name[0]))) {
-          return Index(obj, Value(static_cast<int64_t>(std::stoll(e.name))), e.line);
+        if (int64_t i = 0; obj.is_list() && !e.name.empty() && std::isdigit(static_cast<unsigned char>(e.name[0])) &&
+                           std::from_chars(e.name.data(), e.name.data() + e.name.size(), i).ec == std::errc()) {
+          return Index(obj, Value(i), e.line);
         }
         return Value();
       }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cstdlib>
 
 namespace graft::jinja {
 namespace {
@@ -149,8 +151,10 @@ Result<std::vector<Tok>> Lex(const std::string& s, int line) {
       std::string num = s.substr(i, j - i);
       num.erase(std::remove(num.begin(), num.end(), '_'), num.end());
       Tok t{is_float ? Tok::Kind::kFloat : Tok::Kind::kInt, num};
-      if (is_float) t.f = std::stod(num);
-      else t.i = std::stoll(num);
+      // An integer too long for int64 is a float, as in the JavaScript reference (std::stoll
+      // would throw out of the parser); strtod saturates to inf rather than throw.
+      if (!is_float && std::from_chars(num.data(), num.data() + num.size(), t.i).ec != std::errc()) is_float = true;
+      if (is_float) t.kind = Tok::Kind::kFloat, t.f = std::strtod(num.c_str(), nullptr);
       out.push_back(t);
       i = j;
       continue;

@@ -156,6 +156,10 @@ TEST(Jinja, IntegerArithmeticNeverOverflows) {
             "9.223372036854776e+18|-9.223372036854776e+18|1.8446744073709552e+19|1.1805916207174113e+21");
   EXPECT_EQ(RenderText("{{ 2 ** 10 }} {{ 7 // 2 }} {{ -7 // 2 }}"), "1024 3 -4");
   EXPECT_EQ(RenderText("{{ -7 % 3 }} {{ 7 % -3 }} {{ 6 % -3 }} {{ 5 % -1 }}"), "2 -2 0 0");
+  // Found by the fuzzer (fuzz/jinja_fuzz.cpp): a literal past int64 threw out of the parser.
+  EXPECT_EQ(RenderText("{{ 55555555555555555555555 > 1 }}"), "True");
+  EXPECT_EQ(RenderText("{{ 3.9|int }} {{ -3.9|int }} {{ '12'|int }} {{ 'x'|int }}"), "3 -3 12 0");
+  EXPECT_EQ(RenderText("{{ (2 ** 70)|int }}"), "RENDER ERROR: line 1: int(): 1.1805916207174113e+21 is out of range");
 }
 
 TEST(ChatTemplate, LoadsFromTokenizerConfigAndOverride) {
