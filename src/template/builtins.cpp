@@ -182,7 +182,7 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
     if (v.kind() == Value::Kind::kInt) return v;
     if (v.is_number()) {  // truncated toward zero; a float int64 cannot hold is an error, not a wrapped value
       const double d = std::trunc(v.as_double());
-      if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) return Err(fmt::format("int(): {} is out of range", v.Str()));
+      if (!FitsInt64(d)) return Err(fmt::format("int(): {} is out of range", v.Str()));
       return Value(static_cast<int64_t>(d));
     }
     if (v.is_string()) {

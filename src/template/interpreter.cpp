@@ -19,7 +19,7 @@ constexpr size_t kMaxOutputBytes = size_t{64} << 20;
 
 // An integer-valued double as an int when int64 holds it, else as the float it is.
 Value IntIfExact(double v) {
-  if (v >= -9223372036854775808.0 && v < 9223372036854775808.0) return Value(static_cast<int64_t>(v));
+  if (FitsInt64(v)) return Value(static_cast<int64_t>(v));
   return Value(v);
 }
 

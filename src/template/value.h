@@ -89,4 +89,8 @@ class Value {
 
 bool Equal(const Value& a, const Value& b);
 
+// Whether an integer-valued double converts to int64 (false for NaN and out of range, where
+// the conversion is undefined).
+inline bool FitsInt64(double v) { return v >= -9223372036854775808.0 && v < 9223372036854775808.0; }
+
 }  // namespace graft::jinja
