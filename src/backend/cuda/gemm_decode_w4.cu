@@ -23,10 +23,12 @@ static_assert(kW4SliceColumns % kStage == 0, "a slice is whole stages");
 
 enum class W4Kind { kNvfp4, kInt4F32Scale, kInt4Bf16Scale };
 
-// Weights are read once: no L1 allocation.
+// Weights are read once: no L1 allocation. A lane reads 64 bytes of its row a stage, the next
+// 64 a stage later: L2 is asked to fetch the row's 256-byte segment at once (fewer, longer
+// DRAM bursts).
 __device__ __forceinline__ uint4 LdStream(const void* p) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
