@@ -32,7 +32,11 @@
 // wave (+17% at 16 rows, -8% NVFP4 at batch 1), the slices summed in the kernel by the last
 // warp of a row group (its fences cost more than the SumSplits launch), early launch (PDL),
 // each warp's whole slice by bulk copies (TMA) into shared memory (the first mma then waits for
-// all of it).
+// all of it), or by one cp.async group a stage computed as each lands (bench/results/
+// 2026-12-01-decode-variants.md: twice the bytes in flight, but its shared memory costs blocks
+// an SM; slower). The weight loads ask L2 for 256-byte segments (a lane's next three stages of
+// the row): +4% at batch 1. The loads alone in this pattern reach 3.6 TB/s
+// (bench/probes/w4_load_pattern.cu), the kernel ~2.3: the rest is the kernel's, not the pattern's.
 //
 // DecodeW4a16Fits: 1 <= m <= 16, N % 8 == 0, K % 128 == 0, symmetric int4 in lane order with
 // groups of a power of two >= 32 columns (or NVFP4 in lane order with its table), 16-byte
