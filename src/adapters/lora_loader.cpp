@@ -231,7 +231,9 @@ Result<LoraAdapter> LoadLoraAdapter(const std::string& dir, const ModelConfig& c
   for (int layer = 0; layer < cfg.num_layers; ++layer) {
     for (const auto& p : LayerProjections(cfg, cfg.layer_kinds[layer])) {
       const std::string module = fmt::format("{}layers.{}.{}", prefix, layer, p.path);
-      GRAFT_ASSIGN_OR_RETURN(bool targeted, pc.Targets(module));
+      Result<bool> targets = pc.Targets(module);
+      if (!targets.ok()) return targets.status().WithContext(cfg_path);
+      const bool targeted = *targets;
       auto it = modules.find(module);
       if (it == modules.end()) {
         if (targeted) problems.push_back(fmt::format("{}: targeted by adapter_config.json but has no tensors", module));

@@ -8,6 +8,11 @@
 namespace graft {
 namespace {
 
+// Backtracking steps one match may take. The patterns here (PEFT configs' module rules) test
+// module names of a few dozen characters in a few hundred steps; PCRE2's default (ten million)
+// let a runaway pattern spend ~0.1 s a name.
+constexpr uint32_t kRegexMatchLimit = 100000;
+
 struct Match {
   bool matched = false;
   std::optional<std::string> group1;
@@ -26,9 +31,19 @@ Result<Match> Run(const std::string& pattern, const std::string& s, uint32_t opt
   }
   std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> md(
       pcre2_match_data_create_from_pattern(code.get(), nullptr), &pcre2_match_data_free);
-  const int rc = pcre2_match(code.get(), reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md.get(), nullptr);
+  std::unique_ptr<pcre2_match_context, decltype(&pcre2_match_context_free)> ctx(pcre2_match_context_create(nullptr),
+                                                                               &pcre2_match_context_free);
+  if (!md || !ctx) return Internal("pcre2: out of memory");
+  pcre2_set_match_limit(ctx.get(), kRegexMatchLimit);
+  const int rc = pcre2_match(code.get(), reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md.get(), ctx.get());
   Match m;
-  if (rc < 0) return m;
+  if (rc == PCRE2_ERROR_NOMATCH) return m;
+  if (rc < 0) {  // the match limit, above all: a runaway pattern is an error, never a silent "no match"
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(rc, msg, sizeof msg);
+    return InvalidArgument("regex /" + pattern + "/ on '" + s + "': " + reinterpret_cast<const char*>(msg) +
+                           " (patterns that backtrack this much are refused)");
+  }
   m.matched = true;
   const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
   if (rc >= 2 && ov[2] != PCRE2_UNSET) m.group1 = s.substr(ov[2], ov[3] - ov[2]);

@@ -9,7 +9,8 @@
 
 namespace graft {
 
-// re.fullmatch(pattern, s) is not None. A pattern that does not compile is an error.
+// re.fullmatch(pattern, s) is not None. A pattern that does not compile is an error, and so is
+// one that needs more than 100,000 backtracking steps on s (never a silent "no match").
 Result<bool> RegexFullMatch(const std::string& pattern, const std::string& s);
 // re.match(pattern, s) is not None (anchored at the start, may end anywhere).
 Result<bool> RegexMatchPrefix(const std::string& pattern, const std::string& s);

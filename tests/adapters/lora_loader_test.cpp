@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -95,6 +96,14 @@ TEST_F(LoraLoader, WrongWidth) {
     t->bytes.resize(32 * 8 * 2);
   });
   EXPECT_NE(e.find(std::string(kKey) + ".lora_B.weight: shape [32, 8], expected [64, 8] (64 outputs"), std::string::npos) << e;
+}
+
+// A runaway target_modules regex (see PeftConfig.RunawayRegexIsAnErrorNotASilentMiss) stops the
+// load with the file and the pattern named, instead of leaving modules silently unadapted.
+TEST_F(LoraLoader, RunawayTargetRegexNamesTheFileAndThePattern) {
+  const std::string e = Error([](json& c) { c["target_modules"] = "(.*)*(.*)*q_proj\\."; }, kSameTensors);
+  EXPECT_NE(e.find("adapter_config.json: regex /(.*)*(.*)*q_proj\\./ on 'model.layers.0."), std::string::npos) << e;
+  EXPECT_NE(e.find("match limit exceeded"), std::string::npos) << e;
 }
 
 TEST_F(LoraLoader, UnknownModule) {
@@ -239,6 +248,26 @@ TEST(PeftConfig, TargetRankAndAlphaRules) {
   EXPECT_FALSE(PeftConfig::Parse(R"({"peft_type":"LORA","target_modules":"x","layers_to_transform":[1]})", "c").ok());
   EXPECT_FALSE(PeftConfig::Parse(R"({"peft_type":"LORA","r":0,"target_modules":["q_proj"]})", "c").ok());
   EXPECT_FALSE(PeftConfig::Parse(R"({"peft_type":"LORA","r":4})", "c").ok());
+}
+
+// A target_modules regex comes with the adapter: one that backtracks without bound must be
+// refused, naming it — it used to run PCRE2's default ten million steps a module name and then
+// count as "no match", leaving that module silently without its adapter (and a load of a few
+// hundred modules taking minutes).
+TEST(PeftConfig, RunawayRegexIsAnErrorNotASilentMiss) {
+  auto c = PeftConfig::Parse(R"({"peft_type":"LORA","r":4,"lora_alpha":4,"target_modules":"(.*)*(.*)*q_proj\\."})", "c.json");
+  ASSERT_TRUE(c.ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = c->Targets("model.language_model.layers.10.self_attn.q_proj");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("(.*)*(.*)*q_proj\\."), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("model.language_model.layers.10.self_attn.q_proj"), std::string::npos);
+  EXPECT_LT(seconds, 0.5);
+  // The same shape without the runaway still matches, and ordinary patterns are unaffected.
+  auto ok = PeftConfig::Parse(R"({"peft_type":"LORA","r":4,"lora_alpha":4,"target_modules":"(.*)_proj"})", "c.json");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(ok->Targets("model.language_model.layers.10.self_attn.q_proj").value());
 }
 
 }  // namespace
