@@ -8,11 +8,11 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "util/bytes.h"
 #include "util/file.h"
 #include "util/json_depth.h"
+#include "util/pyregex.h"
 
 namespace graft {
 namespace {
@@ -117,37 +117,27 @@ Result<std::vector<float>> Scales(const TensorRef& r) {
 
 }  // namespace
 
-Status QuantScheme::Compile() {
-  skip_re_.clear();
+Status QuantScheme::Compile() const {
   for (const auto& p : skip) {
-    std::shared_ptr<const std::regex> re;
     if (method == "compressed-tensors" && p.rfind("re:", 0) == 0) {
-      try {
-        re = std::make_shared<const std::regex>(p.substr(3));
-      } catch (const std::regex_error& e) {
-        return InvalidArgument(fmt::format("{}: ignore pattern '{}' is not a regular expression ({})", source, p, e.what()));
+      if (Status st = RegexCompiles(p.substr(3)); !st.ok()) {
+        return InvalidArgument(fmt::format("{}: ignore pattern '{}' is not a regular expression ({})", source, p, st.message()));
       }
     }
-    skip_re_.push_back(std::move(re));
   }
   return Status::Ok();
 }
 
-bool QuantScheme::Skips(const std::string& module) const {
+Result<bool> QuantScheme::Skips(const std::string& module) const {
   for (size_t i = 0; i < skip.size(); ++i) {
     const std::string& p = skip[i];
     if (method == "fp8") {
       if (module.find(p) != std::string::npos) return true;
     } else if (method == "compressed-tensors") {
       if (p.rfind("re:", 0) == 0) {
-        try {
-          if (i < skip_re_.size() && skip_re_[i] &&
-              std::regex_search(module, *skip_re_[i], std::regex_constants::match_continuous)) {
-            return true;
-          }
-        } catch (const std::regex_error&) {
-          // A pattern too complex to run on this name matches nothing.
-        }
+        Result<bool> m = RegexMatchPrefix(p.substr(3), module);
+        if (!m.ok()) return m.status().WithContext(fmt::format("{}: ignore pattern '{}'", source, p));
+        if (*m) return true;
       } else if (EndsWithPart(module, p)) {
         return true;
       }
@@ -207,7 +197,8 @@ Result<std::shared_ptr<const QuantizedWeight>> ReadQuantizedLinear(const Checkpo
   const std::string where = weight.file ? weight.file->path() : (packed.file ? packed.file->path() : ck.dir());
   auto fail = [&](const std::string& why) { return InvalidArgument(fmt::format("{}: {}: {}", where, module, why)); };
   if (s.none()) return fail("stored quantized, but config.json declares no quantization_config");
-  if (s.Skips(module)) return fail(fmt::format("stored quantized, but {}'s skip list names it", s.source));
+  GRAFT_ASSIGN_OR_RETURN(const bool skipped, s.Skips(module));
+  if (skipped) return fail(fmt::format("stored quantized, but {}'s skip list names it", s.source));
   auto shape_is = [&](const TensorRef& r, std::vector<int64_t> want, const char* what) -> Status {
     if (!r.file) return fail(fmt::format("missing tensor '{}.{}'", module, what));
     if (r.info->shape != want) {

@@ -27,8 +27,6 @@
 // is an error naming the module.
 #pragma once
 
-#include <memory>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -46,14 +44,14 @@ struct QuantScheme {
   std::vector<std::string> skip;  // the skip list as written
   std::string source;  // the file it came from, for errors
   bool none() const { return method.empty(); }
-  // Compiles the compressed-tensors `re:` patterns once; an unreadable pattern is an error
-  // naming it. LoadQuantScheme calls it; Skips matches `re:` patterns only once compiled.
-  Status Compile();
-  bool Skips(const std::string& module) const;
+  // Checks that the compressed-tensors `re:` patterns compile; an unreadable pattern is an error
+  // naming it. LoadQuantScheme calls it.
+  Status Compile() const;
+  // Whether the skip list names `module`. `re:` patterns run as Python's re.match (PCRE2, a
+  // bounded number of backtracking steps: a runaway pattern is an error naming it and the
+  // module, never a hang or a silent "no").
+  Result<bool> Skips(const std::string& module) const;
   std::string Describe() const;  // "fp8 (128x128 blocks)", "compressed-tensors pack-quantized", ...
-
- private:
-  std::vector<std::shared_ptr<const std::regex>> skip_re_;  // by skip entry; null: not a regex
 };
 
 // DIR/config.json's quantization_config, or DIR/hf_quant_config.json; none when neither says.

@@ -52,6 +52,21 @@ Result<Match> Run(const std::string& pattern, const std::string& s, uint32_t opt
 
 }  // namespace
 
+Status RegexCompiles(const std::string& pattern) {
+  int err = 0;
+  PCRE2_SIZE off = 0;
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF, &err, &off, nullptr);
+  if (code) {
+    pcre2_code_free(code);
+    return Status::Ok();
+  }
+  PCRE2_UCHAR msg[256];
+  pcre2_get_error_message(err, msg, sizeof msg);
+  return InvalidArgument("regex /" + pattern + "/ does not compile at offset " + std::to_string(off) + ": " +
+                         reinterpret_cast<const char*>(msg));
+}
+
 Result<bool> RegexFullMatch(const std::string& pattern, const std::string& s) {
   GRAFT_ASSIGN_OR_RETURN(Match m, Run(pattern, s, PCRE2_ANCHORED | PCRE2_ENDANCHORED));
   return m.matched;
