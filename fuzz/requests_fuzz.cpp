@@ -1,9 +1,11 @@
-// libFuzzer target for what a client or a checkpoint hands graft as JSON: any bytes go through
-// the depth check and the parser, then — whatever the parse gave — through the /v1/decide
-// parser, the /v1/chat/completions and /v1/completions parsers (prompt rendered with the
-// bundled Qwen chat template and tokenized) and the config.json parser. Each must answer a
-// request or an error, never crash, overflow a stack or hang. Loads models/base (tokenizer and
-// chat template) from the working directory: run from the repository root.
+// libFuzzer target for what a client, a checkpoint or an adapter hands graft as JSON: any bytes
+// go through the config.json, adapter_config.json (its module rules then run on real module
+// names: regexes from the file) and tokenizer.json parsers, then the depth check and the
+// parser, and — whatever the parse gave — the /v1/decide parser and the /v1/chat/completions
+// and /v1/completions parsers (prompt rendered with the bundled Qwen chat template and
+// tokenized). Each must answer a value or an error, never crash, overflow a stack or hang.
+// Loads models/base (tokenizer and chat template) from the working directory: run from the
+// repository root.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "adapters/peft_config.h"
 #include "engine/decision.h"
 #include "io/model_config.h"
 #include "server/api.h"
@@ -49,8 +52,18 @@ const Served& Server() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  // A checkpoint's config.json: its own parser (which checks depth and parses itself).
+  // Files from a checkpoint or an adapter: their own parsers (which check depth and parse).
   (void)graft::ParseModelConfig(text, "fuzz/config.json");
+  if (auto peft = graft::PeftConfig::Parse(text, "fuzz/adapter_config.json"); peft.ok()) {
+    for (const char* m : {"model.layers.0.self_attn.q_proj", "model.language_model.layers.11.linear_attn.in_proj_qkv",
+                          "base_model.model.model.layers.3.mlp.down_proj"}) {
+      (void)peft->Targets(m);
+      if (auto r = peft->RankFor(m); r.ok()) (void)peft->ScaleFor(m, *r);
+    }
+  }
+  if (auto tok = graft::Tokenizer::FromJsonText(text, "fuzz/tokenizer.json"); tok.ok()) {
+    (void)(*tok)->Encode("Hello, world! 123 <|im_start|>user\n\u00e9\u4e2d");
+  }
   // A request body: the server checks depth, then parses without exceptions.
   if (!graft::CheckJsonDepth(text, "request").ok()) return 0;
   const nlohmann::json body = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
