@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "engine/decision.h"
 #include "test_util.h"
 
 namespace graft {
@@ -98,6 +99,19 @@ TEST(Tokenizer, PathologicalRunsStayFast) {
     EXPECT_EQ(tok->Decode(ids.value()), s);
     EXPECT_LT(secs, 5.0) << "1 MiB of '" << unit << "' took " << secs << " s";
   }
+}
+
+// A run of spaces as long as a decision record may be (DecisionLimits: 4 MiB) encodes: it costs
+// the pre-tokenizer regex ~4.2 million PCRE2 steps (`\s+(?!\S)` over the run), under the
+// matcher's limit of ten million a match — a tighter limit would refuse this record.
+TEST(Tokenizer, ARecordLongRunOfSpacesEncodes) {
+  auto tok = Qwen3();
+  ASSERT_NE(tok, nullptr);
+  const std::string s(DecisionLimits{}.max_record_bytes, ' ');
+  auto ids = tok->Encode(s);
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  EXPECT_LT(ids->size(), s.size() / 16);  // long whitespace tokens, not one a byte
+  EXPECT_EQ(tok->Decode(ids.value()), s);
 }
 
 TEST(Tokenizer, DecodeRepairsInvalidBytesAndStreamingHoldsBackSplitCharacters) {
