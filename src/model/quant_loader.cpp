@@ -95,7 +95,7 @@ Result<QuantScheme> FromQuantizationConfig(const json& q, const std::string& sou
                                    source, s.method));
   }
   GRAFT_RETURN_IF_ERROR(st);
-  GRAFT_RETURN_IF_ERROR(s.Compile());
+  GRAFT_RETURN_IF_ERROR(s.CheckPatterns());
   return s;
 }
 
@@ -117,7 +117,7 @@ Result<std::vector<float>> Scales(const TensorRef& r) {
 
 }  // namespace
 
-Status QuantScheme::Compile() const {
+Status QuantScheme::CheckPatterns() const {
   for (const auto& p : skip) {
     if (method == "compressed-tensors" && p.rfind("re:", 0) == 0) {
       if (Status st = RegexCompiles(p.substr(3)); !st.ok()) {

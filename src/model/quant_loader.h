@@ -46,7 +46,7 @@ struct QuantScheme {
   bool none() const { return method.empty(); }
   // Checks that the compressed-tensors `re:` patterns compile; an unreadable pattern is an error
   // naming it. LoadQuantScheme calls it.
-  Status Compile() const;
+  Status CheckPatterns() const;
   // Whether the skip list names `module`. `re:` patterns run as Python's re.match (PCRE2, a
   // bounded number of backtracking steps: a runaway pattern is an error naming it and the
   // module, never a hang or a silent "no").

@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include <memory>
+#include <string>
 
 namespace graft {
 namespace {
@@ -18,17 +19,26 @@ struct Match {
   std::optional<std::string> group1;
 };
 
-Result<Match> Run(const std::string& pattern, const std::string& s, uint32_t options) {
+using Code = std::unique_ptr<pcre2_code, decltype(&pcre2_code_free)>;
+
+// `pattern` compiled (UTF mode, plus `options`), or an error naming it and where it stops.
+Result<Code> Compile(const std::string& pattern, uint32_t options) {
   int err = 0;
   PCRE2_SIZE off = 0;
-  std::unique_ptr<pcre2_code, decltype(&pcre2_code_free)> code(
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | options, &err, &off, nullptr),
-      &pcre2_code_free);
+  Code code(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | options, &err, &off,
+                          nullptr),
+            &pcre2_code_free);
   if (!code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
-    return InvalidArgument("regex /" + pattern + "/ does not compile: " + reinterpret_cast<const char*>(msg));
+    return InvalidArgument("regex /" + pattern + "/ does not compile at offset " + std::to_string(off) + ": " +
+                           reinterpret_cast<const char*>(msg));
   }
+  return code;
+}
+
+Result<Match> Run(const std::string& pattern, const std::string& s, uint32_t options) {
+  GRAFT_ASSIGN_OR_RETURN(Code code, Compile(pattern, options));
   std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> md(
       pcre2_match_data_create_from_pattern(code.get(), nullptr), &pcre2_match_data_free);
   std::unique_ptr<pcre2_match_context, decltype(&pcre2_match_context_free)> ctx(pcre2_match_context_create(nullptr),
@@ -52,20 +62,7 @@ Result<Match> Run(const std::string& pattern, const std::string& s, uint32_t opt
 
 }  // namespace
 
-Status RegexCompiles(const std::string& pattern) {
-  int err = 0;
-  PCRE2_SIZE off = 0;
-  pcre2_code* code =
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF, &err, &off, nullptr);
-  if (code) {
-    pcre2_code_free(code);
-    return Status::Ok();
-  }
-  PCRE2_UCHAR msg[256];
-  pcre2_get_error_message(err, msg, sizeof msg);
-  return InvalidArgument("regex /" + pattern + "/ does not compile at offset " + std::to_string(off) + ": " +
-                         reinterpret_cast<const char*>(msg));
-}
+Status RegexCompiles(const std::string& pattern) { return Compile(pattern, 0).status(); }
 
 Result<bool> RegexFullMatch(const std::string& pattern, const std::string& s) {
   GRAFT_ASSIGN_OR_RETURN(Match m, Run(pattern, s, PCRE2_ANCHORED | PCRE2_ENDANCHORED));
