@@ -29,6 +29,7 @@ namespace graft::cuda {
 namespace {
 
 constexpr int kQ = 64, kKeys = 64, kThreads = 128;
+constexpr int kBatch = 8;  // float4s of Q, or of K and of V, a thread loads before it stores them
 
 template <int kHd, int kHeads>
 struct FlashSmem {
@@ -64,12 +65,26 @@ __device__ void FlashRows(const AttentionArgs& a, int qb, int h0) {
   if (tid == 0) block_len = 0;
   __syncthreads();
   if (tid < kQ && t0 + tid < a.n) atomicMax(&block_len, a.pos[t0 + tid] + 1);
-  for (int e = tid; e < kHeads * kQ * kF4; e += kBlockThreads) {
-    const int qh = e / (kQ * kF4), r = e / kF4 % kQ, c = (e % kF4) * 4;
-    const float4 v = t0 + r < a.n
-                         ? *reinterpret_cast<const float4*>(a.q + (int64_t{t0 + r} * a.num_heads + h0 + qh) * kHd + c)
-                         : make_float4(0.f, 0.f, 0.f, 0.f);
-    PutRow4(&sm.q[qh][r][c], v);
+  // Q and each K / V tile are copied kBatch float4s a thread at a time, every load of a batch
+  // issued before any store: the loads' latencies overlap (one after another, a 64-key tile
+  // took ~10 us of DRAM round trips, whatever the number of queries).
+  constexpr int kQPer = kHeads * kQ * kF4 / kBlockThreads, kKvPer = kKeys * kF4 / kBlockThreads;
+  constexpr int kQB = kQPer < kBatch ? kQPer : kBatch, kKvB = kKvPer < kBatch ? kKvPer : kBatch;
+  static_assert(kQPer % kQB == 0 && kKvPer % kKvB == 0, "whole batches of float4s a thread");
+#pragma unroll 1
+  for (int i0 = 0; i0 < kQPer; i0 += kQB) {
+    float4 v[kQB];
+#pragma unroll
+    for (int b = 0; b < kQB; ++b) {
+      const int e = tid + (i0 + b) * kBlockThreads, qh = e / (kQ * kF4), r = e / kF4 % kQ, c = (e % kF4) * 4;
+      v[b] = t0 + r < a.n ? *reinterpret_cast<const float4*>(a.q + (int64_t{t0 + r} * a.num_heads + h0 + qh) * kHd + c)
+                          : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int b = 0; b < kQB; ++b) {
+      const int e = tid + (i0 + b) * kBlockThreads, qh = e / (kQ * kF4), r = e / kF4 % kQ, c = (e % kF4) * 4;
+      PutRow4(&sm.q[qh][r][c], v[b]);
+    }
   }
   // This thread's two query rows (g and g + 8 of its warp) and their key counts (0: no query).
   const int row_a = t0 + warp * 16 + g, row_b = row_a + 8;
@@ -87,17 +102,26 @@ __device__ void FlashRows(const AttentionArgs& a, int qb, int h0) {
 
   for (int j0 = 0; j0 < len; j0 += kKeys) {
     // The key tile: rows past the block's longest query are zeros (never read from the cache).
-    for (int e = tid; e < kKeys * kF4; e += kBlockThreads) {
-      const int r = e / kF4, c = (e % kF4) * 4, j = j0 + r;
-      float4 kv = make_float4(0.f, 0.f, 0.f, 0.f), vv = kv;
-      if (j < len) {
-        const int64_t row = int64_t{a.page_table[j / a.page_size]} * a.page_size + j % a.page_size;
-        const int64_t off = row * kv_stride + int64_t{kvh} * kHd + c;
-        kv = *reinterpret_cast<const float4*>(a.k_pages + off);
-        vv = *reinterpret_cast<const float4*>(a.v_pages + off);
+#pragma unroll 1
+    for (int i0 = 0; i0 < kKvPer; i0 += kKvB) {
+      float4 kv[kKvB], vv[kKvB];
+#pragma unroll
+      for (int b = 0; b < kKvB; ++b) {
+        const int e = tid + (i0 + b) * kBlockThreads, r = e / kF4, c = (e % kF4) * 4, j = j0 + r;
+        kv[b] = vv[b] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (j < len) {
+          const int64_t row = int64_t{a.page_table[j / a.page_size]} * a.page_size + j % a.page_size;
+          const int64_t off = row * kv_stride + int64_t{kvh} * kHd + c;
+          kv[b] = *reinterpret_cast<const float4*>(a.k_pages + off);
+          vv[b] = *reinterpret_cast<const float4*>(a.v_pages + off);
+        }
       }
-      PutRow4(&sm.k[r][c], kv);
-      PutRow4(&sm.v[r][c], vv);
+#pragma unroll
+      for (int b = 0; b < kKvB; ++b) {
+        const int e = tid + (i0 + b) * kBlockThreads, r = e / kF4, c = (e % kF4) * 4;
+        PutRow4(&sm.k[r][c], kv[b]);
+        PutRow4(&sm.v[r][c], vv[b]);
+      }
     }
     __syncthreads();
     if (j0 < warp_len) {  // otherwise every row of this warp would see an exact no-op
