@@ -288,8 +288,10 @@ Status FlashAttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int c
 Status FlashAttention(const AttentionArgs& a, void* stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   // Two query heads a block where a key-value head serves an even number of them (they share
-  // every tile); the bits of a row are the same either way.
-  const bool pair = a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0 && (a.num_heads / a.num_kv_heads) % 2 == 0;
+  // every tile) and there is more than one tile of queries; one head a block for shorter calls
+  // (a single sequence's decode row: twice the blocks). The bits of a row are the same either way.
+  const bool pair = a.n > kQ && a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0 &&
+                    (a.num_heads / a.num_kv_heads) % 2 == 0;
   switch (a.head_dim) {
     case 64: return pair ? Launch<64, 2>(a, s) : Launch<64, 1>(a, s);
     case 128: return pair ? Launch<128, 2>(a, s) : Launch<128, 1>(a, s);
