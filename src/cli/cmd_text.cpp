@@ -62,6 +62,18 @@ void AddGenerateCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--top-k", s->job.sampling.top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str()->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--top-p", s->job.sampling.top_p, "Nucleus sampling threshold (1 = off)")->capture_default_str();
   cmd->add_option("--seed", s->job.sampling.seed, "Sampling seed: the same seed gives the same text")->capture_default_str();
+  cmd->add_option("--min-p", s->job.sampling.min_p, "Drop tokens less likely than min-p x the most likely one (0 = off)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--presence-penalty", s->job.sampling.presence_penalty,
+                  "Subtracted once from the logit of every token already generated (OpenAI's; Qwen suggests up to 1.5 "
+                  "against endless repetition)")
+      ->capture_default_str()->check(CLI::Range(-2.0, 2.0));
+  cmd->add_option("--frequency-penalty", s->job.sampling.frequency_penalty,
+                  "Subtracted from a generated token's logit once for each time it was generated")
+      ->capture_default_str()->check(CLI::Range(-2.0, 2.0));
+  cmd->add_option("--repetition-penalty", s->job.sampling.repetition_penalty,
+                  "Tokens in the prompt or the output: positive logits divided by it, negative ones multiplied (1 = off)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->callback([s, &run] {
     run = [s]() -> Status {
       if (s->thinking != "default") s->job.chat.enable_thinking = s->thinking == "true";
@@ -76,9 +88,15 @@ void AddGenerateCommand(CLI::App& app, Runner& run) {
         GRAFT_ASSIGN_OR_RETURN(tmpl, ChatTemplate::Load(s->m.model, s->chat_template));
       }
       const auto stop = StopTokens(s->m.model, model->config(), *tok, tmpl.get());
-      spdlog::info("graft generate: {} | {} | {} threads | max {} tokens | temperature {} top-k {} top-p {} seed {}",
-                   model->config().Summary(), s->m.dtype, s->m.threads, s->job.max_tokens, s->job.sampling.temperature,
-                   s->job.sampling.top_k, s->job.sampling.top_p, s->job.sampling.seed);
+      const SamplingParams& sp = s->job.sampling;
+      spdlog::info("graft generate: {} | {} | {} threads | max {} tokens | temperature {} top-k {} top-p {} min-p {} seed {}"
+                   "{}",
+                   model->config().Summary(), s->m.dtype, s->m.threads, s->job.max_tokens, sp.temperature, sp.top_k,
+                   sp.top_p, sp.min_p, sp.seed,
+                   sp.presence_penalty != 0 || sp.frequency_penalty != 0 || sp.repetition_penalty != 1
+                       ? fmt::format(" | penalties: presence {} frequency {} repetition {}", sp.presence_penalty,
+                                     sp.frequency_penalty, sp.repetition_penalty)
+                       : std::string());
       GRAFT_ASSIGN_OR_RETURN(GenerateResult r, RunGenerate(*model, *ops, *tok, tmpl.get(), stop, s->job,
                                                           [](const std::string& piece) {
                                                             std::fwrite(piece.data(), 1, piece.size(), stdout);

@@ -80,11 +80,11 @@ Status Engine::Submit(GenerationRequest req) {
   for (int32_t t : req.prompt) {
     if (t < 0 || t >= model_.config().vocab_size) return InvalidArgument(fmt::format("token {} is outside the vocabulary", t));
   }
-  GRAFT_RETURN_IF_ERROR(ValidateSamplingParams(req.sampling));
+  GRAFT_RETURN_IF_ERROR(ValidateSamplingParams(req.sampling, model_.config().vocab_size));
   auto s = std::make_unique<Live>();
   s->sched.prompt_tokens = static_cast<int>(req.prompt.size());
   s->sched.max_new_tokens = req.max_tokens;
-  s->sampler = std::make_unique<Sampler>(req.sampling);
+  s->sampler = std::make_unique<Sampler>(req.sampling, req.prompt);
   s->decoder = std::make_unique<StreamDecoder>(tok_);
   s->req = std::move(req);
   {
@@ -331,6 +331,7 @@ void Engine::RunStep() {
     }
     ++s.generated;
     s.next_token = tok;
+    s.sampler->Accept(tok);
     if (s.req.top_logprobs >= 0) s.held_logprobs.push_back(Logprobs(tok_, row, vocab, tok, s.req.top_logprobs));
     s.held += s.decoder->Push(tok);
     bool stopped = false;

@@ -7,16 +7,77 @@
 
 namespace graft {
 
-Status ValidateSamplingParams(const SamplingParams& p) {
+Status ValidateSamplingParams(const SamplingParams& p, int vocab) {
   if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) {
     return InvalidArgument(fmt::format("temperature {} must be a finite number >= 0", p.temperature));
   }
   if (p.top_k < 0) return InvalidArgument(fmt::format("top_k {} must be >= 0 (0 disables it)", p.top_k));
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return InvalidArgument(fmt::format("top_p {} must be in (0, 1]", p.top_p));
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return InvalidArgument(fmt::format("min_p {} must be in [0, 1]", p.min_p));
+  if (!(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f)) {
+    return InvalidArgument(fmt::format("presence_penalty {} must be in [-2, 2]", p.presence_penalty));
+  }
+  if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f)) {
+    return InvalidArgument(fmt::format("frequency_penalty {} must be in [-2, 2]", p.frequency_penalty));
+  }
+  if (!(p.repetition_penalty > 0.0f) || !std::isfinite(p.repetition_penalty)) {
+    return InvalidArgument(fmt::format("repetition_penalty {} must be a finite number > 0 (1 disables it)",
+                                       p.repetition_penalty));
+  }
+  std::vector<int32_t> tokens;
+  for (const auto& [t, bias] : p.logit_bias) {
+    if (t < 0 || (vocab > 0 && t >= vocab)) {
+      return InvalidArgument(fmt::format("logit_bias: token {} is outside the vocabulary (0..{})", t, vocab - 1));
+    }
+    if (!(bias >= -100.0f && bias <= 100.0f)) {
+      return InvalidArgument(fmt::format("logit_bias: the bias {} for token {} must be in [-100, 100]", bias, t));
+    }
+    tokens.push_back(t);
+  }
+  std::sort(tokens.begin(), tokens.end());
+  if (auto d = std::adjacent_find(tokens.begin(), tokens.end()); d != tokens.end()) {
+    return InvalidArgument(fmt::format("logit_bias: token {} is given twice", *d));
+  }
   return Status::Ok();
 }
 
+Sampler::Sampler(const SamplingParams& p, const std::vector<int32_t>& prompt) : p_(p), rng_(p.seed) {
+  if (p_.repetition_penalty != 1.0f) {
+    prompt_set_ = prompt;
+    std::sort(prompt_set_.begin(), prompt_set_.end());
+    prompt_set_.erase(std::unique(prompt_set_.begin(), prompt_set_.end()), prompt_set_.end());
+  }
+}
+
+void Sampler::Accept(int32_t token) {
+  if (p_.Shapes()) ++output_counts_[token];
+}
+
+void Sampler::Shape(float* row, int vocab) const {
+  for (const auto& [t, bias] : p_.logit_bias) {
+    if (t >= 0 && t < vocab) row[t] += bias;
+  }
+  if (p_.repetition_penalty != 1.0f) {
+    const float r = p_.repetition_penalty;
+    auto penalize = [&](int32_t t) {
+      if (t >= 0 && t < vocab) row[t] = row[t] > 0.0f ? row[t] / r : row[t] * r;
+    };
+    for (int32_t t : prompt_set_) penalize(t);
+    for (const auto& [t, count] : output_counts_) {
+      if (!std::binary_search(prompt_set_.begin(), prompt_set_.end(), t)) penalize(t);
+    }
+  }
+  for (const auto& [t, count] : output_counts_) {
+    if (t >= 0 && t < vocab) row[t] -= p_.frequency_penalty * static_cast<float>(count) + p_.presence_penalty;
+  }
+}
+
 int32_t Sampler::Sample(const float* logits, int vocab) {
+  if (p_.Shapes()) {
+    shaped_.assign(logits, logits + vocab);
+    Shape(shaped_.data(), vocab);
+    logits = shaped_.data();
+  }
   if (p_.temperature == 0.0f) {
     int32_t best = 0;
     for (int32_t i = 1; i < vocab; ++i) if (logits[i] > logits[best]) best = i;
@@ -33,10 +94,17 @@ int32_t Sampler::Sample(const float* logits, int vocab) {
   } else {
     std::sort(scratch_.begin(), scratch_.end(), by_logit);
   }
+  if (p_.min_p > 0.0f) {  // a prefix of the sorted row: p_i / p_max = exp(l_i - l_max) >= min_p
+    const double top = scratch_[0].first;
+    size_t n = 1;
+    while (n < keep && std::exp(static_cast<double>(scratch_[n].first) - top) >= p_.min_p) ++n;
+    keep = n;
+  }
   return Draw(keep);
 }
 
 int Sampler::CandidatesNeeded(int max_k) const {
+  if (p_.Shapes()) return 0;
   if (p_.temperature == 0.0f) return 1;
   if (p_.top_k > 0 && p_.top_k <= max_k) return p_.top_k;
   return 0;

@@ -126,16 +126,37 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
   out->gen.prompt = std::move(ids).value();
   out->gen.adapter_slot = out->slot;
   // Sampling and limits.
-  double temperature = 1.0, top_p = 1.0, presence = 0, frequency = 0;
+  double temperature = 1.0, top_p = 1.0, min_p = 0, presence = 0, frequency = 0, repetition = 1;
   int64_t top_k = 0, seed = 0, n = 1, top_logprobs = -1;
   int64_t max_tokens = -1;
   if (auto e = number("temperature", 0, 2, &temperature)) return e;
   if (auto e = number("top_p", 1e-9, 1, &top_p)) return e;
   if (auto e = integer("top_k", -1, 1 << 30, &top_k)) return e;
+  if (auto e = number("min_p", 0, 1, &min_p)) return e;
   if (auto e = integer("seed", INT64_MIN, INT64_MAX, &seed)) return e;
   if (auto e = integer("n", 1, 1, &n)) return e;
-  if (auto e = number("presence_penalty", 0, 0, &presence)) return e;
-  if (auto e = number("frequency_penalty", 0, 0, &frequency)) return e;
+  if (auto e = number("presence_penalty", -2, 2, &presence)) return e;
+  if (auto e = number("frequency_penalty", -2, 2, &frequency)) return e;
+  if (auto e = number("repetition_penalty", 0, 1e6, &repetition)) return e;
+  if (!(repetition > 0)) return Bad("'repetition_penalty' must be > 0 (1 disables it)", "repetition_penalty", 422);
+  // logit_bias: {"token id": bias in [-100, 100]} (OpenAI's shape; ids are the model's).
+  if (auto lb = body.find("logit_bias"); lb != body.end() && !lb->is_null()) {
+    if (!lb->is_object()) return Bad("'logit_bias' must be an object mapping token ids to biases", "logit_bias");
+    for (const auto& [key, value] : lb->items()) {
+      const bool digits = !key.empty() && key.size() <= 9 && key.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits) {
+        return Bad(fmt::format("logit_bias: key '{}' is not a token id (a non-negative integer written as a string)",
+                               key.substr(0, 40)),
+                   "logit_bias");
+      }
+      if (!value.is_number()) return Bad(fmt::format("logit_bias: the bias for token {} must be a number", key), "logit_bias");
+      const double b = value.get<double>();
+      if (!(b >= -100 && b <= 100)) {
+        return Bad(fmt::format("logit_bias: the bias {} for token {} is outside [-100, 100]", b, key), "logit_bias", 422);
+      }
+      out->gen.sampling.logit_bias.emplace_back(std::stoi(key), static_cast<float>(b));
+    }
+  }
   if (auto e = integer("max_tokens", 1, 1 << 24, &max_tokens)) return e;
   if (auto e = integer("max_completion_tokens", 1, 1 << 24, &max_tokens)) return e;
   if (auto e = boolean("stream", &out->stream)) return e;
@@ -180,6 +201,10 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
   out->gen.sampling.temperature = static_cast<float>(temperature);
   out->gen.sampling.top_p = static_cast<float>(top_p);
   out->gen.sampling.top_k = top_k < 0 ? 0 : static_cast<int>(top_k);
+  out->gen.sampling.min_p = static_cast<float>(min_p);
+  out->gen.sampling.presence_penalty = static_cast<float>(presence);
+  out->gen.sampling.frequency_penalty = static_cast<float>(frequency);
+  out->gen.sampling.repetition_penalty = static_cast<float>(repetition);
   out->gen.sampling.seed = static_cast<uint64_t>(seed);
   out->gen.top_logprobs = static_cast<int>(top_logprobs);
   out->gen.stop_tokens = stop_tokens;

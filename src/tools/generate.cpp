@@ -39,7 +39,7 @@ Result<GenerateResult> RunGenerate(const Model& model, Ops& ops, const Tokenizer
                                    const std::set<int32_t>& stop, const GenerateJob& job,
                                    const std::function<void(const std::string&)>& on_text,
                                    const AdapterSet& adapters) {
-  GRAFT_RETURN_IF_ERROR(ValidateSamplingParams(job.sampling));
+  GRAFT_RETURN_IF_ERROR(ValidateSamplingParams(job.sampling, model.config().vocab_size));
   if (job.max_tokens < 1) return InvalidArgument(fmt::format("max_tokens {} must be >= 1", job.max_tokens));
   std::string prompt = job.prompt;
   if (!job.raw) {
@@ -68,7 +68,7 @@ Result<GenerateResult> RunGenerate(const Model& model, Ops& ops, const Tokenizer
                                       &adapters, LogitRows::Only({static_cast<int32_t>(ids.size() - 1)})));
   r.prefill_seconds = Since(t0);
   const float* last = logits.data();
-  Sampler sampler(job.sampling);
+  Sampler sampler(job.sampling, ids);
   StreamDecoder dec(tok);
   std::vector<float> step(static_cast<size_t>(c.vocab_size));
   t0 = std::chrono::steady_clock::now();
@@ -80,6 +80,7 @@ Result<GenerateResult> RunGenerate(const Model& model, Ops& ops, const Tokenizer
       break;
     }
     ++r.generated_tokens;
+    sampler.Accept(next);
     on_text(dec.Push(next));
     if (i + 1 == job.max_tokens) break;
     if (st.pos + 1 > ctx) {

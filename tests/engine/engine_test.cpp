@@ -5,9 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <future>
 
+#include <fmt/core.h>
+
 #include "backend/cpu/cpu_ops.h"
+#include "model/model.h"
 #include "test_util.h"
 #include "tools/generate.h"
 
@@ -125,6 +130,110 @@ TEST(Engine, CandidateSamplingDrawsTheSameTokensAsWholeRows) {
   EXPECT_NE(whole[1], whole[0]) << "a sampled request should not read like the greedy one";
   const auto mixed = run(true, 4);  // the fourth (no top_k) makes its steps use whole rows
   EXPECT_EQ(std::vector<std::string>(mixed.begin(), mixed.begin() + 3), whole);
+}
+
+// A request's penalties and logit_bias through the engine: greedy tokens as a lone run through
+// the model gives when the row is shaped by hand (vLLM's order), beside a plain neighbour or not;
+// and the logprobs it reports are the model's own (unshaped).
+TEST(Engine, PenaltiesAndLogitBiasShapeOnlyTheirRowAndMatchALoneRun) {
+  // The trained demo model: its logits have a natural scale (a random fixture's top logits stand
+  // 20-40 apart, beyond any penalty) and its greedy text repeats itself.
+  const std::string dir = test::FixturesDir() + "/../models/base";
+  auto loaded = LoadModel(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  auto model = std::move(loaded).value();
+  auto tok = Tokenizer::FromFile(dir + "/tokenizer.json").value();
+  auto tmpl = ChatTemplate::Load(dir, "").value();
+  const std::vector<int32_t> prompt = tok->Encode("The package manager keeps a list of the packages that").value();
+  const int vocab = model->config().vocab_size, steps = 32;
+  // The plain greedy tokens and logprobs of a lone run; the shaped run bans the first of them.
+  CpuOps ops(ActDtype::kBF16, 1);
+  auto lone = [&](const std::function<void(std::vector<float>&, const std::vector<int32_t>&)>& shape) {
+    SequenceState st = model->NewState();
+    std::vector<float> logits(prompt.size() * vocab), step(vocab);
+    EXPECT_TRUE(model->Forward(ops, prompt.data(), static_cast<int>(prompt.size()), st, logits.data()).ok());
+    std::vector<float> row(logits.end() - vocab, logits.end());
+    std::vector<int32_t> out;
+    for (int i = 0; i < steps; ++i) {
+      std::vector<float> shaped = row;
+      shape(shaped, out);
+      const int32_t t = static_cast<int32_t>(std::max_element(shaped.begin(), shaped.end()) - shaped.begin());
+      out.push_back(t);
+      EXPECT_TRUE(model->Forward(ops, &t, 1, st, step.data()).ok());
+      row = step;
+    }
+    return out;
+  };
+  const std::vector<int32_t> plain = lone([](std::vector<float>&, const std::vector<int32_t>&) {});
+  SamplingParams p;  // greedy
+  p.presence_penalty = 1.5f;  // Qwen's suggestion against endless repetition
+  p.frequency_penalty = 0.5f;
+  p.repetition_penalty = 1.2f;
+  p.logit_bias = {{plain[0], -100.0f}};
+  const std::vector<int32_t> shaped = lone([&](std::vector<float>& row, const std::vector<int32_t>& out) {
+    row[static_cast<size_t>(plain[0])] += -100.0f;
+    std::vector<int32_t> seen(prompt);
+    seen.insert(seen.end(), out.begin(), out.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (int32_t t : seen) row[t] = row[t] > 0 ? row[t] / 1.2f : row[t] * 1.2f;
+    for (int32_t t : seen) {
+      const auto count = std::count(out.begin(), out.end(), t);
+      if (count > 0) row[t] -= 0.5f * static_cast<float>(count) + 1.5f;
+    }
+  });
+  ASSERT_NE(shaped[0], plain[0]) << ::testing::PrintToString(plain) << " " << ::testing::PrintToString(shaped);
+  ASSERT_NE(shaped, plain);
+  std::vector<int32_t> distinct(plain);
+  std::sort(distinct.begin(), distinct.end());
+  ASSERT_LT(std::unique(distinct.begin(), distinct.end()) - distinct.begin(), steps)
+      << "the plain text repeats tokens, which the output penalties act on";
+  auto text_of = [&](const std::vector<int32_t>& t) {
+    StreamDecoder dec(*tok);
+    std::string s;
+    for (int32_t x : t) s += dec.Push(x);
+    return s + dec.Flush();
+  };
+  AdapterSet none;
+  for (bool neighbour : {false, true}) {
+    Engine engine(EngineConfig{}, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+    Status s1, s2;
+    auto shaped_f = Generate(engine, prompt, steps, &s1, p);
+    std::future<Collected> plain_f;
+    if (neighbour) plain_f = Generate(engine, prompt, steps, &s2);
+    ASSERT_TRUE(s1.ok()) << s1.ToString();
+    EXPECT_EQ(shaped_f.get().text, text_of(shaped)) << "neighbour " << neighbour;
+    if (neighbour) {
+      EXPECT_EQ(plain_f.get().text, text_of(plain)) << "the plain neighbour is not shaped";
+    }
+  }
+  // Logprobs stay the model's: the shaped first token is reported below the banned one.
+  Engine engine(EngineConfig{}, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  std::vector<TokenLogprob> got;
+  auto done = std::make_shared<std::promise<void>>();
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.max_tokens = 1;
+  r.sampling = p;
+  r.top_logprobs = 1;
+  r.on_event = [&got, done](const GenEvent& ev) {
+    for (const auto& lp : ev.logprobs) got.push_back(lp);
+    if (ev.kind != GenEvent::Kind::kDelta) done->set_value();
+  };
+  ASSERT_TRUE(engine.Submit(std::move(r)).ok());
+  done->get_future().get();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].token, shaped[0]);
+  ASSERT_EQ(got[0].top.size(), 1u);
+  EXPECT_LT(got[0].logprob, got[0].top[0].second) << "the model's best (banned) token keeps its raw logprob";
+  // A bias on a token past the vocabulary is refused at submission, naming it.
+  SamplingParams bad;
+  bad.logit_bias = {{vocab, 1.0f}};
+  Status s;
+  Generate(engine, prompt, 4, &s, bad);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(fmt::format("logit_bias: token {} is outside the vocabulary", vocab)), std::string::npos)
+      << s.ToString();
 }
 
 }  // namespace

@@ -194,6 +194,17 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 5000})", 400, "maximum context length is 4096"},
       {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}", 400, "not valid JSON"},
       {"/v1/completions", R"({"prompt": 7})", 400, "'prompt' must be a string"},
+      {"/v1/completions", R"({"prompt": "x", "presence_penalty": 2.5})", 422, "'presence_penalty' = 2.5 is outside [-2, 2]"},
+      {"/v1/completions", R"({"prompt": "x", "frequency_penalty": "high"})", 400, "'frequency_penalty' must be a number"},
+      {"/v1/completions", R"({"prompt": "x", "repetition_penalty": 0})", 422, "'repetition_penalty' must be > 0"},
+      {"/v1/completions", R"({"prompt": "x", "min_p": 1.5})", 422, "'min_p' = 1.5 is outside [0, 1]"},
+      {"/v1/completions", R"({"prompt": "x", "logit_bias": [1, 2]})", 400, "'logit_bias' must be an object"},
+      {"/v1/completions", R"({"prompt": "x", "logit_bias": {"the": 1}})", 400, "key 'the' is not a token id"},
+      {"/v1/completions", R"({"prompt": "x", "logit_bias": {"-5": 1}})", 400, "key '-5' is not a token id"},
+      {"/v1/completions", R"({"prompt": "x", "logit_bias": {"5": "up"}})", 400, "the bias for token 5 must be a number"},
+      {"/v1/completions", R"({"prompt": "x", "logit_bias": {"5": 101}})", 422, "the bias 101 for token 5 is outside [-100, 100]"},
+      {"/v1/completions", R"({"prompt": "x", "logit_bias": {"999999999": 1}})", 400,
+       "logit_bias: token 999999999 is outside the vocabulary"},
       {"/v1/decisions", R"({"model": "gdn", "record": "r", "questions": [{"id": "a", "question": "q", "choices": []}]})", 422,
        "needs at least 2 choices"},
       {"/v1/decisions", R"({"model": "gdn", "record": "r", "questions": [{"id": "a", "question": "q", "choices": ["x", "x"]}]})", 422,
@@ -276,6 +287,34 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
   for (auto& t : ts) t.join();
   EXPECT_EQ(ok.load(), 100) << "failures: " << ::testing::PrintToString(failures);
   EXPECT_EQ(Chat(6), healthy);  // and the answers are still the same bits
+}
+
+// Penalties, min_p and logit_bias over HTTP: accepted in OpenAI's (and vLLM's) ranges, and a
+// -100 bias on the greedy token moves the answer off it while logprobs stay the model's.
+TEST_F(Server, LogitBiasAndPenaltiesShapeTheAnswer) {
+  const std::string prompt = "Tell me about logs.";
+  auto ids = tok_->Encode(prompt).value();
+  const int vocab = model_->config().vocab_size;
+  CpuOps ops(ActDtype::kBF16, 1);
+  SequenceState st = model_->NewState();
+  std::vector<float> logits(ids.size() * static_cast<size_t>(vocab));
+  ASSERT_TRUE(model_->Forward(ops, ids.data(), static_cast<int>(ids.size()), st, logits.data()).ok());
+  const float* last = logits.data() + (ids.size() - 1) * static_cast<size_t>(vocab);
+  const int32_t best = static_cast<int32_t>(std::max_element(last, last + vocab) - last);
+  auto first = [&](const std::string& extra) {
+    auto [status, j] = Post("/v1/completions", R"({"prompt": ")" + prompt +
+                                                   R"(", "max_tokens": 1, "temperature": 0, "logprobs": 1)" + extra + "}");
+    EXPECT_EQ(status, 200) << j.dump();
+    return j["choices"][0]["logprobs"]["token_logprobs"][0].get<double>();
+  };
+  const double plain = first("");
+  const double banned = first(R"(, "logit_bias": {")" + std::to_string(best) + R"(": -100})");
+  EXPECT_LT(banned, plain) << "the banned greedy token was still drawn";
+  EXPECT_EQ(first(R"(, "logit_bias": {")" + std::to_string(best) + R"(": 0.5})"), plain);
+  auto [status, j] = Post("/v1/chat/completions",
+                          R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 6, "temperature": 0.8, "seed": 3,
+                              "presence_penalty": 1.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1, "min_p": 0.05})");
+  EXPECT_EQ(status, 200) << j.dump();
 }
 
 // Exact mode over HTTP: an adapter extracted with --exact serves "mode": "exact" by default
