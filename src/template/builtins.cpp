@@ -117,7 +117,11 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
   }
   if (name == "tojson") {
     const Value& indent = Arg(args, kwargs, 0, "indent", none);
-    GRAFT_ASSIGN_OR_RETURN(std::string s, v.ToJson(indent.is_number() ? static_cast<int>(indent.as_double()) : -1));
+    // An integer, and a sane one: a template's indent of 10^9 would ask for gigabytes a line.
+    if (indent.is_number() && (!indent.is_int() || indent.as_int() < 0 || indent.as_int() > 64)) {
+      return Err(fmt::format("filter 'tojson': indent must be an integer in 0..64, not {}", indent.Str()));
+    }
+    GRAFT_ASSIGN_OR_RETURN(std::string s, v.ToJson(indent.is_int() ? static_cast<int>(indent.as_int()) : -1));
     return Value(s);
   }
   if (name == "string") return Value(v.Str());
@@ -175,7 +179,8 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
   }
   if (name == "replace") {
     if (args.size() < 2) return Err("filter 'replace' needs two arguments");
-    const int64_t count = args.size() > 2 && args[2].is_number() ? args[2].as_int() : -1;
+    if (args.size() > 2 && args[2].is_number() && !args[2].is_int()) return Err("filter 'replace': count must be an integer");
+    const int64_t count = args.size() > 2 && args[2].is_int() ? args[2].as_int() : -1;
     return Value(Replace(v.Str(), args[0].Str(), args[1].Str(), count));
   }
   if (name == "int") {
@@ -295,7 +300,8 @@ Result<Value> CallMethod(const Value& obj, const std::string& name, const List& 
       const Value& sep = Arg(args, kwargs, 0, "sep", none);
       if (sep.is_string() && sep.as_string().empty()) return Err("split(): empty separator");
       const Value& maxsplit = Arg(args, kwargs, 1, "maxsplit", Value(int64_t{-1}));
-      return Value(SplitPy(s, sep, maxsplit.is_number() ? maxsplit.as_int() : -1));
+      if (maxsplit.is_number() && !maxsplit.is_int()) return Err("split(): maxsplit must be an integer");
+      return Value(SplitPy(s, sep, maxsplit.is_int() ? maxsplit.as_int() : -1));
     }
     if (name == "strip" || name == "lstrip" || name == "rstrip") {
       const Value& chars = Arg(args, kwargs, 0, "chars", none);
@@ -307,7 +313,8 @@ Result<Value> CallMethod(const Value& obj, const std::string& name, const List& 
     if (name == "capitalize") return Value(Case(s, 2));
     if (name == "replace") {
       if (args.size() < 2) return Err("replace() needs two arguments");
-      return Value(Replace(s, args[0].Str(), args[1].Str(), args.size() > 2 && args[2].is_number() ? args[2].as_int() : -1));
+      if (args.size() > 2 && args[2].is_number() && !args[2].is_int()) return Err("replace(): count must be an integer");
+      return Value(Replace(s, args[0].Str(), args[1].Str(), args.size() > 2 && args[2].is_int() ? args[2].as_int() : -1));
     }
     if (name == "find") {
       const size_t at = s.find(Arg(args, kwargs, 0, "sub", Value("")).Str());

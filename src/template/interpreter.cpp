@@ -252,9 +252,9 @@ class Interpreter {
   static Value Slice(const Value& obj, const Value& start, const Value& stop, const Value& step) {
     const int64_t n = obj.is_list() ? static_cast<int64_t>(obj.as_list().size())
                                     : static_cast<int64_t>(obj.as_string().size());
-    const int64_t st = step.is_number() ? step.as_int() : 1;
+    const int64_t st = step.is_int() ? step.as_int() : 1;
     auto norm = [&](const Value& v, int64_t def) {
-      if (!v.is_number()) return def;
+      if (!v.is_int()) return def;
       int64_t i = v.as_int();
       if (i < 0) i += n;
       return st > 0 ? std::clamp<int64_t>(i, 0, n) : std::clamp<int64_t>(i, -1, n - 1);
@@ -359,7 +359,12 @@ class Interpreter {
         if (!e.args.empty()) {
           GRAFT_ASSIGN_OR_RETURN(step, Eval(*e.args[0]));
         }
-        if (step.is_number() && step.as_int() == 0) return Err(e.line, "slice step cannot be zero");
+        for (const Value* v : {&start, &stop, &step}) {  // Python's rule (a float is a TypeError there)
+          if (!v->is_undefined() && !v->is_none() && !v->is_int()) {
+            return Err(e.line, fmt::format("slice indices must be integers or none, not {}", v->TypeName()));
+          }
+        }
+        if (step.is_int() && step.as_int() == 0) return Err(e.line, "slice step cannot be zero");
         if (!obj.is_list() && !obj.is_string()) return Err(e.line, fmt::format("cannot slice a {}", obj.TypeName()));
         return Slice(obj, start, stop, step);
       }
@@ -467,7 +472,7 @@ Dict Builtins() {
                      }}));
   g.Set("range", Value(Callable{"range", [](const List& args, const Dict&) -> Result<Value> {
                    int64_t b = 0, e = 0, st = 1;
-                   for (const auto& a : args) if (!a.is_number()) return InvalidArgument("range() needs integers");
+                   for (const auto& a : args) if (!a.is_int()) return InvalidArgument("range() needs integers");
                    if (args.size() == 1) e = args[0].as_int();
                    else if (args.size() >= 2) b = args[0].as_int(), e = args[1].as_int();
                    if (args.size() >= 3) st = args[2].as_int();

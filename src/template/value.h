@@ -60,6 +60,7 @@ class Value {
   bool is_none() const { return kind() == Kind::kNone; }
   bool is_string() const { return kind() == Kind::kString; }
   bool is_number() const { return kind() == Kind::kInt || kind() == Kind::kFloat; }
+  bool is_int() const { return kind() == Kind::kInt; }
   bool is_list() const { return kind() == Kind::kList; }
   bool is_dict() const { return kind() == Kind::kDict || kind() == Kind::kNamespace; }
 

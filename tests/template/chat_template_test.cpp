@@ -114,6 +114,29 @@ TEST(Jinja, UnsupportedConstructsAreNamed) {
   EXPECT_EQ(RenderText("{{ nothing() }}"), "RENDER ERROR: line 1: 'nothing' is not a function (it is undefined)");
 }
 
+// Numbers where an integer belongs (the fuzzer's find: a float slice index threw out of the
+// renderer and took the process down) are render errors naming the rule, as Python's TypeErrors.
+TEST(Jinja, FloatsWhereIntegersBelongAreErrorsNotCrashes) {
+  EXPECT_EQ(RenderText("{{ 'abcdef'[1.5:] }}"), "RENDER ERROR: line 1: slice indices must be integers or none, not float");
+  EXPECT_EQ(RenderText("{{ [1, 2, 3][:2.0] }}"), "RENDER ERROR: line 1: slice indices must be integers or none, not float");
+  EXPECT_EQ(RenderText("{{ 'abc'[::0.5] }}"), "RENDER ERROR: line 1: slice indices must be integers or none, not float");
+  EXPECT_EQ(RenderText("{{ 'abc'[:'x'] }}"), "RENDER ERROR: line 1: slice indices must be integers or none, not string");
+  // The fuzzer's input: an integer literal past int64 is a float, and so is the index it makes.
+  EXPECT_EQ(RenderText("{{ [1, 2][1 % 22222222222222222222222:2] }}"),
+            "RENDER ERROR: line 1: slice indices must be integers or none, not float");
+  EXPECT_NE(RenderText("{% for i in range(2.5) %}{% endfor %}").find("range() needs integers"), std::string::npos);
+  EXPECT_NE(RenderText("{{ 'a-b-c'.split('-', 1.0) }}").find("split(): maxsplit must be an integer"), std::string::npos);
+  EXPECT_NE(RenderText("{{ 'aaa'.replace('a', 'b', 1.0) }}").find("replace(): count must be an integer"), std::string::npos);
+  EXPECT_NE(RenderText("{{ 'aaa' | replace('a', 'b', 2.0) }}").find("count must be an integer"), std::string::npos);
+  EXPECT_NE(RenderText("{{ {'a': 1} | tojson(indent=1000000000) }}").find("indent must be an integer in 0..64"),
+            std::string::npos);
+  EXPECT_NE(RenderText("{{ {'a': 1} | tojson(indent=2.0) }}").find("indent must be an integer in 0..64"), std::string::npos);
+  // Integers still work.
+  EXPECT_EQ(RenderText("{{ 'abcdef'[1:4] }}|{{ 'abcdef'[::-2] }}|{{ [1, 2, 3][-2:] }}"), "bcd|fdb|[2, 3]");
+  EXPECT_EQ(RenderText("{{ 'a-b-c'.split('-', 1) }}|{{ 'aaa'.replace('a', 'b', 2) }}|{{ range(3) | list }}"),
+            "['a', 'b-c']|bba|[0, 1, 2]");
+}
+
 // A chat template is a file from the checkpoint: one nested without bound, or a macro that
 // calls itself, is a named error, never a stack overflow.
 TEST(Jinja, HostileNestingIsANamedErrorNotACrash) {
