@@ -58,6 +58,9 @@ void AddGenerateCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--enable-thinking", s->thinking, "true, false or default (the template decides)")->capture_default_str()
       ->check(CLI::IsMember({"true", "false", "default"}));
   cmd->add_option("--max-tokens", s->job.max_tokens, "Stop after this many generated tokens")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--min-tokens", s->job.min_tokens, "No end token before this many tokens")->capture_default_str()
+      ->check(CLI::Range(0, 1 << 24));
+  cmd->add_flag("--ignore-eos", s->job.ignore_eos, "Generate --max-tokens tokens whatever end tokens come (benchmarks)");
   cmd->add_option("--temperature", s->job.sampling.temperature, "0 = greedy")->capture_default_str()->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--top-k", s->job.sampling.top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str()->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--top-p", s->job.sampling.top_p, "Nucleus sampling threshold (1 = off)")->capture_default_str();

@@ -81,10 +81,19 @@ Status Engine::Submit(GenerationRequest req) {
     if (t < 0 || t >= model_.config().vocab_size) return InvalidArgument(fmt::format("token {} is outside the vocabulary", t));
   }
   GRAFT_RETURN_IF_ERROR(ValidateSamplingParams(req.sampling, model_.config().vocab_size));
+  for (int32_t t : req.stop_tokens) {
+    if (t < 0 || t >= model_.config().vocab_size) {
+      return InvalidArgument(fmt::format("stop token {} is outside the vocabulary (0..{})", t, model_.config().vocab_size - 1));
+    }
+  }
+  if (req.min_tokens < 0 || req.min_tokens > req.max_tokens) {
+    return InvalidArgument(fmt::format("min_tokens {} must be in [0, max_tokens = {}]", req.min_tokens, req.max_tokens));
+  }
   auto s = std::make_unique<Live>();
   s->sched.prompt_tokens = static_cast<int>(req.prompt.size());
   s->sched.max_new_tokens = req.max_tokens;
   s->sampler = std::make_unique<Sampler>(req.sampling, req.prompt);
+  if (req.min_tokens > 0) s->sampler->BanUntil({req.stop_tokens.begin(), req.stop_tokens.end()}, req.min_tokens);
   s->decoder = std::make_unique<StreamDecoder>(tok_);
   s->req = std::move(req);
   {
@@ -325,7 +334,8 @@ void Engine::RunStep() {
     const int32_t tok = whole_rows ? s.sampler->Sample(row, vocab)
                                    : s.sampler->SampleCandidates(row, ids.data() + static_cast<size_t>(logit_index[i]) * width,
                                                                  width);
-    if (s.req.stop_tokens.count(tok)) {
+    if (s.generated >= s.req.min_tokens && s.req.stop_tokens.count(tok)) {
+      s.held += s.decoder->Flush();  // an unfinished character before the stop token: U+FFFD, as at "length"
       Finish(s, "stop");
       continue;
     }
@@ -334,9 +344,11 @@ void Engine::RunStep() {
     s.sampler->Accept(tok);
     if (s.req.top_logprobs >= 0) s.held_logprobs.push_back(Logprobs(tok_, row, vocab, tok, s.req.top_logprobs));
     s.held += s.decoder->Push(tok);
+    // Before min_tokens no stop string counts: that text goes out whole (nothing held back).
+    const bool may_stop = s.generated >= s.req.min_tokens;
     bool stopped = false;
-    for (const auto& stop : s.req.stop_strings) {
-      const size_t at = s.held.find(stop);
+    for (size_t k = 0; may_stop && k < s.req.stop_strings.size(); ++k) {
+      const size_t at = s.held.find(s.req.stop_strings[k]);
       if (at != std::string::npos) {
         s.held.resize(at);
         stopped = true;
@@ -351,7 +363,7 @@ void Engine::RunStep() {
       Finish(s, "length");
       continue;
     }
-    const size_t keep = HeldForStops(s.held, s.req.stop_strings);
+    const size_t keep = may_stop ? HeldForStops(s.held, s.req.stop_strings) : 0;
     if (s.held.size() > keep) {
       GenEvent d;
       d.text = s.held.substr(0, s.held.size() - keep);

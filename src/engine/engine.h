@@ -73,6 +73,7 @@ struct GenerationRequest {
   int max_tokens = 256;
   std::set<int32_t> stop_tokens;
   std::vector<std::string> stop_strings;
+  int min_tokens = 0;  // no stop (token or string) before this many tokens: stop tokens are never drawn
   int top_logprobs = -1;  // -1: no logprobs; 0..20: the sampled token's, plus that many alternatives
   std::function<void(const GenEvent&)> on_event;
   std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);

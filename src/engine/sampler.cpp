@@ -51,6 +51,12 @@ Sampler::Sampler(const SamplingParams& p, const std::vector<int32_t>& prompt) : 
 
 void Sampler::Accept(int32_t token) {
   if (p_.Shapes()) ++output_counts_[token];
+  if (ban_left_ > 0) --ban_left_;
+}
+
+void Sampler::BanUntil(std::vector<int32_t> tokens, int n) {
+  banned_ = std::move(tokens);
+  ban_left_ = banned_.empty() ? 0 : n;
 }
 
 void Sampler::Shape(float* row, int vocab) const {
@@ -70,10 +76,15 @@ void Sampler::Shape(float* row, int vocab) const {
   for (const auto& [t, count] : output_counts_) {
     if (t >= 0 && t < vocab) row[t] -= p_.frequency_penalty * static_cast<float>(count) + p_.presence_penalty;
   }
+  if (ban_left_ > 0) {
+    for (int32_t t : banned_) {
+      if (t >= 0 && t < vocab) row[t] = -INFINITY;
+    }
+  }
 }
 
 int32_t Sampler::Sample(const float* logits, int vocab) {
-  if (p_.Shapes()) {
+  if (Shaping()) {
     shaped_.assign(logits, logits + vocab);
     Shape(shaped_.data(), vocab);
     logits = shaped_.data();
@@ -104,7 +115,7 @@ int32_t Sampler::Sample(const float* logits, int vocab) {
 }
 
 int Sampler::CandidatesNeeded(int max_k) const {
-  if (p_.Shapes()) return 0;
+  if (Shaping()) return 0;
   if (p_.temperature == 0.0f) return 1;
   if (p_.top_k > 0 && p_.top_k <= max_k) return p_.top_k;
   return 0;

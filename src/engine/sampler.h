@@ -54,9 +54,11 @@ class Sampler {
   int32_t Sample(const float* logits, int vocab);
   // A token the request generated (the penalties count it from the next draw on).
   void Accept(int32_t token);
+  // min_tokens: `tokens` (the request's stop tokens) are never drawn until n more are accepted.
+  void BanUntil(std::vector<int32_t> tokens, int n);
   // How many of a row's best candidates Sample needs to draw exactly what it draws from the
   // whole row: 1 when greedy, top_k when it keeps the top_k (at most max_k); 0: the whole row
-  // (also whenever the row is shaped: penalties, biases or min_p).
+  // (also whenever the row is shaped: penalties, biases, min_p or a ban).
   int CandidatesNeeded(int max_k) const;
   // The same draw from the row's best candidates (Ops::TopK with this sampler's temperature):
   // values[i] = logit / temperature (the raw logit when greedy), in descending order with
@@ -65,6 +67,7 @@ class Sampler {
 
  private:
   int32_t Draw(size_t keep);  // from scratch_[0..keep), sorted
+  bool Shaping() const { return p_.Shapes() || ban_left_ > 0; }
   void Shape(float* row, int vocab) const;
   SamplingParams p_;
   std::mt19937_64 rng_;
@@ -72,6 +75,8 @@ class Sampler {
   std::vector<float> shaped_;
   std::vector<int32_t> prompt_set_;  // sorted, unique; empty unless repetition_penalty is on
   std::unordered_map<int32_t, int> output_counts_;
+  std::vector<int32_t> banned_;
+  int ban_left_ = 0;
 };
 
 }  // namespace graft

@@ -189,6 +189,26 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
     }
     for (const auto& s : out->gen.stop_strings) if (s.empty()) return Bad("'stop' strings must not be empty", "stop", 422);
   }
+  // vLLM's extensions: stop_token_ids (beside the model's end tokens, which ignore_eos drops)
+  // and min_tokens (no stop of any kind before that many tokens).
+  bool ignore_eos = false;
+  int64_t min_tokens = 0;
+  if (auto e = boolean("ignore_eos", &ignore_eos)) return e;
+  if (auto e = integer("min_tokens", 0, 1 << 24, &min_tokens)) return e;
+  out->gen.stop_tokens = ignore_eos ? std::set<int32_t>{} : stop_tokens;
+  if (auto ids = body.find("stop_token_ids"); ids != body.end() && !ids->is_null()) {
+    if (!ids->is_array() || ids->size() > 1024) {
+      return Bad("'stop_token_ids' must be an array of at most 1024 token ids", "stop_token_ids");
+    }
+    for (const auto& id : *ids) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+        return Bad(fmt::format("'stop_token_ids' entries must be token ids (non-negative integers); got {}",
+                               id.dump().substr(0, 40)),
+                   "stop_token_ids");
+      }
+      out->gen.stop_tokens.insert(static_cast<int32_t>(id.get<int64_t>()));
+    }
+  }
   const int64_t prompt = static_cast<int64_t>(out->gen.prompt.size());
   if (max_tokens < 0) max_tokens = std::min<int64_t>(models.default_max_tokens, std::max<int64_t>(models.context - prompt, 1));
   if (models.context > 0 && prompt + max_tokens > models.context) {
@@ -197,7 +217,11 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
                            models.context, prompt + max_tokens, prompt, max_tokens),
                chat ? "messages" : "prompt");
   }
+  if (min_tokens > max_tokens) {
+    return Bad(fmt::format("'min_tokens' ({}) exceeds max_tokens ({})", min_tokens, max_tokens), "min_tokens", 422);
+  }
   out->gen.max_tokens = static_cast<int>(max_tokens);
+  out->gen.min_tokens = static_cast<int>(min_tokens);
   out->gen.sampling.temperature = static_cast<float>(temperature);
   out->gen.sampling.top_p = static_cast<float>(top_p);
   out->gen.sampling.top_k = top_k < 0 ? 0 : static_cast<int>(top_k);
@@ -207,7 +231,6 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
   out->gen.sampling.repetition_penalty = static_cast<float>(repetition);
   out->gen.sampling.seed = static_cast<uint64_t>(seed);
   out->gen.top_logprobs = static_cast<int>(top_logprobs);
-  out->gen.stop_tokens = stop_tokens;
   return std::nullopt;
 }
 

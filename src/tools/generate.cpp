@@ -41,6 +41,9 @@ Result<GenerateResult> RunGenerate(const Model& model, Ops& ops, const Tokenizer
                                    const AdapterSet& adapters) {
   GRAFT_RETURN_IF_ERROR(ValidateSamplingParams(job.sampling, model.config().vocab_size));
   if (job.max_tokens < 1) return InvalidArgument(fmt::format("max_tokens {} must be >= 1", job.max_tokens));
+  if (job.min_tokens < 0 || job.min_tokens > job.max_tokens) {
+    return InvalidArgument(fmt::format("min_tokens {} must be in [0, max_tokens = {}]", job.min_tokens, job.max_tokens));
+  }
   std::string prompt = job.prompt;
   if (!job.raw) {
     if (!tmpl) return InvalidArgument("the model has no chat template: pass --chat-template FILE or --raw");
@@ -69,13 +72,14 @@ Result<GenerateResult> RunGenerate(const Model& model, Ops& ops, const Tokenizer
   r.prefill_seconds = Since(t0);
   const float* last = logits.data();
   Sampler sampler(job.sampling, ids);
+  if (job.min_tokens > 0 && !job.ignore_eos) sampler.BanUntil({stop.begin(), stop.end()}, job.min_tokens);
   StreamDecoder dec(tok);
   std::vector<float> step(static_cast<size_t>(c.vocab_size));
   t0 = std::chrono::steady_clock::now();
   r.stop_reason = "max_tokens";
   for (int i = 0; i < job.max_tokens; ++i) {
     int32_t next = sampler.Sample(last, c.vocab_size);
-    if (stop.count(next)) {
+    if (!job.ignore_eos && stop.count(next)) {
       r.stop_reason = "eos";
       break;
     }

@@ -20,6 +20,8 @@ struct GenerateJob {
   bool raw = false;            // true: encode the prompt as is, no chat template
   ChatOptions chat;            // add_generation_prompt, enable_thinking
   int max_tokens = 256;
+  int min_tokens = 0;       // no end token before this many (they are never drawn)
+  bool ignore_eos = false;  // generate max_tokens whatever end tokens come
   SamplingParams sampling;
   int32_t adapter_slot = 0;       // of the AdapterSet passed to RunGenerate
 };

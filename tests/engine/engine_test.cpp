@@ -236,5 +236,99 @@ TEST(Engine, PenaltiesAndLogitBiasShapeOnlyTheirRowAndMatchALoneRun) {
       << s.ToString();
 }
 
+// Stop tokens and min_tokens through the engine: a request stops at its own stop token (not
+// counted, not shown); with min_tokens its stop tokens are never drawn before that many tokens
+// and no stop string counts either — what a lone run with those tokens banned gives.
+TEST(Engine, StopTokensAndMinTokensMatchALoneRun) {
+  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
+  ASSERT_NE(model, nullptr);
+  auto tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
+  auto tmpl = ChatTemplate::Load(test::Fixture("qwen3_5-wrapper"), "").value();
+  auto ids = test::ReadIntTensors(test::Fixture("qwen3_5-wrapper/inputs.safetensors")).at("seq3");
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 12);
+  const int vocab = model->config().vocab_size, steps = 16;
+  CpuOps ops(ActDtype::kBF16, 1);
+  // Greedy tokens of a lone run, `banned` never drawn for the first `ban_for` tokens.
+  auto lone = [&](const std::set<int32_t>& banned, int ban_for) {
+    SequenceState st = model->NewState();
+    std::vector<float> logits(prompt.size() * vocab), step(vocab);
+    EXPECT_TRUE(model->Forward(ops, prompt.data(), static_cast<int>(prompt.size()), st, logits.data()).ok());
+    std::vector<float> row(logits.end() - vocab, logits.end());
+    std::vector<int32_t> out;
+    for (int i = 0; i < steps; ++i) {
+      if (i < ban_for) for (int32_t t : banned) row[t] = -INFINITY;
+      const int32_t t = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+      out.push_back(t);
+      EXPECT_TRUE(model->Forward(ops, &t, 1, st, step.data()).ok());
+      row = step;
+    }
+    return out;
+  };
+  auto text_of = [&](const std::vector<int32_t>& t, size_t n) {
+    StreamDecoder dec(*tok);
+    std::string s;
+    for (size_t i = 0; i < n; ++i) s += dec.Push(t[i]);
+    return s + dec.Flush();
+  };
+  const std::vector<int32_t> plain = lone({}, 0);
+  AdapterSet none;
+  Engine engine(EngineConfig{}, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  auto run = [&](std::set<int32_t> stops, int min_tokens, std::vector<std::string> stop_strings = {}) {
+    auto done = std::make_shared<std::promise<Collected>>();
+    auto acc = std::make_shared<Collected>();
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.max_tokens = steps;
+    r.stop_tokens = std::move(stops);
+    r.min_tokens = min_tokens;
+    r.stop_strings = std::move(stop_strings);
+    r.on_event = [done, acc](const GenEvent& ev) {
+      if (ev.kind == GenEvent::Kind::kDelta) acc->text += ev.text;
+      if (ev.kind == GenEvent::Kind::kDone) acc->finish = ev.finish_reason, done->set_value(*acc);
+      if (ev.kind == GenEvent::Kind::kError) acc->error = ev.error, done->set_value(*acc);
+    };
+    const Status st = engine.Submit(std::move(r));
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return done->get_future().get();
+  };
+  // Its own stop token: the text before it, "stop".
+  const Collected a = run({plain[3]}, 0);
+  EXPECT_EQ(a.finish, "stop");
+  EXPECT_EQ(a.text, text_of(plain, 3));
+  // min_tokens 2 with the first greedy token as a stop token: it is never drawn first or second.
+  const std::vector<int32_t> banned = lone({plain[0]}, 2);
+  ASSERT_NE(banned[0], plain[0]);
+  size_t end = banned.size();
+  for (size_t i = 2; i < banned.size(); ++i) {
+    if (banned[i] == plain[0]) {
+      end = i;
+      break;
+    }
+  }
+  const Collected b = run({plain[0]}, 2);
+  EXPECT_EQ(b.text, text_of(banned, end));
+  EXPECT_EQ(b.finish, end < banned.size() ? "stop" : "length");
+  // A stop string inside the first min_tokens tokens' text does not stop the request.
+  const std::string early = text_of(plain, 2);
+  ASSERT_FALSE(early.empty());
+  const Collected c = run({}, 4, {early});
+  EXPECT_EQ(c.finish, "length");
+  EXPECT_EQ(c.text.substr(0, early.size()), early);
+  const Collected d = run({}, 0, {early});
+  EXPECT_EQ(d.finish, "stop");
+  EXPECT_EQ(d.text, "");
+  // Refused at submission: a stop token past the vocabulary, min_tokens above max_tokens.
+  GenerationRequest bad;
+  bad.prompt = prompt;
+  bad.stop_tokens = {vocab};
+  Status st = engine.Submit(bad);
+  EXPECT_NE(st.message().find(fmt::format("stop token {} is outside the vocabulary", vocab)), std::string::npos) << st.ToString();
+  bad.stop_tokens.clear();
+  bad.max_tokens = 4;
+  bad.min_tokens = 5;
+  st = engine.Submit(bad);
+  EXPECT_NE(st.message().find("min_tokens 5 must be in [0, max_tokens = 4]"), std::string::npos) << st.ToString();
+}
+
 }  // namespace
 }  // namespace graft

@@ -150,6 +150,26 @@ TEST(Sampler, MinPDropsTheUnlikelyAndRenormalises) {
   EXPECT_EQ(Sampler(pen).CandidatesNeeded(Ops::kMaxTopK), 0) << "a shaped row is never drawn from candidates";
 }
 
+// min_tokens: the stop tokens are never drawn until that many tokens are accepted.
+TEST(Sampler, BannedTokensComeBackAfterNAccepts) {
+  const float l[] = {5.0f, 1.0f, 0.0f};
+  Sampler s(SamplingParams{});
+  s.BanUntil({0, 2}, 2);
+  EXPECT_EQ(s.CandidatesNeeded(Ops::kMaxTopK), 0) << "a banned row is drawn whole";
+  EXPECT_EQ(s.Sample(l, 3), 1);
+  s.Accept(1);
+  EXPECT_EQ(s.Sample(l, 3), 1);
+  s.Accept(1);
+  EXPECT_EQ(s.Sample(l, 3), 0);
+  EXPECT_EQ(s.CandidatesNeeded(Ops::kMaxTopK), 1);
+  Sampler t(SamplingParams{1.0f, 0, 1.0f, 5});
+  t.BanUntil({0}, 1000);
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_NE(t.Sample(l, 3), 0);
+    t.Accept(1);
+  }
+}
+
 TEST(Sampler, ShapingParamsOutOfRangeAreRefusedNamingThem) {
   auto refused = [](void (*set)(SamplingParams&), const char* name) {
     SamplingParams p{1.0f, 0, 1.0f, 0};

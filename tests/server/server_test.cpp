@@ -205,6 +205,11 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
       {"/v1/completions", R"({"prompt": "x", "logit_bias": {"5": 101}})", 422, "the bias 101 for token 5 is outside [-100, 100]"},
       {"/v1/completions", R"({"prompt": "x", "logit_bias": {"999999999": 1}})", 400,
        "logit_bias: token 999999999 is outside the vocabulary"},
+      {"/v1/completions", R"({"prompt": "x", "stop_token_ids": 5})", 400, "'stop_token_ids' must be an array"},
+      {"/v1/completions", R"({"prompt": "x", "stop_token_ids": [1, -2]})", 400, "entries must be token ids (non-negative integers); got -2"},
+      {"/v1/completions", R"({"prompt": "x", "stop_token_ids": [999999999]})", 400, "stop token 999999999 is outside the vocabulary"},
+      {"/v1/completions", R"({"prompt": "x", "ignore_eos": 1})", 400, "'ignore_eos' must be true or false"},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": 3, "min_tokens": 4})", 422, "'min_tokens' (4) exceeds max_tokens (3)"},
       {"/v1/decisions", R"({"model": "gdn", "record": "r", "questions": [{"id": "a", "question": "q", "choices": []}]})", 422,
        "needs at least 2 choices"},
       {"/v1/decisions", R"({"model": "gdn", "record": "r", "questions": [{"id": "a", "question": "q", "choices": ["x", "x"]}]})", 422,
@@ -315,6 +320,25 @@ TEST_F(Server, LogitBiasAndPenaltiesShapeTheAnswer) {
                           R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 6, "temperature": 0.8, "seed": 3,
                               "presence_penalty": 1.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1, "min_p": 0.05})");
   EXPECT_EQ(status, 200) << j.dump();
+}
+
+// vLLM's ignore_eos, stop_token_ids and min_tokens over HTTP, on an answer forced to end at once
+// (a +100 bias on the model's end token).
+TEST_F(Server, IgnoreEosStopTokenIdsAndMinTokens) {
+  const auto ends = StopTokens(test::Fixture("qwen3_5-wrapper"), model_->config(), *tok_, tmpl_.get());
+  ASSERT_FALSE(ends.empty());
+  const std::string eos = std::to_string(*ends.begin());
+  auto complete = [&](const std::string& extra) {
+    auto [status, j] = Post("/v1/completions", R"({"prompt": "Tell me about logs.", "max_tokens": 5, "temperature": 0,
+                                                   "logit_bias": {")" + eos + R"(": 100})" + extra + "}");
+    EXPECT_EQ(status, 200) << j.dump();
+    return std::make_pair(j["choices"][0]["finish_reason"].get<std::string>(), j["usage"]["completion_tokens"].get<int>());
+  };
+  EXPECT_EQ(complete(""), std::make_pair(std::string("stop"), 0));
+  EXPECT_EQ(complete(R"(, "ignore_eos": true)"), std::make_pair(std::string("length"), 5)) << "the end token is generated on";
+  EXPECT_EQ(complete(R"(, "ignore_eos": true, "stop_token_ids": [)" + eos + "]"), std::make_pair(std::string("stop"), 0))
+      << "stop_token_ids still stop";
+  EXPECT_EQ(complete(R"(, "min_tokens": 2)"), std::make_pair(std::string("stop"), 2)) << "two tokens, then the end token";
 }
 
 // Exact mode over HTTP: an adapter extracted with --exact serves "mode": "exact" by default
