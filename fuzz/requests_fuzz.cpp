@@ -1,9 +1,9 @@
 // libFuzzer target for what a client, a checkpoint or an adapter hands graft as JSON: any bytes
 // go through the config.json, adapter_config.json (its module rules then run on real module
 // names: regexes from the file) and tokenizer.json parsers, then the depth check and the
-// parser, and — whatever the parse gave — the /v1/decide parser and the /v1/chat/completions
+// parser, and — whatever the parse gave — the /v1/decide parser, the /v1/chat/completions
 // and /v1/completions parsers (prompt rendered with the bundled Qwen chat template and
-// tokenized). Each must answer a value or an error, never crash, overflow a stack or hang.
+// tokenized) and the /tokenize and /detokenize ones. Each must answer a value or an error, never crash, overflow a stack or hang.
 // Loads models/base (tokenizer and chat template) from the working directory: run from the
 // repository root.
 #include <cstddef>
@@ -12,6 +12,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -77,6 +78,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     graft::GenerationApiRequest out;
     const auto err = graft::ParseGenerationRequest(body, chat, s.models, *s.tok, *s.tmpl, s.stops, &out);
     if (err && (err->status < 400 || err->status > 599 || err->message.empty())) __builtin_trap();
+  }
+  std::vector<int32_t> ids;
+  if (const auto err = graft::ParseTokenizeRequest(body, s.models, *s.tok, *s.tmpl, &ids);
+      err && (err->status < 400 || err->status > 599 || err->message.empty())) {
+    __builtin_trap();
+  }
+  std::string text_out;
+  if (const auto err = graft::ParseDetokenizeRequest(body, s.models, *s.tok, &text_out);
+      err && (err->status < 400 || err->status > 599 || err->message.empty())) {
+    __builtin_trap();
   }
   return 0;
 }

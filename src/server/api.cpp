@@ -12,6 +12,42 @@ ApiError Bad(const std::string& message, const std::string& param, int status = 
   return ApiError{status, message, "invalid_request_error", param};
 }
 
+// A chat body's messages (with its tools and chat_template_kwargs) through the template.
+std::optional<ApiError> RenderMessages(const json& body, const ChatTemplate& tmpl, bool add_generation_prompt,
+                                       std::string* out) {
+  auto m = body.find("messages");
+  if (m == body.end() || !m->is_array()) return Bad("'messages' must be an array", "messages");
+  if (m->empty()) return Bad("'messages' is empty", "messages", 422);
+  for (size_t i = 0; i < m->size(); ++i) {
+    const json& msg = (*m)[i];
+    if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string()) {
+      return Bad(fmt::format("messages[{}] needs a string 'role'", i), "messages");
+    }
+    if (msg.contains("content") && !msg["content"].is_string() && !msg["content"].is_array() && !msg["content"].is_null()) {
+      return Bad(fmt::format("messages[{}].content must be a string or an array of parts", i), "messages");
+    }
+  }
+  ChatOptions opt;
+  opt.add_generation_prompt = add_generation_prompt;
+  if (body.contains("tools") && !body["tools"].is_null()) {
+    if (!body["tools"].is_array()) return Bad("'tools' must be an array", "tools");
+    opt.tools = nlohmann::ordered_json::parse(body["tools"].dump());
+  }
+  auto kw = body.find("chat_template_kwargs");
+  if (kw != body.end() && !kw->is_null()) {
+    if (!kw->is_object()) return Bad("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    opt.extra = nlohmann::ordered_json::parse(kw->dump());
+    if (kw->contains("enable_thinking") && (*kw)["enable_thinking"].is_boolean()) {
+      opt.enable_thinking = (*kw)["enable_thinking"].get<bool>();
+      opt.extra.erase("enable_thinking");
+    }
+  }
+  auto rendered = tmpl.Render(nlohmann::ordered_json::parse(m->dump()), opt);
+  if (!rendered.ok()) return Bad(rendered.status().message(), "messages", 422);
+  *out = rendered.value();
+  return std::nullopt;
+}
+
 }  // namespace
 
 ojson ApiError::Json() const {
@@ -81,36 +117,7 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
   };
   // Prompt.
   if (chat) {
-    auto m = body.find("messages");
-    if (m == body.end() || !m->is_array()) return Bad("'messages' must be an array", "messages");
-    if (m->empty()) return Bad("'messages' is empty", "messages", 422);
-    for (size_t i = 0; i < m->size(); ++i) {
-      const json& msg = (*m)[i];
-      if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string()) {
-        return Bad(fmt::format("messages[{}] needs a string 'role'", i), "messages");
-      }
-      if (msg.contains("content") && !msg["content"].is_string() && !msg["content"].is_array() && !msg["content"].is_null()) {
-        return Bad(fmt::format("messages[{}].content must be a string or an array of parts", i), "messages");
-      }
-    }
-    ChatOptions opt;
-    opt.add_generation_prompt = true;
-    if (body.contains("tools") && !body["tools"].is_null()) {
-      if (!body["tools"].is_array()) return Bad("'tools' must be an array", "tools");
-      opt.tools = nlohmann::ordered_json::parse(body["tools"].dump());
-    }
-    auto kw = body.find("chat_template_kwargs");
-    if (kw != body.end() && !kw->is_null()) {
-      if (!kw->is_object()) return Bad("'chat_template_kwargs' must be an object", "chat_template_kwargs");
-      opt.extra = nlohmann::ordered_json::parse(kw->dump());
-      if (kw->contains("enable_thinking") && (*kw)["enable_thinking"].is_boolean()) {
-        opt.enable_thinking = (*kw)["enable_thinking"].get<bool>();
-        opt.extra.erase("enable_thinking");
-      }
-    }
-    auto rendered = tmpl.Render(nlohmann::ordered_json::parse(m->dump()), opt);
-    if (!rendered.ok()) return Bad(rendered.status().message(), "messages", 422);
-    out->prompt_text = rendered.value();
+    if (auto e = RenderMessages(body, tmpl, /*add_generation_prompt=*/true, &out->prompt_text)) return e;
   } else {
     auto p = body.find("prompt");
     if (p == body.end()) return Bad("missing required field 'prompt'", "prompt");
@@ -231,6 +238,64 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
   out->gen.sampling.repetition_penalty = static_cast<float>(repetition);
   out->gen.sampling.seed = static_cast<uint64_t>(seed);
   out->gen.top_logprobs = static_cast<int>(top_logprobs);
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseTokenizeRequest(const json& body, const ServedModels& models, const Tokenizer& tok,
+                                             const ChatTemplate& tmpl, std::vector<int32_t>* ids) {
+  if (!body.is_object()) return Bad("the request body must be a JSON object", "");
+  int32_t slot = 0;
+  std::string name;
+  if (auto e = models.Resolve(body, &slot, &name)) return e;
+  for (const char* flag : {"add_generation_prompt", "add_special_tokens", "continue_final_message"}) {
+    if (auto it = body.find(flag); it != body.end() && !it->is_null() && !it->is_boolean()) {
+      return Bad(fmt::format("'{}' must be true or false", flag), flag);
+    }
+  }
+  if (auto it = body.find("return_token_strs"); it != body.end() && it->is_boolean() && it->get<bool>()) {
+    return Bad("'return_token_strs' is not supported", "return_token_strs", 422);
+  }
+  if (auto it = body.find("continue_final_message"); it != body.end() && it->is_boolean() && it->get<bool>()) {
+    return Bad("'continue_final_message' is not supported", "continue_final_message", 422);
+  }
+  const bool has_messages = body.contains("messages"), has_prompt = body.contains("prompt");
+  if (has_messages == has_prompt) return Bad("give exactly one of 'prompt' and 'messages'", has_prompt ? "prompt" : "messages");
+  std::string text;
+  if (has_messages) {
+    const bool add = body.value("add_generation_prompt", true);
+    if (auto e = RenderMessages(body, tmpl, add, &text)) return e;
+  } else {
+    const json& p = body["prompt"];
+    if (!p.is_string()) return Bad("'prompt' must be a string", "prompt");
+    text = p.get<std::string>();
+  }
+  auto encoded = tok.Encode(text);
+  if (!encoded.ok()) return Bad(encoded.status().message(), has_messages ? "messages" : "prompt");
+  *ids = std::move(encoded).value();
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseDetokenizeRequest(const json& body, const ServedModels& models, const Tokenizer& tok,
+                                               std::string* text) {
+  if (!body.is_object()) return Bad("the request body must be a JSON object", "");
+  int32_t slot = 0;
+  std::string name;
+  if (auto e = models.Resolve(body, &slot, &name)) return e;
+  auto it = body.find("tokens");
+  if (it == body.end() || !it->is_array()) return Bad("'tokens' must be an array of token ids", "tokens");
+  std::vector<int32_t> ids;
+  ids.reserve(it->size());
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& v = (*it)[i];
+    if (!v.is_number_integer()) return Bad(fmt::format("tokens[{}] must be an integer", i), "tokens");
+    const int64_t id = v.get<int64_t>();
+    if (id < 0 || id >= tok.vocab_size()) {
+      return Bad(fmt::format("tokens[{}] = {} is outside the tokenizer's vocabulary (0..{})", i, id, tok.vocab_size() - 1),
+                 "tokens", 422);
+    }
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  *text = tok.Decode(ids);
   return std::nullopt;
 }
 

@@ -58,6 +58,18 @@ std::optional<ApiError> ParseGenerationRequest(const nlohmann::json& body, bool 
                                                const Tokenizer& tok, const ChatTemplate& tmpl,
                                                const std::set<int32_t>& stop_tokens, GenerationApiRequest* out);
 
+// POST /tokenize (vLLM's shape): {"prompt": text} as /v1/completions would encode it, or
+// {"messages": [...]} rendered as /v1/chat/completions would ("add_generation_prompt" defaults
+// to true; tools and chat_template_kwargs as there) -> the token ids. "add_special_tokens" is
+// accepted and changes nothing (Qwen's tokenizers add no BOS or EOS); "return_token_strs" is
+// refused. "model" must name a served model.
+std::optional<ApiError> ParseTokenizeRequest(const nlohmann::json& body, const ServedModels& models, const Tokenizer& tok,
+                                             const ChatTemplate& tmpl, std::vector<int32_t>* ids);
+// POST /detokenize: {"tokens": [ids]} (each below the tokenizer's vocabulary) -> their text,
+// special tokens included.
+std::optional<ApiError> ParseDetokenizeRequest(const nlohmann::json& body, const ServedModels& models,
+                                               const Tokenizer& tok, std::string* text);
+
 // Response bodies.
 nlohmann::ordered_json LogprobsJson(const std::vector<TokenLogprob>& lps, bool chat);
 nlohmann::ordered_json CompletionJson(const GenerationApiRequest& r, const std::string& id, int64_t created,

@@ -280,6 +280,37 @@ void HttpServer::Routes() {
   s.Post("/v1/chat/completions", generation(true));
   s.Post("/v1/completions", generation(false));
 
+  // vLLM's token counting endpoints (no engine involved). Metrics label a served model's name
+  // only (the base when the body names none or an unknown one).
+  auto served_name = [this](const nlohmann::json& body) {
+    int32_t slot = 0;
+    std::string name = models_.base_name;
+    if (body.is_object()) (void)models_.Resolve(body, &slot, &name);
+    return name;
+  };
+  s.Post("/tokenize", [this, served_name](const httplib::Request& req, httplib::Response& res) {
+    const auto t0 = Clock::now();
+    nlohmann::json body;
+    std::vector<int32_t> ids;
+    std::optional<ApiError> err = ParseBody(req, &body);
+    if (!err) err = ParseTokenizeRequest(body, models_, tok_, tmpl_, &ids);
+    if (err) ReplyError(res, *err);
+    else Reply(res, 200, {{"count", ids.size()}, {"max_model_len", models_.context}, {"tokens", ids}, {"token_strs", nullptr}});
+    metrics_.Observe("/tokenize", served_name(body), err ? err->status : 200,
+                     std::chrono::duration<double>(Clock::now() - t0).count());
+  });
+  s.Post("/detokenize", [this, served_name](const httplib::Request& req, httplib::Response& res) {
+    const auto t0 = Clock::now();
+    nlohmann::json body;
+    std::string text;
+    std::optional<ApiError> err = ParseBody(req, &body);
+    if (!err) err = ParseDetokenizeRequest(body, models_, tok_, &text);
+    if (err) ReplyError(res, *err);
+    else Reply(res, 200, {{"prompt", text}});
+    metrics_.Observe("/detokenize", served_name(body), err ? err->status : 200,
+                     std::chrono::duration<double>(Clock::now() - t0).count());
+  });
+
   s.Post("/v1/decisions", [this](const httplib::Request& req, httplib::Response& res) {
     const auto t0 = Clock::now();
     nlohmann::json body;

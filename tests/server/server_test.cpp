@@ -210,6 +210,18 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
       {"/v1/completions", R"({"prompt": "x", "stop_token_ids": [999999999]})", 400, "stop token 999999999 is outside the vocabulary"},
       {"/v1/completions", R"({"prompt": "x", "ignore_eos": 1})", 400, "'ignore_eos' must be true or false"},
       {"/v1/completions", R"({"prompt": "x", "max_tokens": 3, "min_tokens": 4})", 422, "'min_tokens' (4) exceeds max_tokens (3)"},
+      {"/tokenize", R"({"prompt": 5})", 400, "'prompt' must be a string"},
+      {"/tokenize", R"({"prompt": "x", "messages": []})", 400, "give exactly one of 'prompt' and 'messages'"},
+      {"/tokenize", R"({})", 400, "give exactly one of 'prompt' and 'messages'"},
+      {"/tokenize", R"({"messages": "hi"})", 400, "'messages' must be an array"},
+      {"/tokenize", R"({"model": "nope", "prompt": "x"})", 404, "The model 'nope' does not exist"},
+      {"/tokenize", R"({"prompt": "x", "add_generation_prompt": "yes"})", 400, "'add_generation_prompt' must be true or false"},
+      {"/tokenize", R"({"prompt": "x", "return_token_strs": true})", 422, "'return_token_strs' is not supported"},
+      {"/tokenize", "{\"prompt\": \"\xff\"}", 400, "not valid JSON"},
+      {"/detokenize", R"({"tokens": "1 2"})", 400, "'tokens' must be an array of token ids"},
+      {"/detokenize", R"({"tokens": [1, 2.5]})", 400, "tokens[1] must be an integer"},
+      {"/detokenize", R"({"tokens": [1, -1]})", 422, "tokens[1] = -1 is outside the tokenizer's vocabulary"},
+      {"/detokenize", R"({"tokens": [99999999]})", 422, "tokens[0] = 99999999 is outside the tokenizer's vocabulary"},
       {"/v1/decisions", R"({"model": "gdn", "record": "r", "questions": [{"id": "a", "question": "q", "choices": []}]})", 422,
        "needs at least 2 choices"},
       {"/v1/decisions", R"({"model": "gdn", "record": "r", "questions": [{"id": "a", "question": "q", "choices": ["x", "x"]}]})", 422,
@@ -339,6 +351,35 @@ TEST_F(Server, IgnoreEosStopTokenIdsAndMinTokens) {
   EXPECT_EQ(complete(R"(, "ignore_eos": true, "stop_token_ids": [)" + eos + "]"), std::make_pair(std::string("stop"), 0))
       << "stop_token_ids still stop";
   EXPECT_EQ(complete(R"(, "min_tokens": 2)"), std::make_pair(std::string("stop"), 2)) << "two tokens, then the end token";
+}
+
+// vLLM's /tokenize and /detokenize: the ids /v1/completions and /v1/chat/completions would run
+// (the chat form counted as the usage of a real chat request reports), and back to the text.
+TEST_F(Server, TokenizeAndDetokenize) {
+  auto [s1, t1] = Post("/tokenize", R"({"prompt": "Tell me about logs."})");
+  ASSERT_EQ(s1, 200) << t1.dump();
+  const auto ids = tok_->Encode("Tell me about logs.").value();
+  EXPECT_EQ(t1["tokens"].get<std::vector<int32_t>>(), ids);
+  EXPECT_EQ(t1["count"].get<size_t>(), ids.size());
+  EXPECT_EQ(t1["max_model_len"].get<int>(), model_->config().max_position_embeddings);
+  const std::string messages = R"("messages": [{"role": "user", "content": "Tell me about logs."}])";
+  auto [s2, t2] = Post("/tokenize", "{" + messages + "}");
+  ASSERT_EQ(s2, 200) << t2.dump();
+  auto [s3, chat] = Post("/v1/chat/completions", "{" + messages + R"(, "max_tokens": 1})");
+  ASSERT_EQ(s3, 200) << chat.dump();
+  EXPECT_EQ(t2["count"].get<int>(), chat["usage"]["prompt_tokens"].get<int>()) << "the prompt a chat request runs";
+  auto [s4, t4] = Post("/tokenize", "{" + messages + R"(, "add_generation_prompt": false, "model": "gdn"})");
+  ASSERT_EQ(s4, 200) << t4.dump();
+  EXPECT_LT(t4["count"].get<int>(), t2["count"].get<int>()) << "without the assistant header";
+  auto [s5, d5] = Post("/detokenize", json{{"tokens", t2["tokens"]}}.dump());
+  ASSERT_EQ(s5, 200) << d5.dump();
+  auto [s6, d6] = Post("/tokenize", json{{"prompt", d5["prompt"]}}.dump());
+  ASSERT_EQ(s6, 200);
+  EXPECT_EQ(d6["tokens"], t2["tokens"]) << "the rendered chat prompt, special tokens and all, round-trips";
+  EXPECT_NE(d5["prompt"].get<std::string>().find("Tell me about logs."), std::string::npos);
+  auto [s7, d7] = Post("/detokenize", R"({"tokens": []})");
+  EXPECT_EQ(s7, 200);
+  EXPECT_EQ(d7["prompt"], "");
 }
 
 // Exact mode over HTTP: an adapter extracted with --exact serves "mode": "exact" by default
