@@ -42,6 +42,36 @@ std::future<Collected> Generate(Engine& e, std::vector<int32_t> prompt, int max_
   return done->get_future();
 }
 
+// Greedy tokens of `prompt` run alone through the model, each row shaped first by `shape` (given
+// the tokens so far).
+std::vector<int32_t> GreedyLoneRun(const Model& model, const std::vector<int32_t>& prompt, int steps,
+                                   const std::function<void(std::vector<float>&, const std::vector<int32_t>&)>& shape) {
+  CpuOps ops(ActDtype::kBF16, 1);
+  const int vocab = model.config().vocab_size;
+  SequenceState st = model.NewState();
+  std::vector<float> logits(prompt.size() * vocab), step(vocab);
+  EXPECT_TRUE(model.Forward(ops, prompt.data(), static_cast<int>(prompt.size()), st, logits.data()).ok());
+  std::vector<float> row(logits.end() - vocab, logits.end());
+  std::vector<int32_t> out;
+  for (int i = 0; i < steps; ++i) {
+    std::vector<float> shaped = row;
+    shape(shaped, out);
+    const int32_t t = static_cast<int32_t>(std::max_element(shaped.begin(), shaped.end()) - shaped.begin());
+    out.push_back(t);
+    EXPECT_TRUE(model.Forward(ops, &t, 1, st, step.data()).ok());
+    row = step;
+  }
+  return out;
+}
+
+// The text of the first n tokens, as a request streams it (an unfinished character: U+FFFD).
+std::string TextOf(const Tokenizer& tok, const std::vector<int32_t>& ids, size_t n) {
+  StreamDecoder dec(tok);
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += dec.Push(ids[i]);
+  return s + dec.Flush();
+}
+
 TEST(Engine, WaitsForKvRoomRefusesTheImpossibleAndKeepsBits) {
   auto model = test::LoadFixtureModel("qwen3_5-wrapper");
   ASSERT_NE(model, nullptr);
@@ -146,23 +176,9 @@ TEST(Engine, PenaltiesAndLogitBiasShapeOnlyTheirRowAndMatchALoneRun) {
   auto tmpl = ChatTemplate::Load(dir, "").value();
   const std::vector<int32_t> prompt = tok->Encode("The package manager keeps a list of the packages that").value();
   const int vocab = model->config().vocab_size, steps = 32;
-  // The plain greedy tokens and logprobs of a lone run; the shaped run bans the first of them.
-  CpuOps ops(ActDtype::kBF16, 1);
+  // The plain greedy tokens of a lone run; the shaped run bans the first of them.
   auto lone = [&](const std::function<void(std::vector<float>&, const std::vector<int32_t>&)>& shape) {
-    SequenceState st = model->NewState();
-    std::vector<float> logits(prompt.size() * vocab), step(vocab);
-    EXPECT_TRUE(model->Forward(ops, prompt.data(), static_cast<int>(prompt.size()), st, logits.data()).ok());
-    std::vector<float> row(logits.end() - vocab, logits.end());
-    std::vector<int32_t> out;
-    for (int i = 0; i < steps; ++i) {
-      std::vector<float> shaped = row;
-      shape(shaped, out);
-      const int32_t t = static_cast<int32_t>(std::max_element(shaped.begin(), shaped.end()) - shaped.begin());
-      out.push_back(t);
-      EXPECT_TRUE(model->Forward(ops, &t, 1, st, step.data()).ok());
-      row = step;
-    }
-    return out;
+    return GreedyLoneRun(*model, prompt, steps, shape);
   };
   const std::vector<int32_t> plain = lone([](std::vector<float>&, const std::vector<int32_t>&) {});
   SamplingParams p;  // greedy
@@ -188,12 +204,7 @@ TEST(Engine, PenaltiesAndLogitBiasShapeOnlyTheirRowAndMatchALoneRun) {
   std::sort(distinct.begin(), distinct.end());
   ASSERT_LT(std::unique(distinct.begin(), distinct.end()) - distinct.begin(), steps)
       << "the plain text repeats tokens, which the output penalties act on";
-  auto text_of = [&](const std::vector<int32_t>& t) {
-    StreamDecoder dec(*tok);
-    std::string s;
-    for (int32_t x : t) s += dec.Push(x);
-    return s + dec.Flush();
-  };
+  auto text_of = [&](const std::vector<int32_t>& t) { return TextOf(*tok, t, t.size()); };
   AdapterSet none;
   for (bool neighbour : {false, true}) {
     Engine engine(EngineConfig{}, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
@@ -247,29 +258,13 @@ TEST(Engine, StopTokensAndMinTokensMatchALoneRun) {
   auto ids = test::ReadIntTensors(test::Fixture("qwen3_5-wrapper/inputs.safetensors")).at("seq3");
   const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 12);
   const int vocab = model->config().vocab_size, steps = 16;
-  CpuOps ops(ActDtype::kBF16, 1);
   // Greedy tokens of a lone run, `banned` never drawn for the first `ban_for` tokens.
   auto lone = [&](const std::set<int32_t>& banned, int ban_for) {
-    SequenceState st = model->NewState();
-    std::vector<float> logits(prompt.size() * vocab), step(vocab);
-    EXPECT_TRUE(model->Forward(ops, prompt.data(), static_cast<int>(prompt.size()), st, logits.data()).ok());
-    std::vector<float> row(logits.end() - vocab, logits.end());
-    std::vector<int32_t> out;
-    for (int i = 0; i < steps; ++i) {
-      if (i < ban_for) for (int32_t t : banned) row[t] = -INFINITY;
-      const int32_t t = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-      out.push_back(t);
-      EXPECT_TRUE(model->Forward(ops, &t, 1, st, step.data()).ok());
-      row = step;
-    }
-    return out;
+    return GreedyLoneRun(*model, prompt, steps, [&](std::vector<float>& row, const std::vector<int32_t>& out) {
+      if (static_cast<int>(out.size()) < ban_for) for (int32_t t : banned) row[t] = -INFINITY;
+    });
   };
-  auto text_of = [&](const std::vector<int32_t>& t, size_t n) {
-    StreamDecoder dec(*tok);
-    std::string s;
-    for (size_t i = 0; i < n; ++i) s += dec.Push(t[i]);
-    return s + dec.Flush();
-  };
+  auto text_of = [&](const std::vector<int32_t>& t, size_t n) { return TextOf(*tok, t, n); };
   const std::vector<int32_t> plain = lone({}, 0);
   AdapterSet none;
   Engine engine(EngineConfig{}, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
