@@ -4,7 +4,8 @@
 // stays the model's): logit_bias added; repetition_penalty for every token the prompt or the
 // output holds (a positive logit divided by it, a negative one multiplied: HF's and vLLM's
 // rule); frequency_penalty x the token's count in the output and presence_penalty once, for
-// each token the output holds (OpenAI's rule; negative values encourage). Then temperature == 0
+// each token the output holds (OpenAI's rule; negative values encourage); tokens banned by
+// BanUntil (min_tokens' stop tokens) -inf until then. Then temperature == 0
 // is greedy (argmax, lowest id on ties). Otherwise: logits / temperature, drop tokens whose
 // probability is below min_p x the most likely one's, keep the top_k largest (0: all), keep the
 // smallest set whose probability reaches top_p (1: all), renormalise, draw. Each Sampler owns its RNG (seeded per request), so a seeded

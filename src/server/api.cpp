@@ -121,16 +121,35 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
   } else {
     auto p = body.find("prompt");
     if (p == body.end()) return Bad("missing required field 'prompt'", "prompt");
-    if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) out->prompt_text = (*p)[0].get<std::string>();
-    else if (p->is_string()) out->prompt_text = p->get<std::string>();
-    else return Bad("'prompt' must be a string (or an array holding one string)", "prompt");
+    const bool token_ids = p->is_array() && !p->empty() && (*p)[0].is_number();  // OpenAI's pre-tokenized form
+    if (token_ids) {
+      for (size_t i = 0; i < p->size(); ++i) {
+        const json& v = (*p)[i];
+        if (!v.is_number_integer()) return Bad(fmt::format("prompt[{}] must be a token id (an integer)", i), "prompt");
+        const int64_t id = v.get<int64_t>();
+        if (id < 0 || id >= tok.vocab_size()) {
+          return Bad(fmt::format("prompt[{}] = {} is outside the tokenizer's vocabulary (0..{})", i, id, tok.vocab_size() - 1),
+                     "prompt", 422);
+        }
+        out->gen.prompt.push_back(static_cast<int32_t>(id));
+      }
+      out->prompt_text = tok.Decode(out->gen.prompt);
+    } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
+      out->prompt_text = (*p)[0].get<std::string>();
+    } else if (p->is_string()) {
+      out->prompt_text = p->get<std::string>();
+    } else {
+      return Bad("'prompt' must be a string, an array holding one string, or an array of token ids", "prompt");
+    }
     if (body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>()) return Bad("'echo' is not supported", "echo", 422);
     if (body.contains("suffix") && !body["suffix"].is_null()) return Bad("'suffix' is not supported", "suffix", 422);
   }
-  auto ids = tok.Encode(out->prompt_text);
-  if (!ids.ok()) return Bad(ids.status().message(), chat ? "messages" : "prompt");
-  if (ids->empty()) return Bad("the prompt encodes to no tokens", chat ? "messages" : "prompt", 422);
-  out->gen.prompt = std::move(ids).value();
+  if (out->gen.prompt.empty()) {  // text, not ids: encode it
+    auto ids = tok.Encode(out->prompt_text);
+    if (!ids.ok()) return Bad(ids.status().message(), chat ? "messages" : "prompt");
+    if (ids->empty()) return Bad("the prompt encodes to no tokens", chat ? "messages" : "prompt", 422);
+    out->gen.prompt = std::move(ids).value();
+  }
   out->gen.adapter_slot = out->slot;
   // Sampling and limits.
   double temperature = 1.0, top_p = 1.0, min_p = 0, presence = 0, frequency = 0, repetition = 1;

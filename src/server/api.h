@@ -48,7 +48,7 @@ struct GenerationApiRequest {
   bool include_usage = false;
   std::string model;
   int32_t slot = 0;
-  std::string prompt_text;  // rendered (chat) or given (completions)
+  std::string prompt_text;  // rendered (chat), or given (completions: as text, or decoded from token ids)
   GenerationRequest gen;    // prompt tokens, sampling, stops, logprobs (on_event left empty)
   bool logprobs = false;
 };

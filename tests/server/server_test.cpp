@@ -194,6 +194,9 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 5000})", 400, "maximum context length is 4096"},
       {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}", 400, "not valid JSON"},
       {"/v1/completions", R"({"prompt": 7})", 400, "'prompt' must be a string"},
+      {"/v1/completions", R"({"prompt": [1, "a"]})", 400, "prompt[1] must be a token id (an integer)"},
+      {"/v1/completions", R"({"prompt": [3, -1]})", 422, "prompt[1] = -1 is outside the tokenizer's vocabulary"},
+      {"/v1/completions", R"({"prompt": []})", 400, "'prompt' must be a string, an array holding one string, or an array of token ids"},
       {"/v1/completions", R"({"prompt": "x", "presence_penalty": 2.5})", 422, "'presence_penalty' = 2.5 is outside [-2, 2]"},
       {"/v1/completions", R"({"prompt": "x", "frequency_penalty": "high"})", 400, "'frequency_penalty' must be a number"},
       {"/v1/completions", R"({"prompt": "x", "repetition_penalty": 0})", 422, "'repetition_penalty' must be > 0"},
@@ -380,6 +383,15 @@ TEST_F(Server, TokenizeAndDetokenize) {
   auto [s7, d7] = Post("/detokenize", R"({"tokens": []})");
   EXPECT_EQ(s7, 200);
   EXPECT_EQ(d7["prompt"], "");
+  // /tokenize's ids as a completions prompt (OpenAI's pre-tokenized form): the text's answer.
+  auto answer = [&](const json& prompt) {
+    auto [status, j] = Post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0}}.dump());
+    EXPECT_EQ(status, 200) << j.dump();
+    return std::make_pair(j["choices"][0]["text"].get<std::string>(), j["usage"]["prompt_tokens"].get<int>());
+  };
+  const auto by_text = answer("Tell me about logs."), by_ids = answer(t1["tokens"]);
+  EXPECT_EQ(by_ids, by_text);
+  EXPECT_EQ(by_ids.second, t1["count"].get<int>());
 }
 
 // Exact mode over HTTP: an adapter extracted with --exact serves "mode": "exact" by default
