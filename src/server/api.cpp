@@ -48,6 +48,23 @@ std::optional<ApiError> RenderMessages(const json& body, const ChatTemplate& tmp
   return std::nullopt;
 }
 
+// A JSON array of token ids (each an integer below the tokenizer's vocabulary) into ids; an
+// error names the field and the index. `integer_rule` words the type error.
+std::optional<ApiError> TokenIds(const json& a, const char* field, const char* integer_rule, const Tokenizer& tok,
+                                 std::vector<int32_t>* ids) {
+  ids->reserve(ids->size() + a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].is_number_integer()) return Bad(fmt::format("{}[{}] must be {}", field, i, integer_rule), field);
+    const int64_t id = a[i].get<int64_t>();
+    if (id < 0 || id >= tok.vocab_size()) {
+      return Bad(fmt::format("{}[{}] = {} is outside the tokenizer's vocabulary (0..{})", field, i, id, tok.vocab_size() - 1),
+                 field, 422);
+    }
+    ids->push_back(static_cast<int32_t>(id));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 ojson ApiError::Json() const {
@@ -123,16 +140,7 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
     if (p == body.end()) return Bad("missing required field 'prompt'", "prompt");
     const bool token_ids = p->is_array() && !p->empty() && (*p)[0].is_number();  // OpenAI's pre-tokenized form
     if (token_ids) {
-      for (size_t i = 0; i < p->size(); ++i) {
-        const json& v = (*p)[i];
-        if (!v.is_number_integer()) return Bad(fmt::format("prompt[{}] must be a token id (an integer)", i), "prompt");
-        const int64_t id = v.get<int64_t>();
-        if (id < 0 || id >= tok.vocab_size()) {
-          return Bad(fmt::format("prompt[{}] = {} is outside the tokenizer's vocabulary (0..{})", i, id, tok.vocab_size() - 1),
-                     "prompt", 422);
-        }
-        out->gen.prompt.push_back(static_cast<int32_t>(id));
-      }
+      if (auto e = TokenIds(*p, "prompt", "a token id (an integer)", tok, &out->gen.prompt)) return e;
       out->prompt_text = tok.Decode(out->gen.prompt);
     } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
       out->prompt_text = (*p)[0].get<std::string>();
@@ -303,17 +311,7 @@ std::optional<ApiError> ParseDetokenizeRequest(const json& body, const ServedMod
   auto it = body.find("tokens");
   if (it == body.end() || !it->is_array()) return Bad("'tokens' must be an array of token ids", "tokens");
   std::vector<int32_t> ids;
-  ids.reserve(it->size());
-  for (size_t i = 0; i < it->size(); ++i) {
-    const json& v = (*it)[i];
-    if (!v.is_number_integer()) return Bad(fmt::format("tokens[{}] must be an integer", i), "tokens");
-    const int64_t id = v.get<int64_t>();
-    if (id < 0 || id >= tok.vocab_size()) {
-      return Bad(fmt::format("tokens[{}] = {} is outside the tokenizer's vocabulary (0..{})", i, id, tok.vocab_size() - 1),
-                 "tokens", 422);
-    }
-    ids.push_back(static_cast<int32_t>(id));
-  }
+  if (auto e = TokenIds(*it, "tokens", "an integer", tok, &ids)) return e;
   *text = tok.Decode(ids);
   return std::nullopt;
 }
