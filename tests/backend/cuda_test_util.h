@@ -23,6 +23,7 @@ inline std::unique_ptr<CudaOps> MakeCuda(ActDtype act, int64_t budget = int64_t{
   o.act = act;
   o.budget_bytes = budget;
   o.scratch_bytes = int64_t{256} << 20;
+  o.poison_scratch = true;  // every Alloc NaN: an op that reads scratch it did not write fails the tests
   auto r = CudaOps::Create(o);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? std::move(r).value() : nullptr;

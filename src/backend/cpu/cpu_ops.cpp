@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <vector>
 
 #include "adapters/exact.h"
@@ -17,8 +19,11 @@ using cpu::Dot16;
 float CpuOps::R(float v) const { return act_ == ActDtype::kBF16 ? RoundBf16(v) : v; }
 
 float* CpuOps::Alloc(int64_t n) {
-  scratch_.push_back(std::make_unique<float[]>(static_cast<size_t>(n > 0 ? n : 1)));
-  return scratch_.back().get();
+  const size_t count = static_cast<size_t>(n > 0 ? n : 1);
+  scratch_.push_back(std::make_unique_for_overwrite<float[]>(count));
+  float* p = scratch_.back().get();
+  std::fill(p, p + count, std::numeric_limits<float>::quiet_NaN());  // Ops::Alloc: a read before a write shows
+  return p;
 }
 
 void CpuOps::Release(size_t mark) {

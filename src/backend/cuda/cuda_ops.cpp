@@ -102,7 +102,7 @@ std::string CudaMemoryUse::Table() const {
 
 // ---- CudaOps: set-up ----------------------------------------------------------------------
 
-CudaOps::CudaOps(const CudaOptions& o) : act_(o.act), device_(o.device) {}
+CudaOps::CudaOps(const CudaOptions& o) : act_(o.act), device_(o.device), poison_scratch_(o.poison_scratch) {}
 
 Result<std::unique_ptr<CudaOps>> CudaOps::Create(const CudaOptions& o) {
   int count = 0;
@@ -508,8 +508,8 @@ const Weight& CudaOps::ExactWeight(const Weight& base, const std::vector<LoraMod
 
 float* CudaOps::Alloc(int64_t n) {
   float* p = AllocRaw(n);
-  if (!Failed() && Launches()) {
-    Note(CudaStatus(cudaMemsetAsync(p, 0, static_cast<size_t>(n) * 4, S(stream_)), "cudaMemsetAsync", __FILE__,
+  if (poison_scratch_ && !Failed() && Launches()) {  // 0xffffffff: a NaN
+    Note(CudaStatus(cudaMemsetAsync(p, 0xff, static_cast<size_t>(n) * 4, S(stream_)), "cudaMemsetAsync", __FILE__,
                     __LINE__));
   }
   return p;

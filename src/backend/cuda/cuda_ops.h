@@ -44,6 +44,9 @@ struct CudaOptions {
   // backend/cuda/cublas_gemm.h): only to measure what batch invariance costs; rows' bits may
   // then depend on the batch.
   bool cublas = false;
+  // Fill every Alloc with NaN (a memset each): the tests' check that no op reads scratch it did
+  // not write. Off, Alloc clears nothing (Ops::Alloc).
+  bool poison_scratch = false;
 };
 
 // Bytes a device reservation holds, for the start-up memory table.
@@ -194,7 +197,8 @@ class CudaOps final : public Ops {
   // The device copy of w (uploads it on first use); nullptr after an error.
   const DevCopy* Dev(const Weight& w);
   const DevCopy* DevQuantized(const Weight& w);
-  // Alloc without the zeroing, for buffers a kernel writes whole before anything reads them.
+  // Alloc without the tests' poison (CudaOptions::poison_scratch): a kernel's own scratch (bf16
+  // copies of x, slice partials), which the kernels around it write before they read.
   float* AllocRaw(int64_t n);
   // An fp32 LoRA factor for bf16 activations: [rows, 3 * cols] bf16, each row its three exact
   // pieces (SplitBf16x3) side by side, so the factor's products run on the bf16 tensor cores.
@@ -221,6 +225,7 @@ class CudaOps final : public Ops {
 
   ActDtype act_;
   int device_ = 0;
+  bool poison_scratch_ = false;
   std::string device_name_;
   std::shared_ptr<CudaPoolMemory> dev_;  // stream and budget
   void* stream_ = nullptr;               // dev_->stream(), a cudaStream_t
