@@ -137,6 +137,7 @@ Result<std::unique_ptr<CudaOps>> CudaOps::Create(const CudaOptions& o) {
   ops->allocations_.push_back(arena);
   ops->arena_ = static_cast<float*>(arena);
   ops->arena_floats_ = o.scratch_bytes / 4;
+  ops->stage_floor_ = ops->arena_floats_;
   void* pinned = nullptr;
   GRAFT_CUDA_CHECK(cudaMallocHost(&pinned, static_cast<size_t>(o.pinned_bytes)));
   ops->pinned_ = static_cast<char*>(pinned);
@@ -517,7 +518,7 @@ float* CudaOps::Alloc(int64_t n) {
 
 float* CudaOps::AllocRaw(int64_t n) {
   const int64_t take = (std::max<int64_t>(n, 1) + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
-  if (top_ + take > arena_floats_) {
+  if (top_ + take > stage_floor_) {
     Note(ResourceExhausted(fmt::format("the step needs more than the {} device scratch arena (--gpu-scratch); "
                                        "run fewer tokens per step (--max-step-tokens) or raise it",
                                        Mb(arena_floats_ * 4))));
@@ -525,6 +526,7 @@ float* CudaOps::AllocRaw(int64_t n) {
   }
   float* p = arena_ + top_;
   top_ += take;
+  top_high_ = std::max(top_high_, top_);
   Sign(top_);
   return p;
 }
@@ -532,25 +534,30 @@ float* CudaOps::AllocRaw(int64_t n) {
 void CudaOps::Release(size_t mark) { top_ = std::min<int64_t>(top_, static_cast<int64_t>(mark)); }
 
 void* CudaOps::Stage(const void* host, int64_t bytes) {
+  if (mode_ != Mode::kEager) {
+    // Graphs: at the arena's top, below what the step staged before, and at the same distance
+    // from the pinned buffer's end; capture and record stage the same sizes in the same order
+    // (the signature holds them), so a replay's values land where the graph reads them.
+    Sign(bytes);
+    const int64_t take = (std::max<int64_t>((bytes + 3) / 4, 1) + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+    if (Failed()) return arena_;
+    if (stage_floor_ - take < top_high_) {
+      Note(ResourceExhausted(fmt::format("a graph step stages more than the {} device scratch arena holds beside its "
+                                         "buffers (--gpu-scratch)", Mb(arena_floats_ * 4))));
+      return arena_;
+    }
+    if (StagedBytes() + take * 4 + pinned_top_ > pinned_bytes_) {
+      Note(ResourceExhausted(fmt::format("a graph step stages more than the {} pinned buffer", Mb(pinned_bytes_))));
+      return arena_;
+    }
+    stage_floor_ -= take;
+    Sign(stage_floor_);
+    if (bytes > 0) std::memcpy(pinned_ + pinned_bytes_ - StagedBytes(), host, static_cast<size_t>(bytes));
+    return arena_ + stage_floor_;
+  }
   float* dst = Alloc((bytes + 3) / 4);
   Sign(bytes);
   if (Failed() || bytes == 0) return dst;
-  if (mode_ != Mode::kEager) {
-    // Graphs: the buffer is never recycled inside a step (BeginCapture / BeginRecord start
-    // it at 0), so a replay's staged values land where the captured copy reads them.
-    if (pinned_top_ + bytes > pinned_bytes_) {
-      Note(ResourceExhausted(fmt::format("a graph step stages more than the {} pinned buffer", Mb(pinned_bytes_))));
-      return dst;
-    }
-    char* src = pinned_ + pinned_top_;
-    std::memcpy(src, host, static_cast<size_t>(bytes));
-    pinned_top_ += (bytes + 255) / 256 * 256;
-    if (mode_ == Mode::kCapture) {
-      Note(CudaStatus(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, S(stream_)),
-                      "cudaMemcpyAsync", __FILE__, __LINE__));
-    }
-    return dst;
-  }
   if (bytes > pinned_bytes_) {  // too big for the staging buffer: a plain (synchronising) copy
     Note(CudaStatus(cudaStreamSynchronize(S(stream_)), "cudaStreamSynchronize", __FILE__, __LINE__));
     Note(CudaStatus(cudaMemcpy(dst, host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), "cudaMemcpy", __FILE__,
@@ -576,7 +583,7 @@ void CudaOps::CopyOut(const void* src, int64_t bytes, void* host_dst) {
   if (Failed() || bytes <= 0) return;
   Sign(src, bytes);
   if (mode_ != Mode::kEager) {  // into the pinned buffer; copied out once the graph has run
-    if (pinned_top_ + bytes > pinned_bytes_) {
+    if (pinned_top_ + bytes + StagedBytes() > pinned_bytes_) {
       Note(ResourceExhausted(fmt::format("a graph step's {} of logits exceed the {} pinned buffer", Mb(bytes),
                                          Mb(pinned_bytes_))));
       return;
@@ -1179,11 +1186,23 @@ void CudaOps::FinishHostCopies() {
   host_copies_.clear();
 }
 
+Status CudaOps::LaunchGraph(void* exec) {
+  const int64_t staged = StagedBytes();
+  stage_floor_ = arena_floats_;
+  if (staged > 0) {
+    GRAFT_CUDA_CHECK(cudaMemcpyAsync(arena_ + arena_floats_ - staged / 4, pinned_ + pinned_bytes_ - staged,
+                                     static_cast<size_t>(staged), cudaMemcpyHostToDevice, S(stream_)));
+  }
+  GRAFT_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), S(stream_)));
+  return Status::Ok();
+}
+
 Status CudaOps::BeginCapture() {
   if (mode_ != Mode::kEager) return Internal("a graph capture or record is already open");
   GRAFT_RETURN_IF_ERROR(TakeError());
   GRAFT_CUDA_CHECK(cudaStreamSynchronize(S(stream_)));  // nothing may still read the pinned buffer
   pinned_top_ = 0;
+  top_high_ = top_;
   signature_.clear();
   host_copies_.clear();
   GRAFT_CUDA_CHECK(cudaStreamBeginCapture(S(stream_), cudaStreamCaptureModeThreadLocal));
@@ -1200,11 +1219,14 @@ Result<std::shared_ptr<CudaOps::CapturedGraph>> CudaOps::EndCapture() {
   if (err.ok()) err = CudaStatus(end, "cudaStreamEndCapture", __FILE__, __LINE__);
   if (!err.ok()) {
     host_copies_.clear();
+    stage_floor_ = arena_floats_;
     return err.WithContext("capturing a CUDA graph");
   }
-  GRAFT_CUDA_CHECK(cudaGraphInstantiate(&g->exec, g->graph, 0));
+  const cudaError_t inst = cudaGraphInstantiate(&g->exec, g->graph, 0);
+  if (inst != cudaSuccess) stage_floor_ = arena_floats_;
+  GRAFT_CUDA_CHECK(inst);
   g->signature = std::move(signature_);
-  GRAFT_CUDA_CHECK(cudaGraphLaunch(g->exec, S(stream_)));
+  GRAFT_RETURN_IF_ERROR(LaunchGraph(g->exec));
   GRAFT_CUDA_CHECK(cudaStreamSynchronize(S(stream_)));
   FinishHostCopies();
   pinned_top_ = 0;
@@ -1216,6 +1238,7 @@ Status CudaOps::BeginRecord() {
   GRAFT_RETURN_IF_ERROR(TakeError());
   GRAFT_CUDA_CHECK(cudaStreamSynchronize(S(stream_)));
   pinned_top_ = 0;
+  top_high_ = top_;
   signature_.clear();
   host_copies_.clear();
   mode_ = Mode::kRecord;
@@ -1226,6 +1249,7 @@ void CudaOps::CancelRecord() {
   mode_ = Mode::kEager;
   host_copies_.clear();
   pinned_top_ = 0;
+  stage_floor_ = arena_floats_;
 }
 
 Status CudaOps::ReplayRecorded(const CapturedGraph& g) {
@@ -1238,9 +1262,10 @@ Status CudaOps::ReplayRecorded(const CapturedGraph& g) {
   if (!err.ok()) {
     host_copies_.clear();
     pinned_top_ = 0;
+    stage_floor_ = arena_floats_;
     return err;
   }
-  GRAFT_CUDA_CHECK(cudaGraphLaunch(g.exec, S(stream_)));
+  GRAFT_RETURN_IF_ERROR(LaunchGraph(g.exec));
   GRAFT_CUDA_CHECK(cudaStreamSynchronize(S(stream_)));
   FinishHostCopies();
   pinned_top_ = 0;

@@ -217,8 +217,15 @@ class CudaOps final : public Ops {
   // Exact mode: device copies of raw host bytes (counted as exact memory) and of a residual.
   void* UploadBytes(const void* host, int64_t bytes, const char* what);
   void UploadResidual(const IndexedResidual& r);
-  // Copies `bytes` of host memory into the scratch arena (through the pinned buffer).
+  // Copies `bytes` of host memory into the scratch arena (through the pinned buffer). In a
+  // graph capture or record the bytes are laid out instead at the arena's top (growing down,
+  // stage_floor_) and, mirrored, at the pinned buffer's end: LaunchGraph copies them all at once
+  // before the graph runs — one copy a step, not a memcpy node an array (~250 a Qwen3.5-27B
+  // decode step, each costing about what a small kernel does).
   void* Stage(const void* host, int64_t bytes);
+  int64_t StagedBytes() const { return (arena_floats_ - stage_floor_) * 4; }
+  // The staged bytes of the step to their device places, then the graph; stage_floor_ reset.
+  Status LaunchGraph(void* exec);
   const int32_t* StageInts(const int32_t* host, int64_t n) {
     return static_cast<const int32_t*>(Stage(host, n * 4));
   }
@@ -233,6 +240,10 @@ class CudaOps final : public Ops {
   int64_t weight_bytes_ = 0;
   float* arena_ = nullptr;
   int64_t arena_floats_ = 0, top_ = 0;
+  // Graph modes: the arena's floats from stage_floor_ up hold the step's staged arrays, and no
+  // buffer of the step ever reached above top_high_ (the staged values are copied in before the
+  // graph runs: no kernel of it may write where they lie).
+  int64_t stage_floor_ = 0, top_high_ = 0;
   char* pinned_ = nullptr;
   int64_t pinned_bytes_ = 0, pinned_top_ = 0;
   std::unordered_map<const Weight*, DevCopy> weights_;
