@@ -6,9 +6,9 @@
 //             format; norm vectors also as fp32. Upload() does it up front; a weight an op
 //             meets that was not uploaded is copied on first use (and counted).
 //   scratch   one arena for the forward pass's activations, handed out as a stack
-//             (Alloc / Mark / Release) and zeroed on Alloc; host index arrays (token ids,
+//             (Alloc / Mark / Release), not cleared (Ops::Alloc); host index arrays (token ids,
 //             positions, page tables, adapter slots and modules) are staged into it through a
-//             pinned host buffer.
+//             pinned host buffer (in a graph step at its top, one copy a step: Stage).
 //   pools     KV pages and recurrent states (pool_memory()), allocated by the KvPools.
 //   exact     exact mode: adapters' residuals (uploaded with the adapter) and the scratch a
 //             merged fused weight is reconstructed into (ReserveExact, bf16).
