@@ -28,6 +28,8 @@ namespace {
 
 cudaStream_t S(void* s) { return static_cast<cudaStream_t>(s); }
 constexpr int64_t kAlignFloats = 64;  // 256-byte aligned scratch blocks
+// The floats a scratch block of n floats takes (at least one, whole 256-byte blocks).
+int64_t BlockFloats(int64_t n) { return (std::max<int64_t>(n, 1) + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
 
 std::string Mb(int64_t b) { return fmt::format("{:.1f} MB", b / 1e6); }
 
@@ -137,7 +139,6 @@ Result<std::unique_ptr<CudaOps>> CudaOps::Create(const CudaOptions& o) {
   ops->allocations_.push_back(arena);
   ops->arena_ = static_cast<float*>(arena);
   ops->arena_floats_ = o.scratch_bytes / 4;
-  ops->stage_floor_ = ops->arena_floats_;
   void* pinned = nullptr;
   GRAFT_CUDA_CHECK(cudaMallocHost(&pinned, static_cast<size_t>(o.pinned_bytes)));
   ops->pinned_ = static_cast<char*>(pinned);
@@ -517,8 +518,8 @@ float* CudaOps::Alloc(int64_t n) {
 }
 
 float* CudaOps::AllocRaw(int64_t n) {
-  const int64_t take = (std::max<int64_t>(n, 1) + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
-  if (top_ + take > stage_floor_) {
+  const int64_t take = BlockFloats(n);
+  if (top_ + take > (mode_ == Mode::kEager ? arena_floats_ : stage_floor_)) {
     Note(ResourceExhausted(fmt::format("the step needs more than the {} device scratch arena (--gpu-scratch); "
                                        "run fewer tokens per step (--max-step-tokens) or raise it",
                                        Mb(arena_floats_ * 4))));
@@ -539,7 +540,7 @@ void* CudaOps::Stage(const void* host, int64_t bytes) {
     // from the pinned buffer's end; capture and record stage the same sizes in the same order
     // (the signature holds them), so a replay's values land where the graph reads them.
     Sign(bytes);
-    const int64_t take = (std::max<int64_t>((bytes + 3) / 4, 1) + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+    const int64_t take = BlockFloats((bytes + 3) / 4);
     if (Failed()) return arena_;
     if (stage_floor_ - take < top_high_) {
       Note(ResourceExhausted(fmt::format("a graph step stages more than the {} device scratch arena holds beside its "
@@ -1188,7 +1189,6 @@ void CudaOps::FinishHostCopies() {
 
 Status CudaOps::LaunchGraph(void* exec) {
   const int64_t staged = StagedBytes();
-  stage_floor_ = arena_floats_;
   if (staged > 0) {
     GRAFT_CUDA_CHECK(cudaMemcpyAsync(arena_ + arena_floats_ - staged / 4, pinned_ + pinned_bytes_ - staged,
                                      static_cast<size_t>(staged), cudaMemcpyHostToDevice, S(stream_)));
@@ -1203,6 +1203,7 @@ Status CudaOps::BeginCapture() {
   GRAFT_CUDA_CHECK(cudaStreamSynchronize(S(stream_)));  // nothing may still read the pinned buffer
   pinned_top_ = 0;
   top_high_ = top_;
+  stage_floor_ = arena_floats_;
   signature_.clear();
   host_copies_.clear();
   GRAFT_CUDA_CHECK(cudaStreamBeginCapture(S(stream_), cudaStreamCaptureModeThreadLocal));
@@ -1219,12 +1220,9 @@ Result<std::shared_ptr<CudaOps::CapturedGraph>> CudaOps::EndCapture() {
   if (err.ok()) err = CudaStatus(end, "cudaStreamEndCapture", __FILE__, __LINE__);
   if (!err.ok()) {
     host_copies_.clear();
-    stage_floor_ = arena_floats_;
     return err.WithContext("capturing a CUDA graph");
   }
-  const cudaError_t inst = cudaGraphInstantiate(&g->exec, g->graph, 0);
-  if (inst != cudaSuccess) stage_floor_ = arena_floats_;
-  GRAFT_CUDA_CHECK(inst);
+  GRAFT_CUDA_CHECK(cudaGraphInstantiate(&g->exec, g->graph, 0));
   g->signature = std::move(signature_);
   GRAFT_RETURN_IF_ERROR(LaunchGraph(g->exec));
   GRAFT_CUDA_CHECK(cudaStreamSynchronize(S(stream_)));
@@ -1239,6 +1237,7 @@ Status CudaOps::BeginRecord() {
   GRAFT_CUDA_CHECK(cudaStreamSynchronize(S(stream_)));
   pinned_top_ = 0;
   top_high_ = top_;
+  stage_floor_ = arena_floats_;
   signature_.clear();
   host_copies_.clear();
   mode_ = Mode::kRecord;
@@ -1249,7 +1248,6 @@ void CudaOps::CancelRecord() {
   mode_ = Mode::kEager;
   host_copies_.clear();
   pinned_top_ = 0;
-  stage_floor_ = arena_floats_;
 }
 
 Status CudaOps::ReplayRecorded(const CapturedGraph& g) {
@@ -1262,7 +1260,6 @@ Status CudaOps::ReplayRecorded(const CapturedGraph& g) {
   if (!err.ok()) {
     host_copies_.clear();
     pinned_top_ = 0;
-    stage_floor_ = arena_floats_;
     return err;
   }
   GRAFT_RETURN_IF_ERROR(LaunchGraph(g.exec));

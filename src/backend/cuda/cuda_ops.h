@@ -223,8 +223,9 @@ class CudaOps final : public Ops {
   // before the graph runs — one copy a step, not a memcpy node an array (~250 a Qwen3.5-27B
   // decode step, each costing about what a small kernel does).
   void* Stage(const void* host, int64_t bytes);
+  // The bytes the step being (or last) captured or recorded staged.
   int64_t StagedBytes() const { return (arena_floats_ - stage_floor_) * 4; }
-  // The staged bytes of the step to their device places, then the graph; stage_floor_ reset.
+  // The staged bytes of the step to their device places, then the graph.
   Status LaunchGraph(void* exec);
   const int32_t* StageInts(const int32_t* host, int64_t n) {
     return static_cast<const int32_t*>(Stage(host, n * 4));
@@ -240,9 +241,10 @@ class CudaOps final : public Ops {
   int64_t weight_bytes_ = 0;
   float* arena_ = nullptr;
   int64_t arena_floats_ = 0, top_ = 0;
-  // Graph modes: the arena's floats from stage_floor_ up hold the step's staged arrays, and no
-  // buffer of the step ever reached above top_high_ (the staged values are copied in before the
-  // graph runs: no kernel of it may write where they lie).
+  // Graph modes (both set when one opens): the arena's floats from stage_floor_ up hold the
+  // step's staged arrays, and no buffer of the step ever reached above top_high_ (the staged
+  // values are copied in before the graph runs: no kernel of it may write where they lie).
+  // Eager steps use the whole arena whatever they hold.
   int64_t stage_floor_ = 0, top_high_ = 0;
   char* pinned_ = nullptr;
   int64_t pinned_bytes_ = 0, pinned_top_ = 0;
