@@ -712,6 +712,74 @@ TEST(CudaOps, AStepTooBigForTheScratchArenaIsANamedErrorAndTheOpsStayUsable) {
   EXPECT_TRUE(SameBits(small.data(), want.data(), want.size()));
 }
 
+// A graph step's staged index arrays (token ids, positions, page tables, GDN argument tables)
+// sit at the scratch arena's top, beside every buffer of the step, and at the pinned buffer's
+// end. A step whose arrays do not fit is refused at capture with a named error, and the same ops
+// then run steps eagerly. (Eager steps stage through the pinned buffer in pieces, or by a plain
+// copy when an array is bigger than it, so they run where a graph cannot.)
+TEST(CudaOps, AGraphStepWhoseStagedArraysDoNotFitIsANamedError) {
+  REQUIRE_GPU();
+  auto model = test::LoadFixtureModel("qwen3_5-text-odd");  // attention and GDN layers: both kinds of tables
+  ASSERT_NE(model, nullptr);
+  const AdapterSet none;
+  // One decode step of four fresh sequences on fresh ops with these buffer sizes: captured into a
+  // graph or run eagerly; then, on the same ops, one eager step of four more.
+  auto step = [&](int64_t scratch, int64_t pinned, bool graph, Status* after) -> Status {
+    CudaOptions o;
+    o.act = ActDtype::kBF16;
+    o.budget_bytes = int64_t{1} << 30;
+    o.scratch_bytes = scratch;
+    o.pinned_bytes = pinned;
+    o.poison_scratch = true;
+    auto ops = CudaOps::Create(o);
+    if (!ops.ok()) return ops.status();
+    if (Status s = (*ops)->Upload(model->weights()); !s.ok()) return s;
+    auto pool = model->NewPool(16, 32, 8, /*growable=*/false, (*ops)->pool_memory());
+    std::vector<SequenceState> st;
+    for (int i = 0; i < 8; ++i) {
+      auto x = model->NewState(*pool);
+      if (!x.ok()) return x.status();
+      st.push_back(std::move(x).value());
+    }
+    const int32_t toks[4] = {3, 4, 5, 6};
+    auto batch = [&](int first) {
+      StepBatch b;
+      for (int i = 0; i < 4; ++i) b.Add(&st[static_cast<size_t>(first + i)], &toks[i], 1, 0);
+      b.logits = LogitRows::None();
+      return b;
+    };
+    const Status s = graph ? DecodeGraph::Capture(*model, **ops, batch(0), none, nullptr).status()
+                           : model->Forward(**ops, batch(0), none, nullptr);
+    if (after != nullptr) *after = model->Forward(**ops, batch(4), none, nullptr);
+    return s;
+  };
+  const int64_t ample = int64_t{64} << 20;
+  Status after;
+  ASSERT_TRUE(step(ample, ample, true, &after).ok()) << "the step captures with room to spare";
+  // The pinned buffer: 256 bytes hold no graph step's arrays; eager steps copy around it.
+  Status s = step(ample, 256, true, &after);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find("stages more than"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("pinned"), std::string::npos) << s.message();
+  EXPECT_TRUE(after.ok()) << "an eager step after the refused capture: " << after.ToString();
+  EXPECT_TRUE(step(ample, 256, false, nullptr).ok()) << "the same step runs eagerly with that pinned buffer";
+  // The arena: the smallest arena (in 4 KB steps) a capture fits; one step less is refused by
+  // name, and the ops stay usable.
+  int64_t lo = 0, hi = int64_t{16} << 20;  // a capture fails at lo * 4 KB, fits at hi
+  ASSERT_TRUE(step(hi, ample, true, nullptr).ok());
+  hi /= 4096;
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    (step(mid * 4096, ample, true, nullptr).ok() ? hi : lo) = mid;
+  }
+  ASSERT_GT(lo, 0);
+  s = step(lo * 4096, ample, true, &after);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find("scratch arena"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("--gpu-scratch"), std::string::npos) << s.message();
+  EXPECT_TRUE(after.ok() || after.code() == StatusCode::kResourceExhausted) << after.ToString();
+}
+
 TEST(CudaOps, ABudgetTooSmallForTheWeightsIsANamedError) {
   REQUIRE_GPU();
   auto model = test::LoadFixtureModel("qwen3-tiny");
