@@ -6,12 +6,16 @@
 #include <nlohmann/json.hpp>
 
 #include "util/json_depth.h"
+#include "util/json_field.h"
 #include "util/pyregex.h"
 
 namespace graft {
 namespace {
 
 using json = nlohmann::ordered_json;
+
+// Ranks past this are not adapters (and would overflow the int a rank is kept in).
+constexpr double kMaxRank = 1 << 20;
 
 bool ListMatches(const std::vector<std::string>& list, const std::string& name) {
   for (const auto& e : list) {
@@ -63,7 +67,7 @@ Result<PeftConfig> PeftConfig::Parse(const std::string& text, const std::string&
     return it != j.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()) &&
            !(it->is_array() && it->empty()) && !(it->is_object() && it->empty());
   };
-  const std::string type = j.value("peft_type", "");
+  GRAFT_ASSIGN_OR_RETURN(const std::string type, StringField(j, "peft_type", "", src));
   if (type != "LORA") refused.push_back(fmt::format("peft_type \"{}\" (only LORA)", type));
   if (truthy("use_dora")) refused.push_back("use_dora: DoRA adapters are not supported");
   if (j.contains("bias") && j["bias"].is_string() && j["bias"].get<std::string>() != "none") {
@@ -92,10 +96,12 @@ Result<PeftConfig> PeftConfig::Parse(const std::string& text, const std::string&
   double r = c.r;
   GRAFT_RETURN_IF_ERROR(num("r", &r));
   GRAFT_RETURN_IF_ERROR(num("lora_alpha", &c.lora_alpha));
-  if (r < 1 || r != std::floor(r)) return InvalidArgument(fmt::format("{}: r = {} must be a positive integer", src, r));
+  if (r < 1 || r > kMaxRank || r != std::floor(r)) {
+    return InvalidArgument(fmt::format("{}: r = {} must be an integer from 1 to {}", src, r, kMaxRank));
+  }
   c.r = static_cast<int>(r);
-  c.use_rslora = j.value("use_rslora", false);
-  c.fan_in_fan_out = j.value("fan_in_fan_out", false);
+  GRAFT_ASSIGN_OR_RETURN(c.use_rslora, BoolField(j, "use_rslora", false, src));
+  GRAFT_ASSIGN_OR_RETURN(c.fan_in_fan_out, BoolField(j, "fan_in_fan_out", false, src));
   c.base_model_name_or_path = j.contains("base_model_name_or_path") && j["base_model_name_or_path"].is_string()
                                   ? j["base_model_name_or_path"].get<std::string>()
                                   : "";
@@ -128,8 +134,9 @@ Result<PeftConfig> PeftConfig::Parse(const std::string& text, const std::string&
     for (const auto& [k, v] : it->items()) {
       if (!v.is_number()) return InvalidArgument(fmt::format("{}: {}[\"{}\"] must be a number", src, field, k));
       if (std::string(field) == "rank_pattern") {
-        if (v.get<double>() < 1 || v.get<double>() != std::floor(v.get<double>())) {
-          return InvalidArgument(fmt::format("{}: rank_pattern[\"{}\"] = {} must be a positive integer", src, k, v.dump()));
+        if (v.get<double>() < 1 || v.get<double>() > kMaxRank || v.get<double>() != std::floor(v.get<double>())) {
+          return InvalidArgument(
+              fmt::format("{}: rank_pattern[\"{}\"] = {} must be an integer from 1 to {}", src, k, v.dump(), kMaxRank));
         }
         c.rank_pattern.emplace_back(k, v.get<int>());
       } else {

@@ -12,6 +12,7 @@
 #include "util/bytes.h"
 #include "util/file.h"
 #include "util/json_depth.h"
+#include "util/json_field.h"
 #include "util/pyregex.h"
 
 namespace graft {
@@ -62,7 +63,7 @@ Result<QuantScheme> FromQuantizationConfig(const json& q, const std::string& sou
     s.block = b[0].get<int>();
     s.skip = StringList(q, "modules_to_not_convert", source, st);
   } else if (s.method == "compressed-tensors") {
-    s.format = q.value("format", "");
+    GRAFT_ASSIGN_OR_RETURN(s.format, StringField(q, "format", "", source + ": quantization_config"));
     const json& groups = q.contains("config_groups") ? q["config_groups"] : json::object();
     if (!groups.is_object()) return InvalidArgument(fmt::format("{}: config_groups must be an object", source));
     for (const auto& [name, g] : groups.items()) {
@@ -84,7 +85,7 @@ Result<QuantScheme> FromQuantizationConfig(const json& q, const std::string& sou
     }
     s.skip = StringList(q, "ignore", source, st);
   } else if (s.method == "modelopt") {
-    s.format = q.value("quant_algo", "");
+    GRAFT_ASSIGN_OR_RETURN(s.format, StringField(q, "quant_algo", "", source + ": quantization_config"));
     if (s.format != "NVFP4") {
       return Unsupported(fmt::format("{}: ModelOpt quant_algo '{}' (graft reads NVFP4)", source, s.format));
     }

@@ -289,7 +289,8 @@ std::optional<ApiError> ParseTokenizeRequest(const json& body, const ServedModel
   if (has_messages == has_prompt) return Bad("give exactly one of 'prompt' and 'messages'", has_prompt ? "prompt" : "messages");
   std::string text;
   if (has_messages) {
-    const bool add = body.value("add_generation_prompt", true);
+    const auto ag = body.find("add_generation_prompt");  // a boolean or null (checked above); null is the default
+    const bool add = ag == body.end() || ag->is_null() || ag->get<bool>();
     if (auto e = RenderMessages(body, tmpl, add, &text)) return e;
   } else {
     const json& p = body["prompt"];

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <queue>
 
+#include "util/json_field.h"
+
 namespace graft {
 namespace {
 
@@ -23,7 +25,7 @@ size_t Utf8Len(uint8_t lead) {
 Result<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& m, const std::string& source) {
   auto bad = [&](const std::string& what) { return InvalidArgument(fmt::format("{}: model: {}", source, what)); };
   if (!m.is_object()) return bad("not an object");
-  const std::string type = m.value("type", "BPE");
+  GRAFT_ASSIGN_OR_RETURN(const std::string type, StringField(m, "type", "BPE", source + ": model"));
   if (type != "BPE") return Unsupported(fmt::format("{}: model type \"{}\" is not supported (only BPE)", source, type));
   for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     auto it = m.find(k);
@@ -32,9 +34,10 @@ Result<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& m, co
     }
   }
   if (m.contains("dropout") && !m["dropout"].is_null()) return Unsupported(source + ": BPE dropout is not supported");
-  if (m.value("byte_fallback", false)) return Unsupported(source + ": BPE byte_fallback is not supported");
+  GRAFT_ASSIGN_OR_RETURN(const bool byte_fallback, BoolField(m, "byte_fallback", false, source + ": model"));
+  if (byte_fallback) return Unsupported(source + ": BPE byte_fallback is not supported");
   auto model = std::make_unique<BpeModel>();
-  model->ignore_merges_ = m.value("ignore_merges", false);
+  GRAFT_ASSIGN_OR_RETURN(model->ignore_merges_, BoolField(m, "ignore_merges", false, source + ": model"));
   auto vocab = m.find("vocab");
   if (vocab == m.end() || !vocab->is_object() || vocab->empty()) return bad("missing or empty \"vocab\" object");
   int64_t max_id = -1;

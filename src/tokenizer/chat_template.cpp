@@ -65,7 +65,8 @@ Result<std::shared_ptr<const ChatTemplate>> ChatTemplate::Load(const std::string
       text = ct->get<std::string>();
     } else if (ct->is_array()) {
       for (const auto& e : *ct) {
-        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string()) {
+        if (e.is_object() && e.contains("name") && e["name"] == "default" && e.contains("template") &&
+            e["template"].is_string()) {
           text = e["template"].get<std::string>();
         }
       }

@@ -13,6 +13,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/regex_split.h"
 #include "util/json_depth.h"
+#include "util/json_field.h"
 
 namespace graft {
 namespace {
@@ -144,7 +145,7 @@ namespace {
 
 Status ParseNormalizer(const json& n, const std::string& src, std::vector<const icu::Normalizer2*>& out) {
   if (n.is_null()) return Status::Ok();
-  const std::string type = n.value("type", "");
+  GRAFT_ASSIGN_OR_RETURN(const std::string type, StringField(n, "type", "", src + ": normalizer"));
   UErrorCode err = U_ZERO_ERROR;
   if (type == "Sequence") {
     auto it = n.find("normalizers");
@@ -172,7 +173,7 @@ struct PreTokenizerSpec {
 
 Status ParsePreTokenizer(const json& p, const std::string& src, PreTokenizerSpec& spec) {
   if (p.is_null()) return Unsupported(src + ": a tokenizer without a ByteLevel pre-tokenizer is not supported");
-  const std::string type = p.value("type", "");
+  GRAFT_ASSIGN_OR_RETURN(const std::string type, StringField(p, "type", "", src + ": pre_tokenizer"));
   if (type == "Sequence") {
     auto it = p.find("pretokenizers");
     if (it == p.end() || !it->is_array()) return InvalidArgument(src + ": pre_tokenizer Sequence without \"pretokenizers\"");
@@ -187,9 +188,11 @@ Status ParsePreTokenizer(const json& p, const std::string& src, PreTokenizerSpec
     if (pat == p.end() || !pat->is_object() || !pat->contains("Regex") || !(*pat)["Regex"].is_string()) {
       return Unsupported(src + ": Split pre-tokenizer without a {\"Regex\": ...} pattern is not supported");
     }
-    if (p.value("behavior", "") != "Isolated" || p.value("invert", false)) {
+    GRAFT_ASSIGN_OR_RETURN(const std::string behavior, StringField(p, "behavior", "", src + ": Split pre-tokenizer"));
+    GRAFT_ASSIGN_OR_RETURN(const bool invert, BoolField(p, "invert", false, src + ": Split pre-tokenizer"));
+    if (behavior != "Isolated" || invert) {
       return Unsupported(fmt::format("{}: Split behavior \"{}\" (invert {}) is not supported (Isolated only)", src,
-                                     p.value("behavior", ""), p.value("invert", false)));
+                                     behavior, invert));
     }
     auto splitter = RegexSplitter::Compile((*pat)["Regex"].get<std::string>());
     if (!splitter.ok()) return splitter.status().WithContext(src);
@@ -198,8 +201,9 @@ Status ParsePreTokenizer(const json& p, const std::string& src, PreTokenizerSpec
   }
   if (type == "ByteLevel") {
     spec.byte_level = true;
-    spec.add_prefix_space = p.value("add_prefix_space", false);
-    if (p.value("use_regex", true)) {
+    GRAFT_ASSIGN_OR_RETURN(spec.add_prefix_space, BoolField(p, "add_prefix_space", false, src + ": ByteLevel pre-tokenizer"));
+    GRAFT_ASSIGN_OR_RETURN(const bool use_regex, BoolField(p, "use_regex", true, src + ": ByteLevel pre-tokenizer"));
+    if (use_regex) {
       GRAFT_ASSIGN_OR_RETURN(auto splitter, RegexSplitter::Compile(kGpt2Pattern));
       spec.splits.push_back(std::move(splitter));
     }
@@ -224,7 +228,7 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::FromJsonText(const std::stri
   impl->add_prefix_space = pre.add_prefix_space;
   if (!pre.byte_level) return Unsupported(src + ": only byte-level BPE tokenizers (a ByteLevel pre-tokenizer) are supported");
   const json dec = j.value("decoder", json());
-  if (!dec.is_object() || dec.value("type", "") != "ByteLevel") {
+  if (!dec.is_object() || !dec.contains("type") || dec["type"] != "ByteLevel") {
     return Unsupported(fmt::format("{}: decoder {} is not supported (ByteLevel only)", src, dec.dump()));
   }
   impl->size = impl->bpe->size();
@@ -240,11 +244,12 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::FromJsonText(const std::stri
       t.id = a["id"].get<int32_t>();
       if (t.id < 0 || t.id > (1 << 30)) return InvalidArgument(fmt::format("{}: added token id {} is out of range", src, t.id));
       t.content = a["content"].get<std::string>();
-      t.special = a.value("special", false);
-      t.lstrip = a.value("lstrip", false);
-      t.rstrip = a.value("rstrip", false);
-      t.normalized = a.value("normalized", !t.special);
-      t.single_word = a.value("single_word", false);
+      const std::string where = fmt::format("{}: added token {}", src, t.id);
+      GRAFT_ASSIGN_OR_RETURN(t.special, BoolField(a, "special", false, where));
+      GRAFT_ASSIGN_OR_RETURN(t.lstrip, BoolField(a, "lstrip", false, where));
+      GRAFT_ASSIGN_OR_RETURN(t.rstrip, BoolField(a, "rstrip", false, where));
+      GRAFT_ASSIGN_OR_RETURN(t.normalized, BoolField(a, "normalized", !t.special, where));
+      GRAFT_ASSIGN_OR_RETURN(t.single_word, BoolField(a, "single_word", false, where));
       impl->size = std::max(impl->size, t.id + 1);
       impl->added.push_back(std::move(t));
     }

@@ -250,6 +250,33 @@ TEST(PeftConfig, TargetRankAndAlphaRules) {
   EXPECT_FALSE(PeftConfig::Parse(R"({"peft_type":"LORA","r":4})", "c").ok());
 }
 
+// Fields of the wrong JSON type, and ranks no int holds, are named errors: an exception out of
+// the parser would take the server down (fuzz_requests found "peft_type": 16).
+TEST(PeftConfig, WrongTypesAndHugeRanksAreNamedErrors) {
+  struct Case {
+    const char* json;
+    const char* expect;
+  };
+  for (const Case& c : {Case{R"({"peft_type":16,"r":8,"target_modules":["q_proj"]})", "\"peft_type\" must be a string"},
+                        Case{R"({"peft_type":"LORA","r":8,"use_rslora":"true","target_modules":["q_proj"]})",
+                             "\"use_rslora\" must be true or false"},
+                        Case{R"({"peft_type":"LORA","r":8,"fan_in_fan_out":1,"target_modules":["q_proj"]})",
+                             "\"fan_in_fan_out\" must be true or false"},
+                        Case{R"({"peft_type":"LORA","r":1e12,"target_modules":["q_proj"]})", "must be an integer from 1 to 1048576"},
+                        Case{R"({"peft_type":"LORA","r":8,"rank_pattern":{"q_proj":4e9},"target_modules":["q_proj"]})",
+                             "rank_pattern[\"q_proj\"]"}}) {
+    auto p = PeftConfig::Parse(c.json, "adapter_config.json");
+    ASSERT_FALSE(p.ok()) << c.json;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << p.status().ToString();
+    EXPECT_NE(p.status().message().find(c.expect), std::string::npos) << c.json << " -> " << p.status().ToString();
+    EXPECT_NE(p.status().message().find("adapter_config.json"), std::string::npos);
+  }
+  // null is "unset", as PEFT writes it.
+  auto ok = PeftConfig::Parse(R"({"peft_type":"LORA","r":8,"use_rslora":null,"target_modules":["q_proj"]})", "c.json");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_FALSE(ok->use_rslora);
+}
+
 // A target_modules regex comes with the adapter: one that backtracks without bound must be
 // refused, naming it — it used to run PCRE2's default ten million steps a module name and then
 // count as "no match", leaving that module silently without its adapter (and a load of a few

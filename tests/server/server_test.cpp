@@ -374,6 +374,9 @@ TEST_F(Server, TokenizeAndDetokenize) {
   auto [s4, t4] = Post("/tokenize", "{" + messages + R"(, "add_generation_prompt": false, "model": "gdn"})");
   ASSERT_EQ(s4, 200) << t4.dump();
   EXPECT_LT(t4["count"].get<int>(), t2["count"].get<int>()) << "without the assistant header";
+  auto [s4n, t4n] = Post("/tokenize", "{" + messages + R"(, "add_generation_prompt": null})");
+  ASSERT_EQ(s4n, 200) << "null is the default, not an error: " << t4n.dump();
+  EXPECT_EQ(t4n["count"], t2["count"]);
   auto [s5, d5] = Post("/detokenize", json{{"tokens", t2["tokens"]}}.dump());
   ASSERT_EQ(s5, 200) << d5.dump();
   auto [s6, d6] = Post("/tokenize", json{{"prompt", d5["prompt"]}}.dump());

@@ -152,6 +152,19 @@ TEST(Tokenizer, MalformedFilesAreRefusedWithTheReason) {
        "does not compile"},
       {"{" + ok_model + R"(,"pre_tokenizer":{"type":"ByteLevel"},"decoder":{"type":"WordPiece"}})", "decoder"},
       {"{" + ok_model + "," + ok_rest + R"(,"added_tokens":[{"content":"x"}]})", "needs an integer \"id\""},
+      // Fields of the wrong JSON type are named, never an exception out of the parser.
+      {R"({"model":{"type":5,"vocab":{"a":0}},)" + ok_rest + "}", "\"type\" must be a string"},
+      {R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[],"byte_fallback":"no"},)" + ok_rest + "}",
+       "\"byte_fallback\" must be true or false"},
+      {"{" + ok_model + R"(,"normalizer":7,)" + ok_rest + "}", "normalizer: expected an object"},
+      {"{" + ok_model + R"(,"normalizer":{"type":["NFC"]},)" + ok_rest + "}", "\"type\" must be a string"},
+      {"{" + ok_model + R"(,"pre_tokenizer":{"type":"ByteLevel","use_regex":"yes"},"decoder":{"type":"ByteLevel"}})",
+       "\"use_regex\" must be true or false"},
+      {"{" + ok_model + R"(,"pre_tokenizer":{"type":"Split","pattern":{"Regex":"a"},"behavior":1},"decoder":{"type":"ByteLevel"}})",
+       "\"behavior\" must be a string"},
+      {"{" + ok_model + R"(,"pre_tokenizer":{"type":"ByteLevel"},"decoder":{"type":2}})", "decoder"},
+      {"{" + ok_model + "," + ok_rest + R"(,"added_tokens":[{"id":3,"content":"x","special":1}]})",
+       "added token 3: \"special\" must be true or false"},
   };
   for (const auto& c : cases) {
     auto t = Tokenizer::FromJsonText(c.json, "tokenizer.json");
