@@ -55,8 +55,8 @@ Result<QuantScheme> FromQuantizationConfig(const json& q, const std::string& sou
                                      source, q["activation_scheme"].dump()));
     }
     const json& b = q.contains("weight_block_size") ? q["weight_block_size"] : json();
-    if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() || b[0] != b[1] || b[0].get<int>() <= 0 ||
-        b[0].get<int>() > 4096) {
+    if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() || b[0] != b[1] || b[0].get<int64_t>() <= 0 ||
+        b[0].get<int64_t>() > 4096) {
       return Unsupported(fmt::format("{}: fp8 weight_block_size {} (graft reads square block scales, e.g. [128, 128])",
                                      source, b.dump()));
     }
@@ -71,7 +71,13 @@ Result<QuantScheme> FromQuantizationConfig(const json& q, const std::string& sou
       if (s.format.empty() && g.contains("format") && g["format"].is_string()) s.format = g["format"].get<std::string>();
       const json& w = g.contains("weights") ? g["weights"] : json();
       if (w.is_object() && w.contains("group_size") && w["group_size"].is_number_integer()) {
-        s.group = w["group_size"].get<int>();
+        // Read wide: a group size past int's range must not wrap into a plausible one.
+        const int64_t group = w["group_size"].get<int64_t>();
+        if (group <= 0 || group > (int64_t{1} << 20)) {
+          return InvalidArgument(fmt::format("{}: config_groups.{}.weights.group_size {} is out of range (1 to 2^20)",
+                                             source, name, w["group_size"].dump()));
+        }
+        s.group = static_cast<int>(group);
       }
       if (w.is_object() && w.contains("actorder") && !w["actorder"].is_null() && w["actorder"] != false) {
         return Unsupported(fmt::format("{}: config_groups.{}: activation reordering (actorder {}) is not supported", source,
