@@ -16,6 +16,7 @@ using json = nlohmann::ordered_json;
 
 // Ranks past this are not adapters (and would overflow the int a rank is kept in).
 constexpr double kMaxRank = 1 << 20;
+constexpr int64_t kMaxLayer = 1 << 20;
 
 bool ListMatches(const std::vector<std::string>& list, const std::string& name) {
   for (const auto& e : list) {
@@ -114,11 +115,17 @@ Result<PeftConfig> PeftConfig::Parse(const std::string& text, const std::string&
   }
   if (j.contains("layers_to_transform") && !j["layers_to_transform"].is_null()) {
     const auto& l = j["layers_to_transform"];
-    if (l.is_number_integer()) c.layers_to_transform.push_back(l.get<int>());
-    else if (l.is_array()) for (const auto& e : l) {
-      if (!e.is_number_integer()) return InvalidArgument(src + ": layers_to_transform must hold integers");
+    // Layer indices, read wide: one past int's range must not wrap into a plausible layer.
+    auto layer = [&](const json& e) -> Status {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > kMaxLayer) {
+        return InvalidArgument(fmt::format("{}: layers_to_transform holds {}, not a layer index (0 to {})", src, e.dump(),
+                                           kMaxLayer));
+      }
       c.layers_to_transform.push_back(e.get<int>());
-    }
+      return Status::Ok();
+    };
+    if (l.is_number_integer()) GRAFT_RETURN_IF_ERROR(layer(l));
+    else if (l.is_array()) for (const auto& e : l) GRAFT_RETURN_IF_ERROR(layer(e));
     else return InvalidArgument(src + ": layers_to_transform must be an integer or a list");
     if (c.target_regex) return InvalidArgument(src + ": layers_to_transform cannot be used when target_modules is a string");
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -200,16 +201,27 @@ Status ReadLayerTypes(const json& t, const std::string& src, ModelConfig& c) {
   return Status::Ok();
 }
 
-void ReadEos(const json& top, const json& t, ModelConfig& c) {
+// eos_token_id: an integer or a list of them, from the text config or the top level. Ids are
+// read wide: one past int32's range is an error, not wrapped into a plausible token.
+Status ReadEos(const json& top, const json& t, ModelConfig& c, const std::string& source) {
+  auto add = [&](const json& e) -> Status {
+    if (!e.is_number_integer()) return Status::Ok();
+    if (e.get<int64_t>() < 0 || e.get<int64_t>() > INT32_MAX) {
+      return InvalidArgument(fmt::format("{}: eos_token_id {} is not a token id", source, e.dump()));
+    }
+    c.eos_token_ids.push_back(e.get<int32_t>());
+    return Status::Ok();
+  };
   for (const json* j : {&t, &top}) {
     auto it = j->find("eos_token_id");
     if (it == j->end()) continue;
-    if (it->is_number_integer()) c.eos_token_ids = {it->get<int>()};
+    if (it->is_number_integer()) GRAFT_RETURN_IF_ERROR(add(*it));
     if (it->is_array()) {
-      for (const auto& e : *it) if (e.is_number_integer()) c.eos_token_ids.push_back(e.get<int>());
+      for (const auto& e : *it) GRAFT_RETURN_IF_ERROR(add(e));
     }
-    if (!c.eos_token_ids.empty()) return;
+    if (!c.eos_token_ids.empty()) return Status::Ok();
   }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -307,7 +319,7 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
                                          source, c.linear_num_value_heads, c.linear_num_key_heads));
     }
   }
-  ReadEos(top, t, c);
+  GRAFT_RETURN_IF_ERROR(ReadEos(top, t, c, source));
   return c;
 }
 

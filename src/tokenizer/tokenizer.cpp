@@ -241,8 +241,11 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::FromJsonText(const std::stri
         return InvalidArgument(fmt::format("{}: added token {} needs an integer \"id\" and a string \"content\"", src, a.dump()));
       }
       AddedToken t;
+      // Read wide: an id past int32's range must not wrap into a plausible one.
+      if (a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() > (1 << 30)) {
+        return InvalidArgument(fmt::format("{}: added token id {} is out of range", src, a["id"].dump()));
+      }
       t.id = a["id"].get<int32_t>();
-      if (t.id < 0 || t.id > (1 << 30)) return InvalidArgument(fmt::format("{}: added token id {} is out of range", src, t.id));
       t.content = a["content"].get<std::string>();
       const std::string where = fmt::format("{}: added token {}", src, t.id);
       GRAFT_ASSIGN_OR_RETURN(t.special, BoolField(a, "special", false, where));

@@ -264,7 +264,11 @@ TEST(PeftConfig, WrongTypesAndHugeRanksAreNamedErrors) {
                              "\"fan_in_fan_out\" must be true or false"},
                         Case{R"({"peft_type":"LORA","r":1e12,"target_modules":["q_proj"]})", "must be an integer from 1 to 1048576"},
                         Case{R"({"peft_type":"LORA","r":8,"rank_pattern":{"q_proj":4e9},"target_modules":["q_proj"]})",
-                             "rank_pattern[\"q_proj\"]"}}) {
+                             "rank_pattern[\"q_proj\"]"},
+                        Case{R"({"peft_type":"LORA","r":8,"layers_to_transform":[1,4294967299],"target_modules":["q_proj"]})",
+                             "layers_to_transform holds 4294967299, not a layer index"},
+                        Case{R"({"peft_type":"LORA","r":8,"layers_to_transform":-2,"target_modules":["q_proj"]})",
+                             "layers_to_transform holds -2"}}) {
     auto p = PeftConfig::Parse(c.json, "adapter_config.json");
     ASSERT_FALSE(p.ok()) << c.json;
     EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << p.status().ToString();

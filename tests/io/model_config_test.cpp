@@ -109,6 +109,9 @@ TEST(ModelConfig, RefusesWhatItCannotRun) {
       {R"("model_type":"qwen3","num_key_value_heads":3)", "not a multiple of num_key_value_heads 3"},
       {R"("model_type":"qwen3","vocab_size":-5)", "'vocab_size' = -5 is outside"},
       {R"("model_type":"qwen3","hidden_size":"big")", "'hidden_size' must be an integer"},
+      // Ids read wide: 2^32 + 2 must not become token 2.
+      {R"("model_type":"qwen3","eos_token_id":4294967298)", "eos_token_id 4294967298 is not a token id"},
+      {R"("model_type":"qwen3","eos_token_id":[2,-1])", "eos_token_id -1 is not a token id"},
   };
   for (const auto& c : cases) {
     // Later keys win in nlohmann, so the case's fields override the base's.

@@ -165,6 +165,8 @@ TEST(Tokenizer, MalformedFilesAreRefusedWithTheReason) {
       {"{" + ok_model + R"(,"pre_tokenizer":{"type":"ByteLevel"},"decoder":{"type":2}})", "decoder"},
       {"{" + ok_model + "," + ok_rest + R"(,"added_tokens":[{"id":3,"content":"x","special":1}]})",
        "added token 3: \"special\" must be true or false"},
+      {"{" + ok_model + "," + ok_rest + R"(,"added_tokens":[{"id":4294967299,"content":"x"}]})",
+       "added token id 4294967299 is out of range"},
   };
   for (const auto& c : cases) {
     auto t = Tokenizer::FromJsonText(c.json, "tokenizer.json");
