@@ -3,6 +3,7 @@
 #include "backend/cuda/attention.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace graft::cuda {
 namespace {
@@ -74,11 +75,13 @@ __device__ void AttentionRow(const AttentionArgs& a, int t, int h) {
 }
 
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   AttentionRow(a, blockIdx.x / a.num_heads, blockIdx.x % a.num_heads);
 }
 
 // Block (h, y): head h of sequence y's one query row, as AttentionKernel.
 __global__ void __launch_bounds__(kThreads) AttentionSeqsKernel(AttentionArgs shape, const AttnSeq* seqs) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const AttnSeq& s = seqs[blockIdx.y];
   AttentionArgs a = shape;
   a.q = s.q;
@@ -97,6 +100,7 @@ __global__ void __launch_bounds__(kThreads) AttentionSeqsKernel(AttentionArgs sh
 constexpr int kAttnGroup = 16;
 
 __global__ void __launch_bounds__(kThreads) AttentionGroupKernel(AttentionArgs a) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   constexpr int G = kAttnGroup;
   __shared__ float qs[G][kMaxHeadDim];
   __shared__ float p[G][kThreads];
@@ -217,8 +221,8 @@ Status AttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count,
   }
   if (count == 0) return Status::Ok();
   if (flash) return FlashAttentionSeqs(shape, seqs, count, stream);
-  AttentionSeqsKernel<<<dim3(static_cast<unsigned>(a.num_heads), static_cast<unsigned>(count)), kThreads, 0,
-                        static_cast<cudaStream_t>(stream)>>>(shape, seqs);
+  LaunchPdl(AttentionSeqsKernel, dim3(static_cast<unsigned>(a.num_heads), static_cast<unsigned>(count)), kThreads, 0,
+                        static_cast<cudaStream_t>(stream), shape, seqs);
   return Launched("AttentionSeqs");
 }
 
@@ -232,11 +236,11 @@ Status Attention(const AttentionArgs& a, void* stream) {
   if (a.n >= kAttnGroup) {  // prefill: queries share their key reads, same bits per query
     const int64_t blocks = int64_t{(a.n + kAttnGroup - 1) / kAttnGroup} * a.num_heads;
     if (blocks > 0x7fffffff) return InvalidArgument("cuda Attention: too many (row group, head) pairs");
-    AttentionGroupKernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+    LaunchPdl(AttentionGroupKernel, static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream), a);
   } else {
     const int64_t blocks = int64_t{a.n} * a.num_heads;
     if (blocks > 0x7fffffff) return InvalidArgument("cuda Attention: too many (row, head) pairs");
-    AttentionKernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+    LaunchPdl(AttentionKernel, static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream), a);
   }
   return Launched("Attention");
 }

@@ -8,6 +8,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace graft::cuda {
 namespace {
@@ -22,6 +23,7 @@ unsigned Blocks(int64_t n) {
 cudaStream_t S(void* stream) { return static_cast<cudaStream_t>(stream); }
 
 __global__ void EmbedKernel(DevWeight table, const int32_t* ids, int64_t total, bool bf16, float* out) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int64_t h = table.cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = i / h, c = i % h;
@@ -32,6 +34,7 @@ __global__ void EmbedKernel(DevWeight table, const int32_t* ids, int64_t total, 
 // Block (x, y): columns [256 x, 256 x + 256) of rows y, y + gridDim.y, ... (no division an
 // element: a 64-bit one cost more than the element's arithmetic).
 __global__ void SiluMulKernel(const float* gu, int64_t n, int64_t inter, bool bf16, float* out) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (c >= inter) return;
   for (int64_t t = blockIdx.y; t < n; t += gridDim.y) {
@@ -41,6 +44,7 @@ __global__ void SiluMulKernel(const float* gu, int64_t n, int64_t inter, bool bf
 }
 
 __global__ void AddKernel(float* x, const float* y, int64_t n, bool bf16) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     x[i] = RoundAct(__fadd_rn(x[i], y[i]), bf16);
   }
@@ -48,6 +52,7 @@ __global__ void AddKernel(float* x, const float* y, int64_t n, bool bf16) {
 
 __global__ void SigmoidGateMulKernel(float* x, const float* gate, int64_t gate_stride, int64_t cols, int64_t total,
                                      bool bf16) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / cols, c = i % cols;
     x[i] = RoundAct(__fmul_rn(x[i], RoundAct(SigmoidF(gate[r * gate_stride + c]), bf16)), bf16);
@@ -56,6 +61,7 @@ __global__ void SigmoidGateMulKernel(float* x, const float* gate, int64_t gate_s
 
 __global__ void RopeKernel(float* x, int heads, int head_dim, int half, const int32_t* pos, const float* inv_freq,
                            float attn_scale, int64_t total, bool bf16) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t th = i / half;  // (token, head)
     const int d = static_cast<int>(i % half);
@@ -72,6 +78,7 @@ __global__ void RopeKernel(float* x, int heads, int head_dim, int half, const in
 
 __global__ void GdnGatesKernel(const float* in, int64_t stride, int64_t b_col, int64_t a_col, int hv, DevWeight a_log,
                                DevWeight dt_bias, int64_t total, bool bf16, float* beta, float* g) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = i / hv;
     const int h = static_cast<int>(i % hv);
@@ -87,7 +94,7 @@ Status Embed(const DevWeight& table, const int32_t* ids, int n, bool bf16, float
   if (n < 0 || table.cols <= 0) return InvalidArgument("cuda Embed: bad shape");
   if (n == 0) return Status::Ok();
   const int64_t total = int64_t{n} * table.cols;
-  EmbedKernel<<<Blocks(total), kThreads, 0, S(stream)>>>(table, ids, total, bf16, out);
+  LaunchPdl(EmbedKernel, Blocks(total), kThreads, 0, S(stream), table, ids, total, bf16, out);
   return Launched("Embed");
 }
 
@@ -96,14 +103,14 @@ Status SiluMul(const float* gu, int64_t n, int64_t inter, bool bf16, float* out,
   if (n == 0) return Status::Ok();
   if ((inter + kThreads - 1) / kThreads > 0x7fffffff) return InvalidArgument("cuda SiluMul: rows too wide");
   const dim3 grid(static_cast<unsigned>((inter + kThreads - 1) / kThreads), static_cast<unsigned>(std::min<int64_t>(n, 65535)));
-  SiluMulKernel<<<grid, kThreads, 0, S(stream)>>>(gu, n, inter, bf16, out);
+  LaunchPdl(SiluMulKernel, grid, kThreads, 0, S(stream), gu, n, inter, bf16, out);
   return Launched("SiluMul");
 }
 
 Status Add(float* x, const float* y, int64_t n, bool bf16, void* stream) {
   if (n < 0) return InvalidArgument("cuda Add: bad shape");
   if (n == 0) return Status::Ok();
-  AddKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, n, bf16);
+  LaunchPdl(AddKernel, Blocks(n), kThreads, 0, S(stream), x, y, n, bf16);
   return Launched("Add");
 }
 
@@ -111,11 +118,12 @@ Status SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t 
                       void* stream) {
   if (rows < 0 || cols <= 0 || gate_stride < cols) return InvalidArgument("cuda SigmoidGateMul: bad shape");
   if (rows == 0) return Status::Ok();
-  SigmoidGateMulKernel<<<Blocks(rows * cols), kThreads, 0, S(stream)>>>(x, gate, gate_stride, cols, rows * cols, bf16);
+  LaunchPdl(SigmoidGateMulKernel, Blocks(rows * cols), kThreads, 0, S(stream), x, gate, gate_stride, cols, rows * cols, bf16);
   return Launched("SigmoidGateMul");
 }
 
 __global__ void ScatterRowsKernel(const float* src, int64_t width, const int32_t* rows, int n, float* dst) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   for (int t = blockIdx.y; t < n; t += gridDim.y) {
     const int64_t to = int64_t{rows[t]} * width;
     for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < width; c += int64_t{gridDim.x} * blockDim.x) {
@@ -129,11 +137,12 @@ Status ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, 
   if (n == 0 || width == 0) return Status::Ok();
   const unsigned gx = static_cast<unsigned>(std::min<int64_t>((width + 255) / 256, 64));
   const unsigned gy = static_cast<unsigned>(std::min(n, 65535));
-  ScatterRowsKernel<<<dim3(gx, gy), 256, 0, S(stream)>>>(src, width, rows, n, dst);
+  LaunchPdl(ScatterRowsKernel, dim3(gx, gy), 256, 0, S(stream), src, width, rows, n, dst);
   return Launched("ScatterRows");
 }
 
 __global__ void GatherRowsKernel(const float* src, int64_t width, const int32_t* rows, int n, float* dst) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   for (int t = blockIdx.y; t < n; t += gridDim.y) {
     const int64_t from = int64_t{rows[t]} * width;
     for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < width; c += int64_t{gridDim.x} * blockDim.x) {
@@ -147,7 +156,7 @@ Status GatherRows(const float* src, int64_t width, const int32_t* rows, int n, f
   if (n == 0 || width == 0) return Status::Ok();
   const unsigned gx = static_cast<unsigned>(std::min<int64_t>((width + 255) / 256, 64));
   const unsigned gy = static_cast<unsigned>(std::min(n, 65535));
-  GatherRowsKernel<<<dim3(gx, gy), 256, 0, S(stream)>>>(src, width, rows, n, dst);
+  LaunchPdl(GatherRowsKernel, dim3(gx, gy), 256, 0, S(stream), src, width, rows, n, dst);
   return Launched("GatherRows");
 }
 
@@ -168,6 +177,7 @@ template <int V>
 __global__ void CopyBlocksKernel(const float* __restrict__ src, int64_t src_stride, int64_t src_col, int64_t src_step,
                                  float* __restrict__ dst, int64_t dst_stride, int64_t dst_col, int64_t dst_step,
                                  int64_t rows, int64_t pieces, int count) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   using Piece = std::conditional_t<V == 4, float4, float>;
   const int64_t total = rows * count * pieces;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total; e += int64_t{gridDim.x} * blockDim.x) {
@@ -189,10 +199,10 @@ Status CopyBlocks(const float* src, int64_t src_stride, int64_t src_col, int64_t
   const int64_t total = rows * count * (cols / v);
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 8192));
   if (aligned) {
-    CopyBlocksKernel<4><<<blocks, 256, 0, S(stream)>>>(src, src_stride, src_col, src_step, dst, dst_stride, dst_col,
+    LaunchPdl(CopyBlocksKernel<4>, blocks, 256, 0, S(stream), src, src_stride, src_col, src_step, dst, dst_stride, dst_col,
                                                        dst_step, rows, cols / 4, count);
   } else {
-    CopyBlocksKernel<1><<<blocks, 256, 0, S(stream)>>>(src, src_stride, src_col, src_step, dst, dst_stride, dst_col,
+    LaunchPdl(CopyBlocksKernel<1>, blocks, 256, 0, S(stream), src, src_stride, src_col, src_step, dst, dst_stride, dst_col,
                                                        dst_step, rows, cols, count);
   }
   return Launched("CopyBlocks");
@@ -201,6 +211,7 @@ Status CopyBlocks(const float* src, int64_t src_stride, int64_t src_col, int64_t
 namespace {
 __global__ void RepeatColsKernel(const float* __restrict__ src, int64_t rows, int64_t width, int times,
                                  float* __restrict__ dst) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int64_t total = rows * width * times;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total; e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = e / (width * times), c = e % width;
@@ -209,6 +220,7 @@ __global__ void RepeatColsKernel(const float* __restrict__ src, int64_t rows, in
 }
 
 __global__ void RoundBlockKernel(float* x, int64_t ld, int64_t rows, int64_t cols) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < rows * cols; e += int64_t{gridDim.x} * blockDim.x) {
     float& v = x[e / cols * ld + e % cols];
     v = RoundAct(v, true);
@@ -220,7 +232,7 @@ Status RepeatCols(const float* src, int64_t rows, int64_t width, int times, floa
   if (rows < 0 || width < 0 || times < 1) return InvalidArgument("cuda RepeatCols: bad shape");
   if (rows == 0 || width == 0) return Status::Ok();
   const int64_t blocks = (rows * width * times + 255) / 256;
-  RepeatColsKernel<<<static_cast<unsigned>(blocks < 8192 ? blocks : 8192), 256, 0, S(stream)>>>(src, rows, width, times, dst);
+  LaunchPdl(RepeatColsKernel, static_cast<unsigned>(blocks < 8192 ? blocks : 8192), 256, 0, S(stream), src, rows, width, times, dst);
   return Launched("RepeatCols");
 }
 
@@ -228,7 +240,7 @@ Status RoundBlockBf16(float* x, int64_t ld, int64_t rows, int64_t cols, void* st
   if (rows < 0 || cols < 0 || ld < cols) return InvalidArgument("cuda RoundBlockBf16: bad shape");
   if (rows == 0 || cols == 0) return Status::Ok();
   const int64_t blocks = (rows * cols + 255) / 256;
-  RoundBlockKernel<<<static_cast<unsigned>(blocks < 8192 ? blocks : 8192), 256, 0, S(stream)>>>(x, ld, rows, cols);
+  LaunchPdl(RoundBlockKernel, static_cast<unsigned>(blocks < 8192 ? blocks : 8192), 256, 0, S(stream), x, ld, rows, cols);
   return Launched("RoundBlockBf16");
 }
 
@@ -240,7 +252,7 @@ Status Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t
   if (n == 0) return Status::Ok();
   const int half = rot_dim / 2;
   const int64_t total = int64_t{n} * heads * half;
-  RopeKernel<<<Blocks(total), kThreads, 0, S(stream)>>>(x, heads, head_dim, half, pos, inv_freq, attn_scale, total,
+  LaunchPdl(RopeKernel, Blocks(total), kThreads, 0, S(stream), x, heads, head_dim, half, pos, inv_freq, attn_scale, total,
                                                         bf16);
   return Launched("Rope");
 }
@@ -250,7 +262,7 @@ Status GdnGates(const float* in, int64_t stride, int64_t b_col, int64_t a_col, i
   if (n < 0 || hv <= 0) return InvalidArgument("cuda GdnGates: bad shape");
   if (n == 0) return Status::Ok();
   const int64_t total = int64_t{n} * hv;
-  GdnGatesKernel<<<Blocks(total), kThreads, 0, S(stream)>>>(in, stride, b_col, a_col, hv, a_log, dt_bias, total, bf16,
+  LaunchPdl(GdnGatesKernel, Blocks(total), kThreads, 0, S(stream), in, stride, b_col, a_col, hv, a_log, dt_bias, total, bf16,
                                                             beta, g);
   return Launched("GdnGates");
 }

@@ -7,6 +7,7 @@
 #include "adapters/exact.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace graft::cuda {
 namespace {
@@ -26,6 +27,7 @@ constexpr int kTileR = 64, kTileC = 128, kStepJ = 16, kPerR = kTileR / 16, kPerC
 
 __global__ void ReconstructKernel(const uint16_t* base, int64_t rows, int64_t k, DevWeight a, DevWeight b, int rank,
                                   uint16_t* out) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   __shared__ float as[kStepJ][kTileC];
   __shared__ float bs[kStepJ][kTileR];
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -68,6 +70,7 @@ __global__ void ReconstructKernel(const uint16_t* base, int64_t rows, int64_t k,
 }
 
 __global__ void ResidualKernel(DevResidual r, uint16_t* out) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= r.chunks) return;
   int64_t at = r.chunk_byte[c];
@@ -93,8 +96,7 @@ Status ExactReconstruct(const uint16_t* base, int64_t rows, int64_t k, const Dev
   if (rows == 0) return Status::Ok();
   const int64_t gx = (k + kTileC - 1) / kTileC, gy = (rows + kTileR - 1) / kTileR;
   if (gy > 65535 || gx > 0x7fffffff) return InvalidArgument("cuda ExactReconstruct: projection too large");
-  ReconstructKernel<<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      base, rows, k, a, b, rank, out);
+  LaunchPdl(ReconstructKernel, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), 256, 0, static_cast<cudaStream_t>(stream), base, rows, k, a, b, rank, out);
   return Launched("ExactReconstruct");
 }
 
@@ -102,7 +104,7 @@ Status ExactResidualApply(const DevResidual& r, uint16_t* out, void* stream) {
   if (r.chunks <= 0) return Status::Ok();
   constexpr int kThreads = 128;
   const int64_t blocks = (r.chunks + kThreads - 1) / kThreads;
-  ResidualKernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(r, out);
+  LaunchPdl(ResidualKernel, static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream), r, out);
   return Launched("ExactResidual");
 }
 

@@ -23,6 +23,7 @@
 #include "backend/cuda/attention.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 
 namespace graft::cuda {
@@ -229,12 +230,14 @@ __device__ void FlashRows(const AttentionArgs& a, int qb, int h0) {
 
 template <int kHd, int kHeads>
 __global__ void __launch_bounds__(kThreads* kHeads) FlashAttentionKernel(AttentionArgs a) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   FlashRows<kHd, kHeads>(a, blockIdx.x, blockIdx.y * kHeads);
 }
 
 // Block (0, h, y): head h of sequence y's one query row, as FlashAttentionKernel's.
 template <int kHd>
 __global__ void __launch_bounds__(kThreads) FlashAttentionSeqsKernel(AttentionArgs shape, const AttnSeq* seqs) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const AttnSeq& s = seqs[blockIdx.z];
   AttentionArgs a = shape;
   a.q = s.q;
@@ -251,7 +254,7 @@ Status LaunchSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count, cu
       FlashAttentionSeqsKernel<kHd>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FlashSmem<kHd, 1>)));
   if (ready != cudaSuccess) return Internal(std::string("cuda FlashAttention: shared memory: ") + cudaGetErrorString(ready));
   const dim3 grid(1, static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(count));
-  FlashAttentionSeqsKernel<kHd><<<grid, kThreads, sizeof(FlashSmem<kHd, 1>), s>>>(shape, seqs);
+  LaunchPdl(FlashAttentionSeqsKernel<kHd>, grid, kThreads, sizeof(FlashSmem<kHd, 1>), s, shape, seqs);
   return Launched("FlashAttention");
 }
 
@@ -262,7 +265,7 @@ Status Launch(const AttentionArgs& a, cudaStream_t s) {
                                                         static_cast<int>(sizeof(FlashSmem<kHd, kHeads>)));
   if (ready != cudaSuccess) return Internal(std::string("cuda FlashAttention: shared memory: ") + cudaGetErrorString(ready));
   const dim3 grid(static_cast<unsigned>((a.n + kQ - 1) / kQ), static_cast<unsigned>(a.num_heads / kHeads));
-  FlashAttentionKernel<kHd, kHeads><<<grid, kThreads * kHeads, sizeof(FlashSmem<kHd, kHeads>), s>>>(a);
+  LaunchPdl(FlashAttentionKernel<kHd, kHeads>, grid, kThreads * kHeads, sizeof(FlashSmem<kHd, kHeads>), s, a);
   return Launched("FlashAttention");
 }
 

@@ -5,6 +5,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace graft::cuda {
 namespace {
@@ -32,12 +33,14 @@ __device__ void ConvTokens(const float* x, int64_t x_stride, int n, int channels
 
 __global__ void ConvKernel(const float* x, int64_t x_stride, int n, int channels, DevWeight w, float* conv_state,
                            bool bf16, float* out) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   ConvTokens(x, x_stride, n, channels, w, conv_state, bf16, out);
 }
 
 // Block column y: sequence y's rows, as ConvKernel.
 __global__ void ConvSeqsKernel(const float* x, int64_t x_stride, const ConvSeq* seqs, int channels, DevWeight w,
                                bool bf16, float* out) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const ConvSeq s = seqs[blockIdx.y];
   ConvTokens(x + int64_t{s.row0} * x_stride, x_stride, s.n, channels, w, s.conv_state, bf16,
              out + int64_t{s.row0} * channels);
@@ -61,6 +64,7 @@ __device__ float WarpSumSquares16(const float* x, int d, int lane) {
 // no division a thread).
 __global__ void ConvTokensKernel(const float* x, int64_t x_stride, int n, int channels, DevWeight w,
                                  const float* conv_state, bool bf16, float* out) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= channels) return;
   const int K = static_cast<int>(w.cols), hist = K - 1;
@@ -83,6 +87,7 @@ __global__ void ConvTokensKernel(const float* x, int64_t x_stride, int n, int ch
 
 // conv_state [c, K-1] = the last K-1 inputs after n more tokens (one thread per channel).
 __global__ void ConvStateKernel(const float* x, int64_t x_stride, int n, int channels, int hist, float* conv_state) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= channels) return;
   float win[kMaxConvK];
@@ -201,12 +206,14 @@ __device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int p
 
 // One block per value head.
 __global__ void GdnCoreKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   GdnCoreTokens(a, st, a.pending_dev ? *a.pending_dev : pending0, blockIdx.x);
 }
 
 // One block per value head (x) and sequence (y): each block exactly GdnCoreKernel's for its
 // sequence.
 __global__ void GdnCoreSeqsKernel(const GdnSeq* seqs, int hk, int hv, int dk, int dv, bool bf16) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const GdnSeq& s = seqs[blockIdx.y];
   GdnCoreArgs a{};
   a.qkv = s.qkv;
@@ -225,6 +232,7 @@ __global__ void GdnCoreSeqsKernel(const GdnSeq* seqs, int hk, int hv, int dk, in
 // One warp per (row, head).
 __global__ void GatedNormKernel(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
                                 DevWeight w, float eps, bool bf16, float* out) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int64_t rh = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (rh >= int64_t{n} * hv) return;
@@ -250,13 +258,12 @@ Status CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, con
   if (n == 0) return Status::Ok();
   if (n >= kGdnParallelMinTokens) {
     const dim3 grid(static_cast<unsigned>((channels + 255) / 256), static_cast<unsigned>(std::min(n, 65535)));
-    ConvTokensKernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream)>>>(x, x_stride, n, channels, w, conv_state, bf16,
+    LaunchPdl(ConvTokensKernel, grid, 256, 0, static_cast<cudaStream_t>(stream), x, x_stride, n, channels, w, conv_state, bf16,
                                                                           out);
-    ConvStateKernel<<<(channels + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream)>>>(
-        x, x_stride, n, channels, static_cast<int>(w.cols) - 1, conv_state);
+    LaunchPdl(ConvStateKernel, (channels + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream), x, x_stride, n, channels, static_cast<int>(w.cols) - 1, conv_state);
     return Launched("CausalConvSilu");
   }
-  ConvKernel<<<(channels + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream)>>>(x, x_stride, n, channels, w,
+  LaunchPdl(ConvKernel, (channels + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream), x, x_stride, n, channels, w,
                                                                                    conv_state, bf16, out);
   return Launched("CausalConvSilu");
 }
@@ -269,8 +276,8 @@ Status CausalConvSiluSeqs(const float* x, int64_t x_stride, const ConvSeq* seqs,
                            "65535 sequences)");
   }
   if (count == 0) return Status::Ok();
-  ConvSeqsKernel<<<dim3(static_cast<unsigned>((channels + 127) / 128), static_cast<unsigned>(count)), 128, 0,
-                   static_cast<cudaStream_t>(stream)>>>(x, x_stride, seqs, channels, w, bf16, out);
+  LaunchPdl(ConvSeqsKernel, dim3(static_cast<unsigned>((channels + 127) / 128), static_cast<unsigned>(count)), 128, 0,
+                   static_cast<cudaStream_t>(stream), x, x_stride, seqs, channels, w, bf16, out);
   return Launched("CausalConvSiluSeqs");
 }
 
@@ -282,8 +289,8 @@ Status GdnCoreSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int dv
   }
   if (count == 0) return Status::Ok();
   const int threads = ((dk > dv ? dk : dv) + 31) / 32 * 32;
-  GdnCoreSeqsKernel<<<dim3(static_cast<unsigned>(hv), static_cast<unsigned>(count)), threads, 0,
-                      static_cast<cudaStream_t>(stream)>>>(seqs, hk, hv, dk, dv, bf16);
+  LaunchPdl(GdnCoreSeqsKernel, dim3(static_cast<unsigned>(hv), static_cast<unsigned>(count)), threads, 0,
+                      static_cast<cudaStream_t>(stream), seqs, hk, hv, dk, dv, bf16);
   return Launched("GdnCoreSeqs");
 }
 
@@ -301,7 +308,7 @@ Status GdnCore(const GdnCoreArgs& a, void* stream) {
   const int threads = ((a.dk > a.dv ? a.dk : a.dv) + 31) / 32 * 32;
   // The state descriptor travels by value (its pointers are device memory); `pending` is kept
   // on the host and advanced here.
-  GdnCoreKernel<<<a.hv, threads, 0, static_cast<cudaStream_t>(stream)>>>(a, *a.state, a.state->pending);
+  LaunchPdl(GdnCoreKernel, a.hv, threads, 0, static_cast<cudaStream_t>(stream), a, *a.state, a.state->pending);
   a.state->pending = (a.state->pending + a.n) % kGdnChunk;
   return Launched("GdnCore");
 }
@@ -311,8 +318,7 @@ Status GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_
   if (n < 0 || hv <= 0 || dv <= 0 || w.rows * w.cols < dv) return InvalidArgument("cuda GatedRmsNorm: bad shape");
   if (n == 0) return Status::Ok();
   const int64_t warps = int64_t{n} * hv;
-  GatedNormKernel<<<static_cast<unsigned>((warps + 7) / 8), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, z, z_stride, z_col, n, hv, dv, w, eps, bf16, out);
+  LaunchPdl(GatedNormKernel, static_cast<unsigned>((warps + 7) / 8), 256, 0, static_cast<cudaStream_t>(stream), x, z, z_stride, z_col, n, hv, dv, w, eps, bf16, out);
   return Launched("GatedRmsNorm");
 }
 

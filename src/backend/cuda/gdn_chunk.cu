@@ -23,6 +23,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace graft::cuda {
 namespace {
@@ -143,6 +144,7 @@ __host__ __device__ constexpr int CoefRowFloats(int dk) { return RowFloats(dk) +
 //   Ckk[i][m] = (k_i·k_m) e^{gam_i − gam_m} (m < i),  Cqk[i][m] = (q_i·k_m) e^{gam_i − gam_m} (m <= i)
 // for the chunk's new rows i, into a.scratch (GdnChunkScratchFloats).
 __global__ void __launch_bounds__(kThreads) GdnCoefKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   extern __shared__ float sm[];
   const int dk = a.dk, hv = a.hv, h = blockIdx.y, c = blockIdx.x, kh = h / (a.hv / a.hk), tid = threadIdx.x;
   const int kst = CoefRowFloats(dk);
@@ -174,6 +176,7 @@ __global__ void __launch_bounds__(kThreads) GdnCoefKernel(GdnCoreArgs a, DevGdnS
 }
 
 __global__ void __launch_bounds__(kThreads* kMaxGroups) GdnChunkKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   extern __shared__ float sm[];
   const int dk = a.dk, dv = a.dv, hv = a.hv, h = blockIdx.x, kh = h / (a.hv / a.hk);
   const int groups = static_cast<int>(blockDim.x) / kThreads, threads = static_cast<int>(blockDim.x);
@@ -447,11 +450,11 @@ Status GdnCoreChunked(const GdnCoreArgs& a, void* stream) {
     err = cudaFuncSetAttribute(GdnChunkKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   }
   if (err != cudaSuccess) return Internal(std::string("cuda GdnCore (chunked): shared memory: ") + cudaGetErrorString(err));
-  GdnCoefKernel<<<dim3(static_cast<unsigned>(MaxChunks(a.n)), a.hv), kThreads, coef_smem, s>>>(a, *a.state,
+  LaunchPdl(GdnCoefKernel, dim3(static_cast<unsigned>(MaxChunks(a.n)), a.hv), kThreads, coef_smem, s, a, *a.state,
                                                                                                a.state->pending);
   const int cols = kGroupCols * groups;
   const dim3 grid(a.hv, (a.dv + cols - 1) / cols);
-  GdnChunkKernel<<<grid, kThreads * groups, smem, s>>>(a, *a.state, a.state->pending);
+  LaunchPdl(GdnChunkKernel, grid, kThreads * groups, smem, s, a, *a.state, a.state->pending);
   return Launched("GdnCore (chunked)");
 }
 

@@ -8,6 +8,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 
 namespace graft::cuda {
@@ -42,6 +43,7 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloa
                                                                 int64_t k, float* __restrict__ y, int64_t ldy,
                                                                 bool round_bf16, int64_t kz, int64_t split_stride,
                                                                 int64_t x_cols) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   constexpr int kDK = S::kDK_, kLd = S::kLd, kPer = S::kPer, kStages = S::kStages_, kT = S::kThreads;
   extern __shared__ __align__(16) __nv_bfloat16 sm[];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
@@ -164,7 +166,7 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_
   if (ready != cudaSuccess) return Internal(std::string("cuda GemmDecode: shared memory: ") + cudaGetErrorString(ready));
   const int64_t per_block = 8 * S::kWarps_;
   const dim3 grid(static_cast<unsigned>((n + per_block - 1) / per_block), static_cast<unsigned>((k + kz - 1) / kz));
-  GemmDecodeKernel<S><<<grid, S::kThreads, static_cast<size_t>(S::SmemBytes(m)), s>>>(xb, static_cast<int>(m), w, n, k, y,
+  LaunchPdl(GemmDecodeKernel<S>, grid, S::kThreads, static_cast<size_t>(S::SmemBytes(m)), s, xb, static_cast<int>(m), w, n, k, y,
                                                                                     ldy, round_output, kz, m * ldy, x_cols);
   return Launched("GemmDecode");
 }

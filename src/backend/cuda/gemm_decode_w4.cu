@@ -6,6 +6,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/int4_lanes.h"
 #include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/nvfp4_table.h"
@@ -165,6 +166,10 @@ __global__ void __launch_bounds__(32 * kWarps) GemmDecodeW4Kernel(const float* _
     }
   }
 
+  // Only now wait for the kernel that wrote x (pdl.cuh): the ring's first weight loads, issued
+  // above, overlap its tail; 4-bit weights are never written by a kernel of a step.
+  PdlBegin();
+
   // While those loads fly: the slice of x to bf16 (round to nearest, as ToBf16) in shared memory,
   // and the NVFP4 table.
   {
@@ -226,7 +231,7 @@ Status Launch(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
               float* partial) {
   const dim3 grid(static_cast<unsigned>((w.rows + kRows * kWarps - 1) / (kRows * kWarps)), static_cast<unsigned>(Slices(w)));
   const size_t smem = static_cast<size_t>(m * kXLd * 2 + (kKind == W4Kind::kNvfp4 ? kNvfp4TableEntries * 16 : 0));
-  GemmDecodeW4Kernel<kKind, kNt, kSw><<<grid, 32 * kWarps, smem, s>>>(x, static_cast<int>(m), w, y, ldy, round_output,
+  LaunchPdl(GemmDecodeW4Kernel<kKind, kNt, kSw>, grid, 32 * kWarps, smem, s, x, static_cast<int>(m), w, y, ldy, round_output,
                                                                       partial);
   return Launched("GemmDecodeW4a16");
 }

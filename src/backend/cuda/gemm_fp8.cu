@@ -8,6 +8,7 @@
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/wgmma_ptx.cuh"
 
@@ -47,6 +48,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     GemmFp8Kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w,
                   const float* __restrict__ sx, int64_t m, DevWeight w, int64_t group, float* __restrict__ y, int64_t ldy,
                   bool round_bf16, int ttiles, int a_rows) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   extern __shared__ unsigned char raw[];
   // The stages 1024-byte aligned (the swizzle's period; the last one followed by enough bytes
   // for wgmma's 64-row read), then their mbarriers and the per-channel weight scales [kBN].
@@ -252,8 +254,7 @@ Status Launch(const uint8_t* xq, const float* sx, int64_t m, const DevWeight& w,
   CUtensorMap map_x, map_w;
   if (Status st = EncodeCodes(&map_x, xq, m, w.cols, a_rows); !st.ok()) return st;
   if (Status st = EncodeCodes(&map_w, static_cast<const uint8_t*>(w.data), w.rows, w.cols, kBN); !st.ok()) return st;
-  GemmFp8Kernel<kBN, kStages><<<static_cast<unsigned>(ttiles * otiles), kThreads, SmemBytes<kBN, kStages>(a_rows), s>>>(
-      map_x, map_w, sx, m, w, group, y, ldy, round_output, static_cast<int>(ttiles), a_rows);
+  LaunchPdl(GemmFp8Kernel<kBN, kStages>, static_cast<unsigned>(ttiles * otiles), kThreads, SmemBytes<kBN, kStages>(a_rows), s, map_x, map_w, sx, m, w, group, y, ldy, round_output, static_cast<int>(ttiles), a_rows);
   return Launched("GemmFp8");
 }
 

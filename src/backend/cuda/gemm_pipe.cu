@@ -7,6 +7,7 @@
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 
 namespace graft::cuda {
@@ -37,6 +38,7 @@ __global__ void __launch_bounds__(256, (Tile<kWarpN8, kBK, kStages>::kMinBlocks)
     GemmPipeKernel(const __nv_bfloat16* __restrict__ xb, int64_t m, const __nv_bfloat16* __restrict__ w, int64_t n,
                    int64_t k, float* __restrict__ y, int64_t ldy, bool round_bf16, int mtiles, int ntiles, int64_t kz,
                    int64_t split_stride, int64_t x_cols) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   using T = Tile<kWarpN8, kBK, kStages>;
   // This block's K range (blockIdx.y's slice of a split product, else all of K) and its output.
   const int64_t kb = int64_t{blockIdx.y} * kz, ke = min(k, kb + kz);
@@ -124,6 +126,7 @@ __global__ void __launch_bounds__(256, (Tile<kWarpN8, kBK, kStages>::kMinBlocks)
 }
 
 __global__ void ToBf16Kernel(const float* __restrict__ x, int64_t count, __nv_bfloat16* __restrict__ out, bool vec4) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   const int64_t first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (vec4) {
@@ -150,8 +153,7 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_
     return InvalidArgument("cuda GemmPipe: too many output tiles for one launch");
   }
   const dim3 grid(static_cast<unsigned>(mtiles * ntiles), static_cast<unsigned>((k + kz - 1) / kz));
-  GemmPipeKernel<kWarpN8, kBK, kStages><<<grid, T::kThreads, sizeof(typename T::Smem), s>>>(
-      xb, m, w, n, k, y, ldy, round_output, static_cast<int>(mtiles), static_cast<int>(ntiles), kz, m * ldy, x_cols);
+  LaunchPdl(GemmPipeKernel<kWarpN8, kBK, kStages>, grid, T::kThreads, sizeof(typename T::Smem), s, xb, m, w, n, k, y, ldy, round_output, static_cast<int>(mtiles), static_cast<int>(ntiles), kz, m * ldy, x_cols);
   return Launched("GemmPipe");
 }
 
@@ -161,8 +163,8 @@ Status ToBf16(const float* x, int64_t count, uint16_t* out, void* stream) {
   if (count <= 0) return Status::Ok();
   const bool vec4 = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0;
   const int64_t blocks = (count / (vec4 ? 4 : 1) + 255) / 256;
-  ToBf16Kernel<<<static_cast<unsigned>(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096), 256, 0,
-                 static_cast<cudaStream_t>(stream)>>>(x, count, reinterpret_cast<__nv_bfloat16*>(out), vec4);
+  LaunchPdl(ToBf16Kernel, static_cast<unsigned>(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096), 256, 0,
+                 static_cast<cudaStream_t>(stream), x, count, reinterpret_cast<__nv_bfloat16*>(out), vec4);
   return Launched("ToBf16");
 }
 

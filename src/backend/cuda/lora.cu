@@ -5,6 +5,7 @@
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/lora.h"
 
 namespace graft::cuda {
@@ -16,6 +17,7 @@ constexpr int kThreads = 256;
 // y_r[off + n] = r(y + r(r(t_r · B_n) * scale)).
 template <bool kDown>
 __global__ void LoraHalfWarpKernel(LoraArgs a, int64_t row0) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int64_t r = row0 + blockIdx.y;
   const int slot = a.row_slot[r];
   if (slot <= 0 || slot >= a.num_slots) return;
@@ -48,6 +50,7 @@ __global__ void LoraHalfWarpKernel(LoraArgs a, int64_t row0) {
 
 __global__ void LoraScatterAddKernel(const float* u, int64_t m, int64_t cols, const int32_t* rows, float scale,
                                      int64_t row_offset, float* y, int64_t y_stride, bool bf16) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < m * cols; e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = e / cols, n = e % cols;
     float* yn = y + int64_t{rows[t]} * y_stride + row_offset + n;
@@ -62,8 +65,7 @@ Status LoraScatterAdd(const float* u, int64_t m, int64_t cols, const int32_t* ro
   if (m < 0 || cols < 0) return InvalidArgument("cuda LoraScatterAdd: bad shape");
   if (m == 0 || cols == 0) return Status::Ok();
   const int64_t blocks = std::min<int64_t>((m * cols + kThreads - 1) / kThreads, 65535);
-  LoraScatterAddKernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      u, m, cols, rows, scale, row_offset, y, y_stride, bf16);
+  LaunchPdl(LoraScatterAddKernel, static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream), u, m, cols, rows, scale, row_offset, y, y_stride, bf16);
   return Launched("LoraScatterAdd");
 }
 
@@ -82,8 +84,8 @@ Status LoraAdd(const LoraArgs& a, void* stream) {
     const unsigned rows = static_cast<unsigned>(std::min<int64_t>(65535, a.m - row0));
     const dim3 down(static_cast<unsigned>((a.max_rank + per_block - 1) / per_block), rows, a.max_modules);
     const dim3 up(static_cast<unsigned>((a.max_out + per_block - 1) / per_block), rows, a.max_modules);
-    LoraHalfWarpKernel<true><<<down, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, row0);
-    LoraHalfWarpKernel<false><<<up, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, row0);
+    LaunchPdl(LoraHalfWarpKernel<true>, down, kThreads, 0, static_cast<cudaStream_t>(stream), a, row0);
+    LaunchPdl(LoraHalfWarpKernel<false>, up, kThreads, 0, static_cast<cudaStream_t>(stream), a, row0);
   }
   return Launched("LoraAdd");
 }

@@ -11,6 +11,7 @@
 #include "backend/cuda/gemm_decode_w4.h"
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/quant_weight.cuh"
 #include "backend/cuda/simt_tile.cuh"
@@ -43,6 +44,7 @@ __global__ void __launch_bounds__(kThreads) GemmBf16Kernel(const float* __restri
                                                            const __nv_bfloat16* __restrict__ w, DevWeight dw, int64_t n,
                                                            int64_t k, float* __restrict__ y, int64_t ldy, bool round_bf16,
                                                            bool vec8, int64_t kz, int64_t zstride) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   __shared__ __align__(32) __nv_bfloat16 As[kBM][kBK + kPad];
   __shared__ __align__(32) __nv_bfloat16 Bs[kBN][kBK + kPad];
   __shared__ __align__(32) float Cs[kBM][kBN + 4];
@@ -124,6 +126,7 @@ __global__ void __launch_bounds__(kLThreads, 1) GemmBf16LargeKernel(const float*
                                                                  const __nv_bfloat16* __restrict__ w, DevWeight dw,
                                                                  int64_t n, int64_t k, float* __restrict__ y, int64_t ldy,
                                                                  bool round_bf16, int64_t kz, int64_t zstride) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   extern __shared__ __align__(128) unsigned char raw[];  // sizeof(LargeTileSmem), dynamic
   // Split z (MatMulSplitK) covers K columns [z kz, (z + 1) kz) and writes y + z zstride.
   const int64_t kbeg = int64_t{blockIdx.z} * kz, kend = kbeg + kz < k ? kbeg + kz : k;
@@ -263,6 +266,7 @@ template <int kRG, int kSK>  // kRG groups of 16 rows (m <= 16 kRG), x staged kS
 __global__ void __launch_bounds__(32 * kSkWarps) GemmW4a16SkinnyKernel(const float* __restrict__ x, int64_t m,
                                                                         DevWeight dw, float* __restrict__ y, int64_t ldy,
                                                                         bool round_bf16) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   __shared__ __align__(32) __nv_bfloat16 xs[16 * kRG][kSK + kSkPad];
   __shared__ __align__(32) __nv_bfloat16 bt[kSkWarps][kSkAhead][16][16 + 8];
   __shared__ __align__(32) float stage[kSkWarps][16][20];
@@ -308,6 +312,7 @@ __global__ void __launch_bounds__(32 * kSkWarps) GemmW4a16SkinnyKernel(const flo
 // then a fixed pairwise tree.
 __global__ void GemmSimtKernel(const float* __restrict__ x, int64_t m, DevWeight w, float* __restrict__ y, int64_t ldy,
                                bool round_bf16) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int64_t n = w.rows, k = w.cols;
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < m * n; o += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = o / n, j = o % n;
@@ -323,6 +328,7 @@ __global__ void GemmSimtKernel(const float* __restrict__ x, int64_t m, DevWeight
 
 __global__ void __launch_bounds__(256) GemmSimtTiledKernel(const float* __restrict__ x, int64_t m, DevWeight w,
                                                            float* __restrict__ y, int64_t ldy, bool round_bf16) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   __shared__ float xs[kSM][kSK + 1];
   __shared__ float ws[kSN][kSK + 1];
   const int64_t n = w.rows, k = w.cols;
@@ -412,6 +418,7 @@ namespace {
 // rounded once: SumSplits, and the W4A16 prefill's column chunks.
 __global__ void SumSplitsKernel(const float* __restrict__ partial, int64_t splits, int64_t m, int64_t cols,
                                 float* __restrict__ y, int64_t ldy, bool round_bf16) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int64_t count = m * cols;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < count; e += int64_t{gridDim.x} * blockDim.x) {
     float sum = partial[e];
@@ -453,6 +460,7 @@ W4Prefill W4PrefillPlan(int64_t m, const DevWeight& w) {
 // out [rows, K] bf16 = W's rows [r0, r0 + rows) dequantized (QuantBf16x8: QuantAt's values), 8
 // columns a thread.
 __global__ void DequantRowsKernel(DevWeight w, int64_t r0, int64_t rows, uint4* __restrict__ out) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int64_t per_row = w.cols / 8, count = rows * per_row;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < count; e += int64_t{gridDim.x} * blockDim.x) {
     out[e] = QuantBf16x8(w, r0 + e / per_row, (e % per_row) * 8);
@@ -470,7 +478,7 @@ Status W4PrefillMatMul(const uint16_t* xb, int64_t m, const DevWeight& w, const 
   auto* partial = reinterpret_cast<float*>(scratch + p.xb_bytes + p.w_bytes);
   for (int64_t n0 = 0; n0 < w.rows; n0 += p.chunk) {
     const int64_t nc = std::min(p.chunk, w.rows - n0);
-    DequantRowsKernel<<<GridFor(nc * w.cols / 8), 256, 0, s>>>(w, n0, nc, reinterpret_cast<uint4*>(wb));
+    LaunchPdl(DequantRowsKernel, GridFor(nc * w.cols / 8), 256, 0, s, w, n0, nc, reinterpret_cast<uint4*>(wb));
     DevWeight dense;
     dense.data = wb;
     dense.rows = nc;
@@ -481,7 +489,7 @@ Status W4PrefillMatMul(const uint16_t* xb, int64_t m, const DevWeight& w, const 
       continue;
     }
     GRAFT_RETURN_IF_ERROR(MatMulBf16(xb, w.cols, m, dense, partial, nc, false, /*split_k=*/true, s));
-    SumSplitsKernel<<<GridFor(m * nc), 256, 0, s>>>(partial, p.splits, m, nc, y + n0, ldy, round_output);
+    LaunchPdl(SumSplitsKernel, GridFor(m * nc), 256, 0, s, partial, p.splits, m, nc, y + n0, ldy, round_output);
   }
   return Launched("MatMul (W4A16 prefill)");
 }
@@ -542,9 +550,9 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
   if (tensor && w.w4a16() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
              (w.format != DevFormat::kInt4 || w.group % 8 == 0)) {
     const unsigned blocks = static_cast<unsigned>((w.rows / 16 + kSkWarps - 1) / kSkWarps);
-    if (m <= 16) GemmW4a16SkinnyKernel<1, 512><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, w, y, ldy, round_output);
-    else if (m <= 32) GemmW4a16SkinnyKernel<2, 256><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, w, y, ldy, round_output);
-    else GemmW4a16SkinnyKernel<4, 128><<<blocks, 32 * kSkWarps, 0, s>>>(x, m, w, y, ldy, round_output);
+    if (m <= 16) LaunchPdl(GemmW4a16SkinnyKernel<1, 512>, blocks, 32 * kSkWarps, 0, s, x, m, w, y, ldy, round_output);
+    else if (m <= 32) LaunchPdl(GemmW4a16SkinnyKernel<2, 256>, blocks, 32 * kSkWarps, 0, s, x, m, w, y, ldy, round_output);
+    else LaunchPdl(GemmW4a16SkinnyKernel<4, 128>, blocks, 32 * kSkWarps, 0, s, x, m, w, y, ldy, round_output);
   } else if (tensor && m > kBM && aligned) {
     if (Status ready = LargeTileReady(); !ready.ok()) return ready;
     const int64_t gy = (m + kLM - 1) / kLM;
@@ -552,9 +560,9 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
     const dim3 grid(static_cast<unsigned>((w.rows + kLN - 1) / kLN), static_cast<unsigned>(gy));
     const int64_t kz = (w.cols + kLK - 1) / kLK * kLK;  // one split: all of K
     if (w.quantized())
-      GemmBf16LargeKernel<true><<<grid, kLThreads, sizeof(LargeTileSmem), s>>>(x, m, wb, w, w.rows, w.cols, y, ldy,
+      LaunchPdl(GemmBf16LargeKernel<true>, grid, kLThreads, sizeof(LargeTileSmem), s, x, m, wb, w, w.rows, w.cols, y, ldy,
                                                                              round_output, kz, 0);
-    else GemmBf16LargeKernel<false><<<grid, kLThreads, sizeof(LargeTileSmem), s>>>(x, m, wb, w, w.rows, w.cols, y, ldy,
+    else LaunchPdl(GemmBf16LargeKernel<false>, grid, kLThreads, sizeof(LargeTileSmem), s, x, m, wb, w, w.rows, w.cols, y, ldy,
                                                                                    round_output, kz, 0);
   } else if (tensor) {
     const int64_t gy = (m + kBM - 1) / kBM;
@@ -563,17 +571,17 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
     const bool vec8 = w.cols % 8 == 0 && (w.format != DevFormat::kInt4 || w.group % 8 == 0);
     const int64_t kz = (w.cols + kBK - 1) / kBK * kBK;  // one split: all of K
     if (w.quantized())
-      GemmBf16Kernel<true><<<grid, kThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output, vec8, kz, 0);
-    else GemmBf16Kernel<false><<<grid, kThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, y, ldy, round_output, false, kz, 0);
+      LaunchPdl(GemmBf16Kernel<true>, grid, kThreads, 0, s, x, m, wb, w, w.rows, w.cols, y, ldy, round_output, vec8, kz, 0);
+    else LaunchPdl(GemmBf16Kernel<false>, grid, kThreads, 0, s, x, m, wb, w, w.rows, w.cols, y, ldy, round_output, false, kz, 0);
   } else if (m > 8) {
     const int64_t gy = (m + kSM - 1) / kSM;
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 32 rows in one call (SIMT)");
     const dim3 grid(static_cast<unsigned>((w.rows + kSN - 1) / kSN), static_cast<unsigned>(gy));
-    GemmSimtTiledKernel<<<grid, 256, 0, s>>>(x, m, w, y, ldy, round_output && bf16);
+    LaunchPdl(GemmSimtTiledKernel, grid, 256, 0, s, x, m, w, y, ldy, round_output && bf16);
   } else {
     const int64_t total = m * w.rows;
     const int64_t blocks = (total + 255) / 256;
-    GemmSimtKernel<<<static_cast<unsigned>(blocks < 1048576 ? blocks : 1048576), 256, 0, s>>>(x, m, w, y, ldy,
+    LaunchPdl(GemmSimtKernel, static_cast<unsigned>(blocks < 1048576 ? blocks : 1048576), 256, 0, s, x, m, w, y, ldy,
                                                                                               round_output && bf16);
   }
   return Launched("MatMul");
@@ -605,11 +613,11 @@ Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partia
   if (large) {
     if (Status ready = LargeTileReady(); !ready.ok()) return ready;
     const dim3 grid(static_cast<unsigned>((w.rows + kLN - 1) / kLN), static_cast<unsigned>(gy), static_cast<unsigned>(splits));
-    GemmBf16LargeKernel<false><<<grid, kLThreads, sizeof(LargeTileSmem), s>>>(x, m, wb, w, w.rows, w.cols, partial, w.rows,
+    LaunchPdl(GemmBf16LargeKernel<false>, grid, kLThreads, sizeof(LargeTileSmem), s, x, m, wb, w, w.rows, w.cols, partial, w.rows,
                                                                               false, kz, m * w.rows);
   } else {
     const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>(gy), static_cast<unsigned>(splits));
-    GemmBf16Kernel<false><<<grid, kThreads, 0, s>>>(x, m, wb, w, w.rows, w.cols, partial, w.rows, false, false, kz, m * w.rows);
+    LaunchPdl(GemmBf16Kernel<false>, grid, kThreads, 0, s, x, m, wb, w, w.rows, w.cols, partial, w.rows, false, false, kz, m * w.rows);
   }
   return Launched("MatMulSplitK");
 }
@@ -623,8 +631,7 @@ Status SumSplitsInto(const float* partial, int64_t m, const DevWeight& w, float*
   const int64_t kz = SplitKColumns(w.cols), splits = (w.cols + kz - 1) / kz, count = m * w.rows;
   if (count == 0) return Status::Ok();
   const int64_t blocks = (count + 255) / 256;
-  SumSplitsKernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      partial, splits, m, w.rows, y, ldy, round_output);
+  LaunchPdl(SumSplitsKernel, static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0, static_cast<cudaStream_t>(stream), partial, splits, m, w.rows, y, ldy, round_output);
   return Launched("SumSplits");
 }
 

@@ -7,6 +7,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm_fp8.h"
 #include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/simt_tile.cuh"
 
@@ -25,6 +26,7 @@ template <bool kCodes, bool kVec>
 __global__ void __launch_bounds__(32 * kQuantWarps) Fp8QuantizeActKernel(const float* __restrict__ x, int64_t m, int64_t k,
                                                                          int64_t group, int64_t groups,
                                                                          void* __restrict__ out, float* __restrict__ sx) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int64_t id = int64_t{blockIdx.x} * kQuantWarps + threadIdx.x / 32;
   if (id >= m * groups) return;
   const int lane = threadIdx.x % 32;
@@ -74,8 +76,8 @@ Status QuantizeActivations(const float* x, int64_t m, int64_t k, int64_t group, 
   const auto blocks = static_cast<unsigned>((m * groups + kQuantWarps - 1) / kQuantWarps);
   const bool vec = k % 4 == 0 && group % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(out) % 16 == 0;
-  if (vec) Fp8QuantizeActKernel<kCodes, true><<<blocks, 32 * kQuantWarps, 0, s>>>(x, m, k, group, groups, out, sx);
-  else Fp8QuantizeActKernel<kCodes, false><<<blocks, 32 * kQuantWarps, 0, s>>>(x, m, k, group, groups, out, sx);
+  if (vec) LaunchPdl(Fp8QuantizeActKernel<kCodes, true>, blocks, 32 * kQuantWarps, 0, s, x, m, k, group, groups, out, sx);
+  else LaunchPdl(Fp8QuantizeActKernel<kCodes, false>, blocks, 32 * kQuantWarps, 0, s, x, m, k, group, groups, out, sx);
   return Launched("MatMulFp8 quantize");
 }
 
@@ -88,6 +90,7 @@ Status QuantizeActivations(const float* x, int64_t m, int64_t k, int64_t group, 
 __global__ void __launch_bounds__(256) GemmFp8Kernel(const float* __restrict__ xq, const float* __restrict__ sx,
                                                      int64_t m, DevWeight w, int64_t group, int64_t groups,
                                                      float* __restrict__ y, int64_t ldy, bool round_bf16) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   __shared__ float xs[kSM][kSK + 1];
   __shared__ float ws[kSN][kSK + 1];
   const int64_t n = w.rows, k = w.cols;
@@ -168,7 +171,7 @@ Status MatMulFp8(const float* x, int64_t m, const DevWeight& w, float* scratch, 
   const int64_t gy = (m + kSM - 1) / kSM;
   if (gy > 65535) return InvalidArgument("cuda MatMulFp8: more than 65535 * 32 rows in one call");
   const dim3 grid(static_cast<unsigned>((w.rows + kSN - 1) / kSN), static_cast<unsigned>(gy));
-  GemmFp8Kernel<<<grid, 256, 0, s>>>(xq, sx, m, w, group, groups, y, ldy, round_output && bf16);
+  LaunchPdl(GemmFp8Kernel, grid, 256, 0, s, xq, sx, m, w, group, groups, y, ldy, round_output && bf16);
   return Launched("MatMulFp8");
 }
 

@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/rmsnorm.h"
 
 namespace graft::cuda {
@@ -32,6 +33,7 @@ template <bool kAdd>
 __global__ void __launch_bounds__(kThreads) RmsNormKernel(const float* x, float* h, const float* __restrict__ y,
                                                           const float* __restrict__ w, int dim, float eps, int kind,
                                                           bool round_bf16, float* out) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   __shared__ float partial[kThreads];
   const int64_t row = blockIdx.x;
   const int tid = threadIdx.x;
@@ -95,8 +97,7 @@ Status RmsNorm(const float* x, const float* w, int64_t rows, int dim, float eps,
   if (rows < 0 || dim <= 0) return InvalidArgument("cuda RmsNorm: bad shape");
   if (rows == 0) return Status::Ok();
   if (rows > 0x7fffffff) return InvalidArgument("cuda RmsNorm: more than 2^31 rows");
-  RmsNormKernel<false><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, nullptr, nullptr, w, dim, eps, static_cast<int>(kind), round_bf16, out);
+  LaunchPdl(RmsNormKernel<false>, static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), x, nullptr, nullptr, w, dim, eps, static_cast<int>(kind), round_bf16, out);
   return Launched("RmsNorm");
 }
 
@@ -106,8 +107,7 @@ Status AddRmsNorm(float* h, const float* y, const float* w, int64_t rows, int di
   if (rows == 0) return Status::Ok();
   if (rows > 0x7fffffff) return InvalidArgument("cuda AddRmsNorm: more than 2^31 rows");
   if (out == h || out == y) return InvalidArgument("cuda AddRmsNorm: out aliases h or y");
-  RmsNormKernel<true><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      nullptr, h, y, w, dim, eps, static_cast<int>(kind), round_bf16, out);
+  LaunchPdl(RmsNormKernel<true>, static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), nullptr, h, y, w, dim, eps, static_cast<int>(kind), round_bf16, out);
   return Launched("AddRmsNorm");
 }
 

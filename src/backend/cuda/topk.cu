@@ -1,6 +1,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/topk.h"
 
 namespace graft::cuda {
@@ -21,6 +22,7 @@ __device__ bool Before(const Cand& a, const Cand& b) {
 }
 
 __global__ void TopKKernel(const float* x, int vocab, const float* temperature, int k, float* values, int32_t* ids) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   __shared__ Cand best[kThreads];
   const int64_t r = blockIdx.x;
   const float* row = x + r * vocab;
@@ -55,7 +57,7 @@ Status TopK(const float* x, int64_t rows, int vocab, const float* temperature, i
     return InvalidArgument("cuda TopK: bad shape (1 <= k <= min(vocab, 64))");
   }
   if (rows == 0) return Status::Ok();
-  TopKKernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, vocab, temperature, k,
+  LaunchPdl(TopKKernel, static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), x, vocab, temperature, k,
                                                                                             values, ids);
   return Launched("TopK");
 }

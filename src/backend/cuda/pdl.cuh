@@ -1,0 +1,53 @@
+// Programmatic dependent launch (Hopper): a kernel may start while the kernel before it in the
+// stream is still finishing, so that a decode step's ~1,000 short kernels do not each pay the
+// launch and ramp-up gap, and a projection's first weight loads overlap its predecessor's tail.
+//
+// The contract every graft kernel keeps (LaunchPdl launches them all):
+// - Before it reads anything an earlier kernel may have written, or writes anything an
+//   earlier kernel may read, each block calls AwaitPredecessors() (griddepcontrol.wait: returns
+//   once the preceding grid has completed and its writes are visible). It is called at the top,
+//   before any early return, so that a grid never completes ahead of its predecessor (the
+//   next grid's wait covers only its own predecessor; the chain stays ordered).
+// - Before that call a kernel may only read data no kernel writes while a forward runs: the
+//   weights of a 4-bit or FP8 base (written at load time, by copies, never by a kernel of a step).
+// - ReleaseDependents() (griddepcontrol.launch_dependents) right after the wait lets the next
+//   grid be scheduled once every block of this one has reached it: at most two grids are in flight,
+//   and every block of the running grid is already resident before the next one takes room.
+// Without the launch attribute both instructions are no-ops, so eager, captured and replayed
+// steps compute the same bits; the attribute changes when kernels start, never what they compute.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+namespace graft::cuda {
+
+__device__ __forceinline__ void AwaitPredecessors() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void ReleaseDependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+// The prologue of a kernel with nothing to load ahead: wait for the predecessor, then let the
+// successor launch.
+__device__ __forceinline__ void PdlBegin() {
+  AwaitPredecessors();
+  ReleaseDependents();
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialization allowed
+// (the kernel keeps the contract above). Errors surface through cudaGetLastError as a <<<>>>
+// launch's do (launched.h: Launched).
+template <typename... Params, typename... Args>
+void LaunchPdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace graft::cuda
