@@ -112,15 +112,6 @@ __device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int p
   const int64_t conv_dim = 2LL * a.hk * dk + int64_t{hv} * dv;
   const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
   float* S = st.S + int64_t{h} * dk * dv;
-  // The head's state and the open chunk's key and value rows are read only after the norms and
-  // the coefficients: ask L2 for them now (bulk prefetches, nothing waits on them), so their
-  // loads below wait on L2 rather than DRAM (the state of every layer is ~147 MB a step at
-  // Qwen3.5-27B: the weights stream evicts it between steps).
-  if (tid == 0) PrefetchL2(S, int64_t{dk} * dv * 4);
-  for (int m = tid; m < pending; m += blockDim.x) {
-    PrefetchL2(st.pk + (int64_t{m} * hv + h) * dk, int64_t{dk} * 4);
-    PrefetchL2(st.pvn + (int64_t{m} * hv + h) * dv, int64_t{dv} * 4);
-  }
   for (int t = 0; t < a.n; ++t) {
     const float* row = a.qkv + t * conv_dim;
     const float* qraw = row + kh * dk;
@@ -204,17 +195,37 @@ __device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int p
   }
 }
 
-// One block per value head.
+// The head's state and the open chunk's key and value rows are read only after the norms and
+// the coefficients: ask L2 for them at the kernel's start (bulk prefetches, nothing waits on
+// them), so their loads wait on L2 rather than DRAM (the state of every layer is ~147 MB a step
+// at Qwen3.5-27B: the weights stream evicts it between steps). Called before the kernel waits
+// for its predecessor (pdl.cuh): this layer's state was last written by its own token kernel a
+// step earlier, long complete, and a prefetch only hints — a stale `pending` (clamped to the
+// chunk) can only fetch rows that go unused.
+__device__ void PrefetchHeadState(const DevGdnState& st, int dk, int dv, int hv, int pending, int h) {
+  const int tid = threadIdx.x;
+  if (tid == 0) PrefetchL2(st.S + int64_t{h} * dk * dv, int64_t{dk} * dv * 4);
+  for (int m = tid; m < pending && m < kGdnChunk; m += blockDim.x) {
+    PrefetchL2(st.pk + (int64_t{m} * hv + h) * dk, int64_t{dk} * 4);
+    PrefetchL2(st.pvn + (int64_t{m} * hv + h) * dv, int64_t{dv} * 4);
+  }
+}
+
+// One block per value head. The open chunk's row count comes from a staged counter (copied in
+// before the step's first kernel) or the argument.
 __global__ void GdnCoreKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
-  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
-  GdnCoreTokens(a, st, a.pending_dev ? *a.pending_dev : pending0, blockIdx.x);
+  const int pending = a.pending_dev ? *a.pending_dev : pending0;
+  PrefetchHeadState(st, a.dk, a.dv, a.hv, pending, blockIdx.x);
+  PdlBegin();  // pdl.cuh: only prefetches before the predecessor completes
+  GdnCoreTokens(a, st, pending, blockIdx.x);
 }
 
 // One block per value head (x) and sequence (y): each block exactly GdnCoreKernel's for its
 // sequence.
 __global__ void GdnCoreSeqsKernel(const GdnSeq* seqs, int hk, int hv, int dk, int dv, bool bf16) {
-  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
-  const GdnSeq& s = seqs[blockIdx.y];
+  const GdnSeq& s = seqs[blockIdx.y];  // staged by a copy before the step's first kernel
+  PrefetchHeadState(s.state, dk, dv, hv, s.state.pending, blockIdx.x);
+  PdlBegin();  // pdl.cuh: only prefetches before the predecessor completes
   GdnCoreArgs a{};
   a.qkv = s.qkv;
   a.beta = s.beta;

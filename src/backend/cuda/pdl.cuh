@@ -8,8 +8,11 @@
 //   once the preceding grid has completed and its writes are visible). It is called at the top,
 //   before any early return, so that a grid never completes ahead of its predecessor (the
 //   next grid's wait covers only its own predecessor; the chain stays ordered).
-// - Before that call a kernel may only read data no kernel writes while a forward runs: the
-//   weights of a 4-bit or FP8 base (written at load time, by copies, never by a kernel of a step).
+// - Before that call a kernel may read only what its predecessor cannot be writing: model weights
+//   (uploaded by copies at load time, never written by a kernel) and arrays staged by copies.
+//   Everything older than the predecessor has completed by then (the predecessor released this
+//   grid only after its own wait), so state a kernel of an earlier step wrote is safe too; L2
+//   prefetch hints are safe on anything (they move no data a thread sees).
 // - ReleaseDependents() (griddepcontrol.launch_dependents) right after the wait lets the next
 //   grid be scheduled once every block of this one has reached it: at most two grids are in flight,
 //   and every block of the running grid is already resident before the next one takes room.

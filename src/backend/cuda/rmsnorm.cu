@@ -33,16 +33,18 @@ template <bool kAdd>
 __global__ void __launch_bounds__(kThreads) RmsNormKernel(const float* x, float* h, const float* __restrict__ y,
                                                           const float* __restrict__ w, int dim, float eps, int kind,
                                                           bool round_bf16, float* out) {
-  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   __shared__ float partial[kThreads];
   const int64_t row = blockIdx.x;
   const int tid = threadIdx.x;
   const float* xr = kAdd ? h + row * dim : x + row * dim;
   float v[kCached], wv[kCached];  // the weights read with the row: their latency off the path after the sum
-#pragma unroll
-  for (int j = 0; j < kCached; ++j) v[j] = tid + j * kThreads < dim ? xr[tid + j * kThreads] : 0.0f;
+  // The norm's weights are uploaded by copies at load time, never written by a kernel: read them
+  // before waiting for the kernel that wrote the row (pdl.cuh).
 #pragma unroll
   for (int j = 0; j < kCached; ++j) wv[j] = tid + j * kThreads < dim ? w[tid + j * kThreads] : 0.0f;
+  PdlBegin();
+#pragma unroll
+  for (int j = 0; j < kCached; ++j) v[j] = tid + j * kThreads < dim ? xr[tid + j * kThreads] : 0.0f;
   if constexpr (kAdd) {
     float yv[kCached];
 #pragma unroll
