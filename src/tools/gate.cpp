@@ -1,5 +1,6 @@
 #include "tools/gate.h"
 #include "util/json_depth.h"
+#include "util/json_field.h"
 
 #include <fmt/core.h>
 
@@ -83,15 +84,21 @@ Result<GateReport> RunGate(const std::string& reference, const std::string& cand
     const json& cd = cand[r]["decisions"];
     const std::string where = fmt::format("record {}", r + 1);
     if (rd.size() != cd.size()) return InvalidArgument(fmt::format("{}: {} questions vs {}", where, rd.size(), cd.size()));
-    const int64_t tokens = ref[r].value("usage", json::object()).value("record_tokens", int64_t{0});
+    int64_t tokens = 0;  // the record's length bucket: the reference's "usage.record_tokens", if it says
+    if (const auto u = ref[r].find("usage"); u != ref[r].end() && !u->is_null()) {
+      GRAFT_ASSIGN_OR_RETURN(tokens, Int64Field(*u, "record_tokens", 0, fmt::format("{}: {} \"usage\"", reference, where)));
+    }
     auto& bucket = buckets[Bucket(tokens)];
     for (size_t q = 0; q < rd.size(); ++q) {
       const json &a = rd[q], &b = cd[q];
-      if (a.value("id", "") != b.value("id", "")) {
+      GRAFT_ASSIGN_OR_RETURN(const std::string qid,
+                             StringField(a, "id", "", fmt::format("{}: {}, question {}", reference, where, q + 1)));
+      GRAFT_ASSIGN_OR_RETURN(const std::string cid,
+                             StringField(b, "id", "", fmt::format("{}: {}, question {}", candidate, where, q + 1)));
+      if (qid != cid) {
         return InvalidArgument(fmt::format("{}: question {} is '{}' in the reference but '{}' in the candidate", where, q + 1,
-                                           a.value("id", ""), b.value("id", "")));
+                                           qid, cid));
       }
-      const std::string qid = a.value("id", "");
       if (!a.contains("probabilities") || !b.contains("probabilities") || !a["probabilities"].is_object() ||
           !b["probabilities"].is_object()) {
         return InvalidArgument(fmt::format("{}, question '{}': missing probabilities", where, qid));
@@ -105,7 +112,12 @@ Result<GateReport> RunGate(const std::string& reference, const std::string& cand
         if (!pb.contains(choice)) {
           return InvalidArgument(fmt::format("{}, question '{}': choice '{}' is missing from the candidate", where, qid, choice));
         }
-        const double p = va.get<double>(), q2 = pb[choice].get<double>();
+        const json& vb = pb[choice];
+        if (!va.is_number() || !vb.is_number()) {
+          return InvalidArgument(fmt::format("{}, question '{}': the probability of '{}' is not a number ({} vs {})", where,
+                                             qid, choice, va.dump(), vb.dump()));
+        }
+        const double p = va.get<double>(), q2 = vb.get<double>();
         if (!(p >= 0 && p <= 1 && q2 >= 0 && q2 <= 1)) {
           return InvalidArgument(fmt::format("{}, question '{}': probability of '{}' outside [0, 1]", where, qid, choice));
         }

@@ -9,6 +9,7 @@
 
 #include <fmt/core.h>
 
+#include <cstdint>
 #include <string>
 
 #include "util/status.h"
@@ -43,6 +44,31 @@ Result<bool> BoolField(const Json& j, const char* key, bool def, const std::stri
                                        it->dump()));
   }
   return it->template get<bool>();
+}
+
+// A number (integer or floating point) as a double.
+template <class Json>
+Result<double> NumberField(const Json& j, const char* key, double def, const std::string& where) {
+  if (!j.is_object()) return json_field_detail::NotAnObject(j, key, where);
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return def;
+  if (!it->is_number()) {
+    return InvalidArgument(fmt::format("{}: \"{}\" must be a number, not {} ({})", where, key, it->type_name(), it->dump()));
+  }
+  return it->template get<double>();
+}
+
+// An integer that fits int64 (a float, or an unsigned past 2^63 - 1, is refused: never rounded
+// or wrapped into a plausible value).
+template <class Json>
+Result<int64_t> Int64Field(const Json& j, const char* key, int64_t def, const std::string& where) {
+  if (!j.is_object()) return json_field_detail::NotAnObject(j, key, where);
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return def;
+  if (!it->is_number_integer() || (it->is_number_unsigned() && it->template get<uint64_t>() > 0x7fffffffffffffffULL)) {
+    return InvalidArgument(fmt::format("{}: \"{}\" must be an integer, not {} ({})", where, key, it->type_name(), it->dump()));
+  }
+  return it->template get<int64_t>();
 }
 
 }  // namespace graft

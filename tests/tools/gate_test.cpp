@@ -72,5 +72,39 @@ TEST(Gate, MismatchedFilesAreErrors) {
   }
 }
 
+// Fields of the wrong type in either file are named errors (they threw nlohmann's type_error out
+// of graft gate, an abort, before).
+TEST(Gate, FieldsOfTheWrongTypeAreNamedErrors) {
+  test::TempDir dir;
+  const std::string good = Line(10, {{"a", {0.5, 0.5}}});
+  struct Case {
+    std::string ref, cand, expect;
+  };
+  const std::vector<Case> cases = {
+      {good, R"({"decisions": [{"id": 7, "probabilities": {"yes": 0.5, "no": 0.5}}]})", "\"id\" must be a string, not number"},
+      {good, R"({"decisions": ["a"]})", "question 1: expected an object with \"id\", found a string"},
+      {good, R"({"decisions": [{"id": "a", "probabilities": {"yes": "0.5", "no": 0.5}}]})",
+       "the probability of 'yes' is not a number (0.5 vs \"0.5\")"},
+      {R"({"decisions": [{"id": "a", "probabilities": {"yes": 0.5, "no": 0.5}}], "usage": 3})", good,
+       "\"usage\": expected an object with \"record_tokens\", found a number"},
+      {R"({"decisions": [{"id": "a", "probabilities": {"yes": 0.5, "no": 0.5}}], "usage": {"record_tokens": "9"}})", good,
+       "\"record_tokens\" must be an integer, not string"},
+  };
+  for (const auto& c : cases) {
+    test::WriteText(dir.File("ref.jsonl"), c.ref + "\n");
+    test::WriteText(dir.File("cand.jsonl"), c.cand + "\n");
+    auto r = RunGate(dir.File("ref.jsonl"), dir.File("cand.jsonl"), 0.05, 95);
+    ASSERT_FALSE(r.ok()) << c.ref << " / " << c.cand;
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().ToString();
+  }
+  // A null usage is "not given": the record counts in the shortest bucket.
+  test::WriteText(dir.File("ref.jsonl"), R"({"decisions": [{"id": "a", "probabilities": {"yes": 1, "no": 0}}], "usage": null})"
+                                         "\n");
+  test::WriteText(dir.File("cand.jsonl"), good);
+  auto ok = RunGate(dir.File("ref.jsonl"), dir.File("cand.jsonl"), 0.05, 95);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->rows.back().bucket, "<=1K");
+}
+
 }  // namespace
 }  // namespace graft
