@@ -17,6 +17,7 @@
 #include "io/safetensors.h"
 #include "util/bytes.h"
 #include "util/json_depth.h"
+#include "util/json_field.h"
 #include "util/sha256.h"
 
 namespace graft {
@@ -35,6 +36,15 @@ Result<json> ReadManifest(const std::string& dir) {
   json j = json::parse(ss.str(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Corrupt(path + ": not a JSON object");
   return j;
+}
+
+// A field of a JSON object as inspect prints it: a string bare, anything else as JSON, "?" when
+// absent or when `j` is not an object (inspect shows what is there; verify judges it).
+std::string Shown(const json& j, const char* key) {
+  if (!j.is_object()) return "?";
+  const auto it = j.find(key);
+  if (it == j.end()) return "?";
+  return it->is_string() ? it->get<std::string>() : it->dump();
 }
 
 std::string HashOf(const SafetensorsFile& f, const TensorInfo& t) {
@@ -91,9 +101,17 @@ Status RunVerify(const VerifyJob& job, std::string* report) {
   if (!manifest.contains("exact")) return InvalidArgument(job.dir + ": the adapter has no exact representation (extract --exact)");
   GRAFT_ASSIGN_OR_RETURN(Checkpoint mck, Checkpoint::Open(job.merged));
   GRAFT_ASSIGN_OR_RETURN(IdentityResult mid, CachedIdentity(mck, job.cache_dir));
-  if (manifest.value("merged_identity", "") != mid.identity) {
+  const std::string mpath = job.dir + "/graft_manifest.json";
+  GRAFT_ASSIGN_OR_RETURN(const std::string merged_identity, StringField(manifest, "merged_identity", "", mpath));
+  if (merged_identity != mid.identity) {
     return InvalidArgument(fmt::format("{} has identity {} but the adapter was extracted from {}", job.merged, mid.identity,
-                                       manifest.value("merged_identity", "")));
+                                       merged_identity));
+  }
+  const json& exact = manifest["exact"];
+  GRAFT_ASSIGN_OR_RETURN(const int64_t residual_elements, Int64Field(exact, "residual_elements", 0, mpath + " \"exact\""));
+  GRAFT_ASSIGN_OR_RETURN(const int64_t residual_bytes, Int64Field(exact, "residual_bytes", 0, mpath + " \"exact\""));
+  if (!manifest.contains("modules") || !manifest["modules"].is_object()) {
+    return Corrupt(mpath + ": no \"modules\" object (the projections the exact representation covers)");
   }
   GRAFT_ASSIGN_OR_RETURN(SafetensorsFile ex, SafetensorsFile::Open((fs::path(job.dir) / "graft_exact.safetensors").string()));
   GRAFT_ASSIGN_OR_RETURN(SafetensorsFile lf, SafetensorsFile::Open((fs::path(job.dir) / "adapter_model.safetensors").string()));
@@ -111,9 +129,19 @@ Status RunVerify(const VerifyJob& job, std::string* report) {
     if (b.info->dtype != DType::kBF16 || m.info->dtype != DType::kBF16 || idx->dtype != DType::kU8 || val->dtype != DType::kBF16) {
       return Corrupt(fmt::format("{}: unexpected dtypes for {}", job.dir, module));
     }
+    // The product reads A as [r, K] and B as [N, r] over a base and merged weight of [N, K].
+    const auto& bs = b.info->shape;
+    const bool shapes_ok = bs.size() == 2 && m.info->shape == bs && a_t->shape.size() == 2 && b_t->shape.size() == 2 &&
+                           a_t->shape[1] == bs[1] && b_t->shape[0] == bs[0] && b_t->shape[1] == a_t->shape[0] &&
+                           a_t->shape[0] > 0 && a_t->shape[0] <= bs[1];
+    if (!shapes_ok) {
+      return Corrupt(fmt::format("{}: the shapes of {} do not fit (base {}, merged {}, lora_A {}, lora_B {})", job.dir, module,
+                                 fmt::join(bs, "x"), fmt::join(m.info->shape, "x"), fmt::join(a_t->shape, "x"),
+                                 fmt::join(b_t->shape, "x")));
+    }
     GRAFT_ASSIGN_OR_RETURN(std::vector<float> a, ReadAsFloat(TensorRef{&lf, a_t}));
     GRAFT_ASSIGN_OR_RETURN(std::vector<float> bb, ReadAsFloat(TensorRef{&lf, b_t}));
-    const int64_t n = b.info->shape[0], k = b.info->shape[1];
+    const int64_t n = bs[0], k = bs[1];
     const int r = static_cast<int>(a_t->shape[0]);
     std::vector<uint16_t> base(static_cast<size_t>(n * k));
     CopyBytes(base.data(), b.data(), base.size() * 2);
@@ -133,7 +161,7 @@ Status RunVerify(const VerifyJob& job, std::string* report) {
     ++projections;
   }
   say(fmt::format("ok  exact: {} projections reconstruct the merged bf16 weights bit for bit ({} residual elements, {} bytes)",
-                  projections, manifest["exact"].value("residual_elements", 0), manifest["exact"].value("residual_bytes", 0)));
+                  projections, residual_elements, residual_bytes));
   return Status::Ok();
 }
 
@@ -146,9 +174,8 @@ Result<std::string> InspectAdapter(const std::string& dir) {
   GRAFT_RETURN_IF_ERROR(CheckJsonDepth(ss.str(), dir + "/adapter_config.json"));
   json cfg = json::parse(ss.str(), nullptr, false);
   if (cfg.is_discarded()) return Corrupt(dir + "/adapter_config.json: not JSON");
-  std::string out = fmt::format("adapter   {}\nconfig    r {} lora_alpha {} rslora {} targets {}\n", dir, cfg.value("r", 0),
-                                cfg.value("lora_alpha", 0.0), cfg.value("use_rslora", false),
-                                cfg.contains("target_modules") ? cfg["target_modules"].dump() : "?");
+  std::string out = fmt::format("adapter   {}\nconfig    r {} lora_alpha {} rslora {} targets {}\n", dir, Shown(cfg, "r"),
+                                Shown(cfg, "lora_alpha"), Shown(cfg, "use_rslora"), Shown(cfg, "target_modules"));
   uint64_t bytes = 0;
   out += fmt::format("{:<64} {:>6} {:>14} {:>10}\n", "module", "rank", "A / B shape", "bytes");
   for (const auto& t : f.tensors()) {
@@ -170,13 +197,15 @@ Result<std::string> InspectAdapter(const std::string& dir) {
     GRAFT_RETURN_IF_ERROR(CheckJsonDepth(ms.str(), dir + "/graft_manifest.json"));
     json m = json::parse(ms.str(), nullptr, false);
     if (!m.is_discarded()) {
-      out += fmt::format("manifest  base {} | merged {} | tool {}\n", m.value("base_identity", "?"), m.value("merged_identity", "?"),
-                         m.value("tool", "?"));
-      if (m.contains("exact")) out += fmt::format("exact     {} residual elements, {} bytes (vs {} bytes of bf16 projections)\n",
-                                                  m["exact"].value("residual_elements", 0), m["exact"].value("residual_bytes", 0),
-                                                  m["exact"].value("touched_projection_bf16_bytes", 0));
-      if (m.contains("quality")) out += fmt::format("quality   {}\n", m["quality"].dump());
-      if (m.contains("other_differences") && !m["other_differences"].empty()) {
+      out += fmt::format("manifest  base {} | merged {} | tool {}\n", Shown(m, "base_identity"), Shown(m, "merged_identity"),
+                         Shown(m, "tool"));
+      if (m.is_object() && m.contains("exact")) {
+        const json& e = m["exact"];
+        out += fmt::format("exact     {} residual elements, {} bytes (vs {} bytes of bf16 projections)\n",
+                           Shown(e, "residual_elements"), Shown(e, "residual_bytes"), Shown(e, "touched_projection_bf16_bytes"));
+      }
+      if (m.is_object() && m.contains("quality")) out += fmt::format("quality   {}\n", m["quality"].dump());
+      if (m.is_object() && m.contains("other_differences") && !m["other_differences"].empty()) {
         out += fmt::format("other     {}\n", m["other_differences"].dump());
       }
     }

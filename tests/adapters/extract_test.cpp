@@ -134,6 +134,38 @@ TEST_P(ExtractExact, ReconstructsEveryProjectionBitForBit) {
     test::WriteText(path, saved);
   }
   EXPECT_TRUE(RunVerify(v, &report).ok());
+  // Manifest fields of the wrong type are named errors (nlohmann's value() threw on them: an
+  // abort), and inspect shows whatever is there.
+  const std::string mpath = d.File("graft_manifest.json");
+  const std::string manifest = test::ReadText(mpath);
+  struct Edit {
+    const char* field;
+    nlohmann::json value;
+    const char* expect;
+  };
+  const std::vector<Edit> edits = {
+      {"/merged_identity", 42, "\"merged_identity\" must be a string, not number"},
+      {"/exact", "yes", "\"exact\" must be an object"},
+      {"/exact/residual_bytes", "many", "\"residual_bytes\" must be an integer, not string"},
+      {"/modules", nullptr, "no \"modules\" object"},
+  };
+  for (const auto& e : edits) {
+    nlohmann::ordered_json m = nlohmann::ordered_json::parse(manifest);
+    m[nlohmann::ordered_json::json_pointer(e.field)] = e.value;
+    test::WriteText(mpath, m.dump());
+    report.clear();
+    st = RunVerify(v, &report);
+    ASSERT_FALSE(st.ok()) << e.field;
+    EXPECT_NE(st.message().find(e.expect), std::string::npos) << st.ToString();
+    auto shown = InspectAdapter(d.path());
+    ASSERT_TRUE(shown.ok()) << shown.status().ToString();
+    EXPECT_NE(shown->find("manifest  base"), std::string::npos);
+  }
+  test::WriteText(mpath, "[1, 2]");  // not an object at all
+  auto shown = InspectAdapter(d.path());
+  ASSERT_TRUE(shown.ok()) << shown.status().ToString();
+  EXPECT_NE(shown->find("manifest  base ? | merged ? | tool ?"), std::string::npos) << *shown;
+  test::WriteText(mpath, manifest);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ExtractExact, ::testing::ValuesIn(test::Bf16MergedFixtures()),
