@@ -10,9 +10,21 @@
 namespace graft {
 namespace {
 
-void AddIds(const nlohmann::json& v, std::set<int32_t>& out) {
-  if (v.is_number_integer()) out.insert(v.get<int32_t>());
-  if (v.is_array()) for (const auto& e : v) if (e.is_number_integer()) out.insert(e.get<int32_t>());
+// generation_config.json's eos ids (an integer or a list): ids outside [0, vocab) — a float, or
+// 2^32 + 2, which get<int32_t> would have wrapped into token 2 — are not tokens and are skipped,
+// as anything else that is not an integer.
+void AddIds(const nlohmann::json& v, int64_t vocab, std::set<int32_t>& out) {
+  auto add = [&](const nlohmann::json& e) {
+    if (!e.is_number_integer()) return;
+    if (e.is_number_unsigned() ? e.get<uint64_t>() < static_cast<uint64_t>(vocab) : (e.get<int64_t>() >= 0 && e.get<int64_t>() < vocab)) {
+      out.insert(static_cast<int32_t>(e.get<int64_t>()));
+    }
+  };
+  if (v.is_array()) {
+    for (const auto& e : v) add(e);
+  } else {
+    add(v);
+  }
 }
 
 double Since(std::chrono::steady_clock::time_point t) {
@@ -27,7 +39,7 @@ std::set<int32_t> StopTokens(const std::string& model_dir, const ModelConfig& cf
   std::ifstream in(std::filesystem::path(model_dir) / "generation_config.json");
   if (in) {
     nlohmann::json g = nlohmann::json::parse(in, nullptr, false);
-    if (g.is_object() && g.contains("eos_token_id")) AddIds(g["eos_token_id"], stop);
+    if (g.is_object() && g.contains("eos_token_id")) AddIds(g["eos_token_id"], cfg.vocab_size, stop);
   }
   if (tmpl && !tmpl->eos_token().empty()) {
     if (auto id = tok.TokenToId(tmpl->eos_token())) stop.insert(*id);

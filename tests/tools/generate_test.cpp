@@ -101,6 +101,22 @@ TEST(Generate, StopsAtAStopToken) {
             (std::set<int32_t>{2, *f.tok->TokenToId("<|im_end|>")}));
 }
 
+// generation_config.json's eos ids past the vocabulary (2^32 + 2 would wrap to token 2), negative,
+// fractional or quoted are not stop tokens; the valid one beside them is.
+TEST(Generate, StopTokensSkipIdsThatAreNotTokens) {
+  const Fixture f = Load("qwen3-tiny");
+  ASSERT_NE(f.model, nullptr);
+  test::TempDir dir;
+  test::WriteText(dir.File("generation_config.json"), R"({"eos_token_id": [4294967298, -1, 3.0, "7", 5, 512]})");
+  const auto& eos = f.model->config().eos_token_ids;  // config.json's, always stop tokens
+  std::set<int32_t> want(eos.begin(), eos.end());
+  ASSERT_EQ(want.count(5), 0u);
+  want.insert(5);
+  EXPECT_EQ(StopTokens(dir.path(), f.model->config(), *f.tok, nullptr), want);
+  test::WriteText(dir.File("generation_config.json"), R"({"eos_token_id": 4294967298})");
+  EXPECT_EQ(StopTokens(dir.path(), f.model->config(), *f.tok, nullptr), std::set<int32_t>(eos.begin(), eos.end()));
+}
+
 TEST(Generate, BadRequestsAreRefused) {
   const Fixture f = Load("qwen3-tiny");
   ASSERT_NE(f.model, nullptr);
