@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -459,6 +460,12 @@ TEST_P(CudaInvariance, ABaseGraphNeverRunsAnAdapterRow) {
   auto g = DecodeGraph::Capture(*model_, *cuda, base, set_, logits.data());
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_FALSE((*g)->adapter_rows());
+  // The capture keeps programmatic dependent launch (pdl.cuh): a kernel that follows a kernel
+  // may start before it completes, an edge of that type each (without LaunchPdl there are none).
+  const CudaOps::GraphShape shape = (*g)->shape();
+  std::printf("decode graph: %d kernels, %d edges, %d programmatic\n", shape.kernels, shape.edges, shape.programmatic_edges);
+  EXPECT_GT(shape.kernels, 20);
+  EXPECT_GE(shape.programmatic_edges, shape.kernels / 2);
   StepBatch mixed;
   mixed.Add(&st[0], &t0, 1, 0);
   mixed.Add(&st[1], &t1, 1, 1);

@@ -1170,11 +1170,36 @@ struct CudaOps::CapturedGraph {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   std::string signature;
+  GraphShape shape;
   ~CapturedGraph() {
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
   }
 };
+
+namespace {
+// g.shape from its nodes and edges (CudaOps::GraphShape).
+Status CountShape(CudaOps::CapturedGraph& g) {
+  size_t nodes = 0, edges = 0;
+  GRAFT_CUDA_CHECK(cudaGraphGetNodes(g.graph, nullptr, &nodes));
+  std::vector<cudaGraphNode_t> all(nodes);
+  GRAFT_CUDA_CHECK(cudaGraphGetNodes(g.graph, all.data(), &nodes));
+  for (cudaGraphNode_t n : all) {
+    cudaGraphNodeType type;
+    GRAFT_CUDA_CHECK(cudaGraphNodeGetType(n, &type));
+    g.shape.kernels += type == cudaGraphNodeTypeKernel;
+  }
+  GRAFT_CUDA_CHECK(cudaGraphGetEdges(g.graph, nullptr, nullptr, nullptr, &edges));
+  std::vector<cudaGraphNode_t> from(edges), to(edges);
+  std::vector<cudaGraphEdgeData> data(edges);
+  GRAFT_CUDA_CHECK(cudaGraphGetEdges(g.graph, from.data(), to.data(), data.data(), &edges));
+  g.shape.edges = static_cast<int>(edges);
+  for (size_t i = 0; i < edges; ++i) g.shape.programmatic_edges += data[i].type == cudaGraphDependencyTypeProgrammatic;
+  return Status::Ok();
+}
+}  // namespace
+
+CudaOps::GraphShape CudaOps::ShapeOf(const CapturedGraph& g) { return g.shape; }
 
 int CudaOps::PageTableCapacity(int pages) {
   int c = 16;
@@ -1224,6 +1249,7 @@ Result<std::shared_ptr<CudaOps::CapturedGraph>> CudaOps::EndCapture() {
   }
   GRAFT_CUDA_CHECK(cudaGraphInstantiate(&g->exec, g->graph, 0));
   g->signature = std::move(signature_);
+  GRAFT_RETURN_IF_ERROR(CountShape(*g));
   GRAFT_RETURN_IF_ERROR(LaunchGraph(g->exec));
   GRAFT_CUDA_CHECK(cudaStreamSynchronize(S(stream_)));
   FinishHostCopies();

@@ -120,6 +120,13 @@ class CudaOps final : public Ops {
   struct CapturedGraph;
   Status BeginCapture();
   Result<std::shared_ptr<CapturedGraph>> EndCapture();
+  // A captured graph's kernel nodes and the edges between kernels that let the later one start
+  // before the earlier one completes (programmatic dependent launch, pdl.cuh): a graph whose
+  // kernels were launched by LaunchPdl has one a kernel that follows a kernel.
+  struct GraphShape {
+    int kernels = 0, edges = 0, programmatic_edges = 0;
+  };
+  static GraphShape ShapeOf(const CapturedGraph& g);
   Status BeginRecord();
   Status ReplayRecorded(const CapturedGraph& g);
   void CancelRecord();

@@ -46,6 +46,8 @@ class DecodeGraph {
   Status Replay(const StepBatch& b, const AdapterSet& adapters, float* logits, int32_t* ids = nullptr);
 
   bool adapter_rows() const { return adapter_rows_; }
+  // Its kernels and their programmatic edges (CudaOps::GraphShape).
+  CudaOps::GraphShape shape() const { return CudaOps::ShapeOf(*graph_); }
   int replays() const { return replays_; }
   // Whether b has this graph's shape (Replay's check, exposed for graph caches).
   bool Fits(const StepBatch& b, const AdapterSet& adapters) const { return KeyOf(b, adapters) == key_; }
