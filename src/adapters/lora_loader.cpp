@@ -66,6 +66,14 @@ Result<Weight> ToWeight(const SafetensorsFile& f, const TensorInfo& t) {
   return w;
 }
 
+// The name an "other_differences" entry gives its tensor ("?" when the entry is not an object
+// with a string "tensor": the manifest is input, and a message about it must not throw).
+std::string OtherTensorName(const nlohmann::json& e) {
+  if (!e.is_object()) return "?";
+  const auto it = e.find("tensor");
+  return it != e.end() && it->is_string() ? it->get<std::string>() : "?";
+}
+
 // graft_exact.safetensors: for every module, "<module>.exact_index" (U8 varints) and
 // "<module>.exact_value" (BF16), decoded and indexed now (adapters/exact.h); nothing else.
 void LoadExact(const std::string& dir, const nlohmann::json& mj, const std::string& prefix, const ModelConfig& cfg,
@@ -90,7 +98,7 @@ void LoadExact(const std::string& dir, const nlohmann::json& mj, const std::stri
   if (auto other = mj.find("other_differences"); other != mj.end() && other->is_array() && !other->empty()) {
     problems.push_back(fmt::format("graft_manifest.json: {} tensor(s) besides the projections differ from the base (e.g. {}); "
                                    "exact mode reproduces projections only, so it cannot serve this release",
-                                   other->size(), (*other)[0].value("tensor", "?")));
+                                   other->size(), OtherTensorName((*other)[0])));
     return;
   }
   const std::string path = (fs::path(dir) / "graft_exact.safetensors").string();

@@ -75,7 +75,10 @@ Result<IdentityResult> CachedIdentity(const Checkpoint& ckpt, const std::string&
     std::ifstream in(cache_file);
     if (in) {
       json cached = json::parse(in, nullptr, false);
-      if (!cached.is_discarded() && cached.is_object() && cached.value("dir", "") == abs &&
+      // A cache file of another shape (damaged, or written by hand) is recomputed, never trusted
+      // or thrown on: every field is type-checked before it is read.
+      if (!cached.is_discarded() && cached.is_object() && cached.contains("dir") && cached["dir"].is_string() &&
+          cached["dir"].get<std::string>() == abs &&
           cached.contains("files") && cached["files"] == fingerprint && cached.contains("identity") &&
           cached["identity"].is_string() && cached["identity"].get<std::string>().size() == 64) {
         return IdentityResult{cached["identity"].get<std::string>(), true};

@@ -328,6 +328,9 @@ TEST_F(ExactLoad, OtherDifferencesMakeExactImpossible) {
   auto m = manifest_;
   m["other_differences"] = nlohmann::json::array({{{"tensor", "model.norm.weight"}, {"max_abs_diff", 0.1}, {"stored", true}}});
   ExpectRefused(tensors_, m, "exact mode reproduces projections only");
+  // An entry that is not an object is still named (as "?"), not thrown on.
+  m["other_differences"] = nlohmann::json::array({42});
+  ExpectRefused(tensors_, m, "(e.g. ?); exact mode reproduces projections only");
 }
 
 TEST_F(ExactLoad, MissingFile) {

@@ -77,5 +77,30 @@ TEST(Identity, CacheIsReusedAndInvalidatedByChanges) {
   EXPECT_FALSE(third->from_cache);
 }
 
+// A damaged cache file (fields of other types, or not an object) is recomputed, not thrown on
+// (its "dir" as a number threw nlohmann's type_error out of CachedIdentity).
+TEST(Identity, DamagedCacheFilesAreRecomputed) {
+  TempDir d, cache;
+  test::WriteText(d.File("config.json"), kConfig);
+  ASSERT_TRUE(WriteSafetensors(d.File("model.safetensors"), {test::F32Tensor("a", {2}, {1, 2})}).ok());
+  auto c = Checkpoint::Open(d.path());
+  ASSERT_TRUE(c.ok());
+  auto first = CachedIdentity(*c, cache.path());
+  ASSERT_TRUE(first.ok());
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(cache.path())) {
+    if (e.is_regular_file()) files.push_back(e.path());
+  }
+  ASSERT_EQ(files.size(), 1u);
+  for (const char* text : {R"({"dir": 5, "files": [], "identity": "x"})", R"({"dir": null})", "[1, 2]", R"("dir")",
+                           R"({"identity": 7})"}) {
+    test::WriteText(files[0].string(), text);
+    auto again = CachedIdentity(*c, cache.path());
+    ASSERT_TRUE(again.ok()) << text << ": " << again.status().ToString();
+    EXPECT_FALSE(again->from_cache) << text;
+    EXPECT_EQ(again->identity, first->identity) << text;
+  }
+}
+
 }  // namespace
 }  // namespace graft
