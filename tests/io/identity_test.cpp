@@ -21,6 +21,12 @@ std::string IdentityOf(const std::string& dir) {
   return id.ok() ? id->identity : "";
 }
 
+// A one-tensor checkpoint in d (config + model.safetensors).
+void WriteSmallCheckpoint(const TempDir& d) {
+  test::WriteText(d.File("config.json"), kConfig);
+  ASSERT_TRUE(WriteSafetensors(d.File("model.safetensors"), {test::F32Tensor("a", {2}, {1, 2})}).ok());
+}
+
 TEST(Identity, IndependentOfShardLayoutAndConfigWhitespace) {
   TempDir one, two;
   ASSERT_TRUE(WriteSafetensors(one.File("model.safetensors"),
@@ -56,8 +62,7 @@ TEST(Identity, ChangesWithAnyByteNameShapeOrConfig) {
 
 TEST(Identity, CacheIsReusedAndInvalidatedByChanges) {
   TempDir d, cache;
-  test::WriteText(d.File("config.json"), kConfig);
-  ASSERT_TRUE(WriteSafetensors(d.File("model.safetensors"), {test::F32Tensor("a", {2}, {1, 2})}).ok());
+  WriteSmallCheckpoint(d);
   {
     auto c = Checkpoint::Open(d.path());
     ASSERT_TRUE(c.ok());
@@ -81,8 +86,7 @@ TEST(Identity, CacheIsReusedAndInvalidatedByChanges) {
 // (its "dir" as a number threw nlohmann's type_error out of CachedIdentity).
 TEST(Identity, DamagedCacheFilesAreRecomputed) {
   TempDir d, cache;
-  test::WriteText(d.File("config.json"), kConfig);
-  ASSERT_TRUE(WriteSafetensors(d.File("model.safetensors"), {test::F32Tensor("a", {2}, {1, 2})}).ok());
+  WriteSmallCheckpoint(d);
   auto c = Checkpoint::Open(d.path());
   ASSERT_TRUE(c.ok());
   auto first = CachedIdentity(*c, cache.path());
