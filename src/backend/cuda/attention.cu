@@ -222,7 +222,7 @@ Status AttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count,
   if (count == 0) return Status::Ok();
   if (flash) return FlashAttentionSeqs(shape, seqs, count, stream);
   LaunchPdl(AttentionSeqsKernel, dim3(static_cast<unsigned>(a.num_heads), static_cast<unsigned>(count)), kThreads, 0,
-                        static_cast<cudaStream_t>(stream), shape, seqs);
+            static_cast<cudaStream_t>(stream), shape, seqs);
   return Launched("AttentionSeqs");
 }
 

@@ -118,7 +118,8 @@ Status SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t 
                       void* stream) {
   if (rows < 0 || cols <= 0 || gate_stride < cols) return InvalidArgument("cuda SigmoidGateMul: bad shape");
   if (rows == 0) return Status::Ok();
-  LaunchPdl(SigmoidGateMulKernel, Blocks(rows * cols), kThreads, 0, S(stream), x, gate, gate_stride, cols, rows * cols, bf16);
+  LaunchPdl(SigmoidGateMulKernel, Blocks(rows * cols), kThreads, 0, S(stream), x, gate, gate_stride, cols, rows * cols,
+            bf16);
   return Launched("SigmoidGateMul");
 }
 
@@ -199,11 +200,11 @@ Status CopyBlocks(const float* src, int64_t src_stride, int64_t src_col, int64_t
   const int64_t total = rows * count * (cols / v);
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 8192));
   if (aligned) {
-    LaunchPdl(CopyBlocksKernel<4>, blocks, 256, 0, S(stream), src, src_stride, src_col, src_step, dst, dst_stride, dst_col,
-                                                       dst_step, rows, cols / 4, count);
+    LaunchPdl(CopyBlocksKernel<4>, blocks, 256, 0, S(stream), src, src_stride, src_col, src_step, dst, dst_stride,
+              dst_col, dst_step, rows, cols / 4, count);
   } else {
-    LaunchPdl(CopyBlocksKernel<1>, blocks, 256, 0, S(stream), src, src_stride, src_col, src_step, dst, dst_stride, dst_col,
-                                                       dst_step, rows, cols, count);
+    LaunchPdl(CopyBlocksKernel<1>, blocks, 256, 0, S(stream), src, src_stride, src_col, src_step, dst, dst_stride,
+              dst_col, dst_step, rows, cols, count);
   }
   return Launched("CopyBlocks");
 }
@@ -232,7 +233,8 @@ Status RepeatCols(const float* src, int64_t rows, int64_t width, int times, floa
   if (rows < 0 || width < 0 || times < 1) return InvalidArgument("cuda RepeatCols: bad shape");
   if (rows == 0 || width == 0) return Status::Ok();
   const int64_t blocks = (rows * width * times + 255) / 256;
-  LaunchPdl(RepeatColsKernel, static_cast<unsigned>(blocks < 8192 ? blocks : 8192), 256, 0, S(stream), src, rows, width, times, dst);
+  LaunchPdl(RepeatColsKernel, static_cast<unsigned>(blocks < 8192 ? blocks : 8192), 256, 0, S(stream), src, rows, width,
+            times, dst);
   return Launched("RepeatCols");
 }
 
@@ -240,7 +242,8 @@ Status RoundBlockBf16(float* x, int64_t ld, int64_t rows, int64_t cols, void* st
   if (rows < 0 || cols < 0 || ld < cols) return InvalidArgument("cuda RoundBlockBf16: bad shape");
   if (rows == 0 || cols == 0) return Status::Ok();
   const int64_t blocks = (rows * cols + 255) / 256;
-  LaunchPdl(RoundBlockKernel, static_cast<unsigned>(blocks < 8192 ? blocks : 8192), 256, 0, S(stream), x, ld, rows, cols);
+  LaunchPdl(RoundBlockKernel, static_cast<unsigned>(blocks < 8192 ? blocks : 8192), 256, 0, S(stream), x, ld, rows,
+            cols);
   return Launched("RoundBlockBf16");
 }
 
@@ -252,8 +255,8 @@ Status Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t
   if (n == 0) return Status::Ok();
   const int half = rot_dim / 2;
   const int64_t total = int64_t{n} * heads * half;
-  LaunchPdl(RopeKernel, Blocks(total), kThreads, 0, S(stream), x, heads, head_dim, half, pos, inv_freq, attn_scale, total,
-                                                        bf16);
+  LaunchPdl(RopeKernel, Blocks(total), kThreads, 0, S(stream), x, heads, head_dim, half, pos, inv_freq, attn_scale,
+            total, bf16);
   return Launched("Rope");
 }
 
@@ -262,8 +265,8 @@ Status GdnGates(const float* in, int64_t stride, int64_t b_col, int64_t a_col, i
   if (n < 0 || hv <= 0) return InvalidArgument("cuda GdnGates: bad shape");
   if (n == 0) return Status::Ok();
   const int64_t total = int64_t{n} * hv;
-  LaunchPdl(GdnGatesKernel, Blocks(total), kThreads, 0, S(stream), in, stride, b_col, a_col, hv, a_log, dt_bias, total, bf16,
-                                                            beta, g);
+  LaunchPdl(GdnGatesKernel, Blocks(total), kThreads, 0, S(stream), in, stride, b_col, a_col, hv, a_log, dt_bias, total,
+            bf16, beta, g);
   return Launched("GdnGates");
 }
 

@@ -96,7 +96,8 @@ Status ExactReconstruct(const uint16_t* base, int64_t rows, int64_t k, const Dev
   if (rows == 0) return Status::Ok();
   const int64_t gx = (k + kTileC - 1) / kTileC, gy = (rows + kTileR - 1) / kTileR;
   if (gy > 65535 || gx > 0x7fffffff) return InvalidArgument("cuda ExactReconstruct: projection too large");
-  LaunchPdl(ReconstructKernel, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), 256, 0, static_cast<cudaStream_t>(stream), base, rows, k, a, b, rank, out);
+  LaunchPdl(ReconstructKernel, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), 256, 0,
+            static_cast<cudaStream_t>(stream), base, rows, k, a, b, rank, out);
   return Launched("ExactReconstruct");
 }
 

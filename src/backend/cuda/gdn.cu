@@ -269,13 +269,14 @@ Status CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, con
   if (n == 0) return Status::Ok();
   if (n >= kGdnParallelMinTokens) {
     const dim3 grid(static_cast<unsigned>((channels + 255) / 256), static_cast<unsigned>(std::min(n, 65535)));
-    LaunchPdl(ConvTokensKernel, grid, 256, 0, static_cast<cudaStream_t>(stream), x, x_stride, n, channels, w, conv_state, bf16,
-                                                                          out);
-    LaunchPdl(ConvStateKernel, (channels + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream), x, x_stride, n, channels, static_cast<int>(w.cols) - 1, conv_state);
+    LaunchPdl(ConvTokensKernel, grid, 256, 0, static_cast<cudaStream_t>(stream), x, x_stride, n, channels, w,
+              conv_state, bf16, out);
+    LaunchPdl(ConvStateKernel, (channels + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream), x, x_stride, n,
+              channels, static_cast<int>(w.cols) - 1, conv_state);
     return Launched("CausalConvSilu");
   }
   LaunchPdl(ConvKernel, (channels + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream), x, x_stride, n, channels, w,
-                                                                                   conv_state, bf16, out);
+            conv_state, bf16, out);
   return Launched("CausalConvSilu");
 }
 
@@ -288,7 +289,7 @@ Status CausalConvSiluSeqs(const float* x, int64_t x_stride, const ConvSeq* seqs,
   }
   if (count == 0) return Status::Ok();
   LaunchPdl(ConvSeqsKernel, dim3(static_cast<unsigned>((channels + 127) / 128), static_cast<unsigned>(count)), 128, 0,
-                   static_cast<cudaStream_t>(stream), x, x_stride, seqs, channels, w, bf16, out);
+            static_cast<cudaStream_t>(stream), x, x_stride, seqs, channels, w, bf16, out);
   return Launched("CausalConvSiluSeqs");
 }
 
@@ -301,7 +302,7 @@ Status GdnCoreSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int dv
   if (count == 0) return Status::Ok();
   const int threads = ((dk > dv ? dk : dv) + 31) / 32 * 32;
   LaunchPdl(GdnCoreSeqsKernel, dim3(static_cast<unsigned>(hv), static_cast<unsigned>(count)), threads, 0,
-                      static_cast<cudaStream_t>(stream), seqs, hk, hv, dk, dv, bf16);
+            static_cast<cudaStream_t>(stream), seqs, hk, hv, dk, dv, bf16);
   return Launched("GdnCoreSeqs");
 }
 
@@ -329,7 +330,8 @@ Status GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_
   if (n < 0 || hv <= 0 || dv <= 0 || w.rows * w.cols < dv) return InvalidArgument("cuda GatedRmsNorm: bad shape");
   if (n == 0) return Status::Ok();
   const int64_t warps = int64_t{n} * hv;
-  LaunchPdl(GatedNormKernel, static_cast<unsigned>((warps + 7) / 8), 256, 0, static_cast<cudaStream_t>(stream), x, z, z_stride, z_col, n, hv, dv, w, eps, bf16, out);
+  LaunchPdl(GatedNormKernel, static_cast<unsigned>((warps + 7) / 8), 256, 0, static_cast<cudaStream_t>(stream), x, z,
+            z_stride, z_col, n, hv, dv, w, eps, bf16, out);
   return Launched("GatedRmsNorm");
 }
 

@@ -451,7 +451,7 @@ Status GdnCoreChunked(const GdnCoreArgs& a, void* stream) {
   }
   if (err != cudaSuccess) return Internal(std::string("cuda GdnCore (chunked): shared memory: ") + cudaGetErrorString(err));
   LaunchPdl(GdnCoefKernel, dim3(static_cast<unsigned>(MaxChunks(a.n)), a.hv), kThreads, coef_smem, s, a, *a.state,
-                                                                                               a.state->pending);
+            a.state->pending);
   const int cols = kGroupCols * groups;
   const dim3 grid(a.hv, (a.dv + cols - 1) / cols);
   LaunchPdl(GdnChunkKernel, grid, kThreads * groups, smem, s, a, *a.state, a.state->pending);

@@ -166,8 +166,8 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_
   if (ready != cudaSuccess) return Internal(std::string("cuda GemmDecode: shared memory: ") + cudaGetErrorString(ready));
   const int64_t per_block = 8 * S::kWarps_;
   const dim3 grid(static_cast<unsigned>((n + per_block - 1) / per_block), static_cast<unsigned>((k + kz - 1) / kz));
-  LaunchPdl(GemmDecodeKernel<S>, grid, S::kThreads, static_cast<size_t>(S::SmemBytes(m)), s, xb, static_cast<int>(m), w, n, k, y,
-                                                                                    ldy, round_output, kz, m * ldy, x_cols);
+  LaunchPdl(GemmDecodeKernel<S>, grid, S::kThreads, static_cast<size_t>(S::SmemBytes(m)), s, xb, static_cast<int>(m), w,
+            n, k, y, ldy, round_output, kz, m * ldy, x_cols);
   return Launched("GemmDecode");
 }
 

@@ -231,8 +231,8 @@ Status Launch(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
               float* partial) {
   const dim3 grid(static_cast<unsigned>((w.rows + kRows * kWarps - 1) / (kRows * kWarps)), static_cast<unsigned>(Slices(w)));
   const size_t smem = static_cast<size_t>(m * kXLd * 2 + (kKind == W4Kind::kNvfp4 ? kNvfp4TableEntries * 16 : 0));
-  LaunchPdl(GemmDecodeW4Kernel<kKind, kNt, kSw>, grid, 32 * kWarps, smem, s, x, static_cast<int>(m), w, y, ldy, round_output,
-                                                                      partial);
+  LaunchPdl(GemmDecodeW4Kernel<kKind, kNt, kSw>, grid, 32 * kWarps, smem, s, x, static_cast<int>(m), w, y, ldy,
+            round_output, partial);
   return Launched("GemmDecodeW4a16");
 }
 

@@ -254,7 +254,9 @@ Status Launch(const uint8_t* xq, const float* sx, int64_t m, const DevWeight& w,
   CUtensorMap map_x, map_w;
   if (Status st = EncodeCodes(&map_x, xq, m, w.cols, a_rows); !st.ok()) return st;
   if (Status st = EncodeCodes(&map_w, static_cast<const uint8_t*>(w.data), w.rows, w.cols, kBN); !st.ok()) return st;
-  LaunchPdl(GemmFp8Kernel<kBN, kStages>, static_cast<unsigned>(ttiles * otiles), kThreads, SmemBytes<kBN, kStages>(a_rows), s, map_x, map_w, sx, m, w, group, y, ldy, round_output, static_cast<int>(ttiles), a_rows);
+  LaunchPdl(GemmFp8Kernel<kBN, kStages>, static_cast<unsigned>(ttiles * otiles), kThreads,
+            SmemBytes<kBN, kStages>(a_rows), s, map_x, map_w, sx, m, w, group, y, ldy, round_output,
+            static_cast<int>(ttiles), a_rows);
   return Launched("GemmFp8");
 }
 

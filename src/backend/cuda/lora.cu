@@ -65,7 +65,8 @@ Status LoraScatterAdd(const float* u, int64_t m, int64_t cols, const int32_t* ro
   if (m < 0 || cols < 0) return InvalidArgument("cuda LoraScatterAdd: bad shape");
   if (m == 0 || cols == 0) return Status::Ok();
   const int64_t blocks = std::min<int64_t>((m * cols + kThreads - 1) / kThreads, 65535);
-  LaunchPdl(LoraScatterAddKernel, static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream), u, m, cols, rows, scale, row_offset, y, y_stride, bf16);
+  LaunchPdl(LoraScatterAddKernel, static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream), u, m,
+            cols, rows, scale, row_offset, y, y_stride, bf16);
   return Launched("LoraScatterAdd");
 }
 

@@ -550,9 +550,12 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
   if (tensor && w.w4a16() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
              (w.format != DevFormat::kInt4 || w.group % 8 == 0)) {
     const unsigned blocks = static_cast<unsigned>((w.rows / 16 + kSkWarps - 1) / kSkWarps);
-    if (m <= 16) LaunchPdl(GemmW4a16SkinnyKernel<1, 512>, blocks, 32 * kSkWarps, 0, s, x, m, w, y, ldy, round_output);
-    else if (m <= 32) LaunchPdl(GemmW4a16SkinnyKernel<2, 256>, blocks, 32 * kSkWarps, 0, s, x, m, w, y, ldy, round_output);
-    else LaunchPdl(GemmW4a16SkinnyKernel<4, 128>, blocks, 32 * kSkWarps, 0, s, x, m, w, y, ldy, round_output);
+    if (m <= 16)
+      LaunchPdl(GemmW4a16SkinnyKernel<1, 512>, blocks, 32 * kSkWarps, 0, s, x, m, w, y, ldy, round_output);
+    else if (m <= 32)
+      LaunchPdl(GemmW4a16SkinnyKernel<2, 256>, blocks, 32 * kSkWarps, 0, s, x, m, w, y, ldy, round_output);
+    else
+      LaunchPdl(GemmW4a16SkinnyKernel<4, 128>, blocks, 32 * kSkWarps, 0, s, x, m, w, y, ldy, round_output);
   } else if (tensor && m > kBM && aligned) {
     if (Status ready = LargeTileReady(); !ready.ok()) return ready;
     const int64_t gy = (m + kLM - 1) / kLM;
@@ -560,10 +563,11 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
     const dim3 grid(static_cast<unsigned>((w.rows + kLN - 1) / kLN), static_cast<unsigned>(gy));
     const int64_t kz = (w.cols + kLK - 1) / kLK * kLK;  // one split: all of K
     if (w.quantized())
-      LaunchPdl(GemmBf16LargeKernel<true>, grid, kLThreads, sizeof(LargeTileSmem), s, x, m, wb, w, w.rows, w.cols, y, ldy,
-                                                                             round_output, kz, 0);
-    else LaunchPdl(GemmBf16LargeKernel<false>, grid, kLThreads, sizeof(LargeTileSmem), s, x, m, wb, w, w.rows, w.cols, y, ldy,
-                                                                                   round_output, kz, 0);
+      LaunchPdl(GemmBf16LargeKernel<true>, grid, kLThreads, sizeof(LargeTileSmem), s, x, m, wb, w, w.rows, w.cols, y,
+                ldy, round_output, kz, 0);
+    else
+      LaunchPdl(GemmBf16LargeKernel<false>, grid, kLThreads, sizeof(LargeTileSmem), s, x, m, wb, w, w.rows, w.cols, y,
+                ldy, round_output, kz, 0);
   } else if (tensor) {
     const int64_t gy = (m + kBM - 1) / kBM;
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 64 rows in one call");
@@ -571,8 +575,11 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
     const bool vec8 = w.cols % 8 == 0 && (w.format != DevFormat::kInt4 || w.group % 8 == 0);
     const int64_t kz = (w.cols + kBK - 1) / kBK * kBK;  // one split: all of K
     if (w.quantized())
-      LaunchPdl(GemmBf16Kernel<true>, grid, kThreads, 0, s, x, m, wb, w, w.rows, w.cols, y, ldy, round_output, vec8, kz, 0);
-    else LaunchPdl(GemmBf16Kernel<false>, grid, kThreads, 0, s, x, m, wb, w, w.rows, w.cols, y, ldy, round_output, false, kz, 0);
+      LaunchPdl(GemmBf16Kernel<true>, grid, kThreads, 0, s, x, m, wb, w, w.rows, w.cols, y, ldy, round_output, vec8, kz,
+                0);
+    else
+      LaunchPdl(GemmBf16Kernel<false>, grid, kThreads, 0, s, x, m, wb, w, w.rows, w.cols, y, ldy, round_output, false,
+                kz, 0);
   } else if (m > 8) {
     const int64_t gy = (m + kSM - 1) / kSM;
     if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 32 rows in one call (SIMT)");
@@ -582,7 +589,7 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
     const int64_t total = m * w.rows;
     const int64_t blocks = (total + 255) / 256;
     LaunchPdl(GemmSimtKernel, static_cast<unsigned>(blocks < 1048576 ? blocks : 1048576), 256, 0, s, x, m, w, y, ldy,
-                                                                                              round_output && bf16);
+              round_output && bf16);
   }
   return Launched("MatMul");
 }
@@ -613,11 +620,12 @@ Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partia
   if (large) {
     if (Status ready = LargeTileReady(); !ready.ok()) return ready;
     const dim3 grid(static_cast<unsigned>((w.rows + kLN - 1) / kLN), static_cast<unsigned>(gy), static_cast<unsigned>(splits));
-    LaunchPdl(GemmBf16LargeKernel<false>, grid, kLThreads, sizeof(LargeTileSmem), s, x, m, wb, w, w.rows, w.cols, partial, w.rows,
-                                                                              false, kz, m * w.rows);
+    LaunchPdl(GemmBf16LargeKernel<false>, grid, kLThreads, sizeof(LargeTileSmem), s, x, m, wb, w, w.rows, w.cols,
+              partial, w.rows, false, kz, m * w.rows);
   } else {
     const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>(gy), static_cast<unsigned>(splits));
-    LaunchPdl(GemmBf16Kernel<false>, grid, kThreads, 0, s, x, m, wb, w, w.rows, w.cols, partial, w.rows, false, false, kz, m * w.rows);
+    LaunchPdl(GemmBf16Kernel<false>, grid, kThreads, 0, s, x, m, wb, w, w.rows, w.cols, partial, w.rows, false, false,
+              kz, m * w.rows);
   }
   return Launched("MatMulSplitK");
 }
@@ -631,7 +639,8 @@ Status SumSplitsInto(const float* partial, int64_t m, const DevWeight& w, float*
   const int64_t kz = SplitKColumns(w.cols), splits = (w.cols + kz - 1) / kz, count = m * w.rows;
   if (count == 0) return Status::Ok();
   const int64_t blocks = (count + 255) / 256;
-  LaunchPdl(SumSplitsKernel, static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0, static_cast<cudaStream_t>(stream), partial, splits, m, w.rows, y, ldy, round_output);
+  LaunchPdl(SumSplitsKernel, static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0,
+            static_cast<cudaStream_t>(stream), partial, splits, m, w.rows, y, ldy, round_output);
   return Launched("SumSplits");
 }
 

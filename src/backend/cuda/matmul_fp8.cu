@@ -76,8 +76,10 @@ Status QuantizeActivations(const float* x, int64_t m, int64_t k, int64_t group, 
   const auto blocks = static_cast<unsigned>((m * groups + kQuantWarps - 1) / kQuantWarps);
   const bool vec = k % 4 == 0 && group % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(out) % 16 == 0;
-  if (vec) LaunchPdl(Fp8QuantizeActKernel<kCodes, true>, blocks, 32 * kQuantWarps, 0, s, x, m, k, group, groups, out, sx);
-  else LaunchPdl(Fp8QuantizeActKernel<kCodes, false>, blocks, 32 * kQuantWarps, 0, s, x, m, k, group, groups, out, sx);
+  if (vec)
+    LaunchPdl(Fp8QuantizeActKernel<kCodes, true>, blocks, 32 * kQuantWarps, 0, s, x, m, k, group, groups, out, sx);
+  else
+    LaunchPdl(Fp8QuantizeActKernel<kCodes, false>, blocks, 32 * kQuantWarps, 0, s, x, m, k, group, groups, out, sx);
   return Launched("MatMulFp8 quantize");
 }
 

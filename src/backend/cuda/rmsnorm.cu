@@ -99,7 +99,8 @@ Status RmsNorm(const float* x, const float* w, int64_t rows, int dim, float eps,
   if (rows < 0 || dim <= 0) return InvalidArgument("cuda RmsNorm: bad shape");
   if (rows == 0) return Status::Ok();
   if (rows > 0x7fffffff) return InvalidArgument("cuda RmsNorm: more than 2^31 rows");
-  LaunchPdl(RmsNormKernel<false>, static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), x, nullptr, nullptr, w, dim, eps, static_cast<int>(kind), round_bf16, out);
+  LaunchPdl(RmsNormKernel<false>, static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), x,
+            nullptr, nullptr, w, dim, eps, static_cast<int>(kind), round_bf16, out);
   return Launched("RmsNorm");
 }
 
@@ -109,7 +110,8 @@ Status AddRmsNorm(float* h, const float* y, const float* w, int64_t rows, int di
   if (rows == 0) return Status::Ok();
   if (rows > 0x7fffffff) return InvalidArgument("cuda AddRmsNorm: more than 2^31 rows");
   if (out == h || out == y) return InvalidArgument("cuda AddRmsNorm: out aliases h or y");
-  LaunchPdl(RmsNormKernel<true>, static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), nullptr, h, y, w, dim, eps, static_cast<int>(kind), round_bf16, out);
+  LaunchPdl(RmsNormKernel<true>, static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), nullptr,
+            h, y, w, dim, eps, static_cast<int>(kind), round_bf16, out);
   return Launched("AddRmsNorm");
 }
 

@@ -57,8 +57,8 @@ Status TopK(const float* x, int64_t rows, int vocab, const float* temperature, i
     return InvalidArgument("cuda TopK: bad shape (1 <= k <= min(vocab, 64))");
   }
   if (rows == 0) return Status::Ok();
-  LaunchPdl(TopKKernel, static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), x, vocab, temperature, k,
-                                                                                            values, ids);
+  LaunchPdl(TopKKernel, static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), x, vocab,
+            temperature, k, values, ids);
   return Launched("TopK");
 }
 
