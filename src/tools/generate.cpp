@@ -15,9 +15,9 @@ namespace {
 // as anything else that is not an integer.
 void AddIds(const nlohmann::json& v, int64_t vocab, std::set<int32_t>& out) {
   auto add = [&](const nlohmann::json& e) {
-    if (!e.is_number_integer()) return;
-    if (e.is_number_unsigned() ? e.get<uint64_t>() < static_cast<uint64_t>(vocab) : (e.get<int64_t>() >= 0 && e.get<int64_t>() < vocab)) {
-      out.insert(static_cast<int32_t>(e.get<int64_t>()));
+    // Read as int64: an unsigned past 2^63 - 1 comes out negative and is skipped with the rest.
+    if (const int64_t id = e.is_number_integer() ? e.get<int64_t>() : -1; id >= 0 && id < vocab) {
+      out.insert(static_cast<int32_t>(id));
     }
   };
   if (v.is_array()) {
