@@ -69,6 +69,22 @@ struct GdnCoreArgs {
   float* out;           // [n, Hv, dv]
 };
 
+// The ops of a Gated DeltaNet layer between its conv and its out projection (GdnGatedCoreSeqs):
+// the gates from the in-projection's rows, the delta rule of each sequence, the gated norm.
+struct GdnGatedArgs {
+  const float* in;                // [n, stride] the in-projection's rows: b, a at b_col, a_col; z at z_col
+  int64_t stride, b_col, a_col, z_col;
+  int n, hv, dv;                  // rows in all (every sequence's), value heads, value head width
+  const Weight* a_log;            // [hv]
+  const Weight* dt_bias;          // [hv]
+  const Weight* norm;             // [dv] the gated norm's weight
+  float eps;
+  float* beta;                    // [n, hv]
+  float* g;                       // [n, hv]
+  float* core;                    // [n, hv, dv] the delta rule's output
+  float* normed;                  // [n, hv * dv]
+};
+
 // LoRA deltas for the rows that select an adapter (see adapters/lora.h for the arithmetic).
 // Rows whose slot is 0, or whose adapter has no module on this projection, are not touched.
 struct LoraArgs {
@@ -210,6 +226,16 @@ class Ops {
   // x: [rows, dv]; z columns at z_col of rows with stride z_stride per token (rows = n * hv).
   virtual void GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
                             const Weight& w, float eps, float* out) = 0;
+  // GdnGates over the n rows of l.in into l.beta, l.g; GdnCoreSeqs(seqs, count), whose beta, g and
+  // out are those rows' (sequence i's rows of l.beta, l.g, l.core); GatedRmsNorm of l.core with z
+  // from l.in into l.normed — in that order, which is what this default does. A backend may run
+  // them as one kernel: every output is still each op's own (CUDA: one launch for a decode step,
+  // where there were three).
+  virtual void GdnGatedCoreSeqs(const GdnCoreArgs* seqs, int count, const GdnGatedArgs& l) {
+    GdnGates(l.in, l.stride, l.b_col, l.a_col, l.n, l.hv, *l.a_log, *l.dt_bias, l.beta, l.g);
+    GdnCoreSeqs(seqs, count);
+    GatedRmsNorm(l.core, l.in, l.stride, l.z_col, l.n, l.hv, l.dv, *l.norm, l.eps, l.normed);
+  }
 };
 
 }  // namespace graft

@@ -78,8 +78,6 @@ class Qwen3_5 final : public Model {
     float *proj = scratch(int64_t{n} * proj_w), *mixed = scratch(int64_t{n} * conv_dim), *beta = scratch(int64_t{n} * hv),
           *g = scratch(int64_t{n} * hv), *core = scratch(int64_t{n} * value_dim), *normed = scratch(int64_t{n} * value_dim);
     Project(ops, ctx, layer, LoraTarget::kGdnIn, x, H, w.in_proj, proj);
-    ops.GdnGates(proj, proj_w, conv_dim + value_dim, conv_dim + value_dim + hv, n, hv, w.a_log, w.dt_bias,
-                 beta, g);
     std::vector<float*> conv_states(static_cast<size_t>(b.num_seqs()));
     std::vector<GdnCoreArgs> seqs(static_cast<size_t>(b.num_seqs()));
     for (int s = 0; s < b.num_seqs(); ++s) {
@@ -99,9 +97,13 @@ class Qwen3_5 final : public Model {
       a.out = core + int64_t{r0} * value_dim;
     }
     ops.CausalConvSiluSeqs(proj, proj_w, b.seq_start.data(), b.num_seqs(), conv_dim, w.conv, conv_states.data(), mixed);
-    ops.GdnCoreSeqs(seqs.data(), b.num_seqs());
-    ops.GatedRmsNorm(core, proj, proj_w, conv_dim, n, hv, c.linear_value_head_dim, w.norm,
-                     static_cast<float>(c.rms_norm_eps), normed);
+    // The gates (b, a), the delta rule and the gated norm (z): one launch on a CUDA decode step.
+    const GdnGatedArgs gated{.in = proj, .stride = proj_w, .b_col = conv_dim + value_dim,
+                             .a_col = conv_dim + value_dim + hv, .z_col = conv_dim, .n = n, .hv = hv,
+                             .dv = c.linear_value_head_dim, .a_log = &w.a_log, .dt_bias = &w.dt_bias, .norm = &w.norm,
+                             .eps = static_cast<float>(c.rms_norm_eps), .beta = beta, .g = g, .core = core,
+                             .normed = normed};
+    ops.GdnGatedCoreSeqs(seqs.data(), b.num_seqs(), gated);
     Project(ops, ctx, layer, LoraTarget::kGdnOut, normed, value_dim, w.out, out);
   }
 };

@@ -691,6 +691,49 @@ TEST(CudaLora, WideAdaptersMatchTheCpuAndKeepRowBits) {
 
 // ---- errors ---------------------------------------------------------------------------------
 
+// A Qwen3.5 decode step runs each Gated DeltaNet layer's gates, delta rule and gated norm as one
+// op (one launch: CudaOps::GdnGatedCoreSeqs), a prefill of 16 tokens or more as the three
+// (the chunk kernel's form) — and both give the logits the CPU gives.
+TEST(CudaOps, ADecodeStepFusesTheGdnGatesAndGatedNorm) {
+  REQUIRE_GPU();
+  auto model = test::LoadFixtureModel("qwen3_5-text-odd");
+  ASSERT_NE(model, nullptr);
+  int gdn_layers = 0;
+  for (const auto& l : model->weights().layers) gdn_layers += l.kind == LayerKind::kLinearAttention ? 1 : 0;
+  ASSERT_GT(gdn_layers, 0);
+  CudaOptions o;
+  o.act = ActDtype::kF32;
+  o.budget_bytes = int64_t{4} << 30;
+  o.scratch_bytes = int64_t{256} << 20;
+  o.op_profile = true;
+  auto made = CudaOps::Create(o);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  CudaOps& cuda = **made;
+  CpuOps cpu(ActDtype::kF32, 2);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 21; ++i) ids.push_back((i * 37 + 5) % model->config().vocab_size);
+  const size_t vocab = static_cast<size_t>(model->config().vocab_size);
+  std::vector<float> got(ids.size() * vocab), want(ids.size() * vocab);
+  auto cs = model->NewState(cuda);
+  auto ps = model->NewState(cpu);
+  ASSERT_TRUE(cs.ok() && ps.ok());
+  ASSERT_TRUE(model->Forward(cpu, ids.data(), static_cast<int>(ids.size()), *ps, want.data()).ok());
+  ASSERT_TRUE(model->Forward(cuda, ids.data(), 20, *cs, got.data()).ok());
+  EXPECT_EQ(cuda.op_profile()->Calls("GdnGatedCore"), 0) << "a 20-token prefill takes the chunk kernel";
+  EXPECT_EQ(cuda.op_profile()->Calls("GatedRmsNorm"), gdn_layers);
+  cuda.op_profile()->Clear();
+  ASSERT_TRUE(model->Forward(cuda, ids.data() + 20, 1, *cs, got.data() + 20 * vocab).ok());
+  EXPECT_EQ(cuda.op_profile()->Calls("GdnGatedCore"), gdn_layers) << "a decode step: one op a GDN layer";
+  EXPECT_EQ(cuda.op_profile()->Calls("GdnGates"), 0);
+  EXPECT_EQ(cuda.op_profile()->Calls("GatedRmsNorm"), 0);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  EXPECT_LT(std::sqrt(num / den), 1e-4) << "prefill then a decode step against the CPU";
+}
+
 TEST(CudaOps, AStepTooBigForTheScratchArenaIsANamedErrorAndTheOpsStayUsable) {
   REQUIRE_GPU();
   auto model = test::LoadFixtureModel("qwen3-tiny");

@@ -709,6 +709,90 @@ TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
   }
 }
 
+// Ops::GdnGatedCoreSeqs on CUDA: the gates and the gated norm run inside the token kernel (one
+// launch a decode step). Every output — beta, g, the delta rule's rows and state, the normed rows
+// — must be the bits of GdnGates, GdnCoreSeqs and GatedRmsNorm run one after another, across
+// chunk ends, with one-row and three-row pieces, one-warp blocks (dk, dv <= 32) and wider ones.
+TEST(CudaOps, FusedGdnGatesAndNormAreTheThreeOpsBitForBit) {
+  REQUIRE_GPU();
+  std::mt19937 rng(61);
+  struct Shape { int hk, hv, dk, dv; };
+  for (const Shape sh : {Shape{2, 4, 18, 24}, Shape{1, 3, 32, 72}, Shape{2, 6, 128, 128}})
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "dk " << sh.dk << " dv " << sh.dv << (bf16 ? " bf16" : " f32"));
+    const int hk = sh.hk, hv = sh.hv, dk = sh.dk, dv = sh.dv;
+    const int conv_dim = 2 * hk * dk + hv * dv, width = hv * dv;
+    // The in-projection's rows: [3 unused | z (width) | b (hv) | a (hv) | 2 unused].
+    const int z_col = 3, b_col = z_col + width, a_col = b_col + hv, stride = a_col + hv + 2;
+    const int seqs = 3, steps = 70;
+    const int piece[seqs] = {1, 1, 3};  // rows a step; a step's rows: sequence 0, 1, then 2's three
+    const int rows = 5, total = steps * rows;
+    Dev<float> in(Random(size_t(total) * stride, rng, 1.0f, bf16)), mixed(Random(size_t(total) * conv_dim, rng, 0.5f, bf16));
+    auto a_log = MakeW(hv, 1, rng, false, 1.0f), dt_bias = MakeW(hv, 1, rng, false, 1.0f), nw = MakeW(dv, 1, rng, false, 1.0f);
+    const cuda::GdnGateNorm gn{stride, b_col, a_col, z_col, a_log->dev(), dt_bias->dev(), nw->dev(), 1e-6f};
+    struct Run {
+      Dev<float> beta, g, core, normed;
+      std::vector<std::unique_ptr<Dev<float>>> S, pk, pvn, pgam;
+      std::vector<cuda::DevGdnState> ds;
+    };
+    auto fresh = [&] {
+      auto r = std::unique_ptr<Run>(new Run{Dev<float>(size_t(total) * hv), Dev<float>(size_t(total) * hv),
+                                            Dev<float>(size_t(total) * width), Dev<float>(size_t(total) * width), {}, {}, {}, {}, {}});
+      for (int s = 0; s < seqs; ++s) {
+        r->S.push_back(std::make_unique<Dev<float>>(std::vector<float>(size_t(hv) * dk * dv, 0.0f)));
+        r->pk.push_back(std::make_unique<Dev<float>>(size_t(kGdnChunk) * hv * dk));
+        r->pvn.push_back(std::make_unique<Dev<float>>(size_t(kGdnChunk) * hv * dv));
+        r->pgam.push_back(std::make_unique<Dev<float>>(size_t(kGdnChunk) * hv));
+        r->ds.push_back({nullptr, r->S[s]->p, r->pk[s]->p, r->pvn[s]->p, r->pgam[s]->p, 0});
+      }
+      return r;
+    };
+    auto three = fresh(), fused = fresh();
+    cuda::GdnSeq* dseqs = nullptr;
+    ASSERT_EQ(cudaMalloc(&dseqs, seqs * sizeof(cuda::GdnSeq)), cudaSuccess);
+    for (int step = 0; step < steps; ++step) {
+      for (Run* run : {three.get(), fused.get()}) {
+        const bool fuse = run == fused.get();
+        const int64_t r0 = int64_t{step} * rows;
+        if (!fuse) {
+          ASSERT_TRUE(cuda::GdnGates(in.p + r0 * stride, stride, b_col, a_col, rows, hv, a_log->dev(), dt_bias->dev(), bf16,
+                                     run->beta.p + r0 * hv, run->g.p + r0 * hv, nullptr).ok());
+        }
+        std::vector<cuda::GdnSeq> host;
+        for (int s = 0, r = static_cast<int>(r0); s < seqs; r += piece[s], ++s) {
+          cuda::GdnSeq q{mixed.p + int64_t{r} * conv_dim, run->beta.p + int64_t{r} * hv, run->g.p + int64_t{r} * hv,
+                         run->core.p + int64_t{r} * width, piece[s], run->ds[s]};
+          if (fuse) {
+            q.in = in.p + int64_t{r} * stride;
+            q.normed = run->normed.p + int64_t{r} * width;
+            q.beta_out = run->beta.p + int64_t{r} * hv;
+            q.g_out = run->g.p + int64_t{r} * hv;
+          }
+          host.push_back(q);
+          run->ds[s].pending = (run->ds[s].pending + piece[s]) % kGdnChunk;
+        }
+        ASSERT_EQ(cudaMemcpy(dseqs, host.data(), host.size() * sizeof(cuda::GdnSeq), cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_TRUE(cuda::GdnCoreSeqs(dseqs, seqs, hk, hv, dk, dv, bf16, nullptr, fuse ? &gn : nullptr).ok());
+        if (!fuse) {
+          ASSERT_TRUE(cuda::GatedRmsNorm(run->core.p + r0 * width, in.p + r0 * stride, stride, z_col, rows, hv, dv,
+                                         nw->dev(), 1e-6f, bf16, run->normed.p + r0 * width, nullptr).ok());
+        }
+      }
+    }
+    cudaFree(dseqs);
+    EXPECT_EQ(fused->beta.Get(), three->beta.Get()) << "beta";
+    EXPECT_EQ(fused->g.Get(), three->g.Get()) << "g";
+    EXPECT_EQ(fused->core.Get(), three->core.Get()) << "the delta rule's rows";
+    const auto normed = fused->normed.Get();
+    EXPECT_EQ(normed, three->normed.Get()) << "the gated norm's rows";
+    EXPECT_TRUE(std::all_of(normed.begin(), normed.end(), [](float v) { return std::isfinite(v); })) << "every row written";
+    for (int s = 0; s < seqs; ++s) {
+      EXPECT_EQ(fused->S[s]->Get(), three->S[s]->Get()) << "state of sequence " << s;
+      EXPECT_EQ(fused->ds[s].pending, three->ds[s].pending);
+    }
+  }
+}
+
 TEST(CudaOps, LoraTouchesOnlyItsRowsAndMatchesCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(7);

@@ -1164,6 +1164,55 @@ void CudaOps::GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int
   Note(cuda::GatedRmsNorm(x, z, z_stride, z_col, n, hv, dv, d->w, eps, bf16(), out, stream_));
 }
 
+void CudaOps::GdnGatedCoreSeqs(const GdnCoreArgs* seqs, int count, const GdnGatedArgs& l) {
+  // One launch (the token kernel with the gates and the gated norm inside) when every sequence is
+  // a token-kernel piece (a decode step's rows) and the sequences' rows are l's, in order;
+  // otherwise the three ops.
+  const int64_t width = int64_t{l.hv} * l.dv;
+  bool fuse = count >= 1;
+  int64_t r0 = 0;
+  for (int i = 0; i < count && fuse; ++i) {
+    const GdnCoreArgs& a = seqs[i];
+    fuse = a.n > 0 && a.n < cuda::kGdnParallelMinTokens && a.hk == seqs[0].hk && a.dk == seqs[0].dk && a.hv == l.hv &&
+           a.dv == l.dv && a.beta == l.beta + r0 * l.hv && a.g == l.g + r0 * l.hv && a.out == l.core + r0 * width;
+    r0 += a.n;
+  }
+  if (!fuse || r0 != l.n) {
+    Ops::GdnGatedCoreSeqs(seqs, count, l);
+    return;
+  }
+  const auto timer = Time("GdnGatedCore");
+  const DevCopy* al = Dev(*l.a_log);
+  const DevCopy* dt = Dev(*l.dt_bias);
+  const DevCopy* nw = Dev(*l.norm);
+  if (Failed()) return;
+  std::vector<cuda::GdnSeq> batch;
+  r0 = 0;
+  for (int i = 0; i < count; ++i) {
+    const GdnCoreArgs& a = seqs[i];
+    const GdnState& st = *a.state;
+    if (st.pending < 0 || st.pending >= kGdnChunk) Note(Internal("GDN state: bad chunk counter"));
+    cuda::GdnSeq q{a.qkv, a.beta, a.g, a.out, a.n, {st.conv, st.S, st.pk, st.pvn, st.pgam, st.pending}};
+    q.in = l.in + r0 * l.stride;
+    q.normed = l.normed + r0 * width;
+    q.beta_out = l.beta + r0 * l.hv;
+    q.g_out = l.g + r0 * l.hv;
+    batch.push_back(q);
+    r0 += a.n;
+  }
+  const auto* d = static_cast<const cuda::GdnSeq*>(Stage(batch.data(), static_cast<int64_t>(batch.size() * sizeof(cuda::GdnSeq))));
+  if (Failed()) return;
+  const GdnCoreArgs& a0 = seqs[0];
+  const cuda::GdnGateNorm gn{l.stride, l.b_col, l.a_col, l.z_col, al->w, dt->w, nw->w, l.eps};
+  Sign(21, d, count, a0.hk, l.hv, a0.dk, l.dv, l.in, l.stride, l.b_col, l.a_col, l.z_col, al->w.data, dt->w.data,
+       nw->w.data, l.eps);
+  for (const cuda::GdnSeq& q : batch) {
+    Sign(q.qkv, q.out, q.n, q.state.S, q.state.pk, q.state.pvn, q.state.pgam, q.in, q.normed, q.beta_out, q.g_out);
+  }
+  if (Launches()) Note(cuda::GdnCoreSeqs(d, count, a0.hk, l.hv, a0.dk, l.dv, bf16(), stream_, &gn));
+  for (int i = 0; i < count; ++i) seqs[i].state->pending = (seqs[i].state->pending + seqs[i].n) % kGdnChunk;
+}
+
 // ---- CUDA graphs ----------------------------------------------------------------------------
 
 struct CudaOps::CapturedGraph {

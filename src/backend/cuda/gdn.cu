@@ -105,8 +105,13 @@ __global__ void ConvStateKernel(const float* x, int64_t x_stride, int n, int cha
 // dots); then each column's Sᵀk and Sᵀq chains over one read of the state and the corrections
 // over one read of the open chunk's values — where it was five, four of them waiting on memory.
 // Every chain is the one it was (the same terms in the same order), so the same bits.
-__device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int pending, int h) {
+// With fused (GdnGateNorm; rows: the sequence's) the block also computes its head's gates
+// before each token (stored as GdnGates stores them) and the gated norm of the head's output row
+// after it.
+__device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int pending, int h,
+                              const GdnGateNorm* fused = nullptr, const GdnSeq* rows = nullptr) {
   __shared__ float q[kMaxDim], k[kMaxDim], coef_k[kGdnChunk], coef_q[kGdnChunk], decay[kGdnChunk], inv[2];
+  __shared__ float orow[kMaxDim], gates[2], norm_inv;  // fused: the output row, beta and g, its norm
   const int tid = threadIdx.x;
   const int dk = a.dk, dv = a.dv, hv = a.hv, kh = h / (a.hv / a.hk);
   const int64_t conv_dim = 2LL * a.hk * dk + int64_t{hv} * dv;
@@ -125,14 +130,22 @@ __device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int p
       const float ss = WarpSumSquares16(kraw, dk, tid % 32);
       if (tid % 32 == 0) inv[1] = 1.0f / sqrtf(__fadd_rn(ss, 1e-6f));
     }
+    if (fused != nullptr && tid == blockDim.x - 1) {  // GdnGates' arithmetic (elementwise.cu)
+      const float* ir = rows->in + t * fused->stride;
+      const float bb = ir[fused->b_col + h], aa = ir[fused->a_col + h];
+      gates[0] = RoundAct(SigmoidF(bb), a.bf16);
+      gates[1] = __fmul_rn(-expf(WeightAt(fused->a_log, h)), SoftplusF(__fadd_rn(aa, WeightAt(fused->dt_bias, h))));
+      rows->beta_out[t * hv + h] = gates[0];
+      rows->g_out[t * hv + h] = gates[1];
+    }
     __syncthreads();
     for (int r = tid; r < dk; r += blockDim.x) {
       q[r] = __fmul_rn(__fmul_rn(qraw[r], inv[0]), q_scale);
       k[r] = __fmul_rn(__fmul_rn(kraw[r], inv[1]), 1.0f);
     }
     const int i = pending;
-    const float beta = a.beta[t * hv + h];
-    const float gam = __fadd_rn(i == 0 ? 0.0f : st.pgam[(i - 1) * hv + h], a.g[t * hv + h]);
+    const float beta = fused != nullptr ? gates[0] : a.beta[t * hv + h];
+    const float gam = __fadd_rn(i == 0 ? 0.0f : st.pgam[(i - 1) * hv + h], fused != nullptr ? gates[1] : a.g[t * hv + h]);
     const float e = expf(gam);
     __syncthreads();
     // coef_k[m] = (k·k_m) e^{gam - gam_m} for m < i; coef_q[m] = (q·k_m) e^{gam - gam_m} for
@@ -168,11 +181,27 @@ __device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int p
       st.pvn[(int64_t{i} * hv + h) * dv + j] = vn;
       o = __fmaf_rn(coef_q[i], vn, o);
       a.out[(int64_t{t} * hv + h) * dv + j] = RoundAct(o, a.bf16);
+      orow[j] = RoundAct(o, a.bf16);
     }
     for (int r = tid; r < dk; r += blockDim.x) st.pk[(int64_t{i} * hv + h) * dk + r] = k[r];
     if (tid == 0) st.pgam[i * hv + h] = gam;
     pending = i + 1;
     __syncthreads();
+    if (fused != nullptr) {  // GatedNormKernel's arithmetic on the row just stored
+      if (tid < 32) {
+        const float ss = WarpSumSquares16(orow, dv, tid);
+        if (tid == 0) norm_inv = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(ss, static_cast<float>(dv)), fused->eps));
+      }
+      __syncthreads();
+      if (j < dv) {
+        const float z = rows->in[t * fused->stride + fused->z_col + int64_t{h} * dv + j];
+        rows->normed[(int64_t{t} * hv + h) * dv + j] =
+            RoundAct(__fmul_rn(RoundAct(__fmul_rn(WeightAt(fused->norm, j), RoundAct(__fmul_rn(orow[j], norm_inv), a.bf16)),
+                                        a.bf16),
+                               SiluF(z)),
+                     a.bf16);
+      }
+    }
     if (pending == kGdnChunk) {
       // S = e^{gam_last} S + Σ_m e^{gam_last − gam_m} k_m Vn_mᵀ (each thread its column; the
       // decays once a chunk — the same values — where each key row recomputed all 64).
@@ -222,7 +251,8 @@ __global__ void GdnCoreKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
 
 // One block per value head (x) and sequence (y): each block exactly GdnCoreKernel's for its
 // sequence.
-__global__ void GdnCoreSeqsKernel(const GdnSeq* seqs, int hk, int hv, int dk, int dv, bool bf16) {
+__global__ void GdnCoreSeqsKernel(const GdnSeq* seqs, int hk, int hv, int dk, int dv, bool bf16, GdnGateNorm fused,
+                                  bool with_fused) {
   const GdnSeq& s = seqs[blockIdx.y];  // staged by a copy before the step's first kernel
   PrefetchHeadState(s.state, dk, dv, hv, s.state.pending, blockIdx.x);
   PdlBegin();  // pdl.cuh: only prefetches before the predecessor completes
@@ -237,7 +267,7 @@ __global__ void GdnCoreSeqsKernel(const GdnSeq* seqs, int hk, int hv, int dk, in
   a.dv = dv;
   a.bf16 = bf16;
   a.out = s.out;
-  GdnCoreTokens(a, s.state, s.state.pending, blockIdx.x);
+  GdnCoreTokens(a, s.state, s.state.pending, blockIdx.x, with_fused ? &fused : nullptr, &s);
 }
 
 // One warp per (row, head).
@@ -293,16 +323,22 @@ Status CausalConvSiluSeqs(const float* x, int64_t x_stride, const ConvSeq* seqs,
   return Launched("CausalConvSiluSeqs");
 }
 
-Status GdnCoreSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int dv, bool bf16, void* stream) {
+Status GdnCoreSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int dv, bool bf16, void* stream,
+                   const GdnGateNorm* fused) {
   if (count < 0 || count > 65535 || hk <= 0 || hv <= 0 || hv % hk != 0 || dk <= 0 || dv <= 0 || dk > kMaxDim ||
       dv > kMaxDim || (count > 0 && seqs == nullptr)) {
     return InvalidArgument("cuda GdnCoreSeqs: bad shape or count (dk, dv 1..256, value heads a multiple of key heads, "
                            "up to 65535 sequences)");
   }
+  if (fused != nullptr && (fused->a_log.rows * fused->a_log.cols < hv || fused->dt_bias.rows * fused->dt_bias.cols < hv ||
+                          fused->norm.rows * fused->norm.cols < dv)) {
+    return InvalidArgument("cuda GdnCoreSeqs: the fused gates need hv values of A_log and dt_bias, the norm dv weights");
+  }
   if (count == 0) return Status::Ok();
   const int threads = ((dk > dv ? dk : dv) + 31) / 32 * 32;
   LaunchPdl(GdnCoreSeqsKernel, dim3(static_cast<unsigned>(hv), static_cast<unsigned>(count)), threads, 0,
-            static_cast<cudaStream_t>(stream), seqs, hk, hv, dk, dv, bf16);
+            static_cast<cudaStream_t>(stream), seqs, hk, hv, dk, dv, bf16, fused != nullptr ? *fused : GdnGateNorm{},
+            fused != nullptr);
   return Launched("GdnCoreSeqs");
 }
 

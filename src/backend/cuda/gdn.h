@@ -79,12 +79,29 @@ struct GdnSeq {
   float* out;
   int n;
   DevGdnState state;
+  // With a GdnGateNorm: the sequence's rows of the in-projection (b, a, z), of the gated norm's
+  // output [n, hv * dv], and of the gates computed (beta_out, g_out [n, hv]; beta and g unread).
+  const float* in = nullptr;
+  float* normed = nullptr;
+  float* beta_out = nullptr;
+  float* g_out = nullptr;
+};
+// Ops::GdnGatedCoreSeqs's gates and gated norm, fused into the token kernel (GdnCoreSeqs): each
+// block computes its head's beta and g from the in-projection row (GdnGates' arithmetic, also
+// stored) before the token and, after it, the gated norm of its head's output row (GatedRmsNorm's
+// arithmetic on the values it stores) — the same bits as the three launches.
+struct GdnGateNorm {
+  int64_t stride, b_col, a_col, z_col;  // the in-projection's rows
+  DevWeight a_log, dt_bias, norm;
+  float eps;
 };
 // The token kernel over `count` sequences in one launch (one block per value head and
 // sequence; seqs a device array): each sequence's rows get exactly GdnCore's token-kernel bits.
 // For decode steps (a batch's one row per sequence) and pieces under 16 tokens — longer ones
 // belong to GdnCore's chunk-parallel kernel. The caller advances each state's pending.
-Status GdnCoreSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int dv, bool bf16, void* stream);
+// fused: the gates and the gated norm too (GdnGateNorm; every sequence's in and normed set).
+Status GdnCoreSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int dv, bool bf16, void* stream,
+                   const GdnGateNorm* fused = nullptr);
 // The chunk-parallel kernel alone (GdnCore picks it from 16 tokens on); it leaves
 // a.state->pending for the caller to advance. Needs GdnChunkSharedBytes(dk) of shared memory.
 Status GdnCoreChunked(const GdnCoreArgs& a, void* stream);

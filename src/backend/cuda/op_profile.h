@@ -44,6 +44,11 @@ class OpProfile {
   };
   // One line per op, by time: calls, seconds, share, TFLOP/s where FLOPs were counted.
   std::string Table() const;
+  // Times the op named `op` ran (0: never).
+  int64_t Calls(const std::string& op) const {
+    const auto it = lines_.find(op);
+    return it == lines_.end() ? 0 : it->second.calls;
+  }
   void Clear() { lines_.clear(); }
 
  private:
