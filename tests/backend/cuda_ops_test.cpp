@@ -779,6 +779,12 @@ TEST(CudaOps, FusedGdnGatesAndNormAreTheThreeOpsBitForBit) {
         }
       }
     }
+    // Gates or a norm weight shorter than the heads: a named error before anything runs.
+    cuda::GdnGateNorm short_gates = gn;
+    short_gates.a_log.rows = hv - 1;
+    const Status refused = cuda::GdnCoreSeqs(dseqs, seqs, hk, hv, dk, dv, bf16, nullptr, &short_gates);
+    EXPECT_FALSE(refused.ok());
+    EXPECT_NE(refused.ToString().find("A_log"), std::string::npos) << refused.ToString();
     cudaFree(dseqs);
     EXPECT_EQ(fused->beta.Get(), three->beta.Get()) << "beta";
     EXPECT_EQ(fused->g.Get(), three->g.Get()) << "g";

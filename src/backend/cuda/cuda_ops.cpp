@@ -1118,13 +1118,23 @@ void CudaOps::GdnCore(const GdnCoreArgs& a) {
   st.pending = (st.pending + a.n) % kGdnChunk;
 }
 
+// Whether a is a token-kernel piece (under 16 tokens) of first's shape: such pieces share one
+// launch of cuda::GdnCoreSeqs.
+static bool TokenPiece(const GdnCoreArgs& a, const GdnCoreArgs& first) {
+  return a.n > 0 && a.n < cuda::kGdnParallelMinTokens && a.hk == first.hk && a.hv == first.hv && a.dk == first.dk &&
+         a.dv == first.dv;
+}
+
+// a's entry of a cuda::GdnCoreSeqs launch (its state's pending before the call).
+static cuda::GdnSeq DeviceSeq(const GdnCoreArgs& a) {
+  const GdnState& st = *a.state;
+  return {a.qkv, a.beta, a.g, a.out, a.n, {st.conv, st.S, st.pk, st.pvn, st.pgam, st.pending}};
+}
+
 void CudaOps::GdnCoreSeqs(const GdnCoreArgs* seqs, int count) {
   // A decode step's sequences (pieces under 16 tokens: the token kernel's) share one launch;
   // longer pieces take GdnCore's chunk-parallel kernel one by one.
-  const auto shares = [&](const GdnCoreArgs& a) {
-    return a.n > 0 && a.n < cuda::kGdnParallelMinTokens && a.hk == seqs[0].hk && a.hv == seqs[0].hv &&
-           a.dk == seqs[0].dk && a.dv == seqs[0].dv;
-  };
+  const auto shares = [&](const GdnCoreArgs& a) { return TokenPiece(a, seqs[0]); };
   int sharing = 0;
   for (int i = 0; i < count; ++i) sharing += shares(seqs[i]) ? 1 : 0;
   if (sharing < 2) {
@@ -1138,9 +1148,8 @@ void CudaOps::GdnCoreSeqs(const GdnCoreArgs* seqs, int count) {
       GdnCore(a);
       continue;
     }
-    const GdnState& st = *a.state;
-    if (st.pending < 0 || st.pending >= kGdnChunk) Note(Internal("GDN state: bad chunk counter"));
-    batch.push_back({a.qkv, a.beta, a.g, a.out, a.n, {st.conv, st.S, st.pk, st.pvn, st.pgam, st.pending}});
+    if (a.state->pending < 0 || a.state->pending >= kGdnChunk) Note(Internal("GDN state: bad chunk counter"));
+    batch.push_back(DeviceSeq(a));
   }
   const auto timer = Time("GdnCore");
   const auto* d = static_cast<const cuda::GdnSeq*>(Stage(batch.data(), static_cast<int64_t>(batch.size() * sizeof(cuda::GdnSeq))));
@@ -1173,8 +1182,8 @@ void CudaOps::GdnGatedCoreSeqs(const GdnCoreArgs* seqs, int count, const GdnGate
   int64_t r0 = 0;
   for (int i = 0; i < count && fuse; ++i) {
     const GdnCoreArgs& a = seqs[i];
-    fuse = a.n > 0 && a.n < cuda::kGdnParallelMinTokens && a.hk == seqs[0].hk && a.dk == seqs[0].dk && a.hv == l.hv &&
-           a.dv == l.dv && a.beta == l.beta + r0 * l.hv && a.g == l.g + r0 * l.hv && a.out == l.core + r0 * width;
+    fuse = TokenPiece(a, seqs[0]) && a.hv == l.hv && a.dv == l.dv && a.beta == l.beta + r0 * l.hv &&
+           a.g == l.g + r0 * l.hv && a.out == l.core + r0 * width;
     r0 += a.n;
   }
   if (!fuse || r0 != l.n) {
@@ -1190,9 +1199,8 @@ void CudaOps::GdnGatedCoreSeqs(const GdnCoreArgs* seqs, int count, const GdnGate
   r0 = 0;
   for (int i = 0; i < count; ++i) {
     const GdnCoreArgs& a = seqs[i];
-    const GdnState& st = *a.state;
-    if (st.pending < 0 || st.pending >= kGdnChunk) Note(Internal("GDN state: bad chunk counter"));
-    cuda::GdnSeq q{a.qkv, a.beta, a.g, a.out, a.n, {st.conv, st.S, st.pk, st.pvn, st.pgam, st.pending}};
+    if (a.state->pending < 0 || a.state->pending >= kGdnChunk) Note(Internal("GDN state: bad chunk counter"));
+    cuda::GdnSeq q = DeviceSeq(a);
     q.in = l.in + r0 * l.stride;
     q.normed = l.normed + r0 * width;
     q.beta_out = l.beta + r0 * l.hv;

@@ -99,7 +99,8 @@ struct GdnGateNorm {
 // sequence; seqs a device array): each sequence's rows get exactly GdnCore's token-kernel bits.
 // For decode steps (a batch's one row per sequence) and pieces under 16 tokens — longer ones
 // belong to GdnCore's chunk-parallel kernel. The caller advances each state's pending.
-// fused: the gates and the gated norm too (GdnGateNorm; every sequence's in and normed set).
+// fused: the gates and the gated norm too (GdnGateNorm; every sequence's in, normed, beta_out
+// and g_out set).
 Status GdnCoreSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int dv, bool bf16, void* stream,
                    const GdnGateNorm* fused = nullptr);
 // The chunk-parallel kernel alone (GdnCore picks it from 16 tokens on); it leaves
