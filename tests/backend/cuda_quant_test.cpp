@@ -270,7 +270,9 @@ TEST(CudaQuant, Fp8MatchesTheCpuReferenceAndKeepsRowBits) {
     CpuOps cpu(act, 4);
     for (QuantFormat f : {QuantFormat::kFp8Block, QuantFormat::kFp8Channel}) {
       // K = 202: the activation quantization's one-column-a-lane form (K % 4 != 0).
-      for (auto [n, k] : {std::pair<int64_t, int64_t>{300, 384}, {70, 200}, {136, 1024}, {72, 1040}, {40, 202}}) {
+      // 136 x 4224 (fp8-block): K in two halves of 17 and 16 stages, a cluster of two blocks a tile.
+      for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{300, 384}, {70, 200}, {136, 1024}, {72, 1040}, {40, 202},
+                                                                   {136, 4224}}) {
         const Weight q = Quantized(f, n, k, false, rng);
         const Weight x = Activations(200, k, rng);
         const bool tensor = act == ActDtype::kBF16 && k % 16 == 0;

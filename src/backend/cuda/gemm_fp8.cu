@@ -4,6 +4,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
+#include <cooperative_groups.h>
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
@@ -47,7 +48,7 @@ template <int kBN, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
     GemmFp8Kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w,
                   const float* __restrict__ sx, int64_t m, DevWeight w, int64_t group, float* __restrict__ y, int64_t ldy,
-                  bool round_bf16, int ttiles, int a_rows) {
+                  bool round_bf16, int ttiles, int a_rows, int halves) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   extern __shared__ unsigned char raw[];
   // The stages 1024-byte aligned (the swizzle's period; the last one followed by enough bytes
@@ -59,22 +60,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* wch = reinterpret_cast<float*>(full + kStages);
   const int64_t n = w.rows, k = w.cols, groups = (k + group - 1) / group;
   const bool channel = w.format == DevFormat::kFp8Channel;
-  const int tok0 = static_cast<int>(blockIdx.x) % ttiles * kRowsA, out0 = static_cast<int>(blockIdx.x) / ttiles * kBN;
+  // halves == 2 (KSplit): blocks 2b and 2b + 1 are one cluster, tile b's first and second half of
+  // K's stages (each a whole group); the second hands its totals to the first at the end.
+  const int half = halves == 2 ? static_cast<int>(blockIdx.x) % 2 : 0, tile = static_cast<int>(blockIdx.x) / halves;
+  const int tok0 = tile % ttiles * kRowsA, out0 = tile / ttiles * kBN;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int rows_b = static_cast<int>(min(int64_t{kBN}, n - out0));
-  const int slices = static_cast<int>((k + kBK - 1) / kBK);
+  const int all_slices = static_cast<int>((k + kBK - 1) / kBK), per_half = (all_slices + halves - 1) / halves;
+  const int s0 = half * per_half, slices = min(per_half, all_slices - s0);  // this block's stages: s0 + [0, slices)
   auto load = [&](int st, int slice) {
     unsigned char* base = stages + st * stage_bytes;
     MbarExpectTx(&full[st], stage_bytes);
-    TmaLoad2d(base, &map_x, slice * kBK, tok0, &full[st]);
-    TmaLoad2d(base + a_bytes, &map_w, slice * kBK, out0, &full[st]);
+    TmaLoad2d(base, &map_x, (s0 + slice) * kBK, tok0, &full[st]);
+    TmaLoad2d(base + a_bytes, &map_w, (s0 + slice) * kBK, out0, &full[st]);
   };
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) MbarInit(&full[s], 1);
     FenceProxyAsync();
     for (int s = 0; s < kStages && s < slices; ++s) load(s, s);
   }
-  const float* ws_row = channel ? nullptr : w.scale + (out0 / w.group) * ((k + w.group - 1) / w.group);
+  // (A split block's groups start at s0: stages are groups when it splits.)
+  const float* ws_row = channel ? nullptr : w.scale + (out0 / w.group) * ((k + w.group - 1) / w.group) + s0;
   if (channel) {
     for (int i = tid; i < kBN; i += kThreads) wch[i] = i < rows_b ? w.scale[out0 + i] : 0.0f;
   }
@@ -84,8 +90,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // m are never stored); fp8-block's weight scales: one per group for the block (blocks are 128k
   // wide and kBN divides 128).
   const int r_lo = 16 * warp + g, r_hi = r_lo + 8;
-  const float* sx_lo = sx + min(int64_t{tok0 + r_lo}, m - 1) * groups;
-  const float* sx_hi = sx + min(int64_t{tok0 + r_hi}, m - 1) * groups;
+  const float* sx_lo = sx + min(int64_t{tok0 + r_lo}, m - 1) * groups + s0;
+  const float* sx_hi = sx + min(int64_t{tok0 + r_hi}, m - 1) * groups + s0;
   // Groups by countdown, not a 64-bit division a stage: fp8-block's group is 128k columns;
   // per channel it is the row, ending only with K.
   const int per_group = channel ? 0x7fffffff : static_cast<int>(group / kBK);
@@ -204,6 +210,28 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
+  if (halves == 2) {
+    // The second half's totals into the first's, through distributed shared memory (the ring
+    // is idle: every copy landed, every wgmma waited for). One add, t_first + t_second: the
+    // same bits whichever half finished first.
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    float* xch = reinterpret_cast<float*>(stages);
+    __syncthreads();
+    FenceProxyAsync();
+    if (half == 1) {
+#pragma unroll
+      for (int i = 0; i < kBN / 2; ++i) xch[i * kThreads + tid] = total[i];
+    }
+    cluster.sync();
+    if (half == 0) {
+      const float* peer = cluster.map_shared_rank(xch, 1);
+#pragma unroll
+      for (int i = 0; i < kBN / 2; ++i) total[i] = __fadd_rn(total[i], peer[i * kThreads + tid]);
+    }
+    cluster.sync();  // the second block's shared memory stays until the first has read it
+    if (half == 1) return;
+  }
   // d[4j + e]: activation row r_lo (e < 2) or r_hi, output 8j + 2t + e % 2.
 #pragma unroll
   for (int j = 0; j < kBN / 8; ++j) {
@@ -239,6 +267,15 @@ Status EncodeCodes(CUtensorMap* map, const uint8_t* codes, int64_t rows, int64_t
   return Status::Ok();
 }
 
+// Whether a weight's products run K in two halves (a cluster of two blocks a tile, see the kernel):
+// fp8-block weights with 128-column groups, few outputs (at batch 1 their 64-output blocks leave
+// multiprocessors idle, and each block's chain of stages, not the bytes, sets the pace) and a long
+// K. A function of the weight alone, so every row count runs the same chain.
+constexpr int64_t kSplitMaxOutputs = 8192, kSplitMinColumns = 4096;
+bool KSplit(const DevWeight& w, int64_t group) {
+  return w.format == DevFormat::kFp8Block && group == kBK && w.rows <= kSplitMaxOutputs && w.cols >= kSplitMinColumns;
+}
+
 template <int kBN, int kStages>
 Status Launch(const uint8_t* xq, const float* sx, int64_t m, const DevWeight& w, int64_t group, float* y, int64_t ldy,
               bool round_output, cudaStream_t s) {
@@ -254,9 +291,16 @@ Status Launch(const uint8_t* xq, const float* sx, int64_t m, const DevWeight& w,
   CUtensorMap map_x, map_w;
   if (Status st = EncodeCodes(&map_x, xq, m, w.cols, a_rows); !st.ok()) return st;
   if (Status st = EncodeCodes(&map_w, static_cast<const uint8_t*>(w.data), w.rows, w.cols, kBN); !st.ok()) return st;
-  LaunchPdl(GemmFp8Kernel<kBN, kStages>, static_cast<unsigned>(ttiles * otiles), kThreads,
-            SmemBytes<kBN, kStages>(a_rows), s, map_x, map_w, sx, m, w, group, y, ldy, round_output,
-            static_cast<int>(ttiles), a_rows);
+  if (KSplit(w, group)) {
+    if (ttiles * otiles * 2 > (int64_t{1} << 31) - 1) return InvalidArgument("cuda GemmFp8: too many tiles for one launch");
+    LaunchPdlCluster(GemmFp8Kernel<kBN, kStages>, static_cast<unsigned>(ttiles * otiles * 2), kThreads,
+                     SmemBytes<kBN, kStages>(a_rows), s, dim3(2, 1, 1), map_x, map_w, sx, m, w, group, y, ldy,
+                     round_output, static_cast<int>(ttiles), a_rows, 2);
+  } else {
+    LaunchPdl(GemmFp8Kernel<kBN, kStages>, static_cast<unsigned>(ttiles * otiles), kThreads,
+              SmemBytes<kBN, kStages>(a_rows), s, map_x, map_w, sx, m, w, group, y, ldy, round_output,
+              static_cast<int>(ttiles), a_rows, 1);
+  }
   return Launched("GemmFp8");
 }
 
