@@ -51,14 +51,10 @@ class Qwen3_5 final : public Model {
     float *qkv = scratch(int64_t{n} * qkv_w), *q = scratch(int64_t{n} * q_w), *gate = scratch(int64_t{n} * q_w),
           *a = scratch(int64_t{n} * q_w), *k = scratch(int64_t{n} * kv_w), *v = scratch(int64_t{n} * kv_w);
     Project(ops, ctx, layer, LoraTarget::kAttnQkv, x, H, w.qkv, qkv);
-    ops.CopyBlocks(qkv, qkv_w, 0, 2 * hd, q, q_w, 0, hd, n, hd, nh);
-    ops.CopyBlocks(qkv, qkv_w, hd, 2 * hd, gate, q_w, 0, hd, n, hd, nh);
-    ops.CopyBlock(qkv, qkv_w, qg_w, k, kv_w, 0, n, kv_w);
-    ops.CopyBlock(qkv, qkv_w, qg_w + kv_w, v, kv_w, 0, n, kv_w);
-    ops.RmsNorm(q, w.q_norm, static_cast<int64_t>(n) * nh, hd, eps, NormKind::kOnePlusW, q);
-    ops.RmsNorm(k, w.k_norm, static_cast<int64_t>(n) * nkv, hd, eps, NormKind::kOnePlusW, k);
-    ops.Rope(q, n, nh, hd, c.rotary_dim, ctx.pos.data(), c.inv_freq.data(), c.rope_attention_scaling);
-    ops.Rope(k, n, nkv, hd, c.rotary_dim, ctx.pos.data(), c.inv_freq.data(), c.rope_attention_scaling);
+    // q, gate, k, v out of the fused rows; q and k normed per head and rotated (one launch on CUDA).
+    ops.GatedQkvPrep({.qkv = qkv, .n = n, .nh = nh, .nkv = nkv, .hd = hd, .rot_dim = c.rotary_dim, .q_norm = &w.q_norm,
+                      .k_norm = &w.k_norm, .eps = eps, .pos = ctx.pos.data(), .inv_freq = c.inv_freq.data(),
+                      .attn_scale = c.rope_attention_scaling, .q = q, .gate = gate, .k = k, .v = v});
     CachedAttention(ops, ctx, layer, q, k, v, c, a);
     ops.SigmoidGateMul(a, gate, q_w, n, q_w);
     Project(ops, ctx, layer, LoraTarget::kAttnO, a, q_w, w.o, out);

@@ -13,6 +13,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/attention.h"
+#include "backend/cuda/attention_prep.h"
 #include "backend/cuda/cublas_gemm.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/gemm_pipe.h"
@@ -707,6 +708,59 @@ TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
     ASSERT_TRUE(cuda::GatedRmsNorm(dcore.p, dx.p, stride, 5, n, hv, dv, nw->dev(), 1e-6f, bf16, dnormed.p, nullptr).ok());
     EXPECT_LT(RelErr(dnormed.Get(), normed), Bound(bf16)) << "GatedRmsNorm";
   }
+}
+
+// Ops::GatedQkvPrep on CUDA: one launch splits Qwen3.5's fused q|gate|k|v rows, norms q and k per
+// head and rotates them; every output must be the bits of the eight launches it replaces
+// (CopyBlocks x 2, CopyBlock x 2, RmsNorm x 2, Rope x 2), for full and partial rotation, heads of
+// 256, 128 and 72 columns, one token and several, fp32 and bf16.
+TEST(CudaOps, GatedQkvPrepIsTheEightOpsBitForBit) {
+  REQUIRE_GPU();
+  std::mt19937 rng(62);
+  struct Shape { int nh, nkv, hd, rot; };
+  for (const Shape sh : {Shape{24, 4, 256, 64}, Shape{4, 2, 128, 128}, Shape{3, 1, 72, 32}})
+  for (int n : {1, 7})
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "hd " << sh.hd << " rot " << sh.rot << " n " << n << (bf16 ? " bf16" : " f32"));
+    const int nh = sh.nh, nkv = sh.nkv, hd = sh.hd, q_w = nh * hd, kv_w = nkv * hd, qkv_w = 2 * q_w + 2 * kv_w;
+    Dev<float> qkv(Random(size_t(n) * qkv_w, rng, 1.0f, bf16));
+    Dev<float> qn(Random(size_t(hd), rng, 0.2f, false)), kn(Random(size_t(hd), rng, 0.2f, false));
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    for (auto& p : pos) p = static_cast<int32_t>(rng() % 5000);
+    std::vector<float> freq(static_cast<size_t>(sh.rot / 2));
+    for (size_t i = 0; i < freq.size(); ++i) freq[i] = std::pow(10000.0f, -2.0f * float(i) / float(sh.rot));
+    Dev<int32_t> dpos(pos);
+    Dev<float> dfreq(freq);
+    const float eps = 1e-6f, scale = 1.0f;
+    // The eight ops.
+    Dev<float> q1(size_t(n) * q_w), g1(size_t(n) * q_w), k1(size_t(n) * kv_w), v1(size_t(n) * kv_w);
+    ASSERT_TRUE(cuda::CopyBlocks(qkv.p, qkv_w, 0, 2 * hd, q1.p, q_w, 0, hd, n, hd, nh, nullptr).ok());
+    ASSERT_TRUE(cuda::CopyBlocks(qkv.p, qkv_w, hd, 2 * hd, g1.p, q_w, 0, hd, n, hd, nh, nullptr).ok());
+    ASSERT_TRUE(cuda::CopyBlock(qkv.p, qkv_w, 2 * q_w, k1.p, kv_w, 0, n, kv_w, nullptr).ok());
+    ASSERT_TRUE(cuda::CopyBlock(qkv.p, qkv_w, 2 * q_w + kv_w, v1.p, kv_w, 0, n, kv_w, nullptr).ok());
+    ASSERT_TRUE(cuda::RmsNorm(q1.p, qn.p, int64_t{n} * nh, hd, eps, cuda::NormKind::kOnePlusW, bf16, q1.p, nullptr).ok());
+    ASSERT_TRUE(cuda::RmsNorm(k1.p, kn.p, int64_t{n} * nkv, hd, eps, cuda::NormKind::kOnePlusW, bf16, k1.p, nullptr).ok());
+    ASSERT_TRUE(cuda::Rope(q1.p, n, nh, hd, sh.rot, dpos.p, dfreq.p, scale, bf16, nullptr).ok());
+    ASSERT_TRUE(cuda::Rope(k1.p, n, nkv, hd, sh.rot, dpos.p, dfreq.p, scale, bf16, nullptr).ok());
+    // One launch.
+    Dev<float> q2(size_t(n) * q_w), g2(size_t(n) * q_w), k2(size_t(n) * kv_w), v2(size_t(n) * kv_w);
+    const cuda::GatedQkvPrepArgs a{.qkv = qkv.p, .n = n, .nh = nh, .nkv = nkv, .hd = hd, .rot_dim = sh.rot,
+                                   .q_norm = qn.p, .k_norm = kn.p, .eps = eps, .pos = dpos.p, .inv_freq = dfreq.p,
+                                   .attn_scale = scale, .q = q2.p, .gate = g2.p, .k = k2.p, .v = v2.p};
+    ASSERT_TRUE(cuda::GatedQkvPrep(a, bf16, nullptr).ok());
+    const auto q = q2.Get();
+    EXPECT_TRUE(std::all_of(q.begin(), q.end(), [](float x) { return std::isfinite(x); })) << "every q written";
+    EXPECT_EQ(q, q1.Get()) << "q";
+    EXPECT_EQ(g2.Get(), g1.Get()) << "gate";
+    EXPECT_EQ(k2.Get(), k1.Get()) << "k";
+    EXPECT_EQ(v2.Get(), v1.Get()) << "v";
+  }
+  // Heads wider than the norm block, or an odd rotation: a named error, nothing launched.
+  cuda::GatedQkvPrepArgs bad{};
+  bad.n = 1, bad.nh = 1, bad.nkv = 1, bad.hd = 512, bad.rot_dim = 64;
+  EXPECT_FALSE(cuda::GatedQkvPrep(bad, false, nullptr).ok());
+  bad.hd = 128, bad.rot_dim = 63;
+  EXPECT_FALSE(cuda::GatedQkvPrep(bad, false, nullptr).ok());
 }
 
 // Ops::GdnGatedCoreSeqs on CUDA: the gates and the gated norm run inside the token kernel (one

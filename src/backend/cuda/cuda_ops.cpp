@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "backend/cuda/attention.h"
+#include "backend/cuda/attention_prep.h"
 #include "backend/cuda/cublas_gemm.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.h"
@@ -1171,6 +1172,26 @@ void CudaOps::GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int
   Sign(14, x, z, z_stride, z_col, n, hv, dv, d->w.data, eps, out);
   if (!Launches()) return;
   Note(cuda::GatedRmsNorm(x, z, z_stride, z_col, n, hv, dv, d->w, eps, bf16(), out, stream_));
+}
+
+void CudaOps::GatedQkvPrep(const GatedQkvArgs& a) {
+  // One launch (attention_prep.h) for heads up to 256 wide; wider ones take the eight ops.
+  if (a.hd > cuda::kQkvPrepMaxHeadDim || a.rot_dim % 2 != 0 || a.rot_dim > a.hd) {
+    Ops::GatedQkvPrep(a);
+    return;
+  }
+  const auto timer = Time("GatedQkvPrep");
+  const float* qn = DevF32(*a.q_norm);
+  const float* kn = DevF32(*a.k_norm);
+  const int32_t* d_pos = StageInts(a.pos, a.n);
+  const float* d_freq = static_cast<const float*>(Stage(a.inv_freq, int64_t{a.rot_dim / 2} * 4));
+  if (Failed()) return;
+  Sign(22, a.qkv, a.n, a.nh, a.nkv, a.hd, a.rot_dim, qn, kn, a.eps, d_pos, d_freq, a.attn_scale, a.q, a.gate, a.k, a.v);
+  if (!Launches()) return;
+  const cuda::GatedQkvPrepArgs d{.qkv = a.qkv, .n = a.n, .nh = a.nh, .nkv = a.nkv, .hd = a.hd, .rot_dim = a.rot_dim,
+                                 .q_norm = qn, .k_norm = kn, .eps = a.eps, .pos = d_pos, .inv_freq = d_freq,
+                                 .attn_scale = a.attn_scale, .q = a.q, .gate = a.gate, .k = a.k, .v = a.v};
+  Note(cuda::GatedQkvPrep(d, bf16(), stream_));
 }
 
 void CudaOps::GdnGatedCoreSeqs(const GdnCoreArgs* seqs, int count, const GdnGatedArgs& l) {

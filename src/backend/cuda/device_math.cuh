@@ -18,6 +18,17 @@ __device__ __forceinline__ float SiluF(float u) { return __fdiv_rn(u, __fadd_rn(
 __device__ __forceinline__ float SigmoidF(float u) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-u))); }
 __device__ __forceinline__ float SoftplusF(float u) { return u > 20.0f ? u : log1pf(expf(u)); }
 
+// RoPE of one pair — x0 at column d, x1 at d + rot_dim / 2 of a head — at position pos with
+// frequency inv_freq_d: Ops::Rope's arithmetic (cos and sin scaled and rounded first).
+__device__ __forceinline__ void RopePair(float x0, float x1, int32_t pos, float inv_freq_d, float attn_scale, bool bf16,
+                                         float& y0, float& y1) {
+  const float ang = __fmul_rn(static_cast<float>(pos), inv_freq_d);
+  const float c = RoundAct(__fmul_rn(cosf(ang), attn_scale), bf16);
+  const float s = RoundAct(__fmul_rn(sinf(ang), attn_scale), bf16);
+  y0 = RoundAct(__fadd_rn(RoundAct(__fmul_rn(x0, c), bf16), RoundAct(__fmul_rn(-x1, s), bf16)), bf16);
+  y1 = RoundAct(__fadd_rn(RoundAct(__fmul_rn(x1, c), bf16), RoundAct(__fmul_rn(x0, s), bf16)), bf16);
+}
+
 // Element i of W as the matmul reads it (quantized formats: QuantAt).
 __device__ __forceinline__ float WeightAt(const DevWeight& w, int64_t i) {
   if (w.format != DevFormat::kDense) return QuantAt(w, i / w.cols, i % w.cols);

@@ -66,13 +66,8 @@ __global__ void RopeKernel(float* x, int heads, int head_dim, int half, const in
     const int64_t th = i / half;  // (token, head)
     const int d = static_cast<int>(i % half);
     const int64_t t = th / heads;
-    const float ang = __fmul_rn(static_cast<float>(pos[t]), inv_freq[d]);
-    const float c = RoundAct(__fmul_rn(cosf(ang), attn_scale), bf16);
-    const float s = RoundAct(__fmul_rn(sinf(ang), attn_scale), bf16);
     float* v = x + th * head_dim;
-    const float x0 = v[d], x1 = v[d + half];
-    v[d] = RoundAct(__fadd_rn(RoundAct(__fmul_rn(x0, c), bf16), RoundAct(__fmul_rn(-x1, s), bf16)), bf16);
-    v[d + half] = RoundAct(__fadd_rn(RoundAct(__fmul_rn(x1, c), bf16), RoundAct(__fmul_rn(x0, s), bf16)), bf16);
+    RopePair(v[d], v[d + half], pos[t], inv_freq[d], attn_scale, bf16, v[d], v[d + half]);
   }
 }
 

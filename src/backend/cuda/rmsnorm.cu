@@ -4,23 +4,13 @@
 #include "backend/cuda/launched.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/rmsnorm.h"
+#include "backend/cuda/row_norm.cuh"
 
 namespace graft::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-__device__ __forceinline__ float RoundBf16(float v, bool on) {
-  return on ? __bfloat162float(__float2bfloat16_rn(v)) : v;
-}
-
+constexpr int kThreads = kNormThreads;
 constexpr int kCached = 24;  // values a thread keeps in registers: rows up to 6144 wide in one read
-
-__device__ __forceinline__ float Normed(float x, float inv, float w, int kind, bool round_bf16) {
-  const float n = __fmul_rn(x, inv);
-  return kind == 0 ? RoundBf16(__fmul_rn(w, RoundBf16(n, round_bf16)), round_bf16)
-                   : RoundBf16(__fmul_rn(n, __fadd_rn(1.0f, w)), round_bf16);
-}
 
 // Thread t owns the row's columns t, t + 256, ...: its sum of squares runs over them in
 // ascending order, then a fixed tree over the block (shared memory down to 32 partial sums,
@@ -52,7 +42,7 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(const float* x, float*
 #pragma unroll
     for (int j = 0; j < kCached; ++j) {
       if (tid + j * kThreads < dim) {
-        v[j] = RoundBf16(__fadd_rn(v[j], yv[j]), round_bf16);
+        v[j] = NormRound(__fadd_rn(v[j], yv[j]), round_bf16);
         h[row * dim + tid + j * kThreads] = v[j];
       }
     }
@@ -65,24 +55,12 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(const float* x, float*
   for (int i = tid + kCached * kThreads; i < dim; i += kThreads) {  // wider rows: the rest, one at a time
     float u = xr[i];
     if constexpr (kAdd) {
-      u = RoundBf16(__fadd_rn(u, y[row * dim + i]), round_bf16);
+      u = NormRound(__fadd_rn(u, y[row * dim + i]), round_bf16);
       h[row * dim + i] = u;
     }
     acc = __fadd_rn(acc, __fmul_rn(u, u));
   }
-  partial[tid] = acc;
-  __syncthreads();
-  for (int s = kThreads / 2; s >= 32; s >>= 1) {
-    if (tid < s) partial[tid] = __fadd_rn(partial[tid], partial[tid + s]);
-    __syncthreads();
-  }
-  if (tid < 32) {
-    float p = partial[tid];
-    for (int o = 16; o > 0; o >>= 1) p = __fadd_rn(p, __shfl_down_sync(0xffffffffu, p, o));
-    if (tid == 0) partial[0] = p;
-  }
-  __syncthreads();
-  const float inv = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(partial[0], static_cast<float>(dim)), eps));
+  const float inv = InvRms(acc, dim, eps, partial);
   float* o = out + row * dim;
 #pragma unroll
   for (int j = 0; j < kCached; ++j) {

@@ -1,0 +1,34 @@
+// Qwen3.5's gated-attention input in one launch: the contract of Ops::GatedQkvPrep
+// (backend/ops.h) on device pointers. A decode step split a fused q|gate|k|v projection into four
+// arrays, normed q and k per head and rotated them: eight launches of a few microseconds each.
+// Here one block per (token, head) does its head's share of all of it — the norm with
+// RmsNorm's arithmetic (row_norm.cuh: the same squares, tree and rounding), the rotation with
+// Rope's (device_math.cuh: RopePair) — so every output has the bits of the eight launches.
+//
+// Needs head_dim <= 256 (one column a thread of the norm's block), rot_dim even and <= head_dim.
+#pragma once
+
+#include <cstdint>
+
+#include "util/status.h"
+
+namespace graft::cuda {
+
+inline constexpr int kQkvPrepMaxHeadDim = 256;  // a column a thread of the norm's block
+
+struct GatedQkvPrepArgs {
+  const float* qkv;          // [n, qkv_w]: per query head q_h | gate_h, then k [nkv * hd], then v
+  int n, nh, nkv, hd, rot_dim;
+  const float* q_norm;       // [hd] fp32 (one-plus-w)
+  const float* k_norm;       // [hd]
+  float eps;
+  const int32_t* pos;        // [n] device
+  const float* inv_freq;     // [rot_dim / 2] device
+  float attn_scale;
+  float *q, *gate;           // [n, nh * hd]
+  float *k, *v;              // [n, nkv * hd]
+};
+
+Status GatedQkvPrep(const GatedQkvPrepArgs& a, bool bf16, void* stream);
+
+}  // namespace graft::cuda
