@@ -260,10 +260,10 @@ void RowBitsIndependentOfBatch(int n, int k, int m, std::mt19937& rng) {
   const auto all = d_all.Get();
   for (int r : {0, 1, 63, 64, 65, 127, 149}) {
     if (r >= m) continue;
-    // The row first in a smaller batch: the decode form's three shapes (up to 16, 32 and 64
-    // rows; 33 leaves rows of its last 16-row tile empty), the 64-row tile (N or K not a
+    // The row first in a smaller batch: the decode form's four shapes (one row, up to 16, 32
+    // and 64 rows; 33 leaves rows of its last 16-row tile empty), the 64-row tile (N or K not a
     // multiple of 16), the large-tile kernel (100).
-    for (int count : {1, 2, 16, 17, 33, 40, 64, 100}) {
+    for (int count : {1, 2, 9, 16, 17, 33, 40, 64, 100}) {
       const int c = std::min(count, m - r);
       Dev<float> d_part(static_cast<size_t>(c) * n);
       ASSERT_TRUE(MatMulScratched(d_x.p + static_cast<size_t>(r) * k, c, w->dev(), d_part.p, true).ok());
@@ -285,8 +285,8 @@ void RowBitsIndependentOfBatch(int n, int k, int m, std::mt19937& rng) {
 // (N <= 256 with N % 8 == 0 and K past 1024 — 208 x 4112, 96 x 5120 — run split along K at
 // every row count: the same slices in both forms.)
 // A row's bits whatever the batch: small batches and large ones run different tensor-core
-// kernels (the decode form for up to 64 rows — one warp a block up to 16, four warps sharing x
-// beyond — when N % 8 == 0 and K % 16 == 0, 64- and
+// kernels (the decode form for up to 64 rows — one warp a block for one row, eight warps sharing
+// x up to 16, four beyond — when N % 8 == 0 and K % 16 == 0, 64- and
 // 128-row tiles), which must sum each output in the same K order.
 TEST(CudaOps, MatMulRowBitsIndependentOfBatch) {
   REQUIRE_GPU();

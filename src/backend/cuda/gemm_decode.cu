@@ -27,10 +27,15 @@ struct DecodeShape {
   static constexpr int kThreads = 32 * kWarps;
   static int64_t SmemBytes(int64_t m) { return int64_t{kStages} * (8 * kWarps + m) * kLd * 2; }
 };
-// Up to 16 rows (decode proper): a warp a block, so that N / 8 blocks spread over the machine;
+// One row (batch-1 decode): a warp a block, so that N / 8 blocks spread over the machine;
 // 12 KB of weights in flight per warp. Eight stages measured slower on the H200 (24.5 against
 // 32.6 tokens/s at batch 1 on Qwen3.5-27B's shapes): fewer blocks fit on a multiprocessor.
-using Shape16 = DecodeShape<1, 1, 256, 4>;
+using Shape1 = DecodeShape<1, 1, 256, 4>;
+// 2 to 16 rows: eight warps share each stage's x rows. With a warp a block every 8 outputs read
+// all of x from L2 (at 16 rows twice the weight's bytes) and 16 rows' stages left four warps an
+// SM: the H200 ran Qwen3.5-27B's bf16 projections at 16 rows at 47% of the copy bandwidth, the
+// head at 37%; with this shape 63% and 87% (bench/results/2026-12-02-attn-prep.md).
+using Shape16 = DecodeShape<1, 8, 128, 4>;
 // 17 to 64 rows: four warps share each stage's x rows, so that x is read from L2 once per 32
 // outputs rather than once per 8; stages of 128 columns keep two or three blocks on a
 // multiprocessor.
@@ -187,6 +192,7 @@ Status GemmDecode(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, i
   const auto* xp = reinterpret_cast<const __nv_bfloat16*>(xb);
   const auto* wp = reinterpret_cast<const __nv_bfloat16*>(w);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (m == 1) return Launch<Shape1>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
   if (m <= 16) return Launch<Shape16>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
   if (m <= 32) return Launch<Shape32>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
   return Launch<Shape64>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
