@@ -260,9 +260,9 @@ void RowBitsIndependentOfBatch(int n, int k, int m, std::mt19937& rng) {
   const auto all = d_all.Get();
   for (int r : {0, 1, 63, 64, 65, 127, 149}) {
     if (r >= m) continue;
-    // The row first in a smaller batch: the decode form's four shapes (one row, up to 16, 32
-    // and 64 rows; 33 leaves rows of its last 16-row tile empty), the 64-row tile (N or K not a
-    // multiple of 16), the large-tile kernel (100).
+    // The row first in a smaller batch: the decode form's shapes (one row, up to 16, 32 and 64
+    // rows, each also for N >= 8192; 33 leaves rows of its last 16-row tile empty), the 64-row
+    // tile (N or K not a multiple of 16), the large-tile kernel (100).
     for (int count : {1, 2, 9, 16, 17, 33, 40, 64, 100}) {
       const int c = std::min(count, m - r);
       Dev<float> d_part(static_cast<size_t>(c) * n);
@@ -285,14 +285,15 @@ void RowBitsIndependentOfBatch(int n, int k, int m, std::mt19937& rng) {
 // (N <= 256 with N % 8 == 0 and K past 1024 — 208 x 4112, 96 x 5120 — run split along K at
 // every row count: the same slices in both forms.)
 // A row's bits whatever the batch: small batches and large ones run different tensor-core
-// kernels (the decode form for up to 64 rows — one warp a block for one row, eight warps sharing
-// x up to 16, four beyond — when N % 8 == 0 and K % 16 == 0, 64- and
+// kernels (the decode form for up to 64 rows — one to eight warps a block sharing x, by m and N —
+// when N % 8 == 0 and K % 16 == 0, 64- and
 // 128-row tiles), which must sum each output in the same K order.
 TEST(CudaOps, MatMulRowBitsIndependentOfBatch) {
   REQUIRE_GPU();
   std::mt19937 rng(3);
   for (auto [n, k, m] : std::vector<std::array<int, 3>>{{200, 320, 150}, {300, 72, 200}, {130, 4104, 257}, {64, 70, 129},
-                                                                        {208, 4112, 150}, {96, 1024, 70}, {96, 5120, 70}}) {
+                                                                        {208, 4112, 150}, {96, 1024, 70}, {96, 5120, 70},
+                                                                        {8200, 1040, 70}}) {
     SCOPED_TRACE(::testing::Message() << n << "x" << k << " m " << m);
     RowBitsIndependentOfBatch(n, k, m, rng);
   }

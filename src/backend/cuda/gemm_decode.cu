@@ -27,20 +27,30 @@ struct DecodeShape {
   static constexpr int kThreads = 32 * kWarps;
   static int64_t SmemBytes(int64_t m) { return int64_t{kStages} * (8 * kWarps + m) * kLd * 2; }
 };
-// One row (batch-1 decode): a warp a block, so that N / 8 blocks spread over the machine;
-// 12 KB of weights in flight per warp. Eight stages measured slower on the H200 (24.5 against
-// 32.6 tokens/s at batch 1 on Qwen3.5-27B's shapes): fewer blocks fit on a multiprocessor.
+// The shape is picked by the row count and the weight's outputs (a function of m and N, never
+// of the bits: every shape sums each output's K chunks in the same order). More warps a block
+// share each stage's x rows (x is read from L2 once a block: with a warp a block at 16 rows,
+// twice the weight's bytes), fewer leave more blocks for weights with few outputs (a decode
+// step's down and o projections: 5,120 outputs are 640 one-warp blocks but 80 eight-warp ones).
+// Chosen by sweeping the H200 over Qwen3.5-27B's bf16 projections at 1-64 rows
+// (bench/results/2026-12-02-attn-prep.md); "wide" is N >= kWideOutputs.
+constexpr int64_t kWideOutputs = 8192;
+// One row, few outputs: a warp a block, 12 KB of weights in flight per warp. (Eight stages
+// measured slower: fewer blocks fit on a multiprocessor.)
 using Shape1 = DecodeShape<1, 1, 256, 4>;
-// 2 to 16 rows: eight warps share each stage's x rows. With a warp a block every 8 outputs read
-// all of x from L2 (at 16 rows twice the weight's bytes) and 16 rows' stages left four warps an
-// SM: the H200 ran Qwen3.5-27B's bf16 projections at 16 rows at 47% of the copy bandwidth, the
-// head at 37%; with this shape 63% and 87% (bench/results/2026-12-02-attn-prep.md).
-using Shape16 = DecodeShape<1, 8, 128, 4>;
-// 17 to 64 rows: four warps share each stage's x rows, so that x is read from L2 once per 32
-// outputs rather than once per 8; stages of 128 columns keep two or three blocks on a
-// multiprocessor.
-using Shape32 = DecodeShape<2, 4, 128, 4>;
+// One row, wide (gate|up, the GDN in-projection, q|k|v, the head): four warps, three stages of
+// 256 columns — 12-20% faster there, 15% slower on the down projection.
+using Shape1Wide = DecodeShape<1, 4, 256, 3>;
+// 2 to 16 rows: eight warps (wide) or six. The one-warp form ran 16 rows at 47% of the copy
+// bandwidth (projections) and 37% (head); these at 63% and 87%.
+using Shape16 = DecodeShape<1, 6, 128, 4>;
+using Shape16Wide = DecodeShape<1, 8, 128, 4>;
+// 17 to 32 rows: eight warps (+23% on the step's projections against four).
+using Shape32 = DecodeShape<2, 8, 128, 4>;
+// 33 to 64 rows: eight warps and three stages (wide; 64 rows' stages are large), else four
+// warps and four stages.
 using Shape64 = DecodeShape<4, 4, 128, 4>;
+using Shape64Wide = DecodeShape<4, 8, 128, 3>;
 
 template <class S>
 __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloat16* __restrict__ xb, int m,
@@ -192,10 +202,18 @@ Status GemmDecode(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, i
   const auto* xp = reinterpret_cast<const __nv_bfloat16*>(xb);
   const auto* wp = reinterpret_cast<const __nv_bfloat16*>(w);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (m == 1) return Launch<Shape1>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
-  if (m <= 16) return Launch<Shape16>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
+  const bool wide = n >= kWideOutputs;
+  if (m == 1) {
+    return wide ? Launch<Shape1Wide>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s)
+                : Launch<Shape1>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
+  }
+  if (m <= 16) {
+    return wide ? Launch<Shape16Wide>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s)
+                : Launch<Shape16>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
+  }
   if (m <= 32) return Launch<Shape32>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
-  return Launch<Shape64>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
+  return wide ? Launch<Shape64Wide>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s)
+              : Launch<Shape64>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
 }
 
 }  // namespace graft::cuda

@@ -3,9 +3,9 @@
 //
 // A decode step reads every weight once for a handful of rows, so the whole game is keeping
 // enough bytes in flight with few instructions per byte: each warp owns 8 outputs and streams
-// their K through a four-stage shared-memory ring (cp.async, the x rows with them; one row: a
-// warp per block and 256 K columns a stage, 12 KB in flight per warp and N / 8 warps; 2 to 16
-// rows eight warps and 17 to 64 rows four warps sharing 128-column stages of x). Full stages copy with precomputed addresses,
+// their K through a three- or four-stage shared-memory ring (cp.async, the x rows with them;
+// one to eight warps a block sharing each stage's x, 128 or 256 K columns a stage, the shape
+// picked by m and N — gemm_decode.cu). Full stages copy with precomputed addresses,
 // operands come through ldmatrix (x rows as the A operand, rows past m copies of row m - 1 whose
 // outputs are dropped), and each 16-wide K chunk goes through mma.sync m16n8k16, ascending from
 // zero, exactly as in the prefill form and the WMMA kernels (matmul.h), so a row's bits do not
