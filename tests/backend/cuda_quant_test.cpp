@@ -160,7 +160,8 @@ struct SlicedDense {
 };
 
 const int64_t kRows[] = {1, 5, 9, 16, 17, 40, 64, 65, 200};  // 16 and 17: the decode forms' edge; 9: the
-                                                              // W4A16 decode form's second x tile
+                                                              // W4A16 decode form's second x tile; 5
+                                                              // and 9: its eight-warp blocks
 
 TEST(CudaQuant, W4a16IsTheSlicedDenseBf16MatmulOfItsWeights) {
   REQUIRE_GPU();

@@ -14,7 +14,10 @@
 namespace graft::cuda {
 namespace {
 
-constexpr int kWarps = 4;         // a block: four 16-output warps on one slice
+// A block: kWarps 16-output warps on one slice, sharing the slice of x it converts: four for up
+// to three rows, eight from four (x's slice in fp32 is m x 4 KB a block against the block's 8 KB
+// of weights a warp: at 16 rows four warps read twice their weights' bytes of x).
+constexpr int kFewRowsWarps = 4, kManyRowsWarps = 8, kManyRowsFrom = 4;
 constexpr int kRows = 16;         // outputs a warp: the mma's M
 constexpr int kStage = 128;       // K columns a stage: one 16-byte load a lane and row (int4_lanes.h)
 constexpr int kDepth = 4;         // stages a warp has in flight ahead of the one it computes
@@ -123,7 +126,7 @@ __device__ __forceinline__ void Fragments(const Stage<kSw>& st, int b, const Nvf
 // in ascending order (two a 32-column step, four steps a stage); its sums go to
 // partial[j][x row][output], or with one slice straight to y. kNt: n-tiles of 8 x rows (1 up to
 // 8 rows, 2 up to 16). kSw: scale words a row and stage (see Stage).
-template <W4Kind kKind, int kNt, int kSw>
+template <W4Kind kKind, int kNt, int kSw, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps) GemmDecodeW4Kernel(const float* __restrict__ x, int m, DevWeight dw,
                                                                   float* __restrict__ y, int64_t ldy, bool round_bf16,
                                                                   float* __restrict__ partial) {
@@ -226,12 +229,12 @@ __global__ void __launch_bounds__(32 * kWarps) GemmDecodeW4Kernel(const float* _
 
 int64_t Slices(const DevWeight& w) { return (w.cols + kW4SliceColumns - 1) / kW4SliceColumns; }
 
-template <W4Kind kKind, int kNt, int kSw>
+template <W4Kind kKind, int kNt, int kSw, int kWarps>
 Status Launch(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output, cudaStream_t s,
               float* partial) {
   const dim3 grid(static_cast<unsigned>((w.rows + kRows * kWarps - 1) / (kRows * kWarps)), static_cast<unsigned>(Slices(w)));
   const size_t smem = static_cast<size_t>(m * kXLd * 2 + (kKind == W4Kind::kNvfp4 ? kNvfp4TableEntries * 16 : 0));
-  LaunchPdl(GemmDecodeW4Kernel<kKind, kNt, kSw>, grid, 32 * kWarps, smem, s, x, static_cast<int>(m), w, y, ldy,
+  LaunchPdl(GemmDecodeW4Kernel<kKind, kNt, kSw, kWarps>, grid, 32 * kWarps, smem, s, x, static_cast<int>(m), w, y, ldy,
             round_output, partial);
   return Launched("GemmDecodeW4a16");
 }
@@ -239,8 +242,9 @@ Status Launch(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
 template <W4Kind kKind, int kSw>
 Status LaunchRows(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
                   cudaStream_t s, float* partial) {
-  return m <= 8 ? Launch<kKind, 1, kSw>(x, m, w, y, ldy, round_output, s, partial)
-                : Launch<kKind, 2, kSw>(x, m, w, y, ldy, round_output, s, partial);
+  if (m < kManyRowsFrom) return Launch<kKind, 1, kSw, kFewRowsWarps>(x, m, w, y, ldy, round_output, s, partial);
+  return m <= 8 ? Launch<kKind, 1, kSw, kManyRowsWarps>(x, m, w, y, ldy, round_output, s, partial)
+                : Launch<kKind, 2, kSw, kManyRowsWarps>(x, m, w, y, ldy, round_output, s, partial);
 }
 
 // int4: one scale word a stage (groups of >= 128 columns), two (64) or four (32).
