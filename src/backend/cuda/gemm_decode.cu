@@ -39,7 +39,7 @@ constexpr int64_t kWideOutputs = 8192;
 // measured slower: fewer blocks fit on a multiprocessor.)
 using Shape1 = DecodeShape<1, 1, 256, 4>;
 // One row, wide (gate|up, the GDN in-projection, q|k|v, the head): four warps, three stages of
-// 256 columns — 12-20% faster there, 15% slower on the down projection.
+// 256 columns — 9-21% faster there, 15% slower on the down projection.
 using Shape1Wide = DecodeShape<1, 4, 256, 3>;
 // 2 to 16 rows: eight warps (wide) or six. The one-warp form ran 16 rows at 47% of the copy
 // bandwidth (projections) and 37% (head); these at 63% and 87%.
