@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# Prepared for the next device call (not yet run): the W4A16 decode GEMM's warps a block swept
-# with wip-w4-sweep.patch (git am onto af5cbfe; variant w4s, main5 = af5cbfe):
-#   BINS="graft graft_cuda_tests graft_matmul_bench" scripts/device-variants main5=af5cbfe w4s=wip/w4-sweep
+# Prepared for the next device call (not yet run; ~330 s): the W4A16 decode GEMM's warps a block
+# (wip-w4-sweep.patch, git am onto af5cbfe: variant w4s) and the FP8 GEMM's K parts for the
+# down / o projections (wip-fp8-parts.patch, onto 7df0334: variant f8p), main5 = af5cbfe:
+#   BINS="graft graft_cuda_tests graft_matmul_bench" scripts/device-variants main5=af5cbfe w4s=wip/w4-sweep f8p=wip/fp8-parts
 # GRAFT_W4=few,wide,narrow,from: warps a block below `from` rows, and from it for N >= 8192 / N < 8192.
+# GRAFT_FP8_PARTS=a,b: K parts (a cluster of that many blocks a tile) for K < 8192 (o) / K >= 8192 (down).
 set -uo pipefail
 export VARIANTS_ARCHIVE=${VARIANTS_ARCHIVE:-.device/variants.tar.xz}
 . scripts/device-env
 . scripts/device-env-variants
 W=$OUT/w4s; mkdir -p $W
 S=$W/summary.txt
-echo "start $(date +%T) main5=$(cat $V/main5/COMMIT) w4s=$(cat $V/w4s/COMMIT)" | tee $S
+echo "start $(date +%T) main5=$(cat $V/main5/COMMIT) w4s=$(cat $V/w4s/COMMIT) f8p=$(cat $V/f8p/COMMIT)" | tee $S
 GRAFT_W4=2,16,4,2 timeout 100 $V/w4s/graft_cuda_tests --gtest_brief=1 --gtest_filter='CudaQuant.*' > $W/suite-w4s.txt 2>&1
 echo "$(date +%T) suite w4s (2,16,4,2): exit $? $(grep -E 'PASSED|FAILED' $W/suite-w4s.txt | tr '\n' ' ' | cut -c1-300)" | tee -a $S
 mm() {  # tag env
   GRAFT_W4=$2 timeout 40 $V/w4s/graft_matmul_bench bench/configs/qwen3_5-27b --formats w4a16 --rows 1,8,16 > $W/mm-$1.txt 2>&1
   echo "$(date +%T) mm $1 ($2): exit $? $(grep -E '^step' $W/mm-$1.txt | sed -E 's/.*\(([0-9.]+) tok.*/\1/' | tr '\n' ' ')" | tee -a $S
 }
+GRAFT_FP8_PARTS=3,4 timeout 100 $V/f8p/graft_cuda_tests --gtest_brief=1 --gtest_filter='CudaQuant.*' > $W/suite-f8p.txt 2>&1
+echo "$(date +%T) suite f8p (3,4): exit $? $(grep -E 'PASSED|FAILED' $W/suite-f8p.txt | tr '\n' ' ' | cut -c1-300)" | tee -a $S
+for p in 2,2 3,2 4,2 2,3 2,4; do
+  GRAFT_FP8_PARTS=$p timeout 40 $V/f8p/graft_matmul_bench bench/configs/qwen3_5-27b --formats fp8-block --rows 1,16 > $W/mm-f8p-$p.txt 2>&1
+  echo "$(date +%T) mm f8p $p: exit $? $(grep -E '^step' $W/mm-f8p-$p.txt | sed -E 's/.*\(([0-9.]+) tok.*/\1/' | tr '\n' ' ')" | tee -a $S
+done
 mm main 4,8,8,4
 mm one2 2,8,8,4      # 1-3 rows: two warps (more blocks)
 mm one8 8,8,8,4      # 1-3 rows: eight warps
