@@ -35,6 +35,14 @@ __device__ __forceinline__ float WeightAt(const DevWeight& w, int64_t i) {
   return w.bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(w.data)[i]) : static_cast<const float*>(w.data)[i];
 }
 
+// A Gated DeltaNet gate pair of value head h from the in-projection's b and a (Ops::GdnGates):
+// beta = r(sigmoid(b)), g = -e^{A_log[h]} · softplus(a + dt_bias[h]). Shared by GdnGates and the
+// token kernel that fuses them, so both have the same bits.
+__device__ __forceinline__ float GdnBeta(float b, bool bf16) { return RoundAct(SigmoidF(b), bf16); }
+__device__ __forceinline__ float GdnDecay(float a, const DevWeight& a_log, const DevWeight& dt_bias, int64_t h) {
+  return __fmul_rn(-expf(WeightAt(a_log, h)), SoftplusF(__fadd_rn(a, WeightAt(dt_bias, h))));
+}
+
 // Σ term(i) over i < n in the CPU reference's order (one thread): 16 partial sums over
 // i mod 16 for the whole 16-blocks, the tail into lanes 0.., then a fixed pairwise tree
 // (backend/cpu/cpu_ops.h: DotF32). term(i) returns the already-rounded product.

@@ -78,8 +78,8 @@ __global__ void GdnGatesKernel(const float* in, int64_t stride, int64_t b_col, i
     const int64_t t = i / hv;
     const int h = static_cast<int>(i % hv);
     const float b = in[t * stride + b_col + h], a = in[t * stride + a_col + h];
-    beta[i] = RoundAct(SigmoidF(b), bf16);
-    g[i] = __fmul_rn(-expf(WeightAt(a_log, h)), SoftplusF(__fadd_rn(a, WeightAt(dt_bias, h))));
+    beta[i] = GdnBeta(b, bf16);
+    g[i] = GdnDecay(a, a_log, dt_bias, h);
   }
 }
 

@@ -98,6 +98,16 @@ __global__ void ConvStateKernel(const float* x, int64_t x_stride, int n, int cha
   for (int j = 0; j < hist; ++j) conv_state[int64_t{c} * hist + j] = win[j];
 }
 
+// Ops::GatedRmsNorm's arithmetic for one value of a head's row: inv = 1 / sqrt(Σx² / dv + eps)
+// from the row's sum of squares, then r(r(w · r(x · inv)) · silu(z)). Shared by GatedNormKernel
+// and the token kernel that fuses the norm, so both have the same bits.
+__device__ __forceinline__ float GatedNormInv(float sum_sq, int dv, float eps) {
+  return 1.0f / sqrtf(__fadd_rn(__fdiv_rn(sum_sq, static_cast<float>(dv)), eps));
+}
+__device__ __forceinline__ float GatedNormed(float x, float inv, float w, float z, bool bf16) {
+  return RoundAct(__fmul_rn(RoundAct(__fmul_rn(w, RoundAct(__fmul_rn(x, inv), bf16)), bf16), SiluF(z)), bf16);
+}
+
 // The token kernel's work for value head h of one sequence (its rows and state in `a` and st,
 // `pending` the open chunk's rows before the call): thread j < dv owns value column j; threads
 // r < dk help with keys. One block, all its threads. A token is three passes between barriers —
@@ -133,8 +143,8 @@ __device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int p
     if (fused != nullptr && tid == blockDim.x - 1) {  // GdnGates' arithmetic (elementwise.cu)
       const float* ir = rows->in + t * fused->stride;
       const float bb = ir[fused->b_col + h], aa = ir[fused->a_col + h];
-      gates[0] = RoundAct(SigmoidF(bb), a.bf16);
-      gates[1] = __fmul_rn(-expf(WeightAt(fused->a_log, h)), SoftplusF(__fadd_rn(aa, WeightAt(fused->dt_bias, h))));
+      gates[0] = GdnBeta(bb, a.bf16);
+      gates[1] = GdnDecay(aa, fused->a_log, fused->dt_bias, h);
       rows->beta_out[t * hv + h] = gates[0];
       rows->g_out[t * hv + h] = gates[1];
     }
@@ -190,16 +200,12 @@ __device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int p
     if (fused != nullptr) {  // GatedNormKernel's arithmetic on the row just stored
       if (tid < 32) {
         const float ss = WarpSumSquares16(orow, dv, tid);
-        if (tid == 0) norm_inv = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(ss, static_cast<float>(dv)), fused->eps));
+        if (tid == 0) norm_inv = GatedNormInv(ss, dv, fused->eps);
       }
       __syncthreads();
       if (j < dv) {
         const float z = rows->in[t * fused->stride + fused->z_col + int64_t{h} * dv + j];
-        rows->normed[(int64_t{t} * hv + h) * dv + j] =
-            RoundAct(__fmul_rn(RoundAct(__fmul_rn(WeightAt(fused->norm, j), RoundAct(__fmul_rn(orow[j], norm_inv), a.bf16)),
-                                        a.bf16),
-                               SiluF(z)),
-                     a.bf16);
+        rows->normed[(int64_t{t} * hv + h) * dv + j] = GatedNormed(orow[j], norm_inv, WeightAt(fused->norm, j), z, a.bf16);
       }
     }
     if (pending == kGdnChunk) {
@@ -281,12 +287,8 @@ __global__ void GatedNormKernel(const float* x, const float* z, int64_t z_stride
   const float* xr = x + rh * dv;
   const float* zr = z + t * z_stride + z_col + h * dv;
   float* o = out + rh * dv;
-  const float inv = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(WarpSumSquares16(xr, dv, lane), static_cast<float>(dv)), eps));
-  for (int jj = lane; jj < dv; jj += 32) {
-    o[jj] = RoundAct(__fmul_rn(RoundAct(__fmul_rn(WeightAt(w, jj), RoundAct(__fmul_rn(xr[jj], inv), bf16)), bf16),
-                               SiluF(zr[jj])),
-                     bf16);
-  }
+  const float inv = GatedNormInv(WarpSumSquares16(xr, dv, lane), dv, eps);
+  for (int jj = lane; jj < dv; jj += 32) o[jj] = GatedNormed(xr[jj], inv, WeightAt(w, jj), zr[jj], bf16);
 }
 
 }  // namespace

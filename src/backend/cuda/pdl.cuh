@@ -35,43 +35,47 @@ __device__ __forceinline__ void PdlBegin() {
   ReleaseDependents();
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialization allowed
-// (the kernel keeps the contract above). Errors surface through cudaGetLastError as a <<<>>>
-// launch's do (launched.h: Launched).
+namespace pdl_detail {
+// The launch of LaunchPdl and LaunchPdlCluster: programmatic stream serialization allowed, and a
+// cluster shape when cluster.x > 0.
 template <typename... Params, typename... Args>
-void LaunchPdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attr[1];
+void Launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, dim3 cluster,
+            Args&&... args) {
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
+  unsigned count = 1;
+  if (cluster.x > 0) {
+    attr[1].id = cudaLaunchAttributeClusterDimension;
+    attr[1].val.clusterDim.x = cluster.x;
+    attr[1].val.clusterDim.y = cluster.y;
+    attr[1].val.clusterDim.z = cluster.z;
+    count = 2;
+  }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = count;
   (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+}  // namespace pdl_detail
+
+// kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialization allowed
+// (the kernel keeps the contract above). Errors surface through cudaGetLastError as a <<<>>>
+// launch's do (launched.h: Launched).
+template <typename... Params, typename... Args>
+void LaunchPdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  pdl_detail::Launch(kernel, grid, block, smem, stream, dim3(0, 0, 0), std::forward<Args>(args)...);
 }
 
 // LaunchPdl for a grid of thread-block clusters of `cluster` blocks (grid a multiple of it).
 template <typename... Params, typename... Args>
 void LaunchPdlCluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, dim3 cluster,
                       Args&&... args) {
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  attr[1].id = cudaLaunchAttributeClusterDimension;
-  attr[1].val.clusterDim.x = cluster.x;
-  attr[1].val.clusterDim.y = cluster.y;
-  attr[1].val.clusterDim.z = cluster.z;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 2;
-  (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  pdl_detail::Launch(kernel, grid, block, smem, stream, cluster, std::forward<Args>(args)...);
 }
 
 }  // namespace graft::cuda

@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(const float* x, float*
 #pragma unroll
     for (int j = 0; j < kCached; ++j) {
       if (tid + j * kThreads < dim) {
-        v[j] = NormRound(__fadd_rn(v[j], yv[j]), round_bf16);
+        v[j] = RoundAct(__fadd_rn(v[j], yv[j]), round_bf16);
         h[row * dim + tid + j * kThreads] = v[j];
       }
     }
@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(const float* x, float*
   for (int i = tid + kCached * kThreads; i < dim; i += kThreads) {  // wider rows: the rest, one at a time
     float u = xr[i];
     if constexpr (kAdd) {
-      u = NormRound(__fadd_rn(u, y[row * dim + i]), round_bf16);
+      u = RoundAct(__fadd_rn(u, y[row * dim + i]), round_bf16);
       h[row * dim + i] = u;
     }
     acc = __fadd_rn(acc, __fmul_rn(u, u));

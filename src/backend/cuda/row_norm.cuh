@@ -3,19 +3,17 @@
 // has the bits of the plain one: the same order of squares, the same tree, the same rounding.
 #pragma once
 
-#include <cuda_bf16.h>
+#include "backend/cuda/device_math.cuh"
 
 namespace graft::cuda {
 
 inline constexpr int kNormThreads = 256;  // a row's block
 
-__device__ __forceinline__ float NormRound(float v, bool on) { return on ? __bfloat162float(__float2bfloat16_rn(v)) : v; }
-
 // kind 0: r(w · r(x · inv)); kind 1 (one-plus-w): r(x · inv · (1 + w)).
 __device__ __forceinline__ float Normed(float x, float inv, float w, int kind, bool round_bf16) {
   const float n = __fmul_rn(x, inv);
-  return kind == 0 ? NormRound(__fmul_rn(w, NormRound(n, round_bf16)), round_bf16)
-                   : NormRound(__fmul_rn(n, __fadd_rn(1.0f, w)), round_bf16);
+  return kind == 0 ? RoundAct(__fmul_rn(w, RoundAct(n, round_bf16)), round_bf16)
+                   : RoundAct(__fmul_rn(n, __fadd_rn(1.0f, w)), round_bf16);
 }
 
 // Σ over the block of each thread's partial sum of squares `acc` (kNormThreads threads, all of
