@@ -2,7 +2,8 @@
 # Prepared for the next device call (not yet run; ~330 s): the W4A16 decode GEMM's warps a block
 # (wip-w4-sweep.patch, git am onto af5cbfe: variant w4s) and the FP8 GEMM's K parts for the
 # down / o projections (wip-fp8-parts.patch, onto 7df0334: variant f8p), main5 = af5cbfe:
-#   BINS="graft graft_cuda_tests graft_matmul_bench" scripts/device-variants main5=af5cbfe w4s=wip/w4-sweep f8p=wip/fp8-parts
+#   BINS="graft graft_cuda_tests graft_matmul_bench" scripts/device-variants main5=af5cbfe w4s=wip/w4-sweep f8p=wip/fp8-parts main6=9615614
+# main6 (the review commit's shared device helpers, not yet run on a GPU) runs the whole CUDA suite first.
 # GRAFT_W4=few,wide,narrow,from: warps a block below `from` rows, and from it for N >= 8192 / N < 8192.
 # GRAFT_FP8_PARTS=a,b: K parts (a cluster of that many blocks a tile) for K < 8192 (o) / K >= 8192 (down).
 set -uo pipefail
@@ -11,7 +12,9 @@ export VARIANTS_ARCHIVE=${VARIANTS_ARCHIVE:-.device/variants.tar.xz}
 . scripts/device-env-variants
 W=$OUT/w4s; mkdir -p $W
 S=$W/summary.txt
-echo "start $(date +%T) main5=$(cat $V/main5/COMMIT) w4s=$(cat $V/w4s/COMMIT) f8p=$(cat $V/f8p/COMMIT)" | tee $S
+echo "start $(date +%T) main5=$(cat $V/main5/COMMIT) w4s=$(cat $V/w4s/COMMIT) f8p=$(cat $V/f8p/COMMIT) main6=$(cat $V/main6/COMMIT)" | tee $S
+timeout 100 $V/main6/graft_cuda_tests --gtest_brief=1 > $W/suite-main6.txt 2>&1
+echo "$(date +%T) suite main6: exit $? $(grep -E 'PASSED|FAILED' $W/suite-main6.txt | tr '\n' ' ' | cut -c1-300)" | tee -a $S
 GRAFT_W4=2,16,4,2 timeout 100 $V/w4s/graft_cuda_tests --gtest_brief=1 --gtest_filter='CudaQuant.*' > $W/suite-w4s.txt 2>&1
 echo "$(date +%T) suite w4s (2,16,4,2): exit $? $(grep -E 'PASSED|FAILED' $W/suite-w4s.txt | tr '\n' ' ' | cut -c1-300)" | tee -a $S
 mm() {  # tag env
