@@ -182,7 +182,8 @@ TEST(CudaQuant, W4a16IsTheSlicedDenseBf16MatmulOfItsWeights) {
   // the table. N not a multiple of 64 (200, 130, 40, ...): a block's last warps past N. K > 1024:
   // several slices, one short (4608: eight stages then four; 1152: a one-stage slice; 2176 with
   // zero points: the WMMA forms; 3072 with fp32 scales in groups of 64); 640: more stages than a
-  // warp keeps in flight.
+  // warp keeps in flight. N = 8200: the sixteen-warp blocks of wide weights past eight rows, the
+  // last one short and its last warp half past N.
   for (const C& c : {C{QuantFormat::kInt4Group, false, 208, 384}, C{QuantFormat::kInt4Group, true, 80, 256},
                      C{QuantFormat::kInt4Group, false, 200, 384}, C{QuantFormat::kNvfp4, false, 96, 512},
                      C{QuantFormat::kNvfp4, false, 130, 208}, C{QuantFormat::kInt4Group, false, 200, 768},
@@ -193,7 +194,8 @@ TEST(CudaQuant, W4a16IsTheSlicedDenseBf16MatmulOfItsWeights) {
                      C{QuantFormat::kNvfp4, false, 48, 2304}, C{QuantFormat::kInt4Group, true, 48, 2176},
                      C{QuantFormat::kInt4Group, false, 40, 3072, true, 64}, C{QuantFormat::kNvfp4, false, 40, 1152},
                      C{QuantFormat::kInt4Group, false, 24, 640}, C{QuantFormat::kNvfp4, false, 72, 1280, false, 0, true},
-                     C{QuantFormat::kNvfp4, false, 40, 208, false, 0, true}}) {
+                     C{QuantFormat::kNvfp4, false, 40, 208, false, 0, true},
+                     C{QuantFormat::kInt4Group, false, 8200, 1152}, C{QuantFormat::kNvfp4, false, 8200, 256}}) {
     const Weight q = Quantized(c.f, c.n, c.k, c.zp, rng, c.f32_scales, c.group, c.all_scale_codes);
     const Weight d = DenseOf(q);
     ASSERT_TRUE(d.is_bf16) << "W4A16 weights are bf16 values";

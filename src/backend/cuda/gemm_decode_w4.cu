@@ -16,8 +16,12 @@ namespace {
 
 // A block: kWarps 16-output warps on one slice, sharing the slice of x it converts: four for up
 // to three rows, eight from four (x's slice in fp32 is m x 4 KB a block against the block's 8 KB
-// of weights a warp: at 16 rows four warps read twice their weights' bytes of x).
-constexpr int kFewRowsWarps = 4, kManyRowsWarps = 8, kManyRowsFrom = 4;
+// of weights a warp: at 16 rows four warps read twice their weights' bytes of x), sixteen past
+// eight rows for weights of at least kWideOutputs outputs (gate|up, q|k|v, the GDN input: +13%
+// at 16 rows; at 8 rows sixteen lose 20%, and the 5,120-output down / o gain nothing: fewer
+// blocks than the SMs' slots; bench/results/2026-12-02-sweeps.md).
+constexpr int kFewRowsWarps = 4, kManyRowsWarps = 8, kManyRowsFrom = 4, kWideManyRowsWarps = 16;
+constexpr int64_t kWideOutputs = 8192;
 constexpr int kRows = 16;         // outputs a warp: the mma's M
 constexpr int kStage = 128;       // K columns a stage: one 16-byte load a lane and row (int4_lanes.h)
 constexpr int kDepth = 4;         // stages a warp has in flight ahead of the one it computes
@@ -243,8 +247,9 @@ template <W4Kind kKind, int kSw>
 Status LaunchRows(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
                   cudaStream_t s, float* partial) {
   if (m < kManyRowsFrom) return Launch<kKind, 1, kSw, kFewRowsWarps>(x, m, w, y, ldy, round_output, s, partial);
-  return m <= 8 ? Launch<kKind, 1, kSw, kManyRowsWarps>(x, m, w, y, ldy, round_output, s, partial)
-                : Launch<kKind, 2, kSw, kManyRowsWarps>(x, m, w, y, ldy, round_output, s, partial);
+  if (m <= 8) return Launch<kKind, 1, kSw, kManyRowsWarps>(x, m, w, y, ldy, round_output, s, partial);
+  return w.rows >= kWideOutputs ? Launch<kKind, 2, kSw, kWideManyRowsWarps>(x, m, w, y, ldy, round_output, s, partial)
+                                : Launch<kKind, 2, kSw, kManyRowsWarps>(x, m, w, y, ldy, round_output, s, partial);
 }
 
 // int4: one scale word a stage (groups of >= 128 columns), two (64) or four (32).

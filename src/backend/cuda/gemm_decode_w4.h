@@ -12,7 +12,8 @@
 //
 // A warp owns 16 outputs x one slice, the M of mma.sync m16n8k16: the weights are the A operand
 // and the x rows its N (8 a tile, two tiles past 8 rows), so one mma covers 16 outputs x 16 K.
-// A block is four such warps on one slice (eight from four rows: they share the slice of x)
+// A block is four such warps on one slice (eight from four rows, sixteen past eight for 8,192 or
+// more outputs: they share the slice of x)
 // (grid: 64- or 128-output blocks x slices); it converts its
 // slice of x to bf16 into shared memory once (x arrives in fp32: no separate bf16 copy, no
 // launch for it), each warp streams its weights straight into registers — with the lane order
