@@ -32,7 +32,8 @@
 // 51.9 -> 41.1 us; now bound by load latency (ncu: long-scoreboard stalls), not issue. Tried and
 // dropped (bench/results/2026-12-01-w4-registers.md): warps streaming several row groups in one
 // wave (+17% at 16 rows, -8% NVFP4 at batch 1), the slices summed in the kernel by the last
-// warp of a row group (its fences cost more than the SumSplits launch), early launch (PDL),
+// warp of a row group (its fences cost more than the SumSplits launch; again by the last block
+// of a tile in a slice-major grid, 2026-12-02-sweeps.md: 4-6% slower), early launch (PDL),
 // each warp's whole slice by bulk copies (TMA) into shared memory (the first mma then waits for
 // all of it), or by one cp.async group a stage computed as each lands (bench/results/
 // 2026-12-01-decode-variants.md: twice the bytes in flight, but its shared memory costs blocks
