@@ -199,10 +199,21 @@ Result<std::shared_ptr<const QuantizedWeight>> ReadQuantizedLinear(const Checkpo
                   scale = find("weight_scale");
   const bool fp8_weight = weight.file && weight.info->dtype == DType::kF8E4M3;
   const bool u8_weight = weight.file && weight.info->dtype == DType::kU8;
-  if (!packed.file && !scale_inv.file && !fp8_weight && !u8_weight) return std::shared_ptr<const QuantizedWeight>();
-
   const std::string where = weight.file ? weight.file->path() : (packed.file ? packed.file->path() : ck.dir());
   auto fail = [&](const std::string& why) { return InvalidArgument(fmt::format("{}: {}: {}", where, module, why)); };
+  if (!packed.file && !scale_inv.file && !fp8_weight && !u8_weight) {
+    // Neither stored form: a module the scheme quantizes gets an error naming what it should
+    // hold (rather than the dense path's "missing 'weight'", which a 4-bit checkpoint never has).
+    if (!weight.file && !s.none()) {
+      GRAFT_ASSIGN_OR_RETURN(const bool skipped, s.Skips(module));
+      if (!skipped) {
+        return fail(fmt::format("has neither '{0}.weight' nor '{0}.weight_packed' ({1} declares {2})", module, s.source,
+                                s.Describe()));
+      }
+    }
+    return std::shared_ptr<const QuantizedWeight>();
+  }
+
   if (s.none()) return fail("stored quantized, but config.json declares no quantization_config");
   GRAFT_ASSIGN_OR_RETURN(const bool skipped, s.Skips(module));
   if (skipped) return fail(fmt::format("stored quantized, but {}'s skip list names it", s.source));
@@ -243,6 +254,10 @@ Result<std::shared_ptr<const QuantizedWeight>> ReadQuantizedLinear(const Checkpo
     q->codes = bytes(weight);
     GRAFT_ASSIGN_OR_RETURN(q->scale, Scales(scale_inv));
   } else if (fp8_weight) {  // compressed-tensors FP8, per channel or per tensor
+    if (s.method == "fp8") {
+      return fail(fmt::format("missing tensor '{}.weight_scale_inv' (the block scales of its F8_E4M3 weight; {} declares {})",
+                              module, s.source, s.Describe()));
+    }
     GRAFT_RETURN_IF_ERROR(expect_method("compressed-tensors", "float-quantized"));
     GRAFT_RETURN_IF_ERROR(shape_is(weight, {n, k}, "weight"));
     if (!scale.file) return fail("missing tensor '" + module + ".weight_scale'");
@@ -259,9 +274,11 @@ Result<std::shared_ptr<const QuantizedWeight>> ReadQuantizedLinear(const Checkpo
     GRAFT_RETURN_IF_ERROR(expect_method("compressed-tensors", "pack-quantized"));
     if (k % 8 != 0) return fail(fmt::format("{} input features is not a multiple of 8 (int4 packing)", k));
     GRAFT_RETURN_IF_ERROR(shape_is(packed, {n, k / 8}, "weight_packed"));
-    if (!scale.file || scale.info->shape.size() != 2 || scale.info->shape[0] != n || scale.info->shape[1] <= 0 ||
+    if (!scale.file) return fail(fmt::format("missing tensor '{}.weight_scale' (the int4 group scales)", module));
+    if (scale.info->shape.size() != 2 || scale.info->shape[0] != n || scale.info->shape[1] <= 0 ||
         k % scale.info->shape[1] != 0) {
-      return fail(fmt::format("'{}.weight_scale' must be [{}, {} / group size]", module, n, k));
+      return fail(fmt::format("'{}' has shape [{}], expected [{}, {} / group size]", scale.info->name,
+                              fmt::join(scale.info->shape, ", "), n, k));
     }
     const int64_t groups = scale.info->shape[1];
     q->group = static_cast<int>(k / groups);
@@ -315,7 +332,10 @@ Result<std::shared_ptr<const QuantizedWeight>> ReadQuantizedLinear(const Checkpo
     GRAFT_RETURN_IF_ERROR(dtype_is(scale, DType::kF8E4M3));
     const TensorRef global = ct ? find("weight_global_scale") : find("weight_scale_2");
     const char* gname = ct ? "weight_global_scale" : "weight_scale_2";
-    if (!global.file || global.info->num_elements() != 1) return fail(fmt::format("'{}.{}' must hold one value", module, gname));
+    if (!global.file) return fail(fmt::format("missing tensor '{}.{}' (the NVFP4 global scale)", module, gname));
+    if (global.info->num_elements() != 1) {
+      return fail(fmt::format("'{}.{}' holds {} values; it must hold one", module, gname, global.info->num_elements()));
+    }
     used.push_back(global.info->name);
     GRAFT_ASSIGN_OR_RETURN(std::vector<float> g, Scales(global));
     if (!(g[0] > 0)) return fail(fmt::format("'{}.{}' is {}; it must be positive", module, gname, g[0]));

@@ -62,6 +62,12 @@ TensorToWrite* Named(std::vector<TensorToWrite>& all, const std::string& name) {
   return nullptr;
 }
 
+void Drop(std::vector<TensorToWrite>& all, const std::string& name) {
+  const auto before = all.size();
+  std::erase_if(all, [&](const TensorToWrite& t) { return t.name == name; });
+  if (all.size() == before) ADD_FAILURE() << "no tensor " << name;
+}
+
 // The model with every projection replaced by a dense float32 copy of WeightRows (what the
 // matmul reads).
 std::unique_ptr<Model> DenseCopy(const Model& q) {
@@ -308,6 +314,23 @@ std::vector<BadCase> BadCases() {
        [](std::vector<TensorToWrite>& a) { Named(a, kM + ".weight_shape")->bytes[4] ^= 1; }, keep},
       {"global_zero", "nvfp4", "must be positive",
        [](std::vector<TensorToWrite>& a) { std::memset(Named(a, kM + ".weight_global_scale")->bytes.data(), 0, 4); }, keep},
+      {"missing_block_scales", "fp8-block", "missing tensor 'model.layers.2.self_attn.o_proj.weight_scale_inv'",
+       [](std::vector<TensorToWrite>& a) { Drop(a, kM + ".weight_scale_inv"); }, keep},
+      {"block_scale_dtype", "fp8-block", "weight_scale_inv' has dtype I32",
+       [](std::vector<TensorToWrite>& a) { Named(a, kM + ".weight_scale_inv")->dtype = DType::kI32; }, keep},
+      {"missing_group_scales", "w4a16", "missing tensor 'model.layers.2.self_attn.o_proj.weight_scale'",
+       [](std::vector<TensorToWrite>& a) { Drop(a, kM + ".weight_scale"); }, keep},
+      {"group_scale_shape", "w4a16", "weight_scale' has shape [256, 3], expected [256, 256 / group size]",
+       [](std::vector<TensorToWrite>& a) {
+         auto* t = Named(a, kM + ".weight_scale");
+         t->shape[1] += 1;
+         t->bytes.resize(static_cast<size_t>(t->shape[0] * t->shape[1]) * (t->bytes.size() / static_cast<size_t>(t->shape[0] * (t->shape[1] - 1))));
+       },
+       keep},
+      {"missing_packed", "w4a16", "has neither 'model.layers.2.self_attn.o_proj.weight' nor 'model.layers.2.self_attn.o_proj.weight_packed'",
+       [](std::vector<TensorToWrite>& a) { Drop(a, kM + ".weight_packed"); }, keep},
+      {"missing_global_scale", "nvfp4", "missing tensor 'model.layers.2.self_attn.o_proj.weight_global_scale'",
+       [](std::vector<TensorToWrite>& a) { Drop(a, kM + ".weight_global_scale"); }, keep},
       {"nvfp4_scale_dtype", "nvfp4", "has dtype U8, expected F8_E4M3",
        [](std::vector<TensorToWrite>& a) { Named(a, kM + ".weight_scale")->dtype = DType::kU8; }, keep},
       {"bad_regex", "nvfp4", "is not a regular expression", none,
