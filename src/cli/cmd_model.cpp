@@ -88,7 +88,7 @@ void AddQuantizeCommand(CLI::App& app, Runner& run) {
   auto job = std::make_shared<QuantizeJob>();
   auto* cmd = app.add_subcommand("quantize", "Quantize a bf16 checkpoint into a standard quantized layout, with a quality report");
   cmd->add_option("--in", job->in, "The bf16 model directory")->required()->check(CLI::ExistingDirectory);
-  cmd->add_option("--out", job->out, "Output directory")->required();
+  cmd->add_option("--out", job->out, "Output directory: new, or one holding no checkpoint")->required();
   cmd->add_option("--format", job->format,
                   "fp8-block (Qwen's official FP8: e4m3, 128x128 block scales), w4a16 (compressed-tensors int4, "
                   "groups of 128) or nvfp4 (compressed-tensors NVFP4, weight only)")

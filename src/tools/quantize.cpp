@@ -239,6 +239,18 @@ Result<QuantizeReport> RunQuantize(const QuantizeJob& job) {
   if (fs::exists(job.out, ec) && fs::equivalent(job.in, job.out, ec)) {
     return InvalidArgument("--out is the input directory; write the quantized checkpoint somewhere else");
   }
+  // A directory already holding a checkpoint would mix the new files with stale ones (an old
+  // index naming old shards is read instead of a new single file): refused before any work.
+  if (fs::is_directory(job.out, ec)) {
+    for (const auto& e : fs::directory_iterator(job.out, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name == "config.json" || name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json")) {
+        return InvalidArgument(fmt::format("--out {} already holds a checkpoint ({}); write into a new or empty "
+                                           "directory, so that no stale shard or index is loaded with the new files",
+                                           job.out, name));
+      }
+    }
+  }
   GRAFT_ASSIGN_OR_RETURN(std::string cfg_text, ReadFileLimited((fs::path(job.in) / "config.json").string(), 16u << 20));
   GRAFT_RETURN_IF_ERROR(CheckJsonDepth(cfg_text, job.in + "/config.json"));
   json cfg_json = json::parse(cfg_text, nullptr, false);

@@ -81,6 +81,13 @@ TEST(Quantize, Fp8BlockWritesQwensLayoutAndDequantizesBack) {
   auto again = RunQuantize({job.out, d.path() + "/q2", "fp8-block", 0, 8, 1});
   ASSERT_FALSE(again.ok());
   EXPECT_NE(again.status().message().find("already quantized"), std::string::npos) << again.status().ToString();
+  // Into a directory already holding a checkpoint (here the first run's output): refused, naming
+  // the file, and nothing in it is touched.
+  const std::string before = test::ReadText(job.out + "/config.json");
+  auto over = RunQuantize({job.in, job.out, "w4a16", 0, 8, 1});
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("already holds a checkpoint"), std::string::npos) << over.status().ToString();
+  EXPECT_EQ(test::ReadText(job.out + "/config.json"), before);
   auto self = RunQuantize({job.out, job.out, "fp8-block", 0, 8, 1});
   ASSERT_FALSE(self.ok());
   EXPECT_NE(self.status().message().find("--out is the input directory"), std::string::npos);
