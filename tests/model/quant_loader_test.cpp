@@ -323,8 +323,9 @@ std::vector<BadCase> BadCases() {
       {"group_scale_shape", "w4a16", "weight_scale' has shape [256, 3], expected [256, 256 / group size]",
        [](std::vector<TensorToWrite>& a) {
          auto* t = Named(a, kM + ".weight_scale");
-         t->shape[1] += 1;
-         t->bytes.resize(static_cast<size_t>(t->shape[0] * t->shape[1]) * (t->bytes.size() / static_cast<size_t>(t->shape[0] * (t->shape[1] - 1))));
+         const size_t elem = t->bytes.size() / static_cast<size_t>(t->shape[0] * t->shape[1]);
+         t->shape[1] += 1;  // one group too many
+         t->bytes.resize(elem * static_cast<size_t>(t->shape[0] * t->shape[1]));
        },
        keep},
       {"missing_packed", "w4a16", "has neither 'model.layers.2.self_attn.o_proj.weight' nor 'model.layers.2.self_attn.o_proj.weight_packed'",
