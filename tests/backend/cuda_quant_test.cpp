@@ -163,6 +163,33 @@ const int64_t kRows[] = {1, 5, 9, 16, 17, 40, 64, 65, 200};  // 16 and 17: the d
                                                               // W4A16 decode form's second x tile; 5
                                                               // and 9: its eight-warp blocks
 
+// A weight is uploaded on its first use; that first matmul must see all of it. (Uploads were
+// plain cudaMemcpy calls: from pageable memory those may return before the DMA lands, on a
+// stream the backend's does not wait for.) Fresh copies of weights of 4 to 64 MB (the W4A16
+// test's dense slices among them), each multiplied at once and then again: the first product is
+// the second's bits. Dense bf16 and int4 (one upload of several arrays).
+TEST(CudaUpload, AWeightsFirstMatMulSeesAllOfIt) {
+  REQUIRE_GPU();
+  std::mt19937 rng(17);
+  std::vector<Weight> kinds;
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{8192, 256}, {8200, 1024}, {32768, 1024}}) {
+    kinds.push_back(DenseOf(Quantized(QuantFormat::kInt4Group, n, k, false, rng)));
+  }
+  kinds.push_back(Quantized(QuantFormat::kInt4Group, 16384, 2048, false, rng));
+  const Weight x = Activations(1, 2048, rng);
+  auto bf = test::MakeCuda(ActDtype::kBF16);
+  ASSERT_NE(bf, nullptr);
+  std::deque<Weight> copies;  // distinct addresses: each one uploaded afresh
+  for (int round = 0; round < 8; ++round) {
+    for (const Weight& w : kinds) {
+      const Weight& c = copies.emplace_back(w);
+      const Weight xin = ColumnsOf(x, 0, w.cols);
+      const auto first = MatMulOn(*bf, xin, 1, c);
+      EXPECT_TRUE(Same(first, MatMulOn(*bf, xin, 1, c))) << c.name << " round " << round;
+    }
+  }
+}
+
 TEST(CudaQuant, W4a16IsTheSlicedDenseBf16MatmulOfItsWeights) {
   REQUIRE_GPU();
   std::mt19937 rng(3);
@@ -183,7 +210,8 @@ TEST(CudaQuant, W4a16IsTheSlicedDenseBf16MatmulOfItsWeights) {
   // several slices, one short (4608: eight stages then four; 1152: a one-stage slice; 2176 with
   // zero points: the WMMA forms; 3072 with fp32 scales in groups of 64); 640: more stages than a
   // warp keeps in flight. N = 8200: the sixteen-warp blocks of wide weights past eight rows, the
-  // last one short and its last warp half past N.
+  // last one short and its last warp half past N; with K = 1152 and 2304 (fp32 scales in groups of
+  // 64) the wide blocks' slices too, the last one short.
   for (const C& c : {C{QuantFormat::kInt4Group, false, 208, 384}, C{QuantFormat::kInt4Group, true, 80, 256},
                      C{QuantFormat::kInt4Group, false, 200, 384}, C{QuantFormat::kNvfp4, false, 96, 512},
                      C{QuantFormat::kNvfp4, false, 130, 208}, C{QuantFormat::kInt4Group, false, 200, 768},
@@ -195,7 +223,8 @@ TEST(CudaQuant, W4a16IsTheSlicedDenseBf16MatmulOfItsWeights) {
                      C{QuantFormat::kInt4Group, false, 40, 3072, true, 64}, C{QuantFormat::kNvfp4, false, 40, 1152},
                      C{QuantFormat::kInt4Group, false, 24, 640}, C{QuantFormat::kNvfp4, false, 72, 1280, false, 0, true},
                      C{QuantFormat::kNvfp4, false, 40, 208, false, 0, true},
-                     C{QuantFormat::kInt4Group, false, 8200, 1152}, C{QuantFormat::kNvfp4, false, 8200, 256}}) {
+                     C{QuantFormat::kInt4Group, false, 8200, 1152}, C{QuantFormat::kNvfp4, false, 8200, 256},
+                     C{QuantFormat::kNvfp4, false, 8200, 1152}, C{QuantFormat::kInt4Group, false, 8192, 2304, true, 64}}) {
     const Weight q = Quantized(c.f, c.n, c.k, c.zp, rng, c.f32_scales, c.group, c.all_scale_codes);
     const Weight d = DenseOf(q);
     ASSERT_TRUE(d.is_bf16) << "W4A16 weights are bf16 values";

@@ -208,8 +208,7 @@ const CudaOps::DevCopy* CudaOps::Dev(const Weight& w) {
   allocations_.push_back(p);
   weight_bytes_ += bytes;
   const void* src = w.is_bf16 ? static_cast<const void*>(w.bf16.data()) : static_cast<const void*>(w.f32.data());
-  Status s = CudaStatus(cudaMemcpy(p, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), "cudaMemcpy", __FILE__,
-                        __LINE__);
+  Status s = CopyIn(p, src, bytes);
   if (!s.ok()) {
     Note(s);
     return nullptr;
@@ -246,8 +245,7 @@ const cuda::DevWeight* CudaOps::DevSplit(const Weight& w) {
   }
   allocations_.push_back(mem.value());
   weight_bytes_ += bytes;
-  Status s = CudaStatus(cudaMemcpy(mem.value(), host.data(), static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
-                        "cudaMemcpy", __FILE__, __LINE__);
+  Status s = CopyIn(mem.value(), host.data(), bytes);
   if (!s.ok()) {
     Note(s);
     return nullptr;
@@ -321,9 +319,7 @@ const CudaOps::DevCopy* CudaOps::DevQuantized(const Weight& w) {
   weight_bytes_ += total;
   for (int i = 0; i < 5; ++i) {
     if (pieces[i].bytes == 0) continue;
-    Status s = CudaStatus(cudaMemcpy(base + offsets[i], pieces[i].src, static_cast<size_t>(pieces[i].bytes),
-                                     cudaMemcpyHostToDevice),
-                          "cudaMemcpy", __FILE__, __LINE__);
+    Status s = CopyIn(base + offsets[i], pieces[i].src, pieces[i].bytes);
     if (!s.ok()) {
       Note(s);
       return nullptr;
@@ -353,8 +349,7 @@ const float* CudaOps::DevF32(const Weight& w) {
   }
   allocations_.push_back(mem.value());
   weight_bytes_ += n * 4;
-  Status s = CudaStatus(cudaMemcpy(mem.value(), host.data(), static_cast<size_t>(n) * 4, cudaMemcpyHostToDevice),
-                        "cudaMemcpy", __FILE__, __LINE__);
+  Status s = CopyIn(mem.value(), host.data(), n * 4);
   if (!s.ok()) {
     Note(s);
     return nullptr;
@@ -422,8 +417,7 @@ void* CudaOps::UploadBytes(const void* host, int64_t bytes, const char* what) {
   allocations_.push_back(mem.value());
   exact_bytes_ += bytes;
   if (bytes > 0) {
-    Note(CudaStatus(cudaMemcpy(mem.value(), host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), "cudaMemcpy",
-                    __FILE__, __LINE__));
+    Note(CopyIn(mem.value(), host, bytes));
   }
   return mem.value();
 }
@@ -561,9 +555,7 @@ void* CudaOps::Stage(const void* host, int64_t bytes) {
   Sign(bytes);
   if (Failed() || bytes == 0) return dst;
   if (bytes > pinned_bytes_) {  // too big for the staging buffer: a plain (synchronising) copy
-    Note(CudaStatus(cudaStreamSynchronize(S(stream_)), "cudaStreamSynchronize", __FILE__, __LINE__));
-    Note(CudaStatus(cudaMemcpy(dst, host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), "cudaMemcpy", __FILE__,
-                    __LINE__));
+    Note(CopyIn(dst, host, bytes));
     return dst;
   }
   if (pinned_top_ + bytes > pinned_bytes_) {
@@ -577,6 +569,13 @@ void* CudaOps::Stage(const void* host, int64_t bytes) {
   Note(CudaStatus(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, S(stream_)),
                   "cudaMemcpyAsync", __FILE__, __LINE__));
   return dst;
+}
+
+Status CudaOps::CopyIn(void* dst, const void* host, int64_t bytes) {
+  if (bytes <= 0) return Status::Ok();
+  GRAFT_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(dst, host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, S(stream_)),
+                                   "cudaMemcpyAsync", __FILE__, __LINE__));
+  return CudaStatus(cudaStreamSynchronize(S(stream_)), "cudaStreamSynchronize", __FILE__, __LINE__);
 }
 
 void CudaOps::ToHost(const float* src, int64_t n, float* host_dst) { CopyOut(src, n * 4, host_dst); }

@@ -200,6 +200,12 @@ class CudaOps final : public Ops {
   };
   // Device -> host copy of `bytes` after the work before it (ToHost's body, any element type).
   void CopyOut(const void* src, int64_t bytes, void* host_dst);
+  // Host -> device copy of an upload (weights, factors, residuals, an oversized Embed), done when
+  // it returns. Not a plain cudaMemcpy: from pageable memory that returns once the bytes are
+  // staged, before the DMA into dst has landed, and it runs on the legacy stream, which stream_
+  // (non-blocking) does not wait for — a kernel launched right after could read a partly copied
+  // weight (seen: a weight's first matmul off in a few rows, now and then).
+  Status CopyIn(void* dst, const void* host, int64_t bytes);
   void FinishHostCopies();
   bool Failed() const { return !error_.ok(); }
   void Note(const Status& s);  // keeps the first error
