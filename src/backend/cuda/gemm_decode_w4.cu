@@ -20,6 +20,12 @@ namespace {
 // eight rows for weights of at least kWideOutputs outputs (gate|up, q|k|v, the GDN input: +13%
 // at 16 rows; at 8 rows sixteen lose 20%, and the 5,120-output down / o gain nothing: fewer
 // blocks than the SMs' slots; bench/results/2026-12-02-sweeps.md).
+// Tried below four rows (bench/results/2026-12-02-whole.md): one warp chaining all of K of a
+// wide weight and adding its slices itself (no partials, no SumSplits, one long stream a warp):
+// 1-8% slower with four-stage rings (fewer warps, fewer bytes in flight), 12-25% with deeper ones;
+// bounding the four-warp form to 7 or 8 blocks a multiprocessor (72 / 64 registers, against 79
+// and 6): the spills cost 10-21%. Under ncu (there) a third of its stalls wait on memory and as
+// many on issue: fewer instructions a byte matter as much as more bytes in flight.
 constexpr int kFewRowsWarps = 4, kManyRowsWarps = 8, kManyRowsFrom = 4, kWideManyRowsWarps = 16;
 constexpr int64_t kWideOutputs = 8192;
 constexpr int kRows = 16;         // outputs a warp: the mma's M
