@@ -318,7 +318,6 @@ const CudaOps::DevCopy* CudaOps::DevQuantized(const Weight& w) {
   allocations_.push_back(base);
   weight_bytes_ += total;
   for (int i = 0; i < 5; ++i) {
-    if (pieces[i].bytes == 0) continue;
     Status s = CopyIn(base + offsets[i], pieces[i].src, pieces[i].bytes);
     if (!s.ok()) {
       Note(s);
@@ -416,9 +415,7 @@ void* CudaOps::UploadBytes(const void* host, int64_t bytes, const char* what) {
   }
   allocations_.push_back(mem.value());
   exact_bytes_ += bytes;
-  if (bytes > 0) {
-    Note(CopyIn(mem.value(), host, bytes));
-  }
+  Note(CopyIn(mem.value(), host, bytes));
   return mem.value();
 }
 

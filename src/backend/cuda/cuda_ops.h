@@ -204,7 +204,7 @@ class CudaOps final : public Ops {
   // it returns. Not a plain cudaMemcpy: from pageable memory that returns once the bytes are
   // staged, before the DMA into dst has landed, and it runs on the legacy stream, which stream_
   // (non-blocking) does not wait for — a kernel launched right after could read a partly copied
-  // weight (seen: a weight's first matmul off in a few rows, now and then).
+  // weight (seen: a weight's first matmul off in a few rows, now and then). Nothing for 0 bytes.
   Status CopyIn(void* dst, const void* host, int64_t bytes);
   void FinishHostCopies();
   bool Failed() const { return !error_.ok(); }
