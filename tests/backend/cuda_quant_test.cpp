@@ -391,6 +391,51 @@ TEST(CudaQuant, MixedFusedWeightFillsEachTensorsColumns) {
   }
 }
 
+// A fused weight of a 4-bit part and a few bf16 rows after it (Qwen3.5's GDN in-projection and its
+// b / a) runs as one launch at up to 16 rows, the bf16 rows as extra blocks of the 4-bit GEMM: each
+// part's columns keep the bits the part has alone (the 4-bit form's, and the bf16 forms' slices
+// and SumSplits), at every row count; past 16 rows the parts run one after the other. K = 640:
+// one slice (no partial sums); 1152: a one-stage last slice; 5120: five. 4-bit parts of 208 rows
+// (a block's last warps past N) and 8208; int4 with bf16 and with fp32 scales, NVFP4.
+TEST(CudaQuant, W4a16WithABf16TailKeepsEachPartsBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(21);
+  struct C {
+    QuantFormat f;
+    int64_t n, tail, k;
+    bool f32_scales = false;
+  };
+  for (const C& c : {C{QuantFormat::kInt4Group, 208, 96, 640}, C{QuantFormat::kInt4Group, 8208, 96, 1152},
+                     C{QuantFormat::kNvfp4, 208, 32, 1152}, C{QuantFormat::kInt4Group, 400, 256, 5120},
+                     C{QuantFormat::kInt4Group, 208, 16, 1152, true}}) {
+    Weight fused;
+    fused.name = "fused";
+    fused.cols = c.k;
+    fused.parts.push_back(Quantized(c.f, c.n, c.k, false, rng, c.f32_scales));
+    fused.parts.push_back(DenseOf(Quantized(QuantFormat::kInt4Group, c.tail, c.k, false, rng)));
+    ASSERT_TRUE(fused.parts[1].is_bf16);
+    fused.rows = c.n + c.tail;
+    const Weight x = Activations(40, c.k, rng);
+    auto bf = test::MakeCuda(ActDtype::kBF16);
+    ASSERT_NE(bf, nullptr);
+    for (int64_t m : {1, 2, 3, 4, 8, 9, 16, 17, 40}) {
+      const auto got = MatMulOn(*bf, x, m, fused);
+      const auto quant = MatMulOn(*bf, x, m, fused.parts[0]), tail = MatMulOn(*bf, x, m, fused.parts[1]);
+      int64_t bad = 0;
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t j = 0; j < fused.rows; ++j) {
+          const float want = j < c.n ? quant[r * c.n + j] : tail[r * c.tail + j - c.n];
+          if (std::memcmp(&got[r * fused.rows + j], &want, 4) != 0 && bad++ < 3) {
+            ADD_FAILURE() << fused.parts[0].name << " N " << c.n << " + " << c.tail << " K " << c.k << " m " << m
+                          << ": row " << r << " output " << j << " " << got[r * fused.rows + j] << " vs " << want;
+          }
+        }
+      }
+      EXPECT_EQ(bad, 0);
+    }
+  }
+}
+
 // The demo base quantized by graft quantize serves on the device: the same top choices as the
 // CPU reference, and chunking never changes its bits.
 TEST(CudaQuant, QuantizedCheckpointsServeOnTheDevice) {

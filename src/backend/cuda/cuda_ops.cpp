@@ -14,6 +14,7 @@
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/exact.h"
 #include "backend/cuda/gdn.h"
+#include "backend/cuda/gemm_decode_w4.h"
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/int4_lanes.h"
 #include "backend/cuda/nvfp4_table.h"
@@ -641,11 +642,29 @@ void CudaOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool 
     MatMulColumns(x, m, w, y, w.rows, round_output);
     return;
   }
+  if (MatMulW4WithTail(x, m, w, y, round_output)) return;
   int64_t col = 0;  // each tensor of a mixed-storage fused weight fills its own columns of y
   for (const Weight& p : w.parts) {
     MatMulColumns(x, m, p, y + col, w.rows, round_output);
     col += p.rows;
   }
+}
+
+bool CudaOps::MatMulW4WithTail(const float* x, int64_t m, const Weight& w, float* y, bool round_output) {
+  // cuBLAS (CudaOptions::cublas) takes dense bf16 weights with its own order: not fused then.
+  if (!bf16() || cublas_ || w.parts.size() != 2 || reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;
+  const DevCopy* a = Dev(w.parts[0]);
+  const DevCopy* b = Dev(w.parts[1]);
+  if (Failed() || !cuda::DecodeW4a16TailFits(m, a->w, b->w) || a->w.rows % 16 != 0) return false;
+  const size_t mark = Mark();
+  const int64_t bytes = cuda::DecodeW4a16ScratchBytes(m, a->w, &b->w);
+  void* scratch = bytes > 0 ? AllocRaw((bytes + 3) / 4) : nullptr;
+  Sign(34, x, m, a->w.data, b->w.data, y, w.rows, round_output);
+  if (!Failed() && Launches()) {
+    Note(cuda::GemmDecodeW4a16(x, m, a->w, y, w.rows, round_output, stream_, scratch, &b->w));
+  }
+  Release(mark);
+  return true;
 }
 
 void CudaOps::MatMulColumns(const float* x, int64_t m, const Weight& w, float* y, int64_t ldy, bool round_output) {

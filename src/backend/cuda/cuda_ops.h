@@ -219,6 +219,10 @@ class CudaOps final : public Ops {
   // pieces (SplitBf16x3) side by side, so the factor's products run on the bf16 tensor cores.
   const cuda::DevWeight* DevSplit(const Weight& w);
   void MatMulColumns(const float* x, int64_t m, const Weight& w, float* y, int64_t ldy, bool round_output);
+  // A fused weight of a 4-bit part and a few bf16 rows after it (Qwen3.5's GDN in-projection and
+  // its b / a) at decode sizes, in one launch (gemm_decode_w4.h: each part's bits as it has them
+  // alone). False, with nothing launched, where that form does not take it.
+  bool MatMulW4WithTail(const float* x, int64_t m, const Weight& w, float* y, bool round_output);
   // cuda::MatMul on device weight w with its scratch taken from (and given back to) the arena;
   // with CudaOptions::cublas, dense bf16 weights go to cuBLAS instead (x copied to bf16 the
   // same way, the result rounded after).

@@ -30,6 +30,7 @@ constexpr int kFewRowsWarps = 4, kManyRowsWarps = 8, kManyRowsFrom = 4, kWideMan
 constexpr int64_t kWideOutputs = 8192;
 constexpr int kRows = 16;         // outputs a warp: the mma's M
 constexpr int kStage = 128;       // K columns a stage: one 16-byte load a lane and row (int4_lanes.h)
+constexpr int64_t kMaxTailRows = 256;  // a bf16 tail is a few outputs (matmul.cu's kFewOutputs: sliced at every m)
 constexpr int kDepth = 4;         // stages a warp has in flight ahead of the one it computes
 constexpr int kXLd = kW4SliceColumns + 8;  // bf16 a shared x row: ldmatrix's eight rows in distinct bank quads
 static_assert(kInt4LaneBlock == kStage, "a stage is one lane-order block");
@@ -131,6 +132,53 @@ __device__ __forceinline__ void Fragments(const Stage<kSw>& st, int b, const Nvf
   }
 }
 
+// The slice of x [m, K] (columns k0 .. k0 + cols) to bf16 (round to nearest, as ToBf16) in
+// shared memory, rows xld apart.
+__device__ __forceinline__ void StageX(unsigned char* smem, const float* __restrict__ x, int m, int64_t k, int64_t k0,
+                                       int cols, int xld) {
+  const int per_row = cols / 4;
+  for (int i = threadIdx.x; i < m * per_row; i += blockDim.x) {
+    const int r = i / per_row, c = i - r * per_row;
+    const float4 v = __ldg(reinterpret_cast<const float4*>(x + r * k + k0) + c);
+    *reinterpret_cast<uint2*>(smem + (r * xld + 4 * c) * 2) = make_uint2(PackBf16(v.x, v.y), PackBf16(v.z, v.w));
+  }
+}
+
+// A warp of the bf16 tail (a fused weight's few dense rows beside its 4-bit ones, e.g. the GDN
+// in-projection's b / a): rows r0 .. r0 + 15 of `tail` over the slice's stages, the same chain as
+// the 4-bit rows' (and MatMulSplitK's on a dense weight: 16-column steps ascending from zero), the
+// A fragments read straight from the bf16 rows (row-major: a word is a column pair).
+template <int kNt>
+__device__ __forceinline__ void TailWarpChain(const DevWeight& tail, int64_t r0, int64_t k0, int stages,
+                                              const unsigned char* smem, const int (&x_off)[kNt], int g, int t,
+                                              float (&acc)[kNt][4]) {
+  const int64_t k = tail.cols;
+  const auto* wl = static_cast<const uint16_t*>(tail.data) + (r0 + g) * k + k0 + 2 * t;
+  const auto* wh = wl + 8 * k;
+  for (int s = 0; s < stages; ++s) {
+    unsigned a[8][4];  // K16 steps 0..7 of the stage
+#pragma unroll
+    for (int h = 0; h < 8; ++h) {
+      const int c = s * kStage + 16 * h;
+      a[h][0] = __ldg(reinterpret_cast<const unsigned*>(wl + c));
+      a[h][1] = __ldg(reinterpret_cast<const unsigned*>(wh + c));
+      a[h][2] = __ldg(reinterpret_cast<const unsigned*>(wl + c + 8));
+      a[h][3] = __ldg(reinterpret_cast<const unsigned*>(wh + c + 8));
+    }
+    const unsigned char* xs = smem + s * kStage * 2;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) {
+        unsigned bf[4];
+        LdMatrixX4(bf, xs + x_off[nt] + b * 64);
+        Mma16816(acc[nt], a[2 * b], bf[0], bf[1]);
+        Mma16816(acc[nt], a[2 * b + 1], bf[2], bf[3]);
+      }
+    }
+  }
+}
+
 // Block (blockIdx.x, j = blockIdx.y): outputs 64 blockIdx.x .. + 63 over slice j's columns
 // [1024 j, min(K, 1024 (j + 1))). Each warp's chain runs from zero through the slice's K16 steps
 // in ascending order (two a 32-column step, four steps a stage); its sums go to
@@ -139,13 +187,34 @@ __device__ __forceinline__ void Fragments(const Stage<kSw>& st, int b, const Nvf
 template <W4Kind kKind, int kNt, int kSw, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps) GemmDecodeW4Kernel(const float* __restrict__ x, int m, DevWeight dw,
                                                                   float* __restrict__ y, int64_t ldy, bool round_bf16,
-                                                                  float* __restrict__ partial) {
+                                                                  float* __restrict__ partial, DevWeight tail,
+                                                                  int tail_blocks) {
   extern __shared__ __align__(16) unsigned char smem[];  // x's slice [m][kXLd] bf16, then the NVFP4 table
   constexpr bool kFp4 = kKind == W4Kind::kNvfp4;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t k = dw.cols, n = dw.rows, last = n - 1, j = blockIdx.y, k0 = j * kW4SliceColumns;
   const int cols = static_cast<int>(k - k0 < kW4SliceColumns ? k - k0 : kW4SliceColumns), stages = cols / kStage;
-  const int64_t r0 = int64_t{blockIdx.x} * (kRows * kWarps) + kRows * warp;
+  // Outputs a row of partial sums: the 4-bit rows, then the tail's (written at columns n + r).
+  const int64_t n_all = n + (tail_blocks > 0 ? tail.rows : 0);
+  if (static_cast<int>(blockIdx.x) < tail_blocks) {  // the tail's blocks come first: they start early
+    PdlBegin();
+    StageX(smem, x, m, k, k0, cols, kXLd);
+    __syncthreads();
+    const int64_t tr0 = int64_t{blockIdx.x} * (kRows * kWarps) + kRows * warp;
+    if (tr0 >= tail.rows) return;  // tail.rows % 16 == 0: a warp is whole or idle
+    int x_off[kNt];
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) x_off[nt] = (min(8 * nt + lane % 8, m - 1) * kXLd + (lane / 8) * 8) * 2;
+    float acc[kNt][4] = {};
+    TailWarpChain<kNt>(tail, tr0, k0, stages, smem, x_off, g, t, acc);
+    if (gridDim.y == 1) {
+      StoreWeightsAsAOutputs<kNt>(acc, t, m, tr0 + g, true, tr0 + 8 + g, true, y + n, ldy, round_bf16);
+    } else {
+      StoreWeightsAsAOutputs<kNt>(acc, t, m, tr0 + g, true, tr0 + 8 + g, true, partial + j * m * n_all + n, n_all, false);
+    }
+    return;
+  }
+  const int64_t r0 = int64_t{blockIdx.x - tail_blocks} * (kRows * kWarps) + kRows * warp;
   const bool active = r0 <= last;  // N % 16 == 8: the last warp's upper rows read row N - 1 and are not written
   const int64_t rlo = min(r0 + g, last), rhi = min(r0 + 8 + g, last);
 
@@ -185,14 +254,7 @@ __global__ void __launch_bounds__(32 * kWarps) GemmDecodeW4Kernel(const float* _
 
   // While those loads fly: the slice of x to bf16 (round to nearest, as ToBf16) in shared memory,
   // and the NVFP4 table.
-  {
-    const int per_row = cols / 4;
-    for (int i = threadIdx.x; i < m * per_row; i += blockDim.x) {
-      const int r = i / per_row, c = i - r * per_row;
-      const float4 v = __ldg(reinterpret_cast<const float4*>(x + r * k + k0) + c);
-      *reinterpret_cast<uint2*>(smem + (r * kXLd + 4 * c) * 2) = make_uint2(PackBf16(v.x, v.y), PackBf16(v.z, v.w));
-    }
-  }
+  StageX(smem, x, m, k, k0, cols, kXLd);
   [[maybe_unused]] Nvfp4Entry* tab = reinterpret_cast<Nvfp4Entry*>(smem + m * kXLd * 2);
   if constexpr (kFp4) {
     for (int i = threadIdx.x; i < kNvfp4TableEntries; i += blockDim.x) tab[i] = dw.nvfp4_table[i];
@@ -233,39 +295,54 @@ __global__ void __launch_bounds__(32 * kWarps) GemmDecodeW4Kernel(const float* _
   if (gridDim.y == 1) {
     StoreWeightsAsAOutputs<kNt>(acc, t, m, r0 + g, true, r0 + 8 + g, hi_ok, y, ldy, round_bf16);
   } else {
-    StoreWeightsAsAOutputs<kNt>(acc, t, m, r0 + g, true, r0 + 8 + g, hi_ok, partial + j * m * n, n, false);
+    StoreWeightsAsAOutputs<kNt>(acc, t, m, r0 + g, true, r0 + 8 + g, hi_ok, partial + j * m * n_all, n_all, false);
   }
 }
 
 int64_t Slices(const DevWeight& w) { return (w.cols + kW4SliceColumns - 1) / kW4SliceColumns; }
 
+// One call's operands: tail (rows 0: none) is a dense bf16 weight of the same K whose outputs
+// follow w's in y (columns w.rows ..) and in the partial sums.
+struct W4Call {
+  const float* x;
+  int64_t m;
+  const DevWeight& w;
+  float* y;
+  int64_t ldy;
+  bool round_output;
+  cudaStream_t s;
+  float* partial;
+  const DevWeight& tail;
+};
+
 template <W4Kind kKind, int kNt, int kSw, int kWarps>
-Status Launch(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output, cudaStream_t s,
-              float* partial) {
-  const dim3 grid(static_cast<unsigned>((w.rows + kRows * kWarps - 1) / (kRows * kWarps)), static_cast<unsigned>(Slices(w)));
-  const size_t smem = static_cast<size_t>(m * kXLd * 2 + (kKind == W4Kind::kNvfp4 ? kNvfp4TableEntries * 16 : 0));
-  LaunchPdl(GemmDecodeW4Kernel<kKind, kNt, kSw, kWarps>, grid, 32 * kWarps, smem, s, x, static_cast<int>(m), w, y, ldy,
-            round_output, partial);
+Status Launch(const W4Call& c) {
+  const int64_t per_block = kRows * kWarps;
+  const int tail_blocks = static_cast<int>((c.tail.rows + per_block - 1) / per_block);
+  const dim3 grid(static_cast<unsigned>((c.w.rows + per_block - 1) / per_block + tail_blocks),
+                  static_cast<unsigned>(Slices(c.w)));
+  const size_t smem = static_cast<size_t>(c.m * kXLd * 2 + (kKind == W4Kind::kNvfp4 ? kNvfp4TableEntries * 16 : 0));
+  LaunchPdl(GemmDecodeW4Kernel<kKind, kNt, kSw, kWarps>, grid, 32 * kWarps, smem, c.s, c.x, static_cast<int>(c.m), c.w,
+            c.y, c.ldy, c.round_output, c.partial, c.tail, tail_blocks);
   return Launched("GemmDecodeW4a16");
 }
 
 template <W4Kind kKind, int kSw>
-Status LaunchRows(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
-                  cudaStream_t s, float* partial) {
-  if (m < kManyRowsFrom) return Launch<kKind, 1, kSw, kFewRowsWarps>(x, m, w, y, ldy, round_output, s, partial);
-  if (m <= 8) return Launch<kKind, 1, kSw, kManyRowsWarps>(x, m, w, y, ldy, round_output, s, partial);
-  return w.rows >= kWideOutputs ? Launch<kKind, 2, kSw, kWideManyRowsWarps>(x, m, w, y, ldy, round_output, s, partial)
-                                : Launch<kKind, 2, kSw, kManyRowsWarps>(x, m, w, y, ldy, round_output, s, partial);
+Status LaunchRows(const W4Call& c) {
+  if (c.m < kManyRowsFrom) return Launch<kKind, 1, kSw, kFewRowsWarps>(c);
+  if (c.m <= 8) return Launch<kKind, 1, kSw, kManyRowsWarps>(c);
+  return c.w.rows >= kWideOutputs ? Launch<kKind, 2, kSw, kWideManyRowsWarps>(c) : Launch<kKind, 2, kSw, kManyRowsWarps>(c);
 }
 
 // int4: one scale word a stage (groups of >= 128 columns), two (64) or four (32).
 template <W4Kind kKind>
-Status LaunchInt4(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
-                  cudaStream_t s, float* partial) {
-  if (w.group >= kStage) return LaunchRows<kKind, 1>(x, m, w, y, ldy, round_output, s, partial);
-  return w.group == 64 ? LaunchRows<kKind, 2>(x, m, w, y, ldy, round_output, s, partial)
-                       : LaunchRows<kKind, 4>(x, m, w, y, ldy, round_output, s, partial);
+Status LaunchInt4(const W4Call& c) {
+  if (c.w.group >= kStage) return LaunchRows<kKind, 1>(c);
+  return c.w.group == 64 ? LaunchRows<kKind, 2>(c) : LaunchRows<kKind, 4>(c);
 }
+
+// Outputs a row of y this call fills: w's, then the tail's.
+int64_t Outputs(const DevWeight& w, const DevWeight* tail) { return w.rows + (tail != nullptr ? tail->rows : 0); }
 
 }  // namespace
 
@@ -280,28 +357,40 @@ bool DecodeW4a16Fits(int64_t m, const DevWeight& w) {
          (w.group & (w.group - 1)) == 0 && reinterpret_cast<uintptr_t>(w.scale) % 16 == 0;
 }
 
-int64_t DecodeW4a16ScratchBytes(int64_t m, const DevWeight& w) {
+bool DecodeW4a16TailFits(int64_t m, const DevWeight& w, const DevWeight& tail) {
+  return DecodeW4a16Fits(m, w) && tail.bf16 && !tail.quantized() && tail.cols == w.cols && tail.rows > 0 &&
+         tail.rows % kRows == 0 && tail.rows <= kMaxTailRows && reinterpret_cast<uintptr_t>(tail.data) % 16 == 0;
+}
+
+int64_t DecodeW4a16ScratchBytes(int64_t m, const DevWeight& w, const DevWeight* tail) {
   const int64_t slices = Slices(w);
-  return slices > 1 ? slices * m * w.rows * 4 : 0;
+  return slices > 1 ? slices * m * Outputs(w, tail) * 4 : 0;
 }
 
 Status GemmDecodeW4a16(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
-                       void* stream, void* scratch) {
-  if (!DecodeW4a16Fits(m, w) || ldy < w.rows || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
+                       void* stream, void* scratch, const DevWeight* tail) {
+  if (!DecodeW4a16Fits(m, w) || ldy < Outputs(w, tail) || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
     return InvalidArgument("cuda GemmDecodeW4a16: needs 1..16 rows, N % 8 == 0, K % 128 == 0, symmetric int4 groups "
                            "of 2^j >= 32 columns or NVFP4, aligned operands");
+  }
+  if (tail != nullptr && (!DecodeW4a16TailFits(m, w, *tail) || w.rows % kRows != 0)) {
+    return InvalidArgument("cuda GemmDecodeW4a16: a bf16 tail needs w's K, a multiple of 16 rows up to 256, aligned "
+                           "data, and w's rows a multiple of 16");
   }
   const bool split = Slices(w) > 1;
   if (split && (scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 16 != 0)) {
     return InvalidArgument("cuda GemmDecodeW4a16: K > 1024 needs DecodeW4a16ScratchBytes of aligned scratch");
   }
-  const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  auto* partial = static_cast<float*>(scratch);
-  Status st = w.format == DevFormat::kNvfp4 ? LaunchRows<W4Kind::kNvfp4, 2>(x, m, w, y, ldy, round_output, s, partial)
-              : w.scale_bf16               ? LaunchInt4<W4Kind::kInt4Bf16Scale>(x, m, w, y, ldy, round_output, s, partial)
-                                           : LaunchInt4<W4Kind::kInt4F32Scale>(x, m, w, y, ldy, round_output, s, partial);
+  const DevWeight none{};
+  const W4Call c{x, m, w, y, ldy, round_output, static_cast<cudaStream_t>(stream), static_cast<float*>(scratch),
+                 tail != nullptr ? *tail : none};
+  Status st = w.format == DevFormat::kNvfp4 ? LaunchRows<W4Kind::kNvfp4, 2>(c)
+              : w.scale_bf16               ? LaunchInt4<W4Kind::kInt4Bf16Scale>(c)
+                                           : LaunchInt4<W4Kind::kInt4F32Scale>(c);
   if (!st.ok() || !split) return st;
-  return SumSplitsInto(partial, m, w, y, ldy, round_output, stream);
+  DevWeight all = w;  // SumSplits over every output: w's and the tail's
+  all.rows = Outputs(w, tail);
+  return SumSplitsInto(c.partial, m, all, y, ldy, round_output, stream);
 }
 
 }  // namespace graft::cuda

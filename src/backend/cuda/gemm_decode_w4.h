@@ -58,10 +58,16 @@ namespace graft::cuda {
 inline constexpr int64_t kW4SliceColumns = 1024;
 
 bool DecodeW4a16Fits(int64_t m, const DevWeight& w);
+// Whether `tail` — a dense bf16 weight of w's K, a multiple of 16 rows up to 256 (a fused
+// weight's unquantized few outputs beside its 4-bit ones: Qwen3.5's GDN b / a) — can ride in
+// w's launch: its rows as the launch's first blocks, the same chains as MatMul gives it alone
+// (MatMulSplitK's slices, SumSplits), its outputs in y's columns after w's.
+bool DecodeW4a16TailFits(int64_t m, const DevWeight& w, const DevWeight& tail);
 // Scratch bytes GemmDecodeW4a16 needs (the slices' partial sums; 0 for one slice).
-int64_t DecodeW4a16ScratchBytes(int64_t m, const DevWeight& w);
-// x [m, K] fp32 (16-byte aligned; rounded to bf16 as it is read), y [m, ldy].
+int64_t DecodeW4a16ScratchBytes(int64_t m, const DevWeight& w, const DevWeight* tail = nullptr);
+// x [m, K] fp32 (16-byte aligned; rounded to bf16 as it is read), y [m, ldy]: columns 0 .. N - 1
+// w's outputs, then (tail != nullptr, DecodeW4a16TailFits) the tail's.
 Status GemmDecodeW4a16(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
-                       void* stream, void* scratch);
+                       void* stream, void* scratch, const DevWeight* tail = nullptr);
 
 }  // namespace graft::cuda
