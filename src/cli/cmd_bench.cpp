@@ -169,6 +169,7 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       GRAFT_RETURN_IF_ERROR(MakeOps(s->m, *model, set, &ops));
       const DecodeGraphs graphs = MakeDecodeGraphs(*model, *ops, !s->no_graphs);
       GRAFT_ASSIGN_OR_RETURN(BenchReport rep, RunBench(*model, *ops, set, s->job, graphs.run));
+      if (graphs.summary) spdlog::info("bench: {}", graphs.summary());
       if (s->m.op_profile) {
 #ifdef GRAFT_HAVE_CUDA
         if (auto* cuda = dynamic_cast<CudaOps*>(ops.get()); cuda && cuda->op_profile()) {

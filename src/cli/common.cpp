@@ -98,10 +98,7 @@ DecodeGraphs MakeDecodeGraphs(const Model& model, Ops& ops, bool enabled) {
   g.run = [cache](const StepBatch& b, const AdapterSet& a, float* logits, int32_t* ids) {
     return cache->Run(b, a, logits, ids);
   };
-  g.summary = [cache] {
-    return fmt::format("decode graphs: {} captured, {} steps replayed, {} steps run eagerly", cache->captures(),
-                       cache->replays(), cache->eager());
-  };
+  g.summary = [cache] { return cache->Summary(); };
 #else
   (void)model;
   (void)ops;

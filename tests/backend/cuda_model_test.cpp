@@ -430,6 +430,10 @@ TEST_P(CudaInvariance, GraphReplayedDecodeStepsAreTheEagerBits) {
   EXPECT_EQ(cache.captures(), 1);
   EXPECT_EQ(cache.replays(), 39);
   EXPECT_EQ(cache.eager(), 0);
+  // The summary names both phases of a replayed step, each measured (a step takes time).
+  EXPECT_GT(cache.record_seconds(), 0.0);
+  EXPECT_GT(cache.run_seconds(), 0.0);
+  EXPECT_NE(cache.Summary().find("1 captured, 39 steps replayed (host recording"), std::string::npos) << cache.Summary();
   EXPECT_EQ(cand_cache.captures(), 1);
   EXPECT_EQ(cand_cache.replays(), 39);
 }

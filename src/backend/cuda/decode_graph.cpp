@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <chrono>
 #include <cstring>
 
 namespace graft {
@@ -86,13 +87,18 @@ Status DecodeGraph::Replay(const StepBatch& b, const AdapterSet& adapters, float
     return InvalidArgument("decode graph: the step's shape (rows, sequences, adapters, page capacity) differs from "
                            "the captured one; capture a graph for it");
   }
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0 = Clock::now();
   GRAFT_RETURN_IF_ERROR(ops_.BeginRecord());
   Status run = model_.Forward(ops_, b, adapters, logits, ids);
   if (!run.ok()) {
     ops_.CancelRecord();
     return run;
   }
+  const Clock::time_point t1 = Clock::now();
   GRAFT_RETURN_IF_ERROR(ops_.ReplayRecorded(*graph_));
+  last_record_s_ = std::chrono::duration<double>(t1 - t0).count();
+  last_run_s_ = std::chrono::duration<double>(Clock::now() - t1).count();
   ++replays_;
   return Status::Ok();
 }
@@ -109,8 +115,12 @@ Status DecodeGraphCache::Run(const StepBatch& b, const AdapterSet& adapters, flo
     std::unique_ptr<DecodeGraph> g = std::move(graphs_[i]);
     graphs_.erase(graphs_.begin() + static_cast<std::ptrdiff_t>(i));
     Status s = g->Replay(b, adapters, logits, ids);
+    if (s.ok()) {
+      ++replays_;
+      record_s_ += g->last_record_seconds();
+      run_s_ += g->last_run_seconds();
+    }
     graphs_.push_back(std::move(g));
-    if (s.ok()) ++replays_;
     return s;
   }
   auto g = DecodeGraph::Capture(model_, ops_, b, adapters, logits, ids);
@@ -119,6 +129,15 @@ Status DecodeGraphCache::Run(const StepBatch& b, const AdapterSet& adapters, flo
   graphs_.push_back(std::move(g).value());
   if (static_cast<int>(graphs_.size()) > capacity_) graphs_.erase(graphs_.begin());
   return Status::Ok();
+}
+
+std::string DecodeGraphCache::Summary() const {
+  const std::string phases =
+      replays_ > 0 ? fmt::format(" (host recording {:.2f} ms + graph {:.2f} ms a step)", 1e3 * record_s_ / replays_,
+                                 1e3 * run_s_ / replays_)
+                   : "";
+  return fmt::format("decode graphs: {} captured, {} steps replayed{}, {} steps run eagerly", captures_, replays_, phases,
+                     eager_);
 }
 
 }  // namespace graft

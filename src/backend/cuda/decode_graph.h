@@ -49,6 +49,11 @@ class DecodeGraph {
   // Its kernels and their programmatic edges (CudaOps::GraphShape).
   CudaOps::GraphShape shape() const { return CudaOps::ShapeOf(*graph_); }
   int replays() const { return replays_; }
+  // The last replay's two phases, in seconds: the host's Model::Forward recording the step
+  // (staging its arrays, checking its kernels) and the graph from launch to done. The host
+  // phase does not overlap the device's: it is what a step costs beyond its kernels.
+  double last_record_seconds() const { return last_record_s_; }
+  double last_run_seconds() const { return last_run_s_; }
   // Whether b has this graph's shape (Replay's check, exposed for graph caches).
   bool Fits(const StepBatch& b, const AdapterSet& adapters) const { return KeyOf(b, adapters) == key_; }
 
@@ -61,6 +66,7 @@ class DecodeGraph {
   std::string key_;
   bool adapter_rows_ = false;
   int replays_ = 0;
+  double last_record_s_ = 0.0, last_run_s_ = 0.0;
 };
 
 // The decode graphs of one model on one CudaOps: a step that fits a cached graph replays it,
@@ -75,6 +81,13 @@ class DecodeGraphCache {
   int captures() const { return captures_; }
   int replays() const { return replays_; }
   int eager() const { return eager_; }
+  // Over the replayed steps: seconds spent recording on the host and running the graphs
+  // (DecodeGraph::last_record_seconds, last_run_seconds).
+  double record_seconds() const { return record_s_; }
+  double run_seconds() const { return run_s_; }
+  // "decode graphs: N captured, M steps replayed (host recording a ms + graph b ms a step), K
+  // steps run eagerly".
+  std::string Summary() const;
 
  private:
   const Model& model_;
@@ -82,6 +95,7 @@ class DecodeGraphCache {
   int capacity_;
   std::vector<std::unique_ptr<DecodeGraph>> graphs_;  // most recently used last
   int captures_ = 0, replays_ = 0, eager_ = 0;
+  double record_s_ = 0.0, run_s_ = 0.0;
 };
 
 }  // namespace graft
