@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Device call c6 (2026-12-02, ninth session): Nsight Compute's full set, with the per-instruction
+# Prepared for the next device call (not run: this session's device time ran out; ~100 s of
+# work): Nsight Compute's full set, with the per-instruction
 # SASS page (executed counts, stall samples), on the two small kernels c4 found costliest on the
 # batch-1 critical path: the GDN token kernel (GdnCoreSeqsKernel, fused gates and norm) and a
 # decode row's flash attention (FlashAttentionSeqsKernel), main's HEAD, the 8-layer cut, w4a16,
 # context ~130, eager steps.
-#   (variants archive of c5: head=79b708f)
+#   BINS="graft" scripts/device-variants head=HEAD   (or c5's archive, whose head is 79b708f)
 set -uo pipefail
 export VARIANTS_ARCHIVE=${VARIANTS_ARCHIVE:-.device/variants.tar.xz}
 . scripts/device-env
 . scripts/device-env-variants
-W=$OUT/c6; mkdir -p $W/cut
+W=$OUT/p1; mkdir -p $W/cut
 S=$W/summary.txt
 G=$V/head/graft
 NCU=/usr/local/cuda/bin/ncu; [ -x $NCU ] || NCU=$(command -v ncu)
@@ -29,4 +30,4 @@ for k in GdnCoreSeqsKernel FlashAttentionSeqsKernel; do
   rm -f $W/$k.ncu-rep
 done
 echo "end $(date +%T)" | tee -a $S
-cd $OUT && tar czf c6.tgz c6 && rm -rf c6
+cd $OUT && tar czf p1.tgz p1 && rm -rf p1
