@@ -9,6 +9,7 @@
 # blocks (80 registers, 40 / 72 B of spills for w4a16, more for NVFP4 and fp32 scales).
 #   BINS="graft graft_cuda_tests graft_matmul_bench" scripts/device-variants head=HEAD \
 #     unroll=wip/w4-unroll unroll6=wip/w4-unroll6
+# (built 2026-12-02: .device/variants-next-unroll.tar.xz holds head=72204da, unroll=0157ced, unroll6=0fa9e46)
 set -uo pipefail
 export VARIANTS_ARCHIVE=${VARIANTS_ARCHIVE:-.device/variants.tar.xz}
 . scripts/device-env
