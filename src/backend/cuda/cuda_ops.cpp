@@ -655,7 +655,7 @@ bool CudaOps::MatMulW4WithTail(const float* x, int64_t m, const Weight& w, float
   if (!bf16() || cublas_ || w.parts.size() != 2 || reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;
   const DevCopy* a = Dev(w.parts[0]);
   const DevCopy* b = Dev(w.parts[1]);
-  if (Failed() || !cuda::DecodeW4a16TailFits(m, a->w, b->w) || a->w.rows % 16 != 0) return false;
+  if (Failed() || !cuda::DecodeW4a16TailFits(m, a->w, b->w)) return false;
   const size_t mark = Mark();
   const int64_t bytes = cuda::DecodeW4a16ScratchBytes(m, a->w, &b->w);
   void* scratch = bytes > 0 ? AllocRaw((bytes + 3) / 4) : nullptr;

@@ -358,8 +358,8 @@ bool DecodeW4a16Fits(int64_t m, const DevWeight& w) {
 }
 
 bool DecodeW4a16TailFits(int64_t m, const DevWeight& w, const DevWeight& tail) {
-  return DecodeW4a16Fits(m, w) && tail.bf16 && !tail.quantized() && tail.cols == w.cols && tail.rows > 0 &&
-         tail.rows % kRows == 0 && tail.rows <= kMaxTailRows && reinterpret_cast<uintptr_t>(tail.data) % 16 == 0;
+  return DecodeW4a16Fits(m, w) && w.rows % kRows == 0 && tail.bf16 && !tail.quantized() && tail.cols == w.cols &&
+         tail.rows > 0 && tail.rows % kRows == 0 && tail.rows <= kMaxTailRows && reinterpret_cast<uintptr_t>(tail.data) % 16 == 0;
 }
 
 int64_t DecodeW4a16ScratchBytes(int64_t m, const DevWeight& w, const DevWeight* tail) {
@@ -373,7 +373,7 @@ Status GemmDecodeW4a16(const float* x, int64_t m, const DevWeight& w, float* y, 
     return InvalidArgument("cuda GemmDecodeW4a16: needs 1..16 rows, N % 8 == 0, K % 128 == 0, symmetric int4 groups "
                            "of 2^j >= 32 columns or NVFP4, aligned operands");
   }
-  if (tail != nullptr && (!DecodeW4a16TailFits(m, w, *tail) || w.rows % kRows != 0)) {
+  if (tail != nullptr && !DecodeW4a16TailFits(m, w, *tail)) {
     return InvalidArgument("cuda GemmDecodeW4a16: a bf16 tail needs w's K, a multiple of 16 rows up to 256, aligned "
                            "data, and w's rows a multiple of 16");
   }

@@ -60,7 +60,7 @@ inline constexpr int64_t kW4SliceColumns = 1024;
 bool DecodeW4a16Fits(int64_t m, const DevWeight& w);
 // Whether `tail` — a dense bf16 weight of w's K, a multiple of 16 rows up to 256 (a fused
 // weight's unquantized few outputs beside its 4-bit ones: Qwen3.5's GDN b / a) — can ride in
-// w's launch: its rows as the launch's first blocks, the same chains as MatMul gives it alone
+// w's launch (w's rows a multiple of 16 too): its rows as the launch's first blocks, the same chains as MatMul gives it alone
 // (MatMulSplitK's slices, SumSplits), its outputs in y's columns after w's.
 bool DecodeW4a16TailFits(int64_t m, const DevWeight& w, const DevWeight& tail);
 // Scratch bytes GemmDecodeW4a16 needs (the slices' partial sums; 0 for one slice).
