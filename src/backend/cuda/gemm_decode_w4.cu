@@ -35,6 +35,7 @@ constexpr int kDepth = 4;         // stages a warp has in flight ahead of the on
 constexpr int kXLd = kW4SliceColumns + 8;  // bf16 a shared x row: ldmatrix's eight rows in distinct bank quads
 static_assert(kInt4LaneBlock == kStage, "a stage is one lane-order block");
 static_assert(kW4SliceColumns % kStage == 0, "a slice is whole stages");
+constexpr int kSliceStages = kW4SliceColumns / kStage;
 
 enum class W4Kind { kNvfp4, kInt4F32Scale, kInt4Bf16Scale };
 
@@ -268,25 +269,41 @@ __global__ void __launch_bounds__(32 * kWarps) GemmDecodeW4Kernel(const float* _
 #pragma unroll
   for (int nt = 0; nt < kNt; ++nt) x_off[nt] = (min(8 * nt + lane % 8, m - 1) * kXLd + (lane / 8) * 8) * 2;
   float acc[kNt][4] = {};
-  for (int s0 = 0; s0 < stages; s0 += kDepth) {
+  // Stage s's four 32-column steps into acc.
+  auto compute = [&](const Stage<kSw>& cur, int s) {
+    const unsigned char* xs = smem + s * kStage * 2;
 #pragma unroll
-    for (int i = 0; i < kDepth; ++i) {
-      const int s = s0 + i;
-      if (s < stages) {
-        const Stage<kSw> cur = ring[i];
-        if (s + kDepth < stages) load(ring[i], s + kDepth);
-        const unsigned char* xs = smem + s * kStage * 2;
+    for (int b = 0; b < 4; ++b) {
+      unsigned a[2][4];
+      Fragments<kKind, kSw>(cur, b, tab, a);
 #pragma unroll
-        for (int b = 0; b < 4; ++b) {
-          unsigned a[2][4];
-          Fragments<kKind, kSw>(cur, b, tab, a);
+      for (int nt = 0; nt < kNt; ++nt) {
+        unsigned bf[4];  // b0, b1 of step 0, then of step 1
+        LdMatrixX4(bf, xs + x_off[nt] + b * 64);
+        Mma16816(acc[nt], a[0], bf[0], bf[1]);
+        Mma16816(acc[nt], a[1], bf[2], bf[3]);
+      }
+    }
+  };
+  if (stages == kSliceStages) {
+    // A whole slice (all but a short last one): unrolled at compile time, so that the ring needs
+    // no moves between rounds, every load and ldmatrix address is a base plus a constant, and no
+    // stage tests its index. The same chain as the loop below.
 #pragma unroll
-          for (int nt = 0; nt < kNt; ++nt) {
-            unsigned bf[4];  // b0, b1 of step 0, then of step 1
-            LdMatrixX4(bf, xs + x_off[nt] + b * 64);
-            Mma16816(acc[nt], a[0], bf[0], bf[1]);
-            Mma16816(acc[nt], a[1], bf[2], bf[3]);
-          }
+    for (int s = 0; s < kSliceStages; ++s) {
+      const Stage<kSw> cur = ring[s % kDepth];
+      if (s + kDepth < kSliceStages) load(ring[s % kDepth], s + kDepth);
+      compute(cur, s);
+    }
+  } else {
+    for (int s0 = 0; s0 < stages; s0 += kDepth) {
+#pragma unroll
+      for (int i = 0; i < kDepth; ++i) {
+        const int s = s0 + i;
+        if (s < stages) {
+          const Stage<kSw> cur = ring[i];
+          if (s + kDepth < stages) load(ring[i], s + kDepth);
+          compute(cur, s);
         }
       }
     }
