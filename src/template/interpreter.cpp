@@ -14,7 +14,10 @@ namespace {
 enum class Flow { kNormal, kBreak, kContinue };
 
 constexpr size_t kMaxMacroDepth = 64;
-constexpr int64_t kMaxLoopSteps = 1'000'000;  // range() alone stops at 1,000,000 items
+// Loop iterations and macro calls a render may take together: the two ways a template repeats
+// work (a macro calling itself twice, 60 deep, is 2^60 calls with no loop at all). Real chat
+// templates take a few per message; range() alone stops at as many items.
+constexpr int64_t kMaxSteps = 100'000;
 constexpr size_t kMaxOutputBytes = size_t{64} << 20;
 
 // An integer-valued double as an int when int64 holds it, else as the float it is.
@@ -114,6 +117,7 @@ class Interpreter {
   }
 
   Result<Value> CallMacro(const Stmt& def, const List& args, const Dict& kwargs) {
+    GRAFT_RETURN_IF_ERROR(Step(def.line));
     // A macro that calls itself without end would overflow the stack: calls nest 64 deep at most.
     if (frames_.size() > kMaxMacroDepth) {
       return Err(def.line, fmt::format("macro '{}': calls nested deeper than {}", def.name, kMaxMacroDepth));
@@ -143,11 +147,16 @@ class Interpreter {
   }
 
   // A render's work is bounded: a template (a file from the checkpoint) whose loops nest
-  // range(1000000) two deep would otherwise hold the request — and the thread — for hours.
-  Status Budget(int line, const std::string& out) {
-    if (++loop_steps_ > kMaxLoopSteps) {
-      return Err(line, fmt::format("the template ran more than {} loop iterations", kMaxLoopSteps));
+  // range(100000) two deep, or whose macros call themselves twice each, would otherwise hold the
+  // request — and the thread — for hours.
+  Status Step(int line) {
+    if (++steps_ > kMaxSteps) {
+      return Err(line, fmt::format("the template ran more than {} loop iterations and macro calls", kMaxSteps));
     }
+    return Status::Ok();
+  }
+  Status Budget(int line, const std::string& out) {
+    GRAFT_RETURN_IF_ERROR(Step(line));
     if (out.size() > kMaxOutputBytes) return Err(line, fmt::format("the template's output passed {} bytes", kMaxOutputBytes));
     return Status::Ok();
   }
@@ -456,7 +465,7 @@ class Interpreter {
   }
 
   std::vector<Dict> frames_;
-  int64_t loop_steps_ = 0;
+  int64_t steps_ = 0;  // loop iterations and macro calls so far (Step)
 };
 
 Dict Builtins() {
@@ -480,7 +489,9 @@ Dict Builtins() {
                    List l;
                    for (int64_t i = b; st > 0 ? i < e : i > e; i += st) {
                      l.emplace_back(i);
-                     if (l.size() > 1000000) return InvalidArgument("range() is limited to 1,000,000 items");
+                     if (static_cast<int64_t>(l.size()) > kMaxSteps) {
+                       return InvalidArgument(fmt::format("range() is limited to {} items", kMaxSteps));
+                     }
                    }
                    return Value(l);
                  }}));

@@ -167,8 +167,14 @@ TEST(Jinja, HostileNestingIsANamedErrorNotACrash) {
   // Work is bounded too: loops nested without end are a render error, not a hung request.
   EXPECT_EQ(RenderText("{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(1000) %}{% endfor %}{% endfor %}"
                        "{% endfor %}"),
-            "RENDER ERROR: line 1: the template ran more than 1000000 loop iterations");
-  EXPECT_EQ(RenderText("{% for i in range(1000000) %}{% endfor %}ok"), "ok");
+            "RENDER ERROR: line 1: the template ran more than 100000 loop iterations and macro calls");
+  EXPECT_EQ(RenderText("{% for i in range(100000) %}{% endfor %}ok"), "ok");
+  // Macros that call themselves twice each, 60 deep (2^60 calls, no loop): bounded the same way.
+  EXPECT_EQ(RenderText("{% macro f(n) %}{% if n < 60 %}{{ f(n + 1) }}{{ f(n + 1) }}{% endif %}{% endmacro %}{{ f(0) }}"),
+            "RENDER ERROR: line 1: the template ran more than 100000 loop iterations and macro calls");
+  EXPECT_EQ(RenderText("{% macro f(n) %}{% if n < 12 %}{{ f(n + 1) }}{{ f(n + 1) }}{% else %}.{% endif %}{% endmacro %}"
+                       "{{ f(0) | length }}"),
+            "4096");
 }
 
 // Integers that leave int64 become floats (printed as Python prints floats; the JavaScript
