@@ -28,7 +28,7 @@
 // and ldmatrix offset is a constant, no stage tests its index; a short last slice keeps the
 // loop): w4a16 at batch 1 5.72 against 6.32 ms of projections a step, gate|up 36.1 -> 30.7 us
 // (73% of the copy bandwidth), the whole model 108.9 -> 122.3 tok/s (bench/results/
-// 2026-12-03-unroll.md; 82 registers, five blocks an SM where the loop form had six).
+// 2026-12-02-unroll.md; 82 registers, five blocks an SM where the loop form had six).
 //
 // The form it replaced (16 outputs a block, its warps sharing K's slices, cp.async rings) spent
 // ~370 instructions a 1 KB of weights on copies and their addressing and kept one block of 17
