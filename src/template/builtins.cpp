@@ -36,6 +36,7 @@ List SplitPy(const std::string& s, const Value& sep, int64_t maxsplit) {
       size_t j = i;
       while (j < s.size() && !IsPyWs(s[j])) ++j;
       out.emplace_back(s.substr(i, j - i));
+      if (out.size() > kMaxListItems) return out;  // the caller refuses it
       ++splits;
       i = j;
     }
@@ -51,22 +52,39 @@ List SplitPy(const std::string& s, const Value& sep, int64_t maxsplit) {
       break;
     }
     out.emplace_back(s.substr(start, at - start));
+    if (out.size() > kMaxListItems) return out;  // the caller refuses it
     start = at + d.size();
     ++splits;
   }
   return out;
 }
 
-std::string Replace(std::string s, const std::string& from, const std::string& to, int64_t count) {
+// Built left to right (linear, where replacing in place moved the tail each time), and refused
+// once longer than kMaxTextBytes.
+Result<std::string> Replace(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
   if (from.empty()) return s;
-  size_t at = 0;
-  int64_t n = 0;
-  while ((count < 0 || n < count) && (at = s.find(from, at)) != std::string::npos) {
-    s.replace(at, from.size(), to);
-    at += to.size();
-    ++n;
+  std::string out;
+  size_t at = 0, hit = 0;
+  for (int64_t n = 0; (count < 0 || n < count) && (hit = s.find(from, at)) != std::string::npos; ++n) {
+    out.append(s, at, hit - at).append(to);
+    at = hit + from.size();
+    if (out.size() > kMaxTextBytes) break;
   }
-  return s;
+  if (out.size() + (s.size() - at) > kMaxTextBytes) {
+    return InvalidArgument(fmt::format("replace: the result passes {} bytes", kMaxTextBytes));
+  }
+  return out.append(s, at, std::string::npos);
+}
+
+// items joined by sep, refused once longer than kMaxTextBytes.
+Result<std::string> Join(const List& items, const std::string& sep, const char* what) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += sep;
+    out += items[i].Str();
+    if (out.size() > kMaxTextBytes) return InvalidArgument(fmt::format("{}: the result passes {} bytes", what, kMaxTextBytes));
+  }
+  return out;
 }
 
 std::string Case(std::string s, int mode) {  // 0 lower, 1 upper, 2 capitalize, 3 title
@@ -146,9 +164,8 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
   if (name == "join") {
     const Value& sep = Arg(args, kwargs, 0, "d", Value(""));
     if (!v.is_list()) return Err(fmt::format("filter 'join' needs a list, not a {}", v.TypeName()));
-    std::string s;
-    for (size_t i = 0; i < v.as_list().size(); ++i) s += (i ? sep.Str() : "") + v.as_list()[i].Str();
-    return Value(s);
+    GRAFT_ASSIGN_OR_RETURN(std::string s, Join(v.as_list(), sep.Str(), "filter 'join'"));
+    return Value(std::move(s));
   }
   if (name == "first" || name == "last") {
     if (v.is_list()) {
@@ -161,6 +178,9 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
   if (name == "list") {
     if (v.is_list()) return Value(List(v.as_list()));
     if (v.is_string()) {
+      if (v.as_string().size() > kMaxListItems) {
+        return Err(fmt::format("filter 'list': a string of more than {} characters", kMaxListItems));
+      }
       List l;
       for (char c : v.as_string()) l.emplace_back(std::string(1, c));
       return Value(l);
@@ -181,7 +201,8 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
     if (args.size() < 2) return Err("filter 'replace' needs two arguments");
     if (args.size() > 2 && args[2].is_number() && !args[2].is_int()) return Err("filter 'replace': count must be an integer");
     const int64_t count = args.size() > 2 && args[2].is_int() ? args[2].as_int() : -1;
-    return Value(Replace(v.Str(), args[0].Str(), args[1].Str(), count));
+    GRAFT_ASSIGN_OR_RETURN(std::string r, Replace(v.Str(), args[0].Str(), args[1].Str(), count));
+    return Value(std::move(r));
   }
   if (name == "int") {
     if (v.kind() == Value::Kind::kInt) return v;
@@ -301,7 +322,9 @@ Result<Value> CallMethod(const Value& obj, const std::string& name, const List& 
       if (sep.is_string() && sep.as_string().empty()) return Err("split(): empty separator");
       const Value& maxsplit = Arg(args, kwargs, 1, "maxsplit", Value(int64_t{-1}));
       if (maxsplit.is_number() && !maxsplit.is_int()) return Err("split(): maxsplit must be an integer");
-      return Value(SplitPy(s, sep, maxsplit.is_int() ? maxsplit.as_int() : -1));
+      List parts = SplitPy(s, sep, maxsplit.is_int() ? maxsplit.as_int() : -1);
+      if (parts.size() > kMaxListItems) return Err(fmt::format("split(): more than {} parts", kMaxListItems));
+      return Value(std::move(parts));
     }
     if (name == "strip" || name == "lstrip" || name == "rstrip") {
       const Value& chars = Arg(args, kwargs, 0, "chars", none);
@@ -314,7 +337,9 @@ Result<Value> CallMethod(const Value& obj, const std::string& name, const List& 
     if (name == "replace") {
       if (args.size() < 2) return Err("replace() needs two arguments");
       if (args.size() > 2 && args[2].is_number() && !args[2].is_int()) return Err("replace(): count must be an integer");
-      return Value(Replace(s, args[0].Str(), args[1].Str(), args.size() > 2 && args[2].is_int() ? args[2].as_int() : -1));
+      GRAFT_ASSIGN_OR_RETURN(std::string r,
+                             Replace(s, args[0].Str(), args[1].Str(), args.size() > 2 && args[2].is_int() ? args[2].as_int() : -1));
+      return Value(std::move(r));
     }
     if (name == "find") {
       const size_t at = s.find(Arg(args, kwargs, 0, "sub", Value("")).Str());
@@ -330,9 +355,8 @@ Result<Value> CallMethod(const Value& obj, const std::string& name, const List& 
     if (name == "join") {
       const Value& items = Arg(args, kwargs, 0, "iterable", none);
       if (!items.is_list()) return Err("join() needs a list");
-      std::string out;
-      for (size_t i = 0; i < items.as_list().size(); ++i) out += (i ? s : "") + items.as_list()[i].Str();
-      return Value(out);
+      GRAFT_ASSIGN_OR_RETURN(std::string out, Join(items.as_list(), s, "join()"));
+      return Value(std::move(out));
     }
   }
   if (obj.is_dict()) {

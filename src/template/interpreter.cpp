@@ -14,10 +14,13 @@ namespace {
 enum class Flow { kNormal, kBreak, kContinue };
 
 constexpr size_t kMaxMacroDepth = 64;
-// Loop iterations and macro calls a render may take together: the two ways a template repeats
-// work (a macro calling itself twice, 60 deep, is 2^60 calls with no loop at all). Real chat
-// templates take a few per message; range() alone stops at as many items.
+// A render's work budget, in steps: a loop iteration, a macro call, or 256 bytes of text a
+// filter, method, operator or output made. Loops and calls are the two ways a template repeats
+// work (a macro calling itself twice, 60 deep, is 2^60 calls with no loop at all), and text is
+// what each repetition can double (x = x ~ x). Real chat templates take a few steps a message and
+// one a 256 bytes of what they print; range() alone stops at kMaxSteps items.
 constexpr int64_t kMaxSteps = 100'000;
+constexpr int64_t kTextBytesAStep = 256;
 constexpr size_t kMaxOutputBytes = size_t{64} << 20;
 
 // An integer-valued double as an int when int64 holds it, else as the float it is.
@@ -56,7 +59,13 @@ class Interpreter {
         return Status::Ok();
       case Stmt::Kind::kOutput: {
         GRAFT_ASSIGN_OR_RETURN(Value v, Eval(*s.expr));
-        out += v.Str();
+        const std::string text = v.Str();
+        if (text.size() > kMaxTextBytes) return Err(s.line, fmt::format("a value of more than {} bytes", kMaxTextBytes));
+        out += text;
+        GRAFT_RETURN_IF_ERROR(Made(text, s.line));
+        if (out.size() > kMaxOutputBytes) {
+          return Err(s.line, fmt::format("the template's output passed {} bytes", kMaxOutputBytes));
+        }
         return Status::Ok();
       }
       case Stmt::Kind::kIf:
@@ -149,9 +158,26 @@ class Interpreter {
   // A render's work is bounded: a template (a file from the checkpoint) whose loops nest
   // range(100000) two deep, or whose macros call themselves twice each, would otherwise hold the
   // request — and the thread — for hours.
-  Status Step(int line) {
-    if (++steps_ > kMaxSteps) {
-      return Err(line, fmt::format("the template ran more than {} loop iterations and macro calls", kMaxSteps));
+  Status Step(int line, int64_t steps = 1) {
+    steps_ += steps;
+    if (steps_ > kMaxSteps) return Err(line, BudgetMessage());
+    return Status::Ok();
+  }
+  static std::string BudgetMessage() {
+    return fmt::format("the template took more than {} steps (a step: a loop iteration, a macro call or {} bytes of "
+                       "text made)",
+                       kMaxSteps, kTextBytesAStep);
+  }
+  Status Made(const std::string& text, int line) { return Step(line, static_cast<int64_t>(text.size()) / kTextBytesAStep); }
+  // A value a filter, method, macro or function returned: within the text and list bounds
+  // (value.h), or a named error.
+  Status Sized(const Value& v, int line) {
+    if (v.is_string() && v.as_string().size() > kMaxTextBytes) {
+      return Err(line, fmt::format("a string of more than {} bytes", kMaxTextBytes));
+    }
+    if (v.is_string()) GRAFT_RETURN_IF_ERROR(Made(v.as_string(), line));
+    if (v.is_list() && v.as_list().size() > kMaxListItems) {
+      return Err(line, fmt::format("a list of more than {} items", kMaxListItems));
     }
     return Status::Ok();
   }
@@ -166,7 +192,12 @@ class Interpreter {
     List items;
     if (it.is_list()) items = it.as_list();
     else if (it.is_dict()) for (const auto& [k, v] : it.as_dict().items) items.emplace_back(k);
-    else if (it.is_string()) for (char c : it.as_string()) items.emplace_back(std::string(1, c));
+    else if (it.is_string()) {
+      if (static_cast<int64_t>(it.as_string().size()) > kMaxSteps) {  // the loop could not finish anyway
+        return Err(s.line, BudgetMessage());
+      }
+      for (char c : it.as_string()) items.emplace_back(std::string(1, c));
+    }
     else if (!it.is_undefined() && !it.is_none()) return Err(s.line, fmt::format("cannot loop over a {}", it.TypeName()));
     frames_.emplace_back();
     // "for x in y if cond": filter first, so loop.* counts the kept items.
@@ -279,10 +310,21 @@ class Interpreter {
   }
 
   Result<Value> Arith(const std::string& op, const Value& a, const Value& b, int line) {
-    if (op == "~") return Value(a.Str() + b.Str());
+    const bool strings = op == "~" || (op == "+" && a.is_string() && b.is_string());
+    if (strings) {
+      std::string x = a.Str(), y = b.Str();
+      if (x.size() + y.size() > kMaxTextBytes) {
+        return Err(line, fmt::format("'{}' would make a string of more than {} bytes", op, kMaxTextBytes));
+      }
+      Value r(x + y);
+      GRAFT_RETURN_IF_ERROR(Made(r.as_string(), line));
+      return r;
+    }
     if (op == "+") {
-      if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
       if (a.is_list() && b.is_list()) {
+        if (a.as_list().size() + b.as_list().size() > kMaxListItems) {
+          return Err(line, fmt::format("'+' would make a list of more than {} items", kMaxListItems));
+        }
         List l = a.as_list();
         l.insert(l.end(), b.as_list().begin(), b.as_list().end());
         return Value(l);
@@ -386,7 +428,10 @@ class Interpreter {
             bool found = false;
             Result<Value> r = CallMethod(obj, e.a->name, args, kwargs, &found);
             if (!r.ok()) return r.status().WithContext(fmt::format("line {}", e.line));
-            if (found) return r;
+            if (found) {
+              GRAFT_RETURN_IF_ERROR(Sized(*r, e.line));
+              return r;
+            }
             return Err(e.line, fmt::format("unsupported method '{}' on a {}", e.a->name, obj.TypeName()));
           }
         }
@@ -399,6 +444,7 @@ class Interpreter {
         if (!r.ok()) return r.status().code() == StatusCode::kInvalidArgument && r.status().message().rfind("line ", 0) == 0
                                 ? r.status()
                                 : r.status().WithContext(fmt::format("line {}", e.line));
+        GRAFT_RETURN_IF_ERROR(Sized(*r, e.line));
         return r;
       }
       case Expr::Kind::kFilter: {
@@ -407,6 +453,7 @@ class Interpreter {
         GRAFT_ASSIGN_OR_RETURN(List args, EvalArgs(e, &kwargs));
         Result<Value> r = ApplyFilter(e.name, v, args, kwargs);
         if (!r.ok()) return r.status().WithContext(fmt::format("line {}", e.line));
+        GRAFT_RETURN_IF_ERROR(Sized(*r, e.line));
         return r;
       }
       case Expr::Kind::kTest: {
@@ -465,7 +512,7 @@ class Interpreter {
   }
 
   std::vector<Dict> frames_;
-  int64_t steps_ = 0;  // loop iterations and macro calls so far (Step)
+  int64_t steps_ = 0;  // the work budget spent so far (kMaxSteps)
 };
 
 Dict Builtins() {

@@ -2,7 +2,9 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 namespace graft::jinja {
@@ -109,36 +111,98 @@ std::string Value::Str() const {
   }
 }
 
-std::string Value::Repr() const {
-  switch (kind()) {
-    case Kind::kUndefined: return "";
-    case Kind::kNone: return "None";
-    case Kind::kBool: return as_bool() ? "True" : "False";
-    case Kind::kInt: return std::to_string(as_int());
-    case Kind::kFloat: return FloatRepr(as_double());
-    case Kind::kString: return QuoteRepr(as_string());
-    case Kind::kList: {
-      std::string s = "[";
-      for (size_t i = 0; i < as_list().size(); ++i) s += (i ? ", " : "") + as_list()[i].Repr();
-      return s + "]";
-    }
-    case Kind::kDict:
-    case Kind::kNamespace: {
-      std::string s = "{";
-      bool first = true;
-      for (const auto& [k, v] : as_dict().items) {
-        s += (first ? "" : ", ") + QuoteRepr(k) + ": " + v.Repr();
-        first = false;
+namespace {
+
+// Repr into out; `open` holds the lists and dicts being printed (a repeat prints as [...] / {...}).
+void AppendRepr(const Value& v, std::string& out, std::vector<const void*>& open) {
+  using K = Value::Kind;
+  switch (v.kind()) {
+    case K::kList:
+    case K::kDict:
+    case K::kNamespace: {
+      const bool list = v.kind() == K::kList;
+      const void* self = list ? static_cast<const void*>(&v.as_list()) : static_cast<const void*>(&v.as_dict());
+      if (std::find(open.begin(), open.end(), self) != open.end()) {
+        out += list ? "[...]" : "{...}";
+        return;
       }
-      return s + "}";
+      open.push_back(self);
+      out += list ? "[" : "{";
+      if (list) {
+        for (size_t i = 0; i < v.as_list().size() && out.size() <= kMaxTextBytes; ++i) {
+          if (i) out += ", ";
+          AppendRepr(v.as_list()[i], out, open);
+        }
+      } else {
+        bool first = true;
+        for (const auto& [k, e] : v.as_dict().items) {
+          if (out.size() > kMaxTextBytes) break;
+          out += (first ? "" : ", ") + QuoteRepr(k) + ": ";
+          AppendRepr(e, out, open);
+          first = false;
+        }
+      }
+      out += list ? "]" : "}";
+      open.pop_back();
+      return;
     }
-    case Kind::kCallable: return "<function " + as_callable().name + ">";
+    case K::kUndefined: return;
+    case K::kNone: out += "None"; return;
+    case K::kBool: out += v.as_bool() ? "True" : "False"; return;
+    case K::kInt: out += std::to_string(v.as_int()); return;
+    case K::kFloat: out += FloatRepr(v.as_double()); return;
+    case K::kString: out += QuoteRepr(v.as_string()); return;
+    case K::kCallable: out += "<function " + v.as_callable().name + ">"; return;
   }
-  return "";
+}
+
+bool EqualAt(const Value& a, const Value& b, int depth) {
+  using K = Value::Kind;
+  if (a.is_number() && b.is_number()) return a.as_double() == b.as_double();
+  if (a.kind() == K::kBool && b.is_number()) return (a.as_bool() ? 1.0 : 0.0) == b.as_double();
+  if (b.kind() == K::kBool && a.is_number()) return (b.as_bool() ? 1.0 : 0.0) == a.as_double();
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case K::kUndefined:
+    case K::kNone: return true;
+    case K::kBool: return a.as_bool() == b.as_bool();
+    case K::kString: return a.as_string() == b.as_string();
+    case K::kList: {
+      const auto &x = a.as_list(), &y = b.as_list();
+      if (&x == &y) return true;
+      if (x.size() != y.size() || depth >= kMaxCompareDepth) return false;
+      for (size_t i = 0; i < x.size(); ++i) if (!EqualAt(x[i], y[i], depth + 1)) return false;
+      return true;
+    }
+    case K::kDict:
+    case K::kNamespace: {
+      const auto &x = a.as_dict(), &y = b.as_dict();
+      if (&x == &y) return true;
+      if (x.items.size() != y.items.size() || depth >= kMaxCompareDepth) return false;
+      for (const auto& [k, v] : x.items) {
+        const Value* o = y.Find(k);
+        if (!o || !EqualAt(v, *o, depth + 1)) return false;
+      }
+      return true;
+    }
+    default: return &a.as_callable() == &b.as_callable();
+  }
+}
+
+}  // namespace
+
+std::string Value::Repr() const {
+  std::string out;
+  std::vector<const void*> open;
+  AppendRepr(*this, out, open);
+  return out;
 }
 
 Result<std::string> Value::ToJson(int indent) const {
+  std::vector<const void*> open;  // the lists and dicts being written: one of them again is a cycle
+  size_t bytes = 0;               // written so far, in finished pieces
   std::function<Result<std::string>(const Value&, int)> rec = [&](const Value& v, int depth) -> Result<std::string> {
+    if (bytes > kMaxTextBytes) return InvalidArgument(fmt::format("tojson: the text passed {} bytes", kMaxTextBytes));
     const std::string nl = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent * (depth + 1)), ' ') : "";
     const std::string nl_end = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent * depth), ' ') : "";
     const std::string item_sep = indent >= 0 ? "," : ", ";
@@ -156,24 +220,36 @@ Result<std::string> Value::ToJson(int indent) const {
       case Kind::kString: return nlohmann::json(v.as_string()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       case Kind::kList: {
         if (v.as_list().empty()) return std::string("[]");
+        if (std::find(open.begin(), open.end(), &v.as_list()) != open.end()) {
+          return InvalidArgument("tojson: circular reference (a list that holds itself)");
+        }
+        open.push_back(&v.as_list());
         std::string s = "[";
         for (size_t i = 0; i < v.as_list().size(); ++i) {
           GRAFT_ASSIGN_OR_RETURN(std::string e, rec(v.as_list()[i], depth + 1));
           s += (i ? item_sep : "") + nl + e;
+          bytes += e.size();
         }
+        open.pop_back();
         return s + nl_end + "]";
       }
       case Kind::kDict:
       case Kind::kNamespace: {
         if (v.as_dict().items.empty()) return std::string("{}");
+        if (std::find(open.begin(), open.end(), &v.as_dict()) != open.end()) {
+          return InvalidArgument("tojson: circular reference (a dict that holds itself)");
+        }
+        open.push_back(&v.as_dict());
         std::string s = "{";
         bool first = true;
         for (const auto& [k, e] : v.as_dict().items) {
           GRAFT_ASSIGN_OR_RETURN(std::string ej, rec(e, depth + 1));
           s += (first ? "" : item_sep) + nl + nlohmann::json(k).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
                ": " + ej;
+          bytes += ej.size() + k.size();
           first = false;
         }
+        open.pop_back();
         return s + nl_end + "}";
       }
       case Kind::kCallable: return InvalidArgument("tojson: a function is not JSON serializable");
@@ -199,35 +275,6 @@ const char* Value::TypeName() const {
   return "?";
 }
 
-bool Equal(const Value& a, const Value& b) {
-  using K = Value::Kind;
-  if (a.is_number() && b.is_number()) return a.as_double() == b.as_double();
-  if (a.kind() == K::kBool && b.is_number()) return (a.as_bool() ? 1.0 : 0.0) == b.as_double();
-  if (b.kind() == K::kBool && a.is_number()) return (b.as_bool() ? 1.0 : 0.0) == a.as_double();
-  if (a.kind() != b.kind()) return false;
-  switch (a.kind()) {
-    case K::kUndefined:
-    case K::kNone: return true;
-    case K::kBool: return a.as_bool() == b.as_bool();
-    case K::kString: return a.as_string() == b.as_string();
-    case K::kList: {
-      const auto &x = a.as_list(), &y = b.as_list();
-      if (x.size() != y.size()) return false;
-      for (size_t i = 0; i < x.size(); ++i) if (!Equal(x[i], y[i])) return false;
-      return true;
-    }
-    case K::kDict:
-    case K::kNamespace: {
-      const auto &x = a.as_dict(), &y = b.as_dict();
-      if (x.items.size() != y.items.size()) return false;
-      for (const auto& [k, v] : x.items) {
-        const Value* o = y.Find(k);
-        if (!o || !Equal(v, *o)) return false;
-      }
-      return true;
-    }
-    default: return &a.as_callable() == &b.as_callable();
-  }
-}
+bool Equal(const Value& a, const Value& b) { return EqualAt(a, b, 0); }
 
 }  // namespace graft::jinja

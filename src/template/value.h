@@ -88,7 +88,19 @@ class Value {
   bool namespace_ = false;
 };
 
+// Python ==, with Python's shortcut for a list or dict compared with itself; structures nested
+// deeper than kMaxCompareDepth (only a list or dict that holds itself gets there) compare unequal
+// instead of recursing without end.
+inline constexpr int kMaxCompareDepth = 200;
 bool Equal(const Value& a, const Value& b);
+
+// A template's text values stay below this: Repr / Str stop appending once past it (a list that
+// holds one shared list twice, nested 40 deep, prints 2^40 items), and the interpreter and the
+// filters refuse any string longer, naming it. Repr prints a list or dict that holds itself as
+// Python does ([...] / {...}); ToJson refuses it (Python: "Circular reference detected").
+inline constexpr size_t kMaxTextBytes = size_t{16} << 20;
+// And their lists this many items (a string split or listed into characters, lists added).
+inline constexpr size_t kMaxListItems = 1'000'000;
 
 // Whether an integer-valued double converts to int64 (false for NaN and out of range, where
 // the conversion is undefined).

@@ -139,6 +139,10 @@ TEST(Jinja, FloatsWhereIntegersBelongAreErrorsNotCrashes) {
 
 // A chat template is a file from the checkpoint: one nested without bound, or a macro that
 // calls itself, is a named error, never a stack overflow.
+const std::string kBudget =
+    "RENDER ERROR: line 1: the template took more than 100000 steps (a step: a loop iteration, a macro call or 256 bytes "
+    "of text made)";
+
 TEST(Jinja, HostileNestingIsANamedErrorNotACrash) {
   auto repeat = [](const std::string& s, int n) {
     std::string out;
@@ -167,14 +171,55 @@ TEST(Jinja, HostileNestingIsANamedErrorNotACrash) {
   // Work is bounded too: loops nested without end are a render error, not a hung request.
   EXPECT_EQ(RenderText("{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(1000) %}{% endfor %}{% endfor %}"
                        "{% endfor %}"),
-            "RENDER ERROR: line 1: the template ran more than 100000 loop iterations and macro calls");
+            kBudget);
   EXPECT_EQ(RenderText("{% for i in range(100000) %}{% endfor %}ok"), "ok");
   // Macros that call themselves twice each, 60 deep (2^60 calls, no loop): bounded the same way.
   EXPECT_EQ(RenderText("{% macro f(n) %}{% if n < 60 %}{{ f(n + 1) }}{{ f(n + 1) }}{% endif %}{% endmacro %}{{ f(0) }}"),
-            "RENDER ERROR: line 1: the template ran more than 100000 loop iterations and macro calls");
+            kBudget);
   EXPECT_EQ(RenderText("{% macro f(n) %}{% if n < 12 %}{{ f(n + 1) }}{{ f(n + 1) }}{% else %}.{% endif %}{% endmacro %}"
                        "{{ f(0) | length }}"),
             "4096");
+}
+
+// Values that grow without end (doubled in a loop, a namespace that holds itself, shared lists
+// nested in each other) are named errors within the work budget, never an exhausted memory or
+// an overflowed stack.
+TEST(Jinja, HostileGrowthIsANamedErrorNotACrash) {
+  const auto doubled = [](const std::string& init, const std::string& step, int times, const std::string& use) {
+    return "{% set ns = namespace(v=" + init + ") %}{% for i in range(" + std::to_string(times) + ") %}{% set ns.v = " + step +
+           " %}{% endfor %}{{ " + use + " }}";
+  };
+  // A string doubled 60 times would be 2^61 bytes: the budget stops it (each doubling pays for
+  // the text it makes), or, tripled, the 16 MB bound on a value.
+  EXPECT_EQ(RenderText(doubled("'ab'", "ns.v ~ ns.v", 60, "ns.v | length")), kBudget);
+  EXPECT_EQ(RenderText(doubled("'x'", "ns.v | replace('x', 'xx')", 60, "ns.v | length")), kBudget);
+  EXPECT_EQ(RenderText(doubled("'x'", "ns.v.replace('x', 'xxx')", 60, "ns.v | length")),
+            "RENDER ERROR: line 1: replace: the result passes 16777216 bytes");
+  // One operation past the bound on a value, named.
+  EXPECT_EQ(RenderText("{% set s = range(20000) | join('') %}{{ (s | replace('1', '" + std::string(2000, 'y') + "')) | length }}"),
+            "RENDER ERROR: line 1: replace: the result passes 16777216 bytes");
+  // Lists: doubled by '+', listed or split out of a long string.
+  EXPECT_EQ(RenderText(doubled("[1]", "ns.v + ns.v", 30, "ns.v | length")),
+            "RENDER ERROR: line 1: '+' would make a list of more than 1000000 items");
+  EXPECT_EQ(RenderText(doubled("'a,'", "ns.v ~ ns.v", 20, "ns.v.split(',') | length")),
+            "RENDER ERROR: line 1: split(): more than 1000000 parts");
+  EXPECT_EQ(RenderText(doubled("'a,'", "ns.v ~ ns.v", 19, "ns.v.split(',') | length")), "524289");
+  EXPECT_EQ(RenderText(doubled("'ab'", "ns.v ~ ns.v", 19, "ns.v | list | length")),
+            "RENDER ERROR: line 1: filter 'list': a string of more than 1000000 characters");
+  // A shared list nested in itself 40 deep prints 2^40 items: stopped at the bound on a value.
+  EXPECT_EQ(RenderText(doubled("[1]", "[ns.v, ns.v]", 40, "ns.v")),
+            "RENDER ERROR: line 1: a value of more than 16777216 bytes");
+  EXPECT_EQ(RenderText(doubled("[1]", "[ns.v, ns.v]", 40, "ns.v | tojson")),
+            "RENDER ERROR: line 1: tojson: the text passed 16777216 bytes");
+  // A namespace that holds itself prints as Python prints it, compares equal to itself, and is
+  // no JSON.
+  const std::string self = "{% set ns = namespace(a=1) %}{% set ns.a = ns %}";
+  EXPECT_EQ(RenderText(self + "{{ ns }}"), "{'a': {...}}");
+  EXPECT_EQ(RenderText(self + "{{ ns == ns }}"), "True");
+  EXPECT_NE(RenderText(self + "{{ ns | tojson }}").find("circular reference"), std::string::npos);
+  // Within the bounds the same constructs work: a 1 MB record through a filter and out.
+  EXPECT_EQ(RenderText("{% set s = range(100000) | join('') %}{{ (s ~ s) | trim | length }}"), "977780");
+  EXPECT_EQ(RenderText(doubled("'ab'", "ns.v ~ ns.v", 10, "ns.v | length")), "2048");
 }
 
 // Integers that leave int64 become floats (printed as Python prints floats; the JavaScript
