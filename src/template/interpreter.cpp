@@ -14,13 +14,14 @@ namespace {
 enum class Flow { kNormal, kBreak, kContinue };
 
 constexpr size_t kMaxMacroDepth = 64;
-// A render's work budget, in steps: a loop iteration, a macro call, or 256 bytes of text a
+// A render's work budget, in steps: a loop iteration, a macro call, or 512 bytes of text a
 // filter, method, operator or output made. Loops and calls are the two ways a template repeats
 // work (a macro calling itself twice, 60 deep, is 2^60 calls with no loop at all), and text is
 // what each repetition can double (x = x ~ x). Real chat templates take a few steps a message and
-// one a 256 bytes of what they print; range() alone stops at kMaxSteps items.
+// one a 512 bytes of what they print (a 1 MB record through a few filters: ~10,000); range()
+// alone stops at kMaxSteps items.
 constexpr int64_t kMaxSteps = 100'000;
-constexpr int64_t kTextBytesAStep = 256;
+constexpr int64_t kTextBytesAStep = 512;
 constexpr size_t kMaxOutputBytes = size_t{64} << 20;
 
 // An integer-valued double as an int when int64 holds it, else as the float it is.

@@ -140,8 +140,8 @@ TEST(Jinja, FloatsWhereIntegersBelongAreErrorsNotCrashes) {
 // A chat template is a file from the checkpoint: one nested without bound, or a macro that
 // calls itself, is a named error, never a stack overflow.
 const std::string kBudget =
-    "RENDER ERROR: line 1: the template took more than 100000 steps (a step: a loop iteration, a macro call or 256 bytes "
-    "of text made)";
+    "RENDER ERROR: line 1: the template took more than 100000 steps (a step: a loop iteration, a macro call or 512 "
+    "bytes of text made)";
 
 TEST(Jinja, HostileNestingIsANamedErrorNotACrash) {
   auto repeat = [](const std::string& s, int n) {
@@ -189,12 +189,18 @@ TEST(Jinja, HostileGrowthIsANamedErrorNotACrash) {
     return "{% set ns = namespace(v=" + init + ") %}{% for i in range(" + std::to_string(times) + ") %}{% set ns.v = " + step +
            " %}{% endfor %}{{ " + use + " }}";
   };
-  // A string doubled 60 times would be 2^61 bytes: the budget stops it (each doubling pays for
-  // the text it makes), or, tripled, the 16 MB bound on a value.
-  EXPECT_EQ(RenderText(doubled("'ab'", "ns.v ~ ns.v", 60, "ns.v | length")), kBudget);
-  EXPECT_EQ(RenderText(doubled("'x'", "ns.v | replace('x', 'xx')", 60, "ns.v | length")), kBudget);
+  // A string doubled 60 times would be 2^61 bytes: it stops at the 16 MB bound on a value (each
+  // doubling also pays its text into the work budget: 100 such strings would exhaust it).
+  EXPECT_EQ(RenderText(doubled("'ab'", "ns.v ~ ns.v", 60, "ns.v | length")),
+            "RENDER ERROR: line 1: '~' would make a string of more than 16777216 bytes");
+  EXPECT_EQ(RenderText(doubled("'x'", "ns.v | replace('x', 'xx')", 60, "ns.v | length")),
+            "RENDER ERROR: line 1: replace: the result passes 16777216 bytes");
   EXPECT_EQ(RenderText(doubled("'x'", "ns.v.replace('x', 'xxx')", 60, "ns.v | length")),
             "RENDER ERROR: line 1: replace: the result passes 16777216 bytes");
+  // Text made counts: 8 MB strings made over and over run out of steps.
+  EXPECT_EQ(RenderText("{% set ns = namespace(v='ab') %}{% for i in range(22) %}{% set ns.v = ns.v ~ ns.v %}{% endfor %}"
+                       "{% for i in range(20) %}{% set x = ns.v ~ '' %}{% endfor %}"),
+            kBudget);
   // One operation past the bound on a value, named.
   EXPECT_EQ(RenderText("{% set s = range(20000) | join('') %}{{ (s | replace('1', '" + std::string(2000, 'y') + "')) | length }}"),
             "RENDER ERROR: line 1: replace: the result passes 16777216 bytes");
