@@ -61,9 +61,8 @@ class Interpreter {
       case Stmt::Kind::kOutput: {
         GRAFT_ASSIGN_OR_RETURN(Value v, Eval(*s.expr));
         const std::string text = v.Str();
-        if (text.size() > kMaxTextBytes) return Err(s.line, fmt::format("a value of more than {} bytes", kMaxTextBytes));
+        GRAFT_RETURN_IF_ERROR(Made(text, "a value", s.line));
         out += text;
-        GRAFT_RETURN_IF_ERROR(Made(text, s.line));
         if (out.size() > kMaxOutputBytes) {
           return Err(s.line, fmt::format("the template's output passed {} bytes", kMaxOutputBytes));
         }
@@ -169,14 +168,16 @@ class Interpreter {
                        "text made)",
                        kMaxSteps, kTextBytesAStep);
   }
-  Status Made(const std::string& text, int line) { return Step(line, static_cast<int64_t>(text.size()) / kTextBytesAStep); }
+  // Text an operator, filter, method, call or output made: within kMaxTextBytes (value.h; else
+  // a named error calling it `what`), and paid for in steps.
+  Status Made(const std::string& text, const char* what, int line) {
+    if (text.size() > kMaxTextBytes) return Err(line, fmt::format("{} of more than {} bytes", what, kMaxTextBytes));
+    return Step(line, static_cast<int64_t>(text.size()) / kTextBytesAStep);
+  }
   // A value a filter, method, macro or function returned: within the text and list bounds
   // (value.h), or a named error.
   Status Sized(const Value& v, int line) {
-    if (v.is_string() && v.as_string().size() > kMaxTextBytes) {
-      return Err(line, fmt::format("a string of more than {} bytes", kMaxTextBytes));
-    }
-    if (v.is_string()) GRAFT_RETURN_IF_ERROR(Made(v.as_string(), line));
+    if (v.is_string()) return Made(v.as_string(), "a string", line);
     if (v.is_list() && v.as_list().size() > kMaxListItems) {
       return Err(line, fmt::format("a list of more than {} items", kMaxListItems));
     }
@@ -318,7 +319,7 @@ class Interpreter {
         return Err(line, fmt::format("'{}' would make a string of more than {} bytes", op, kMaxTextBytes));
       }
       Value r(x + y);
-      GRAFT_RETURN_IF_ERROR(Made(r.as_string(), line));
+      GRAFT_RETURN_IF_ERROR(Made(r.as_string(), "a string", line));
       return r;
     }
     if (op == "+") {

@@ -200,9 +200,8 @@ std::string Value::Repr() const {
 
 Result<std::string> Value::ToJson(int indent) const {
   std::vector<const void*> open;  // the lists and dicts being written: one of them again is a cycle
-  size_t bytes = 0;               // written so far, in finished pieces
+  auto too_long = [] { return InvalidArgument(fmt::format("tojson: the text passed {} bytes", kMaxTextBytes)); };
   std::function<Result<std::string>(const Value&, int)> rec = [&](const Value& v, int depth) -> Result<std::string> {
-    if (bytes > kMaxTextBytes) return InvalidArgument(fmt::format("tojson: the text passed {} bytes", kMaxTextBytes));
     const std::string nl = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent * (depth + 1)), ' ') : "";
     const std::string nl_end = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent * depth), ' ') : "";
     const std::string item_sep = indent >= 0 ? "," : ", ";
@@ -228,7 +227,7 @@ Result<std::string> Value::ToJson(int indent) const {
         for (size_t i = 0; i < v.as_list().size(); ++i) {
           GRAFT_ASSIGN_OR_RETURN(std::string e, rec(v.as_list()[i], depth + 1));
           s += (i ? item_sep : "") + nl + e;
-          bytes += e.size();
+          if (s.size() > kMaxTextBytes) return too_long();
         }
         open.pop_back();
         return s + nl_end + "]";
@@ -246,7 +245,7 @@ Result<std::string> Value::ToJson(int indent) const {
           GRAFT_ASSIGN_OR_RETURN(std::string ej, rec(e, depth + 1));
           s += (first ? "" : item_sep) + nl + nlohmann::json(k).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
                ": " + ej;
-          bytes += ej.size() + k.size();
+          if (s.size() > kMaxTextBytes) return too_long();
           first = false;
         }
         open.pop_back();
