@@ -242,15 +242,159 @@ __device__ void FlashRows(const AttentionArgs& a, int qb, int h0) {
   }
 }
 
-template <int kHd, int kHeads>
-__global__ void __launch_bounds__(kThreads* kHeads) FlashAttentionKernel(AttentionArgs a) {
-  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
-  FlashRows<kHd, kHeads>(a, blockIdx.x, blockIdx.y * kHeads);
+// One query row (a decode step's) of head h: FlashRows' arithmetic for that row with the block's
+// four warps sharing it instead of one warp computing it while three idle. Warp w computes the
+// scores of the tile's keys 16 w .. 16 w + 15 (the same mma chains over head_dim as FlashRows'
+// n-blocks 2 w, 2 w + 1) and the output columns w hd / 4 .. (w + 1) hd / 4 - 1 (the same chains
+// over the tile's key chunks); the scores go through shared memory, and every warp computes the
+// tile's max (exact in any order), the running max and rescale, and the tile's sum in FlashRows'
+// order (lane quad t: its keys 8 nb + 2 t, + 1 pairwise, nb ascending; then quads 0 + 1 and 2 + 3,
+// then the two) — so a decode row keeps the bits the prefill kernel gives the same row. The K / V
+// tile loads use the registers the smaller accumulator frees: twice FlashRows' batch.
+template <int kHd>
+struct RowSmem {
+  static constexpr int kLd = kHd + 8;
+  __nv_bfloat16 q[16][kLd];  // row 0 the query, rows 1-15 zeros (the mma's other rows)
+  __nv_bfloat16 k[kKeys][kLd];
+  __nv_bfloat16 v[kKeys][kLd];
+  float score[kKeys];  // the tile's rounded, masked scores
+  float prob[kKeys];   // and their exps
+};
+
+template <int kHd>
+__device__ void FlashRow(const AttentionArgs& a, int h) {
+  using Smem = RowSmem<kHd>;
+  constexpr int kF4 = kHd / 4, kDims = kHd / 4;  // float4s a row; output columns a warp
+  extern __shared__ __align__(128) unsigned char raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(raw);
+  __shared__ int64_t key_row[2][kKeys];
+  const int kvh = h / (a.num_heads / a.num_kv_heads);
+  const int64_t kv_stride = int64_t{a.num_kv_heads} * kHd;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+  const int len = a.pos[0] + 1;
+  for (int e = tid; e < 16 * kF4; e += kThreads) {
+    const int r = e / kF4, c = (e % kF4) * 4;
+    PutRow4(&sm.q[r][c], r == 0 ? *reinterpret_cast<const float4*>(a.q + int64_t{h} * kHd + c)
+                                : make_float4(0.f, 0.f, 0.f, 0.f));
+  }
+  auto cache_row = [&](int j) { return int64_t{a.page_table[j / a.page_size]} * a.page_size + j % a.page_size; };
+  if (tid < kKeys && tid < len) key_row[0][tid] = cache_row(tid);
+  __syncthreads();
+
+  constexpr int kKvPer = kKeys * kF4 / kThreads, kKvB = kKvPer < 2 * kBatch ? kKvPer : 2 * kBatch;
+  static_assert(kKvPer % kKvB == 0, "whole batches of float4s a thread");
+  float acc[kDims / 8][4];
+#pragma unroll
+  for (int j = 0; j < kDims / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  float mx = -INFINITY, sum = 0.0f;
+  for (int j0 = 0, buf = 0; j0 < len; j0 += kKeys, buf ^= 1) {
+    const int jn = j0 + kKeys + tid;
+    const int64_t next_row = tid < kKeys && jn < len ? cache_row(jn) : 0;
+#pragma unroll 1
+    for (int i0 = 0; i0 < kKvPer; i0 += kKvB) {
+      float4 kv[kKvB], vv[kKvB];
+#pragma unroll
+      for (int b = 0; b < kKvB; ++b) {
+        const int e = tid + (i0 + b) * kThreads, r = e / kF4, c = (e % kF4) * 4, j = j0 + r;
+        kv[b] = vv[b] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (j < len) {
+          const int64_t off = key_row[buf][r] * kv_stride + int64_t{kvh} * kHd + c;
+          kv[b] = *reinterpret_cast<const float4*>(a.k_pages + off);
+          vv[b] = *reinterpret_cast<const float4*>(a.v_pages + off);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kKvB; ++b) {
+        const int e = tid + (i0 + b) * kThreads, r = e / kF4, c = (e % kF4) * 4;
+        PutRow4(&sm.k[r][c], kv[b]);
+        PutRow4(&sm.v[r][c], vv[b]);
+      }
+    }
+    if (tid < kKeys && jn < len) key_row[buf ^ 1][tid] = next_row;
+    __syncthreads();
+    // This warp's 16 keys: FlashRows' n-blocks 2 warp and 2 warp + 1.
+    {
+      float s[2][4] = {};
+#pragma unroll
+      for (int kc = 0; kc < kHd; kc += 16) {
+        unsigned qa[4], kb[4];
+        LdMatrixX4(qa, &sm.q[lane % 16][kc + (lane / 16) * 8]);
+        LdMatrixX4(kb, &sm.k[warp * 16 + lane % 8 + (lane / 16) * 8][kc + ((lane / 8) % 2) * 8]);
+        Mma16816(s[0], qa, kb[0], kb[1]);
+        Mma16816(s[1], qa, kb[2], kb[3]);
+      }
+      if (g == 0) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = warp * 16 + i * 8 + 2 * t + e;
+            const float sc = RoundAct(__fmul_rn(RoundAct(s[i][e], a.bf16), a.scale), a.bf16);
+            sm.score[key] = j0 + key < len ? sc : -INFINITY;
+          }
+        }
+      }
+    }
+    __syncthreads();
+    float tmax = fmaxf(sm.score[lane], sm.score[lane + 32]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
+    const float nmx = fmaxf(mx, tmax);
+    const float base = nmx == -INFINITY ? 0.0f : nmx;
+    const float res = mx == -INFINITY ? 0.0f : expf(mx - base);
+    if (tid < kKeys) sm.prob[tid] = expf(sm.score[tid] - base);
+    __syncthreads();
+    float tsum = 0.0f;
+#pragma unroll
+    for (int nb = 0; nb < kKeys / 8; ++nb) tsum = __fadd_rn(tsum, __fadd_rn(sm.prob[nb * 8 + 2 * t], sm.prob[nb * 8 + 2 * t + 1]));
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) tsum = __fadd_rn(tsum, __shfl_xor_sync(0xffffffffu, tsum, o));
+    sum = __fadd_rn(__fmul_rn(sum, res), tsum);
+    mx = nmx;
+#pragma unroll
+    for (int j = 0; j < kDims / 8; ++j) {
+      acc[j][0] = __fmul_rn(acc[j][0], res);
+      acc[j][1] = __fmul_rn(acc[j][1], res);
+      acc[j][2] = __fmul_rn(acc[j][2], res);
+      acc[j][3] = __fmul_rn(acc[j][3], res);
+    }
+    // O += P V over this warp's columns, key chunks ascending (row 0's P; the other rows zero).
+#pragma unroll
+    for (int kc = 0; kc < kKeys / 16; ++kc) {
+      unsigned p[4] = {0u, 0u, 0u, 0u};
+      if (g == 0) {
+        p[0] = PackBf16(sm.prob[kc * 16 + 2 * t], sm.prob[kc * 16 + 2 * t + 1]);
+        p[2] = PackBf16(sm.prob[kc * 16 + 8 + 2 * t], sm.prob[kc * 16 + 8 + 2 * t + 1]);
+      }
+#pragma unroll
+      for (int d = 0; d < kDims; d += 16) {
+        unsigned vb[4];
+        LdMatrixX4Trans(vb, &sm.v[kc * 16 + lane % 8 + ((lane / 8) % 2) * 8][warp * kDims + d + (lane / 16) * 8]);
+        Mma16816(acc[d / 8], p, vb[0], vb[1]);
+        Mma16816(acc[d / 8 + 1], p, vb[2], vb[3]);
+      }
+    }
+    __syncthreads();  // before the next tile overwrites K, V and the scores
+  }
+  if (g == 0) {
+#pragma unroll
+    for (int j = 0; j < kDims / 8; ++j) {
+      float* o = a.out + int64_t{h} * kHd + warp * kDims + 8 * j + 2 * t;
+      o[0] = RoundAct(__fdiv_rn(acc[j][0], sum), a.bf16);
+      o[1] = RoundAct(__fdiv_rn(acc[j][1], sum), a.bf16);
+    }
+  }
 }
 
-// Block (0, h, y): head h of sequence y's one query row, as FlashAttentionKernel's.
 template <int kHd>
-__global__ void __launch_bounds__(kThreads) FlashAttentionSeqsKernel(AttentionArgs shape, const AttnSeq* seqs) {
+__global__ void __launch_bounds__(kThreads) FlashRowKernel(AttentionArgs a) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
+  FlashRow<kHd>(a, blockIdx.y);
+}
+
+// Block (0, h, y): head h of sequence y's one query row, as FlashRowKernel's.
+template <int kHd>
+__global__ void __launch_bounds__(kThreads) FlashRowSeqsKernel(AttentionArgs shape, const AttnSeq* seqs) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const AttnSeq& s = seqs[blockIdx.z];
   AttentionArgs a = shape;
@@ -259,16 +403,31 @@ __global__ void __launch_bounds__(kThreads) FlashAttentionSeqsKernel(AttentionAr
   a.pos = s.pos;
   a.n = 1;
   a.out = s.out;
-  FlashRows<kHd, 1>(a, 0, blockIdx.y);
+  FlashRow<kHd>(a, blockIdx.y);
+}
+
+template <int kHd, int kHeads>
+__global__ void __launch_bounds__(kThreads* kHeads) FlashAttentionKernel(AttentionArgs a) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
+  FlashRows<kHd, kHeads>(a, blockIdx.x, blockIdx.y * kHeads);
 }
 
 template <int kHd>
 Status LaunchSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count, cudaStream_t s) {
   static const cudaError_t ready = cudaFuncSetAttribute(
-      FlashAttentionSeqsKernel<kHd>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FlashSmem<kHd, 1>)));
+      FlashRowSeqsKernel<kHd>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(RowSmem<kHd>)));
   if (ready != cudaSuccess) return Internal(std::string("cuda FlashAttention: shared memory: ") + cudaGetErrorString(ready));
   const dim3 grid(1, static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(count));
-  LaunchPdl(FlashAttentionSeqsKernel<kHd>, grid, kThreads, sizeof(FlashSmem<kHd, 1>), s, shape, seqs);
+  LaunchPdl(FlashRowSeqsKernel<kHd>, grid, kThreads, sizeof(RowSmem<kHd>), s, shape, seqs);
+  return Launched("FlashAttention");
+}
+
+template <int kHd>
+Status LaunchRow(const AttentionArgs& a, cudaStream_t s) {
+  static const cudaError_t ready = cudaFuncSetAttribute(FlashRowKernel<kHd>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                        static_cast<int>(sizeof(RowSmem<kHd>)));
+  if (ready != cudaSuccess) return Internal(std::string("cuda FlashAttention: shared memory: ") + cudaGetErrorString(ready));
+  LaunchPdl(FlashRowKernel<kHd>, dim3(1, static_cast<unsigned>(a.num_heads)), kThreads, sizeof(RowSmem<kHd>), s, a);
   return Launched("FlashAttention");
 }
 
@@ -309,6 +468,13 @@ Status FlashAttention(const AttentionArgs& a, void* stream) {
   // (a single sequence's decode row: twice the blocks). The bits of a row are the same either way.
   const bool pair = a.n > kQ && a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0 &&
                     (a.num_heads / a.num_kv_heads) % 2 == 0;
+  if (a.n == 1) {  // a decode row: the whole block on it
+    switch (a.head_dim) {
+      case 64: return LaunchRow<64>(a, s);
+      case 128: return LaunchRow<128>(a, s);
+      case 256: return LaunchRow<256>(a, s);
+    }
+  }
   switch (a.head_dim) {
     case 64: return pair ? Launch<64, 2>(a, s) : Launch<64, 1>(a, s);
     case 128: return pair ? Launch<128, 2>(a, s) : Launch<128, 1>(a, s);
