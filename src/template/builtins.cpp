@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 namespace graft::jinja {
 namespace {
@@ -59,21 +61,58 @@ List SplitPy(const std::string& s, const Value& sep, int64_t maxsplit) {
   return out;
 }
 
-// Built left to right (linear, where replacing in place moved the tail each time), and refused
-// once longer than kMaxTextBytes.
+// Where `from` (not empty) next occurs in s at or after `at`, npos if nowhere: a one-character
+// pattern by a plain scan (a string doubled by replace in a loop makes millions of hits: no
+// library call a hit), a longer one by find.
+size_t NextHit(const std::string& s, const std::string& from, size_t at) {
+  if (from.size() != 1) return s.find(from, at);
+  for (const char c = from[0]; at < s.size(); ++at) {
+    if (s[at] == c) return at;
+  }
+  return std::string::npos;
+}
+
+// n bytes from src at p, advancing p (short runs by a loop: most runs of a doubling are a byte).
+void Put(char*& p, const char* src, size_t n) {
+  if (n < 32) {
+    for (size_t i = 0; i < n; ++i) *p++ = src[i];
+  } else {
+    std::memcpy(p, src, n);
+    p += n;
+  }
+}
+
+// Python's str.replace (what Jinja's filter and method call): the first `count` hits, all of them
+// when count < 0; an empty `from` matches before every character and at the end. The hits are
+// counted first, so that a result past kMaxTextBytes is refused before any of it is built (as
+// soon as the hits counted pass it), and the result is written once into its final size.
 Result<std::string> Replace(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
-  if (from.empty()) return s;
-  std::string out;
-  size_t at = 0, hit = 0;
-  for (int64_t n = 0; (count < 0 || n < count) && (hit = s.find(from, at)) != std::string::npos; ++n) {
-    out.append(s, at, hit - at).append(to);
+  const size_t limit = count < 0 ? std::numeric_limits<size_t>::max() : static_cast<size_t>(count);
+  const size_t grow = to.size() > from.size() ? to.size() - from.size() : 0;
+  const auto refused = [] { return InvalidArgument(fmt::format("replace: the result passes {} bytes", kMaxTextBytes)); };
+  size_t hits = 0;
+  if (from.empty()) {
+    hits = std::min(limit, s.size() + 1);
+  } else {
+    for (size_t at = NextHit(s, from, 0); at != std::string::npos && hits < limit; at = NextHit(s, from, at + from.size())) {
+      ++hits;
+      if (s.size() + hits * grow > kMaxTextBytes) return refused();
+    }
+  }
+  const size_t size = s.size() - hits * from.size() + hits * to.size();
+  if (size > kMaxTextBytes) return refused();
+  std::string out(size, '\0');
+  char* p = out.data();
+  size_t at = 0;
+  for (size_t n = 0; n < hits; ++n) {
+    const size_t hit = from.empty() ? n : NextHit(s, from, at);
+    Put(p, s.data() + at, hit - at);
+    Put(p, to.data(), to.size());
     at = hit + from.size();
-    if (out.size() > kMaxTextBytes) break;
+    if (from.empty() && at < s.size()) Put(p, s.data() + at++, 1);  // the character after an empty hit
   }
-  if (out.size() + (s.size() - at) > kMaxTextBytes) {
-    return InvalidArgument(fmt::format("replace: the result passes {} bytes", kMaxTextBytes));
-  }
-  return out.append(s, at, std::string::npos);
+  Put(p, s.data() + at, s.size() - at);
+  return out;
 }
 
 // items joined by sep, refused once longer than kMaxTextBytes.

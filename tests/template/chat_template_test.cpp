@@ -137,6 +137,16 @@ TEST(Jinja, FloatsWhereIntegersBelongAreErrorsNotCrashes) {
             "['a', 'b-c']|bba|[0, 1, 2]");
 }
 
+// replace is Python's str.replace (Jinja's filter and the string method both call it): an empty
+// pattern matches before every character and at the end, a count bounds the hits and a negative
+// one means all.
+TEST(Jinja, ReplaceIsPythons) {
+  EXPECT_EQ(RenderText("{{ 'abc'.replace('', '-') }}|{{ 'abc' | replace('', '-', 2) }}|{{ ''.replace('', 'x') }}|"
+                       "{{ 'abc'.replace('', '-', 0) }}|{{ 'aaaa'.replace('aa', 'b') }}|{{ 'abab' | replace('ab', '', -1) }}|"
+                       "{{ 'a.b.c'.replace('.', '::', 1) }}|{{ 'xyz'.replace('q', 'r') }}"),
+            "-a-b-c-|-a-bc|x|abc|bb||a::b.c|xyz");
+}
+
 // A chat template is a file from the checkpoint: one nested without bound, or a macro that
 // calls itself, is a named error, never a stack overflow.
 const std::string kBudget =
@@ -196,6 +206,8 @@ TEST(Jinja, HostileGrowthIsANamedErrorNotACrash) {
   EXPECT_EQ(RenderText(doubled("'x'", "ns.v | replace('x', 'xx')", 60, "ns.v | length")),
             "RENDER ERROR: line 1: replace: the result passes 16777216 bytes");
   EXPECT_EQ(RenderText(doubled("'x'", "ns.v.replace('x', 'xxx')", 60, "ns.v | length")),
+            "RENDER ERROR: line 1: replace: the result passes 16777216 bytes");
+  EXPECT_EQ(RenderText(doubled("'x'", "ns.v | replace('', 'x')", 60, "ns.v | length")),
             "RENDER ERROR: line 1: replace: the result passes 16777216 bytes");
   // Text made counts: 8 MB strings made over and over run out of steps.
   EXPECT_EQ(RenderText("{% set ns = namespace(v='ab') %}{% for i in range(22) %}{% set ns.v = ns.v ~ ns.v %}{% endfor %}"
