@@ -386,7 +386,7 @@ Result<Value> CallMethod(const Value& obj, const std::string& name, const List& 
     }
     if (name == "count") {
       const std::string sub = Arg(args, kwargs, 0, "sub", Value("")).Str();
-      if (sub.empty()) return Err("count(): empty substring");
+      if (sub.empty()) return Value(static_cast<int64_t>(s.size() + 1));  // Python: before each character and at the end
       int64_t n = 0;
       for (size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size())) ++n;
       return Value(n);

@@ -139,12 +139,14 @@ TEST(Jinja, FloatsWhereIntegersBelongAreErrorsNotCrashes) {
 
 // replace is Python's str.replace (Jinja's filter and the string method both call it): an empty
 // pattern matches before every character and at the end, a count bounds the hits and a negative
-// one means all.
-TEST(Jinja, ReplaceIsPythons) {
+// one means all. count agrees.
+TEST(Jinja, ReplaceAndCountArePythons) {
   EXPECT_EQ(RenderText("{{ 'abc'.replace('', '-') }}|{{ 'abc' | replace('', '-', 2) }}|{{ ''.replace('', 'x') }}|"
                        "{{ 'abc'.replace('', '-', 0) }}|{{ 'aaaa'.replace('aa', 'b') }}|{{ 'abab' | replace('ab', '', -1) }}|"
                        "{{ 'a.b.c'.replace('.', '::', 1) }}|{{ 'xyz'.replace('q', 'r') }}"),
             "-a-b-c-|-a-bc|x|abc|bb||a::b.c|xyz");
+  // count as Python's: an empty substring counts once before each character and once at the end.
+  EXPECT_EQ(RenderText("{{ 'abc'.count('') }}|{{ ''.count('') }}|{{ 'aaaa'.count('aa') }}|{{ 'abc'.count('d') }}"), "4|1|2|0");
 }
 
 // A chat template is a file from the checkpoint: one nested without bound, or a macro that
