@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <unordered_set>
 
 namespace graft::jinja {
 namespace {
@@ -156,6 +157,100 @@ List Items(const Value& v) {
   return out;
 }
 
+// An item's `attribute` as Jinja's attribute= arguments read it: a dict key, dotted for nested
+// values ("function.name"), an integer part indexing a list; Undefined where one is missing.
+Value AttributeOf(const Value& item, const std::string& attribute) {
+  Value cur = item;
+  for (size_t start = 0;;) {
+    const size_t dot = attribute.find('.', start);
+    const std::string part = attribute.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const bool index = !part.empty() && part.size() < 10 && std::all_of(part.begin(), part.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    if (cur.is_dict()) {
+      const Value* f = cur.as_dict().Find(part);
+      cur = f != nullptr ? *f : Value();
+    } else if (cur.is_list() && index && std::stoul(part) < cur.as_list().size()) {
+      cur = cur.as_list()[std::stoul(part)];
+    } else {
+      cur = Value();
+    }
+    if (dot == std::string::npos) return cur;
+    start = dot + 1;
+  }
+}
+
+// What sort, min, max and unique compare an item by: its attribute if one is named, strings
+// lower-cased unless case_sensitive (Jinja's default ignores case).
+Value KeyOf(const Value& item, const Value& attribute, bool case_sensitive) {
+  Value k = attribute.is_string() ? AttributeOf(item, attribute.as_string())
+            : attribute.is_int()  ? AttributeOf(item, std::to_string(attribute.as_int()))
+                                  : item;
+  return k.is_string() && !case_sensitive ? Value(Case(k.as_string(), 0)) : k;
+}
+
+// Python's order among the keys: numbers (and bools, as 0 and 1) by value, strings by bytes
+// (UTF-8: code points); anything else, or a number against a string, cannot be ordered (Python's
+// TypeError) — checked for the whole list first, so that the comparator is a strict order.
+bool Orderable(const Value& k) { return k.is_number() || k.kind() == Value::Kind::kBool || k.is_string(); }
+double NumberOf(const Value& k) { return k.kind() == Value::Kind::kBool ? (k.as_bool() ? 1.0 : 0.0) : k.as_double(); }
+bool KeyLess(const Value& a, const Value& b) {
+  return a.is_string() ? a.as_string() < b.as_string() : NumberOf(a) < NumberOf(b);
+}
+Status CheckOrderable(const List& keys, const std::string& what) {
+  for (const Value& k : keys) {
+    if (!Orderable(k) || k.is_string() != keys.front().is_string()) {
+      return Err(fmt::format("filter '{}': cannot order {} and {} values", what, keys.front().TypeName(), k.TypeName()));
+    }
+  }
+  return Status::Ok();
+}
+
+// The list's items in Python's sorted() order of their keys (stable; reverse keeps equal items
+// in their order, as Python's does).
+Result<List> Sorted(const List& items, const List& keys, bool reverse, const std::string& what) {
+  GRAFT_RETURN_IF_ERROR(CheckOrderable(keys, what));
+  std::vector<size_t> order(items.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return reverse ? KeyLess(keys[b], keys[a]) : KeyLess(keys[a], keys[b]); });
+  List out;
+  out.reserve(items.size());
+  for (size_t i : order) out.push_back(items[i]);
+  return out;
+}
+
+// A hashable key's identity for unique (Python: 1 == 1.0 == True); lists and dicts are not
+// hashable (Python's TypeError).
+Result<std::string> HashKey(const Value& k) {
+  if (k.is_string()) return "s" + k.as_string();
+  if (k.is_number() || k.kind() == Value::Kind::kBool) return fmt::format("n{}", NumberOf(k));
+  if (k.is_none() || k.is_undefined()) return std::string("none");
+  return Err(fmt::format("filter 'unique': a {} value cannot be compared for uniqueness", k.TypeName()));
+}
+
+// Python's round(x, digits) for a float (the exact binary value rounded to the nearest decimal,
+// ties to even — what printf's %.*f does), and Jinja's ceil / floor methods.
+Result<Value> Round(const Value& v, int64_t precision, const std::string& method) {
+  if (!v.is_number() && v.kind() != Value::Kind::kBool) return Err(fmt::format("filter 'round' of a {} value", v.TypeName()));
+  if (precision < -308 || precision > 308) return Err("filter 'round': precision must be in -308..308");
+  if (method != "common" && method != "ceil" && method != "floor") {
+    return Err("filter 'round': method must be 'common', 'ceil' or 'floor'");
+  }
+  const double x = NumberOf(v), scale = std::pow(10.0, static_cast<double>(precision));
+  if (method != "common") return Value((method == "ceil" ? std::ceil(x * scale) : std::floor(x * scale)) / scale);
+  if (v.is_int() && precision >= 0) return v;  // Python: round(int, n >= 0) is the int
+  double r;
+  if (precision >= 0) {
+    r = std::strtod(fmt::format("{:.{}f}", x, precision).c_str(), nullptr);
+  } else {
+    const double q = x / std::pow(10.0, static_cast<double>(-precision));
+    r = std::nearbyint(q) * std::pow(10.0, static_cast<double>(-precision));  // ties to even
+  }
+  if (v.is_int() && FitsInt64(r)) return Value(static_cast<int64_t>(r));
+  return Value(r);
+}
+
 }  // namespace
 
 std::string Strip(const std::string& s, const std::string& chars, bool left, bool right) {
@@ -289,14 +384,93 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
     return Value(out);
   }
   if (name == "map") {
+    // map(attribute='name') reads each item's attribute; map('filter', args...) applies a filter.
+    if (!v.is_list()) return Err(fmt::format("filter 'map' of a {} value", v.TypeName()));
     const Value* attribute = kwargs.Find("attribute");
-    if (!v.is_list() || !attribute) return Err("filter 'map' is supported only as map(attribute='name')");
+    if (attribute == nullptr && (args.empty() || !args[0].is_string())) {
+      return Err("filter 'map' needs attribute='name' or a filter's name");
+    }
+    if (attribute == nullptr && args[0].as_string() == "map") return Err("filter 'map': map(map) is not supported");
+    const List rest(args.begin() + (attribute == nullptr ? 1 : 0), args.end());
     List out;
     for (const auto& item : v.as_list()) {
-      const Value* a = item.is_dict() ? item.as_dict().Find(attribute->Str()) : nullptr;
-      out.push_back(a ? *a : Value());
+      if (attribute != nullptr) {
+        const Value* def = kwargs.Find("default");
+        Value a = AttributeOf(item, attribute->Str());
+        out.push_back(a.is_undefined() && def != nullptr ? *def : a);
+        continue;
+      }
+      GRAFT_ASSIGN_OR_RETURN(Value r, ApplyFilter(args[0].as_string(), item, rest, kwargs));
+      out.push_back(std::move(r));
     }
     return Value(out);
+  }
+  if (name == "sort" || name == "unique" || name == "min" || name == "max") {
+    // sort(reverse=false, case_sensitive=false, attribute=none); the others (case_sensitive,
+    // attribute). Strings and lists (dicts: their keys) as Jinja iterates them.
+    List items;
+    if (v.is_list()) items = v.as_list();
+    else if (v.is_string()) for (char c : v.as_string()) items.emplace_back(std::string(1, c));
+    else if (v.is_dict()) for (const auto& [k, x] : v.as_dict().items) items.emplace_back(k);
+    else return Err(fmt::format("filter '{}' of a {} value", name, v.TypeName()));
+    const size_t at = name == "sort" ? 1 : 0;
+    const bool reverse = name == "sort" && Arg(args, kwargs, 0, "reverse", Value(false)).Truthy();
+    const bool case_sensitive = Arg(args, kwargs, at, "case_sensitive", Value(false)).Truthy();
+    const Value attribute = Arg(args, kwargs, at + 1, "attribute", none);
+    List keys;
+    keys.reserve(items.size());
+    for (const auto& item : items) keys.push_back(KeyOf(item, attribute, case_sensitive));
+    if (name == "unique") {
+      std::unordered_set<std::string> seen;
+      List out;
+      for (size_t i = 0; i < items.size(); ++i) {
+        GRAFT_ASSIGN_OR_RETURN(std::string h, HashKey(keys[i]));
+        if (seen.insert(std::move(h)).second) out.push_back(items[i]);
+      }
+      return Value(out);
+    }
+    GRAFT_ASSIGN_OR_RETURN(List sorted, Sorted(items, keys, reverse, name));
+    if (name == "sort") return Value(sorted);
+    if (sorted.empty()) return Value();  // Jinja: undefined for an empty sequence
+    // min: the first of the smallest; max: the first of the largest (Python's max keeps the first).
+    if (name == "min") return sorted.front();
+    GRAFT_ASSIGN_OR_RETURN(List desc, Sorted(items, keys, true, name));
+    return desc.front();
+  }
+  if (name == "dictsort") {
+    // dictsort(case_sensitive=false, by='key', reverse=false): the (key, value) pairs in order.
+    if (!v.is_dict()) return Err(fmt::format("filter 'dictsort' of a {} value", v.TypeName()));
+    const bool case_sensitive = Arg(args, kwargs, 0, "case_sensitive", Value(false)).Truthy();
+    const std::string by = Arg(args, kwargs, 1, "by", Value("key")).Str();
+    if (by != "key" && by != "value") return Err("filter 'dictsort': by must be 'key' or 'value'");
+    const bool reverse = Arg(args, kwargs, 2, "reverse", Value(false)).Truthy();
+    List pairs = Items(v), keys;
+    for (const auto& p : pairs) keys.push_back(KeyOf(p.as_list()[by == "key" ? 0 : 1], none, case_sensitive));
+    GRAFT_ASSIGN_OR_RETURN(List sorted, Sorted(pairs, keys, reverse, name));
+    return Value(sorted);
+  }
+  if (name == "sum") {
+    // sum(attribute=none, start=0): ints stay ints while they fit, as Python's do.
+    if (!v.is_list()) return Err(fmt::format("filter 'sum' of a {} value", v.TypeName()));
+    const Value attribute = Arg(args, kwargs, 0, "attribute", none);
+    const Value start = Arg(args, kwargs, 1, "start", Value(int64_t{0}));
+    Value total = start;
+    for (const auto& item : v.as_list()) {
+      const Value x = attribute.is_undefined() || attribute.is_none() ? item : KeyOf(item, attribute, true);
+      if ((!x.is_number() && x.kind() != Value::Kind::kBool) || (!total.is_number() && total.kind() != Value::Kind::kBool)) {
+        return Err(fmt::format("filter 'sum': cannot add {} and {} values", total.TypeName(), x.TypeName()));
+      }
+      const auto int_of = [](const Value& n) { return n.is_int() ? n.as_int() : int64_t{n.as_bool() ? 1 : 0}; };
+      const bool ints = total.kind() != Value::Kind::kFloat && x.kind() != Value::Kind::kFloat;
+      int64_t r = 0;
+      total = ints && !__builtin_add_overflow(int_of(total), int_of(x), &r) ? Value(r) : Value(NumberOf(total) + NumberOf(x));
+    }
+    return total;
+  }
+  if (name == "round") {
+    const Value precision = Arg(args, kwargs, 0, "precision", Value(int64_t{0}));
+    if (!precision.is_int()) return Err("filter 'round': precision must be an integer");
+    return Round(v, precision.as_int(), Arg(args, kwargs, 1, "method", Value("common")).Str());
   }
   return Err(fmt::format("unsupported filter '{}'", name));
 }

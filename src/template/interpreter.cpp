@@ -332,6 +332,9 @@ class Interpreter {
         return Value(l);
       }
     }
+    if (op == "*" && (a.is_int() ? b.is_string() || b.is_list() : (a.is_string() || a.is_list()) && b.is_int())) {
+      return Repeat(a.is_int() ? b : a, a.is_int() ? a.as_int() : b.as_int(), line);
+    }
     if (!a.is_number() || !b.is_number()) {
       return Err(line, fmt::format("unsupported operands for '{}': {} and {}", op, a.TypeName(), b.TypeName()));
     }
@@ -357,6 +360,30 @@ class Interpreter {
     }
     if (op == "**") return ints && b.as_int() >= 0 ? IntIfExact(std::pow(x, y)) : Value(std::pow(x, y));
     return Err(line, "unknown operator " + op);
+  }
+
+  // Python's sequence repetition (a string or list times an int; none at n <= 0), bounded as '~'
+  // and '+' are.
+  Result<Value> Repeat(const Value& seq, int64_t n, int line) {
+    const size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list().size();
+    if (n <= 0 || unit == 0) return seq.is_string() ? Value(std::string()) : Value(List{});
+    const size_t bound = seq.is_string() ? kMaxTextBytes : kMaxListItems;
+    if (static_cast<uint64_t>(n) > bound / unit) {
+      return Err(line, seq.is_string() ? fmt::format("'*' would make a string of more than {} bytes", kMaxTextBytes)
+                                       : fmt::format("'*' would make a list of more than {} items", kMaxListItems));
+    }
+    if (seq.is_string()) {
+      std::string r;
+      r.reserve(unit * static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) r += seq.as_string();
+      Value v(std::move(r));
+      GRAFT_RETURN_IF_ERROR(Made(v.as_string(), "a string", line));
+      return v;
+    }
+    List r;
+    r.reserve(unit * static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) r.insert(r.end(), seq.as_list().begin(), seq.as_list().end());
+    return Value(std::move(r));
   }
 
   Result<bool> Compare(const std::string& op, const Value& a, const Value& b, int line) {

@@ -146,7 +146,16 @@ Result<std::vector<Tok>> Lex(const std::string& s, int line) {
       if (j + 1 < s.size() && s[j] == '.' && std::isdigit(static_cast<unsigned char>(s[j + 1]))) {
         is_float = true;
         ++j;
-        while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+        while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '_')) ++j;
+      }
+      // An exponent (1e20, 2.5E-3): Jinja's floats have one, with or without a fraction.
+      if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {
+        const size_t d = j + 1 < s.size() && (s[j + 1] == '+' || s[j + 1] == '-') ? j + 2 : j + 1;
+        if (d < s.size() && std::isdigit(static_cast<unsigned char>(s[d]))) {
+          is_float = true;
+          j = d;
+          while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '_')) ++j;
+        }
       }
       std::string num = s.substr(i, j - i);
       num.erase(std::remove(num.begin(), num.end(), '_'), num.end());

@@ -149,6 +149,53 @@ TEST(Jinja, ReplaceAndCountArePythons) {
   EXPECT_EQ(RenderText("{{ 'abc'.count('') }}|{{ ''.count('') }}|{{ 'aaaa'.count('aa') }}|{{ 'abc'.count('d') }}"), "4|1|2|0");
 }
 
+// Jinja's sort, dictsort, unique, min, max, sum, round and map(filter) as Jinja2 computes them
+// (case-insensitive by default, stable, attribute= paths), and what cannot be ordered is a named
+// error.
+TEST(Jinja, SortingAndAggregateFiltersAreJinjas) {
+  EXPECT_EQ(RenderText("{{ [3, 1, 2] | sort }}|{{ ['b', 'A', 'a'] | sort }}|{{ ['b', 'B', 'a'] | sort(case_sensitive=true) }}|"
+                       "{{ [3, 1, 2] | sort(reverse=true) }}|{{ [2, 1.5, true] | sort }}|{{ 'cab' | sort | join }}"),
+            "[1, 2, 3]|['A', 'a', 'b']|['B', 'a', 'b']|[3, 2, 1]|[True, 1.5, 2]|abc");
+  EXPECT_EQ(RenderText("{{ tools | sort(attribute='function.name') | map(attribute='function.name') | join(',') }}",
+                       R"({"tools": [{"function": {"name": "zeta"}}, {"function": {"name": "Alpha"}}, {"function": {"name": "beta"}}]})"),
+            "Alpha,beta,zeta");
+  EXPECT_EQ(RenderText("{% for k, v in d | dictsort %}{{ k }}={{ v }};{% endfor %}|{{ d | dictsort(by='value', reverse=true) }}",
+                       R"({"d": {"b": 1, "a": 3, "C": 2}})"),
+            "a=3;b=1;C=2;|[['a', 3], ['C', 2], ['b', 1]]");
+  EXPECT_EQ(RenderText("{{ [1, 1, 2, 'A', 'a'] | unique | list }}|{{ [1, true, 1.0, 2] | unique | list }}|"
+                       "{{ ['b', 'C', 'a'] | min }}|{{ [1, 3, 2] | max }}|{{ [] | max }}|{{ [{'a': 2}, {'a': 5}] | max(attribute='a') }}"),
+            "[1, 2, 'A']|[1, 2]|a|3||{'a': 5}");
+  EXPECT_EQ(RenderText("{{ [1, 2, 3] | sum }}|{{ [1, 2.5] | sum }}|{{ [] | sum }}|{{ [{'a': 2}, {'a': 3}] | sum(attribute='a') }}|"
+                       "{{ [1] | sum(start=10) }}"),
+            "6|3.5|0|5|11");
+  // round: Python's round (ties to even on the exact binary value; floats stay floats), or ceil / floor.
+  EXPECT_EQ(RenderText("{{ 2.5 | round }}|{{ 0.5 | round }}|{{ 1.25 | round(1) }}|{{ 2.675 | round(2) }}|{{ 3 | round }}|"
+                       "{{ 25 | round(-1) }}|{{ 1.21 | round(1, 'ceil') }}|{{ 1.29 | round(1, 'floor') }}"),
+            "2.0|0.0|1.2|2.67|3|20|1.3|1.2");
+  EXPECT_EQ(RenderText("{{ [1, 2, 3] | map('string') | join('-') }}|{{ ['a', 'B'] | map('upper') | list }}|"
+                       "{{ [[1, 2], [3]] | map('length') | list }}|{{ [{'a': 1}, {}] | map(attribute='a', default=0) | list }}"),
+            "1-2-3|['A', 'B']|[2, 1]|[1, 0]");
+  EXPECT_EQ(RenderText("{{ [1, 'a'] | sort }}"), "RENDER ERROR: line 1: filter 'sort': cannot order int and string values");
+  EXPECT_EQ(RenderText("{{ [[1], [2]] | unique | list }}"),
+            "RENDER ERROR: line 1: filter 'unique': a list value cannot be compared for uniqueness");
+  EXPECT_EQ(RenderText("{{ ['a'] | sum }}"), "RENDER ERROR: line 1: filter 'sum': cannot add int and string values");
+  EXPECT_EQ(RenderText("{{ 1.5 | round(1, 'up') }}"),
+            "RENDER ERROR: line 1: filter 'round': method must be 'common', 'ceil' or 'floor'");
+  EXPECT_EQ(RenderText("{{ [1] | map('nope') | list }}"), "RENDER ERROR: line 1: unsupported filter 'nope'");
+}
+
+// Sequences repeat as Python's do ('ab' * 2, 3 * [0]), bounded like every value; floats take
+// exponents.
+TEST(Jinja, RepetitionAndExponentsArePythons) {
+  EXPECT_EQ(RenderText("{{ 'ab' * 3 }}|{{ 2 * [0, 1] }}|{{ 'ab' * 0 }}|{{ [1] * -2 }}|{{ '' * 1000000000000 }}|{{ '=' * 3 ~ '>' }}"),
+            "ababab|[0, 1, 0, 1]||[]||===>");
+  EXPECT_EQ(RenderText("{{ 'ab' * 100000000 }}"), "RENDER ERROR: line 1: '*' would make a string of more than 16777216 bytes");
+  EXPECT_EQ(RenderText("{{ ([1, 2] * 600000) | length }}"),
+            "RENDER ERROR: line 1: '*' would make a list of more than 1000000 items");
+  EXPECT_EQ(RenderText("{{ 1e20 }}|{{ 2.5E-3 }}|{{ 1_000.5e1_0 }}|{{ 3e }}"), "PARSE ERROR: line 1: unexpected 'e' at the end of a tag");
+  EXPECT_EQ(RenderText("{{ 1e20 }}|{{ 2.5E-3 }}|{{ 1_000.5e1_0 }}|{{ 1e+2 }}"), "1e+20|0.0025|10005000000000.0|100.0");
+}
+
 // A chat template is a file from the checkpoint: one nested without bound, or a macro that
 // calls itself, is a named error, never a stack overflow.
 const std::string kBudget =
