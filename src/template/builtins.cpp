@@ -268,12 +268,29 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
     return Value(n);
   }
   if (name == "tojson") {
-    const Value& indent = Arg(args, kwargs, 0, "indent", none);
+    // transformers' filter: json.dumps(x, ensure_ascii=False, indent=None, separators=None,
+    // sort_keys=False), its arguments in that order.
+    JsonStyle style;
+    style.ensure_ascii = Arg(args, kwargs, 0, "ensure_ascii", Value(false)).Truthy();
+    const Value indent = Arg(args, kwargs, 1, "indent", none);
     // An integer, and a sane one: a template's indent of 10^9 would ask for gigabytes a line.
-    if (indent.is_number() && (!indent.is_int() || indent.as_int() < 0 || indent.as_int() > 64)) {
+    if (!indent.is_none() && !indent.is_undefined() && (!indent.is_int() || indent.as_int() < 0 || indent.as_int() > 64)) {
       return Err(fmt::format("filter 'tojson': indent must be an integer in 0..64, not {}", indent.Str()));
     }
-    GRAFT_ASSIGN_OR_RETURN(std::string s, v.ToJson(indent.is_int() ? static_cast<int>(indent.as_int()) : -1));
+    style.indent = indent.is_int() ? static_cast<int>(indent.as_int()) : -1;
+    const Value separators = Arg(args, kwargs, 2, "separators", none);
+    if (!separators.is_none() && !separators.is_undefined()) {
+      if (!separators.is_list() || separators.as_list().size() != 2 || !separators.as_list()[0].is_string() ||
+          !separators.as_list()[1].is_string() || separators.as_list()[0].as_string().size() > 64 ||
+          separators.as_list()[1].as_string().size() > 64) {
+        return Err("filter 'tojson': separators must be two strings (item, key) of up to 64 bytes");
+      }
+      style.separators = true;
+      style.item_sep = separators.as_list()[0].as_string();
+      style.key_sep = separators.as_list()[1].as_string();
+    }
+    style.sort_keys = Arg(args, kwargs, 3, "sort_keys", Value(false)).Truthy();
+    GRAFT_ASSIGN_OR_RETURN(std::string s, v.ToJson(style));
     return Value(s);
   }
   if (name == "string") return Value(v.Str());

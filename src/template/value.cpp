@@ -198,7 +198,13 @@ std::string Value::Repr() const {
   return out;
 }
 
-Result<std::string> Value::ToJson(int indent) const {
+Result<std::string> Value::ToJson(const JsonStyle& style) const {
+  const int indent = style.indent;
+  const std::string item_sep = style.separators ? style.item_sep : indent >= 0 ? "," : ", ";
+  const std::string key_sep = style.separators ? style.key_sep : ": ";
+  const auto quoted = [&](const std::string& text) {
+    return nlohmann::json(text).dump(-1, ' ', style.ensure_ascii, nlohmann::json::error_handler_t::replace);
+  };
   std::vector<const void*> open;  // the lists and dicts being written: one of them again is a cycle
   // Bytes copied so far: each piece counts once at every level it is copied into, which is the
   // work done (a value nested n deep is copied n times), not the text's length: a shared list
@@ -209,7 +215,6 @@ Result<std::string> Value::ToJson(int indent) const {
     if (copied > kMaxTextBytes) return InvalidArgument(fmt::format("tojson: the text passed {} bytes", kMaxTextBytes));
     const std::string nl = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent * (depth + 1)), ' ') : "";
     const std::string nl_end = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent * depth), ' ') : "";
-    const std::string item_sep = indent >= 0 ? "," : ", ";
     switch (v.kind()) {
       case Kind::kUndefined:
       case Kind::kNone: return std::string("null");
@@ -221,7 +226,7 @@ Result<std::string> Value::ToJson(int indent) const {
         if (std::isinf(d)) return std::string(d > 0 ? "Infinity" : "-Infinity");
         return FloatRepr(d);
       }
-      case Kind::kString: return nlohmann::json(v.as_string()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      case Kind::kString: return quoted(v.as_string());
       case Kind::kList: {
         if (v.as_list().empty()) return std::string("[]");
         if (std::find(open.begin(), open.end(), &v.as_list()) != open.end()) {
@@ -244,13 +249,17 @@ Result<std::string> Value::ToJson(int indent) const {
           return InvalidArgument("tojson: circular reference (a dict that holds itself)");
         }
         open.push_back(&v.as_dict());
+        std::vector<const std::pair<std::string, Value>*> items;
+        for (const auto& kv : v.as_dict().items) items.push_back(&kv);
+        if (style.sort_keys) {
+          std::stable_sort(items.begin(), items.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+        }
         std::string s = "{";
         bool first = true;
-        for (const auto& [k, e] : v.as_dict().items) {
-          GRAFT_ASSIGN_OR_RETURN(std::string ej, rec(e, depth + 1));
-          s += (first ? "" : item_sep) + nl + nlohmann::json(k).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-               ": " + ej;
-          copied += ej.size() + k.size();
+        for (const auto* kv : items) {
+          GRAFT_ASSIGN_OR_RETURN(std::string ej, rec(kv->second, depth + 1));
+          s += (first ? "" : item_sep) + nl + quoted(kv->first) + key_sep + ej;
+          copied += ej.size() + kv->first.size();
           first = false;
         }
         open.pop_back();

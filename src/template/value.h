@@ -77,8 +77,8 @@ class Value {
   std::string Str() const;
   // Python repr() (strings quoted), used inside lists and dicts.
   std::string Repr() const;
-  // Python json.dumps(value, ensure_ascii=False, indent=indent) with its default separators.
-  Result<std::string> ToJson(int indent) const;
+  // Python json.dumps(value, ...) with `style`'s options (JsonStyle below).
+  Result<std::string> ToJson(const struct JsonStyle& style) const;
   const char* TypeName() const;
 
  private:
@@ -86,6 +86,17 @@ class Value {
                std::shared_ptr<Dict>, std::shared_ptr<Callable>>
       v_;
   bool namespace_ = false;
+};
+
+// json.dumps' options, as transformers' tojson filter passes them on: indent < 0 writes one line;
+// without separators Python's defaults (", " and ": " on one line, "," and ": " indented);
+// ensure_ascii writes non-ASCII characters as \uXXXX escapes (surrogate pairs past U+FFFF).
+struct JsonStyle {
+  int indent = -1;
+  bool separators = false;  // item_sep / key_sep given
+  std::string item_sep, key_sep;
+  bool sort_keys = false;
+  bool ensure_ascii = false;
 };
 
 // Python ==, with Python's shortcut for a list or dict compared with itself; structures nested

@@ -184,6 +184,22 @@ TEST(Jinja, SortingAndAggregateFiltersAreJinjas) {
   EXPECT_EQ(RenderText("{{ [1] | map('nope') | list }}"), "RENDER ERROR: line 1: unsupported filter 'nope'");
 }
 
+// tojson is transformers' filter: json.dumps(x, ensure_ascii=False, indent=None,
+// separators=None, sort_keys=False), its arguments in that order (expected texts from Python).
+TEST(Jinja, TojsonTakesTransformersOptions) {
+  const std::string x = R"({"x": {"b": [1, "é😀"], "a": {"c": null}}})";
+  EXPECT_EQ(RenderText("{{ x | tojson }}", x), R"({"b": [1, "é😀"], "a": {"c": null}})");
+  EXPECT_EQ(RenderText("{{ x | tojson(sort_keys=true) }}", x), R"({"a": {"c": null}, "b": [1, "é😀"]})");
+  EXPECT_EQ(RenderText("{{ x | tojson(separators=(',', ':')) }}", x), R"({"b":[1,"é😀"],"a":{"c":null}})");
+  EXPECT_EQ(RenderText("{{ x | tojson(ensure_ascii=true) }}", x), R"({"b": [1, "\u00e9\ud83d\ude00"], "a": {"c": null}})");
+  EXPECT_EQ(RenderText("{{ x | tojson(false, 1, none, true) }}", x),
+            "{\n \"a\": {\n  \"c\": null\n },\n \"b\": [\n  1,\n  \"é😀\"\n ]\n}");
+  EXPECT_EQ(RenderText("{{ x | tojson(indent=2, separators=[', ', ' = ']) }}", x),
+            "{\n  \"b\" = [\n    1, \n    \"é😀\"\n  ], \n  \"a\" = {\n    \"c\" = null\n  }\n}");
+  EXPECT_EQ(RenderText("{{ x | tojson(separators=',') }}", x),
+            "RENDER ERROR: line 1: filter 'tojson': separators must be two strings (item, key) of up to 64 bytes");
+}
+
 // Sequences repeat as Python's do ('ab' * 2, 3 * [0]), bounded like every value; floats take
 // exponents.
 TEST(Jinja, RepetitionAndExponentsArePythons) {
