@@ -384,19 +384,24 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
     if (v.is_number()) return Value(std::fabs(v.as_double()));
     return Err("filter 'abs' needs a number");
   }
-  if (name == "selectattr" || name == "rejectattr") {
-    if (!v.is_list() || args.empty()) return Err(fmt::format("filter '{}' needs a list and an attribute", name));
+  if (name == "selectattr" || name == "rejectattr" || name == "select" || name == "reject") {
+    // selectattr('attr'[, 'test', args...]) tests each item's (dotted) attribute, select(['test',
+    // args...]) the item itself; without a test, its truth.
+    const bool attr = name == "selectattr" || name == "rejectattr";
+    if (!v.is_list() || (attr && args.empty())) {
+      return Err(fmt::format("filter '{}' needs a list{}", name, attr ? " and an attribute" : ""));
+    }
+    const size_t test_at = attr ? 1 : 0;
     List out;
     for (const auto& item : v.as_list()) {
-      Value attr;
-      if (item.is_dict()) if (const Value* a = item.as_dict().Find(args[0].Str())) attr = *a;
+      const Value x = attr ? AttributeOf(item, args[0].Str()) : item;
       bool ok;
-      if (args.size() >= 2) {
-        GRAFT_ASSIGN_OR_RETURN(ok, ApplyTest(args[1].Str(), attr, List(args.begin() + 2, args.end())));
+      if (args.size() > test_at) {
+        GRAFT_ASSIGN_OR_RETURN(ok, ApplyTest(args[test_at].Str(), x, List(args.begin() + test_at + 1, args.end())));
       } else {
-        ok = attr.Truthy();
+        ok = x.Truthy();
       }
-      if (ok == (name == "selectattr")) out.push_back(item);
+      if (ok == (name == "selectattr" || name == "select")) out.push_back(item);
     }
     return Value(out);
   }
@@ -516,7 +521,29 @@ Result<bool> ApplyTest(const std::string& name, const Value& v, const List& args
     if (args.empty()) return Err(fmt::format("test '{}' needs an argument", name));
     return Equal(v, args[0]);
   }
-  if (name == "ne") return args.empty() ? Result<bool>(Err("test 'ne' needs an argument")) : Result<bool>(!Equal(v, args[0]));
+  if (name == "ne" || name == "!=") {
+    return args.empty() ? Result<bool>(Err(fmt::format("test '{}' needs an argument", name))) : Result<bool>(!Equal(v, args[0]));
+  }
+  if (name == "==") return args.empty() ? Result<bool>(Err("test '==' needs an argument")) : Result<bool>(Equal(v, args[0]));
+  if (name == "lt" || name == "le" || name == "gt" || name == "ge" || name == "<" || name == "<=" || name == ">" ||
+      name == ">=") {
+    // Python's order: numbers with numbers, strings with strings.
+    if (args.empty()) return Err(fmt::format("test '{}' needs an argument", name));
+    const Value& b = args[0];
+    if (!Orderable(v) || !Orderable(b) || v.is_string() != b.is_string()) {
+      return Err(fmt::format("test '{}': cannot compare {} and {}", name, v.TypeName(), b.TypeName()));
+    }
+    const bool less = KeyLess(v, b), greater = KeyLess(b, v);
+    if (name == "lt" || name == "<") return less;
+    if (name == "le" || name == "<=") return !greater;
+    if (name == "gt" || name == ">") return greater;
+    return !less;
+  }
+  if (name == "divisibleby") {
+    if (args.empty() || !v.is_int() || !args[0].is_int()) return Err("test 'divisibleby' needs two integers");
+    if (args[0].as_int() == 0) return Err("test 'divisibleby': division by zero");
+    return args[0].as_int() == -1 || v.as_int() % args[0].as_int() == 0;
+  }
   if (name == "lower") return v.is_string() && Case(v.as_string(), 0) == v.as_string();
   if (name == "upper") return v.is_string() && Case(v.as_string(), 1) == v.as_string();
   if (name == "in") {

@@ -234,6 +234,10 @@ class Interpreter {
       loop.Set("length", Value(n));
       loop.Set("previtem", i > 0 ? items[i - 1] : Value());
       loop.Set("nextitem", i + 1 < n ? items[i + 1] : Value());
+      loop.Set("cycle", Value(Callable{"loop.cycle", [i](const List& args, const Dict&) -> Result<Value> {
+                          if (args.empty()) return InvalidArgument("loop.cycle needs at least one value");
+                          return args[static_cast<size_t>(i) % args.size()];
+                        }}));
       frames_.back().Set("loop", Value(std::move(loop)));
       BindTargets(s, items[i]);
       Flow f = Flow::kNormal;

@@ -184,6 +184,23 @@ TEST(Jinja, SortingAndAggregateFiltersAreJinjas) {
   EXPECT_EQ(RenderText("{{ [1] | map('nope') | list }}"), "RENDER ERROR: line 1: unsupported filter 'nope'");
 }
 
+// select / reject test items (or their truth), selectattr reads dotted attributes, loop.cycle
+// alternates its values: as Jinja2.
+TEST(Jinja, SelectRejectAndLoopCycleAreJinjas) {
+  EXPECT_EQ(RenderText("{{ [1, 2, 3, 4] | select('odd') | list }}|{{ [1, 2, 3, 4] | reject('odd') | list }}|"
+                       "{{ [0, 1, '', 'a', none] | select | list }}|{{ [1, 5, 10] | select('ge', 5) | list }}"),
+            "[1, 3]|[2, 4]|[1, 'a']|[5, 10]");
+  EXPECT_EQ(RenderText("{{ tools | selectattr('function.name', 'equalto', 'b') | map(attribute='type') | list }}",
+                       R"({"tools": [{"type": "x", "function": {"name": "a"}}, {"type": "y", "function": {"name": "b"}}]})"),
+            "['y']");
+  EXPECT_EQ(RenderText("{{ [3, 'b'] | select('lt', 5) | list }}"), "RENDER ERROR: line 1: test 'lt': cannot compare string and int");
+  EXPECT_EQ(RenderText("{{ 6 is divisibleby(3) }}|{{ 7 is divisibleby(3) }}|{{ 'a' is lt('b') }}|{{ 2 is le(2) }}|{{ 2 is gt(2.5) }}"),
+            "True|False|True|True|False");
+  EXPECT_EQ(RenderText("{% for i in range(5) %}{{ loop.cycle('a', 'b', 'c') }}{% endfor %}"), "abcab");
+  EXPECT_EQ(RenderText("{% for i in [1] %}{{ loop.cycle() }}{% endfor %}"),
+            "RENDER ERROR: line 1: loop.cycle needs at least one value");
+}
+
 // tojson is transformers' filter: json.dumps(x, ensure_ascii=False, indent=None,
 // separators=None, sort_keys=False), its arguments in that order (expected texts from Python).
 TEST(Jinja, TojsonTakesTransformersOptions) {
