@@ -157,6 +157,55 @@ List Items(const Value& v) {
   return out;
 }
 
+// Python's str.splitlines: lines end at \n, \r\n, \r, \v, \f, \x1c-\x1e and (UTF-8) U+0085,
+// U+2028, U+2029; a last line without an end is a line, an empty string none. keep_ends keeps
+// each line's end.
+std::vector<std::string> SplitLines(const std::string& s, bool keep_ends) {
+  std::vector<std::string> out;
+  size_t start = 0, i = 0;
+  while (i < s.size()) {
+    size_t end_len = 0;
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '\r') end_len = i + 1 < s.size() && s[i + 1] == '\n' ? 2 : 1;
+    else if (c == '\n' || c == '\v' || c == '\f' || (c >= 0x1c && c <= 0x1e)) end_len = 1;
+    else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) == 0x85) end_len = 2;
+    else if (c == 0xe2 && i + 2 < s.size() && static_cast<unsigned char>(s[i + 1]) == 0x80 &&
+             (static_cast<unsigned char>(s[i + 2]) == 0xa8 || static_cast<unsigned char>(s[i + 2]) == 0xa9)) {
+      end_len = 3;
+    }
+    if (end_len == 0) {
+      ++i;
+      continue;
+    }
+    out.push_back(s.substr(start, (keep_ends ? i + end_len : i) - start));
+    i += end_len;
+    start = i;
+  }
+  if (start < s.size()) out.push_back(s.substr(start));
+  return out;
+}
+
+// Jinja's indent(width=4, first=False, blank=False): every line after the first (the first too
+// with `first`) gets `width` spaces (or the string `width`), blank lines only with `blank`; a
+// result past kMaxTextBytes is refused before it is built.
+Result<std::string> Indent(const std::string& s, const Value& width, bool first, bool blank) {
+  if (!width.is_string() && !(width.is_int() && width.as_int() >= 0 && width.as_int() <= 1024)) {
+    return Err("filter 'indent': width must be a string or an integer in 0..1024");
+  }
+  const std::string pad = width.is_string() ? width.as_string() : std::string(static_cast<size_t>(width.as_int()), ' ');
+  const std::vector<std::string> lines = SplitLines(s + "\n", false);  // Jinja's own quirk: a last newline is kept
+  if (s.size() + lines.size() * (pad.size() + 1) > kMaxTextBytes) {
+    return Err(fmt::format("filter 'indent': the result passes {} bytes", kMaxTextBytes));
+  }
+  std::string out = first ? pad : "";
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i > 0) out += '\n';
+    if (i > 0 && (blank || !lines[i].empty())) out += pad;
+    out += lines[i];
+  }
+  return out;
+}
+
 // An item's `attribute` as Jinja's attribute= arguments read it: a dict key, dotted for nested
 // values ("function.name"), an integer part indexing a list; Undefined where one is missing.
 Value AttributeOf(const Value& item, const std::string& attribute) {
@@ -489,6 +538,12 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
     }
     return total;
   }
+  if (name == "indent") {
+    GRAFT_ASSIGN_OR_RETURN(std::string r, Indent(v.Str(), Arg(args, kwargs, 0, "width", Value(int64_t{4})),
+                                                 Arg(args, kwargs, 1, "first", Value(false)).Truthy(),
+                                                 Arg(args, kwargs, 2, "blank", Value(false)).Truthy()));
+    return Value(std::move(r));
+  }
   if (name == "round") {
     const Value precision = Arg(args, kwargs, 0, "precision", Value(int64_t{0}));
     if (!precision.is_int()) return Err("filter 'round': precision must be an integer");
@@ -582,6 +637,11 @@ Result<Value> CallMethod(const Value& obj, const std::string& name, const List& 
       List parts = SplitPy(s, sep, maxsplit.is_int() ? maxsplit.as_int() : -1);
       if (parts.size() > kMaxListItems) return Err(fmt::format("split(): more than {} parts", kMaxListItems));
       return Value(std::move(parts));
+    }
+    if (name == "splitlines") {
+      std::vector<std::string> lines = SplitLines(s, Arg(args, kwargs, 0, "keepends", Value(false)).Truthy());
+      if (lines.size() > kMaxListItems) return Err(fmt::format("splitlines(): more than {} lines", kMaxListItems));
+      return Value(List(std::make_move_iterator(lines.begin()), std::make_move_iterator(lines.end())));
     }
     if (name == "strip" || name == "lstrip" || name == "rstrip") {
       const Value& chars = Arg(args, kwargs, 0, "chars", none);

@@ -7,6 +7,8 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "tokenizer/byte_level.h"
+
 namespace graft::jinja {
 namespace {
 
@@ -71,10 +73,12 @@ Result<std::vector<Chunk>> SplitChunks(const std::string& src) {
     const bool plus_left = inner < src.size() && src[inner] == '+';
     if (strip_left || plus_left) ++inner;
     size_t end = src.find(close, inner);
-    // For expression and block tags, skip closers inside string literals.
+    // For expression and block tags, skip closers inside string literals and, as Jinja's lexer
+    // does, inside open brackets ({{ {'a': {'b': 1}} }} ends at the last "}}").
     if (kind != '#') {
       end = std::string::npos;
       char quote = 0;
+      int depth = 0;
       for (size_t i = inner; i + 1 < src.size(); ++i) {
         const char c = src[i];
         if (quote) {
@@ -82,10 +86,15 @@ Result<std::vector<Chunk>> SplitChunks(const std::string& src) {
           else if (c == quote) quote = 0;
           continue;
         }
-        if (c == '\'' || c == '"') quote = c;
-        else if (c == close[0] && src[i + 1] == close[1]) {
+        if (c == '\'' || c == '"') {
+          quote = c;
+        } else if (depth == 0 && c == close[0] && src[i + 1] == close[1]) {
           end = i;
           break;
+        } else if (c == '(' || c == '[' || c == '{') {
+          ++depth;
+        } else if ((c == ')' || c == ']' || c == '}') && depth > 0) {
+          --depth;
         }
       }
     }
@@ -177,15 +186,50 @@ Result<std::vector<Tok>> Lex(const std::string& s, int line) {
           continue;
         }
         const char e = s[++j];
+        // Python's escapes (Jinja decodes a literal as unicode-escape): \xhh, \uhhhh, \Uhhhhhhhh,
+        // up to three octal digits, the single letters; an unknown one keeps its backslash.
+        const auto hex_run = [&](size_t n, uint32_t* cp) {
+          if (j + n >= s.size()) return false;
+          uint32_t x = 0;
+          for (size_t k = 1; k <= n; ++k) {
+            const char h = s[j + k];
+            const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+            if (d < 0) return false;
+            x = x * 16 + static_cast<uint32_t>(d);
+          }
+          *cp = x;
+          return true;
+        };
+        uint32_t cp = 0;
         switch (e) {
           case 'n': v += '\n'; break;
           case 't': v += '\t'; break;
           case 'r': v += '\r'; break;
+          case 'a': v += '\a'; break;
+          case 'b': v += '\b'; break;
+          case 'f': v += '\f'; break;
+          case 'v': v += '\v'; break;
           case '\\': v += '\\'; break;
           case '\'': v += '\''; break;
           case '"': v += '"'; break;
-          case '0': v += '\0'; break;
-          default: v += '\\'; v += e;
+          case 'x':
+          case 'u':
+          case 'U': {
+            const size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+            if (!hex_run(n, &cp) || cp > 0x10FFFF) return err(fmt::format("a string's \\{} escape needs {} hex digits (at most U+10FFFF)", e, n));
+            AppendUtf8(cp, v);
+            j += n;
+            break;
+          }
+          default:
+            if (e >= '0' && e <= '7') {  // octal: up to three digits
+              cp = static_cast<uint32_t>(e - '0');
+              for (int k = 0; k < 2 && j + 1 < s.size() && s[j + 1] >= '0' && s[j + 1] <= '7'; ++k) cp = cp * 8 + static_cast<uint32_t>(s[++j] - '0');
+              AppendUtf8(cp, v);
+            } else {
+              v += '\\';
+              v += e;
+            }
         }
       }
       if (j >= s.size()) return err("unterminated string literal");
