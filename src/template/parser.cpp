@@ -478,12 +478,26 @@ class Parser {
         t->negated = AcceptName("not");
         GRAFT_ASSIGN_OR_RETURN(t->name, ExpectName());
         t->a = std::move(node);
-        if (AcceptOp("(")) GRAFT_RETURN_IF_ERROR(ParseArgs(*t));
+        if (AcceptOp("(")) {
+          GRAFT_RETURN_IF_ERROR(ParseArgs(*t));
+        } else if (StartsBareTestArgument()) {  // x is divisibleby 3, x is in ['a', 'b']
+          GRAFT_ASSIGN_OR_RETURN(ExprPtr arg, ParsePrimary());
+          GRAFT_ASSIGN_OR_RETURN(arg, ParsePostfix(std::move(arg)));
+          t->args.push_back(std::move(arg));
+        }
         node = std::move(t);
       } else {
         return node;
       }
     }
+  }
+  // Whether a test's one argument follows without parentheses, as Jinja's parser decides: a
+  // name other than else / or / and, a literal, or an opening bracket or brace.
+  bool StartsBareTestArgument() const {
+    const Tok& t = Peek();
+    if (t.kind == Tok::Kind::kName) return t.text != "else" && t.text != "or" && t.text != "and";
+    return t.kind == Tok::Kind::kString || t.kind == Tok::Kind::kInt || t.kind == Tok::Kind::kFloat || IsOp("[") ||
+           IsOp("{");
   }
   Result<ExprPtr> ParsePostfix(ExprPtr node) {
     while (true) {
