@@ -52,7 +52,7 @@ struct Stmt;
 using Body = std::vector<std::unique_ptr<Stmt>>;
 
 struct Stmt {
-  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kBreak, kContinue, kGeneration };
+  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kBreak, kContinue, kGeneration, kFilterBlock };
   Kind kind;
   int line = 0;
   std::string text;                          // kText
@@ -61,7 +61,8 @@ struct Stmt {
   std::vector<std::string> targets;          // kFor loop variables, kSet names ("ns.attr" form in attr_of)
   std::string attr_of;                       // kSet: "ns" in "set ns.x = ..."
   ExprPtr filter;                            // kFor: "for x in y if cond"
-  Body body, else_body;                      // kFor / kMacro / kSetBlock / kGeneration
+  Body body, else_body;                      // kFor / kMacro / kSetBlock / kGeneration / kFilterBlock
+  std::vector<ExprPtr> filters;              // kFilterBlock: its filters in order (kFilter, no operand)
   std::string name;                          // kMacro name
   std::vector<std::pair<std::string, ExprPtr>> params;  // kMacro (name, default or null)
 };

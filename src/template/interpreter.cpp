@@ -121,6 +121,26 @@ class Interpreter {
         *flow = Flow::kContinue;
         return Status::Ok();
       case Stmt::Kind::kGeneration: return Exec(s.body, out, flow);
+      case Stmt::Kind::kFilterBlock: {
+        std::string captured;
+        GRAFT_RETURN_IF_ERROR(Exec(s.body, captured, flow));
+        Value v(std::move(captured));
+        for (const ExprPtr& f : s.filters) {
+          Dict kwargs;
+          GRAFT_ASSIGN_OR_RETURN(List args, EvalArgs(*f, &kwargs));
+          Result<Value> r = ApplyFilter(f->name, v, args, kwargs);
+          if (!r.ok()) return r.status().WithContext(fmt::format("line {}", f->line));
+          GRAFT_RETURN_IF_ERROR(Sized(*r, f->line));
+          v = std::move(*r);
+        }
+        const std::string text = v.Str();
+        GRAFT_RETURN_IF_ERROR(Made(text, "a value", s.line));
+        out += text;
+        if (out.size() > kMaxOutputBytes) {
+          return Err(s.line, fmt::format("the template's output passed {} bytes", kMaxOutputBytes));
+        }
+        return Status::Ok();
+      }
     }
     return Status::Ok();
   }

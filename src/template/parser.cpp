@@ -764,6 +764,20 @@ class Parser {
       GRAFT_RETURN_IF_ERROR(EndTag());
       return s;
     }
+    if (kw == "filter") {  // {% filter upper | indent(2) %}body{% endfilter %}: the body's text through them
+      s->kind = Stmt::Kind::kFilterBlock;
+      do {
+        auto f = Make(Expr::Kind::kFilter);
+        GRAFT_ASSIGN_OR_RETURN(f->name, ExpectName());
+        if (AcceptOp("(")) GRAFT_RETURN_IF_ERROR(ParseArgs(*f));
+        s->filters.push_back(std::move(f));
+      } while (AcceptOp("|"));
+      GRAFT_RETURN_IF_ERROR(EndTag());
+      std::string end;
+      GRAFT_RETURN_IF_ERROR(ParseBody(s->body, {"endfilter"}, &end));
+      GRAFT_RETURN_IF_ERROR(EndTag());
+      return s;
+    }
     return Err(fmt::format("unsupported tag '{}'", kw));
   }
 
