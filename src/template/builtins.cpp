@@ -206,6 +206,25 @@ Result<std::string> Indent(const std::string& s, const Value& width, bool first,
   return out;
 }
 
+// The items a filter iterates, as Jinja does: a list's, a string's characters (at most
+// kMaxListItems), a dict's keys; anything else is a named error for filter `what`.
+Result<List> Iterated(const Value& v, const std::string& what) {
+  if (v.is_list()) return v.as_list();
+  List l;
+  if (v.is_string()) {
+    if (v.as_string().size() > kMaxListItems) {
+      return Err(fmt::format("filter '{}': a string of more than {} characters", what, kMaxListItems));
+    }
+    for (char c : v.as_string()) l.emplace_back(std::string(1, c));
+    return l;
+  }
+  if (v.is_dict()) {
+    for (const auto& [k, x] : v.as_dict().items) l.emplace_back(k);
+    return l;
+  }
+  return Err(fmt::format("filter '{}' of a {} value", what, v.TypeName()));
+}
+
 // An item's `attribute` as Jinja's attribute= arguments read it: a dict key, dotted for nested
 // values ("function.name"), an integer part indexing a list; Undefined where one is missing.
 Value AttributeOf(const Value& item, const std::string& attribute) {
@@ -376,21 +395,8 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
     return Value();
   }
   if (name == "list") {
-    if (v.is_list()) return Value(List(v.as_list()));
-    if (v.is_string()) {
-      if (v.as_string().size() > kMaxListItems) {
-        return Err(fmt::format("filter 'list': a string of more than {} characters", kMaxListItems));
-      }
-      List l;
-      for (char c : v.as_string()) l.emplace_back(std::string(1, c));
-      return Value(l);
-    }
-    if (v.is_dict()) {
-      List l;
-      for (const auto& [k, x] : v.as_dict().items) l.emplace_back(k);
-      return Value(l);
-    }
-    return Err(fmt::format("filter 'list' of a {} value", v.TypeName()));
+    GRAFT_ASSIGN_OR_RETURN(List l, Iterated(v, name));
+    return Value(std::move(l));
   }
   if (name == "reverse") {
     if (v.is_string()) return Value(std::string(v.as_string().rbegin(), v.as_string().rend()));
@@ -463,10 +469,10 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
     }
     if (attribute == nullptr && args[0].as_string() == "map") return Err("filter 'map': map(map) is not supported");
     const List rest(args.begin() + (attribute == nullptr ? 1 : 0), args.end());
+    const Value* def = kwargs.Find("default");
     List out;
     for (const auto& item : v.as_list()) {
       if (attribute != nullptr) {
-        const Value* def = kwargs.Find("default");
         Value a = AttributeOf(item, attribute->Str());
         out.push_back(a.is_undefined() && def != nullptr ? *def : a);
         continue;
@@ -479,11 +485,7 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
   if (name == "sort" || name == "unique" || name == "min" || name == "max") {
     // sort(reverse=false, case_sensitive=false, attribute=none); the others (case_sensitive,
     // attribute). Strings and lists (dicts: their keys) as Jinja iterates them.
-    List items;
-    if (v.is_list()) items = v.as_list();
-    else if (v.is_string()) for (char c : v.as_string()) items.emplace_back(std::string(1, c));
-    else if (v.is_dict()) for (const auto& [k, x] : v.as_dict().items) items.emplace_back(k);
-    else return Err(fmt::format("filter '{}' of a {} value", name, v.TypeName()));
+    GRAFT_ASSIGN_OR_RETURN(const List items, Iterated(v, name));
     const size_t at = name == "sort" ? 1 : 0;
     const bool reverse = name == "sort" && Arg(args, kwargs, 0, "reverse", Value(false)).Truthy();
     const bool case_sensitive = Arg(args, kwargs, at, "case_sensitive", Value(false)).Truthy();
@@ -500,13 +502,18 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
       }
       return Value(out);
     }
-    GRAFT_ASSIGN_OR_RETURN(List sorted, Sorted(items, keys, reverse, name));
-    if (name == "sort") return Value(sorted);
-    if (sorted.empty()) return Value();  // Jinja: undefined for an empty sequence
-    // min: the first of the smallest; max: the first of the largest (Python's max keeps the first).
-    if (name == "min") return sorted.front();
-    GRAFT_ASSIGN_OR_RETURN(List desc, Sorted(items, keys, true, name));
-    return desc.front();
+    if (name == "sort") {
+      GRAFT_ASSIGN_OR_RETURN(List sorted, Sorted(items, keys, reverse, name));
+      return Value(std::move(sorted));
+    }
+    if (items.empty()) return Value();  // Jinja: undefined for an empty sequence
+    GRAFT_RETURN_IF_ERROR(CheckOrderable(keys, name));
+    // min: the first of the smallest; max: the first of the largest (as Python's).
+    size_t best = 0;
+    for (size_t i = 1; i < items.size(); ++i) {
+      if (name == "min" ? KeyLess(keys[i], keys[best]) : KeyLess(keys[best], keys[i])) best = i;
+    }
+    return items[best];
   }
   if (name == "dictsort") {
     // dictsort(case_sensitive=false, by='key', reverse=false): the (key, value) pairs in order.
@@ -572,14 +579,13 @@ Result<bool> ApplyTest(const std::string& name, const Value& v, const List& args
     if (v.kind() != K::kInt) return Err(fmt::format("test '{}' needs an integer", name));
     return (v.as_int() % 2 == 0) == (name == "even");
   }
-  if (name == "equalto" || name == "eq" || name == "sameas") {
+  if (name == "equalto" || name == "eq" || name == "sameas" || name == "==") {
     if (args.empty()) return Err(fmt::format("test '{}' needs an argument", name));
     return Equal(v, args[0]);
   }
   if (name == "ne" || name == "!=") {
     return args.empty() ? Result<bool>(Err(fmt::format("test '{}' needs an argument", name))) : Result<bool>(!Equal(v, args[0]));
   }
-  if (name == "==") return args.empty() ? Result<bool>(Err("test '==' needs an argument")) : Result<bool>(Equal(v, args[0]));
   if (name == "lt" || name == "le" || name == "gt" || name == "ge" || name == "<" || name == "<=" || name == ">" ||
       name == ">=") {
     // Python's order: numbers with numbers, strings with strings.

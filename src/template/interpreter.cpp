@@ -60,13 +60,7 @@ class Interpreter {
         return Status::Ok();
       case Stmt::Kind::kOutput: {
         GRAFT_ASSIGN_OR_RETURN(Value v, Eval(*s.expr));
-        const std::string text = v.Str();
-        GRAFT_RETURN_IF_ERROR(Made(text, "a value", s.line));
-        out += text;
-        if (out.size() > kMaxOutputBytes) {
-          return Err(s.line, fmt::format("the template's output passed {} bytes", kMaxOutputBytes));
-        }
-        return Status::Ok();
+        return Emit(v, s.line, out);
       }
       case Stmt::Kind::kIf:
         for (const auto& [cond, body] : s.branches) {
@@ -126,20 +120,9 @@ class Interpreter {
         GRAFT_RETURN_IF_ERROR(Exec(s.body, captured, flow));
         Value v(std::move(captured));
         for (const ExprPtr& f : s.filters) {
-          Dict kwargs;
-          GRAFT_ASSIGN_OR_RETURN(List args, EvalArgs(*f, &kwargs));
-          Result<Value> r = ApplyFilter(f->name, v, args, kwargs);
-          if (!r.ok()) return r.status().WithContext(fmt::format("line {}", f->line));
-          GRAFT_RETURN_IF_ERROR(Sized(*r, f->line));
-          v = std::move(*r);
+          GRAFT_ASSIGN_OR_RETURN(v, Filtered(*f, v));
         }
-        const std::string text = v.Str();
-        GRAFT_RETURN_IF_ERROR(Made(text, "a value", s.line));
-        out += text;
-        if (out.size() > kMaxOutputBytes) {
-          return Err(s.line, fmt::format("the template's output passed {} bytes", kMaxOutputBytes));
-        }
-        return Status::Ok();
+        return Emit(v, s.line, out);
       }
     }
     return Status::Ok();
@@ -203,10 +186,29 @@ class Interpreter {
     }
     return Status::Ok();
   }
-  Status Budget(int line, const std::string& out) {
-    GRAFT_RETURN_IF_ERROR(Step(line));
+  // {{ v }}: its text, paid for, onto the output (bounded by kMaxOutputBytes).
+  Status Emit(const Value& v, int line, std::string& out) {
+    const std::string text = v.Str();
+    GRAFT_RETURN_IF_ERROR(Made(text, "a value", line));
+    out += text;
+    return OutputFits(out, line);
+  }
+  Status OutputFits(const std::string& out, int line) {
     if (out.size() > kMaxOutputBytes) return Err(line, fmt::format("the template's output passed {} bytes", kMaxOutputBytes));
     return Status::Ok();
+  }
+  Status Budget(int line, const std::string& out) {
+    GRAFT_RETURN_IF_ERROR(Step(line));
+    return OutputFits(out, line);
+  }
+  // Filter node f (its name and arguments) applied to v: a `value | f(...)` or a filter block's.
+  Result<Value> Filtered(const Expr& f, const Value& v) {
+    Dict kwargs;
+    GRAFT_ASSIGN_OR_RETURN(List args, EvalArgs(f, &kwargs));
+    Result<Value> r = ApplyFilter(f.name, v, args, kwargs);
+    if (!r.ok()) return r.status().WithContext(fmt::format("line {}", f.line));
+    GRAFT_RETURN_IF_ERROR(Sized(*r, f.line));
+    return r;
   }
 
   Status ExecFor(const Stmt& s, std::string& out, Flow* outer_flow) {
@@ -502,12 +504,7 @@ class Interpreter {
       }
       case Expr::Kind::kFilter: {
         GRAFT_ASSIGN_OR_RETURN(Value v, Eval(*e.a));
-        Dict kwargs;
-        GRAFT_ASSIGN_OR_RETURN(List args, EvalArgs(e, &kwargs));
-        Result<Value> r = ApplyFilter(e.name, v, args, kwargs);
-        if (!r.ok()) return r.status().WithContext(fmt::format("line {}", e.line));
-        GRAFT_RETURN_IF_ERROR(Sized(*r, e.line));
-        return r;
+        return Filtered(e, v);
       }
       case Expr::Kind::kTest: {
         GRAFT_ASSIGN_OR_RETURN(Value v, Eval(*e.a));

@@ -188,17 +188,11 @@ Result<std::vector<Tok>> Lex(const std::string& s, int line) {
         const char e = s[++j];
         // Python's escapes (Jinja decodes a literal as unicode-escape): \xhh, \uhhhh, \Uhhhhhhhh,
         // up to three octal digits, the single letters; an unknown one keeps its backslash.
-        const auto hex_run = [&](size_t n, uint32_t* cp) {
+        const auto hex_run = [&](size_t n, uint32_t* cp) {  // exactly n hex digits after the letter
           if (j + n >= s.size()) return false;
-          uint32_t x = 0;
-          for (size_t k = 1; k <= n; ++k) {
-            const char h = s[j + k];
-            const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
-            if (d < 0) return false;
-            x = x * 16 + static_cast<uint32_t>(d);
-          }
-          *cp = x;
-          return true;
+          const char* first = s.data() + j + 1;
+          if (!std::all_of(first, first + n, [](char h) { return std::isxdigit(static_cast<unsigned char>(h)); })) return false;
+          return std::from_chars(first, first + n, *cp, 16).ec == std::errc();
         };
         uint32_t cp = 0;
         switch (e) {
@@ -216,7 +210,9 @@ Result<std::vector<Tok>> Lex(const std::string& s, int line) {
           case 'u':
           case 'U': {
             const size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-            if (!hex_run(n, &cp) || cp > 0x10FFFF) return err(fmt::format("a string's \\{} escape needs {} hex digits (at most U+10FFFF)", e, n));
+            if (!hex_run(n, &cp) || cp > 0x10FFFF) {
+              return err(fmt::format("a string's \\{} escape needs {} hex digits (at most U+10FFFF)", e, n));
+            }
             AppendUtf8(cp, v);
             j += n;
             break;
@@ -224,7 +220,9 @@ Result<std::vector<Tok>> Lex(const std::string& s, int line) {
           default:
             if (e >= '0' && e <= '7') {  // octal: up to three digits
               cp = static_cast<uint32_t>(e - '0');
-              for (int k = 0; k < 2 && j + 1 < s.size() && s[j + 1] >= '0' && s[j + 1] <= '7'; ++k) cp = cp * 8 + static_cast<uint32_t>(s[++j] - '0');
+              for (int k = 0; k < 2 && j + 1 < s.size() && s[j + 1] >= '0' && s[j + 1] <= '7'; ++k) {
+                cp = cp * 8 + static_cast<uint32_t>(s[++j] - '0');
+              }
               AppendUtf8(cp, v);
             } else {
               v += '\\';
