@@ -52,6 +52,39 @@ __device__ __forceinline__ void PutRow4(__nv_bfloat16* dst, const float4 v) {
   d[1] = __floats2bfloat162_rn(v.z, v.w);
 }
 
+// Keys j0 .. j0 + kKeys - 1 of key-value head kvh into k and v (rows[r]: key j0 + r's cache
+// row), by the block's kN threads (all calling), kB float4s a thread at a time with every load of
+// a batch issued before any store (the loads' latencies overlap: one after another, a 64-key tile
+// took ~10 us of DRAM round trips). Keys at or past len are zeros, never read from the cache.
+template <int kHd, int kN, int kB, int kLd>
+__device__ __forceinline__ void LoadKvTile(const AttentionArgs& a, const int64_t* rows, int j0, int len, int kvh,
+                                           __nv_bfloat16 (&k)[kKeys][kLd], __nv_bfloat16 (&v)[kKeys][kLd]) {
+  constexpr int kF4 = kHd / 4, kPer = kKeys * kF4 / kN;  // float4s a row; a thread's a tile
+  static_assert(kPer % kB == 0, "whole batches of float4s a thread");
+  const int64_t kv_stride = int64_t{a.num_kv_heads} * kHd;
+  const int tid = threadIdx.x;
+#pragma unroll 1
+  for (int i0 = 0; i0 < kPer; i0 += kB) {
+    float4 kv[kB], vv[kB];
+#pragma unroll
+    for (int b = 0; b < kB; ++b) {
+      const int e = tid + (i0 + b) * kN, r = e / kF4, c = (e % kF4) * 4;
+      kv[b] = vv[b] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (j0 + r < len) {
+        const int64_t off = rows[r] * kv_stride + int64_t{kvh} * kHd + c;
+        kv[b] = *reinterpret_cast<const float4*>(a.k_pages + off);
+        vv[b] = *reinterpret_cast<const float4*>(a.v_pages + off);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kB; ++b) {
+      const int e = tid + (i0 + b) * kN, r = e / kF4, c = (e % kF4) * 4;
+      PutRow4(&k[r][c], kv[b]);
+      PutRow4(&v[r][c], vv[b]);
+    }
+  }
+}
+
 // Queries qb * 64 .. + 63 of heads h0 .. h0 + kHeads - 1 (of one key-value head): the whole
 // block, warps 4 i .. 4 i + 3 head h0 + i.
 template <int kHd, int kHeads>
@@ -65,7 +98,6 @@ __device__ void FlashRows(const AttentionArgs& a, int qb, int h0) {
   __shared__ int64_t key_row[2][kKeys];  // the cache row of each key of this tile, and of the next
   const int t0 = qb * kQ;
   const int kvh = h0 / (a.num_heads / a.num_kv_heads);
-  const int64_t kv_stride = int64_t{a.num_kv_heads} * kHd;
   const int tid = threadIdx.x, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int hh = tid / kThreads, warp = (tid % kThreads) / 32, h = h0 + hh;  // this warp's head, its 16 rows
 
@@ -77,7 +109,7 @@ __device__ void FlashRows(const AttentionArgs& a, int qb, int h0) {
   // took ~10 us of DRAM round trips, whatever the number of queries).
   constexpr int kQPer = kHeads * kQ * kF4 / kBlockThreads, kKvPer = kKeys * kF4 / kBlockThreads;
   constexpr int kQB = kQPer < kBatch ? kQPer : kBatch, kKvB = kKvPer < kBatch ? kKvPer : kBatch;
-  static_assert(kQPer % kQB == 0 && kKvPer % kKvB == 0, "whole batches of float4s a thread");
+  static_assert(kQPer % kQB == 0, "whole batches of float4s a thread");
 #pragma unroll 1
   for (int i0 = 0; i0 < kQPer; i0 += kQB) {
     float4 v[kQB];
@@ -116,26 +148,7 @@ __device__ void FlashRows(const AttentionArgs& a, int qb, int h0) {
     const int jn = j0 + kKeys + tid;  // the next tile's key this thread looks up (tid < kKeys)
     const int64_t next_row = tid < kKeys && jn < len ? cache_row(jn) : 0;
     // The key tile: rows past the block's longest query are zeros (never read from the cache).
-#pragma unroll 1
-    for (int i0 = 0; i0 < kKvPer; i0 += kKvB) {
-      float4 kv[kKvB], vv[kKvB];
-#pragma unroll
-      for (int b = 0; b < kKvB; ++b) {
-        const int e = tid + (i0 + b) * kBlockThreads, r = e / kF4, c = (e % kF4) * 4, j = j0 + r;
-        kv[b] = vv[b] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (j < len) {
-          const int64_t off = key_row[buf][r] * kv_stride + int64_t{kvh} * kHd + c;
-          kv[b] = *reinterpret_cast<const float4*>(a.k_pages + off);
-          vv[b] = *reinterpret_cast<const float4*>(a.v_pages + off);
-        }
-      }
-#pragma unroll
-      for (int b = 0; b < kKvB; ++b) {
-        const int e = tid + (i0 + b) * kBlockThreads, r = e / kF4, c = (e % kF4) * 4;
-        PutRow4(&sm.k[r][c], kv[b]);
-        PutRow4(&sm.v[r][c], vv[b]);
-      }
-    }
+    LoadKvTile<kHd, kBlockThreads, kKvB>(a, key_row[buf], j0, len, kvh, sm.k, sm.v);
     // key_row[buf ^ 1] was last read by the previous tile's loads, before two barriers.
     if (tid < kKeys && jn < len) key_row[buf ^ 1][tid] = next_row;
     __syncthreads();
@@ -269,7 +282,6 @@ __device__ void FlashRow(const AttentionArgs& a, int h) {
   Smem& sm = *reinterpret_cast<Smem*>(raw);
   __shared__ int64_t key_row[2][kKeys];
   const int kvh = h / (a.num_heads / a.num_kv_heads);
-  const int64_t kv_stride = int64_t{a.num_kv_heads} * kHd;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
   const int len = a.pos[0] + 1;
   for (int e = tid; e < 16 * kF4; e += kThreads) {
@@ -282,7 +294,6 @@ __device__ void FlashRow(const AttentionArgs& a, int h) {
   __syncthreads();
 
   constexpr int kKvPer = kKeys * kF4 / kThreads, kKvB = kKvPer < 2 * kBatch ? kKvPer : 2 * kBatch;
-  static_assert(kKvPer % kKvB == 0, "whole batches of float4s a thread");
   float acc[kDims / 8][4];
 #pragma unroll
   for (int j = 0; j < kDims / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -290,26 +301,7 @@ __device__ void FlashRow(const AttentionArgs& a, int h) {
   for (int j0 = 0, buf = 0; j0 < len; j0 += kKeys, buf ^= 1) {
     const int jn = j0 + kKeys + tid;
     const int64_t next_row = tid < kKeys && jn < len ? cache_row(jn) : 0;
-#pragma unroll 1
-    for (int i0 = 0; i0 < kKvPer; i0 += kKvB) {
-      float4 kv[kKvB], vv[kKvB];
-#pragma unroll
-      for (int b = 0; b < kKvB; ++b) {
-        const int e = tid + (i0 + b) * kThreads, r = e / kF4, c = (e % kF4) * 4, j = j0 + r;
-        kv[b] = vv[b] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (j < len) {
-          const int64_t off = key_row[buf][r] * kv_stride + int64_t{kvh} * kHd + c;
-          kv[b] = *reinterpret_cast<const float4*>(a.k_pages + off);
-          vv[b] = *reinterpret_cast<const float4*>(a.v_pages + off);
-        }
-      }
-#pragma unroll
-      for (int b = 0; b < kKvB; ++b) {
-        const int e = tid + (i0 + b) * kThreads, r = e / kF4, c = (e % kF4) * 4;
-        PutRow4(&sm.k[r][c], kv[b]);
-        PutRow4(&sm.v[r][c], vv[b]);
-      }
-    }
+    LoadKvTile<kHd, kThreads, kKvB>(a, key_row[buf], j0, len, kvh, sm.k, sm.v);
     if (tid < kKeys && jn < len) key_row[buf ^ 1][tid] = next_row;
     __syncthreads();
     // This warp's 16 keys: FlashRows' n-blocks 2 warp and 2 warp + 1.
