@@ -25,6 +25,7 @@ struct Expr {
   std::vector<ExprPtr> args; // call, filter and test arguments; list items; dict keys and values interleaved
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   bool negated = false;      // kTest: "is not"
+  bool tuple = false;        // kList: a tuple literal, (a, b) / (a,) / ()
 
   Expr() = default;
   Expr(const Expr&) = delete;

@@ -6,12 +6,19 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <unordered_set>
+
+#include "template/format.h"
+#include "template/text_case.h"
 
 namespace graft::jinja {
 namespace {
 
 Status Err(const std::string& m) { return InvalidArgument(m); }
+
+// The widest a padding filter (center) makes a string.
+constexpr int64_t kMaxFilterWidth = int64_t{1} << 20;
 
 // By value: a default passed as a temporary (Value("")) must outlive the caller's use of it.
 Value Arg(const List& args, const Dict& kwargs, size_t i, const char* name, const Value& def) {
@@ -127,18 +134,6 @@ Result<std::string> Join(const List& items, const std::string& sep, const char* 
   return out;
 }
 
-std::string Case(std::string s, int mode) {  // 0 lower, 1 upper, 2 capitalize, 3 title
-  bool start = true;
-  for (size_t i = 0; i < s.size(); ++i) {
-    char& c = s[i];
-    const bool alpha = std::isalpha(static_cast<unsigned char>(c));
-    if (mode == 0 || (mode == 2 && i > 0) || (mode == 3 && !start)) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    else if (mode == 1 || (mode == 2 && i == 0) || (mode == 3 && start)) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    start = !alpha;
-  }
-  return s;
-}
-
 Result<int64_t> Length(const Value& v) {
   if (v.is_string()) {
     int64_t n = 0;  // code points, as Python's len()
@@ -151,9 +146,90 @@ Result<int64_t> Length(const Value& v) {
   return Err(fmt::format("length of a {} value", v.TypeName()));
 }
 
+// s without Python's surrounding whitespace and its single underscores between digits (an
+// underscore anywhere else: nullopt), as int() and float() read them.
+std::optional<std::string> PyNumberText(const std::string& s) {
+  const std::string t = Strip(s, "", true, true);
+  std::string out;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] != '_') {
+      out += t[i];
+      continue;
+    }
+    if (i == 0 || i + 1 == t.size() || !std::isalnum(static_cast<unsigned char>(t[i - 1])) ||
+        !std::isalnum(static_cast<unsigned char>(t[i + 1]))) {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+// Python's int(s, base) for base 0 (the prefix decides) or 2..36; nullopt where Python raises
+// (and past int64).
+std::optional<int64_t> PyInt(const std::string& s, int base) {
+  std::optional<std::string> t = PyNumberText(s);
+  if (!t || t->empty()) return std::nullopt;
+  size_t i = 0;
+  const bool negative = (*t)[0] == '-';
+  if ((*t)[0] == '+' || (*t)[0] == '-') ++i;
+  const auto prefixed = [&](char p) { return t->size() > i + 1 && (*t)[i] == '0' && std::tolower((*t)[i + 1]) == p; };
+  if ((base == 0 || base == 16) && prefixed('x')) base = 16, i += 2;
+  else if ((base == 0 || base == 8) && prefixed('o')) base = 8, i += 2;
+  else if ((base == 0 || base == 2) && prefixed('b')) base = 2, i += 2;
+  else if (base == 0) {
+    base = 10;
+    if (t->size() > i + 1 && (*t)[i] == '0' && t->find_first_not_of('0', i) != std::string::npos) return std::nullopt;  // '010'
+  }
+  if (i >= t->size()) return std::nullopt;
+  uint64_t mag = 0;
+  for (; i < t->size(); ++i) {
+    const char c = static_cast<char>(std::tolower(static_cast<unsigned char>((*t)[i])));
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'z' ? c - 'a' + 10 : 99;
+    if (d >= base) return std::nullopt;
+    if (mag > (std::numeric_limits<uint64_t>::max() - static_cast<uint64_t>(d)) / static_cast<uint64_t>(base)) return std::nullopt;
+    mag = mag * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
+  }
+  if (mag > (negative ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1)) return std::nullopt;
+  return negative ? static_cast<int64_t>(0 - mag) : static_cast<int64_t>(mag);
+}
+
+// Python's float(s): decimal and exponent forms, inf / infinity / nan in any case, signs,
+// surrounding whitespace, underscores between digits; nullopt where Python raises.
+std::optional<double> PyFloat(const std::string& s) {
+  std::optional<std::string> t = PyNumberText(s);
+  if (!t || t->empty()) return std::nullopt;
+  std::string body = *t;
+  double sign = 1.0;
+  if (body[0] == '+' || body[0] == '-') {
+    sign = body[0] == '-' ? -1.0 : 1.0;
+    body = body.substr(1);
+  }
+  std::string lower = body;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "inf" || lower == "infinity") return sign * std::numeric_limits<double>::infinity();
+  if (lower == "nan") return std::numeric_limits<double>::quiet_NaN();
+  // digits [. digits] [e [+-] digits], at least one digit before the exponent
+  size_t i = 0, digits = 0;
+  while (i < body.size() && std::isdigit(static_cast<unsigned char>(body[i]))) ++i, ++digits;
+  if (i < body.size() && body[i] == '.') {
+    ++i;
+    while (i < body.size() && std::isdigit(static_cast<unsigned char>(body[i]))) ++i, ++digits;
+  }
+  if (digits == 0) return std::nullopt;
+  if (i < body.size() && (body[i] == 'e' || body[i] == 'E')) {
+    ++i;
+    if (i < body.size() && (body[i] == '+' || body[i] == '-')) ++i;
+    const size_t e0 = i;
+    while (i < body.size() && std::isdigit(static_cast<unsigned char>(body[i]))) ++i;
+    if (i == e0) return std::nullopt;
+  }
+  if (i != body.size()) return std::nullopt;
+  return sign * std::strtod(body.c_str(), nullptr);
+}
+
 List Items(const Value& v) {
   List out;
-  for (const auto& [k, x] : v.as_dict().items) out.emplace_back(List{Value(k), x});
+  for (const auto& [k, x] : v.as_dict().items) out.push_back(Value::Tuple(List{Value(k), x}));
   return out;
 }
 
@@ -254,7 +330,7 @@ Value KeyOf(const Value& item, const Value& attribute, bool case_sensitive) {
   Value k = attribute.is_string() ? AttributeOf(item, attribute.as_string())
             : attribute.is_int()  ? AttributeOf(item, std::to_string(attribute.as_int()))
                                   : item;
-  return k.is_string() && !case_sensitive ? Value(Case(k.as_string(), 0)) : k;
+  return k.is_string() && !case_sensitive ? Value(ChangeCase(k.as_string(), CaseMode::kLower)) : k;
 }
 
 // Python's order among the keys: numbers (and bools, as 0 and 1) by value, strings by bytes
@@ -367,10 +443,10 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
     const Value& chars = Arg(args, kwargs, 0, "chars", none);
     return Value(Strip(v.Str(), chars.is_string() ? chars.as_string() : "", true, true));
   }
-  if (name == "upper") return Value(Case(v.Str(), 1));
-  if (name == "lower") return Value(Case(v.Str(), 0));
-  if (name == "capitalize") return Value(Case(v.Str(), 2));
-  if (name == "title") return Value(Case(v.Str(), 3));
+  if (name == "upper") return Value(ChangeCase(v.Str(), CaseMode::kUpper));
+  if (name == "lower") return Value(ChangeCase(v.Str(), CaseMode::kLower));
+  if (name == "capitalize") return Value(ChangeCase(v.Str(), CaseMode::kCapitalize));
+  if (name == "title") return Value(ChangeCase(v.Str(), CaseMode::kJinjaTitle));  // Jinja's own, not str.title
   if (name == "items") {
     if (!v.is_dict()) return Err(fmt::format("filter 'items' needs a dict, not a {}", v.TypeName()));
     return Value(Items(v));
@@ -411,29 +487,39 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
     return Value(std::move(r));
   }
   if (name == "int") {
+    // Jinja's int(default=0, base=10): a number truncated toward zero, a bool as 0 / 1, a string
+    // as Python's int(s, base) or else int(float(s)), anything else (or a failure) the default.
+    const Value def = Arg(args, kwargs, 0, "default", Value(int64_t{0}));
+    const Value base = Arg(args, kwargs, 1, "base", Value(int64_t{10}));
     if (v.kind() == Value::Kind::kInt) return v;
+    if (v.kind() == Value::Kind::kBool) return Value(int64_t{v.as_bool() ? 1 : 0});
     if (v.is_number()) {  // truncated toward zero; a float int64 cannot hold is an error, not a wrapped value
       const double d = std::trunc(v.as_double());
       if (!FitsInt64(d)) return Err(fmt::format("int(): {} is out of range", v.Str()));
       return Value(static_cast<int64_t>(d));
     }
     if (v.is_string()) {
-      try {
-        return Value(static_cast<int64_t>(std::stoll(v.as_string())));
-      } catch (...) {
-        return Value(int64_t{0});
+      if (!base.is_int() || (base.as_int() != 0 && (base.as_int() < 2 || base.as_int() > 36))) {
+        return Err("filter 'int': base must be 0 or 2..36");
+      }
+      if (std::optional<int64_t> i = PyInt(v.as_string(), static_cast<int>(base.as_int()))) return Value(*i);
+      if (std::optional<double> d = PyFloat(v.as_string()); d && std::isfinite(*d) && FitsInt64(std::trunc(*d))) {
+        return Value(static_cast<int64_t>(std::trunc(*d)));
       }
     }
-    return Value(int64_t{0});
+    return def;
   }
   if (name == "float") {
+    // Jinja's float(default=0.0): Python's float() of a number, bool or string, else the default.
+    const Value def = Arg(args, kwargs, 0, "default", Value(0.0));
+    if (v.kind() == Value::Kind::kBool) return Value(v.as_bool() ? 1.0 : 0.0);
     if (v.is_number()) return Value(v.as_double());
-    try {
-      return Value(std::stod(v.Str()));
-    } catch (...) {
-      return Value(0.0);
+    if (v.is_string()) {
+      if (std::optional<double> d = PyFloat(v.as_string())) return Value(*d);
     }
+    return def;
   }
+
   if (name == "abs") {
     if (v.kind() == Value::Kind::kInt) return Value(static_cast<int64_t>(std::llabs(v.as_int())));
     if (v.is_number()) return Value(std::fabs(v.as_double()));
@@ -514,6 +600,85 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
       if (name == "min" ? KeyLess(keys[i], keys[best]) : KeyLess(keys[best], keys[i])) best = i;
     }
     return items[best];
+  }
+  if (name == "escape" || name == "e") {
+    // markupsafe's escape: & < > " ' as entities.
+    std::string out;
+    for (char c : v.Str()) {
+      switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&#34;"; break;
+        case '\'': out += "&#39;"; break;
+        default: out += c;
+      }
+      if (out.size() > kMaxTextBytes) return Err(fmt::format("filter 'escape': the result passes {} bytes", kMaxTextBytes));
+    }
+    return Value(std::move(out));
+  }
+  if (name == "center") {
+    // Python's str.center(width): the extra space on the left when the margin and width are odd.
+    const Value w = Arg(args, kwargs, 0, "width", Value(int64_t{80}));
+    if (!w.is_int() || w.as_int() > kMaxFilterWidth) return Err(fmt::format("filter 'center': width must be an integer up to {}", kMaxFilterWidth));
+    const std::string s = v.Str();
+    int64_t n = 0;
+    for (unsigned char c : s) n += (c & 0xc0) != 0x80;
+    const int64_t margin = w.as_int() - n;
+    if (margin <= 0) return Value(s);
+    const int64_t left = margin / 2 + (margin & w.as_int() & 1);
+    return Value(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(margin - left), ' '));
+  }
+  if (name == "wordcount") {
+    // Jinja: the runs of word characters (\w: letters, digits, underscore; any non-ASCII byte here).
+    int64_t n = 0;
+    bool in = false;
+    for (unsigned char c : v.Str()) {
+      const bool w = std::isalnum(c) || c == '_' || c >= 0x80;
+      n += w && !in;
+      in = w;
+    }
+    return Value(n);
+  }
+  if (name == "batch" || name == "slice") {
+    // batch(size, fill_with=none): lists of `size` items, the last filled up to size when
+    // fill_with is given. slice(count, fill_with=none): `count` columns of consecutive items, the
+    // first len % count one longer, the others filled by one when fill_with is given (Jinja's).
+    if (!v.is_list() && !v.is_string()) return Err(fmt::format("filter '{}' of a {} value", name, v.TypeName()));
+    List seq;
+    if (v.is_list()) seq = v.as_list();
+    else for (unsigned char c : v.as_string()) seq.emplace_back(std::string(1, static_cast<char>(c)));
+    const Value count = Arg(args, kwargs, 0, name == "batch" ? "linecount" : "slices", none);
+    const Value fill = Arg(args, kwargs, 1, "fill_with", none);
+    if (!count.is_int() || count.as_int() < 1 || count.as_int() > static_cast<int64_t>(kMaxListItems)) {
+      return Err(fmt::format("filter '{}': the count must be an integer from 1", name));
+    }
+    const size_t k = static_cast<size_t>(count.as_int());
+    List out;
+    if (name == "batch") {
+      for (size_t i = 0; i < seq.size(); i += k) {
+        List part(seq.begin() + static_cast<std::ptrdiff_t>(i), seq.begin() + static_cast<std::ptrdiff_t>(std::min(seq.size(), i + k)));
+        while (!fill.is_none() && !fill.is_undefined() && part.size() < k) part.push_back(fill);
+        out.push_back(Value(std::move(part)));
+      }
+    } else {
+      const size_t per = seq.size() / k, extra = seq.size() % k;
+      size_t at = 0;
+      for (size_t i = 0; i < k; ++i) {
+        const size_t len = per + (i < extra ? 1 : 0);
+        List part(seq.begin() + static_cast<std::ptrdiff_t>(at), seq.begin() + static_cast<std::ptrdiff_t>(at + len));
+        at += len;
+        if (!fill.is_none() && !fill.is_undefined() && i >= extra) part.push_back(fill);
+        out.push_back(Value(std::move(part)));
+      }
+    }
+    return Value(std::move(out));
+  }
+  if (name == "format") {
+    // Jinja's format filter: value % args (a tuple), or % kwargs (a mapping) — not both.
+    if (!args.empty() && !kwargs.items.empty()) return Err("filter 'format': positional and keyword arguments at once");
+    GRAFT_ASSIGN_OR_RETURN(std::string text, PercentFormat(v.Str(), kwargs.items.empty() ? Value::Tuple(args) : Value(kwargs)));
+    return Value(std::move(text));
   }
   if (name == "dictsort") {
     // dictsort(case_sensitive=false, by='key', reverse=false): the (key, value) pairs in order.
@@ -605,8 +770,8 @@ Result<bool> ApplyTest(const std::string& name, const Value& v, const List& args
     if (args[0].as_int() == 0) return Err("test 'divisibleby': division by zero");
     return args[0].as_int() == -1 || v.as_int() % args[0].as_int() == 0;
   }
-  if (name == "lower") return v.is_string() && Case(v.as_string(), 0) == v.as_string();
-  if (name == "upper") return v.is_string() && Case(v.as_string(), 1) == v.as_string();
+  if (name == "lower") return Classify(v.Str(), "islower");  // Jinja: str(value).islower()
+  if (name == "upper") return Classify(v.Str(), "isupper");
   if (name == "in") {
     if (args.empty()) return Err("test 'in' needs an argument");
     const Value& c = args[0];
@@ -653,10 +818,11 @@ Result<Value> CallMethod(const Value& obj, const std::string& name, const List& 
       const Value& chars = Arg(args, kwargs, 0, "chars", none);
       return Value(Strip(s, chars.is_string() ? chars.as_string() : "", name != "rstrip", name != "lstrip"));
     }
-    if (name == "upper") return Value(Case(s, 1));
-    if (name == "lower") return Value(Case(s, 0));
-    if (name == "title") return Value(Case(s, 3));
-    if (name == "capitalize") return Value(Case(s, 2));
+    if (name == "upper") return Value(ChangeCase(s, CaseMode::kUpper));
+    if (name == "lower") return Value(ChangeCase(s, CaseMode::kLower));
+    if (name == "title") return Value(ChangeCase(s, CaseMode::kPyTitle));
+    if (name == "capitalize") return Value(ChangeCase(s, CaseMode::kCapitalize));
+    if (Classifies(name)) return Value(Classify(s, name));
     if (name == "replace") {
       if (args.size() < 2) return Err("replace() needs two arguments");
       if (args.size() > 2 && args[2].is_number() && !args[2].is_int()) return Err("replace(): count must be an integer");
@@ -675,11 +841,66 @@ Result<Value> CallMethod(const Value& obj, const std::string& name, const List& 
       for (size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size())) ++n;
       return Value(n);
     }
+    if (name == "format") {
+      GRAFT_ASSIGN_OR_RETURN(std::string out, StrFormat(s, args, kwargs));
+      return Value(std::move(out));
+    }
+    if (name == "rsplit") {
+      // Python's str.rsplit: split() from the right, at most maxsplit times.
+      const Value& sep = Arg(args, kwargs, 0, "sep", none);
+      if (sep.is_string() && sep.as_string().empty()) return Err("rsplit(): empty separator");
+      const Value& maxsplit = Arg(args, kwargs, 1, "maxsplit", Value(int64_t{-1}));
+      if (maxsplit.is_number() && !maxsplit.is_int()) return Err("rsplit(): maxsplit must be an integer");
+      const int64_t most = maxsplit.is_int() ? maxsplit.as_int() : -1;
+      if (most < 0) {
+        List all = SplitPy(s, sep, -1);
+        if (all.size() > kMaxListItems) return Err(fmt::format("rsplit(): more than {} parts", kMaxListItems));
+        return Value(std::move(all));
+      }
+      List tail;  // the last parts, split off from the right
+      size_t end = s.size();
+      if (sep.is_string()) {
+        const std::string& d = sep.as_string();
+        for (int64_t k = 0; k < most && end >= d.size(); ++k) {
+          const size_t at = s.rfind(d, end - d.size());
+          if (at == std::string::npos) break;
+          tail.push_back(Value(s.substr(at + d.size(), end - at - d.size())));
+          end = at;
+        }
+        tail.push_back(Value(s.substr(0, end)));
+      } else {  // runs of whitespace; the rest keeps its leading whitespace, as Python's
+        for (int64_t k = 0; k < most; ++k) {
+          while (end > 0 && IsPyWs(s[end - 1])) --end;
+          if (end == 0) break;
+          size_t b = end;
+          while (b > 0 && !IsPyWs(s[b - 1])) --b;
+          tail.push_back(Value(s.substr(b, end - b)));
+          end = b;
+        }
+        while (end > 0 && IsPyWs(s[end - 1])) --end;
+        if (end > 0) tail.push_back(Value(s.substr(0, end)));
+      }
+      return Value(List(tail.rbegin(), tail.rend()));
+    }
     if (name == "join") {
       const Value& items = Arg(args, kwargs, 0, "iterable", none);
       if (!items.is_list()) return Err("join() needs a list");
       GRAFT_ASSIGN_OR_RETURN(std::string out, Join(items.as_list(), s, "join()"));
       return Value(std::move(out));
+    }
+  }
+  if (obj.is_list()) {
+    if (name == "index" || name == "count") {
+      // Python's list.index (the first equal item's position; an error if none) and list.count.
+      if (args.empty()) return Err(fmt::format("{}() needs a value", name));
+      int64_t n = 0;
+      for (size_t i = 0; i < obj.as_list().size(); ++i) {
+        if (!Equal(obj.as_list()[i], args[0])) continue;
+        if (name == "index") return Value(static_cast<int64_t>(i));
+        ++n;
+      }
+      if (name == "index") return Err(fmt::format("index(): {} is not in the list", args[0].Repr()));
+      return Value(n);
     }
   }
   if (obj.is_dict()) {

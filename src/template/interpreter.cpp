@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "template/builtins.h"
+#include "template/format.h"
 
 namespace graft::jinja {
 namespace {
@@ -334,7 +335,7 @@ class Interpreter {
       if (obj.is_list()) l.push_back(obj.as_list()[i]);
       else s += obj.as_string()[i];
     }
-    return obj.is_list() ? Value(l) : Value(s);
+    return obj.is_tuple() ? Value::Tuple(std::move(l)) : obj.is_list() ? Value(std::move(l)) : Value(s);
   }
 
   Result<Value> Arith(const std::string& op, const Value& a, const Value& b, int line) {
@@ -350,13 +351,21 @@ class Interpreter {
     }
     if (op == "+") {
       if (a.is_list() && b.is_list()) {
+        if (a.is_tuple() != b.is_tuple()) {  // Python adds lists to lists and tuples to tuples only
+          return Err(line, fmt::format("unsupported operands for '+': {} and {}", a.TypeName(), b.TypeName()));
+        }
         if (a.as_list().size() + b.as_list().size() > kMaxListItems) {
           return Err(line, fmt::format("'+' would make a list of more than {} items", kMaxListItems));
         }
         List l = a.as_list();
         l.insert(l.end(), b.as_list().begin(), b.as_list().end());
-        return Value(l);
+        return a.is_tuple() ? Value::Tuple(std::move(l)) : Value(std::move(l));
       }
+    }
+    if (op == "%" && a.is_string()) {  // Python's printf-style formatting (format.h)
+      Result<std::string> r = PercentFormat(a.as_string(), b);
+      if (!r.ok()) return r.status().WithContext(fmt::format("line {}", line));
+      return Value(std::move(r).value());
     }
     if (op == "*" && (a.is_int() ? b.is_string() || b.is_list() : (a.is_string() || a.is_list()) && b.is_int())) {
       return Repeat(a.is_int() ? b : a, a.is_int() ? a.as_int() : b.as_int(), line);
@@ -392,7 +401,7 @@ class Interpreter {
   // and '+' are.
   Result<Value> Repeat(const Value& seq, int64_t n, int line) {
     const size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list().size();
-    if (n <= 0 || unit == 0) return seq.is_string() ? Value(std::string()) : Value(List{});
+    if (n <= 0 || unit == 0) return seq.is_string() ? Value(std::string()) : seq.is_tuple() ? Value::Tuple({}) : Value(List{});
     const size_t bound = seq.is_string() ? kMaxTextBytes : kMaxListItems;
     if (static_cast<uint64_t>(n) > bound / unit) {
       return Err(line, seq.is_string() ? fmt::format("'*' would make a string of more than {} bytes", kMaxTextBytes)
@@ -409,7 +418,7 @@ class Interpreter {
     List r;
     r.reserve(unit * static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) r.insert(r.end(), seq.as_list().begin(), seq.as_list().end());
-    return Value(std::move(r));
+    return seq.is_tuple() ? Value::Tuple(std::move(r)) : Value(std::move(r));
   }
 
   Result<bool> Compare(const std::string& op, const Value& a, const Value& b, int line) {
@@ -546,7 +555,7 @@ class Interpreter {
           GRAFT_ASSIGN_OR_RETURN(Value v, Eval(*a));
           l.push_back(std::move(v));
         }
-        return Value(l);
+        return e.tuple ? Value::Tuple(std::move(l)) : Value(std::move(l));
       }
       case Expr::Kind::kDict: {
         Dict d;

@@ -570,9 +570,15 @@ class Parser {
       return e;
     }
     if (AcceptOp("(")) {
-      GRAFT_ASSIGN_OR_RETURN(ExprPtr e, ParseExpr());
-      if (IsOp(",")) {  // a tuple: evaluate as a list
+      if (AcceptOp(")")) {  // the empty tuple
         auto l = Make(Expr::Kind::kList);
+        l->tuple = true;
+        return l;
+      }
+      GRAFT_ASSIGN_OR_RETURN(ExprPtr e, ParseExpr());
+      if (IsOp(",")) {  // a tuple: a list marked as one (value.h)
+        auto l = Make(Expr::Kind::kList);
+        l->tuple = true;
         l->args.push_back(std::move(e));
         while (AcceptOp(",")) {
           if (IsOp(")")) break;

@@ -120,19 +120,20 @@ void AppendRepr(const Value& v, std::string& out, std::vector<const void*>& open
     case K::kList:
     case K::kDict:
     case K::kNamespace: {
-      const bool list = v.kind() == K::kList;
+      const bool list = v.kind() == K::kList, tuple = v.is_tuple();
       const void* self = list ? static_cast<const void*>(&v.as_list()) : static_cast<const void*>(&v.as_dict());
       if (std::find(open.begin(), open.end(), self) != open.end()) {
-        out += list ? "[...]" : "{...}";
+        out += tuple ? "(...)" : list ? "[...]" : "{...}";
         return;
       }
       open.push_back(self);
-      out += list ? "[" : "{";
+      out += tuple ? "(" : list ? "[" : "{";
       if (list) {
         for (size_t i = 0; i < v.as_list().size() && out.size() <= kMaxTextBytes; ++i) {
           if (i) out += ", ";
           AppendRepr(v.as_list()[i], out, open);
         }
+        if (tuple) out += v.as_list().size() == 1 ? ",)" : ")";
       } else {
         bool first = true;
         for (const auto& [k, e] : v.as_dict().items) {
@@ -142,7 +143,7 @@ void AppendRepr(const Value& v, std::string& out, std::vector<const void*>& open
           first = false;
         }
       }
-      out += list ? "]" : "}";
+      if (!tuple) out += list ? "]" : "}";
       open.pop_back();
       return;
     }
@@ -169,6 +170,7 @@ bool EqualAt(const Value& a, const Value& b, int depth) {
     case K::kString: return a.as_string() == b.as_string();
     case K::kList: {
       const auto &x = a.as_list(), &y = b.as_list();
+      if (a.is_tuple() != b.is_tuple()) return false;  // Python: (1, 2) != [1, 2]
       if (&x == &y) return true;
       if (x.size() != y.size() || depth >= kMaxCompareDepth) return false;
       for (size_t i = 0; i < x.size(); ++i) if (!EqualAt(x[i], y[i], depth + 1)) return false;
@@ -280,7 +282,7 @@ const char* Value::TypeName() const {
     case Kind::kInt: return "int";
     case Kind::kFloat: return "float";
     case Kind::kString: return "string";
-    case Kind::kList: return "list";
+    case Kind::kList: return is_tuple() ? "tuple" : "list";
     case Kind::kDict: return "dict";
     case Kind::kNamespace: return "namespace";
     case Kind::kCallable: return "function";

@@ -1,8 +1,9 @@
 // Value: the dynamic values a chat template computes with (a Python/Jinja subset).
 //
 // Undefined, None, bool, int, float, string, list, dict (insertion-ordered), namespace
-// (a mutable dict) and callable (macros, raise_exception). Lists, dicts and namespaces are
-// shared by reference, as in Python. Conversions follow Python's rules where templates
+// (a mutable dict) and callable (macros, raise_exception). A tuple is a list marked as one (tuple
+// literals, a dict's items): it prints as Python's "(1, 2)" and never equals a list; everything
+// else treats it as a list. Lists, dicts and namespaces are shared by reference, as in Python. Conversions follow Python's rules where templates
 // observe them: truthiness, str() of numbers ("1.0", "True", "None"), == across int/float.
 #pragma once
 
@@ -52,6 +53,7 @@ class Value {
   Value(Dict d, bool is_namespace = false)                             // NOLINT
       : v_(std::make_shared<Dict>(std::move(d))), namespace_(is_namespace) {}
   Value(Callable c) : v_(std::make_shared<Callable>(std::move(c))) {}  // NOLINT
+  static Value Tuple(List l) { Value x(std::move(l)); x.tuple_ = true; return x; }
 
   static Value FromJson(const nlohmann::ordered_json& j);
 
@@ -62,6 +64,7 @@ class Value {
   bool is_number() const { return kind() == Kind::kInt || kind() == Kind::kFloat; }
   bool is_int() const { return kind() == Kind::kInt; }
   bool is_list() const { return kind() == Kind::kList; }
+  bool is_tuple() const { return tuple_ && kind() == Kind::kList; }
   bool is_dict() const { return kind() == Kind::kDict || kind() == Kind::kNamespace; }
 
   bool as_bool() const { return std::get<bool>(v_); }
@@ -86,6 +89,7 @@ class Value {
                std::shared_ptr<Dict>, std::shared_ptr<Callable>>
       v_;
   bool namespace_ = false;
+  bool tuple_ = false;
 };
 
 // json.dumps' options, as transformers' tojson filter passes them on: indent < 0 writes one line;

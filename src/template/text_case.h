@@ -1,0 +1,24 @@
+// Python's Unicode-aware string casing and classification, as templates call them (ICU).
+//
+// ChangeCase: str.lower / str.upper (full mappings: 'ß'.upper() is 'SS'), str.capitalize (the
+// first character title-cased, the rest lowered), str.title (a character after a cased one
+// lowered, any other title-cased: "they're" -> "They'Re") and Jinja's title filter (each word —
+// text after whitespace or one of - ( { [ < — with its first character upper-cased and the rest
+// lowered: "they're" -> "They're"). Malformed UTF-8 is passed through as it is.
+//
+// Classify: str.isalpha / isdigit / isdecimal / isnumeric / isalnum / isspace (every character,
+// and at least one) and isupper / islower / istitle (Python's definitions: the cased
+// characters). Returns false for a name it does not know; Classifies says which it knows.
+#pragma once
+
+#include <string>
+
+namespace graft::jinja {
+
+enum class CaseMode { kLower, kUpper, kCapitalize, kPyTitle, kJinjaTitle };
+std::string ChangeCase(const std::string& s, CaseMode mode);
+
+bool Classifies(const std::string& name);
+bool Classify(const std::string& s, const std::string& name);
+
+}  // namespace graft::jinja
