@@ -302,7 +302,8 @@ Result<List> Iterated(const Value& v, const std::string& what) {
 }
 
 // An item's `attribute` as Jinja's attribute= arguments read it: a dict key, dotted for nested
-// values ("function.name"), an integer part indexing a list; Undefined where one is missing.
+// values ("function.name"), an integer part indexing a list, a groupby pair's grouper / list;
+// Undefined where one is missing.
 Value AttributeOf(const Value& item, const std::string& attribute) {
   Value cur = item;
   for (size_t start = 0;;) {
@@ -316,6 +317,8 @@ Value AttributeOf(const Value& item, const std::string& attribute) {
       cur = f != nullptr ? *f : Value();
     } else if (cur.is_list() && index && std::stoul(part) < cur.as_list().size()) {
       cur = cur.as_list()[std::stoul(part)];
+    } else if (cur.is_group() && (part == "grouper" || part == "list")) {
+      cur = cur.as_list()[part == "grouper" ? 0 : 1];
     } else {
       cur = Value();
     }
@@ -673,6 +676,68 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
       }
     }
     return Value(std::move(out));
+  }
+  if (name == "groupby") {
+    // groupby(attribute, default=none, case_sensitive=false): the items sorted by the attribute
+    // (strings compared lower-cased unless case_sensitive; a missing one is `default`), runs of
+    // equal keys as (grouper, list) pairs, the grouper the run's first item's own value (Jinja's).
+    if (!v.is_list()) return Err(fmt::format("filter 'groupby' of a {} value", v.TypeName()));
+    const Value attribute = Arg(args, kwargs, 0, "attribute", none);
+    if (!attribute.is_string() && !attribute.is_int()) return Err("filter 'groupby' needs an attribute (a name or an index)");
+    const Value def = Arg(args, kwargs, 1, "default", none);
+    const bool case_sensitive = Arg(args, kwargs, 2, "case_sensitive", Value(false)).Truthy();
+    auto raw = [&](const Value& item) {
+      Value k = KeyOf(item, attribute, true);
+      return k.is_undefined() ? def : k;
+    };
+    auto key = [&](const Value& item) {
+      Value k = raw(item);
+      return k.is_string() && !case_sensitive ? Value(ChangeCase(k.as_string(), CaseMode::kLower)) : k;
+    };
+    List keys;
+    for (const auto& item : v.as_list()) keys.push_back(key(item));
+    GRAFT_ASSIGN_OR_RETURN(List sorted, Sorted(v.as_list(), keys, false, name));
+    List out;
+    for (size_t i = 0; i < sorted.size();) {
+      const Value k = key(sorted[i]);
+      List run;
+      size_t j = i;
+      for (; j < sorted.size() && Equal(key(sorted[j]), k); ++j) run.push_back(sorted[j]);
+      out.push_back(Value::Group(raw(sorted[i]), std::move(run)));
+      i = j;
+    }
+    return Value(std::move(out));
+  }
+  if (name == "truncate") {
+    // truncate(length=255, killwords=false, end='...', leeway=5): text within length + leeway
+    // code points as it is; else cut to length - len(end) code points — back to the last space
+    // unless killwords — and end appended (Jinja's).
+    const Value length = Arg(args, kwargs, 0, "length", Value(int64_t{255}));
+    const bool killwords = Arg(args, kwargs, 1, "killwords", Value(false)).Truthy();
+    const std::string end = Arg(args, kwargs, 2, "end", Value("...")).Str();
+    const Value leeway = Arg(args, kwargs, 3, "leeway", Value(int64_t{5}));
+    const std::string s = v.Str();
+    auto points = [](const std::string& t) {
+      int64_t n = 0;
+      for (unsigned char c : t) n += (c & 0xc0) != 0x80;
+      return n;
+    };
+    if (!length.is_int() || !leeway.is_int() || leeway.as_int() < 0 || length.as_int() < points(end)) {
+      return Err("filter 'truncate': length must be an integer at least as long as end, leeway an integer >= 0");
+    }
+    if (points(s) <= length.as_int() + leeway.as_int()) return Value(s);
+    // the first length - len(end) code points
+    const int64_t keep = length.as_int() - points(end);
+    size_t cut = 0;
+    for (int64_t seen = 0; cut < s.size(); ++cut) {
+      if ((static_cast<unsigned char>(s[cut]) & 0xc0) != 0x80 && seen++ == keep) break;
+    }
+    std::string head = s.substr(0, cut);
+    if (!killwords) {
+      const size_t space = head.rfind(' ');
+      if (space != std::string::npos) head = head.substr(0, space);
+    }
+    return Value(head + end);
   }
   if (name == "format") {
     // Jinja's format filter: value % args (a tuple), or % kwargs (a mapping) — not both.

@@ -451,6 +451,7 @@ class Interpreter {
           const Value* v = obj.as_dict().Find(e.name);
           return v ? *v : Value();
         }
+        if (obj.is_group() && (e.name == "grouper" || e.name == "list")) return obj.as_list()[e.name == "grouper" ? 0 : 1];
         if (int64_t i = 0; obj.is_list() && !e.name.empty() && std::isdigit(static_cast<unsigned char>(e.name[0])) &&
                            std::from_chars(e.name.data(), e.name.data() + e.name.size(), i).ec == std::errc()) {
           return Index(obj, Value(i), e.line);

@@ -53,7 +53,13 @@ class Value {
   Value(Dict d, bool is_namespace = false)                             // NOLINT
       : v_(std::make_shared<Dict>(std::move(d))), namespace_(is_namespace) {}
   Value(Callable c) : v_(std::make_shared<Callable>(std::move(c))) {}  // NOLINT
-  static Value Tuple(List l) { Value x(std::move(l)); x.tuple_ = true; return x; }
+  static Value Tuple(List l) { Value x(std::move(l)); x.tuple_ = kTuple; return x; }
+  // groupby's (grouper, list) pair: a tuple that also answers .grouper and .list.
+  static Value Group(Value grouper, List items) {
+    Value x(List{std::move(grouper), Value(std::move(items))});
+    x.tuple_ = kGroup;
+    return x;
+  }
 
   static Value FromJson(const nlohmann::ordered_json& j);
 
@@ -64,7 +70,8 @@ class Value {
   bool is_number() const { return kind() == Kind::kInt || kind() == Kind::kFloat; }
   bool is_int() const { return kind() == Kind::kInt; }
   bool is_list() const { return kind() == Kind::kList; }
-  bool is_tuple() const { return tuple_ && kind() == Kind::kList; }
+  bool is_tuple() const { return tuple_ != kNotTuple && kind() == Kind::kList; }
+  bool is_group() const { return tuple_ == kGroup && kind() == Kind::kList; }
   bool is_dict() const { return kind() == Kind::kDict || kind() == Kind::kNamespace; }
 
   bool as_bool() const { return std::get<bool>(v_); }
@@ -89,7 +96,7 @@ class Value {
                std::shared_ptr<Dict>, std::shared_ptr<Callable>>
       v_;
   bool namespace_ = false;
-  bool tuple_ = false;
+  enum : uint8_t { kNotTuple, kTuple, kGroup } tuple_ = kNotTuple;
 };
 
 // json.dumps' options, as transformers' tojson filter passes them on: indent < 0 writes one line;

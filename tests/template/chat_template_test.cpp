@@ -278,6 +278,22 @@ TEST(Jinja, IntAndFloatFiltersArePythons) {
   EXPECT_EQ(RenderText("{{ '1' | int(0, 1) }}"), "RENDER ERROR: line 1: filter 'int': base must be 0 or 2..36");
 }
 
+// groupby (sorted, runs of equal keys, each a (grouper, list) pair that also answers .grouper
+// and .list) and truncate as Jinja defines them (expected texts from jinja2 3.1.6).
+TEST(Jinja, GroupbyAndTruncateAreJinjas) {
+  EXPECT_EQ(RenderText("{% for g in messages | groupby('role') %}{{ g.grouper }}:{{ g.list | length }};{% endfor %}|"
+                       "{% for role, ms in messages | groupby('role') %}{{ role }}{{ ms | map(attribute='n') | list }}{% endfor %}",
+                       R"({"messages": [{"role": "user", "n": 1}, {"role": "Assistant", "n": 2}, {"role": "User", "n": 3}]})"),
+            "Assistant:1;user:2;|Assistant[2]user[1, 3]");
+  EXPECT_EQ(RenderText("{{ 'abcdefghijkl mno' | truncate(9) }}|{{ 'hello world foo' | truncate(11, true) }}|"
+                       "{{ 'ab cd ef gh ij' | truncate(6, leeway=0) }}"),
+            "abcdef...|hello world foo|ab...");
+  EXPECT_EQ(RenderText("{{ [{'a': 1}, {'a': 'x'}] | groupby('a') | list }}"),
+            "RENDER ERROR: line 1: filter 'groupby': cannot order int and string values");
+  EXPECT_EQ(RenderText("{{ 'abc' | truncate(2) }}"),
+            "RENDER ERROR: line 1: filter 'truncate': length must be an integer at least as long as end, leeway an integer >= 0");
+}
+
 // Every line of fixtures/templates/jinja2-cases.txt renders as Jinja2 renders it in transformers'
 // chat-template environment (scripts/make-jinja2-cases.py wrote the expected texts), or is refused
 // where Jinja2 refuses it.
