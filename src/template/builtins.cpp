@@ -895,9 +895,59 @@ Result<Value> CallMethod(const Value& obj, const std::string& name, const List& 
                              Replace(s, args[0].Str(), args[1].Str(), args.size() > 2 && args[2].is_int() ? args[2].as_int() : -1));
       return Value(std::move(r));
     }
-    if (name == "find") {
-      const size_t at = s.find(Arg(args, kwargs, 0, "sub", Value("")).Str());
-      return Value(at == std::string::npos ? int64_t{-1} : static_cast<int64_t>(at));
+    if (name == "find" || name == "rfind" || name == "index" || name == "rindex") {
+      // Python's positions count characters (code points), not bytes.
+      const std::string sub = Arg(args, kwargs, 0, "sub", Value("")).Str();
+      const size_t at = name == "find" || name == "index" ? s.find(sub) : s.rfind(sub);
+      if (at == std::string::npos) {
+        if (name == "index" || name == "rindex") return Err(fmt::format("{}(): substring not found", name));
+        return Value(int64_t{-1});
+      }
+      int64_t cp = 0;
+      for (size_t b = 0; b < at; ++b) cp += (static_cast<unsigned char>(s[b]) & 0xc0) != 0x80;
+      return Value(cp);
+    }
+    if (name == "partition" || name == "rpartition") {
+      // (head, sep, tail) around the first (last) sep; not found: (s, '', '') / ('', '', s).
+      const std::string sep = Arg(args, kwargs, 0, "sep", Value("")).Str();
+      if (sep.empty()) return Err(fmt::format("{}(): empty separator", name));
+      const size_t at = name == "partition" ? s.find(sep) : s.rfind(sep);
+      if (at == std::string::npos) {
+        return name == "partition" ? Value::Tuple({Value(s), Value(""), Value("")}) : Value::Tuple({Value(""), Value(""), Value(s)});
+      }
+      return Value::Tuple({Value(s.substr(0, at)), Value(sep), Value(s.substr(at + sep.size()))});
+    }
+    if (name == "removeprefix" || name == "removesuffix") {
+      const std::string a = Arg(args, kwargs, 0, name == "removeprefix" ? "prefix" : "suffix", Value("")).Str();
+      if (name == "removeprefix") return Value(s.rfind(a, 0) == 0 ? s.substr(a.size()) : s);
+      return Value(s.size() >= a.size() && s.compare(s.size() - a.size(), a.size(), a) == 0 ? s.substr(0, s.size() - a.size()) : s);
+    }
+    if (name == "swapcase") return Value(ChangeCase(s, CaseMode::kSwap));
+    if (name == "casefold") return Value(ChangeCase(s, CaseMode::kFold));
+    if (name == "ljust" || name == "rjust" || name == "center" || name == "zfill") {
+      // Widths in characters; fillchar one character (zfill: zeros after a sign).
+      const Value w = Arg(args, kwargs, 0, "width", none);
+      if (!w.is_int() || w.as_int() > kMaxFilterWidth) return Err(fmt::format("{}(): width must be an integer up to {}", name, kMaxFilterWidth));
+      const std::string fill = name == "zfill" ? "0" : Arg(args, kwargs, 1, "fillchar", Value(" ")).Str();
+      int64_t fill_n = 0, n = 0;
+      for (unsigned char c : fill) fill_n += (c & 0xc0) != 0x80;
+      for (unsigned char c : s) n += (c & 0xc0) != 0x80;
+      if (fill_n != 1) return Err(fmt::format("{}(): the fill character must be exactly one character long", name));
+      const int64_t margin = w.as_int() - n;
+      if (margin <= 0) return Value(s);
+      auto fills = [&](int64_t k) {
+        std::string r;
+        for (int64_t i = 0; i < k; ++i) r += fill;
+        return r;
+      };
+      if (name == "ljust") return Value(s + fills(margin));
+      if (name == "rjust") return Value(fills(margin) + s);
+      if (name == "zfill") {
+        const size_t sign = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
+        return Value(s.substr(0, sign) + fills(margin) + s.substr(sign));
+      }
+      const int64_t left = margin / 2 + (margin & w.as_int() & 1);
+      return Value(fills(left) + s + fills(margin - left));
     }
     if (name == "count") {
       const std::string sub = Arg(args, kwargs, 0, "sub", Value("")).Str();

@@ -725,6 +725,17 @@ class Parser {
       if (AcceptOp("=")) {
         s->kind = Stmt::Kind::kSet;
         GRAFT_ASSIGN_OR_RETURN(s->expr, ParseExpr());
+        if (IsOp(",")) {  // a bare tuple: {% set a, b = 1, 2 %}
+          auto l = Make(Expr::Kind::kList);
+          l->tuple = true;
+          l->args.push_back(std::move(s->expr));
+          while (AcceptOp(",")) {
+            if (Peek().kind == Tok::Kind::kEnd) break;  // a trailing comma: (1, 2,)
+            GRAFT_ASSIGN_OR_RETURN(ExprPtr x, ParseExpr());
+            l->args.push_back(std::move(x));
+          }
+          s->expr = std::move(l);
+        }
         GRAFT_RETURN_IF_ERROR(EndTag());
         return s;
       }

@@ -67,6 +67,7 @@ std::string ChangeCase(const std::string& s, CaseMode mode) {
   switch (mode) {
     case CaseMode::kLower: return Lower(s);
     case CaseMode::kUpper: return Upper(s);
+    case CaseMode::kFold: return Ascii(s) ? Lower(s) : Narrow(Wide(s).foldCase(U_FOLD_CASE_DEFAULT));
     default: break;
   }
   std::string out;
@@ -80,6 +81,7 @@ std::string ChangeCase(const std::string& s, CaseMode mode) {
     switch (mode) {
       case CaseMode::kCapitalize: out += first ? Title1(ch) : Lower(ch); break;
       case CaseMode::kPyTitle: out += prev_cased ? Lower(ch) : Title1(ch); break;
+      case CaseMode::kSwap: out += u_isULowercase(c) ? Upper(ch) : u_isUUppercase(c) ? Lower(ch) : ch; break;
       default: {  // kJinjaTitle
         const bool sep = PySpace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
         out += sep ? ch : word_start ? Upper(ch) : Lower(ch);

@@ -4,7 +4,8 @@
 // first character title-cased, the rest lowered), str.title (a character after a cased one
 // lowered, any other title-cased: "they're" -> "They'Re") and Jinja's title filter (each word —
 // text after whitespace or one of - ( { [ < — with its first character upper-cased and the rest
-// lowered: "they're" -> "They're"). Malformed UTF-8 is passed through as it is.
+// lowered: "they're" -> "They're"), str.swapcase and str.casefold. Malformed UTF-8 is passed
+// through as it is.
 //
 // Classify: str.isalpha / isdigit / isdecimal / isnumeric / isalnum / isspace (every character,
 // and at least one) and isupper / islower / istitle (Python's definitions: the cased
@@ -15,7 +16,7 @@
 
 namespace graft::jinja {
 
-enum class CaseMode { kLower, kUpper, kCapitalize, kPyTitle, kJinjaTitle };
+enum class CaseMode { kLower, kUpper, kCapitalize, kPyTitle, kJinjaTitle, kSwap, kFold };
 std::string ChangeCase(const std::string& s, CaseMode mode);
 
 bool Classifies(const std::string& name);
