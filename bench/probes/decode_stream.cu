@@ -23,6 +23,8 @@
 //   persist-pre   the same, each block's first kDepth loads of the next projection issued
 //                 before the barrier (weights do not depend on the step's data)
 //   stream        one grid, no barriers: the step's bytes as one stream (the ceiling)
+//   fused-4       kernels-4 with each recurrence (--serial-us) inside the launch of the
+//                 projection after it: its blocks stream that projection's weights meanwhile
 // The weights are int4 with bf16 group-128 scales (--format int4), e4m3 with 128 x 128 fp32 block
 // scales (fp8) or bf16; the head is bf16 in each. With --smalls S (default 0), S small dependent
 // ops sit between two projections, as a step's norms and slice sums do: in `kernels` each is a
@@ -134,6 +136,25 @@ template <int kD>
 __global__ void __launch_bounds__(kThreads) ProjKernel(Proj pr, unsigned* sink) {
   uint4 regs[kD];
   const Share s = ShareOf(pr, blockIdx.x, gridDim.x);
+  Issue<kD>(pr, s, regs);
+  Wait();
+  Release();
+  Keep(Drain<kD>(pr, s, regs), sink);
+}
+
+// A recurrence fused with the projection after it: blocks below kSerialBlocks run the serial op,
+// the others stream the projection's weights meanwhile (a fused GDN-out / o whose K is split by
+// head would consume each head's slice as its head finishes; here nothing is consumed).
+template <int kD>
+__global__ void __launch_bounds__(kThreads) FusedKernel(Proj pr, int64_t ns, unsigned* sink) {
+  if (blockIdx.x < kSerialBlocks) {
+    Wait();
+    Release();
+    SerialOp(ns);
+    return;
+  }
+  uint4 regs[kD];
+  const Share s = ShareOf(pr, blockIdx.x - kSerialBlocks, gridDim.x - kSerialBlocks);
   Issue<kD>(pr, s, regs);
   Wait();
   Release();
@@ -324,8 +345,9 @@ int main(int argc, char** argv) {
     std::printf("%-12s %10.3f %10.2f %9.1f%%\n", name, t, total / (t * 1e9), 100.0 * floor_ms / t);
   };
 
-  // One kernel a projection at per_block blocks a multiprocessor, captured once and replayed.
-  auto kernels = [&](const char* name, auto kernel, int per_block) {
+  // One kernel a projection at per_block blocks a multiprocessor, captured once and replayed;
+  // fused: each recurrence inside the launch of the projection after it.
+  auto kernels = [&](const char* name, auto kernel, int per_block, bool fused = false) {
     cudaGraph_t g;
     CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     cudaLaunchAttribute attr{};
@@ -337,12 +359,17 @@ int main(int argc, char** argv) {
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
     for (size_t i = 0; i < projs.size(); ++i) {
-      if (serial_before[i]) {
-        cfg.gridDim = dim3(kSerialBlocks);
-        CHECK(cudaLaunchKernelEx(&cfg, SerialKernel, serial_ns));
+      if (serial_before[i] && fused) {
+        cfg.gridDim = dim3(sms * per_block + kSerialBlocks);
+        CHECK(cudaLaunchKernelEx(&cfg, FusedKernel<kDepth>, projs[i], serial_ns, sink));
+      } else {
+        if (serial_before[i]) {
+          cfg.gridDim = dim3(kSerialBlocks);
+          CHECK(cudaLaunchKernelEx(&cfg, SerialKernel, serial_ns));
+        }
+        cfg.gridDim = dim3(sms * per_block);
+        CHECK(cudaLaunchKernelEx(&cfg, kernel, projs[i], sink));
       }
-      cfg.gridDim = dim3(sms * per_block);
-      CHECK(cudaLaunchKernelEx(&cfg, kernel, projs[i], sink));
       for (int s = 0; s < smalls && i + 1 < projs.size(); ++s) {
         cfg.gridDim = dim3(1);
         CHECK(cudaLaunchKernelEx(&cfg, SmallKernel, static_cast<const float*>(row), out + s));
@@ -358,6 +385,7 @@ int main(int argc, char** argv) {
   kernels("kernels-4", ProjKernel<kDepth>, 4);
   kernels("kernels-2", ProjKernel<2 * kDepth>, 2);
   kernels("kernels-1", ProjKernel<4 * kDepth>, 1);
+  if (serial_us > 0) kernels("fused-4", ProjKernel<kDepth>, 4, true);
   const int count = static_cast<int>(projs.size()), blocks = sms * 4;
   auto persistent = [&](Mode mode) {
     CHECK(cudaMemsetAsync(ctr, 0, 4, st));
