@@ -53,7 +53,7 @@ struct Stmt;
 using Body = std::vector<std::unique_ptr<Stmt>>;
 
 struct Stmt {
-  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kBreak, kContinue, kGeneration, kFilterBlock };
+  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kBreak, kContinue, kGeneration, kFilterBlock, kWith };
   Kind kind;
   int line = 0;
   std::string text;                          // kText
@@ -62,10 +62,10 @@ struct Stmt {
   std::vector<std::string> targets;          // kFor loop variables, kSet names ("ns.attr" form in attr_of)
   std::string attr_of;                       // kSet: "ns" in "set ns.x = ..."
   ExprPtr filter;                            // kFor: "for x in y if cond"
-  Body body, else_body;                      // kFor / kMacro / kSetBlock / kGeneration / kFilterBlock
+  Body body, else_body;                      // kFor / kMacro / kSetBlock / kGeneration / kFilterBlock / kWith
   std::vector<ExprPtr> filters;              // kFilterBlock: its filters in order (kFilter, no operand)
   std::string name;                          // kMacro name
-  std::vector<std::pair<std::string, ExprPtr>> params;  // kMacro (name, default or null)
+  std::vector<std::pair<std::string, ExprPtr>> params;  // kMacro (name, default or null); kWith (name, value)
 };
 
 struct Template {

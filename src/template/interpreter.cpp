@@ -127,6 +127,19 @@ class Interpreter {
         }
         return Emit(v, s.line, out);
       }
+      case Stmt::Kind::kWith: {
+        // The values are computed in the enclosing scope (Jinja's: {% with a = 1, b = a %} reads
+        // the outer a), then bound in a scope of the body's own.
+        Dict scope;
+        for (const auto& [name, e] : s.params) {
+          GRAFT_ASSIGN_OR_RETURN(Value v, Eval(*e));
+          scope.Set(name, std::move(v));
+        }
+        frames_.push_back(std::move(scope));
+        const Status st = Exec(s.body, out, flow);
+        frames_.pop_back();
+        return st;
+      }
     }
     return Status::Ok();
   }
@@ -430,6 +443,28 @@ class Interpreter {
     return seq.is_tuple() ? Value::Tuple(std::move(r)) : Value(std::move(r));
   }
 
+  // Python's ordering: numbers (bools as 0 / 1) by value, strings by code point, lists with
+  // lists and tuples with tuples item by item (the first unequal pair decides, then the
+  // length); nullopt where Python raises TypeError.
+  static std::optional<int> Order(const Value& a, const Value& b, int depth) {
+    const auto num = [](const Value& v) { return v.kind() == Value::Kind::kBool ? (v.as_bool() ? 1.0 : 0.0) : v.as_double(); };
+    const auto numeric = [](const Value& v) { return v.is_number() || v.kind() == Value::Kind::kBool; };
+    if (numeric(a) && numeric(b)) return num(a) < num(b) ? -1 : num(a) > num(b) ? 1 : 0;
+    if (a.is_string() && b.is_string()) {
+      const int c = a.as_string().compare(b.as_string());
+      return c < 0 ? -1 : c > 0 ? 1 : 0;
+    }
+    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && depth < kMaxCompareDepth) {
+      const List &x = a.as_list(), &y = b.as_list();
+      for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+        if (Equal(x[i], y[i])) continue;
+        return Order(x[i], y[i], depth + 1);
+      }
+      return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
+    }
+    return std::nullopt;
+  }
+
   Result<bool> Compare(const std::string& op, const Value& a, const Value& b, int line) {
     if (op == "==") return Equal(a, b);
     if (op == "!=") return !Equal(a, b);
@@ -440,10 +475,9 @@ class Interpreter {
       }
       return op == "in" ? in : !in;
     }
-    int c;
-    if (a.is_number() && b.is_number()) c = a.as_double() < b.as_double() ? -1 : a.as_double() > b.as_double() ? 1 : 0;
-    else if (a.is_string() && b.is_string()) c = a.as_string().compare(b.as_string());
-    else return Err(line, fmt::format("cannot compare {} and {} with '{}'", a.TypeName(), b.TypeName(), op));
+    const std::optional<int> order = Order(a, b, 0);
+    if (!order) return Err(line, fmt::format("cannot compare {} and {} with '{}'", a.TypeName(), b.TypeName(), op));
+    const int c = *order;
     if (op == "<") return c < 0;
     if (op == ">") return c > 0;
     if (op == "<=") return c <= 0;

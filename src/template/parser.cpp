@@ -40,6 +40,35 @@ class LineCounter {
   int line_ = 1;
 };
 
+// Whether a block tag's inner source (its '-' / '+' markers removed) is `raw`.
+bool IsRawTag(const std::string& body) {
+  size_t b = 0, e = body.size();
+  while (b < e && IsWs(body[b])) ++b;
+  while (e > b && IsWs(body[e - 1])) --e;
+  return body.compare(b, e - b, "raw") == 0;
+}
+
+// The first {% endraw %} at or after `from` (with '-' / '+' markers and spaces inside): where its
+// "{%" and its "%}" start, and whether it strips on either side.
+bool FindEndRaw(const std::string& src, size_t from, size_t& open, size_t& close, bool& strip_left, bool& strip_right) {
+  for (size_t at = src.find("{%", from); at != std::string::npos; at = src.find("{%", at + 2)) {
+    size_t i = at + 2;
+    strip_left = i < src.size() && src[i] == '-';
+    if (i < src.size() && (src[i] == '-' || src[i] == '+')) ++i;
+    while (i < src.size() && IsWs(src[i])) ++i;
+    if (src.compare(i, 6, "endraw") != 0) continue;
+    i += 6;
+    while (i < src.size() && IsWs(src[i])) ++i;
+    strip_right = i < src.size() && src[i] == '-';
+    if (strip_right) ++i;
+    if (src.compare(i, 2, "%}") != 0) continue;
+    open = at;
+    close = i;
+    return true;
+  }
+  return false;
+}
+
 Result<std::vector<Chunk>> SplitChunks(const std::string& src) {
   std::vector<Chunk> out;
   LineCounter lines(src);
@@ -116,6 +145,37 @@ Result<std::vector<Chunk>> SplitChunks(const std::string& src) {
     }
     if (!text.empty()) out.push_back({Chunk::Kind::kText, text, lines.At(pos)});
     const int line = lines.At(open);
+    if (kind == '%' && IsRawTag(body)) {
+      // {% raw %} ... {% endraw %}: the text between is output as it stands (no trim_blocks after
+      // the raw tag, as Jinja's lexer; '-' on either inner side strips, lstrip_blocks applies
+      // before the endraw tag).
+      size_t e_open = 0, e_end = 0;
+      bool e_strip_left = false, e_strip_right = false;
+      if (!FindEndRaw(src, end + 2, e_open, e_end, e_strip_left, e_strip_right)) {
+        return InvalidArgument(fmt::format("line {}: '{{% raw %}}' is never closed by '{{% endraw %}}'", line));
+      }
+      std::string raw = src.substr(end + 2, e_open - (end + 2));
+      if (strip_right) {
+        size_t k = 0;
+        while (k < raw.size() && IsWs(raw[k])) ++k;
+        raw.erase(0, k);
+      }
+      if (e_strip_left) {
+        size_t k = raw.size();
+        while (k > 0 && IsWs(raw[k - 1])) --k;
+        raw.resize(k);
+      } else if (e_open > 0 && src[e_open + 2] != '+') {
+        size_t k = 0;
+        while (k < raw.size() && IsSpaceTab(raw[raw.size() - 1 - k])) ++k;
+        const size_t ws_start = e_open - k;
+        if (ws_start == 0 || src[ws_start - 1] == '\n') raw.resize(raw.size() - k);
+      }
+      if (!raw.empty()) out.push_back({Chunk::Kind::kText, raw, lines.At(end + 2)});
+      strip_next = e_strip_right;
+      trim_next_newline = !e_strip_right;
+      pos = e_end + 2;
+      continue;
+    }
     if (kind == '{') out.push_back({Chunk::Kind::kOutput, body, line});
     else if (kind == '%') out.push_back({Chunk::Kind::kBlock, body, line});
     strip_next = strip_right;
@@ -790,6 +850,21 @@ class Parser {
       GRAFT_RETURN_IF_ERROR(EndTag());
       std::string end;
       GRAFT_RETURN_IF_ERROR(ParseBody(s->body, {"endfilter"}, &end));
+      GRAFT_RETURN_IF_ERROR(EndTag());
+      return s;
+    }
+    if (kw == "with") {  // {% with a = 1, b = x %}body{% endwith %}: names scoped to the body
+      s->kind = Stmt::Kind::kWith;
+      while (Peek().kind != Tok::Kind::kEnd) {
+        GRAFT_ASSIGN_OR_RETURN(std::string name, ExpectName());
+        GRAFT_RETURN_IF_ERROR(ExpectOp("="));
+        GRAFT_ASSIGN_OR_RETURN(ExprPtr value, ParseExpr());
+        s->params.emplace_back(name, std::move(value));
+        if (!AcceptOp(",")) break;
+      }
+      GRAFT_RETURN_IF_ERROR(EndTag());
+      std::string end;
+      GRAFT_RETURN_IF_ERROR(ParseBody(s->body, {"endwith"}, &end));
       GRAFT_RETURN_IF_ERROR(EndTag());
       return s;
     }

@@ -309,6 +309,20 @@ TEST(Jinja, SetTuplesLoopChangedAndStrMethodsArePythons) {
             "RENDER ERROR: line 1: ljust(): the fill character must be exactly one character long");
 }
 
+// {% raw %}, {% with %} and Python's ordering of lists and tuples (expected texts from
+// jinja2 3.1.6 with transformers' trim_blocks / lstrip_blocks).
+TEST(Jinja, RawWithAndSequenceOrderAreJinjas) {
+  EXPECT_EQ(RenderText("a\n  {% raw %}\n{{ x }}{% if %}\n  {% endraw %}\nb|{% raw -%}  {{ y }}  {%- endraw %}|"),
+            "a\n\n{{ x }}{% if %}\nb|{{ y }}|");
+  EXPECT_EQ(RenderText("{% set a = 5 %}{% with a = 1, b = a %}{{ a }}{{ b }}{% endwith %}{{ a }}|"
+                       "{% with %}{% set q = 2 %}{{ q }}{% endwith %}[{{ q }}]"),
+            "155|2[]");
+  EXPECT_EQ(RenderText("{{ [1, 2] < [1, 3] }}|{{ (1, 2) < (1, 3) }}|{{ [1] < [1, 0] }}|{{ true < 2 }}"), "True|True|True|True");
+  EXPECT_EQ(RenderText("{{ [1] < (1,) }}"), "RENDER ERROR: line 1: cannot compare list and tuple with '<'");
+  EXPECT_EQ(RenderText("{{ [1, 'a'] < [1, 2] }}"), "RENDER ERROR: line 1: cannot compare list and list with '<'");
+  EXPECT_EQ(RenderText("x\n{% raw %}never closed"), "PARSE ERROR: line 2: '{% raw %}' is never closed by '{% endraw %}'");
+}
+
 // Every line of fixtures/templates/jinja2-cases.txt renders as Jinja2 renders it in transformers'
 // chat-template environment (scripts/make-jinja2-cases.py wrote the expected texts), or is refused
 // where Jinja2 refuses it.
