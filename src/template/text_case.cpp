@@ -6,7 +6,8 @@
 #include <unicode/utf8.h>
 
 #include <cctype>
-#include <functional>
+#include <string_view>
+#include <unordered_map>
 
 namespace graft::jinja {
 namespace {
@@ -23,14 +24,15 @@ std::string Narrow(const icu::UnicodeString& u) {
 
 // Calls f(code point, its UTF-8 bytes) for each character of s; a malformed byte is its own
 // "character" with code point -1.
-void EachChar(const std::string& s, const std::function<void(UChar32, const std::string&)>& f) {
+template <typename F>
+void EachChar(const std::string& s, F&& f) {
   const auto* p = reinterpret_cast<const uint8_t*>(s.data());
   const int32_t n = static_cast<int32_t>(s.size());
   for (int32_t i = 0; i < n;) {
     const int32_t start = i;
     UChar32 c;
     U8_NEXT(p, i, n, c);
-    f(c, s.substr(static_cast<size_t>(start), static_cast<size_t>(i - start)));
+    f(c, std::string_view(s.data() + start, static_cast<size_t>(i - start)));
   }
 }
 
@@ -50,10 +52,50 @@ std::string Upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
 }
-// One character title-cased (full mapping: 'ß' -> 'Ss').
-std::string Title1(const std::string& ch) {
-  if (Ascii(ch)) return Upper(ch);
-  return Narrow(Wide(ch).toTitle(nullptr, icu::Locale::getRoot(), U_TITLECASE_NO_LOWERCASE | U_TITLECASE_NO_BREAK_ADJUSTMENT));
+// One character mapped: the simple mapping (one code point, no allocation) unless the character
+// changes under the mapping yet has no simple one — its full mapping expands ('ß' upper-cases
+// to "SS") — then ICU's full mapping of the character. A string of millions of characters cased
+// one by one stays linear and cheap.
+enum class One { kLower, kUpper, kTitle };
+// ICU's full mappings looked up once a call (a string of one special character repeated
+// millions of times asks ICU once).
+using FullCache = std::unordered_map<uint64_t, std::string>;
+void MapOne(UChar32 c, std::string_view ch, One how, FullCache& cache, std::string& out) {
+  if (c < 0x80) {
+    out += static_cast<char>(how == One::kLower ? std::tolower(c) : std::toupper(c));
+    return;
+  }
+  const UChar32 simple = how == One::kLower ? u_tolower(c) : how == One::kUpper ? u_toupper(c) : u_totitle(c);
+  const UProperty changes = how == One::kLower   ? UCHAR_CHANGES_WHEN_LOWERCASED
+                            : how == One::kUpper ? UCHAR_CHANGES_WHEN_UPPERCASED
+                                                 : UCHAR_CHANGES_WHEN_TITLECASED;
+  // The characters with full mappings of their own (Unicode's SpecialCasing: ß, İ, ŉ, ǰ, the
+  // Greek with ypogegrammeni or dialytika, Armenian ligatures, the Latin ligatures) go to ICU.
+  const bool special = c == 0xDF || c == 0x130 || c == 0x149 || c == 0x1F0 || c == 0x390 || c == 0x3B0 || c == 0x587 ||
+                       (c >= 0x1E96 && c <= 0x1E9E) || (c >= 0x1F00 && c <= 0x1FFF) || (c >= 0xFB00 && c <= 0xFB17);
+  if (!special && (simple != c || !u_hasBinaryProperty(c, changes))) {
+    if (simple == c) {
+      out += ch;
+    } else {
+      uint8_t buf[4];
+      int32_t k = 0;
+      U8_APPEND_UNSAFE(buf, k, simple);  // a mapping's result is a valid code point: 4 bytes at most
+      out.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(k));
+    }
+    return;
+  }
+  const uint64_t key = static_cast<uint64_t>(c) << 2 | static_cast<uint64_t>(how);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    const std::string one(ch);
+    std::string full = how == One::kLower ? Narrow(Wide(one).toLower(icu::Locale::getRoot()))
+                       : how == One::kUpper
+                           ? Narrow(Wide(one).toUpper(icu::Locale::getRoot()))
+                           : Narrow(Wide(one).toTitle(nullptr, icu::Locale::getRoot(),
+                                                      U_TITLECASE_NO_LOWERCASE | U_TITLECASE_NO_BREAK_ADJUSTMENT));
+    it = cache.emplace(key, std::move(full)).first;
+  }
+  out += it->second;
 }
 
 bool Cased(UChar32 c) { return c >= 0 && u_hasBinaryProperty(c, UCHAR_CASED); }
@@ -71,26 +113,33 @@ std::string ChangeCase(const std::string& s, CaseMode mode) {
     default: break;
   }
   std::string out;
+  out.reserve(s.size());
+  FullCache cache;
   bool first = true, prev_cased = false, word_start = true;
-  EachChar(s, [&](UChar32 c, const std::string& ch) {
+  EachChar(s, [&](UChar32 c, std::string_view ch) {
     if (c < 0) {
       out += ch;
       first = false, prev_cased = false, word_start = false;
       return;
     }
     switch (mode) {
-      case CaseMode::kCapitalize: out += first ? Title1(ch) : Lower(ch); break;
-      case CaseMode::kPyTitle: out += prev_cased ? Lower(ch) : Title1(ch); break;
-      case CaseMode::kSwap: out += u_isULowercase(c) ? Upper(ch) : u_isUUppercase(c) ? Lower(ch) : ch; break;
+      case CaseMode::kCapitalize: MapOne(c, ch, first ? One::kTitle : One::kLower, cache, out); break;
+      case CaseMode::kPyTitle: MapOne(c, ch, prev_cased ? One::kLower : One::kTitle, cache, out); break;
+      case CaseMode::kSwap:
+        if (c < 0x80 ? std::islower(c) != 0 : u_isULowercase(c)) MapOne(c, ch, One::kUpper, cache, out);
+        else if (c < 0x80 ? std::isupper(c) != 0 : u_isUUppercase(c)) MapOne(c, ch, One::kLower, cache, out);
+        else out += ch;
+        break;
       default: {  // kJinjaTitle
         const bool sep = PySpace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
-        out += sep ? ch : word_start ? Upper(ch) : Lower(ch);
+        if (sep) out += ch;
+        else MapOne(c, ch, word_start ? One::kUpper : One::kLower, cache, out);
         word_start = sep;
         break;
       }
     }
     first = false;
-    prev_cased = Cased(c);
+    prev_cased = c < 0x80 ? std::isalpha(c) != 0 : Cased(c);
   });
   return out;
 }
@@ -110,7 +159,7 @@ bool Classify(const std::string& s, const std::string& name) {
     // Python: at least one cased character; isupper / islower: none of the other case;
     // istitle: upper- or title-case characters only after uncased ones, lower-case only after cased.
     bool any = false, ok = true, prev_cased = false;
-    EachChar(s, [&](UChar32 c, const std::string&) {
+    EachChar(s, [&](UChar32 c, std::string_view) {
       if (c < 0) {
         prev_cased = false;
         return;
@@ -136,7 +185,7 @@ bool Classify(const std::string& s, const std::string& name) {
   }
   if (!Classifies(name) || s.empty()) return false;
   bool ok = true;
-  EachChar(s, [&](UChar32 c, const std::string&) {
+  EachChar(s, [&](UChar32 c, std::string_view) {
     if (c < 0) {
       ok = false;
       return;
