@@ -134,12 +134,34 @@ Result<std::string> Join(const List& items, const std::string& sep, const char* 
   return out;
 }
 
-Result<int64_t> Length(const Value& v) {
-  if (v.is_string()) {
-    int64_t n = 0;  // code points, as Python's len()
-    for (unsigned char c : v.as_string()) n += (c & 0xc0) != 0x80;
-    return n;
+// Python's str.ljust / rjust / center / zfill (`how`) to `width` characters with the one-character
+// `fill` (zfill: zeros after a sign; center: the extra one on the left when the margin and width
+// are odd); errors name `what`.
+Result<std::string> Justify(const std::string& s, const Value& width, const std::string& fill, const std::string& how,
+                            const std::string& what) {
+  if (!width.is_int() || width.as_int() > kMaxFilterWidth) {
+    return Err(fmt::format("{}: width must be an integer up to {}", what, kMaxFilterWidth));
   }
+  if (CodePoints(fill) != 1) return Err(fmt::format("{}: the fill character must be exactly one character long", what));
+  const int64_t margin = width.as_int() - static_cast<int64_t>(CodePoints(s));
+  if (margin <= 0) return s;
+  auto fills = [&](int64_t k) {
+    std::string r;
+    for (int64_t i = 0; i < k; ++i) r += fill;
+    return r;
+  };
+  if (how == "ljust") return s + fills(margin);
+  if (how == "rjust") return fills(margin) + s;
+  if (how == "zfill") {
+    const size_t sign = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
+    return s.substr(0, sign) + fills(margin) + s.substr(sign);
+  }
+  const int64_t left = margin / 2 + (margin & width.as_int() & 1);
+  return fills(left) + s + fills(margin - left);
+}
+
+Result<int64_t> Length(const Value& v) {
+  if (v.is_string()) return static_cast<int64_t>(CodePoints(v.as_string()));  // as Python's len()
   if (v.is_list()) return static_cast<int64_t>(v.as_list().size());
   if (v.is_dict()) return static_cast<int64_t>(v.as_dict().items.size());
   if (v.is_undefined()) return int64_t{0};
@@ -621,16 +643,9 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
     return Value(std::move(out));
   }
   if (name == "center") {
-    // Python's str.center(width): the extra space on the left when the margin and width are odd.
-    const Value w = Arg(args, kwargs, 0, "width", Value(int64_t{80}));
-    if (!w.is_int() || w.as_int() > kMaxFilterWidth) return Err(fmt::format("filter 'center': width must be an integer up to {}", kMaxFilterWidth));
-    const std::string s = v.Str();
-    int64_t n = 0;
-    for (unsigned char c : s) n += (c & 0xc0) != 0x80;
-    const int64_t margin = w.as_int() - n;
-    if (margin <= 0) return Value(s);
-    const int64_t left = margin / 2 + (margin & w.as_int() & 1);
-    return Value(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(margin - left), ' '));
+    GRAFT_ASSIGN_OR_RETURN(std::string out, Justify(v.Str(), Arg(args, kwargs, 0, "width", Value(int64_t{80})), " ", name,
+                                                    "filter 'center'"));
+    return Value(std::move(out));
   }
   if (name == "wordcount") {
     // Jinja: the runs of word characters (\w: letters, digits, underscore; any non-ASCII byte here).
@@ -694,16 +709,22 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
       Value k = raw(item);
       return k.is_string() && !case_sensitive ? Value(ChangeCase(k.as_string(), CaseMode::kLower)) : k;
     };
-    List keys;
-    for (const auto& item : v.as_list()) keys.push_back(key(item));
-    GRAFT_ASSIGN_OR_RETURN(List sorted, Sorted(v.as_list(), keys, false, name));
+    // Sort the positions by key, so that each item's key is computed once.
+    List keys, positions;
+    for (size_t i = 0; i < v.as_list().size(); ++i) {
+      keys.push_back(key(v.as_list()[i]));
+      positions.push_back(Value(static_cast<int64_t>(i)));
+    }
+    GRAFT_ASSIGN_OR_RETURN(List order, Sorted(positions, keys, false, name));
     List out;
-    for (size_t i = 0; i < sorted.size();) {
-      const Value k = key(sorted[i]);
+    for (size_t i = 0; i < order.size();) {
+      const size_t first = static_cast<size_t>(order[i].as_int());
       List run;
       size_t j = i;
-      for (; j < sorted.size() && Equal(key(sorted[j]), k); ++j) run.push_back(sorted[j]);
-      out.push_back(Value::Group(raw(sorted[i]), std::move(run)));
+      for (; j < order.size() && Equal(keys[static_cast<size_t>(order[j].as_int())], keys[first]); ++j) {
+        run.push_back(v.as_list()[static_cast<size_t>(order[j].as_int())]);
+      }
+      out.push_back(Value::Group(raw(v.as_list()[first]), std::move(run)));
       i = j;
     }
     return Value(std::move(out));
@@ -717,22 +738,12 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, const List& a
     const std::string end = Arg(args, kwargs, 2, "end", Value("...")).Str();
     const Value leeway = Arg(args, kwargs, 3, "leeway", Value(int64_t{5}));
     const std::string s = v.Str();
-    auto points = [](const std::string& t) {
-      int64_t n = 0;
-      for (unsigned char c : t) n += (c & 0xc0) != 0x80;
-      return n;
-    };
-    if (!length.is_int() || !leeway.is_int() || leeway.as_int() < 0 || length.as_int() < points(end)) {
+    const int64_t end_n = static_cast<int64_t>(CodePoints(end));
+    if (!length.is_int() || !leeway.is_int() || leeway.as_int() < 0 || length.as_int() < end_n) {
       return Err("filter 'truncate': length must be an integer at least as long as end, leeway an integer >= 0");
     }
-    if (points(s) <= length.as_int() + leeway.as_int()) return Value(s);
-    // the first length - len(end) code points
-    const int64_t keep = length.as_int() - points(end);
-    size_t cut = 0;
-    for (int64_t seen = 0; cut < s.size(); ++cut) {
-      if ((static_cast<unsigned char>(s[cut]) & 0xc0) != 0x80 && seen++ == keep) break;
-    }
-    std::string head = s.substr(0, cut);
+    if (static_cast<int64_t>(CodePoints(s)) <= length.as_int() + leeway.as_int()) return Value(s);
+    std::string head = s.substr(0, CodePointBytes(s, static_cast<size_t>(length.as_int() - end_n)));
     if (!killwords) {
       const size_t space = head.rfind(' ');
       if (space != std::string::npos) head = head.substr(0, space);
@@ -903,9 +914,7 @@ Result<Value> CallMethod(const Value& obj, const std::string& name, const List& 
         if (name == "index" || name == "rindex") return Err(fmt::format("{}(): substring not found", name));
         return Value(int64_t{-1});
       }
-      int64_t cp = 0;
-      for (size_t b = 0; b < at; ++b) cp += (static_cast<unsigned char>(s[b]) & 0xc0) != 0x80;
-      return Value(cp);
+      return Value(static_cast<int64_t>(CodePoints(std::string_view(s).substr(0, at))));
     }
     if (name == "partition" || name == "rpartition") {
       // (head, sep, tail) around the first (last) sep; not found: (s, '', '') / ('', '', s).
@@ -925,29 +934,9 @@ Result<Value> CallMethod(const Value& obj, const std::string& name, const List& 
     if (name == "swapcase") return Value(ChangeCase(s, CaseMode::kSwap));
     if (name == "casefold") return Value(ChangeCase(s, CaseMode::kFold));
     if (name == "ljust" || name == "rjust" || name == "center" || name == "zfill") {
-      // Widths in characters; fillchar one character (zfill: zeros after a sign).
-      const Value w = Arg(args, kwargs, 0, "width", none);
-      if (!w.is_int() || w.as_int() > kMaxFilterWidth) return Err(fmt::format("{}(): width must be an integer up to {}", name, kMaxFilterWidth));
-      const std::string fill = name == "zfill" ? "0" : Arg(args, kwargs, 1, "fillchar", Value(" ")).Str();
-      int64_t fill_n = 0, n = 0;
-      for (unsigned char c : fill) fill_n += (c & 0xc0) != 0x80;
-      for (unsigned char c : s) n += (c & 0xc0) != 0x80;
-      if (fill_n != 1) return Err(fmt::format("{}(): the fill character must be exactly one character long", name));
-      const int64_t margin = w.as_int() - n;
-      if (margin <= 0) return Value(s);
-      auto fills = [&](int64_t k) {
-        std::string r;
-        for (int64_t i = 0; i < k; ++i) r += fill;
-        return r;
-      };
-      if (name == "ljust") return Value(s + fills(margin));
-      if (name == "rjust") return Value(fills(margin) + s);
-      if (name == "zfill") {
-        const size_t sign = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
-        return Value(s.substr(0, sign) + fills(margin) + s.substr(sign));
-      }
-      const int64_t left = margin / 2 + (margin & w.as_int() & 1);
-      return Value(fills(left) + s + fills(margin - left));
+      const Value fill = name == "zfill" ? Value("0") : Arg(args, kwargs, 1, "fillchar", Value(" "));
+      GRAFT_ASSIGN_OR_RETURN(std::string out, Justify(s, Arg(args, kwargs, 0, "width", none), fill.Str(), name, name + "()"));
+      return Value(std::move(out));
     }
     if (name == "count") {
       const std::string sub = Arg(args, kwargs, 0, "sub", Value("")).Str();

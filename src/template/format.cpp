@@ -9,6 +9,9 @@
 #include <cstring>
 #include <functional>
 
+#include "template/text_case.h"
+#include "tokenizer/byte_level.h"
+
 namespace graft::jinja {
 namespace {
 
@@ -16,40 +19,29 @@ constexpr int kMaxWidth = 1024;
 
 Status Err(const std::string& m) { return InvalidArgument("'%' formatting: " + m); }
 
-// Code points in UTF-8 text (what Python's widths and precisions count).
-size_t CodePoints(const std::string& s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xc0) != 0x80;
-  return n;
-}
-
-// The first n code points of s.
-std::string FirstCodePoints(const std::string& s, size_t n) {
-  size_t i = 0;
-  for (size_t seen = 0; i < s.size(); ++i) {
-    if ((static_cast<unsigned char>(s[i]) & 0xc0) != 0x80 && seen++ == n) break;
-  }
-  return s.substr(0, i);
-}
+// The first n code points of s (Python's precision for strings).
+std::string FirstCodePoints(const std::string& s, size_t n) { return s.substr(0, CodePointBytes(s, n)); }
 
 std::string Utf8(uint32_t cp) {
   std::string out;
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
+  AppendUtf8(cp, out);
   return out;
+}
+
+// An integer's magnitude in the conversion's base: b o x X, else decimal.
+std::string Digits(uint64_t mag, char type) {
+  switch (type) {
+    case 'b': return fmt::format("{:b}", mag);
+    case 'o': return fmt::format("{:o}", mag);
+    case 'x': return fmt::format("{:x}", mag);
+    case 'X': return fmt::format("{:X}", mag);
+    default: return fmt::format("{}", mag);
+  }
+}
+
+// The alternate form's prefix of a base: 0b / 0o / 0x / 0X (none for decimal).
+const char* BasePrefix(char type) {
+  return type == 'b' ? "0b" : type == 'o' ? "0o" : type == 'x' ? "0x" : type == 'X' ? "0X" : "";
 }
 
 // Python's ascii() of a repr: code points past ASCII as \xNN, \uNNNN or \UNNNNNNNN.
@@ -93,14 +85,11 @@ std::string Sign(bool negative, const Spec& s) { return negative ? "-" : s.plus 
 std::string Integer(int64_t v, const Spec& s) {
   const bool negative = v < 0;
   const uint64_t mag = negative ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-  std::string digits = s.type == 'o' ? fmt::format("{:o}", mag)
-                       : s.type == 'x' ? fmt::format("{:x}", mag)
-                       : s.type == 'X' ? fmt::format("{:X}", mag)
-                                       : fmt::format("{}", mag);
+  std::string digits = Digits(mag, s.type);
   if (s.precision > 0 && digits.size() < static_cast<size_t>(s.precision)) {
     digits = std::string(static_cast<size_t>(s.precision) - digits.size(), '0') + digits;
   }
-  const std::string prefix = !s.alt ? "" : s.type == 'o' ? "0o" : s.type == 'x' ? "0x" : s.type == 'X' ? "0X" : "";
+  const std::string prefix = s.alt ? BasePrefix(s.type) : "";
   const std::string head = Sign(negative, s) + prefix;
   return Pad(head + digits, s, true, head.size());
 }
@@ -433,13 +422,9 @@ Result<std::string> FormatValue(const Value& v, const std::string& spec_text) {
       return Align("", Utf8(static_cast<uint32_t>(i)), f, true);
     }
     const uint64_t mag = i < 0 ? 0 - static_cast<uint64_t>(i) : static_cast<uint64_t>(i);
-    std::string digits = type == 'b' ? fmt::format("{:b}", mag)
-                         : type == 'o' ? fmt::format("{:o}", mag)
-                         : type == 'x' ? fmt::format("{:x}", mag)
-                         : type == 'X' ? fmt::format("{:X}", mag)
-                                       : fmt::format("{}", mag);
+    std::string digits = Digits(mag, type);
     if (f.grouping) digits = Group(digits, f.grouping, type == 'd' ? 3 : 4);
-    const std::string prefix = !f.alt ? "" : type == 'b' ? "0b" : type == 'o' ? "0o" : type == 'x' ? "0x" : type == 'X' ? "0X" : "";
+    const std::string prefix = f.alt ? BasePrefix(type) : "";
     return Align((i < 0 ? "-" : sign_of) + prefix, digits, f, true);
   }
   if (std::string("eEfFgG%").find(type) == std::string::npos && type != 0) {

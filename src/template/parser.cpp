@@ -637,15 +637,7 @@ class Parser {
       }
       GRAFT_ASSIGN_OR_RETURN(ExprPtr e, ParseExpr());
       if (IsOp(",")) {  // a tuple: a list marked as one (value.h)
-        auto l = Make(Expr::Kind::kList);
-        l->tuple = true;
-        l->args.push_back(std::move(e));
-        while (AcceptOp(",")) {
-          if (IsOp(")")) break;
-          GRAFT_ASSIGN_OR_RETURN(ExprPtr x, ParseExpr());
-          l->args.push_back(std::move(x));
-        }
-        e = std::move(l);
+        GRAFT_ASSIGN_OR_RETURN(e, TupleAfter(std::move(e), [this] { return IsOp(")"); }));
       }
       GRAFT_RETURN_IF_ERROR(ExpectOp(")"));
       return e;
@@ -683,6 +675,21 @@ class Parser {
   Status EndTag() {
     if (Peek().kind != Tok::Kind::kEnd) return Err(fmt::format("unexpected '{}' at the end of a tag", Peek().text));
     return Status::Ok();
+  }
+
+  // A tuple literal from its first item, the current token a ',': the items up to where `ended`
+  // says the tuple stops (a trailing comma allowed: (1,) / 1, 2,).
+  template <typename Ended>
+  Result<ExprPtr> TupleAfter(ExprPtr first, Ended ended) {
+    auto l = Make(Expr::Kind::kList);
+    l->tuple = true;
+    l->args.push_back(std::move(first));
+    while (AcceptOp(",")) {
+      if (ended()) break;
+      GRAFT_ASSIGN_OR_RETURN(ExprPtr x, ParseExpr());
+      l->args.push_back(std::move(x));
+    }
+    return ExprPtr(std::move(l));
   }
 
   // Parses statements until a block tag whose keyword is in `ends`; its keyword goes to *end
@@ -786,15 +793,7 @@ class Parser {
         s->kind = Stmt::Kind::kSet;
         GRAFT_ASSIGN_OR_RETURN(s->expr, ParseExpr());
         if (IsOp(",")) {  // a bare tuple: {% set a, b = 1, 2 %}
-          auto l = Make(Expr::Kind::kList);
-          l->tuple = true;
-          l->args.push_back(std::move(s->expr));
-          while (AcceptOp(",")) {
-            if (Peek().kind == Tok::Kind::kEnd) break;  // a trailing comma: (1, 2,)
-            GRAFT_ASSIGN_OR_RETURN(ExprPtr x, ParseExpr());
-            l->args.push_back(std::move(x));
-          }
-          s->expr = std::move(l);
+          GRAFT_ASSIGN_OR_RETURN(s->expr, TupleAfter(std::move(s->expr), [this] { return Peek().kind == Tok::Kind::kEnd; }));
         }
         GRAFT_RETURN_IF_ERROR(EndTag());
         return s;
