@@ -260,8 +260,14 @@ class Interpreter {
     }
     Status st;
     const int64_t n = static_cast<int64_t>(items.size());
-    // loop.changed(*values): whether its values differ from its last call's in this loop.
+    // loop.changed(*values): whether its values differ from its last call's in this loop (one
+    // function for the loop, not one an iteration).
     auto last_changed = std::make_shared<std::optional<List>>();
+    const Value changed(Callable{"loop.changed", [last_changed](const List& args, const Dict&) -> Result<Value> {
+      const bool differs = !last_changed->has_value() || !Equal(Value(**last_changed), Value(args));
+      *last_changed = args;
+      return Value(differs);
+    }});
     for (int64_t i = 0; i < n && st.ok(); ++i) {
       if (st = Budget(s.line, out); !st.ok()) break;
       Dict loop;
@@ -278,11 +284,7 @@ class Interpreter {
                           if (args.empty()) return InvalidArgument("loop.cycle needs at least one value");
                           return args[static_cast<size_t>(i) % args.size()];
                         }}));
-      loop.Set("changed", Value(Callable{"loop.changed", [last_changed](const List& args, const Dict&) -> Result<Value> {
-                            const bool changed = !last_changed->has_value() || !Equal(Value(**last_changed), Value(args));
-                            *last_changed = args;
-                            return Value(changed);
-                          }}));
+      loop.Set("changed", changed);
       frames_.back().Set("loop", Value(std::move(loop)));
       BindTargets(s, items[i]);
       Flow f = Flow::kNormal;
