@@ -336,12 +336,14 @@ class Parser {
   bool IsName(const char* n, size_t k = 0) const { return Peek(k).kind == Tok::Kind::kName && Peek(k).text == n; }
   bool AcceptOp(const char* op) { return IsOp(op) ? (++pos_, true) : false; }
   bool AcceptName(const char* n) { return IsName(n) ? (++pos_, true) : false; }
+  // A token as an error names it: its text, or "end of tag".
+  static std::string Shown(const Tok& t) { return t.text.empty() ? "end of tag" : t.text; }
   Status ExpectOp(const char* op) {
     if (AcceptOp(op)) return Status::Ok();
-    return Err(fmt::format("expected '{}' but found '{}'", op, Peek().text));
+    return Err(fmt::format("expected '{}' but found '{}'", op, Shown(Peek())));
   }
   Result<std::string> ExpectName() {
-    if (Peek().kind != Tok::Kind::kName) return Err(fmt::format("expected a name but found '{}'", Peek().text));
+    if (Peek().kind != Tok::Kind::kName) return Err(fmt::format("expected a name but found '{}'", Shown(Peek())));
     return toks_[pos_++].text;
   }
   ExprPtr Make(Expr::Kind k) {
@@ -663,7 +665,7 @@ class Parser {
       }
       return d;
     }
-    return Err(fmt::format("unexpected '{}' in an expression", t.text.empty() ? "end of tag" : t.text));
+    return Err(fmt::format("unexpected '{}' in an expression", Shown(t)));
   }
 
   Status StartTag(const Chunk& c) {

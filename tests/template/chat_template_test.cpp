@@ -323,6 +323,22 @@ TEST(Jinja, RawWithAndSequenceOrderAreJinjas) {
   EXPECT_EQ(RenderText("x\n{% raw %}never closed"), "PARSE ERROR: line 2: '{% raw %}' is never closed by '{% endraw %}'");
 }
 
+// Bad arguments to this session's filters, methods and tags are errors that name them.
+TEST(Jinja, FormattingAndSequenceHelpersNameTheirBadArguments) {
+  EXPECT_EQ(RenderText("{{ 'a b'.rsplit('') }}"), "RENDER ERROR: line 1: rsplit(): empty separator");
+  EXPECT_EQ(RenderText("{{ [1, 2] | batch(0) | list }}"), "RENDER ERROR: line 1: filter 'batch': the count must be an integer from 1");
+  EXPECT_EQ(RenderText("{{ [1, 2] | slice('x') | list }}"), "RENDER ERROR: line 1: filter 'slice': the count must be an integer from 1");
+  EXPECT_EQ(RenderText("{{ 'ab' | center('x') }}"), "RENDER ERROR: line 1: filter 'center': width must be an integer up to 1048576");
+  EXPECT_EQ(RenderText("{{ [{'a': 1}] | groupby | list }}"),
+            "RENDER ERROR: line 1: filter 'groupby' needs an attribute (a name or an index)");
+  EXPECT_EQ(RenderText("{{ '%(a)s' % 'x' }}"), "RENDER ERROR: line 1: '%' formatting: format requires a mapping (a dict) for %(a)");
+  EXPECT_EQ(RenderText("{{ '%(b)s' % {'a': 1} }}"), "RENDER ERROR: line 1: '%' formatting: no key 'b' in the mapping");
+  EXPECT_EQ(RenderText("{{ '{0[5]}'.format([1]) }}"), "RENDER ERROR: line 1: str.format: index 5 out of range");
+  EXPECT_EQ(RenderText("{{ '{:q}'.format(1.5) }}"), "RENDER ERROR: line 1: str.format: Unknown format code 'q' for object of type 'float'");
+  EXPECT_EQ(RenderText("{% with a %}x{% endwith %}"), "PARSE ERROR: line 1: expected '=' but found 'end of tag'");
+  EXPECT_EQ(RenderText("{% with a = 1 %}x"), "PARSE ERROR: line 1: missing '{% endwith %}' before the end of the template");
+}
+
 // Every line of fixtures/templates/jinja2-cases.txt renders as Jinja2 renders it in transformers'
 // chat-template environment (scripts/make-jinja2-cases.py wrote the expected texts), or is refused
 // where Jinja2 refuses it.
