@@ -5,8 +5,12 @@
 // (each kind's layer times its count, plus the head). Dummy weights on the config cut to a few
 // layers, so a format takes seconds, not graft bench's minute of host-side quantization.
 //   graft_matmul_bench CONFIG_DIR [--formats bf16,w4a16,nvfp4,fp8-block,fp8-channel] [--rows 1,16,64]
-//                      [--iters 50] [--threads 16]
+//                      [--iters 50] [--threads 16] [--kernels]
+// --kernels: instead, for prefill row counts (> 64), each bf16 projection shape through each
+// prefill kernel on bf16 operands — the mma.sync form, the wgmma form in both tile shapes, and
+// cuBLAS's default GEMM (not batch invariant: the yardstick) — TFLOP/s each, timed by events.
 #include <CLI/CLI.hpp>
+#include <cuda_runtime.h>
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -17,7 +21,10 @@
 #include <vector>
 
 #include "adapters/lora.h"
+#include "backend/cuda/cublas_gemm.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/gemm_pipe.h"
+#include "backend/cuda/gemm_wgmma.h"
 #include "io/model_config.h"
 #include "model/projections.h"
 #include "model/weight_table.h"
@@ -34,6 +41,7 @@ struct Options {
   std::vector<std::string> formats = {"bf16", "w4a16", "nvfp4", "fp8-block"};
   std::vector<int> rows = {1, 16, 64};
   int iters = 50, threads = 16;
+  bool kernels = false;
 };
 
 // x rows [m, K], bf16 values in [-1, 1), through Embed from a table.
@@ -74,6 +82,97 @@ double Time(CudaOps& ops, const Weight& w, int64_t m, int iters, std::map<std::p
   return s;
 }
 
+// --kernels: seconds per call of `run` (events around `iters` calls after three warm-ups).
+template <typename F>
+double EventTime(int iters, F&& run) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int i = 0; i < 3; ++i) run();
+  cudaEventRecord(a);
+  for (int i = 0; i < iters; ++i) run();
+  cudaEventRecord(b);
+  cudaEventSynchronize(b);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms / 1e3 / iters;
+}
+
+// Device bf16 values in [-1, 1) (a repeating pattern of 1M values: the products' data-dependent
+// power is that of random inputs, never of zeros).
+uint16_t* DeviceBf16(int64_t count, uint64_t seed) {
+  constexpr int64_t kPattern = int64_t{1} << 20;
+  std::vector<uint16_t> h(static_cast<size_t>(std::min(count, kPattern)));
+  for (size_t i = 0; i < h.size(); ++i) h[i] = FloatToBf16(SymmetricUniform(seed + i));
+  void* d = nullptr;
+  if (cudaMalloc(&d, static_cast<size_t>(count) * 2) != cudaSuccess) return nullptr;
+  for (int64_t off = 0; off < count; off += kPattern) {
+    const int64_t c = std::min(kPattern, count - off);
+    cudaMemcpy(static_cast<uint16_t*>(d) + off, h.data(), static_cast<size_t>(c) * 2, cudaMemcpyHostToDevice);
+  }
+  return static_cast<uint16_t*>(d);
+}
+
+int RunKernels(const Options& o, const ModelConfig& cfg, const ModelWeights& w) {
+  void* workspace = nullptr;
+  cudaMalloc(&workspace, size_t{32} << 20);
+  auto blas = cuda::CublasGemm::Create(nullptr, workspace, int64_t{32} << 20);
+  if (!blas.ok()) fmt::print("cuBLAS: {} (its column left out)\n", blas.status().ToString());
+  std::map<LayerKind, int> counts;
+  for (LayerKind k : cfg.layer_kinds) counts[k]++;
+  for (int m : o.rows) {
+    if (m <= 64) continue;
+    fmt::print("\nprefill kernels, bf16, rows={}  (TFLOP/s; wgmma's own pick marked *)\n{:<44} {:>9} {:>9} {:>9} {:>9}\n", m,
+               "projection", "mma.sync", "wg 256", "wg 128", "cuBLAS");
+    std::map<std::string, double> step;  // kernel -> seconds over the layers x their counts
+    std::map<LayerKind, bool> seen;
+    for (const LayerWeights& l : w.layers) {
+      if (seen[l.kind]) continue;
+      seen[l.kind] = true;
+      for (int t = 0; t < static_cast<int>(LoraTarget::kCount); ++t) {
+        const Weight& p = FusedWeight(l, static_cast<LoraTarget>(t));
+        if (p.empty() || !p.is_bf16) continue;
+        const int64_t n = p.rows, k = p.cols;
+        uint16_t* x = DeviceBf16(m * k, 0x1234);
+        uint16_t* wd = DeviceBf16(n * k, 0x9876);
+        float* y = nullptr;
+        cudaMalloc(&y, static_cast<size_t>(m * n) * 4);
+        const double flops = 2.0 * m * n * k;
+        const cuda::WgmmaForm big = cuda::WgmmaForm::kTile128x256, small = cuda::WgmmaForm::kTile128x128;
+        int sms = 0;
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+        const cuda::WgmmaForm pick = cuda::ChooseWgmmaForm(m, n, sms);
+        const double t_mma = EventTime(o.iters, [&] { (void)cuda::GemmPipeMmaSync(x, m, wd, n, k, y, n, true, nullptr); });
+        const double t_big = EventTime(o.iters, [&] { (void)cuda::GemmWgmma(x, m, wd, n, k, y, n, true, nullptr, &big); });
+        const double t_small = EventTime(o.iters, [&] { (void)cuda::GemmWgmma(x, m, wd, n, k, y, n, true, nullptr, &small); });
+        const double t_blas = blas.ok() ? EventTime(o.iters, [&] { (void)(*blas)->Gemm(x, m, wd, n, k, y, n); }) : 0;
+        const int c = counts[l.kind];
+        step["mma.sync"] += c * t_mma;
+        step["wgmma"] += c * (pick == big ? t_big : t_small);
+        step["cuBLAS"] += c * t_blas;
+        fmt::print("{:<44} {:>9.1f} {:>8.1f}{} {:>8.1f}{} {:>9.1f}\n",
+                   fmt::format("{} {} [{}, {}]", l.kind == LayerKind::kLinearAttention ? "gdn" : "attn",
+                               LoraTargetName(static_cast<LoraTarget>(t)), n, k),
+                   flops / t_mma / 1e12, flops / t_big / 1e12, pick == big ? "*" : " ", flops / t_small / 1e12,
+                   pick == small ? "*" : " ", t_blas > 0 ? flops / t_blas / 1e12 : 0.0);
+        cudaFree(x);
+        cudaFree(wd);
+        cudaFree(y);
+      }
+    }
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+      fmt::print(stderr, "cuda: {}\n", cudaGetErrorString(e));
+      return 1;
+    }
+    fmt::print("all layers' projections (the layers x their counts): mma.sync {:.1f} ms, wgmma {:.1f} ms, cuBLAS {:.1f} ms\n",
+               step["mma.sync"] * 1e3, step["wgmma"] * 1e3, step["cuBLAS"] * 1e3);
+  }
+  cudaFree(workspace);
+  return 0;
+}
+
 int Run(const Options& o) {
   auto cfg_or = LoadModelConfig(o.config);
   if (!cfg_or.ok()) {
@@ -107,6 +206,11 @@ int Run(const Options& o) {
         fmt::print(stderr, "{}\n", s.ToString());
         return 1;
       }
+    }
+    if (o.kernels) {
+      if (fname != "bf16") continue;
+      if (int rc = RunKernels(o, full, w); rc != 0) return rc;
+      continue;
     }
     if (Status s = ops.Upload(w); !s.ok()) {
       fmt::print(stderr, "{}\n", s.ToString());
@@ -169,9 +273,12 @@ int main(int argc, char** argv) {
   app.add_option("config", o.config, "Model directory (config.json)")->required()->check(CLI::ExistingDirectory);
   app.add_option("--formats", o.formats, "Weight formats")
       ->delimiter(',')->capture_default_str()->check(CLI::IsMember({"bf16", "w4a16", "nvfp4", "fp8-block", "fp8-channel"}));
-  app.add_option("--rows", o.rows, "Row counts")->delimiter(',')->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--rows", o.rows, "Row counts")->delimiter(',')->capture_default_str()->check(CLI::Range(1, 65536));
   app.add_option("--iters", o.iters, "Timed calls a projection")->capture_default_str()->check(CLI::Range(1, 100000));
   app.add_option("--threads", o.threads, "CPU threads for the dummy weights")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_flag("--kernels", o.kernels,
+               "Time each bf16 projection shape through each prefill kernel (mma.sync, wgmma 128x256 / 128x128, "
+               "cuBLAS) instead; row counts past 64 only");
   CLI11_PARSE(app, argc, argv);
   return graft::Run(o);
 }

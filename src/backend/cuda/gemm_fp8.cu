@@ -1,7 +1,6 @@
 #include "backend/cuda/gemm_fp8.h"
 
 #include <cuda.h>
-#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <cooperative_groups.h>
@@ -11,6 +10,7 @@
 #include "backend/cuda/launched.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/tensor_map.h"
 #include "backend/cuda/wgmma_ptx.cuh"
 
 namespace graft::cuda {
@@ -245,26 +245,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // The tensor map of a row-major [rows, k] e4m3 array for boxes of 128 columns x box_rows rows
-// in the 128-byte swizzle, zeros past the edges. The driver's encoder is fetched once.
+// in the 128-byte swizzle, zeros past the edges.
 Status EncodeCodes(CUtensorMap* map, const uint8_t* codes, int64_t rows, int64_t k, int box_rows) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      fn = nullptr;
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  if (encode == nullptr) return Internal("cuda GemmFp8: the driver has no cuTensorMapEncodeTiled");
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k)};
-  const cuuint32_t box[2] = {kBK, static_cast<cuuint32_t>(box_rows)}, elem[2] = {1, 1};
-  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(codes), dims, strides, box, elem,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) return Internal("cuda GemmFp8: cuTensorMapEncodeTiled failed (" + std::to_string(r) + ")");
-  return Status::Ok();
+  return EncodeSwizzled128(map, codes, 1, rows, k, kBK, box_rows, "GemmFp8");
 }
 
 // Whether a weight's products run K in two halves (a cluster of two blocks a tile, see the kernel):

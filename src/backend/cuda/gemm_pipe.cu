@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemm_wgmma.h"
 #include "backend/cuda/launched.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/mma_ptx.cuh"
@@ -171,6 +172,13 @@ Status ToBf16(const float* x, int64_t count, uint16_t* out, void* stream) {
 
 Status GemmPipe(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
                 bool round_output, void* stream, int64_t split_k, int64_t x_cols) {
+  const bool plain = (split_k <= 0 || split_k >= k) && (x_cols <= 0 || x_cols == k);
+  if (plain && GemmWgmmaFits(m, n, k, xb, w) && ldy >= n) return GemmWgmma(xb, m, w, n, k, y, ldy, round_output, stream);
+  return GemmPipeMmaSync(xb, m, w, n, k, y, ldy, round_output, stream, split_k, x_cols);
+}
+
+Status GemmPipeMmaSync(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
+                       bool round_output, void* stream, int64_t split_k, int64_t x_cols) {
   const int64_t kz = split_k > 0 ? split_k : k, xc = x_cols > 0 ? x_cols : k;
   if (m <= 0 || n <= 0 || k <= 0 || k % 8 != 0 || ldy < n || reinterpret_cast<uintptr_t>(xb) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(w) % 16 != 0 || (kz % 16 != 0 && kz < k) || (k + kz - 1) / kz > 65535 ||

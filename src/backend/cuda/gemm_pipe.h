@@ -2,7 +2,7 @@
 // bf16 weight): y[m, N] = xb[m, K] · Wᵀ with the activations already bf16 (ToBf16 below, the
 // very values the other kernels round them to as they stage).
 //
-// 128 x 128 outputs per block, 8 warps as 2 x 4 (64 x 32 each), K in 32-wide slices through a
+// The mma.sync kernel (GemmPipeMmaSync): 128 x 128 outputs per block, 8 warps as 2 x 4 (64 x 32 each), K in 32-wide slices through a
 // four-stage shared-memory ring filled by cp.async (16 bytes a copy, zeros past m, N and K), the
 // fragments read with ldmatrix into mma.sync m16n8k16 (bf16 → fp32): the instruction WMMA's
 // 16 x 16 x 16 step is made of. Every output gains its products as the same ascending sequence
@@ -34,7 +34,13 @@ inline constexpr int64_t kRepeatAlign = 256;
 // out[i] = bf16(x[i]) (round to nearest even) for i < count; out's bf16 words as uint16_t.
 Status ToBf16(const float* x, int64_t count, uint16_t* out, void* stream);
 
+// A plain product (no split, x not repeated) runs the wgmma form (gemm_wgmma.h: the same bits);
+// split and repeated products run the mma.sync kernel described above.
 Status GemmPipe(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
                 bool round_output, void* stream, int64_t split_k = 0, int64_t x_cols = 0);
+// Always the mma.sync kernel (the tests compare the wgmma form's bits with it; the matmul bench
+// times both).
+Status GemmPipeMmaSync(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
+                       bool round_output, void* stream, int64_t split_k = 0, int64_t x_cols = 0);
 
 }  // namespace graft::cuda

@@ -7,8 +7,9 @@
 // order: x read in fp32, a warp per 16 outputs and slice streaming the packed weights into
 // registers and dequantizing them there), else up to 64 rows a WMMA form with a warp per 16 outputs (N
 // and K multiples of 16), 64 x 64 block tiles where nothing else fits, and for more than 64
-// rows the prefill form (gemm_pipe.h: x copied to bf16 once into `scratch`, a cp.async ring,
-// mma.sync; dense weights, k % 8 == 0, aligned) — W4A16 weights there are dequantized to bf16
+// rows the prefill form (gemm_pipe.h: x copied to bf16 once into `scratch`, then wgmma fed by
+// TMA — gemm_wgmma.h — or, split along K or reading x repeated, a cp.async ring and mma.sync;
+// dense weights, k % 8 == 0, aligned) — W4A16 weights there are dequantized to bf16
 // a chunk of output rows at a time into `scratch` and run through it in MatMulSplitK's slices
 // (K % 16 == 0, N % 8 == 0; otherwise 128 x 128 WMMA tiles that dequantize as they stage). In all of them,
 // every output gains its products as the same sequence of 16-wide K chunks, ascending, through

@@ -1,0 +1,205 @@
+#include "backend/cuda/gemm_wgmma.h"
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/tensor_map.h"
+#include "backend/cuda/wgmma_ptx.cuh"
+
+namespace graft::cuda {
+namespace {
+
+constexpr int kBM = 128;                   // tile rows: two consumer warpgroups of 64
+constexpr int kBK = 64;                    // K columns a stage: one 128-byte swizzled row
+constexpr int kThreads = 384;              // producer warpgroup + two consumers
+constexpr int kGroupM = 8;                 // row tiles per group of the visiting order
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+constexpr int kABytes = kBM * kBK * 2;     // a stage's activation tile
+constexpr int kHalfABytes = kABytes / 2;   // one consumer's 64 rows (a multiple of 1024)
+constexpr int kReleases = 8;               // arrivals that free a slot: each consumer warp's lane 0
+
+template <int kBN>
+struct Shape {
+  static constexpr int kBBytes = kBN * kBK * 2;
+  static constexpr int kStageBytes = kABytes + kBBytes;  // a multiple of 1024 (the swizzle's period)
+  static constexpr int kStages = kBN == 256 ? 4 : 6;    // 192 KB of ring either way
+  static constexpr size_t kSmem = 1024 + size_t{kStages} * kStageBytes + 2 * kStages * sizeof(uint64_t);
+};
+
+// Tile `id` of the grouped order: groups of kGroupM row tiles, rows fastest inside a group, so
+// that the tiles in flight share a few weight tiles through the L2.
+__device__ __forceinline__ void TileAt(int id, int mtiles, int ntiles, int& row0, int& col0, int bn) {
+  const int per_group = kGroupM * ntiles, group = id / per_group, first = group * kGroupM;
+  const int gsize = min(kGroupM, mtiles - first), in = id % per_group;
+  row0 = (first + in % gsize) * kBM;
+  col0 = (in / gsize) * bn;
+}
+
+template <int kBN>
+__global__ void __launch_bounds__(kThreads, 1)
+    GemmWgmmaKernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w, int64_t m,
+                    int64_t n, int64_t k, float* __restrict__ y, int64_t ldy, bool round_bf16, bool vec2, int mtiles,
+                    int ntiles) {
+  using S = Shape<kBN>;
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
+  extern __shared__ unsigned char raw[];
+  unsigned char* stages = raw + ((1024 - (SmemAddr(raw) & 1023)) & 1023);
+  uint64_t* full = reinterpret_cast<uint64_t*>(stages + S::kStages * S::kStageBytes);  // copies landed
+  uint64_t* empty = full + S::kStages;                                                  // slot read by both consumers
+  const int tid = threadIdx.x, wg = tid / 128;
+  if (tid == 0) {
+    for (int s = 0; s < S::kStages; ++s) MbarInit(&full[s], 1), MbarInit(&empty[s], kReleases);
+    FenceProxyAsync();
+  }
+  __syncthreads();
+  const int tiles = mtiles * ntiles, ksteps = static_cast<int>((k + kBK - 1) / kBK);
+
+  if (wg == 0) {
+    SetMaxRegistersDec<kProducerRegs>();
+    if (tid != 0) return;
+    int it = 0;  // stages filled so far: slot it % kStages, its use (it / kStages)
+    for (int id = blockIdx.x; id < tiles; id += gridDim.x) {
+      int row0, col0;
+      TileAt(id, mtiles, ntiles, row0, col0, kBN);
+      for (int kb = 0; kb < ksteps; ++kb, ++it) {
+        const int s = it % S::kStages;
+        MbarWait(&empty[s], ((it / S::kStages) & 1) ^ 1);  // the slot's previous use was read
+        unsigned char* base = stages + s * S::kStageBytes;
+        MbarExpectTx(&full[s], S::kStageBytes);
+        TmaLoad2d(base, &map_x, kb * kBK, row0, &full[s]);
+        TmaLoad2d(base + kABytes, &map_w, kb * kBK, col0, &full[s]);
+      }
+    }
+    return;
+  }
+
+  SetMaxRegistersInc<kConsumerRegs>();
+  const int c = wg - 1, warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  float acc[kBN / 2];
+  int it = 0;
+  for (int id = blockIdx.x; id < tiles; id += gridDim.x) {
+    int row0, col0;
+    TileAt(id, mtiles, ntiles, row0, col0, kBN);
+#pragma unroll
+    for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+    int prev = -1;  // the slot whose products are still in flight
+    for (int kb = 0; kb < ksteps; ++kb, ++it) {
+      const int s = it % S::kStages;
+      MbarWait(&full[s], (it / S::kStages) & 1);
+      const unsigned char* base = stages + s * S::kStageBytes;
+      const uint64_t da = SwizzledTileDesc(base + c * kHalfABytes), db = SwizzledTileDesc(base + kABytes);
+      // Columns past K are the copy engine's zeros: their products are zeros, which leave an
+      // accumulator's bits as they are (it is never -0: it starts at +0, and a fused add that
+      // sums to zero gives +0 unless every term is -0), so a chunk past K is the chunk not issued.
+      WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) WgmmaBf16<kBN>(acc, da + 2 * kk, db + 2 * kk);
+      WgmmaCommit();
+      if (prev >= 0) {  // the stage before is done (the tensor cores keep the chain's order)
+        WgmmaWait<1>();
+        if (lane == 0) MbarArrive(&empty[prev]);
+      }
+      prev = s;
+    }
+    WgmmaWait<0>();
+    FenceAccumulators(acc);
+    if (lane == 0 && prev >= 0) MbarArrive(&empty[prev]);
+    // acc[4j + e]: row 16 warp + g (e < 2) or + 8, output 8j + 2t + e % 2 (wgmma_ptx.cuh).
+    const int64_t r_lo = int64_t{row0} + 64 * c + 16 * warp + g, r_hi = r_lo + 8;
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+      const int64_t col = int64_t{col0} + 8 * j + 2 * t;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t r = h == 0 ? r_lo : r_hi;
+        if (r >= m) continue;
+        const float v0 = RoundAct(acc[4 * j + 2 * h], round_bf16), v1 = RoundAct(acc[4 * j + 2 * h + 1], round_bf16);
+        float* dst = y + r * ldy + col;
+        if (vec2 && col + 1 < n) {
+          *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+        } else {
+          if (col < n) dst[0] = v0;
+          if (col + 1 < n) dst[1] = v1;
+        }
+      }
+    }
+  }
+}
+
+int Multiprocessors() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    return 0;
+  }
+  return sms;
+}
+
+template <int kBN>
+Status Launch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
+              bool round_output, int sms, cudaStream_t s) {
+  using S = Shape<kBN>;
+  static const cudaError_t ready = cudaFuncSetAttribute(GemmWgmmaKernel<kBN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                        static_cast<int>(S::kSmem));
+  if (ready != cudaSuccess) return Internal(std::string("cuda GemmWgmma: shared memory: ") + cudaGetErrorString(ready));
+  const int64_t mtiles = (m + kBM - 1) / kBM, ntiles = (n + kBN - 1) / kBN;
+  if (mtiles * ntiles > (int64_t{1} << 31) - 1 || kGroupM * ntiles > (int64_t{1} << 30) || m > (int64_t{1} << 31) - 1 ||
+      n > (int64_t{1} << 31) - 1) {
+    return InvalidArgument("cuda GemmWgmma: too many output tiles for one launch");
+  }
+  CUtensorMap map_x, map_w;
+  GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&map_x, xb, 2, m, k, kBK, kBM, "GemmWgmma"));
+  GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&map_w, w, 2, n, k, kBK, kBN, "GemmWgmma"));
+  const bool vec2 = ldy % 2 == 0 && reinterpret_cast<uintptr_t>(y) % 8 == 0;
+  const int64_t tiles = mtiles * ntiles;
+  const unsigned grid = static_cast<unsigned>(tiles < sms ? tiles : sms);
+  LaunchPdl(GemmWgmmaKernel<kBN>, grid, kThreads, S::kSmem, s, map_x, map_w, m, n, k, y, ldy, round_output, vec2,
+            static_cast<int>(mtiles), static_cast<int>(ntiles));
+  return Launched("GemmWgmma");
+}
+
+}  // namespace
+
+WgmmaForm ChooseWgmmaForm(int64_t m, int64_t n, int multiprocessors) {
+  const int64_t sms = multiprocessors > 0 ? multiprocessors : 1, mt = (m + kBM - 1) / kBM;
+  const int64_t big = mt * ((n + 255) / 256), small = mt * ((n + 127) / 128);
+  // Tile-times of the busiest multiprocessor, in units of a 128 x 128 tile; a wide tile does its
+  // products ~10% faster (half the B reads a product; measured at 4K rows on the H200, 700-800
+  // against 620-750 TFLOP/s), so it wins ties within that margin.
+  const int64_t big_time = 2 * ((big + sms - 1) / sms), small_time = (small + sms - 1) / sms;
+  return 9 * big_time <= 10 * small_time ? WgmmaForm::kTile128x256 : WgmmaForm::kTile128x128;
+}
+
+const char* WgmmaFormName(WgmmaForm form) {
+  switch (form) {
+    case WgmmaForm::kTile128x256: return "wgmma 128x256";
+    case WgmmaForm::kTile128x128: return "wgmma 128x128";
+  }
+  return "wgmma ?";
+}
+
+bool GemmWgmmaFits(int64_t m, int64_t n, int64_t k, const void* xb, const void* w) {
+  return m >= 1 && n >= 1 && k >= 1 && k % 8 == 0 && reinterpret_cast<uintptr_t>(xb) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(w) % 16 == 0;
+}
+
+Status GemmWgmma(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
+                 bool round_output, void* stream, const WgmmaForm* form) {
+  if (!GemmWgmmaFits(m, n, k, xb, w) || ldy < n) {
+    return InvalidArgument("cuda GemmWgmma: needs m, N >= 1, K % 8 == 0, ldy >= N and 16-byte aligned operands");
+  }
+  const int sms = Multiprocessors();
+  if (sms <= 0) return Internal("cuda GemmWgmma: no multiprocessor count for the current device");
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (form != nullptr ? *form : ChooseWgmmaForm(m, n, sms)) {
+    case WgmmaForm::kTile128x256: return Launch<256>(xb, m, w, n, k, y, ldy, round_output, sms, s);
+    case WgmmaForm::kTile128x128: return Launch<128>(xb, m, w, n, k, y, ldy, round_output, sms, s);
+  }
+  return Internal("cuda GemmWgmma: unknown tile form");
+}
+
+}  // namespace graft::cuda

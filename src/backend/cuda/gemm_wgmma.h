@@ -1,0 +1,42 @@
+// The prefill GEMM on Hopper's warpgroup tensor cores: y[m, N] = xb[m, K] · Wᵀ for bf16
+// activations (already bf16: gemm_pipe.h's ToBf16) against a dense bf16 weight W [N, K], fp32
+// accumulation, y fp32 (rounded to bf16 once at the end when round_output).
+//
+// Structure (the design Hopper's fastest GEMMs share): a persistent grid of one block per
+// multiprocessor walking the output tiles in a grouped order; per block a producer warpgroup
+// whose one thread feeds a ring of shared-memory stages with TMA tile copies (128-byte
+// swizzled, zeros past m, N and K) completing on mbarriers, and two consumer warpgroups, each
+// owning 64 rows of the 128-row tile, that run wgmma m64nNk16 on the stages and hand each slot
+// back through a second mbarrier. Registers move from the producer to the consumers
+// (setmaxnreg). Tiles: 128 x 256 or 128 x 128 outputs (WgmmaForm, by m and N only).
+//
+// Bits: every output has one fp32 accumulator, zeroed, that gains its products as the ascending
+// sequence of K's 16-wide chunks (zeros past K add nothing: see the kernel), one wgmma k16 step a
+// chunk, no split-K. On Hopper a wgmma k16 step and an mma.sync m16n8k16 step are the same fused
+// add of 16 products and the accumulator (../shared/reference/prefill-performance.md §2), so each
+// output is bit for bit the decode form's and GemmPipe's (gemm_decode.h, gemm_pipe.h) — whatever
+// the tile shape, the number of tiles or the row count. Tested against them across shapes.
+//
+// Needs K % 8 == 0 (TMA's 16-byte row pitch), xb and w 16-byte aligned, m >= 1.
+#pragma once
+
+#include <cstdint>
+
+#include "util/status.h"
+
+namespace graft::cuda {
+
+// The tile shape for a product: 128 x 256 outputs a tile unless 128 x 128 tiles fill the
+// multiprocessors in over 10% fewer tile-times (one 128 x 256 tile costs two 128 x 128 ones, less
+// the wide tile's ~10%). A pure function of (m, N, multiprocessors): it never changes a bit, only
+// the speed.
+enum class WgmmaForm { kTile128x256, kTile128x128 };
+WgmmaForm ChooseWgmmaForm(int64_t m, int64_t n, int multiprocessors);
+const char* WgmmaFormName(WgmmaForm form);
+
+bool GemmWgmmaFits(int64_t m, int64_t n, int64_t k, const void* xb, const void* w);
+// `form`: the tile shape ChooseWgmmaForm picks when null (the tests and the matmul bench name one).
+Status GemmWgmma(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
+                 bool round_output, void* stream, const WgmmaForm* form = nullptr);
+
+}  // namespace graft::cuda
