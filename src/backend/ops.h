@@ -69,17 +69,20 @@ struct GdnCoreArgs {
   float* out;           // [n, Hv, dv]
 };
 
-// Qwen3.5's gated-attention input (GatedQkvPrep): a fused projection's rows split, normed, rotated.
-struct GatedQkvArgs {
-  const float* qkv;               // [n, qkv_w]: per query head q_h | gate_h (hd each), then k [nkv * hd], then v
+// An attention layer's input (QkvPrep): a fused projection's rows split into q, k, v — and with
+// Qwen3.5's gated attention a gate — q and k normed per head and rotated.
+struct QkvPrepArgs {
+  const float* qkv;               // [n, qkv_w]: gated, per query head q_h | gate_h (hd each), then k [nkv * hd],
+                                  // then v; ungated (gate == nullptr, Qwen3), q [nh * hd] | k | v
   int n, nh, nkv, hd, rot_dim;
-  const Weight* q_norm;           // [hd] (one-plus-w)
+  const Weight* q_norm;           // [hd]
   const Weight* k_norm;           // [hd]
+  NormKind norm_kind;             // Qwen3: plain w; Qwen3.5: one-plus-w
   float eps;
   const int32_t* pos;             // [n] host positions
   const float* inv_freq;          // [rot_dim / 2] host
   float attn_scale;
-  float *q, *gate;                // [n, nh * hd]
+  float *q, *gate;                // [n, nh * hd]; gate nullptr: the ungated layout
   float *k, *v;                   // [n, nkv * hd]
 };
 
@@ -240,17 +243,23 @@ class Ops {
   // x: [rows, dv]; z columns at z_col of rows with stride z_stride per token (rows = n * hv).
   virtual void GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
                             const Weight& w, float eps, float* out) = 0;
-  // Splits a.qkv into q and gate (CopyBlocks), k and v (CopyBlock); q and k through RmsNorm per
-  // head (q_norm, k_norm; one-plus-w) and Rope — in that order, which is what this default does.
-  // A backend may run it as one kernel (CUDA: one launch where there were eight).
-  virtual void GatedQkvPrep(const GatedQkvArgs& a) {
-    const int64_t q_w = int64_t{a.nh} * a.hd, kv_w = int64_t{a.nkv} * a.hd, qkv_w = 2 * q_w + 2 * kv_w;
-    CopyBlocks(a.qkv, qkv_w, 0, 2 * a.hd, a.q, q_w, 0, a.hd, a.n, a.hd, a.nh);
-    CopyBlocks(a.qkv, qkv_w, a.hd, 2 * a.hd, a.gate, q_w, 0, a.hd, a.n, a.hd, a.nh);
-    CopyBlock(a.qkv, qkv_w, 2 * q_w, a.k, kv_w, 0, a.n, kv_w);
-    CopyBlock(a.qkv, qkv_w, 2 * q_w + kv_w, a.v, kv_w, 0, a.n, kv_w);
-    RmsNorm(a.q, *a.q_norm, int64_t{a.n} * a.nh, a.hd, a.eps, NormKind::kOnePlusW, a.q);
-    RmsNorm(a.k, *a.k_norm, int64_t{a.n} * a.nkv, a.hd, a.eps, NormKind::kOnePlusW, a.k);
+  // Splits a.qkv into q and gate (CopyBlocks; ungated: q by CopyBlock), k and v (CopyBlock); q
+  // and k through RmsNorm per head (q_norm, k_norm; a.norm_kind) and Rope — in that order, which
+  // is what this default does. A backend may run it as one kernel (CUDA: one launch where there
+  // were eight, or seven ungated).
+  virtual void QkvPrep(const QkvPrepArgs& a) {
+    const int64_t q_w = int64_t{a.nh} * a.hd, kv_w = int64_t{a.nkv} * a.hd;
+    const int64_t q_span = a.gate != nullptr ? 2 * q_w : q_w, qkv_w = q_span + 2 * kv_w;
+    if (a.gate != nullptr) {
+      CopyBlocks(a.qkv, qkv_w, 0, 2 * a.hd, a.q, q_w, 0, a.hd, a.n, a.hd, a.nh);
+      CopyBlocks(a.qkv, qkv_w, a.hd, 2 * a.hd, a.gate, q_w, 0, a.hd, a.n, a.hd, a.nh);
+    } else {
+      CopyBlock(a.qkv, qkv_w, 0, a.q, q_w, 0, a.n, q_w);
+    }
+    CopyBlock(a.qkv, qkv_w, q_span, a.k, kv_w, 0, a.n, kv_w);
+    CopyBlock(a.qkv, qkv_w, q_span + kv_w, a.v, kv_w, 0, a.n, kv_w);
+    RmsNorm(a.q, *a.q_norm, int64_t{a.n} * a.nh, a.hd, a.eps, a.norm_kind, a.q);
+    RmsNorm(a.k, *a.k_norm, int64_t{a.n} * a.nkv, a.hd, a.eps, a.norm_kind, a.k);
     Rope(a.q, a.n, a.nh, a.hd, a.rot_dim, a.pos, a.inv_freq, a.attn_scale);
     Rope(a.k, a.n, a.nkv, a.hd, a.rot_dim, a.pos, a.inv_freq, a.attn_scale);
   }

@@ -29,15 +29,13 @@ class Qwen3 final : public Model {
     ops.RmsNorm(h, w.layers[0].input_norm, n, H, eps, NormKind::kPlainW, x);
     for (int i = 0; i < c.num_layers; ++i) {
       const LayerWeights& l = w.layers[i];
-      // Attention: q/k norms per head before RoPE; v has no norm.
+      // Attention: q, k, v out of the fused rows; q/k norms per head before RoPE; v has no norm
+      // (one launch on CUDA).
       Project(ops, ctx, i, LoraTarget::kAttnQkv, x, H, l.attn.qkv, qkv);
-      ops.CopyBlock(qkv, qkv_w, 0, q, q_w, 0, n, q_w);
-      ops.CopyBlock(qkv, qkv_w, q_w, k, kv_w, 0, n, kv_w);
-      ops.CopyBlock(qkv, qkv_w, q_w + kv_w, v, kv_w, 0, n, kv_w);
-      ops.RmsNorm(q, l.attn.q_norm, static_cast<int64_t>(n) * nh, hd, eps, NormKind::kPlainW, q);
-      ops.RmsNorm(k, l.attn.k_norm, static_cast<int64_t>(n) * nkv, hd, eps, NormKind::kPlainW, k);
-      ops.Rope(q, n, nh, hd, c.rotary_dim, pos, c.inv_freq.data(), c.rope_attention_scaling);
-      ops.Rope(k, n, nkv, hd, c.rotary_dim, pos, c.inv_freq.data(), c.rope_attention_scaling);
+      ops.QkvPrep({.qkv = qkv, .n = n, .nh = nh, .nkv = nkv, .hd = hd, .rot_dim = c.rotary_dim,
+                   .q_norm = &l.attn.q_norm, .k_norm = &l.attn.k_norm, .norm_kind = NormKind::kPlainW, .eps = eps,
+                   .pos = pos, .inv_freq = c.inv_freq.data(), .attn_scale = c.rope_attention_scaling, .q = q,
+                   .gate = nullptr, .k = k, .v = v});
       CachedAttention(ops, ctx, i, q, k, v, c, a);
       Project(ops, ctx, i, LoraTarget::kAttnO, a, q_w, l.attn.o, y);
       // MLP.

@@ -52,9 +52,10 @@ class Qwen3_5 final : public Model {
           *a = scratch(int64_t{n} * q_w), *k = scratch(int64_t{n} * kv_w), *v = scratch(int64_t{n} * kv_w);
     Project(ops, ctx, layer, LoraTarget::kAttnQkv, x, H, w.qkv, qkv);
     // q, gate, k, v out of the fused rows; q and k normed per head and rotated (one launch on CUDA).
-    ops.GatedQkvPrep({.qkv = qkv, .n = n, .nh = nh, .nkv = nkv, .hd = hd, .rot_dim = c.rotary_dim, .q_norm = &w.q_norm,
-                      .k_norm = &w.k_norm, .eps = eps, .pos = ctx.pos.data(), .inv_freq = c.inv_freq.data(),
-                      .attn_scale = c.rope_attention_scaling, .q = q, .gate = gate, .k = k, .v = v});
+    ops.QkvPrep({.qkv = qkv, .n = n, .nh = nh, .nkv = nkv, .hd = hd, .rot_dim = c.rotary_dim, .q_norm = &w.q_norm,
+                 .k_norm = &w.k_norm, .norm_kind = NormKind::kOnePlusW, .eps = eps, .pos = ctx.pos.data(),
+                 .inv_freq = c.inv_freq.data(), .attn_scale = c.rope_attention_scaling, .q = q, .gate = gate, .k = k,
+                 .v = v});
     CachedAttention(ops, ctx, layer, q, k, v, c, a);
     ops.SigmoidGateMul(a, gate, q_w, n, q_w);
     Project(ops, ctx, layer, LoraTarget::kAttnO, a, q_w, w.o, out);

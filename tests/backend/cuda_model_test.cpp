@@ -732,7 +732,7 @@ TEST(CudaOps, ADecodeStepFusesTheGdnGatesAndGatedNorm) {
   EXPECT_EQ(cuda.op_profile()->Calls("GatedRmsNorm"), 0);
   int attention_layers = 0;
   for (const auto& l : model->weights().layers) attention_layers += l.kind == LayerKind::kLinearAttention ? 0 : 1;
-  EXPECT_EQ(cuda.op_profile()->Calls("GatedQkvPrep"), attention_layers) << "q, gate, k, v split, normed and rotated at once";
+  EXPECT_EQ(cuda.op_profile()->Calls("QkvPrep"), attention_layers) << "q, gate, k, v split, normed and rotated at once";
   EXPECT_EQ(cuda.op_profile()->Calls("Rope"), 0);
   double num = 0, den = 0;
   for (size_t i = 0; i < got.size(); ++i) {

@@ -469,7 +469,7 @@ TEST(CudaOps, AttentionMatchesCpu) {
   for (bool bf16 : {false, true}) {
     for (auto [len, n, heads, kvh, hd] : std::vector<std::array<int, 5>>{
              {1, 1, 2, 1, 8}, {5, 5, 4, 2, 64}, {130, 130, 4, 2, 64}, {300, 1, 8, 2, 128}, {600, 7, 6, 6, 256},
-             {513, 513, 8, 2, 128}, {700, 200, 6, 2, 256}, {300, 300, 8, 2, 256}}) {
+             {513, 513, 8, 2, 128}, {700, 200, 6, 2, 256}, {300, 300, 8, 2, 256}, {513, 513, 8, 1, 128}}) {
       AttnCase c = MakeAttn(len, n, heads, kvh, hd, rng, bf16);
       std::vector<float> ref(static_cast<size_t>(n) * heads * hd);
       AttentionArgs a{c.q.data(), c.k.data(), c.v.data(), c.table.data(), c.page, c.pos.data(), n, heads, kvh, hd,
@@ -489,9 +489,10 @@ TEST(CudaOps, AttentionRowBitsIndependentOfChunking) {
   std::mt19937 rng(5);
   // Head sizes 64, 128 and 256 with bf16 activations take the tensor-core kernel, 96 the SIMT one;
   // an even number of query heads a key-value head (4 / 2, 8 / 2) runs two of them a block when
-  // several rows come at once, one a block in the batched decode launch (compared below).
-  for (auto [heads, kvh, hd] :
-       std::vector<std::array<int, 3>>{{4, 2, 64}, {6, 2, 256}, {8, 2, 256}, {8, 8, 128}, {2, 1, 96}}) {
+  // several rows come at once — four where head size 64 or 128 has a multiple of four (8 / 2 x 64,
+  // 16 / 2 x 128) — one a block in the batched decode launch (compared below).
+  for (auto [heads, kvh, hd] : std::vector<std::array<int, 3>>{
+           {4, 2, 64}, {6, 2, 256}, {8, 2, 256}, {8, 8, 128}, {2, 1, 96}, {8, 2, 64}, {16, 2, 128}}) {
     SCOPED_TRACE(::testing::Message() << heads << "/" << kvh << "x" << hd);
     AttnCase c = MakeAttn(700, 700, heads, kvh, hd, rng, true);
     Dev<float> dq(c.q), dk(c.k), dv(c.v), dall(c.q.size());
@@ -711,19 +712,24 @@ TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
   }
 }
 
-// Ops::GatedQkvPrep on CUDA: one launch splits Qwen3.5's fused q|gate|k|v rows, norms q and k per
-// head and rotates them; every output must be the bits of the eight launches it replaces
-// (CopyBlocks x 2, CopyBlock x 2, RmsNorm x 2, Rope x 2), for full and partial rotation, heads of
-// 256, 128 and 72 columns, one token and several, fp32 and bf16.
-TEST(CudaOps, GatedQkvPrepIsTheEightOpsBitForBit) {
+// Ops::QkvPrep on CUDA: one launch splits a fused projection's rows — Qwen3.5's q|gate|k|v, or
+// Qwen3's q|k|v (no gate) — norms q and k per head and rotates them; every output must be the bits
+// of the launches it replaces (CopyBlocks x 2 or CopyBlock, CopyBlock x 2, RmsNorm x 2, Rope x 2),
+// for both layouts and norm kinds, full and partial rotation, heads of 256, 128 and 72 columns,
+// one token and several, fp32 and bf16.
+TEST(CudaOps, QkvPrepIsTheSeparateOpsBitForBit) {
   REQUIRE_GPU();
   std::mt19937 rng(62);
   struct Shape { int nh, nkv, hd, rot; };
+  for (bool gated : {true, false})
   for (const Shape sh : {Shape{24, 4, 256, 64}, Shape{4, 2, 128, 128}, Shape{3, 1, 72, 32}})
   for (int n : {1, 7})
   for (bool bf16 : {false, true}) {
-    SCOPED_TRACE(::testing::Message() << "hd " << sh.hd << " rot " << sh.rot << " n " << n << (bf16 ? " bf16" : " f32"));
-    const int nh = sh.nh, nkv = sh.nkv, hd = sh.hd, q_w = nh * hd, kv_w = nkv * hd, qkv_w = 2 * q_w + 2 * kv_w;
+    SCOPED_TRACE(::testing::Message() << (gated ? "gated" : "ungated") << " hd " << sh.hd << " rot " << sh.rot << " n " << n
+                                      << (bf16 ? " bf16" : " f32"));
+    const int nh = sh.nh, nkv = sh.nkv, hd = sh.hd, q_w = nh * hd, kv_w = nkv * hd;
+    const int q_span = gated ? 2 * q_w : q_w, qkv_w = q_span + 2 * kv_w;
+    const auto kind = gated ? cuda::NormKind::kOnePlusW : cuda::NormKind::kPlainW;
     Dev<float> qkv(Random(size_t(n) * qkv_w, rng, 1.0f, bf16));
     Dev<float> qn(Random(size_t(hd), rng, 0.2f, false)), kn(Random(size_t(hd), rng, 0.2f, false));
     std::vector<int32_t> pos(static_cast<size_t>(n));
@@ -733,35 +739,48 @@ TEST(CudaOps, GatedQkvPrepIsTheEightOpsBitForBit) {
     Dev<int32_t> dpos(pos);
     Dev<float> dfreq(freq);
     const float eps = 1e-6f, scale = 1.0f;
-    // The eight ops.
+    // The separate ops.
     Dev<float> q1(size_t(n) * q_w), g1(size_t(n) * q_w), k1(size_t(n) * kv_w), v1(size_t(n) * kv_w);
-    ASSERT_TRUE(cuda::CopyBlocks(qkv.p, qkv_w, 0, 2 * hd, q1.p, q_w, 0, hd, n, hd, nh, nullptr).ok());
-    ASSERT_TRUE(cuda::CopyBlocks(qkv.p, qkv_w, hd, 2 * hd, g1.p, q_w, 0, hd, n, hd, nh, nullptr).ok());
-    ASSERT_TRUE(cuda::CopyBlock(qkv.p, qkv_w, 2 * q_w, k1.p, kv_w, 0, n, kv_w, nullptr).ok());
-    ASSERT_TRUE(cuda::CopyBlock(qkv.p, qkv_w, 2 * q_w + kv_w, v1.p, kv_w, 0, n, kv_w, nullptr).ok());
-    ASSERT_TRUE(cuda::RmsNorm(q1.p, qn.p, int64_t{n} * nh, hd, eps, cuda::NormKind::kOnePlusW, bf16, q1.p, nullptr).ok());
-    ASSERT_TRUE(cuda::RmsNorm(k1.p, kn.p, int64_t{n} * nkv, hd, eps, cuda::NormKind::kOnePlusW, bf16, k1.p, nullptr).ok());
+    if (gated) {
+      ASSERT_TRUE(cuda::CopyBlocks(qkv.p, qkv_w, 0, 2 * hd, q1.p, q_w, 0, hd, n, hd, nh, nullptr).ok());
+      ASSERT_TRUE(cuda::CopyBlocks(qkv.p, qkv_w, hd, 2 * hd, g1.p, q_w, 0, hd, n, hd, nh, nullptr).ok());
+    } else {
+      ASSERT_TRUE(cuda::CopyBlock(qkv.p, qkv_w, 0, q1.p, q_w, 0, n, q_w, nullptr).ok());
+    }
+    ASSERT_TRUE(cuda::CopyBlock(qkv.p, qkv_w, q_span, k1.p, kv_w, 0, n, kv_w, nullptr).ok());
+    ASSERT_TRUE(cuda::CopyBlock(qkv.p, qkv_w, q_span + kv_w, v1.p, kv_w, 0, n, kv_w, nullptr).ok());
+    ASSERT_TRUE(cuda::RmsNorm(q1.p, qn.p, int64_t{n} * nh, hd, eps, kind, bf16, q1.p, nullptr).ok());
+    ASSERT_TRUE(cuda::RmsNorm(k1.p, kn.p, int64_t{n} * nkv, hd, eps, kind, bf16, k1.p, nullptr).ok());
     ASSERT_TRUE(cuda::Rope(q1.p, n, nh, hd, sh.rot, dpos.p, dfreq.p, scale, bf16, nullptr).ok());
     ASSERT_TRUE(cuda::Rope(k1.p, n, nkv, hd, sh.rot, dpos.p, dfreq.p, scale, bf16, nullptr).ok());
     // One launch.
     Dev<float> q2(size_t(n) * q_w), g2(size_t(n) * q_w), k2(size_t(n) * kv_w), v2(size_t(n) * kv_w);
-    const cuda::GatedQkvPrepArgs a{.qkv = qkv.p, .n = n, .nh = nh, .nkv = nkv, .hd = hd, .rot_dim = sh.rot,
-                                   .q_norm = qn.p, .k_norm = kn.p, .eps = eps, .pos = dpos.p, .inv_freq = dfreq.p,
-                                   .attn_scale = scale, .q = q2.p, .gate = g2.p, .k = k2.p, .v = v2.p};
-    ASSERT_TRUE(cuda::GatedQkvPrep(a, bf16, nullptr).ok());
+    const cuda::QkvPrepDevArgs a{.qkv = qkv.p, .n = n, .nh = nh, .nkv = nkv, .hd = hd, .rot_dim = sh.rot,
+                                 .q_norm = qn.p, .k_norm = kn.p, .norm_kind = gated ? 1 : 0, .eps = eps,
+                                 .pos = dpos.p, .inv_freq = dfreq.p, .attn_scale = scale, .q = q2.p,
+                                 .gate = gated ? g2.p : nullptr, .k = k2.p, .v = v2.p};
+    ASSERT_TRUE(cuda::QkvPrep(a, bf16, nullptr).ok());
     const auto q = q2.Get();
     EXPECT_TRUE(std::all_of(q.begin(), q.end(), [](float x) { return std::isfinite(x); })) << "every q written";
     EXPECT_EQ(q, q1.Get()) << "q";
-    EXPECT_EQ(g2.Get(), g1.Get()) << "gate";
+    if (gated) EXPECT_EQ(g2.Get(), g1.Get()) << "gate";
+    if (!gated) {
+      const auto g = g2.Get();
+      EXPECT_TRUE(std::all_of(g.begin(), g.end(), [](float x) { return std::isnan(x); })) << "no gate written";
+    }
     EXPECT_EQ(k2.Get(), k1.Get()) << "k";
     EXPECT_EQ(v2.Get(), v1.Get()) << "v";
   }
-  // Heads wider than the norm block, or an odd rotation: a named error, nothing launched.
-  cuda::GatedQkvPrepArgs bad{};
+  // Heads wider than the norm block, an odd rotation or an unknown norm kind: a named error.
+  cuda::QkvPrepDevArgs bad{};
   bad.n = 1, bad.nh = 1, bad.nkv = 1, bad.hd = 512, bad.rot_dim = 64;
-  EXPECT_FALSE(cuda::GatedQkvPrep(bad, false, nullptr).ok());
-  bad.hd = 128, bad.rot_dim = 63;
-  EXPECT_FALSE(cuda::GatedQkvPrep(bad, false, nullptr).ok());
+  for (int variant = 0; variant < 3; ++variant) {
+    if (variant == 1) bad.hd = 128, bad.rot_dim = 63;
+    if (variant == 2) bad.rot_dim = 64, bad.norm_kind = 2;
+    const Status s = cuda::QkvPrep(bad, false, nullptr);
+    EXPECT_FALSE(s.ok()) << variant;
+    EXPECT_NE(s.message().find("QkvPrep"), std::string::npos) << s.message();
+  }
 }
 
 // Ops::GdnGatedCoreSeqs on CUDA: the gates and the gated norm run inside the token kernel (one

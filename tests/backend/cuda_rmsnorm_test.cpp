@@ -5,11 +5,13 @@
 
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/rmsnorm.h"
 #include "backend/cuda_test_util.h"
+#include "util/bf16.h"
 
 namespace graft {
 namespace {
@@ -87,6 +89,43 @@ TEST(CudaRmsNorm, RowBitsIndependentOfRowCount) {
   cudaFree(dw);
   cudaFree(d_all);
   cudaFree(d_one);
+}
+
+// Rows of up to 256 columns (a head's q / k norm) run a warp a row: the block kernel's bits, which
+// AddRmsNorm (always the block kernel) gives with y = 0 on bf16 values (h + 0 is h); in place too,
+// for row counts that leave a block's last warps without a row.
+TEST(CudaRmsNorm, WarpRowsAreTheBlockKernelsBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(12);
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  for (int dim : {1, 7, 64, 100, 128, 256}) {
+    for (int rows : {1, 9, 1000}) {
+      for (auto kind : {cuda::NormKind::kPlainW, cuda::NormKind::kOnePlusW}) {
+        const size_t n = static_cast<size_t>(rows) * dim;
+        std::vector<float> x(n), w(static_cast<size_t>(dim)), zeros(n, 0.0f);
+        for (auto& v : x) v = RoundBf16(d(rng));
+        for (auto& v : w) v = RoundBf16(d(rng) * 0.1f);
+        float *dx, *dw, *dz, *dh, *dref, *dgot;
+        for (float** p : {&dx, &dz, &dh, &dref, &dgot}) ASSERT_EQ(cudaMalloc(p, n * 4), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&dw, w.size() * 4), cudaSuccess);
+        cudaMemcpy(dx, x.data(), n * 4, cudaMemcpyHostToDevice);
+        cudaMemcpy(dh, x.data(), n * 4, cudaMemcpyHostToDevice);
+        cudaMemcpy(dz, zeros.data(), n * 4, cudaMemcpyHostToDevice);
+        cudaMemcpy(dw, w.data(), w.size() * 4, cudaMemcpyHostToDevice);
+        ASSERT_TRUE(cuda::AddRmsNorm(dh, dz, dw, rows, dim, 1e-6f, kind, true, dref, nullptr).ok());
+        ASSERT_TRUE(cuda::RmsNorm(dx, dw, rows, dim, 1e-6f, kind, true, dgot, nullptr).ok());
+        ASSERT_TRUE(cuda::RmsNorm(dx, dw, rows, dim, 1e-6f, kind, true, dx, nullptr).ok());  // in place
+        std::vector<float> ref(n), got(n), inplace(n);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        cudaMemcpy(ref.data(), dref, n * 4, cudaMemcpyDeviceToHost);
+        cudaMemcpy(got.data(), dgot, n * 4, cudaMemcpyDeviceToHost);
+        cudaMemcpy(inplace.data(), dx, n * 4, cudaMemcpyDeviceToHost);
+        EXPECT_EQ(got, ref) << "dim " << dim << " rows " << rows;
+        EXPECT_EQ(inplace, ref) << "in place, dim " << dim << " rows " << rows;
+        for (float* p : {dx, dz, dh, dref, dgot, dw}) cudaFree(p);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1189,24 +1189,27 @@ void CudaOps::GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int
   Note(cuda::GatedRmsNorm(x, z, z_stride, z_col, n, hv, dv, d->w, eps, bf16(), out, stream_));
 }
 
-void CudaOps::GatedQkvPrep(const GatedQkvArgs& a) {
-  // One launch (attention_prep.h) for heads up to 256 wide; wider ones take the eight ops.
+void CudaOps::QkvPrep(const QkvPrepArgs& a) {
+  // One launch (attention_prep.h) for heads up to 256 wide; wider ones take the separate ops.
   if (a.hd > cuda::kQkvPrepMaxHeadDim || a.rot_dim % 2 != 0 || a.rot_dim > a.hd) {
-    Ops::GatedQkvPrep(a);
+    Ops::QkvPrep(a);
     return;
   }
-  const auto timer = Time("GatedQkvPrep");
+  const auto timer = Time("QkvPrep");
   const float* qn = DevF32(*a.q_norm);
   const float* kn = DevF32(*a.k_norm);
   const int32_t* d_pos = StageInts(a.pos, a.n);
   const float* d_freq = static_cast<const float*>(Stage(a.inv_freq, int64_t{a.rot_dim / 2} * 4));
   if (Failed()) return;
-  Sign(22, a.qkv, a.n, a.nh, a.nkv, a.hd, a.rot_dim, qn, kn, a.eps, d_pos, d_freq, a.attn_scale, a.q, a.gate, a.k, a.v);
+  const int kind = a.norm_kind == NormKind::kOnePlusW ? 1 : 0;
+  Sign(22, a.qkv, a.n, a.nh, a.nkv, a.hd, a.rot_dim, qn, kn, kind, a.eps, d_pos, d_freq, a.attn_scale, a.q, a.gate, a.k,
+       a.v);
   if (!Launches()) return;
-  const cuda::GatedQkvPrepArgs d{.qkv = a.qkv, .n = a.n, .nh = a.nh, .nkv = a.nkv, .hd = a.hd, .rot_dim = a.rot_dim,
-                                 .q_norm = qn, .k_norm = kn, .eps = a.eps, .pos = d_pos, .inv_freq = d_freq,
-                                 .attn_scale = a.attn_scale, .q = a.q, .gate = a.gate, .k = a.k, .v = a.v};
-  Note(cuda::GatedQkvPrep(d, bf16(), stream_));
+  const cuda::QkvPrepDevArgs d{.qkv = a.qkv, .n = a.n, .nh = a.nh, .nkv = a.nkv, .hd = a.hd, .rot_dim = a.rot_dim,
+                               .q_norm = qn, .k_norm = kn, .norm_kind = kind, .eps = a.eps, .pos = d_pos,
+                               .inv_freq = d_freq, .attn_scale = a.attn_scale, .q = a.q, .gate = a.gate, .k = a.k,
+                               .v = a.v};
+  Note(cuda::QkvPrep(d, bf16(), stream_));
 }
 
 void CudaOps::GdnGatedCoreSeqs(const GdnCoreArgs* seqs, int count, const GdnGatedArgs& l) {

@@ -174,7 +174,7 @@ class CudaOps final : public Ops {
   void GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
                     const Weight& w, float eps, float* out) override;
   void GdnGatedCoreSeqs(const GdnCoreArgs* seqs, int count, const GdnGatedArgs& l) override;
-  void GatedQkvPrep(const GatedQkvArgs& a) override;
+  void QkvPrep(const QkvPrepArgs& a) override;
 
  private:
   struct DevCopy {

@@ -1,5 +1,5 @@
 // CUDA RMSNorm: the same contract as Ops::RmsNorm and Ops::AddRmsNorm (backend/ops.h), one
-// block per row.
+// block per row (RmsNorm on rows of up to 256 columns: a warp per row, the same bits).
 //
 // x, out: device pointers, [rows, dim] fp32 holding activation values; w: device pointer,
 // [dim] fp32. The sum of squares is reduced per row in a fixed order that depends only on dim
