@@ -763,8 +763,9 @@ TEST(CudaOps, QkvPrepIsTheSeparateOpsBitForBit) {
     const auto q = q2.Get();
     EXPECT_TRUE(std::all_of(q.begin(), q.end(), [](float x) { return std::isfinite(x); })) << "every q written";
     EXPECT_EQ(q, q1.Get()) << "q";
-    if (gated) EXPECT_EQ(g2.Get(), g1.Get()) << "gate";
-    if (!gated) {
+    if (gated) {
+      EXPECT_EQ(g2.Get(), g1.Get()) << "gate";
+    } else {
       const auto g = g2.Get();
       EXPECT_TRUE(std::all_of(g.begin(), g.end(), [](float x) { return std::isnan(x); })) << "no gate written";
     }

@@ -2,11 +2,11 @@
 // device pointers. A decode step split a fused q|gate|k|v projection (Qwen3.5; Qwen3's q|k|v)
 // into four (three) arrays, normed q and k per head and rotated them: eight (seven) launches of a
 // few microseconds each, and at prefill seven passes over the rows.
-// Here one block per (token, head) does its head's share of all of it — the norm with
-// RmsNorm's arithmetic (row_norm.cuh: the same squares, tree and rounding), the rotation with
-// Rope's (device_math.cuh: RopePair) — so every output has the bits of the eight launches.
+// Here one warp per (token, head) does its head's share of all of it — the norm with RmsNorm's
+// arithmetic (row_norm.cuh: the same squares, tree and rounding), the rotation with Rope's
+// (device_math.cuh: RopePair) — so every output has the bits of the separate launches.
 //
-// Needs head_dim <= 256 (one column a thread of the norm's block), rot_dim even and <= head_dim.
+// Needs head_dim <= 256 (eight columns a lane: the norm block's 256), rot_dim even and <= head_dim.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@
 
 namespace graft::cuda {
 
-inline constexpr int kQkvPrepMaxHeadDim = 256;  // a column a thread of the norm's block
+inline constexpr int kQkvPrepMaxHeadDim = 256;  // the norm block's columns (row_norm.cuh)
 
 struct QkvPrepDevArgs {
   const float* qkv;          // [n, qkv_w]: gated, per query head q_h | gate_h, then k [nkv * hd], then v;

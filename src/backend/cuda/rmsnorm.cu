@@ -74,8 +74,7 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(const float* x, float*
 // each, eight rows a block: one 256-thread block a 128-column row left most of its threads idle
 // and made the launch a quarter of a million blocks (4K tokens of Qwen3-32B: 0.7 ms a call). The
 // same bits as RmsNormKernel: lane l holds columns l + 32 j (zeros past dim) — what threads
-// l + 32 j held there — and the tree adds the same pairs in the same order (256 -> 128 -> 64 -> 32
-// partial sums, then the same shuffles).
+// l + 32 j held there — and WarpInvRms adds the same pairs in the same order.
 constexpr int kWarpRowMax = 256, kRowsPerBlock = kThreads / 32;
 static_assert(kWarpRowMax == kNormThreads, "a warp row mirrors the block tree's 256 partial sums");
 
@@ -94,15 +93,7 @@ __global__ void __launch_bounds__(kThreads) RmsNormWarpKernel(const float* x, co
   for (int j = 0; j < 8; ++j) v[j] = lane + 32 * j < dim ? xr[lane + 32 * j] : 0.0f;
 #pragma unroll
   for (int j = 0; j < 8; ++j) sq[j] = lane + 32 * j < dim ? __fadd_rn(0.0f, __fmul_rn(v[j], v[j])) : 0.0f;
-  float a[4], b[2];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) a[j] = __fadd_rn(sq[j], sq[j + 4]);  // partial[i] += partial[i + 128]
-#pragma unroll
-  for (int j = 0; j < 2; ++j) b[j] = __fadd_rn(a[j], a[j + 2]);    // += partial[i + 64]
-  float p = __fadd_rn(b[0], b[1]);                                  // += partial[i + 32]
-  for (int o = 16; o > 0; o >>= 1) p = __fadd_rn(p, __shfl_down_sync(0xffffffffu, p, o));
-  p = __shfl_sync(0xffffffffu, p, 0);
-  const float inv = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(p, static_cast<float>(dim)), eps));
+  const float inv = WarpInvRms(sq, dim, eps);
   float* o = out + row * dim;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {

@@ -36,4 +36,21 @@ __device__ __forceinline__ float InvRms(float acc, int dim, float eps, float* pa
   return 1.0f / sqrtf(__fadd_rn(__fdiv_rn(partial[0], static_cast<float>(dim)), eps));
 }
 
+// InvRms's value for a row of up to kNormThreads columns held by one warp: lane l's sq[j] is
+// column l + 32 j's square (0 + x²; 0 past the row), what thread l + 32 j holds in the block
+// form. The same pairs are added in the same order — 256 -> 128 -> 64 -> 32 partial sums, then
+// warp 0's shuffles — so the same bits. Every lane of the warp calls; every lane gets the value.
+__device__ __forceinline__ float WarpInvRms(const float (&sq)[kNormThreads / 32], int dim, float eps) {
+  static_assert(kNormThreads == 256, "the tree below is the 256-thread block's");
+  float a[4], b[2];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) a[j] = __fadd_rn(sq[j], sq[j + 4]);  // partial[i] += partial[i + 128]
+#pragma unroll
+  for (int j = 0; j < 2; ++j) b[j] = __fadd_rn(a[j], a[j + 2]);    // += partial[i + 64]
+  float p = __fadd_rn(b[0], b[1]);                                  // += partial[i + 32]
+  for (int o = 16; o > 0; o >>= 1) p = __fadd_rn(p, __shfl_down_sync(0xffffffffu, p, o));
+  p = __shfl_sync(0xffffffffu, p, 0);
+  return 1.0f / sqrtf(__fadd_rn(__fdiv_rn(p, static_cast<float>(dim)), eps));
+}
+
 }  // namespace graft::cuda
