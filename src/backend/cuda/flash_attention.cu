@@ -1,9 +1,10 @@
 // Attention on the tensor cores for bf16 activations (attention.h's contract; the dispatch is
 // there). One block per (64 consecutive queries, head), four warps of 16 queries — or, for
-// prefill where a key-value head serves an even number of query heads, per (64 queries, two or
-// four such heads), eight or sixteen warps sharing each key / value tile (a half or a quarter of
-// the tile loads and bf16 conversions a query; the last query tiles first, since causal ones
-// walk the most keys); keys in fixed tiles of 64 positions from position 0, for every query
+// prefill where a key-value head serves an even number of query heads, per (64 queries, two
+// such heads), eight warps sharing each key / value tile (half the tile loads and bf16
+// conversions a query; the last query tiles first, since causal ones walk the most keys; heads
+// of 64 and 128 on wgmma instead, flash_wgmma.h, the same bits); keys in fixed tiles of 64
+// positions from position 0, for every query
 // whatever its neighbours:
 //   S = Q Kᵀ   mma.sync m16n8k16, head_dim in 16-wide chunks ascending (Q, K bf16 — the values
 //              the cache holds in bf16 mode — fp32 sums), rounded as the CPU rounds scores:
@@ -28,6 +29,7 @@
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/flash_wgmma.h"
 #include "backend/cuda/launched.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/mma_ptx.cuh"
@@ -458,14 +460,12 @@ Status FlashAttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int c
 Status FlashAttention(const AttentionArgs& a, void* stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   // Two query heads a block where a key-value head serves an even number of them (they share
-  // every tile) and there is more than one tile of queries — four where it serves a multiple of
-  // four and the head is 64 or 128 wide (half the K / V loads a head again; 512 threads under a
-  // 128-register cap make two blocks a multiprocessor, where two heads' 189 registers made one);
-  // one head a block for shorter calls (a single sequence's decode row: twice the blocks). The
-  // bits of a row are the same either way.
+  // every tile) and there is more than one tile of queries — on wgmma for heads 64 or 128 wide
+  // (flash_wgmma.h); one head a block for shorter calls (a single sequence's decode row: twice the
+  // blocks). The bits of a row are the same either way.
   const bool pair = a.n > kQ && a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0 &&
                     (a.num_heads / a.num_kv_heads) % 2 == 0;
-  const bool quad = pair && (a.num_heads / a.num_kv_heads) % 4 == 0;
+
   if (a.n == 1) {  // a decode row: the whole block on it
     switch (a.head_dim) {
       case 64: return LaunchRow<64>(a, s);
@@ -474,8 +474,8 @@ Status FlashAttention(const AttentionArgs& a, void* stream) {
     }
   }
   switch (a.head_dim) {
-    case 64: return quad ? Launch<64, 4>(a, s) : pair ? Launch<64, 2>(a, s) : Launch<64, 1>(a, s);
-    case 128: return quad ? Launch<128, 4>(a, s) : pair ? Launch<128, 2>(a, s) : Launch<128, 1>(a, s);
+    case 64: return pair ? FlashWgmma(a, s) : Launch<64, 1>(a, s);
+    case 128: return pair ? FlashWgmma(a, s) : Launch<128, 1>(a, s);
     case 256: return pair ? Launch<256, 2>(a, s) : Launch<256, 1>(a, s);
     default: return InvalidArgument("cuda FlashAttention: head_dim must be 64, 128 or 256");
   }
