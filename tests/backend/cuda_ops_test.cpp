@@ -488,9 +488,10 @@ TEST(CudaOps, AttentionRowBitsIndependentOfChunking) {
   REQUIRE_GPU();
   std::mt19937 rng(5);
   // Head sizes 64, 128 and 256 with bf16 activations take the tensor-core kernel, 96 the SIMT one;
-  // an even number of query heads a key-value head (4 / 2, 8 / 2) runs two of them a block when
-  // several rows come at once — four where head size 64 or 128 has a multiple of four (8 / 2 x 64,
-  // 16 / 2 x 128) — one a block in the batched decode launch (compared below).
+  // an even number of query heads a key-value head (4 / 2, 8 / 2, 16 / 2) runs two of them a block
+  // when more than 64 rows come at once — on wgmma for heads of 64 and 128 (flash_wgmma.h), whose
+  // rows must equal the mma.sync kernels' that the chunks of up to 64 rows take — one a block in
+  // the batched decode launch (compared below).
   for (auto [heads, kvh, hd] : std::vector<std::array<int, 3>>{
            {4, 2, 64}, {6, 2, 256}, {8, 2, 256}, {8, 8, 128}, {2, 1, 96}, {8, 2, 64}, {16, 2, 128}}) {
     SCOPED_TRACE(::testing::Message() << heads << "/" << kvh << "x" << hd);
