@@ -7,7 +7,7 @@ Usage:
   scripts/make-decision-task.py --check OUTDIR     (re-derive every answer from its record)
 
 Writes OUTDIR/{train,validation,test}.jsonl (80/10/10). Each line is a decisions request body
-(DESIGN.md §4) plus "answers": {question id: correct choice}. Records run from 2 to 190
+(docs/design.md §4) plus "answers": {question id: correct choice}. Records run from 2 to 190
 log lines (about 200 to 17K tokens with the demo tokenizer, which splits digits); each has 5-12 questions drawn from the
 templates below. Standard library only; the same seed gives the same files.
 """

@@ -10,7 +10,7 @@
 //
 // Numerics shared by all ops: every reduction accumulates in fp32 in a fixed order that depends
 // only on the reduced length, never on how many rows an op is handed or where a row sits in
-// them, so a row's bits do not depend on its neighbours (DESIGN.md §3.2).
+// them, so a row's bits do not depend on its neighbours (docs/design.md §3.2).
 #pragma once
 
 #include <cstdint>

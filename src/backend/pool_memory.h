@@ -1,7 +1,7 @@
 // PoolMemory: where a KvPool keeps its KV pages and recurrent-state slots, in the backend's
 // memory space — host memory for the CPU backend (HostPoolMemory), device memory for CUDA.
 // Blocks come zeroed and never move; Free gives one back. Pools reserve their memory up front
-// (DESIGN.md §3.5); only growable pools (offline tools) allocate later.
+// (docs/design.md §3.5); only growable pools (offline tools) allocate later.
 //
 // Thread-safety: none; the pool's thread only.
 #pragma once

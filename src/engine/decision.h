@@ -1,4 +1,4 @@
-// Decisions (DESIGN.md §4): a record plus multiple-choice questions in, a probability
+// Decisions (docs/design.md §4): a record plus multiple-choice questions in, a probability
 // distribution over each question's choices out.
 //
 // Prompt layout — the one function fine-tunes must be trained on (DecisionLayout):

@@ -1,4 +1,4 @@
-// DecisionScorer: runs decisions on a model (DESIGN.md §4).
+// DecisionScorer: runs decisions on a model (docs/design.md §4).
 //
 // The record prefix is computed once per request and every question forks its state (shared
 // KV pages, a copy of the recurrent state); with share_prefix = false every question runs from

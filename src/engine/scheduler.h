@@ -1,5 +1,5 @@
 // Scheduler: which sequences run in the next step and with how many tokens. Pure integer
-// bookkeeping: no model, no threads, no GPU (STYLE.md 2).
+// bookkeeping: no model, no threads, no GPU (docs/style.md 2).
 //
 // Each step holds at most `max_step_tokens` rows. Running (decoding) sequences get one row
 // each, oldest first; then waiting sequences are admitted in arrival order while the row

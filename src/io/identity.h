@@ -1,4 +1,4 @@
-// Checkpoint identity (DESIGN.md §3.7): SHA-256 over the config and every tensor.
+// Checkpoint identity (docs/design.md §3.7): SHA-256 over the config and every tensor.
 //
 // Digest input, in order: "graft-identity-v1\n"; config.json re-serialised canonically
 // (sorted keys, no whitespace) and "\n"; then for every tensor sorted by name:

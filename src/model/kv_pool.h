@@ -1,4 +1,4 @@
-// KvPool: the memory every sequence's cache lives in, reserved up front (DESIGN.md §3.5).
+// KvPool: the memory every sequence's cache lives in, reserved up front (docs/design.md §3.5).
 //
 //   KV pages   for each full-attention layer, K and V storage [num_pages][page_size][nkv][hd]
 //              (floats holding activation-dtype values). A sequence's page table maps its

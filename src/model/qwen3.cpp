@@ -1,4 +1,4 @@
-// Qwen3 (dense) forward pass: qwen-architectures.md §5.
+// Qwen3 (dense) forward pass: docs/architectures.md §5.
 #include "model/blocks.h"
 #include "model/model.h"
 

@@ -1,4 +1,4 @@
-// Qwen3.5 (hybrid) forward pass: qwen-architectures.md §6. Layers are either Gated DeltaNet
+// Qwen3.5 (hybrid) forward pass: docs/architectures.md §6. Layers are either Gated DeltaNet
 // (linear attention with a causal conv and a recurrent state) or gated full attention with
 // partial RoPE; every layer has a SwiGLU MLP; residual, final and q/k norms are (1+w) norms.
 #include <vector>

@@ -1,4 +1,4 @@
-// HttpServer: HTTP transport only (STYLE.md 10). Handlers parse and validate, hand the work to
+// HttpServer: HTTP transport only (docs/style.md 10). Handlers parse and validate, hand the work to
 // the Engine as a request with a callback, and turn the callback's events into a response or
 // a server-sent-event stream. Handlers never throw; errors are OpenAI error objects with
 // fitting statuses (400 malformed, 404 unknown model or route, 413 body too large, 422

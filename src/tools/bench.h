@@ -56,7 +56,7 @@ struct DecisionLatency {
 };
 
 // N copies of one decision submitted to the engine at once, against the same decision alone:
-// how many came back with other bits (must be 0: DESIGN.md §3.2) and how many failed.
+// how many came back with other bits (must be 0: docs/design.md §3.2) and how many failed.
 struct DecisionConcurrency {
   int n = 0, unequal = 0, failed = 0;
   double seconds = 0;  // wall time for all n

@@ -1,5 +1,5 @@
 // The `graft logits` job: int32 token sequences in, fp32 logits for every position out, each
-// sequence run alone from an empty cache (DESIGN.md §4).
+// sequence run alone from an empty cache (docs/design.md §4).
 #pragma once
 
 #include <string>

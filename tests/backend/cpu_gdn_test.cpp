@@ -1,5 +1,5 @@
 // The chunk-consistent Gated DeltaNet core against the plain recurrent delta rule
-// (qwen-architectures.md §6.3) evaluated in double precision, across chunk boundaries.
+// (docs/architectures.md §6.3) evaluated in double precision, across chunk boundaries.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // Whole models on the CUDA backend (CudaOps): logits against transformers' and PEFT's float32
-// references and against the CPU reference, and the promises DESIGN.md §3.2 makes in bits —
+// references and against the CPU reference, and the promises docs/design.md §3.2 makes in bits —
 // a row is the same whether alone, beside 1-64 neighbours with random adapters, or prefilled
 // in chunks; base rows never see adapters; chat is the same before and after decisions.
 // Skips where no device is present.

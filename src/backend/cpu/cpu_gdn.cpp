@@ -1,4 +1,4 @@
-// CPU reference of the Gated DeltaNet ops (qwen-architectures.md §6.2-6.5), chunk-consistent
+// CPU reference of the Gated DeltaNet ops (docs/architectures.md §6.2-6.5), chunk-consistent
 // form (see GdnState in backend/ops.h).
 #include <cmath>
 #include <vector>

@@ -7,7 +7,7 @@
 // slices of kW4SliceColumns columns — MatMulSplitK's slices (matmul.h): each slice's 16-wide
 // chunks ascending from zero, then the slices added in ascending order — so every output has
 // the bits of SumSplits over MatMulSplitK on a dense bf16 weight holding those values, whichever
-// form its batch size picks. The slices are a function of K alone (DESIGN.md §3.2 lets the order
+// form its batch size picks. The slices are a function of K alone (docs/design.md §3.2 lets the order
 // depend on K and N, never on m).
 //
 // A warp owns 16 outputs x one slice, the M of mma.sync m16n8k16: the weights are the A operand

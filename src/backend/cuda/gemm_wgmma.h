@@ -13,7 +13,7 @@
 // Bits: every output has one fp32 accumulator, zeroed, that gains its products as the ascending
 // sequence of K's 16-wide chunks (zeros past K add nothing: see the kernel), one wgmma k16 step a
 // chunk, no split-K. On Hopper a wgmma k16 step and an mma.sync m16n8k16 step are the same fused
-// add of 16 products and the accumulator (../shared/reference/prefill-performance.md §2), so each
+// add of 16 products and the accumulator (docs/design.md §3.2), so each
 // output is bit for bit the decode form's and GemmPipe's (gemm_decode.h, gemm_pipe.h) — whatever
 // the tile shape, the number of tiles or the row count. Tested against them across shapes.
 //

@@ -15,7 +15,7 @@
 // every output gains its products as the same sequence of 16-wide K chunks, ascending, through
 // the same instruction: the order depends only on K — never on m, the kernel chosen, a row's
 // place in the batch or its neighbours' values — so a row's bits never depend on the other rows
-// (DESIGN.md §3.2; tested across the kernels). Dense weights: one chain over all of K — except
+// (docs/design.md §3.2; tested across the kernels). Dense weights: one chain over all of K — except
 // those with few outputs (N <= 256, N % 8 == 0, K % 16 == 0, K past one slice: a GDN's b / a
 // gates), which run MatMulSplitK's slices at every m so that one row spreads over the GPU. W4A16
 // weights: K in MatMulSplitK's slices (gemm_decode_w4.h: a chain a slice, the slices added in

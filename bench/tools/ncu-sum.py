@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Sums the kernel lines of a scripts/device-profile summary.txt.
+"""Sums the kernel lines of a bench/tools/device-profile summary.txt.
 
-  scripts/ncu-sum.py SUMMARY.txt PASS [--by roles|kernel]
+  bench/tools/ncu-sum.py SUMMARY.txt PASS [--by roles|kernel]
 
 --by kernel (default): time per kernel name, longest first, with its share.
 --by roles: an adapter pass by role, from the kernel and its neighbour: SumSplitsKernel sums

@@ -3,7 +3,7 @@
 
   ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --page raw \\
       --kernel-name regex:'GdnCore' build/graft bench ... > k.csv
-  scripts/ncu-kernel-times.py k.csv
+  bench/tools/ncu-kernel-times.py k.csv
 
 One line per kernel name (its last 30 characters before the argument list) and grid size: the
 launch count, the median and the minimum in microseconds. Lines before the CSV header (ncu's and

@@ -3,7 +3,7 @@
 
   ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --page raw \\
       build/graft bench ... --decode-steps 3 --decode-batches 1 > step.csv
-  scripts/ncu-step.py step.csv [--first N]
+  bench/tools/ncu-step.py step.csv [--first N]
 
 A step starts at an EmbedKernel launch; the last one in the file is a decode step's (bench runs
 its prefill first). One line a kernel (name, grid, microseconds), then the count and the sum.
