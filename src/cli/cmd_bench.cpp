@@ -131,7 +131,7 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
         spdlog::info("bench: dummy weights generated in {:.1f} s, quantized to {} in {:.1f} s ({} threads)",
                      std::chrono::duration<double>(t1 - t0).count(), s->dummy_quant,
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), s->m.threads);
-        model = cfg.arch == Arch::kQwen3 ? MakeQwen3(std::move(cfg), std::move(w)) : MakeQwen3_5(std::move(cfg), std::move(w));
+        GRAFT_ASSIGN_OR_RETURN(model, MakeModel(std::move(cfg), std::move(w)));
       } else if (s->load_format == "dummy") {
         GRAFT_ASSIGN_OR_RETURN(model, LoadDummyModel(s->m.model, s->job.seed, s->m.threads));
       } else {

@@ -226,7 +226,13 @@ Status ReadEos(const json& top, const json& t, ModelConfig& c, const std::string
 
 }  // namespace
 
-const char* ArchName(Arch a) { return a == Arch::kQwen3 ? "qwen3" : "qwen3_5"; }
+const char* ArchName(Arch a) {
+  switch (a) {
+    case Arch::kQwen3: return "qwen3";
+    case Arch::kQwen3_5: return "qwen3_5";
+  }
+  return "unknown architecture";
+}
 
 int ModelConfig::num_layers_of(LayerKind k) const {
   int n = 0;

@@ -277,11 +277,19 @@ Status Model::Forward(Ops& ops, const int32_t* tokens, int n, SequenceState& sta
   return Forward(ops, b, adapters ? *adapters : kNone, logits);
 }
 
+Result<std::unique_ptr<Model>> MakeModel(ModelConfig c, ModelWeights w) {
+  switch (c.arch) {
+    case Arch::kQwen3: return MakeQwen3(std::move(c), std::move(w));
+    case Arch::kQwen3_5: return MakeQwen3_5(std::move(c), std::move(w));
+  }
+  return Internal("no forward pass for architecture " + std::to_string(static_cast<int>(c.arch)) + " (" +
+                  c.model_type + ")");
+}
+
 Result<std::unique_ptr<Model>> LoadDummyModel(const std::string& dir, uint64_t seed, int threads) {
   GRAFT_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(dir));
   ModelWeights w = DummyWeights(cfg, seed, threads);
-  if (cfg.arch == Arch::kQwen3) return MakeQwen3(std::move(cfg), std::move(w));
-  return MakeQwen3_5(std::move(cfg), std::move(w));
+  return MakeModel(std::move(cfg), std::move(w));
 }
 
 Result<std::unique_ptr<Model>> LoadModel(const std::string& dir) {
@@ -289,8 +297,7 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& dir) {
   GRAFT_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(dir));
   GRAFT_ASSIGN_OR_RETURN(ModelWeights w, LoadWeights(ckpt, cfg));
   if (w.lm_head.empty()) cfg.tie_word_embeddings = true;  // no lm_head in the checkpoint: tied
-  if (cfg.arch == Arch::kQwen3) return MakeQwen3(std::move(cfg), std::move(w));
-  return MakeQwen3_5(std::move(cfg), std::move(w));
+  return MakeModel(std::move(cfg), std::move(w));
 }
 
 }  // namespace graft

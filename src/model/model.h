@@ -139,6 +139,9 @@ class Model {
 
 std::unique_ptr<Model> MakeQwen3(ModelConfig c, ModelWeights w);
 std::unique_ptr<Model> MakeQwen3_5(ModelConfig c, ModelWeights w);
+// The forward pass of c.arch over w: the one dispatch by architecture (an architecture without a
+// forward pass is an error naming it, never another architecture's pass).
+Result<std::unique_ptr<Model>> MakeModel(ModelConfig c, ModelWeights w);
 
 // Reads DIR/config.json and the checkpoint, loads every weight, and builds the model.
 Result<std::unique_ptr<Model>> LoadModel(const std::string& dir);

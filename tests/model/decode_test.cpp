@@ -162,6 +162,23 @@ TEST(Forward, RejectsPositionsPastTheContextLength) {
   EXPECT_NE(s.message().find("exceed the model's context length of 4096"), std::string::npos);
 }
 
+// One dispatch by architecture (MakeModel): each known one gets its own forward pass, and one
+// without a forward pass is an error naming it, never another architecture's pass.
+TEST(MakeModel, PicksTheArchitecturesPassAndRefusesAnUnknownOne) {
+  auto model = test::LoadFixtureModel("qwen3-tiny");
+  ASSERT_NE(model, nullptr);
+  auto again = MakeModel(model->config(), model->weights());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)->config().arch, Arch::kQwen3);
+  ModelConfig odd = model->config();
+  odd.arch = static_cast<Arch>(7);
+  odd.model_type = "qwen9";
+  auto refused = MakeModel(odd, model->weights());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("no forward pass for architecture 7 (qwen9)"), std::string::npos)
+      << refused.status().message();
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, DecodeInvariance,
                          ::testing::Values(Case{"qwen3-tiny", ActDtype::kF32}, Case{"qwen3-tiny", ActDtype::kBF16},
                                            Case{"qwen3_5-wrapper", ActDtype::kF32},

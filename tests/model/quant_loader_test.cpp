@@ -86,7 +86,9 @@ std::unique_ptr<Model> DenseCopy(const Model& q) {
     for (Weight* x : {&l.attn.qkv, &l.attn.o, &l.gdn.in_proj, &l.gdn.out, &l.gate_up, &l.down}) densify(*x);
   }
   densify(w.lm_head);
-  return q.config().arch == Arch::kQwen3 ? MakeQwen3(q.config(), std::move(w)) : MakeQwen3_5(q.config(), std::move(w));
+  auto made = MakeModel(q.config(), std::move(w));
+  EXPECT_TRUE(made.ok()) << made.status().ToString();
+  return made.ok() ? std::move(made).value() : nullptr;
 }
 
 std::vector<float> Logits(const Model& m, ActDtype act, const std::vector<int32_t>& ids) {
