@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <random>
+
 namespace graft {
 namespace {
 
@@ -168,6 +170,11 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
   if (auto e = integer("top_k", -1, 1 << 30, &top_k)) return e;
   if (auto e = number("min_p", 0, 1, &min_p)) return e;
   if (auto e = integer("seed", INT64_MIN, INT64_MAX, &seed)) return e;
+  if (body.find("seed") == body.end() || body["seed"].is_null()) {
+    // No seed: a fresh one, as OpenAI and vLLM draw one (a given seed stays reproducible).
+    std::random_device rd;
+    seed = static_cast<int64_t>((uint64_t{rd()} << 32) | rd());
+  }
   if (auto e = integer("n", 1, 1, &n)) return e;
   if (auto e = number("presence_penalty", -2, 2, &presence)) return e;
   if (auto e = number("frequency_penalty", -2, 2, &frequency)) return e;
@@ -204,6 +211,33 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
     if (auto e = integer("logprobs", 0, 20, &lp)) return e;
     out->logprobs = lp >= 0;
     top_logprobs = lp;
+  }
+  // Options graft cannot honour yet are refused by name, never accepted and ignored: structured
+  // output (only response_format "text", the default, is plain generation) and forced tool calls.
+  if (auto rf = body.find("response_format"); rf != body.end() && !rf->is_null()) {
+    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string()) {
+      return Bad("'response_format' must be an object with a string 'type'", "response_format");
+    }
+    const std::string type = (*rf)["type"].get<std::string>();
+    if (type != "text") {
+      return Bad(fmt::format("response_format type '{}' is not supported: graft has no constrained decoding yet "
+                             "(only 'text')",
+                             type.substr(0, 40)),
+                 "response_format");
+    }
+  }
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "guided_decoding_backend",
+                          "structured_outputs"}) {
+    if (auto it = body.find(key); it != body.end() && !it->is_null()) {
+      return Bad(fmt::format("'{}' is not supported: graft has no constrained decoding yet", key), key);
+    }
+  }
+  if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
+    const bool plain = tc->is_string() && ((*tc) == "none" || (*tc) == "auto");
+    if (!plain) {
+      return Bad("tool_choice: only \"none\" and \"auto\" are supported (graft cannot force a tool call yet)",
+                 "tool_choice");
+    }
   }
   auto so = body.find("stream_options");
   if (so != body.end() && so->is_object() && so->contains("include_usage") && (*so)["include_usage"].is_boolean()) {

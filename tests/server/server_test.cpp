@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "adapters/lora_loader.h"
@@ -213,6 +214,21 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
       {"/v1/completions", R"({"prompt": "x", "stop_token_ids": [999999999]})", 400, "stop token 999999999 is outside the vocabulary"},
       {"/v1/completions", R"({"prompt": "x", "ignore_eos": 1})", 400, "'ignore_eos' must be true or false"},
       {"/v1/completions", R"({"prompt": "x", "max_tokens": 3, "min_tokens": 4})", 422, "'min_tokens' (4) exceeds max_tokens (3)"},
+      // Structured output and forced tool calls cannot be honoured yet: refused by name, not ignored.
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})", 400,
+       "response_format type 'json_object' is not supported"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "bogus"}})", 400,
+       "response_format type 'bogus' is not supported"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "response_format": "json"})", 400,
+       "'response_format' must be an object with a string 'type'"},
+      {"/v1/completions", R"({"prompt": "x", "guided_json": {"type": "object"}})", 400, "'guided_json' is not supported"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": {"choice": ["a"]}})", 400,
+       "'structured_outputs' is not supported"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", 400,
+       "tool_choice: only \"none\" and \"auto\" are supported"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "function", "function": {"name": "f"}}})", 400,
+       "tool_choice: only \"none\" and \"auto\" are supported"},
       {"/tokenize", R"({"prompt": 5})", 400, "'prompt' must be a string"},
       {"/tokenize", R"({"prompt": "x", "messages": []})", 400, "give exactly one of 'prompt' and 'messages'"},
       {"/tokenize", R"({})", 400, "give exactly one of 'prompt' and 'messages'"},
@@ -335,6 +351,24 @@ TEST_F(Server, LogitBiasAndPenaltiesShapeTheAnswer) {
                           R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 6, "temperature": 0.8, "seed": 3,
                               "presence_penalty": 1.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1, "min_p": 0.05})");
   EXPECT_EQ(status, 200) << j.dump();
+}
+
+// Without a seed every request draws a fresh one (OpenAI's and vLLM's behaviour): sampled answers
+// differ; with one they repeat bit for bit. response_format "text" and tool_choice "auto" / "none"
+// are plain generation.
+TEST_F(Server, UnseededSamplingDrawsAFreshSeedAndSeededRepeats) {
+  auto answer = [&](const std::string& extra) {
+    auto [status, j] = Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Tell me a story."}],
+                                                        "max_tokens": 24, "temperature": 1)" + extra + "}");
+    EXPECT_EQ(status, 200) << j.dump();
+    return j["choices"][0]["message"]["content"].get<std::string>();
+  };
+  std::set<std::string> unseeded;
+  for (int i = 0; i < 4; ++i) unseeded.insert(answer(""));
+  EXPECT_GT(unseeded.size(), 1u) << "four unseeded answers at temperature 1 were all the same";
+  EXPECT_EQ(answer(R"(, "seed": 11)"), answer(R"(, "seed": 11)"));
+  EXPECT_EQ(answer(R"(, "seed": 11, "response_format": {"type": "text"}, "tool_choice": "auto")"), answer(R"(, "seed": 11)"));
+  EXPECT_EQ(answer(R"(, "seed": 11, "tool_choice": "none")"), answer(R"(, "seed": 11)"));
 }
 
 // vLLM's ignore_eos, stop_token_ids and min_tokens over HTTP, on an answer forced to end at once
