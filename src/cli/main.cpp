@@ -5,11 +5,13 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "util/version.h"
 
 int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("graft"));
   spdlog::set_pattern("%H:%M:%S.%e %^%l%$ %v");
   CLI::App app{"graft: serve a base language model and its fine-tunes, grafted at run time"};
+  app.set_version_flag("--version", std::string("graft ") + graft::kGraftVersion);
   app.require_subcommand(1);
   graft::cli::Runner run;
   graft::cli::AddServeCommand(app, run);

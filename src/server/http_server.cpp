@@ -14,6 +14,7 @@
 #include <random>
 
 #include "util/json_depth.h"
+#include "util/version.h"
 
 namespace graft {
 namespace {
@@ -161,7 +162,9 @@ void HttpServer::Routes() {
     res.set_content(metrics_.Render(engine_.Stats()), "text/plain; version=0.0.4");
   });
 
-  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  // The base and every adapter as OpenAI model objects (GET /v1/models lists them, GET
+  // /v1/models/{id} answers one).
+  auto model_objects = [this]() {
     const int64_t created = std::time(nullptr);
     ojson data = ojson::array();
     data.push_back({{"id", models_.base_name}, {"object", "model"}, {"created", created}, {"owned_by", "graft"},
@@ -181,8 +184,21 @@ void HttpServer::Routes() {
                       {"shared_exact_scratch_bytes", a.slots.exact >= 0 ? models_.exact_scratch_bytes : 0},
                       {"shared_exact_base_copy_bytes", a.slots.exact >= 0 ? models_.exact_base_bytes : 0}});
     }
-    Reply(res, 200, {{"object", "list"}, {"data", data}});
+    return data;
+  };
+  s.Get("/v1/models", [model_objects](const httplib::Request&, httplib::Response& res) {
+    Reply(res, 200, {{"object", "list"}, {"data", model_objects()}});
   });
+  s.Get(R"(/v1/models/(.+))", [model_objects](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    for (const auto& m : model_objects()) {
+      if (m["id"] == id) return Reply(res, 200, m);
+    }
+    ReplyError(res, {404, fmt::format("The model '{}' does not exist; GET /v1/models lists the base and every adapter",
+                                      id.substr(0, 200)),
+                     "not_found_error", "model"});
+  });
+  s.Get("/version", [](const httplib::Request&, httplib::Response& res) { Reply(res, 200, {{"version", kGraftVersion}}); });
 
   auto generation = [this](bool chat) {
     return [this, chat](const httplib::Request& req, httplib::Response& res) {

@@ -17,6 +17,7 @@
 #include "adapters/lora_loader.h"
 #include "backend/cpu/cpu_ops.h"
 #include "test_util.h"
+#include "util/version.h"
 #include "engine/decision_scorer.h"
 #include "tools/generate.h"
 
@@ -106,6 +107,20 @@ TEST_F(Server, ChatCompletionShapesAndModels) {
   EXPECT_EQ(models["data"][0]["id"], "base");
   EXPECT_EQ(models["data"][1]["id"], "gdn");
   EXPECT_EQ(models["data"][1]["parent"], "base");
+  // One model by id (the list's own object), an unknown one a 404 naming it; the version.
+  auto one = c.Get("/v1/models/gdn");
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->status, 200);
+  EXPECT_EQ(json::parse(one->body).dump(), models["data"][1].dump());
+  auto none = c.Get("/v1/models/nope");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 404);
+  EXPECT_NE(json::parse(none->body)["error"]["message"].get<std::string>().find("The model 'nope' does not exist"),
+            std::string::npos);
+  auto v = c.Get("/version");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->status, 200);
+  EXPECT_EQ(json::parse(v->body)["version"], kGraftVersion);
   auto h = c.Get("/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
