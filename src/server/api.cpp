@@ -19,7 +19,7 @@ std::optional<ApiError> RenderMessages(const json& body, const ChatTemplate& tmp
                                        std::string* out) {
   auto m = body.find("messages");
   if (m == body.end() || !m->is_array()) return Bad("'messages' must be an array", "messages");
-  if (m->empty()) return Bad("'messages' is empty", "messages", 422);
+  if (m->empty()) return Bad("'messages' is empty", "messages");
   for (size_t i = 0; i < m->size(); ++i) {
     const json& msg = (*m)[i];
     if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string()) {
@@ -45,7 +45,7 @@ std::optional<ApiError> RenderMessages(const json& body, const ChatTemplate& tmp
     }
   }
   auto rendered = tmpl.Render(nlohmann::ordered_json::parse(m->dump()), opt);
-  if (!rendered.ok()) return Bad(rendered.status().message(), "messages", 422);
+  if (!rendered.ok()) return Bad(rendered.status().message(), "messages");
   *out = rendered.value();
   return std::nullopt;
 }
@@ -60,7 +60,7 @@ std::optional<ApiError> TokenIds(const json& a, const char* field, const char* i
     const int64_t id = a[i].get<int64_t>();
     if (id < 0 || id >= tok.vocab_size()) {
       return Bad(fmt::format("{}[{}] = {} is outside the tokenizer's vocabulary (0..{})", field, i, id, tok.vocab_size() - 1),
-                 field, 422);
+                 field);
     }
     ids->push_back(static_cast<int32_t>(id));
   }
@@ -70,8 +70,9 @@ std::optional<ApiError> TokenIds(const json& a, const char* field, const char* i
 }  // namespace
 
 ojson ApiError::Json() const {
+  // code: the HTTP status, as vLLM's error objects carry it.
   return {{"error", {{"message", message}, {"type", type}, {"param", param.empty() ? ojson(nullptr) : ojson(param)},
-                     {"code", nullptr}}}};
+                     {"code", status}}}};
 }
 
 std::optional<ApiError> ServedModels::Resolve(const json& body, int32_t* slot, std::string* name, std::string* mode) const {
@@ -114,7 +115,7 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
     if (it == body.end() || it->is_null()) return std::nullopt;
     if (!it->is_number()) return Bad(fmt::format("'{}' must be a number", key), key);
     const double x = it->get<double>();
-    if (!(x >= lo && x <= hi)) return Bad(fmt::format("'{}' = {} is outside [{}, {}]", key, x, lo, hi), key, 422);
+    if (!(x >= lo && x <= hi)) return Bad(fmt::format("'{}' = {} is outside [{}, {}]", key, x, lo, hi), key);
     *v = x;
     return std::nullopt;
   };
@@ -123,7 +124,7 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
     if (it == body.end() || it->is_null()) return std::nullopt;
     if (!it->is_number_integer()) return Bad(fmt::format("'{}' must be an integer", key), key);
     const int64_t x = it->get<int64_t>();
-    if (x < lo || x > hi) return Bad(fmt::format("'{}' = {} is outside [{}, {}]", key, x, lo, hi), key, 422);
+    if (x < lo || x > hi) return Bad(fmt::format("'{}' = {} is outside [{}, {}]", key, x, lo, hi), key);
     *v = x;
     return std::nullopt;
   };
@@ -151,13 +152,13 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
     } else {
       return Bad("'prompt' must be a string, an array holding one string, or an array of token ids", "prompt");
     }
-    if (body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>()) return Bad("'echo' is not supported", "echo", 422);
-    if (body.contains("suffix") && !body["suffix"].is_null()) return Bad("'suffix' is not supported", "suffix", 422);
+    if (body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>()) return Bad("'echo' is not supported", "echo");
+    if (body.contains("suffix") && !body["suffix"].is_null()) return Bad("'suffix' is not supported", "suffix");
   }
   if (out->gen.prompt.empty()) {  // text, not ids: encode it
     auto ids = tok.Encode(out->prompt_text);
     if (!ids.ok()) return Bad(ids.status().message(), chat ? "messages" : "prompt");
-    if (ids->empty()) return Bad("the prompt encodes to no tokens", chat ? "messages" : "prompt", 422);
+    if (ids->empty()) return Bad("the prompt encodes to no tokens", chat ? "messages" : "prompt");
     out->gen.prompt = std::move(ids).value();
   }
   out->gen.adapter_slot = out->slot;
@@ -179,7 +180,7 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
   if (auto e = number("presence_penalty", -2, 2, &presence)) return e;
   if (auto e = number("frequency_penalty", -2, 2, &frequency)) return e;
   if (auto e = number("repetition_penalty", 0, 1e6, &repetition)) return e;
-  if (!(repetition > 0)) return Bad("'repetition_penalty' must be > 0 (1 disables it)", "repetition_penalty", 422);
+  if (!(repetition > 0)) return Bad("'repetition_penalty' must be > 0 (1 disables it)", "repetition_penalty");
   // logit_bias: {"token id": bias in [-100, 100]} (OpenAI's shape; ids are the model's).
   if (auto lb = body.find("logit_bias"); lb != body.end() && !lb->is_null()) {
     if (!lb->is_object()) return Bad("'logit_bias' must be an object mapping token ids to biases", "logit_bias");
@@ -193,7 +194,7 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
       if (!value.is_number()) return Bad(fmt::format("logit_bias: the bias for token {} must be a number", key), "logit_bias");
       const double b = value.get<double>();
       if (!(b >= -100 && b <= 100)) {
-        return Bad(fmt::format("logit_bias: the bias {} for token {} is outside [-100, 100]", b, key), "logit_bias", 422);
+        return Bad(fmt::format("logit_bias: the bias {} for token {} is outside [-100, 100]", b, key), "logit_bias");
       }
       out->gen.sampling.logit_bias.emplace_back(std::stoi(key), static_cast<float>(b));
     }
@@ -204,7 +205,7 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
   if (chat) {
     if (auto e = boolean("logprobs", &out->logprobs)) return e;
     if (auto e = integer("top_logprobs", 0, 20, &top_logprobs)) return e;
-    if (top_logprobs >= 0 && !out->logprobs) return Bad("'top_logprobs' needs 'logprobs': true", "top_logprobs", 422);
+    if (top_logprobs >= 0 && !out->logprobs) return Bad("'top_logprobs' needs 'logprobs': true", "top_logprobs");
     if (out->logprobs && top_logprobs < 0) top_logprobs = 0;
   } else {
     int64_t lp = -1;
@@ -255,7 +256,7 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
     } else {
       return Bad("'stop' must be a string or an array of at most 4 strings", "stop");
     }
-    for (const auto& s : out->gen.stop_strings) if (s.empty()) return Bad("'stop' strings must not be empty", "stop", 422);
+    for (const auto& s : out->gen.stop_strings) if (s.empty()) return Bad("'stop' strings must not be empty", "stop");
   }
   // vLLM's extensions: stop_token_ids (beside the model's end tokens, which ignore_eos drops)
   // and min_tokens (no stop of any kind before that many tokens).
@@ -286,7 +287,7 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
                chat ? "messages" : "prompt");
   }
   if (min_tokens > max_tokens) {
-    return Bad(fmt::format("'min_tokens' ({}) exceeds max_tokens ({})", min_tokens, max_tokens), "min_tokens", 422);
+    return Bad(fmt::format("'min_tokens' ({}) exceeds max_tokens ({})", min_tokens, max_tokens), "min_tokens");
   }
   out->gen.max_tokens = static_cast<int>(max_tokens);
   out->gen.min_tokens = static_cast<int>(min_tokens);
@@ -314,10 +315,10 @@ std::optional<ApiError> ParseTokenizeRequest(const json& body, const ServedModel
     }
   }
   if (auto it = body.find("return_token_strs"); it != body.end() && it->is_boolean() && it->get<bool>()) {
-    return Bad("'return_token_strs' is not supported", "return_token_strs", 422);
+    return Bad("'return_token_strs' is not supported", "return_token_strs");
   }
   if (auto it = body.find("continue_final_message"); it != body.end() && it->is_boolean() && it->get<bool>()) {
-    return Bad("'continue_final_message' is not supported", "continue_final_message", 422);
+    return Bad("'continue_final_message' is not supported", "continue_final_message");
   }
   const bool has_messages = body.contains("messages"), has_prompt = body.contains("prompt");
   if (has_messages == has_prompt) return Bad("give exactly one of 'prompt' and 'messages'", has_prompt ? "prompt" : "messages");

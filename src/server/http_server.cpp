@@ -350,16 +350,12 @@ void HttpServer::Routes() {
     }
     auto r = ParseDecisionRequest(body, cfg_.decision_limits);
     if (!r.ok()) {
-      // Wrong JSON types are 400; well-typed but invalid values (duplicates, limits) are 422.
-      const std::string& m = r.status().message();
-      const bool typing = m.find("must be") != std::string::npos || m.find("missing required") != std::string::npos;
-      ReplyError(res, {typing ? 400 : 422, m, "invalid_request_error", ""});
+      ReplyError(res, {400, r.status().message(), "invalid_request_error", ""});
       return finish(res.status);
     }
     auto result = engine_.Decide(r.value(), slot);
     if (!result.ok()) {
       ApiError e = FromStatus(result.status());
-      if (e.status == 400) e.status = 422;
       ReplyError(res, e);
       return finish(e.status);
     }

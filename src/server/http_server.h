@@ -1,11 +1,13 @@
 // HttpServer: HTTP transport only (docs/style.md 10). Handlers parse and validate, hand the work to
 // the Engine as a request with a callback, and turn the callback's events into a response or
 // a server-sent-event stream. Handlers never throw; errors are OpenAI error objects with
-// fitting statuses (400 malformed, 404 unknown model or route, 413 body too large, 422
-// well-formed but invalid, 429 queue full, 503 shutting down).
+// fitting statuses as vLLM's server sets them (400 for any invalid request — a wrong type, a
+// value out of range, an unsupported option —, 404 unknown model or route, 413 body too large,
+// 429 queue full, 503 shutting down), `code` the status.
 //
-// Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/decisions,
-//         GET /v1/models, GET /health, GET /metrics.
+// Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/decisions, POST /tokenize,
+//         POST /detokenize, GET /v1/models, GET /v1/models/{id}, GET /version, GET /health,
+//         GET /metrics.
 #pragma once
 
 #include <memory>
