@@ -82,15 +82,17 @@ double Time(CudaOps& ops, const Weight& w, int64_t m, int iters, std::map<std::p
   return s;
 }
 
-// --kernels: seconds per call of `run` (events around `iters` calls after three warm-ups).
+// --kernels: seconds per call of `run` (a Status-returning launch; events around `iters` calls
+// after three warm-ups), or the first call's error.
 template <typename F>
-double EventTime(int iters, F&& run) {
+Result<double> EventTime(int iters, F&& run) {
+  GRAFT_RETURN_IF_ERROR(run());
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
-  for (int i = 0; i < 3; ++i) run();
+  for (int i = 0; i < 2; ++i) (void)run();
   cudaEventRecord(a);
-  for (int i = 0; i < iters; ++i) run();
+  for (int i = 0; i < iters; ++i) (void)run();
   cudaEventRecord(b);
   cudaEventSynchronize(b);
   float ms = 0;
@@ -138,16 +140,25 @@ int RunKernels(const Options& o, const ModelConfig& cfg, const ModelWeights& w) 
         uint16_t* x = DeviceBf16(m * k, 0x1234);
         uint16_t* wd = DeviceBf16(n * k, 0x9876);
         float* y = nullptr;
-        cudaMalloc(&y, static_cast<size_t>(m * n) * 4);
+        if (x == nullptr || wd == nullptr || cudaMalloc(&y, static_cast<size_t>(m * n) * 4) != cudaSuccess) {
+          fmt::print(stderr, "--kernels: no device memory for the {} x {} x {} operands\n", m, n, k);
+          return 1;
+        }
         const double flops = 2.0 * m * n * k;
         const cuda::WgmmaForm big = cuda::WgmmaForm::kTile128x256, small = cuda::WgmmaForm::kTile128x128;
         int sms = 0;
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
         const cuda::WgmmaForm pick = cuda::ChooseWgmmaForm(m, n, sms);
-        const double t_mma = EventTime(o.iters, [&] { (void)cuda::GemmPipeMmaSync(x, m, wd, n, k, y, n, true, nullptr); });
-        const double t_big = EventTime(o.iters, [&] { (void)cuda::GemmWgmma(x, m, wd, n, k, y, n, true, nullptr, &big); });
-        const double t_small = EventTime(o.iters, [&] { (void)cuda::GemmWgmma(x, m, wd, n, k, y, n, true, nullptr, &small); });
-        const double t_blas = blas.ok() ? EventTime(o.iters, [&] { (void)(*blas)->Gemm(x, m, wd, n, k, y, n); }) : 0;
+        auto time = [&](auto&& run) -> double {
+          Result<double> t = EventTime(o.iters, run);
+          if (!t.ok()) fmt::print(stderr, "--kernels: {}\n", t.status().ToString());
+          return t.ok() ? *t : 0;
+        };
+        const double t_mma = time([&] { return cuda::GemmPipeMmaSync(x, m, wd, n, k, y, n, true, nullptr); });
+        const double t_big = time([&] { return cuda::GemmWgmma(x, m, wd, n, k, y, n, true, nullptr, &big); });
+        const double t_small = time([&] { return cuda::GemmWgmma(x, m, wd, n, k, y, n, true, nullptr, &small); });
+        const double t_blas = blas.ok() ? time([&] { return (*blas)->Gemm(x, m, wd, n, k, y, n); }) : 0;
+        if (t_mma == 0 || t_big == 0 || t_small == 0) return 1;
         const int c = counts[l.kind];
         step["mma.sync"] += c * t_mma;
         step["wgmma"] += c * (pick == big ? t_big : t_small);

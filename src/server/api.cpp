@@ -164,18 +164,15 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
   out->gen.adapter_slot = out->slot;
   // Sampling and limits.
   double temperature = 1.0, top_p = 1.0, min_p = 0, presence = 0, frequency = 0, repetition = 1;
-  int64_t top_k = 0, seed = 0, n = 1, top_logprobs = -1;
+  // No seed (or null): a fresh one, as OpenAI and vLLM draw one; a given seed stays reproducible.
+  std::random_device rd;
+  int64_t top_k = 0, seed = static_cast<int64_t>((uint64_t{rd()} << 32) | rd()), n = 1, top_logprobs = -1;
   int64_t max_tokens = -1;
   if (auto e = number("temperature", 0, 2, &temperature)) return e;
   if (auto e = number("top_p", 1e-9, 1, &top_p)) return e;
   if (auto e = integer("top_k", -1, 1 << 30, &top_k)) return e;
   if (auto e = number("min_p", 0, 1, &min_p)) return e;
   if (auto e = integer("seed", INT64_MIN, INT64_MAX, &seed)) return e;
-  if (body.find("seed") == body.end() || body["seed"].is_null()) {
-    // No seed: a fresh one, as OpenAI and vLLM draw one (a given seed stays reproducible).
-    std::random_device rd;
-    seed = static_cast<int64_t>((uint64_t{rd()} << 32) | rd());
-  }
   if (auto e = integer("n", 1, 1, &n)) return e;
   if (auto e = number("presence_penalty", -2, 2, &presence)) return e;
   if (auto e = number("frequency_penalty", -2, 2, &frequency)) return e;
