@@ -22,13 +22,31 @@ const stream = await client.chat.completions.create({
   model: ids[0], messages: [{ role: "user", content: "Hello" }], max_tokens: 8, temperature: 0, stream: true,
 });
 let text = "";
+let reasoning = "";
 let finish = null;
 for await (const chunk of stream) {
   text += chunk.choices[0]?.delta?.content ?? "";
+  reasoning += chunk.choices[0]?.delta?.reasoning_content ?? "";
   finish = chunk.choices[0]?.finish_reason ?? finish;
 }
 assert.equal(text, plain.choices[0].message.content);
+// The demo template opens <think>: the text is reasoning_content (vLLM's field), streamed alike.
+assert.equal(reasoning, plain.choices[0].message.reasoning_content ?? "");
 assert.ok(finish === "length" || finish === "stop");
+
+// An agent loop's second turn as the client sends it: the call's arguments a JSON string.
+const tools = [{ type: "function", function: { name: "get_weather", parameters: {
+  type: "object", properties: { city: { type: "string" } }, required: ["city"] } } }];
+const second = await client.chat.completions.create({
+  model: ids[0], tools, max_tokens: 4, temperature: 0,
+  messages: [
+    { role: "user", content: "Weather in Paris?" },
+    { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function",
+      function: { name: "get_weather", arguments: JSON.stringify({ city: "Paris" }) } }] },
+    { role: "tool", tool_call_id: "call_1", content: "18 C, sunny" },
+  ],
+});
+assert.equal(second.choices[0].message.role, "assistant");
 
 const completion = await client.completions.create({ model: "gdn", prompt: "Once", max_tokens: 4, temperature: 0 });
 assert.equal(completion.object, "text_completion");

@@ -40,6 +40,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
     ServerConfig server;
     EngineConfig engine;
     bool no_graphs = false;
+    std::string reasoning_parser = "qwen3";
   };
   auto s = std::make_shared<S>();
   auto* cmd = app.add_subcommand("serve", "Serve the base and its adapters over HTTP (OpenAI chat/completions, decisions)");
@@ -57,6 +58,10 @@ void AddServeCommand(CLI::App& app, Runner& run) {
                   "a resident copy of just the projections they touch is kept (and reported)")
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--chat-template", s->chat_template, "A Jinja file to use instead of the model's chat template")->check(CLI::ExistingFile);
+  cmd->add_option("--reasoning-parser", s->reasoning_parser,
+                  "qwen3: chat output's thinking (<think>...</think>) as reasoning_content; none: all of it as content")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"qwen3", "none"}));
   cmd->add_option("--host", s->server.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", s->server.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--kv-tokens", s->engine.kv_token_budget, "KV budget in tokens across live sequences")->capture_default_str()
@@ -78,6 +83,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       served.base_name = !s->name.empty() ? s->name : std::filesystem::path(s->m.model).lexically_normal().filename().string();
       if (served.base_name.empty()) served.base_name = "base";
       served.context = model->config().max_position_embeddings;
+      served.reasoning_parser = s->reasoning_parser == "qwen3";
       std::vector<std::unique_ptr<LoraAdapter>> adapters;
       AdapterSet set;
       for (const auto& spec : s->adapters) {

@@ -14,6 +14,39 @@ ApiError Bad(const std::string& message, const std::string& param, int status = 
   return ApiError{status, message, "invalid_request_error", param};
 }
 
+// An assistant turn's tool calls as OpenAI sends them back (function.arguments a JSON string)
+// into what the templates iterate (an object), as vLLM does before rendering.
+std::optional<ApiError> ParseToolCallArguments(nlohmann::ordered_json* messages) {
+  for (size_t i = 0; i < messages->size(); ++i) {
+    auto& msg = (*messages)[i];
+    auto calls = msg.find("tool_calls");
+    if (calls == msg.end() || calls->is_null()) continue;
+    if (!calls->is_array()) return Bad(fmt::format("messages[{}].tool_calls must be an array", i), "messages");
+    for (size_t j = 0; j < calls->size(); ++j) {
+      auto& call = (*calls)[j];
+      const std::string at = fmt::format("messages[{}].tool_calls[{}]", i, j);
+      if (!call.is_object()) return Bad(at + " must be an object", "messages");
+      auto f = call.find("function");
+      if (f == call.end() || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string()) {
+        return Bad(at + " needs a 'function' object with a string 'name'", "messages");
+      }
+      auto args = f->find("arguments");
+      if (args == f->end() || args->is_null()) {
+        (*f)["arguments"] = nlohmann::ordered_json::object();
+      } else if (args->is_string()) {
+        auto parsed = nlohmann::ordered_json::parse(args->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+        if (parsed.is_discarded() || !parsed.is_object()) {
+          return Bad(at + ".function.arguments must be a JSON object (as a string or an object)", "messages");
+        }
+        *args = std::move(parsed);
+      } else if (!args->is_object()) {
+        return Bad(at + ".function.arguments must be a JSON object (as a string or an object)", "messages");
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 // A chat body's messages (with its tools and chat_template_kwargs) through the template.
 std::optional<ApiError> RenderMessages(const json& body, const ChatTemplate& tmpl, bool add_generation_prompt,
                                        std::string* out) {
@@ -44,7 +77,9 @@ std::optional<ApiError> RenderMessages(const json& body, const ChatTemplate& tmp
       opt.extra.erase("enable_thinking");
     }
   }
-  auto rendered = tmpl.Render(nlohmann::ordered_json::parse(m->dump()), opt);
+  auto messages = nlohmann::ordered_json::parse(m->dump());
+  if (auto e = ParseToolCallArguments(&messages)) return e;
+  auto rendered = tmpl.Render(messages, opt);
   if (!rendered.ok()) return Bad(rendered.status().message(), "messages");
   *out = rendered.value();
   return std::nullopt;
@@ -237,6 +272,15 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
                  "tool_choice");
     }
   }
+  if (chat) {  // how the output splits (server/chat_output.h)
+    out->output.reasoning = models.reasoning_parser;
+    out->output.think_open = PromptOpensThinking(out->prompt_text);
+    auto tools = body.find("tools");
+    auto tc = body.find("tool_choice");
+    const bool none = tc != body.end() && tc->is_string() && *tc == "none";
+    out->output.tools = tools != body.end() && tools->is_array() && !tools->empty() && !none;
+    if (out->output.tools) out->output.tools_schema = *tools;
+  }
   auto so = body.find("stream_options");
   if (so != body.end() && so->is_object() && so->contains("include_usage") && (*so)["include_usage"].is_boolean()) {
     out->include_usage = (*so)["include_usage"].get<bool>();
@@ -373,15 +417,37 @@ ojson LogprobsJson(const std::vector<TokenLogprob>& lps, bool chat) {
   return {{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", top}};
 }
 
-ojson CompletionJson(const GenerationApiRequest& r, const std::string& id, int64_t created, const std::string& text,
+namespace {
+
+ojson ToolCallsJson(const std::vector<ToolCall>& calls, int first) {
+  ojson a = ojson::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    a.push_back({{"index", first + static_cast<int>(i)}, {"id", calls[i].id}, {"type", "function"},
+                 {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}});
+  }
+  return a;
+}
+
+bool Blank(const std::string& s) { return s.find_first_not_of(" \n\r\t") == std::string::npos; }
+
+}  // namespace
+
+ojson CompletionJson(const GenerationApiRequest& r, const std::string& id, int64_t created, const ChatOutput& out,
                      const std::vector<TokenLogprob>& lps, const std::string& finish_reason, int prompt_tokens,
                      int completion_tokens) {
   ojson choice;
   choice["index"] = 0;
-  if (r.chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
-  else choice["text"] = text;
+  const bool calls = !out.tool_calls.empty();
+  if (r.chat) {
+    ojson m = {{"role", "assistant"}, {"content", calls && Blank(out.content) ? ojson(nullptr) : ojson(out.content)}};
+    if (!out.reasoning.empty()) m["reasoning_content"] = out.reasoning;
+    if (calls) m["tool_calls"] = ToolCallsJson(out.tool_calls, 0);
+    choice["message"] = m;
+  } else {
+    choice["text"] = out.content;
+  }
   choice["logprobs"] = r.logprobs ? LogprobsJson(lps, r.chat) : ojson(nullptr);
-  choice["finish_reason"] = finish_reason;
+  choice["finish_reason"] = calls ? "tool_calls" : finish_reason;
   return {{"id", id},
           {"object", r.chat ? "chat.completion" : "text_completion"},
           {"created", created},
@@ -392,16 +458,20 @@ ojson CompletionJson(const GenerationApiRequest& r, const std::string& id, int64
 }
 
 ojson ChunkJson(const GenerationApiRequest& r, const std::string& id, int64_t created, const std::string* role,
-                const std::string& text, const std::vector<TokenLogprob>* lps, const std::string* finish_reason) {
+                const ChatOutput& out, int first_call, const std::vector<TokenLogprob>* lps,
+                const std::string* finish_reason) {
   ojson choice;
   choice["index"] = 0;
   if (r.chat) {
     ojson delta = ojson::object();
     if (role) delta["role"] = *role;
-    if (!text.empty() || (!role && !finish_reason)) delta["content"] = text;
+    const bool other = !out.reasoning.empty() || !out.tool_calls.empty();
+    if (!out.content.empty() || (!role && !finish_reason && !other)) delta["content"] = out.content;
+    if (!out.reasoning.empty()) delta["reasoning_content"] = out.reasoning;
+    if (!out.tool_calls.empty()) delta["tool_calls"] = ToolCallsJson(out.tool_calls, first_call);
     choice["delta"] = delta;
   } else {
-    choice["text"] = text;
+    choice["text"] = out.content;
   }
   choice["logprobs"] = (r.logprobs && lps) ? LogprobsJson(*lps, r.chat) : ojson(nullptr);
   choice["finish_reason"] = finish_reason ? ojson(*finish_reason) : ojson(nullptr);

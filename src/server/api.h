@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/chat_output.h"
 
 namespace graft {
 
@@ -35,6 +36,7 @@ struct ServedModels {
   int64_t exact_base_bytes = 0;     // --exact-base: the bf16 copy of touched projections, shared
   int context = 0;
   int default_max_tokens = 512;
+  bool reasoning_parser = true;  // --reasoning-parser qwen3 (the default) or none: chat output's reasoning_content
   // The slot a request's "model" and "mode" select; a missing model means the base, a missing
   // mode the adapter's default (AdapterSlots::Select). *mode receives the mode served ("" on
   // the base).
@@ -51,6 +53,7 @@ struct GenerationApiRequest {
   std::string prompt_text;  // rendered (chat), or given (completions: as text, or decoded from token ids)
   GenerationRequest gen;    // prompt tokens, sampling, stops, logprobs (on_event left empty)
   bool logprobs = false;
+  ChatOutputOptions output;  // chat: how the output splits into reasoning, content and tool calls
 };
 
 // Validates a /v1/chat/completions or /v1/completions body, renders and tokenizes the prompt.
@@ -70,13 +73,15 @@ std::optional<ApiError> ParseTokenizeRequest(const nlohmann::json& body, const S
 std::optional<ApiError> ParseDetokenizeRequest(const nlohmann::json& body, const ServedModels& models,
                                                const Tokenizer& tok, std::string* text);
 
-// Response bodies.
+// Response bodies. `out` is the generated text as ChatOutputParser splits it (completions: all
+// content). A chat completion with tool calls finishes with "tool_calls", its content null when
+// only whitespace; a chunk's tool calls are numbered from `first_call` (the calls streamed before).
 nlohmann::ordered_json LogprobsJson(const std::vector<TokenLogprob>& lps, bool chat);
 nlohmann::ordered_json CompletionJson(const GenerationApiRequest& r, const std::string& id, int64_t created,
-                                      const std::string& text, const std::vector<TokenLogprob>& lps,
+                                      const ChatOutput& out, const std::vector<TokenLogprob>& lps,
                                       const std::string& finish_reason, int prompt_tokens, int completion_tokens);
 nlohmann::ordered_json ChunkJson(const GenerationApiRequest& r, const std::string& id, int64_t created,
-                                 const std::string* role, const std::string& text, const std::vector<TokenLogprob>* lps,
-                                 const std::string* finish_reason);
+                                 const std::string* role, const ChatOutput& out, int first_call,
+                                 const std::vector<TokenLogprob>* lps, const std::string* finish_reason);
 
 }  // namespace graft

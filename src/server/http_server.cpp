@@ -241,7 +241,15 @@ void HttpServer::Routes() {
         if (e.kind == GenEvent::Kind::kError) {
           ReplyError(res, FromStatus(e.error));
         } else {
-          Reply(res, 200, CompletionJson(*api, id, created, text, lps, e.finish_reason, e.prompt_tokens, e.completion_tokens));
+          ChatOutput out;
+          if (api->chat) {
+            ChatOutputParser parser(api->output);
+            out = parser.Feed(text);
+            out.Append(parser.Finish());
+          } else {
+            out.content = std::move(text);
+          }
+          Reply(res, 200, CompletionJson(*api, id, created, out, lps, e.finish_reason, e.prompt_tokens, e.completion_tokens));
         }
         metrics_.Observe(endpoint, api->model, res.status, std::chrono::duration<double>(Clock::now() - t0).count());
         return;
@@ -249,9 +257,11 @@ void HttpServer::Routes() {
       res.set_header("Cache-Control", "no-cache");
       auto sent_role = std::make_shared<bool>(false);
       auto finished = std::make_shared<bool>(false);
+      auto parser = std::make_shared<ChatOutputParser>(api->output);
+      auto calls = std::make_shared<int>(0);  // tool calls streamed so far
       res.set_chunked_content_provider(
           "text/event-stream",
-          [this, api, ch, id, created, sent_role, finished](size_t, httplib::DataSink& sink) {
+          [this, api, ch, id, created, sent_role, finished, parser, calls](size_t, httplib::DataSink& sink) {
             if (*finished) {
               sink.done();
               return true;
@@ -260,17 +270,32 @@ void HttpServer::Routes() {
             std::string out;
             if (api->chat && !*sent_role) {
               const std::string role = "assistant";
-              out += Sse(ChunkJson(*api, id, created, &role, "", nullptr, nullptr));
+              out += Sse(ChunkJson(*api, id, created, &role, ChatOutput{}, 0, nullptr, nullptr));
               *sent_role = true;
             }
             GenEvent e;
             if (ch->Pop(&e, std::chrono::milliseconds(100))) {
+              // A chat delta goes through the output parser, which may hold text back (a tag
+              // not yet complete); the logprobs go with whatever the delta released.
+              auto piece = [&](ChatOutput o, const std::vector<TokenLogprob>* lps) {
+                if (o.empty() && !(api->logprobs && lps && !lps->empty())) return;
+                out += Sse(ChunkJson(*api, id, created, nullptr, o, *calls, lps, nullptr));
+                *calls += static_cast<int>(o.tool_calls.size());
+              };
               if (e.kind == GenEvent::Kind::kDelta) {
-                out += Sse(ChunkJson(*api, id, created, nullptr, e.text, &e.logprobs, nullptr));
+                if (api->chat) {
+                  piece(parser->Feed(e.text), &e.logprobs);
+                } else {
+                  ChatOutput o;
+                  o.content = e.text;
+                  out += Sse(ChunkJson(*api, id, created, nullptr, o, 0, &e.logprobs, nullptr));
+                }
               } else if (e.kind == GenEvent::Kind::kDone) {
-                out += Sse(ChunkJson(*api, id, created, nullptr, "", nullptr, &e.finish_reason));
+                if (api->chat) piece(parser->Finish(), nullptr);
+                const std::string finish = *calls > 0 ? "tool_calls" : e.finish_reason;
+                out += Sse(ChunkJson(*api, id, created, nullptr, ChatOutput{}, 0, nullptr, &finish));
                 if (api->include_usage) {
-                  ojson u = ChunkJson(*api, id, created, nullptr, "", nullptr, nullptr);
+                  ojson u = ChunkJson(*api, id, created, nullptr, ChatOutput{}, 0, nullptr, nullptr);
                   u["choices"] = ojson::array();
                   u["usage"] = {{"prompt_tokens", e.prompt_tokens}, {"completion_tokens", e.completion_tokens},
                                 {"total_tokens", e.prompt_tokens + e.completion_tokens}};

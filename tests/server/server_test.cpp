@@ -144,7 +144,7 @@ TEST_F(Server, StreamingEndsWithDoneAndMatchesTheNonStreamedText) {
   sse = r->body;
   ASSERT_GE(sse.size(), 14u);
   EXPECT_EQ(sse.substr(sse.size() - 14), "data: [DONE]\n\n");
-  std::string text;
+  std::string text, reasoning;
   size_t pos = 0;
   bool usage = false;
   while ((pos = sse.find("data: {", pos)) != std::string::npos) {
@@ -154,12 +154,67 @@ TEST_F(Server, StreamingEndsWithDoneAndMatchesTheNonStreamedText) {
     if (!chunk["choices"].empty() && chunk["choices"][0]["delta"].contains("content")) {
       text += chunk["choices"][0]["delta"]["content"].get<std::string>();
     }
+    if (!chunk["choices"].empty() && chunk["choices"][0]["delta"].contains("reasoning_content")) {
+      reasoning += chunk["choices"][0]["delta"]["reasoning_content"].get<std::string>();
+    }
     pos = end;
   }
   EXPECT_TRUE(usage);
   auto [status, j] = Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 10, "temperature": 0})");
   ASSERT_EQ(status, 200);
-  EXPECT_EQ(text, j["choices"][0]["message"]["content"].get<std::string>());
+  const json& m = j["choices"][0]["message"];
+  EXPECT_EQ(text, m["content"].get<std::string>());
+  // The fixture's template opens <think> and its random model never closes it: the text is
+  // reasoning (server/chat_output.h), streamed as it is returned whole.
+  ASSERT_TRUE(m.contains("reasoning_content")) << m.dump();
+  EXPECT_EQ(reasoning, m["reasoning_content"].get<std::string>());
+  EXPECT_FALSE(reasoning.empty());
+  // Thinking off (the template closes the block): the text is content again.
+  auto [s2, j2] = Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 10,
+                       "temperature": 0, "chat_template_kwargs": {"enable_thinking": false}})");
+  ASSERT_EQ(s2, 200);
+  EXPECT_FALSE(j2["choices"][0]["message"].contains("reasoning_content"));
+  EXPECT_FALSE(j2["choices"][0]["message"]["content"].get<std::string>().empty());
+}
+
+TEST_F(Server, ToolCallTurnsComeBackAsOpenAISendsThem) {
+  // The second turn of a tool loop: the assistant's call with arguments as a JSON string (as
+  // OpenAI clients send it back) and the tool's answer render as the template expects.
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type":
+      "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+  auto turn = [&](const json& arguments) {
+    return json{{"messages",
+                 {{{"role", "user"}, {"content", "Weather in Paris?"}},
+                  {{"role", "assistant"},
+                   {"content", nullptr},
+                   {"tool_calls",
+                    {{{"id", "call_1"}, {"type", "function"},
+                      {"function", {{"name", "get_weather"}, {"arguments", arguments}}}}}}},
+                  {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "18 C, sunny"}}}},
+                {"tools", tools},
+                {"max_tokens", 4},
+                {"temperature", 0}}
+        .dump();
+  };
+  auto [s1, j1] = Post("/v1/chat/completions", turn("{\"city\": \"Paris\"}"));
+  EXPECT_EQ(s1, 200) << j1.dump();
+  auto [s2, j2] = Post("/v1/chat/completions", turn(json{{"city", "Paris"}}));
+  EXPECT_EQ(s2, 200) << j2.dump();
+  EXPECT_EQ(j1["choices"][0]["message"].dump(), j2["choices"][0]["message"].dump()) << "string and object arguments";
+  // The rendered prompt holds the arguments as the template renders an object.
+  auto [s3, j3] = Post("/tokenize", turn("{\"city\": \"Paris\"}"));
+  ASSERT_EQ(s3, 200) << j3.dump();
+  std::vector<int32_t> ids = j3["tokens"].get<std::vector<int32_t>>();
+  const std::string prompt = tok_->Decode(ids);
+  EXPECT_NE(prompt.find("<function=get_weather>\n<parameter=city>\nParis\n</parameter>"), std::string::npos) << prompt;
+  // Arguments that are not a JSON object: a 400 naming where.
+  for (const json& bad : {json("{city: Paris}"), json("[1, 2]"), json(3)}) {
+    auto [s, j] = Post("/v1/chat/completions", turn(bad));
+    EXPECT_EQ(s, 400) << bad.dump();
+    EXPECT_NE(j["error"]["message"].get<std::string>().find("messages[1].tool_calls[0].function.arguments"),
+              std::string::npos)
+        << j.dump();
+  }
 }
 
 TEST_F(Server, ChatIsBitIdenticalBeforeDuringAndAfterAdapterDecisions) {
@@ -465,6 +520,40 @@ TEST_F(Server, TokenizeAndDetokenize) {
 // (the merged release's decisions, bit for bit), "lora" on request; /v1/models lists each
 // adapter's modes and memory; a mode an adapter lacks is a 400 naming it; base chat is
 // unchanged by exact decisions.
+TEST(ApiShapes, ToolCallsAndReasoningAsOpenAIAndVllmReturnThem) {
+  GenerationApiRequest r;
+  r.chat = true;
+  r.model = "base";
+  ChatOutputOptions o;
+  o.reasoning = o.think_open = o.tools = true;
+  ChatOutputParser p(o);
+  ChatOutput out = p.Feed("Need data.</think>\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call>");
+  out.Append(p.Finish());
+  const auto whole = CompletionJson(r, "id", 1, out, {}, "stop", 3, 4);
+  const auto& m = whole["choices"][0]["message"];
+  EXPECT_EQ(whole["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_TRUE(m["content"].is_null()) << m.dump();
+  EXPECT_EQ(m["reasoning_content"], "Need data.");
+  ASSERT_EQ(m["tool_calls"].size(), 1u);
+  EXPECT_EQ(m["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], "{\"x\":1}");
+  EXPECT_EQ(m["tool_calls"][0]["id"].get<std::string>().substr(0, 5), "call_");
+  // A streamed chunk numbers its calls after those streamed before it.
+  const auto chunk = ChunkJson(r, "id", 1, nullptr, out, 2, nullptr, nullptr);
+  const auto& d = chunk["choices"][0]["delta"];
+  EXPECT_EQ(d["tool_calls"][0]["index"], 2);
+  EXPECT_EQ(d["reasoning_content"], "Need data.");
+  EXPECT_FALSE(d.contains("content"));
+  // No calls: the finish reason and the content as they were.
+  ChatOutput plain;
+  plain.content = "hi";
+  const auto w2 = CompletionJson(r, "id", 1, plain, {}, "length", 3, 4);
+  EXPECT_EQ(w2["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(w2["choices"][0]["message"]["content"], "hi");
+  EXPECT_FALSE(w2["choices"][0]["message"].contains("tool_calls"));
+}
+
 TEST(ExactServer, ModesDecisionsAndModels) {
   test::TempDir d;
   test::ExtractExactAdapter(test::Fixture("adapters/qwen3_5-wrapper-lora-gdn-merged"), test::Fixture("qwen3_5-wrapper"), 16,
