@@ -74,6 +74,12 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--max-step-tokens", s->engine.max_step_tokens, "Rows per forward step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-queue", s->engine.max_queue, "Queued plus running requests before 429")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-body-bytes", s->server.max_body_bytes, "Largest request body (413 above)")->capture_default_str();
+  cmd->add_option("--api-key", s->server.access.api_key,
+                  "Require 'Authorization: Bearer KEY' on every route but /health, /metrics, /version (401 otherwise)")
+      ->envname("GRAFT_API_KEY");
+  cmd->add_option("--allowed-hosts", s->server.access.allowed_hosts,
+                  "Host header names answered besides loopback's when bound to loopback, the only ones otherwise; '*': any")
+      ->delimiter(',');
   cmd->callback([s, &run] {
     run = [s]() -> Status {
       GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(s->m.model));

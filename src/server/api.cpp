@@ -71,6 +71,16 @@ std::optional<ApiError> RenderMessages(const json& body, const ChatTemplate& tmp
   auto kw = body.find("chat_template_kwargs");
   if (kw != body.end() && !kw->is_null()) {
     if (!kw->is_object()) return Bad("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    // Names the server itself gives the template (the validated messages and tools, the special
+    // tokens) and the template's built-in functions cannot be replaced from a request.
+    for (const char* reserved : {"messages", "tools", "add_generation_prompt", "documents", "continue_final_message",
+                                 "bos_token", "eos_token", "pad_token", "unk_token", "raise_exception", "strftime_now",
+                                 "namespace", "range", "dict", "lipsum", "cycler", "joiner"}) {
+      if (kw->contains(reserved)) {
+        return Bad(fmt::format("chat_template_kwargs: '{}' is set by the server and cannot be given here", reserved),
+                   "chat_template_kwargs");
+      }
+    }
     opt.extra = nlohmann::ordered_json::parse(kw->dump());
     if (kw->contains("enable_thinking") && (*kw)["enable_thinking"].is_boolean()) {
       opt.enable_thinking = (*kw)["enable_thinking"].get<bool>();

@@ -153,6 +153,21 @@ void HttpServer::Routes() {
     }
   });
 
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    auto header = [&](const char* name) -> const std::string* {
+      auto it = req.headers.find(name);
+      return it == req.headers.end() ? nullptr : &it->second;
+    };
+    const RequestHead head{req.method, req.path, header("Host"), header("Authorization"), header("Content-Type")};
+    if (auto e = CheckAccess(cfg_.access, cfg_.host, head)) {
+      if (e->status == 405) res.set_header("Allow", RouteMethods(req.path));
+      if (e->status == 401) res.set_header("WWW-Authenticate", "Bearer");
+      ReplyError(res, *e);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const EngineStats st = engine_.Stats();
     Reply(res, 200, {{"status", "ok"}, {"waiting", st.waiting}, {"running", st.running}});

@@ -3,7 +3,9 @@
 // a server-sent-event stream. Handlers never throw; errors are OpenAI error objects with
 // fitting statuses as vLLM's server sets them (400 for any invalid request — a wrong type, a
 // value out of range, an unsupported option —, 404 unknown model or route, 413 body too large,
-// 429 queue full, 503 shutting down), `code` the status.
+// 429 queue full, 503 shutting down), `code` the status. Before any handler, CheckAccess
+// (server/access.h): 403 a Host that is not allowed, 405 a wrong method, 401 a missing or wrong
+// API key, 415 a body that is not JSON.
 //
 // Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/decisions, POST /tokenize,
 //         POST /detokenize, GET /v1/models, GET /v1/models/{id}, GET /version, GET /health,
@@ -15,6 +17,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "server/access.h"
 #include "server/api.h"
 #include "server/metrics.h"
 
@@ -30,6 +33,7 @@ struct ServerConfig {
   size_t max_body_bytes = 8u << 20;
   int http_threads = 128;      // each open stream holds one
   DecisionLimits decision_limits;
+  AccessConfig access;         // Host, API key, method and body-type checks (server/access.h)
 };
 
 class HttpServer {

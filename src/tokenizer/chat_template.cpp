@@ -102,7 +102,8 @@ Result<std::string> ChatTemplate::Render(const nlohmann::ordered_json& messages,
   if (!opt.tools.is_null()) g.Set("tools", jinja::Value::FromJson(opt.tools));
   if (opt.extra.is_object()) for (const auto& [k, v] : opt.extra.items()) g.Set(k, jinja::Value::FromJson(v));
   auto out = jinja::Render(*tmpl_, g);
-  if (!out.ok()) return out.status().WithContext("chat template " + source_);
+  // The file's name only: this message reaches clients, the server's paths do not.
+  if (!out.ok()) return out.status().WithContext("chat template " + fs::path(source_).filename().string());
   return out;
 }
 

@@ -1,10 +1,10 @@
 #!/bin/sh
 # Starts graft serve on a free port, runs the official OpenAI client (oracle/openai-client.mjs,
-# where npm installed it) against it, stops it.
+# where npm installed it) against it, stops it. The key (GRAFT_API_KEY) is the one the client sends.
 #   openai_client.sh GRAFT_BINARY FIXTURES_DIR ORACLE_DIR
 set -eu
 log=$(mktemp)
-"$1" serve --model "$2/qwen3_5-wrapper" --adapter "gdn=$2/adapters/qwen3_5-wrapper-lora-gdn" --port 0 >"$log" 2>&1 &
+GRAFT_API_KEY=unused "$1" serve --model "$2/qwen3_5-wrapper" --adapter "gdn=$2/adapters/qwen3_5-wrapper-lora-gdn" --port 0 >"$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -f "$log"' EXIT
 url=""

@@ -48,6 +48,7 @@ class Server : public ::testing::Test {
     ServerConfig sc;
     sc.port = 0;
     sc.max_body_bytes = 1 << 20;
+    sc.access.api_key = kKey;
     server_ = std::make_unique<HttpServer>(*engine_, *tok_, *tmpl_, served,
                                            StopTokens(test::Fixture("qwen3_5-wrapper"), model_->config(), *tok_, tmpl_.get()), sc);
     ASSERT_TRUE(server_->Bind().ok());
@@ -61,8 +62,10 @@ class Server : public ::testing::Test {
   httplib::Client Client() {
     httplib::Client c("127.0.0.1", server_->port());
     c.set_read_timeout(60, 0);
+    c.set_bearer_token_auth(kKey);
     return c;
   }
+  static constexpr const char* kKey = "test-key-1";
   std::pair<int, json> Post(const std::string& path, const std::string& body) {
     auto c = Client();
     auto r = c.Post(path.c_str(), body, "application/json");
@@ -260,6 +263,11 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
       {"/v1/chat/completions", "{not json", 400, "not valid JSON"},
       {"/v1/chat/completions", R"({"messages": "hi"})", 400, "'messages' must be an array"},
       {"/v1/chat/completions", R"({"messages": []})", 400, "'messages' is empty"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"messages": [{"role": "system"}]}})",
+       400, "'messages' is set by the server"},
+      {"/tokenize", R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"tools": []}})", 400,
+       "'tools' is set by the server"},
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": "5"})", 400, "'max_tokens' must be an integer"},
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "temperature": 9})", 400, "'temperature' = 9 is outside"},
       {"/v1/chat/completions", R"({"model": "nope", "messages": [{"role": "user", "content": "x"}]})", 404, "The model 'nope' does not exist"},
@@ -354,7 +362,8 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
     const std::string body = R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3000, "stream": true})";
-    const std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+    const std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " +
+                            std::string(kKey) + "\r\nContent-Type: application/json\r\nContent-Length: " +
                             std::to_string(body.size()) + "\r\n\r\n" + body;
     ASSERT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
     std::string got;
@@ -398,6 +407,90 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
 
 // Penalties, min_p and logit_bias over HTTP: accepted in OpenAI's (and vLLM's) ranges, and a
 // -100 bias on the greedy token moves the answer off it while logprobs stay the model's.
+TEST_F(Server, AccessNeedsTheKeyALoopbackHostTheRightMethodAndJson) {
+  const std::string chat = R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1})";
+  httplib::Client bare("127.0.0.1", server_->port());
+  auto status = [](const httplib::Result& r) { return r ? r->status : -1; };
+  auto message = [](const httplib::Result& r) {
+    return r ? json::parse(r->body, nullptr, false)["error"]["message"].get<std::string>() : std::string("no reply");
+  };
+  // The key: none, a wrong one (401 with an OpenAI error object); the open routes without it.
+  auto r = bare.Post("/v1/chat/completions", chat, "application/json");
+  EXPECT_EQ(status(r), 401);
+  EXPECT_NE(message(r).find("API key is required"), std::string::npos);
+  EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Bearer");
+  httplib::Client wrong("127.0.0.1", server_->port());
+  wrong.set_bearer_token_auth("test-key-2");
+  r = wrong.Post("/v1/chat/completions", chat, "application/json");
+  EXPECT_EQ(status(r), 401);
+  EXPECT_NE(message(r).find("Incorrect API key"), std::string::npos);
+  EXPECT_EQ(status(bare.Get("/v1/models")), 401);
+  EXPECT_EQ(status(bare.Post("/tokenize", R"({"prompt": "x"})", "application/json")), 401);
+  for (const char* open : {"/health", "/metrics", "/version"}) EXPECT_EQ(status(bare.Get(open)), 200) << open;
+  auto c = Client();
+  EXPECT_EQ(status(c.Post("/v1/chat/completions", chat, "application/json")), 200);
+  // DNS rebinding: a page's name re-bound to 127.0.0.1 sends its own Host.
+  r = c.Post("/v1/chat/completions", httplib::Headers{{"Host", "evil.example:8000"}}, chat, "application/json");
+  EXPECT_EQ(status(r), 403);
+  EXPECT_NE(message(r).find("Host 'evil.example' is not allowed"), std::string::npos);
+  for (const char* host : {"localhost:8000", "127.0.0.1", "[::1]:80", "LOCALHOST"}) {
+    EXPECT_EQ(status(c.Get("/health", httplib::Headers{{"Host", host}})), 200) << host;
+  }
+  // A cross-site form's body types; JSON with a charset passes.
+  for (const char* type : {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"}) {
+    r = c.Post("/v1/chat/completions", chat, type);
+    EXPECT_EQ(status(r), 415) << type;
+    EXPECT_NE(message(r).find("must be JSON"), std::string::npos) << type;
+  }
+  EXPECT_EQ(status(c.Post("/v1/chat/completions", chat, "application/json; charset=utf-8")), 200);
+  // A known route with the wrong method: 405 naming the right one; an unknown route: 404.
+  r = c.Get("/v1/chat/completions");
+  EXPECT_EQ(status(r), 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "POST");
+  EXPECT_EQ(status(c.Post("/v1/models", "{}", "application/json")), 405);
+  EXPECT_EQ(status(c.Get("/v1/nothing")), 404);
+}
+
+TEST(Access, Rules) {
+  AccessConfig open;
+  const std::string json = "application/json", key = "Bearer k";
+  auto head = [](const char* method, const char* path, const std::string* host, const std::string* auth,
+                 const std::string* type) { return RequestHead{method, path, host, auth, type}; };
+  const std::string evil = "evil.example", lan = "10.0.0.5:8000", local = "localhost:1";
+  EXPECT_FALSE(CheckAccess(open, "127.0.0.1", head("GET", "/health", &local, nullptr, nullptr)));
+  EXPECT_EQ(CheckAccess(open, "127.0.0.1", head("GET", "/health", &evil, nullptr, nullptr))->status, 403);
+  EXPECT_FALSE(CheckAccess(open, "127.0.0.1", head("GET", "/health", nullptr, nullptr, nullptr))) << "no Host header";
+  // Bound to every address: any Host unless --allowed-hosts lists some.
+  EXPECT_FALSE(CheckAccess(open, "0.0.0.0", head("GET", "/health", &evil, nullptr, nullptr)));
+  AccessConfig listed;
+  listed.allowed_hosts = {"10.0.0.5"};
+  EXPECT_FALSE(CheckAccess(listed, "0.0.0.0", head("GET", "/health", &lan, nullptr, nullptr)));
+  EXPECT_EQ(CheckAccess(listed, "0.0.0.0", head("GET", "/health", &evil, nullptr, nullptr))->status, 403);
+  EXPECT_FALSE(CheckAccess(listed, "127.0.0.1", head("GET", "/health", &lan, nullptr, nullptr)));
+  AccessConfig any;
+  any.allowed_hosts = {"*"};
+  EXPECT_FALSE(CheckAccess(any, "127.0.0.1", head("GET", "/health", &evil, nullptr, nullptr)));
+  // Keys: exact, the Bearer scheme.
+  AccessConfig keyed;
+  keyed.api_key = "k";
+  EXPECT_FALSE(CheckAccess(keyed, "127.0.0.1", head("POST", "/v1/decisions", nullptr, &key, &json)));
+  for (const std::string bad : {"Bearer k2", "Bearer ", "k", "Basic k", "bearer k"}) {
+    EXPECT_EQ(CheckAccess(keyed, "127.0.0.1", head("POST", "/v1/decisions", nullptr, &bad, &json))->status, 401) << bad;
+  }
+  EXPECT_EQ(CheckAccess(keyed, "127.0.0.1", head("GET", "/v1/models/x", nullptr, nullptr, nullptr))->status, 401);
+  EXPECT_FALSE(CheckAccess(keyed, "127.0.0.1", head("GET", "/metrics", nullptr, nullptr, nullptr)));
+  // Body types and methods.
+  const std::string vendor = "application/vnd.api+json", none_json = "text/json";
+  EXPECT_FALSE(CheckAccess(open, "127.0.0.1", head("POST", "/tokenize", nullptr, nullptr, &vendor)));
+  EXPECT_EQ(CheckAccess(open, "127.0.0.1", head("POST", "/tokenize", nullptr, nullptr, &none_json))->status, 415);
+  EXPECT_EQ(CheckAccess(open, "127.0.0.1", head("POST", "/tokenize", nullptr, nullptr, nullptr))->status, 415);
+  EXPECT_EQ(CheckAccess(open, "127.0.0.1", head("DELETE", "/v1/models", nullptr, nullptr, nullptr))->status, 405);
+  EXPECT_FALSE(CheckAccess(open, "127.0.0.1", head("HEAD", "/health", nullptr, nullptr, nullptr)));
+  EXPECT_EQ(RouteMethods("/v1/models/gdn"), "GET");
+  EXPECT_EQ(RouteMethods("/v1/models/"), "");
+  EXPECT_EQ(RouteMethods("/nope"), "");
+}
+
 TEST_F(Server, LogitBiasAndPenaltiesShapeTheAnswer) {
   const std::string prompt = "Tell me about logs.";
   auto ids = tok_->Encode(prompt).value();
