@@ -21,8 +21,13 @@ class PoolMemory {
   virtual void Zero(float* dst, int64_t n) = 0;
 };
 
+// Host memory up to a limit (default: the machine's physical memory, so a pool sized past it is
+// refused with the pool's own error before anything is touched, never an exception or the OOM
+// killer); an allocation the limit or the allocator refuses returns nullptr.
 class HostPoolMemory final : public PoolMemory {
  public:
+  explicit HostPoolMemory(int64_t limit_bytes = MachineBytes());
+  static int64_t MachineBytes();
   float* Allocate(int64_t n) override;
   void Free(float* block) override;
   void Copy(const float* src, float* dst, int64_t n) override;
@@ -30,6 +35,8 @@ class HostPoolMemory final : public PoolMemory {
 
  private:
   std::vector<std::unique_ptr<float[]>> blocks_;
+  std::vector<int64_t> sizes_;  // bytes of blocks_[i]
+  int64_t limit_, used_ = 0;
 };
 
 }  // namespace graft

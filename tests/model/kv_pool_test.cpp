@@ -142,5 +142,28 @@ TEST(KvPool, AFullFixedPoolFailsTheStepAndLeavesTheStateAlone) {
   EXPECT_EQ(pool->free_pages(), 2);
 }
 
+TEST(KvPool, APoolPastTheMachineIsRefusedWithItsOwnError) {
+  // --kv-tokens 1073741824 on the fixture: 67M pages, far more than any machine holds. The pool
+  // says so (and nothing was touched); it does not throw std::bad_alloc.
+  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
+  ASSERT_NE(model, nullptr);
+  KvPool pool(model->config(), 16, (1 << 30) / 16, 4, /*growable=*/false, nullptr);
+  ASSERT_FALSE(pool.reserved().ok());
+  EXPECT_EQ(pool.reserved().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(pool.reserved().message().find("no memory for 67108864 pages"), std::string::npos) << pool.reserved().message();
+  EXPECT_EQ(pool.bytes(), 0);
+  // The limit holds to the byte, and freeing gives it back.
+  HostPoolMemory mem(1000);
+  float* a = mem.Allocate(200);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a[199], 0.0f) << "blocks come zeroed";
+  EXPECT_EQ(mem.Allocate(51), nullptr);
+  float* b = mem.Allocate(50);
+  EXPECT_NE(b, nullptr);
+  mem.Free(a);
+  EXPECT_NE(mem.Allocate(200), nullptr);
+  EXPECT_GT(HostPoolMemory::MachineBytes(), int64_t{1} << 28);
+}
+
 }  // namespace
 }  // namespace graft
