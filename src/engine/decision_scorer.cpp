@@ -5,18 +5,20 @@
 #include <cmath>
 
 namespace graft {
-namespace {
-
-// log_softmax(row)[token] in double.
-double LogProb(const float* row, int vocab, int32_t token) {
+Result<double> ChoiceLogProb(const float* row, int vocab, int32_t token, const std::string& what) {
   double mx = row[0];
-  for (int v = 1; v < vocab; ++v) mx = std::max<double>(mx, row[v]);
+  for (int v = 0; v < vocab; ++v) {
+    if (!std::isfinite(row[v])) {
+      return Internal(fmt::format("{}: the model's logit for token {} is {} (non-finite: the weights, the adapter or "
+                                  "the arithmetic produced it), so no probability can be given",
+                                  what, v, std::isnan(row[v]) ? "NaN" : row[v] > 0 ? "+inf" : "-inf"));
+    }
+    mx = std::max<double>(mx, row[v]);
+  }
   double z = 0;
   for (int v = 0; v < vocab; ++v) z += std::exp(static_cast<double>(row[v]) - mx);
   return static_cast<double>(row[token]) - mx - std::log(z);
 }
-
-}  // namespace
 
 Status DecisionScorer::Forward(const std::vector<int32_t>& ids, SequenceState& st, int32_t slot, const LogitRows& which,
                                std::vector<float>* logits) {
@@ -88,12 +90,17 @@ Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t s
     q.id = r.questions[i].id;
     for (size_t c = 0; c < qt.choices.size(); ++c) {
       const auto& toks = qt.choices[c];
-      double lp = LogProb(last, vocab, toks[0]);
+      const std::string what = fmt::format("question '{}', choice '{}'", r.questions[i].id, r.questions[i].choices[c]);
+      GRAFT_ASSIGN_OR_RETURN(double lp, ChoiceLogProb(last, vocab, toks[0], what));
       if (toks.size() > 1) {
         GRAFT_ASSIGN_OR_RETURN(SequenceState cs, st.Fork());
         std::vector<int32_t> head(toks.begin(), toks.end() - 1);
         GRAFT_RETURN_IF_ERROR(Forward(head, cs, slot, LogitRows{}, &more));
-        for (size_t j = 1; j < toks.size(); ++j) lp += LogProb(more.data() + (j - 1) * static_cast<size_t>(vocab), vocab, toks[j]);
+        for (size_t j = 1; j < toks.size(); ++j) {
+          GRAFT_ASSIGN_OR_RETURN(double more_lp,
+                                 ChoiceLogProb(more.data() + (j - 1) * static_cast<size_t>(vocab), vocab, toks[j], what));
+          lp += more_lp;
+        }
         res.question_tokens += static_cast<int>(head.size());
       }
       q.scores.push_back({r.questions[i].choices[c], lp, 0.0});

@@ -21,6 +21,11 @@
 
 namespace graft {
 
+// log_softmax(row)[token] in double; an error naming `what` when the row holds a NaN or an
+// infinity (the model's weights, an adapter or the arithmetic went wrong: no probability from
+// such a row is meaningful, so the decision fails rather than answer with null probabilities).
+Result<double> ChoiceLogProb(const float* row, int vocab, int32_t token, const std::string& what);
+
 class DecisionScorer {
  public:
   // pool: where the states live (nullptr: the model's own growable pool).

@@ -193,5 +193,21 @@ TEST(Decisions, DecideJobAnswersLineForLine) {
   EXPECT_EQ(out[2]["decisions"][0]["id"], "z");
 }
 
+TEST(Decision, ANonFiniteLogitIsAnErrorNotANullProbability) {
+  std::vector<float> row = {1.0f, 2.0f, 0.5f, -1.0f};
+  auto ok = ChoiceLogProb(row.data(), 4, 1, "q");
+  ASSERT_TRUE(ok.ok());
+  const double z = std::exp(1.0) + std::exp(2.0) + std::exp(0.5) + std::exp(-1.0);
+  EXPECT_NEAR(*ok, 2.0 - std::log(z), 1e-12);
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    row[3] = bad;  // not the chosen token's: any non-finite entry spoils the normaliser
+    auto r = ChoiceLogProb(row.data(), 4, 1, "question 'm', choice 'yes'");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInternal);
+    EXPECT_NE(r.status().message().find("question 'm', choice 'yes': the model's logit for token 3 is"), std::string::npos)
+        << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace graft
