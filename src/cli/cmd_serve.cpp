@@ -41,6 +41,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
     EngineConfig engine;
     bool no_graphs = false;
     std::string reasoning_parser = "qwen3";
+    std::string generation_config = "auto";
   };
   auto s = std::make_shared<S>();
   auto* cmd = app.add_subcommand("serve", "Serve the base and its adapters over HTTP (OpenAI chat/completions, decisions)");
@@ -62,6 +63,10 @@ void AddServeCommand(CLI::App& app, Runner& run) {
                   "qwen3: chat output's thinking (<think>...</think>) as reasoning_content; none: all of it as content")
       ->capture_default_str()
       ->check(CLI::IsMember({"qwen3", "none"}));
+  cmd->add_option("--generation-config", s->generation_config,
+                  "Sampling defaults for what a request leaves unset: auto (the model's generation_config.json), "
+                  "none (OpenAI's), or a directory holding one")
+      ->capture_default_str();
   cmd->add_option("--host", s->server.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", s->server.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--kv-tokens", s->engine.kv_token_budget, "KV budget in tokens across live sequences")->capture_default_str()
@@ -90,6 +95,18 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       if (served.base_name.empty()) served.base_name = "base";
       served.context = model->config().max_position_embeddings;
       served.reasoning_parser = s->reasoning_parser == "qwen3";
+      served.kv_tokens = s->engine.kv_token_budget;
+      if (s->generation_config != "none") {
+        const std::string dir = s->generation_config == "auto" ? s->m.model : s->generation_config;
+        if (s->generation_config != "auto" && !std::filesystem::is_directory(dir)) {
+          return InvalidArgument(fmt::format("--generation-config '{}': not auto, none or a directory", dir));
+        }
+        GRAFT_ASSIGN_OR_RETURN(served.defaults, LoadGenerationConfig(dir));
+        if (!served.defaults.empty()) {
+          spdlog::info("sampling defaults from {}/generation_config.json (a request's own values win): {}", dir,
+                       served.defaults.Describe());
+        }
+      }
       std::vector<std::unique_ptr<LoraAdapter>> adapters;
       AdapterSet set;
       for (const auto& spec : s->adapters) {

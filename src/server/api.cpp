@@ -208,10 +208,14 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
   }
   out->gen.adapter_slot = out->slot;
   // Sampling and limits.
-  double temperature = 1.0, top_p = 1.0, min_p = 0, presence = 0, frequency = 0, repetition = 1;
+  // Defaults: the model's generation_config.json where it sets them (as vLLM applies them), else
+  // OpenAI's; the request's own values win.
+  const SamplingDefaults& dflt = models.defaults;
+  double temperature = dflt.temperature.value_or(1.0), top_p = dflt.top_p.value_or(1.0), min_p = dflt.min_p.value_or(0),
+         presence = 0, frequency = 0, repetition = dflt.repetition_penalty.value_or(1.0);
   // No seed (or null): a fresh one, as OpenAI and vLLM draw one; a given seed stays reproducible.
   std::random_device rd;
-  int64_t top_k = 0, seed = static_cast<int64_t>((uint64_t{rd()} << 32) | rd()), n = 1, top_logprobs = -1;
+  int64_t top_k = dflt.top_k.value_or(0), seed = static_cast<int64_t>((uint64_t{rd()} << 32) | rd()), n = 1, top_logprobs = -1;
   int64_t max_tokens = -1;
   if (auto e = number("temperature", 0, 2, &temperature)) return e;
   if (auto e = number("top_p", 1e-9, 1, &top_p)) return e;
@@ -330,7 +334,15 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
     }
   }
   const int64_t prompt = static_cast<int64_t>(out->gen.prompt.size());
-  if (max_tokens < 0) max_tokens = std::min<int64_t>(models.default_max_tokens, std::max<int64_t>(models.context - prompt, 1));
+  // No max_tokens: the rest of the context, as vLLM — or of the KV budget when that is smaller (a
+  // request reserves its KV up front), or generation_config's max_new_tokens when less.
+  if (max_tokens < 0) {
+    int64_t room = int64_t{1} << 24;
+    if (models.context > 0) room = std::min<int64_t>(room, models.context - prompt);
+    if (models.kv_tokens > 0) room = std::min<int64_t>(room, models.kv_tokens - prompt);
+    max_tokens = std::max<int64_t>(room, 1);
+    if (dflt.max_tokens) max_tokens = std::min(max_tokens, *dflt.max_tokens);
+  }
   if (models.context > 0 && prompt + max_tokens > models.context) {
     return Bad(fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the "
                            "prompt, {} for the completion). Please reduce the prompt or max_tokens.",

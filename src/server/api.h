@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "io/generation_config.h"
 #include "server/chat_output.h"
 
 namespace graft {
@@ -35,7 +36,8 @@ struct ServedModels {
   int64_t exact_scratch_bytes = 0;  // the one reconstruction scratch every exact mode shares
   int64_t exact_base_bytes = 0;     // --exact-base: the bf16 copy of touched projections, shared
   int context = 0;
-  int default_max_tokens = 512;
+  int64_t kv_tokens = 0;      // the engine's KV budget (0: none): a request reserves prompt + max_tokens of it
+  SamplingDefaults defaults;  // generation_config.json's (--generation-config): what a request leaves unset
   bool reasoning_parser = true;  // --reasoning-parser qwen3 (the default) or none: chat output's reasoning_content
   // The slot a request's "model" and "mode" select; a missing model means the base, a missing
   // mode the adapter's default (AdapterSlots::Select). *mode receives the mode served ("" on

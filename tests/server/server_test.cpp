@@ -41,6 +41,7 @@ class Server : public ::testing::Test {
     served.base_name = "base";
     served.adapters["gdn"].slots.lora = 1;
     served.context = model_->config().max_position_embeddings;
+    served.kv_tokens = 8192;
     EngineConfig ec;
     ec.max_step_tokens = 64;
     ec.kv_token_budget = 8192;
@@ -645,6 +646,47 @@ TEST(ApiShapes, ToolCallsAndReasoningAsOpenAIAndVllmReturnThem) {
   EXPECT_EQ(w2["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(w2["choices"][0]["message"]["content"], "hi");
   EXPECT_FALSE(w2["choices"][0]["message"].contains("tool_calls"));
+}
+
+TEST(ApiShapes, GenerationConfigDefaultsApplyAndRequestValuesWin) {
+  auto tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
+  auto tmpl = ChatTemplate::Load(test::Fixture("qwen3_5-wrapper"), "").value();
+  ServedModels models;
+  models.base_name = "base";
+  models.context = 1000;
+  models.kv_tokens = 600;
+  auto parse = [&](const std::string& body) {
+    GenerationApiRequest r;
+    auto e = ParseGenerationRequest(json::parse(body), /*chat=*/false, models, *tok, *tmpl, {}, &r);
+    EXPECT_FALSE(e) << (e ? e->message : "");
+    return r;
+  };
+  // No defaults: OpenAI's; max_tokens the rest of the KV budget (smaller than the context's).
+  GenerationApiRequest plain = parse(R"({"prompt": "Tell me about logs."})");
+  const int prompt = static_cast<int>(plain.gen.prompt.size());
+  EXPECT_EQ(plain.gen.sampling.temperature, 1.0f);
+  EXPECT_EQ(plain.gen.sampling.top_k, 0);
+  EXPECT_EQ(plain.gen.max_tokens, 600 - prompt);
+  models.kv_tokens = 0;
+  EXPECT_EQ(parse(R"({"prompt": "Tell me about logs."})").gen.max_tokens, 1000 - prompt) << "the rest of the context";
+  // generation_config.json's values where the request is silent; the request's own win.
+  models.defaults.temperature = 0.6;
+  models.defaults.top_k = 20;
+  models.defaults.top_p = 0.95;
+  models.defaults.repetition_penalty = 1.1;
+  models.defaults.max_tokens = 50;
+  const GenerationApiRequest d = parse(R"({"prompt": "Tell me about logs."})");
+  EXPECT_EQ(d.gen.sampling.temperature, 0.6f);
+  EXPECT_EQ(d.gen.sampling.top_k, 20);
+  EXPECT_EQ(d.gen.sampling.top_p, 0.95f);
+  EXPECT_EQ(d.gen.sampling.repetition_penalty, 1.1f);
+  EXPECT_EQ(d.gen.max_tokens, 50);
+  const GenerationApiRequest own =
+      parse(R"({"prompt": "Tell me about logs.", "temperature": 0, "top_k": -1, "max_tokens": 7, "repetition_penalty": 1})");
+  EXPECT_EQ(own.gen.sampling.temperature, 0.0f);
+  EXPECT_EQ(own.gen.sampling.top_k, 0);
+  EXPECT_EQ(own.gen.sampling.repetition_penalty, 1.0f);
+  EXPECT_EQ(own.gen.max_tokens, 7);
 }
 
 TEST(ExactServer, ModesDecisionsAndModels) {
