@@ -10,6 +10,8 @@ namespace {
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
+constexpr size_t kMaxChoices = 128;  // prompts x n in one request
+
 ApiError Bad(const std::string& message, const std::string& param, int status = 400) {
   return ApiError{status, message, "invalid_request_error", param};
 }
@@ -181,31 +183,47 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
     return std::nullopt;
   };
   // Prompt.
+  std::vector<std::vector<int32_t>> prompts;
   if (chat) {
     if (auto e = RenderMessages(body, tmpl, /*add_generation_prompt=*/true, &out->prompt_text)) return e;
+    auto ids = tok.Encode(out->prompt_text);
+    if (!ids.ok()) return Bad(ids.status().message(), "messages");
+    if (ids->empty()) return Bad("the prompt encodes to no tokens", "messages");
+    prompts.push_back(std::move(ids).value());
   } else {
+    // OpenAI's forms: a string, token ids, or an array of either (one batch of prompts).
     auto p = body.find("prompt");
     if (p == body.end()) return Bad("missing required field 'prompt'", "prompt");
-    const bool token_ids = p->is_array() && !p->empty() && (*p)[0].is_number();  // OpenAI's pre-tokenized form
-    if (token_ids) {
-      if (auto e = TokenIds(*p, "prompt", "a token id (an integer)", tok, &out->gen.prompt)) return e;
-      out->prompt_text = tok.Decode(out->gen.prompt);
-    } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
-      out->prompt_text = (*p)[0].get<std::string>();
-    } else if (p->is_string()) {
-      out->prompt_text = p->get<std::string>();
+    auto one = [&](const json& x, const std::string& where) -> std::optional<ApiError> {
+      std::vector<int32_t> ids;
+      if (x.is_string()) {
+        auto enc = tok.Encode(x.get<std::string>());
+        if (!enc.ok()) return Bad(where + ": " + enc.status().message(), "prompt");
+        ids = std::move(enc).value();
+        if (ids.empty()) return Bad(where + " encodes to no tokens", "prompt");
+      } else if (x.is_array() && !x.empty() && x[0].is_number()) {
+        if (auto e = TokenIds(x, where.c_str(), "a token id (an integer)", tok, &ids)) return e;
+      } else {
+        return Bad(where + " must be a string or an array of token ids", "prompt");
+      }
+      prompts.push_back(std::move(ids));
+      return std::nullopt;
+    };
+    if (p->is_string() || (p->is_array() && !p->empty() && (*p)[0].is_number())) {
+      if (auto e = one(*p, "prompt")) return e;
+    } else if (p->is_array() && !p->empty()) {
+      if (p->size() > kMaxChoices) return Bad(fmt::format("'prompt' holds {} prompts; at most {}", p->size(), kMaxChoices), "prompt");
+      for (size_t i = 0; i < p->size(); ++i) {
+        if (auto e = one((*p)[i], fmt::format("prompt[{}]", i))) return e;
+      }
     } else {
-      return Bad("'prompt' must be a string, an array holding one string, or an array of token ids", "prompt");
+      return Bad("'prompt' must be a string, token ids, or a non-empty array of strings or of token-id arrays", "prompt");
     }
+    out->prompt_text = tok.Decode(prompts[0]);
     if (body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>()) return Bad("'echo' is not supported", "echo");
     if (body.contains("suffix") && !body["suffix"].is_null()) return Bad("'suffix' is not supported", "suffix");
   }
-  if (out->gen.prompt.empty()) {  // text, not ids: encode it
-    auto ids = tok.Encode(out->prompt_text);
-    if (!ids.ok()) return Bad(ids.status().message(), chat ? "messages" : "prompt");
-    if (ids->empty()) return Bad("the prompt encodes to no tokens", chat ? "messages" : "prompt");
-    out->gen.prompt = std::move(ids).value();
-  }
+  out->gen.prompt = prompts[0];
   out->gen.adapter_slot = out->slot;
   // Sampling and limits.
   // Defaults: the model's generation_config.json where it sets them (as vLLM applies them), else
@@ -222,7 +240,12 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
   if (auto e = integer("top_k", -1, 1 << 30, &top_k)) return e;
   if (auto e = number("min_p", 0, 1, &min_p)) return e;
   if (auto e = integer("seed", INT64_MIN, INT64_MAX, &seed)) return e;
-  if (auto e = integer("n", 1, 1, &n)) return e;
+  if (auto e = integer("n", 1, kMaxChoices, &n)) return e;
+  if (prompts.size() * static_cast<size_t>(n) > kMaxChoices) {
+    return Bad(fmt::format("{} prompts with n = {} make {} choices; at most {}", prompts.size(), n, prompts.size() * n,
+                           kMaxChoices),
+               "n");
+  }
   if (auto e = number("presence_penalty", -2, 2, &presence)) return e;
   if (auto e = number("frequency_penalty", -2, 2, &frequency)) return e;
   if (auto e = number("repetition_penalty", 0, 1e6, &repetition)) return e;
@@ -333,25 +356,28 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
       out->gen.stop_tokens.insert(static_cast<int32_t>(id.get<int64_t>()));
     }
   }
-  const int64_t prompt = static_cast<int64_t>(out->gen.prompt.size());
-  // No max_tokens: the rest of the context, as vLLM — or of the KV budget when that is smaller (a
-  // request reserves its KV up front), or generation_config's max_new_tokens when less.
-  if (max_tokens < 0) {
-    int64_t room = int64_t{1} << 24;
-    if (models.context > 0) room = std::min<int64_t>(room, models.context - prompt);
-    if (models.kv_tokens > 0) room = std::min<int64_t>(room, models.kv_tokens - prompt);
-    max_tokens = std::max<int64_t>(room, 1);
-    if (dflt.max_tokens) max_tokens = std::min(max_tokens, *dflt.max_tokens);
-  }
-  if (models.context > 0 && prompt + max_tokens > models.context) {
-    return Bad(fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the "
-                           "prompt, {} for the completion). Please reduce the prompt or max_tokens.",
-                           models.context, prompt + max_tokens, prompt, max_tokens),
-               chat ? "messages" : "prompt");
-  }
-  if (min_tokens > max_tokens) {
-    return Bad(fmt::format("'min_tokens' ({}) exceeds max_tokens ({})", min_tokens, max_tokens), "min_tokens");
-  }
+  const int64_t asked = max_tokens;
+  // Per prompt: no max_tokens is the rest of the context, as vLLM — or of the KV budget when that is
+  // smaller (a request reserves its KV up front), or generation_config's max_new_tokens when less.
+  auto limit = [&](int64_t prompt, int64_t* mt) -> std::optional<ApiError> {
+    *mt = asked;
+    if (*mt < 0) {
+      int64_t room = int64_t{1} << 24;
+      if (models.context > 0) room = std::min<int64_t>(room, models.context - prompt);
+      if (models.kv_tokens > 0) room = std::min<int64_t>(room, models.kv_tokens - prompt);
+      *mt = std::max<int64_t>(room, 1);
+      if (dflt.max_tokens) *mt = std::min(*mt, *dflt.max_tokens);
+    }
+    if (models.context > 0 && prompt + *mt > models.context) {
+      return Bad(fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens ({} in "
+                             "the prompt, {} for the completion). Please reduce the prompt or max_tokens.",
+                             models.context, prompt + *mt, prompt, *mt),
+                 chat ? "messages" : "prompt");
+    }
+    if (min_tokens > *mt) return Bad(fmt::format("'min_tokens' ({}) exceeds max_tokens ({})", min_tokens, *mt), "min_tokens");
+    return std::nullopt;
+  };
+  if (auto e = limit(static_cast<int64_t>(out->gen.prompt.size()), &max_tokens)) return e;
   out->gen.max_tokens = static_cast<int>(max_tokens);
   out->gen.min_tokens = static_cast<int>(min_tokens);
   out->gen.sampling.temperature = static_cast<float>(temperature);
@@ -363,6 +389,21 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
   out->gen.sampling.repetition_penalty = static_cast<float>(repetition);
   out->gen.sampling.seed = static_cast<uint64_t>(seed);
   out->gen.top_logprobs = static_cast<int>(top_logprobs);
+  // The choices: prompt-major, n each; choice j of a prompt draws with seed + j (so a seeded
+  // request repeats every choice, and its choices differ).
+  out->choices.clear();
+  out->n = static_cast<int>(n);
+  for (const auto& ids : prompts) {
+    int64_t mt = 0;
+    if (auto e = limit(static_cast<int64_t>(ids.size()), &mt)) return e;
+    for (int64_t j = 0; j < n; ++j) {
+      GenerationRequest g = out->gen;
+      g.prompt = ids;
+      g.max_tokens = static_cast<int>(mt);
+      g.sampling.seed = static_cast<uint64_t>(seed) + static_cast<uint64_t>(j);
+      out->choices.push_back(std::move(g));
+    }
+  }
   return std::nullopt;
 }
 
@@ -454,36 +495,40 @@ bool Blank(const std::string& s) { return s.find_first_not_of(" \n\r\t") == std:
 
 }  // namespace
 
-ojson CompletionJson(const GenerationApiRequest& r, const std::string& id, int64_t created, const ChatOutput& out,
-                     const std::vector<TokenLogprob>& lps, const std::string& finish_reason, int prompt_tokens,
-                     int completion_tokens) {
-  ojson choice;
-  choice["index"] = 0;
-  const bool calls = !out.tool_calls.empty();
-  if (r.chat) {
-    ojson m = {{"role", "assistant"}, {"content", calls && Blank(out.content) ? ojson(nullptr) : ojson(out.content)}};
-    if (!out.reasoning.empty()) m["reasoning_content"] = out.reasoning;
-    if (calls) m["tool_calls"] = ToolCallsJson(out.tool_calls, 0);
-    choice["message"] = m;
-  } else {
-    choice["text"] = out.content;
+ojson CompletionJson(const GenerationApiRequest& r, const std::string& id, int64_t created,
+                     const std::vector<ChoiceResult>& choices, int prompt_tokens, int completion_tokens) {
+  ojson list = ojson::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChatOutput& out = choices[i].out;
+    ojson choice;
+    choice["index"] = i;
+    const bool calls = !out.tool_calls.empty();
+    if (r.chat) {
+      ojson m = {{"role", "assistant"}, {"content", calls && Blank(out.content) ? ojson(nullptr) : ojson(out.content)}};
+      if (!out.reasoning.empty()) m["reasoning_content"] = out.reasoning;
+      if (calls) m["tool_calls"] = ToolCallsJson(out.tool_calls, 0);
+      choice["message"] = m;
+    } else {
+      choice["text"] = out.content;
+    }
+    choice["logprobs"] = r.logprobs ? LogprobsJson(choices[i].logprobs, r.chat) : ojson(nullptr);
+    choice["finish_reason"] = calls ? "tool_calls" : choices[i].finish_reason;
+    list.push_back(std::move(choice));
   }
-  choice["logprobs"] = r.logprobs ? LogprobsJson(lps, r.chat) : ojson(nullptr);
-  choice["finish_reason"] = calls ? "tool_calls" : finish_reason;
   return {{"id", id},
           {"object", r.chat ? "chat.completion" : "text_completion"},
           {"created", created},
           {"model", r.model},
-          {"choices", ojson::array({choice})},
+          {"choices", list},
           {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
                      {"total_tokens", prompt_tokens + completion_tokens}}}};
 }
 
-ojson ChunkJson(const GenerationApiRequest& r, const std::string& id, int64_t created, const std::string* role,
-                const ChatOutput& out, int first_call, const std::vector<TokenLogprob>* lps,
+ojson ChunkJson(const GenerationApiRequest& r, const std::string& id, int64_t created, int index,
+                const std::string* role, const ChatOutput& out, int first_call, const std::vector<TokenLogprob>* lps,
                 const std::string* finish_reason) {
   ojson choice;
-  choice["index"] = 0;
+  choice["index"] = index;
   if (r.chat) {
     ojson delta = ojson::object();
     if (role) delta["role"] = *role;

@@ -53,7 +53,11 @@ struct GenerationApiRequest {
   std::string model;
   int32_t slot = 0;
   std::string prompt_text;  // rendered (chat), or given (completions: as text, or decoded from token ids)
-  GenerationRequest gen;    // prompt tokens, sampling, stops, logprobs (on_event left empty)
+  GenerationRequest gen;    // the first choice: prompt tokens, sampling, stops, logprobs (on_event left empty)
+  // Every choice: the prompts (a completions prompt array) times n, prompt-major; choice j of a
+  // prompt has seed + j. They share gen's cancellation flag.
+  std::vector<GenerationRequest> choices;
+  int n = 1;
   bool logprobs = false;
   ChatOutputOptions output;  // chat: how the output splits into reasoning, content and tool calls
 };
@@ -79,10 +83,14 @@ std::optional<ApiError> ParseDetokenizeRequest(const nlohmann::json& body, const
 // content). A chat completion with tool calls finishes with "tool_calls", its content null when
 // only whitespace; a chunk's tool calls are numbered from `first_call` (the calls streamed before).
 nlohmann::ordered_json LogprobsJson(const std::vector<TokenLogprob>& lps, bool chat);
+struct ChoiceResult {
+  ChatOutput out;
+  std::vector<TokenLogprob> logprobs;
+  std::string finish_reason;
+};
 nlohmann::ordered_json CompletionJson(const GenerationApiRequest& r, const std::string& id, int64_t created,
-                                      const ChatOutput& out, const std::vector<TokenLogprob>& lps,
-                                      const std::string& finish_reason, int prompt_tokens, int completion_tokens);
-nlohmann::ordered_json ChunkJson(const GenerationApiRequest& r, const std::string& id, int64_t created,
+                                      const std::vector<ChoiceResult>& choices, int prompt_tokens, int completion_tokens);
+nlohmann::ordered_json ChunkJson(const GenerationApiRequest& r, const std::string& id, int64_t created, int index,
                                  const std::string* role, const ChatOutput& out, int first_call,
                                  const std::vector<TokenLogprob>* lps, const std::string* finish_reason);
 

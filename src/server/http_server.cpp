@@ -22,23 +22,24 @@ namespace {
 using ojson = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
-// Events from the engine thread to one HTTP handler.
+// Events from the engine thread to one HTTP handler, each tagged with its choice's index.
 struct Channel {
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<GenEvent> events;
-  void Push(const GenEvent& e) {
+  std::deque<std::pair<int, GenEvent>> events;
+  void Push(int choice, const GenEvent& e) {
     {
       std::lock_guard<std::mutex> l(mu);
-      events.push_back(e);
+      events.emplace_back(choice, e);
     }
     cv.notify_one();
   }
   // Waits up to `timeout` for an event.
-  bool Pop(GenEvent* e, std::chrono::milliseconds timeout) {
+  bool Pop(int* choice, GenEvent* e, std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> l(mu);
     if (!cv.wait_for(l, timeout, [&] { return !events.empty(); })) return false;
-    *e = std::move(events.front());
+    *choice = events.front().first;
+    *e = std::move(events.front().second);
     events.pop_front();
     return true;
   }
@@ -228,55 +229,81 @@ void HttpServer::Routes() {
         metrics_.Observe(endpoint, api->model, err->status, std::chrono::duration<double>(Clock::now() - t0).count());
         return;
       }
+      // Every choice into the engine, its events tagged with its index on one channel; they share
+      // one cancellation flag (a hang-up or a failed submit stops them all).
       auto ch = std::make_shared<Channel>();
-      api->gen.on_event = [ch](const GenEvent& e) { ch->Push(e); };
       auto cancelled = api->gen.cancelled;
-      const Status st = engine_.Submit(api->gen);
-      if (!st.ok()) {
-        const ApiError e = FromStatus(st);
-        ReplyError(res, e);
-        metrics_.Observe(endpoint, api->model, e.status, std::chrono::duration<double>(Clock::now() - t0).count());
-        return;
+      const int count = static_cast<int>(api->choices.size());
+      for (int i = 0; i < count; ++i) {
+        GenerationRequest& g = api->choices[static_cast<size_t>(i)];
+        g.on_event = [ch, i](const GenEvent& e) { ch->Push(i, e); };
+        const Status st = engine_.Submit(g);
+        if (!st.ok()) {
+          cancelled->store(true);
+          const ApiError e = FromStatus(st);
+          ReplyError(res, e);
+          metrics_.Observe(endpoint, api->model, e.status, std::chrono::duration<double>(Clock::now() - t0).count());
+          return;
+        }
       }
       const std::string id = NewId(chat ? "chatcmpl-" : "cmpl-");
       const int64_t created = std::time(nullptr);
+      // Usage: each prompt's tokens once (its n choices share it, as vLLM counts), every choice's output.
+      auto prompt_tokens = std::make_shared<int>(0), completion_tokens = std::make_shared<int>(0);
       if (!api->stream) {
-        std::string text;
-        std::vector<TokenLogprob> lps;
-        GenEvent e;
-        while (true) {
-          if (!ch->Pop(&e, std::chrono::milliseconds(200))) continue;
+        std::vector<std::string> texts(static_cast<size_t>(count));
+        std::vector<ChoiceResult> results(static_cast<size_t>(count));
+        std::optional<Status> failed;
+        for (int done = 0; done < count && !failed;) {
+          int i = 0;
+          GenEvent e;
+          if (!ch->Pop(&i, &e, std::chrono::milliseconds(200))) continue;
+          ChoiceResult& r = results[static_cast<size_t>(i)];
           if (e.kind == GenEvent::Kind::kDelta) {
-            text += e.text;
-            lps.insert(lps.end(), e.logprobs.begin(), e.logprobs.end());
+            texts[static_cast<size_t>(i)] += e.text;
+            r.logprobs.insert(r.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+          } else if (e.kind == GenEvent::Kind::kDone) {
+            r.finish_reason = e.finish_reason;
+            if (i % api->n == 0) *prompt_tokens += e.prompt_tokens;
+            *completion_tokens += e.completion_tokens;
+            ++done;
           } else {
-            break;
+            failed = e.error;
           }
         }
-        if (e.kind == GenEvent::Kind::kError) {
-          ReplyError(res, FromStatus(e.error));
+        if (failed) {
+          cancelled->store(true);
+          ReplyError(res, FromStatus(*failed));
         } else {
-          ChatOutput out;
-          if (api->chat) {
-            ChatOutputParser parser(api->output);
-            out = parser.Feed(text);
-            out.Append(parser.Finish());
-          } else {
-            out.content = std::move(text);
+          for (int i = 0; i < count; ++i) {
+            ChoiceResult& r = results[static_cast<size_t>(i)];
+            if (api->chat) {
+              ChatOutputParser parser(api->output);
+              r.out = parser.Feed(texts[static_cast<size_t>(i)]);
+              r.out.Append(parser.Finish());
+            } else {
+              r.out.content = std::move(texts[static_cast<size_t>(i)]);
+            }
           }
-          Reply(res, 200, CompletionJson(*api, id, created, out, lps, e.finish_reason, e.prompt_tokens, e.completion_tokens));
+          Reply(res, 200, CompletionJson(*api, id, created, results, *prompt_tokens, *completion_tokens));
         }
         metrics_.Observe(endpoint, api->model, res.status, std::chrono::duration<double>(Clock::now() - t0).count());
         return;
       }
       res.set_header("Cache-Control", "no-cache");
+      struct Streamed {
+        ChatOutputParser parser;
+        int calls = 0;  // tool calls streamed so far
+      };
+      auto streams = std::make_shared<std::vector<Streamed>>();
+      for (int i = 0; i < count; ++i) streams->push_back({ChatOutputParser(api->output), 0});
       auto sent_role = std::make_shared<bool>(false);
       auto finished = std::make_shared<bool>(false);
-      auto parser = std::make_shared<ChatOutputParser>(api->output);
-      auto calls = std::make_shared<int>(0);  // tool calls streamed so far
+      auto remaining = std::make_shared<int>(count);
       res.set_chunked_content_provider(
           "text/event-stream",
-          [this, api, ch, id, created, sent_role, finished, parser, calls](size_t, httplib::DataSink& sink) {
+          [this, api, ch, id, created, sent_role, finished, streams, remaining, prompt_tokens,
+           completion_tokens](size_t, httplib::DataSink& sink) {
             if (*finished) {
               sink.done();
               return true;
@@ -285,40 +312,49 @@ void HttpServer::Routes() {
             std::string out;
             if (api->chat && !*sent_role) {
               const std::string role = "assistant";
-              out += Sse(ChunkJson(*api, id, created, &role, ChatOutput{}, 0, nullptr, nullptr));
+              for (int i = 0; i < static_cast<int>(streams->size()); ++i) {
+                out += Sse(ChunkJson(*api, id, created, i, &role, ChatOutput{}, 0, nullptr, nullptr));
+              }
               *sent_role = true;
             }
+            int i = 0;
             GenEvent e;
-            if (ch->Pop(&e, std::chrono::milliseconds(100))) {
-              // A chat delta goes through the output parser, which may hold text back (a tag
-              // not yet complete); the logprobs go with whatever the delta released.
+            if (ch->Pop(&i, &e, std::chrono::milliseconds(100))) {
+              Streamed& st = (*streams)[static_cast<size_t>(i)];
+              // A chat delta goes through the choice's output parser, which may hold text back (a
+              // tag not yet complete); the logprobs go with whatever the delta released.
               auto piece = [&](ChatOutput o, const std::vector<TokenLogprob>* lps) {
                 if (o.empty() && !(api->logprobs && lps && !lps->empty())) return;
-                out += Sse(ChunkJson(*api, id, created, nullptr, o, *calls, lps, nullptr));
-                *calls += static_cast<int>(o.tool_calls.size());
+                out += Sse(ChunkJson(*api, id, created, i, nullptr, o, st.calls, lps, nullptr));
+                st.calls += static_cast<int>(o.tool_calls.size());
               };
               if (e.kind == GenEvent::Kind::kDelta) {
                 if (api->chat) {
-                  piece(parser->Feed(e.text), &e.logprobs);
+                  piece(st.parser.Feed(e.text), &e.logprobs);
                 } else {
                   ChatOutput o;
                   o.content = e.text;
-                  out += Sse(ChunkJson(*api, id, created, nullptr, o, 0, &e.logprobs, nullptr));
+                  out += Sse(ChunkJson(*api, id, created, i, nullptr, o, 0, &e.logprobs, nullptr));
                 }
               } else if (e.kind == GenEvent::Kind::kDone) {
-                if (api->chat) piece(parser->Finish(), nullptr);
-                const std::string finish = *calls > 0 ? "tool_calls" : e.finish_reason;
-                out += Sse(ChunkJson(*api, id, created, nullptr, ChatOutput{}, 0, nullptr, &finish));
-                if (api->include_usage) {
-                  ojson u = ChunkJson(*api, id, created, nullptr, ChatOutput{}, 0, nullptr, nullptr);
-                  u["choices"] = ojson::array();
-                  u["usage"] = {{"prompt_tokens", e.prompt_tokens}, {"completion_tokens", e.completion_tokens},
-                                {"total_tokens", e.prompt_tokens + e.completion_tokens}};
-                  out += Sse(u);
+                if (api->chat) piece(st.parser.Finish(), nullptr);
+                const std::string finish = st.calls > 0 ? "tool_calls" : e.finish_reason;
+                out += Sse(ChunkJson(*api, id, created, i, nullptr, ChatOutput{}, 0, nullptr, &finish));
+                if (i % api->n == 0) *prompt_tokens += e.prompt_tokens;
+                *completion_tokens += e.completion_tokens;
+                if (--*remaining == 0) {
+                  if (api->include_usage) {
+                    ojson u = ChunkJson(*api, id, created, 0, nullptr, ChatOutput{}, 0, nullptr, nullptr);
+                    u["choices"] = ojson::array();
+                    u["usage"] = {{"prompt_tokens", *prompt_tokens}, {"completion_tokens", *completion_tokens},
+                                  {"total_tokens", *prompt_tokens + *completion_tokens}};
+                    out += Sse(u);
+                  }
+                  out += "data: [DONE]\n\n";
+                  *finished = true;
                 }
-                out += "data: [DONE]\n\n";
-                *finished = true;
               } else {
+                api->gen.cancelled->store(true);  // the other choices stop too
                 out += Sse(FromStatus(e.error).Json());
                 out += "data: [DONE]\n\n";
                 *finished = true;

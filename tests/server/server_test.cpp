@@ -277,7 +277,7 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
       {"/v1/completions", R"({"prompt": 7})", 400, "'prompt' must be a string"},
       {"/v1/completions", R"({"prompt": [1, "a"]})", 400, "prompt[1] must be a token id (an integer)"},
       {"/v1/completions", R"({"prompt": [3, -1]})", 400, "prompt[1] = -1 is outside the tokenizer's vocabulary"},
-      {"/v1/completions", R"({"prompt": []})", 400, "'prompt' must be a string, an array holding one string, or an array of token ids"},
+      {"/v1/completions", R"({"prompt": []})", 400, "'prompt' must be a string, token ids, or a non-empty array"},
       {"/v1/completions", R"({"prompt": "x", "presence_penalty": 2.5})", 400, "'presence_penalty' = 2.5 is outside [-2, 2]"},
       {"/v1/completions", R"({"prompt": "x", "frequency_penalty": "high"})", 400, "'frequency_penalty' must be a number"},
       {"/v1/completions", R"({"prompt": "x", "repetition_penalty": 0})", 400, "'repetition_penalty' must be > 0"},
@@ -492,6 +492,84 @@ TEST(Access, Rules) {
   EXPECT_EQ(RouteMethods("/nope"), "");
 }
 
+TEST_F(Server, SeveralChoicesAndPromptArraysEqualTheirRequestsAlone) {
+  // n choices of one seeded request: choice j is the request alone with seed + j.
+  auto chat = [&](const std::string& extra) {
+    return Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Tell me about logs."}],
+                "max_tokens": 6, "temperature": 1, "chat_template_kwargs": {"enable_thinking": false})" + extra + "}");
+  };
+  auto [s3, three] = chat(R"(, "n": 3, "seed": 40)");
+  ASSERT_EQ(s3, 200) << three.dump();
+  ASSERT_EQ(three["choices"].size(), 3u);
+  int completion = 0;
+  for (int j = 0; j < 3; ++j) {
+    auto [s1, one] = chat(R"(, "seed": )" + std::to_string(40 + j));
+    ASSERT_EQ(s1, 200);
+    EXPECT_EQ(three["choices"][j]["index"], j);
+    EXPECT_EQ(three["choices"][j]["message"].dump(), one["choices"][0]["message"].dump()) << "choice " << j;
+    EXPECT_EQ(three["usage"]["prompt_tokens"], one["usage"]["prompt_tokens"]) << "the prompt counts once";
+    completion += one["usage"]["completion_tokens"].get<int>();
+  }
+  EXPECT_EQ(three["usage"]["completion_tokens"], completion);
+  // Streamed: every choice's chunks carry its index and add up to the same texts.
+  {
+    auto c = Client();
+    auto r = c.Post("/v1/chat/completions",
+                    R"({"messages": [{"role": "user", "content": "Tell me about logs."}], "max_tokens": 6, "temperature": 1,
+                        "chat_template_kwargs": {"enable_thinking": false}, "n": 3, "seed": 40, "stream": true,
+                        "stream_options": {"include_usage": true}})",
+                    "application/json");
+    ASSERT_TRUE(r);
+    std::vector<std::string> texts(3);
+    std::vector<int> finishes(3, 0);
+    json usage;
+    for (size_t pos = 0; (pos = r->body.find("data: {", pos)) != std::string::npos;) {
+      const size_t end = r->body.find("\n\n", pos);
+      const json chunk = json::parse(r->body.substr(pos + 6, end - pos - 6));
+      pos = end;
+      if (chunk.contains("usage")) usage = chunk["usage"];
+      if (chunk["choices"].empty()) continue;
+      const int i = chunk["choices"][0]["index"];
+      ASSERT_GE(i, 0);
+      ASSERT_LT(i, 3);
+      if (chunk["choices"][0]["delta"].contains("content")) texts[i] += chunk["choices"][0]["delta"]["content"].get<std::string>();
+      if (!chunk["choices"][0]["finish_reason"].is_null()) ++finishes[i];
+    }
+    for (int j = 0; j < 3; ++j) {
+      EXPECT_EQ(texts[j], three["choices"][j]["message"]["content"].get<std::string>()) << "choice " << j;
+      EXPECT_EQ(finishes[j], 1);
+    }
+    EXPECT_EQ(usage.dump(), three["usage"].dump());
+  }
+  // A completions prompt array (strings and token ids): prompt-major choices, each as alone.
+  auto [sa, ids] = Post("/tokenize", R"({"prompt": "Once upon"})");
+  ASSERT_EQ(sa, 200);
+  const json batch = {{"prompt", {"Tell me about logs.", ids["tokens"]}}, {"max_tokens", 4}, {"temperature", 0}, {"n", 2}};
+  auto [sb, both] = Post("/v1/completions", batch.dump());
+  ASSERT_EQ(sb, 200) << both.dump();
+  ASSERT_EQ(both["choices"].size(), 4u);
+  for (int p = 0; p < 2; ++p) {
+    json alone = batch;
+    alone["prompt"] = batch["prompt"][p];
+    alone.erase("n");
+    auto [s1, one] = Post("/v1/completions", alone.dump());
+    ASSERT_EQ(s1, 200);
+    for (int j = 0; j < 2; ++j) EXPECT_EQ(both["choices"][2 * p + j]["text"], one["choices"][0]["text"]) << p << " " << j;
+  }
+  // Limits, each a 400 naming the field.
+  for (const auto& [body, expect] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"prompt": "x", "n": 129})", "'n' = 129 is outside [1, 128]"},
+           {R"({"prompt": ["a", "b", "c"], "n": 50})", "3 prompts with n = 50 make 150 choices; at most 128"},
+           {R"({"prompt": []})", "'prompt' must be a string"},
+           {R"({"prompt": ["a", 3]})", "prompt[1] must be a string or an array of token ids"},
+           {R"({"prompt": ["a", ""]})", "prompt[1] encodes to no tokens"},
+           {R"({"prompt": [[1, 2], [99999999]]})", "prompt[1][0] = 99999999 is outside the tokenizer's vocabulary"}}) {
+    auto [st, j] = Post("/v1/completions", body);
+    EXPECT_EQ(st, 400) << body;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(expect), std::string::npos) << j.dump();
+  }
+}
+
 TEST_F(Server, LogitBiasAndPenaltiesShapeTheAnswer) {
   const std::string prompt = "Tell me about logs.";
   auto ids = tok_->Encode(prompt).value();
@@ -623,7 +701,7 @@ TEST(ApiShapes, ToolCallsAndReasoningAsOpenAIAndVllmReturnThem) {
   ChatOutputParser p(o);
   ChatOutput out = p.Feed("Need data.</think>\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call>");
   out.Append(p.Finish());
-  const auto whole = CompletionJson(r, "id", 1, out, {}, "stop", 3, 4);
+  const auto whole = CompletionJson(r, "id", 1, {ChoiceResult{out, {}, "stop"}}, 3, 4);
   const auto& m = whole["choices"][0]["message"];
   EXPECT_EQ(whole["choices"][0]["finish_reason"], "tool_calls");
   EXPECT_TRUE(m["content"].is_null()) << m.dump();
@@ -634,7 +712,7 @@ TEST(ApiShapes, ToolCallsAndReasoningAsOpenAIAndVllmReturnThem) {
   EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], "{\"x\":1}");
   EXPECT_EQ(m["tool_calls"][0]["id"].get<std::string>().substr(0, 5), "call_");
   // A streamed chunk numbers its calls after those streamed before it.
-  const auto chunk = ChunkJson(r, "id", 1, nullptr, out, 2, nullptr, nullptr);
+  const auto chunk = ChunkJson(r, "id", 1, 0, nullptr, out, 2, nullptr, nullptr);
   const auto& d = chunk["choices"][0]["delta"];
   EXPECT_EQ(d["tool_calls"][0]["index"], 2);
   EXPECT_EQ(d["reasoning_content"], "Need data.");
@@ -642,7 +720,7 @@ TEST(ApiShapes, ToolCallsAndReasoningAsOpenAIAndVllmReturnThem) {
   // No calls: the finish reason and the content as they were.
   ChatOutput plain;
   plain.content = "hi";
-  const auto w2 = CompletionJson(r, "id", 1, plain, {}, "length", 3, 4);
+  const auto w2 = CompletionJson(r, "id", 1, {ChoiceResult{plain, {}, "length"}}, 3, 4);
   EXPECT_EQ(w2["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(w2["choices"][0]["message"]["content"], "hi");
   EXPECT_FALSE(w2["choices"][0]["message"].contains("tool_calls"));
