@@ -82,6 +82,10 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--api-key", s->server.access.api_key,
                   "Require 'Authorization: Bearer KEY' on every route but /health, /metrics, /version (401 otherwise)")
       ->envname("GRAFT_API_KEY");
+  cmd->add_option("--open-routes", s->server.access.open_routes,
+                  "Routes that need no --api-key (comma-separated; '' for none)")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--allowed-hosts", s->server.access.allowed_hosts,
                   "Host header names answered besides loopback's when bound to loopback, the only ones otherwise; '*': any")
       ->delimiter(',');

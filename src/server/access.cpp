@@ -70,7 +70,7 @@ std::optional<ApiError> CheckAccess(const AccessConfig& c, const std::string& bi
     return ApiError{405, fmt::format("{} takes {}, not {}", r.path, methods, r.method.substr(0, 20)),
                     "invalid_request_error", ""};
   }
-  const bool open = r.path == "/health" || r.path == "/metrics" || r.path == "/version";
+  const bool open = std::find(c.open_routes.begin(), c.open_routes.end(), r.path) != c.open_routes.end();
   if (!c.api_key.empty() && !open) {
     const std::string prefix = "Bearer ";
     const bool bearer = r.authorization && r.authorization->compare(0, prefix.size(), prefix) == 0;

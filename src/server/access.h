@@ -5,8 +5,9 @@
 //    re-bound to 127.0.0.1 (DNS rebinding) cannot drive it; bound elsewhere, only
 //    --allowed-hosts is enforced (when given). "*" allows any. A request without Host passes.
 // 2. Method (405, with Allow): a known route asked with another method.
-// 3. API key (401): with --api-key, every route but /health, /metrics and /version needs
-//    "Authorization: Bearer KEY" (compared in constant time), as vLLM's --api-key guards /v1.
+// 3. API key (401): with --api-key, every route but the open ones (--open-routes, default
+//    /health, /metrics and /version) needs "Authorization: Bearer KEY" (compared in constant
+//    time), as vLLM's --api-key guards /v1.
 // 4. Body type (415): a POST body must be JSON (Content-Type application/json or +json), so a
 //    cross-site form (text/plain, urlencoded, multipart) cannot start work.
 #pragma once
@@ -22,6 +23,7 @@ namespace graft {
 struct AccessConfig {
   std::string api_key;                     // empty: no key needed
   std::vector<std::string> allowed_hosts;  // Host names (no port), "*" for any
+  std::vector<std::string> open_routes = {"/health", "/metrics", "/version"};  // need no key
 };
 
 struct RequestHead {

@@ -480,6 +480,9 @@ TEST(Access, Rules) {
   }
   EXPECT_EQ(CheckAccess(keyed, "127.0.0.1", head("GET", "/v1/models/x", nullptr, nullptr, nullptr))->status, 401);
   EXPECT_FALSE(CheckAccess(keyed, "127.0.0.1", head("GET", "/metrics", nullptr, nullptr, nullptr)));
+  keyed.open_routes = {"/health"};  // --open-routes /health: the metrics need the key too
+  EXPECT_EQ(CheckAccess(keyed, "127.0.0.1", head("GET", "/metrics", nullptr, nullptr, nullptr))->status, 401);
+  EXPECT_FALSE(CheckAccess(keyed, "127.0.0.1", head("GET", "/health", nullptr, nullptr, nullptr)));
   // Body types and methods.
   const std::string vendor = "application/vnd.api+json", none_json = "text/json";
   EXPECT_FALSE(CheckAccess(open, "127.0.0.1", head("POST", "/tokenize", nullptr, nullptr, &vendor)));
