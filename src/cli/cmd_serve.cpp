@@ -80,7 +80,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--max-queue", s->engine.max_queue, "Queued plus running requests before 429")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-body-bytes", s->server.max_body_bytes, "Largest request body (413 above)")->capture_default_str();
   cmd->add_option("--api-key", s->server.access.api_key,
-                  "Require 'Authorization: Bearer KEY' on every route but /health, /metrics, /version (401 otherwise)")
+                  "Require 'Authorization: Bearer KEY' on every route but --open-routes (401 otherwise)")
       ->envname("GRAFT_API_KEY");
   cmd->add_option("--open-routes", s->server.access.open_routes,
                   "Routes that need no --api-key (comma-separated; '' for none)")

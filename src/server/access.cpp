@@ -29,11 +29,12 @@ bool IsLoopbackName(const std::string& name) {
          (name.size() > 10 && name.substr(name.size() - 10) == ".localhost");
 }
 
-// Equal strings in time that depends on their lengths only.
+// Equal non-empty strings, in time that depends on the lengths only.
 bool SameSecret(const std::string& a, const std::string& b) {
-  unsigned diff = a.size() == b.size() ? 0u : 1u;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned>(a[i] ^ b[i % std::max<size_t>(b.size(), 1)]);
-  return diff == 0 && !b.empty();
+  if (a.size() != b.size() || b.empty()) return false;
+  unsigned diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
 }
 
 }  // namespace

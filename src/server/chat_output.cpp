@@ -106,8 +106,6 @@ ChatOutput ChatOutputParser::Finish() {
   return out;
 }
 
-void ChatOutputParser::EmitContent(std::string_view text, ChatOutput* out) { out->content.append(text); }
-
 void ChatOutputParser::Run(bool final, ChatOutput* out) {
   while (true) {
     switch (mode_) {
@@ -145,7 +143,7 @@ void ChatOutputParser::Run(bool final, ChatOutput* out) {
         drop_newlines_ = false;
         if (!o_.tools) {
           after_call_ = false;
-          EmitContent(buf_, out);
+          out->content.append(buf_);
           buf_.clear();
           return;
         }
@@ -153,12 +151,12 @@ void ChatOutputParser::Run(bool final, ChatOutput* out) {
         if (start == std::string::npos) {
           const size_t keep = final ? 0 : PartialTag(buf_, kCall);
           if (keep < buf_.size()) after_call_ = false;
-          EmitContent(std::string_view(buf_).substr(0, buf_.size() - keep), out);
+          out->content.append(std::string_view(buf_).substr(0, buf_.size() - keep));
           buf_.erase(0, buf_.size() - keep);
           return;
         }
         if (start > 0) after_call_ = false;
-        EmitContent(std::string_view(buf_).substr(0, start), out);
+        out->content.append(std::string_view(buf_).substr(0, start));
         buf_.erase(0, start + kCall.size());
         mode_ = Mode::kToolCall;
         break;
@@ -168,7 +166,7 @@ void ChatOutputParser::Run(bool final, ChatOutput* out) {
         if (end == std::string::npos) {
           if (!final) return;  // the whole block is held until it closes
           after_call_ = false;
-          EmitContent(std::string(kCall) + buf_, out);  // unterminated: it stays text
+          out->content.append(std::string(kCall) + buf_);  // unterminated: it stays text
           buf_.clear();
           return;
         }
@@ -178,7 +176,7 @@ void ChatOutputParser::Run(bool final, ChatOutput* out) {
           after_call_ = true;
         } else {
           after_call_ = false;
-          EmitContent(std::string(kCall) + buf_.substr(0, end + kCallEnd.size()), out);
+          out->content.append(std::string(kCall) + buf_.substr(0, end + kCallEnd.size()));
         }
         buf_.erase(0, end + kCallEnd.size());
         mode_ = Mode::kContent;

@@ -54,7 +54,6 @@ class ChatOutputParser {
  private:
   enum class Mode { kStart, kReasoning, kContent, kToolCall };
   void Run(bool final, ChatOutput* out);
-  void EmitContent(std::string_view text, ChatOutput* out);
   bool ParseCall(std::string_view body, ToolCall* call) const;
 
   ChatOutputOptions o_;

@@ -564,6 +564,7 @@ TEST_F(Server, SeveralChoicesAndPromptArraysEqualTheirRequestsAlone) {
            {R"({"prompt": "x", "n": 129})", "'n' = 129 is outside [1, 128]"},
            {R"({"prompt": ["a", "b", "c"], "n": 50})", "3 prompts with n = 50 make 150 choices; at most 128"},
            {R"({"prompt": []})", "'prompt' must be a string"},
+           {json{{"prompt", std::vector<std::string>(129, "a")}}.dump(), "'prompt' holds 129 prompts; at most 128"},
            {R"({"prompt": ["a", 3]})", "prompt[1] must be a string or an array of token ids"},
            {R"({"prompt": ["a", ""]})", "prompt[1] encodes to no tokens"},
            {R"({"prompt": [[1, 2], [99999999]]})", "prompt[1][0] = 99999999 is outside the tokenizer's vocabulary"}}) {
