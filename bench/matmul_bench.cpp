@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "adapters/lora.h"
+#include "weights/lora.h"
 #include "backend/cuda/cublas_gemm.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm_pipe.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/byte_level.h"
+#include "util/byte_level.h"
 #include "tokenizer/tokenizer.h"
 #include "util/progress.h"
 

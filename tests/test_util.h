@@ -45,7 +45,7 @@ TensorToWrite Bf16Tensor(const std::string& name, std::vector<int64_t> shape, co
 #include <functional>
 #include <random>
 
-#include "adapters/lora.h"
+#include "weights/lora.h"
 #include "backend/ops.h"
 #include "model/model.h"
 

@@ -6,14 +6,14 @@
 
 #include <cstdint>
 
-#include "adapters/lora.h"
+#include "weights/lora.h"
 #include "io/model_config.h"
 
 namespace graft {
 
 LoraAdapter DummyAdapter(const ModelConfig& c, int rank, int upper_layers, bool bf16, uint64_t seed);
 
-// Gives every module of `a` a synthetic exact residual (adapters/exact.h) touching about
+// Gives every module of `a` a synthetic exact residual (weights/exact.h) touching about
 // `fraction` of its elements at seeded random places with random bf16 values, so the adapter
 // can be served in exact mode: the exact-mode workload of issue 11 without a release.
 void AddDummyExact(LoraAdapter& a, double fraction, uint64_t seed);

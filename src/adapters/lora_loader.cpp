@@ -75,7 +75,7 @@ std::string OtherTensorName(const nlohmann::json& e) {
 }
 
 // graft_exact.safetensors: for every module, "<module>.exact_index" (U8 varints) and
-// "<module>.exact_value" (BF16), decoded and indexed now (adapters/exact.h); nothing else.
+// "<module>.exact_value" (BF16), decoded and indexed now (weights/exact.h); nothing else.
 void LoadExact(const std::string& dir, const nlohmann::json& mj, const std::string& prefix, const ModelConfig& cfg,
                LoraAdapter& ad, std::vector<std::string>& problems) {
   std::string mode = "lora";

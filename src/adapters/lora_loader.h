@@ -14,7 +14,7 @@
 #include <functional>
 #include <string>
 
-#include "adapters/lora.h"
+#include "weights/lora.h"
 #include "io/model_config.h"
 #include "util/status.h"
 

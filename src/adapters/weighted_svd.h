@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "adapters/svd.h"
+#include "util/svd.h"
 #include "util/status.h"
 
 namespace graft {

@@ -16,10 +16,10 @@
 #include <cstdint>
 #include <memory>
 
-#include "adapters/lora.h"
+#include "weights/lora.h"
 #include "backend/pool_memory.h"
 #include "util/status.h"
-#include "model/weights.h"
+#include "weights/weights.h"
 
 namespace graft {
 
@@ -102,7 +102,7 @@ struct GdnGatedArgs {
   float* normed;                  // [n, hv * dv]
 };
 
-// LoRA deltas for the rows that select an adapter (see adapters/lora.h for the arithmetic).
+// LoRA deltas for the rows that select an adapter (see weights/lora.h for the arithmetic).
 // Rows whose slot is 0, or whose adapter has no module on this projection, are not touched.
 struct LoraArgs {
   const float* x;            // [m, k] the projection's input
@@ -165,7 +165,7 @@ class Ops {
   virtual void LoraAdd(const LoraArgs& a) = 0;
   // Exact mode: the fused bf16 weight `base` with the rows of every module in `modules`
   // (one fused slot of one adapter, each carrying its residual) replaced by the merged
-  // release's rows, reconstructed as adapters/exact.h defines bit for bit — so it equals the
+  // release's rows, reconstructed as weights/exact.h defines bit for bit — so it equals the
   // merged checkpoint's weight at this slot. Written into the backend's exact scratch and
   // valid until the next call; pass it to MatMul, which then runs the very kernel the merged
   // checkpoint would run.

@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "adapters/lora.h"
+#include "weights/lora.h"
 #include "backend/ops.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -46,7 +46,7 @@ Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& ada
 // --force); a no-op without the flag or when the served base already holds them in bf16.
 Status LoadExactBase(const ModelSettings& s, Model& model, const AdapterSet& adapters);
 
-// Decode steps replayed from CUDA graphs (backend/cuda/decode_graph.h) when `ops` is the CUDA
+// Decode steps replayed from CUDA graphs (engine/decode_graph.h) when `ops` is the CUDA
 // backend and `enabled`; otherwise both members are empty and steps run eagerly. The closures
 // share the graph cache, which lives as long as either of them.
 struct DecodeGraphs {

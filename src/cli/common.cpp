@@ -7,7 +7,7 @@
 #include "backend/cpu/cpu_ops.h"
 #ifdef GRAFT_HAVE_CUDA
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/decode_graph.h"
+#include "engine/decode_graph.h"
 #endif
 #include "io/checkpoint.h"
 #include "io/identity.h"

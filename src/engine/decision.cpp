@@ -6,7 +6,7 @@
 #include <cstring>
 #include <set>
 
-#include "adapters/lora.h"
+#include "weights/lora.h"
 
 namespace graft {
 namespace {

@@ -14,7 +14,7 @@
 #include <map>
 #include <utility>
 
-#include "adapters/lora.h"
+#include "weights/lora.h"
 #include "backend/ops.h"
 #include "engine/decision.h"
 #include "model/model.h"

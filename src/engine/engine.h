@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "adapters/lora.h"
+#include "weights/lora.h"
 #include "backend/ops.h"
 #include "engine/decision_scorer.h"
 #include "engine/sampler.h"

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "adapters/lora.h"
+#include "weights/lora.h"
 #include "backend/ops.h"
 #include "io/model_config.h"
 #include "model/kv_pool.h"
-#include "model/weights.h"
+#include "weights/weights.h"
 #include "util/status.h"
 
 namespace graft {

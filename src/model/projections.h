@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "adapters/lora.h"
+#include "weights/lora.h"
 #include "io/model_config.h"
 
 namespace graft {

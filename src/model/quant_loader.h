@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "io/checkpoint.h"
-#include "model/quantized.h"
+#include "weights/quantized.h"
 #include "util/status.h"
 
 namespace graft {

@@ -14,7 +14,7 @@
 
 #include "io/checkpoint.h"
 #include "io/model_config.h"
-#include "model/weights.h"
+#include "weights/weights.h"
 #include "util/status.h"
 
 namespace graft {

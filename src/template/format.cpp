@@ -10,7 +10,7 @@
 #include <functional>
 
 #include "template/text_case.h"
-#include "tokenizer/byte_level.h"
+#include "util/byte_level.h"
 
 namespace graft::jinja {
 namespace {

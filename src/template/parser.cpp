@@ -7,7 +7,7 @@
 #include <charconv>
 #include <cstdlib>
 
-#include "tokenizer/byte_level.h"
+#include "util/byte_level.h"
 
 namespace graft::jinja {
 namespace {

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "tokenizer/bpe.h"
-#include "tokenizer/byte_level.h"
+#include "util/byte_level.h"
 #include "tokenizer/regex_split.h"
 #include "util/json_depth.h"
 #include "util/json_field.h"

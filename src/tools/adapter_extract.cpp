@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "adapters/exact.h"
+#include "weights/exact.h"
 #include "adapters/lora_loader.h"
 #include "adapters/weighted_svd.h"
 #include "backend/cpu/cpu_ops.h"

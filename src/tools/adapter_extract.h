@@ -7,7 +7,7 @@
 // are reported and, with store_full, stored whole in graft_full.safetensors; without it the
 // extraction is refused, so nothing is dropped silently. With exact, graft_exact.safetensors
 // also holds the residual that makes reconstruction bitwise equal to the merged bf16 weights
-// (adapters/exact.h), with factors stored in fp32, and the manifest's "default_mode" is
+// (weights/exact.h), with factors stored in fp32, and the manifest's "default_mode" is
 // "exact" (requests that name no mode are served exactly).
 //
 // Quantization-aware extraction (quantized_base): the adapter will be served on a quantized
@@ -34,7 +34,7 @@
 #include <set>
 #include <string>
 
-#include "adapters/svd.h"
+#include "util/svd.h"
 #include "util/status.h"
 
 namespace graft {

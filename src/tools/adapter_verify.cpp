@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "adapters/exact.h"
+#include "weights/exact.h"
 #include "adapters/lora_loader.h"
 #include "io/checkpoint.h"
 #include "io/identity.h"

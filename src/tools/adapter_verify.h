@@ -3,7 +3,7 @@
 // verify: the adapter loads and validates against the base (inventory, shapes, dtypes, values,
 // base identity); every tensor file's SHA-256 matches graft_manifest.json and no file holds a
 // tensor the manifest does not list; with exact and a merged checkpoint, every projection
-// reconstructs bit for bit (adapters/exact.h). Any mismatch makes the Status non-ok; the report
+// reconstructs bit for bit (weights/exact.h). Any mismatch makes the Status non-ok; the report
 // lists what was checked.
 #pragma once
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "adapters/lora.h"
+#include "weights/lora.h"
 #include "util/status.h"
 
 namespace graft {

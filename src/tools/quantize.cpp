@@ -18,7 +18,7 @@
 #include "io/safetensors_writer.h"
 #include "model/model.h"
 #include "model/projections.h"
-#include "model/quantized.h"
+#include "weights/quantized.h"
 #include "tools/token_agreement.h"
 #include "util/bf16.h"
 #include "util/bytes.h"
@@ -114,7 +114,7 @@ json QuantizationConfig(QuantFormat f, const json& keep) {
 }
 
 // The quality report: the original against the written checkpoint as graft serves it (its
-// projections multiplied as model/quantized.h defines for the format).
+// projections multiplied as weights/quantized.h defines for the format).
 Status Quality(const QuantizeJob& job, const ModelConfig& cfg, QuantizeReport& rep) {
   GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> orig, LoadModel(job.in));
   GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> quant, LoadModel(job.out));

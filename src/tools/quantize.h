@@ -4,7 +4,7 @@
 //   fp8-block  Qwen's official FP8 layout: every decoder projection except Qwen3.5's
 //              in_proj_a / in_proj_b (48 rows; the official checkpoints keep them bf16) becomes
 //              `weight` F8_E4M3 [N, K] + `weight_scale_inv` F32 [⌈N/128⌉, ⌈K/128⌉]
-//              (model/quantized.h: amax / 448 per 128x128 block); config.json gains
+//              (weights/quantized.h: amax / 448 per 128x128 block); config.json gains
 //              quantization_config {quant_method fp8, fmt e4m3, activation_scheme dynamic,
 //              weight_block_size [128, 128], modules_to_not_convert [the Linear modules left as
 //              they are]}.
@@ -24,14 +24,14 @@
 // Streams shard by shard (one output shard per input shard, same names, the index rewritten),
 // so peak memory is about one shard. Quality report (graft_quantize_report.json, and the
 // result): the original model against the written checkpoint loaded as graft serves it (the
-// CPU reference backend, each format multiplied as model/quantized.h says), mean and max KL of
+// CPU reference backend, each format multiplied as weights/quantized.h says), mean and max KL of
 // next-token distributions and top-1 agreement over random token sequences, float32 activations.
 #pragma once
 
 #include <string>
 
-#include "model/quantized.h"
-#include "model/weights.h"
+#include "weights/quantized.h"
+#include "weights/weights.h"
 #include "util/status.h"
 
 namespace graft {

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "adapters/exact.h"
+#include "weights/exact.h"
 #include "adapters/lora_loader.h"
 #include "backend/cpu/cpu_ops.h"
 #include "engine/decision_scorer.h"

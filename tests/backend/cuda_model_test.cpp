@@ -15,7 +15,7 @@
 #include "adapters/lora_loader.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/decode_graph.h"
+#include "engine/decode_graph.h"
 #include "backend/cuda_test_util.h"
 #include "test_util.h"
 

@@ -19,7 +19,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda_test_util.h"
 #include "model/model.h"
-#include "model/quantized.h"
+#include "weights/quantized.h"
 #include "test_util.h"
 #include "tools/quantize.h"
 #include "util/minifloat.h"

@@ -1,7 +1,7 @@
 // NVFP4 dequantization by table (backend/cuda/nvfp4_table.h), on the host: for every e4m3 scale
 // code (zero, subnormal, negative and the largest included), every signed e2m1 code and several
 // global scales, a lane word's fragment registers hold exactly the bf16 bits of the CPU
-// reference's dequantization (model/quantized.h, then WeightRows' bf16 rounding) of the columns
+// reference's dequantization (weights/quantized.h, then WeightRows' bf16 rounding) of the columns
 // the lane order puts there — what the W4A16 decode form multiplies. Pure host code.
 #include "backend/cuda/nvfp4_table.h"
 

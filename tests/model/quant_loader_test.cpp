@@ -1,5 +1,5 @@
 // Quantized checkpoints load and serve (issue 10): each format's projections stay in their
-// stored format and multiply as model/quantized.h defines — W4A16 (int4, NVFP4) gives exactly
+// stored format and multiply as weights/quantized.h defines — W4A16 (int4, NVFP4) gives exactly
 // the logits of a dense model holding the bf16-rounded dequantized weights; FP8 runs W8A8 with
 // per-token-group activation scales — and every malformed or contradictory checkpoint is
 // refused with an error naming the module and the reason.

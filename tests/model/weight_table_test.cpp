@@ -9,7 +9,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "model/model.h"
-#include "model/quantized.h"
+#include "weights/quantized.h"
 #include "test_util.h"
 
 namespace graft {

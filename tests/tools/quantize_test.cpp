@@ -17,7 +17,7 @@
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
 #include "model/model.h"
-#include "model/quantized.h"
+#include "weights/quantized.h"
 #include "test_util.h"
 #include "util/minifloat.h"
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "adapters/exact.h"
+#include "weights/exact.h"
 #include "backend/cpu/cpu_math.h"
 #include "util/minifloat.h"
 #include "util/parallel.h"
@@ -103,7 +103,7 @@ void CpuOps::MatMulColumns(const float* x, int64_t m, const Weight& w, float* y,
   });
 }
 
-// FP8 W8A8 as model/quantized.h defines it.
+// FP8 W8A8 as weights/quantized.h defines it.
 void CpuOps::MatMulFp8(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy, int64_t col0,
                        bool round_output) {
   const int64_t n = w.rows, k = w.cols, group = Fp8ActivationGroup(w), groups = (k + group - 1) / group;

@@ -107,7 +107,7 @@ class CudaOps final : public Ops {
   // The op profile (CudaOptions::op_profile), or nullptr.
   OpProfile* op_profile() { return profile_.get(); }
 
-  // ---- CUDA graphs (driven by backend/cuda/decode_graph.h) -------------------------------
+  // ---- CUDA graphs (driven by engine/decode_graph.h) -------------------------------
   // Capture: the ops between BeginCapture and EndCapture are captured into a graph instead of
   // running; EndCapture instantiates it, runs it once and finishes the host copies (ToHost).
   // Every weight must already be uploaded. Record: the ops between BeginRecord and

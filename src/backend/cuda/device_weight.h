@@ -1,6 +1,6 @@
 // DevWeight: a weight as the CUDA kernels see it, row-major [rows, cols], in device memory (who
 // owns the memory is the caller's business): dense bf16 or fp32, or one quantized tensor in its
-// stored format (model/quantized.h; its scales widened to fp32, NVFP4's kept as e4m3 codes).
+// stored format (weights/quantized.h; its scales widened to fp32, NVFP4's kept as e4m3 codes).
 // Plain C++: host code that launches kernels includes it without any CUDA header.
 #pragma once
 

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "adapters/exact.h"
+#include "weights/exact.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launched.h"
 #include "backend/cuda/pdl.cuh"

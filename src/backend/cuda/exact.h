@@ -1,4 +1,4 @@
-// CUDA exact-mode reconstruction: the contract of Ops::ExactWeight (adapters/exact.h).
+// CUDA exact-mode reconstruction: the contract of Ops::ExactWeight (weights/exact.h).
 //
 //   ExactReconstruct   out[r][c] = bf16(float(base[r][c]) + Σ_j b[r][j]·a[j][c]) for the rows
 //                      of one module: fp32, j ascending, every product and sum rounded on its

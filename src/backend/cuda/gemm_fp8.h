@@ -1,6 +1,6 @@
 // FP8 W8A8 on Hopper's FP8 tensor cores (wgmma m64nNk32 e4m3 x e4m3 -> fp32, sm_90a), the form
 // MatMulFp8 takes with bf16 activations: y[r][n] = Σ_g ascending  dot_g · (sx[r][g] · sw[n][g]),
-// as model/quantized.h defines FP8's product, except that dot_g — the group's dot product of
+// as weights/quantized.h defines FP8's product, except that dot_g — the group's dot product of
 // the e4m3 codes — is the tensor cores' sum over the group's 32-column chunks in ascending
 // order (every product exact; the accumulation inside a chunk and across a group's chunks is
 // the hardware's), not the CPU's 16-lane order. So: not the CPU's bits, but each output still

@@ -34,7 +34,7 @@
 namespace graft::cuda {
 
 //
-// Quantized weights (model/quantized.h): int4 and NVFP4 (W4A16) run the same kernels, each weight
+// Quantized weights (weights/quantized.h): int4 and NVFP4 (W4A16) run the same kernels, each weight
 // dequantized to bf16 as it is staged — bit for bit SumSplits over MatMulSplitK on a dense bf16
 // weight holding those values (for K <= 1024, one slice: the plain matmul's bits), and with fp32
 // activations the CPU reference's bits through the SIMT kernels.
@@ -73,7 +73,7 @@ Status SumSplits(const float* partial, int64_t m, const DevWeight& w, float* y, 
 Status SumSplitsInto(const float* partial, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
                      void* stream);
 
-// FP8 W8A8 as model/quantized.h defines it: activations quantized per row and group into
+// FP8 W8A8 as weights/quantized.h defines it: activations quantized per row and group into
 // `scratch` (Fp8ScratchFloats(m, w) floats of device memory), then with bf16 activations the
 // FP8 tensor cores where gemm_fp8.h fits (each group's dot summed by the hardware: close to the
 // CPU, not its bits; batch invariant), otherwise — and always with fp32 activations — a SIMT

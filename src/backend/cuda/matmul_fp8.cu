@@ -83,7 +83,7 @@ Status QuantizeActivations(const float* x, int64_t m, int64_t k, int64_t group, 
   return Launched("MatMulFp8 quantize");
 }
 
-// y = Σ_g dot_g(xq, wq) · (sx · sw) as model/quantized.h defines FP8's W8A8, tiled like the
+// y = Σ_g dot_g(xq, wq) · (sx · sw) as weights/quantized.h defines FP8's W8A8, tiled like the
 // SIMT GEMM (matmul.cu): 32 rows x 32 outputs per block, each thread 2 x 2 outputs with the 16
 // partial sums of the CPU order per output, reduced by the same pairwise tree at the end of
 // every activation group (group % 16 == 0, so 16-column slices never straddle one) and added,

@@ -1,5 +1,5 @@
 // Device dequantization of quantized weights (DevWeight), element by element, with the CPU
-// reference's arithmetic (model/quantized.cpp: DequantizeRows, then WeightRows' bf16 rounding
+// reference's arithmetic (weights/quantized.cpp: DequantizeRows, then WeightRows' bf16 rounding
 // for the W4A16 formats): products in fp32 with explicit round-to-nearest intrinsics.
 #pragma once
 

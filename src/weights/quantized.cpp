@@ -1,4 +1,4 @@
-#include "model/quantized.h"
+#include "weights/quantized.h"
 
 #include <fmt/core.h>
 

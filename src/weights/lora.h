@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "adapters/exact.h"
-#include "model/weights.h"
+#include "weights/exact.h"
+#include "weights/weights.h"
 #include "util/status.h"
 
 namespace graft {
@@ -33,7 +33,7 @@ struct LoraModule {
   float scale = 1.0f;   // alpha / rank, or alpha / sqrt(rank) with rsLoRA
   Weight a;             // [rank, K]
   Weight b;             // [N, rank]
-  // Exact mode (adapters/exact.h): the residual that, after the reconstruction from the base
+  // Exact mode (weights/exact.h): the residual that, after the reconstruction from the base
   // and a, b (scale not applied), gives back the merged release's rows bit for bit.
   std::shared_ptr<const IndexedResidual> exact;
 };

@@ -1,4 +1,4 @@
-#include "backend/cuda/decode_graph.h"
+#include "engine/decode_graph.h"
 
 #include <fmt/core.h>
 

@@ -1,4 +1,4 @@
-#include "tokenizer/byte_level.h"
+#include "util/byte_level.h"
 
 #include <unordered_map>
 

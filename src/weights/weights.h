@@ -5,7 +5,7 @@
 // [rows, cols] with rows = the checkpoint's first dimension (output features for a Linear) and
 // cols = the product of the others (1 for a vector). Immutable after loading.
 //
-// Quantized checkpoints (model/quantized.h) keep projections in their stored format:
+// Quantized checkpoints (weights/quantized.h) keep projections in their stored format:
 //   quant   set: the whole weight is one quantized tensor (bf16 / f32 empty);
 //   parts   non-empty: a fused weight whose checkpoint tensors differ in storage (Qwen3.5's
 //           in_proj: qkv and z quantized, b and a bf16; or two NVFP4 tensors with their own
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "io/model_config.h"
-#include "model/quantized.h"
+#include "weights/quantized.h"
 #include "util/bf16.h"
 
 namespace graft {

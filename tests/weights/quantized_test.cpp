@@ -2,7 +2,7 @@
 // worked out by hand from the format definitions (checkpoint-formats.md §3): the minifloat
 // decoders, each format's scale indexing and nibble order, and the size checks that keep a
 // hostile file from reading out of bounds.
-#include "model/quantized.h"
+#include "weights/quantized.h"
 
 #include <gtest/gtest.h>
 

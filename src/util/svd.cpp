@@ -1,4 +1,4 @@
-#include "adapters/svd.h"
+#include "util/svd.h"
 
 #include <cblas.h>
 #include <fmt/core.h>

@@ -1,4 +1,4 @@
-#include "adapters/exact.h"
+#include "weights/exact.h"
 
 #include <fmt/core.h>
 
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "adapters/svd.h"
+#include "util/svd.h"
 #include "util/bf16.h"
 
 namespace graft {

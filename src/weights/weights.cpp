@@ -1,4 +1,4 @@
-#include "model/weights.h"
+#include "weights/weights.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

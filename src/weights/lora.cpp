@@ -1,4 +1,4 @@
-#include "adapters/lora.h"
+#include "weights/lora.h"
 
 #include <algorithm>
 #include <climits>
