@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/check-layers passes on the repository and fails, naming the file, line and both
-# folders, on a tree with an include that points up or into an unknown folder.
+# folders, on a tree with an include that points up, one into an unknown folder, or a folder
+# missing from the layer list.
 set -euo pipefail
 check="$1"
 repo="$2"
