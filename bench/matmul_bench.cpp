@@ -26,6 +26,7 @@
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/gemm_wgmma.h"
 #include "io/model_config.h"
+#include "model/architecture.h"
 #include "model/projections.h"
 #include "model/weight_table.h"
 #include "tools/quantize.h"
@@ -211,7 +212,12 @@ int Run(const Options& o) {
       return 1;
     }
     CudaOps& ops = **ops_or;
-    w = DummyWeights(cfg, 7, o.threads);
+    auto w_or = DummyWeights(cfg, 7, o.threads);
+    if (!w_or.ok()) {
+      fmt::print(stderr, "{}\n", w_or.status().ToString());
+      return 1;
+    }
+    w = std::move(w_or).value();
     if (fname != "bf16") {
       if (Status s = QuantizeWeights(w, cfg, ParseBenchQuantFormat(fname).value(), o.threads); !s.ok()) {  // names checked by CLI11
         fmt::print(stderr, "{}\n", s.ToString());

@@ -19,6 +19,7 @@
 #include "adapters/peft_config.h"
 #include "engine/decision.h"
 #include "io/model_config.h"
+#include "model/architecture.h"
 #include "server/api.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"

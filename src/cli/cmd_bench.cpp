@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "adapters/dummy.h"
+#include "model/architecture.h"
 #include "model/weight_table.h"
 #include "tools/quantize.h"
 #ifdef GRAFT_HAVE_CUDA
@@ -124,7 +125,7 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       if (s->load_format == "dummy" && s->dummy_quant != "none") {
         GRAFT_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(s->m.model));
         const auto t0 = std::chrono::steady_clock::now();
-        ModelWeights w = DummyWeights(cfg, s->job.seed, s->m.threads);
+        GRAFT_ASSIGN_OR_RETURN(ModelWeights w, DummyWeights(cfg, s->job.seed, s->m.threads));
         const auto t1 = std::chrono::steady_clock::now();
         GRAFT_ASSIGN_OR_RETURN(QuantFormat f, ParseBenchQuantFormat(s->dummy_quant));
         GRAFT_RETURN_IF_ERROR(QuantizeWeights(w, cfg, f, s->m.threads));

@@ -1,6 +1,7 @@
 #include "io/model_config.h"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -99,9 +100,9 @@ Status CheckUnsupported(const json& t, const std::string& src) {
   return Status::Ok();
 }
 
-Status ReadRope(const json& t, const std::string& src, ModelConfig& c) {
-  double theta = c.arch == Arch::kQwen3_5 ? 1e7 : 1e4;
-  double partial = c.arch == Arch::kQwen3_5 ? 0.25 : 1.0;
+Status ReadRope(const json& t, const std::string& src, const ArchConfigSpec& spec, ModelConfig& c) {
+  double theta = spec.rope_theta;
+  double partial = spec.partial_rotary_factor;
   Reader r(t, src);
   GRAFT_RETURN_IF_ERROR(r.Num(t, "rope_theta", &theta));
   GRAFT_RETURN_IF_ERROR(r.Num(t, "partial_rotary_factor", &partial));
@@ -170,7 +171,7 @@ Status ReadRope(const json& t, const std::string& src, ModelConfig& c) {
   return Status::Ok();
 }
 
-Status ReadLayerTypes(const json& t, const std::string& src, ModelConfig& c) {
+Status ReadLayerTypes(const json& t, const std::string& src, const ArchConfigSpec& spec, ModelConfig& c) {
   c.layer_kinds.assign(static_cast<size_t>(c.num_layers), LayerKind::kFullAttention);
   auto lt = t.find("layer_types");
   if (lt != t.end() && !lt->is_null()) {
@@ -183,16 +184,16 @@ Status ReadLayerTypes(const json& t, const std::string& src, ModelConfig& c) {
       const std::string s = v.is_string() ? v.get<std::string>() : v.dump();
       if (s == "full_attention" || s == "attention") {
         c.layer_kinds[i] = LayerKind::kFullAttention;
-      } else if ((s == "linear_attention") && c.arch == Arch::kQwen3_5) {
+      } else if (s == "linear_attention" && spec.linear_attention) {
         c.layer_kinds[i] = LayerKind::kLinearAttention;
       } else {
-        return Refuse(src, fmt::format("layer_types[{}] = \"{}\" is not supported for {}", i, s, ArchName(c.arch)));
+        return Refuse(src, fmt::format("layer_types[{}] = \"{}\" is not supported for {}", i, s, c.arch));
       }
     }
     return Status::Ok();
   }
-  if (c.arch == Arch::kQwen3_5) {
-    int interval = 4;
+  if (spec.linear_attention) {
+    int interval = spec.linear_attention->full_attention_interval;
     GRAFT_RETURN_IF_ERROR(Reader(t, src).Int("full_attention_interval", &interval, false));
     for (int i = 0; i < c.num_layers; ++i) {
       c.layer_kinds[i] = (i + 1) % interval == 0 ? LayerKind::kFullAttention : LayerKind::kLinearAttention;
@@ -226,14 +227,6 @@ Status ReadEos(const json& top, const json& t, ModelConfig& c, const std::string
 
 }  // namespace
 
-const char* ArchName(Arch a) {
-  switch (a) {
-    case Arch::kQwen3: return "qwen3";
-    case Arch::kQwen3_5: return "qwen3_5";
-  }
-  return "unknown architecture";
-}
-
 int ModelConfig::num_layers_of(LayerKind k) const {
   int n = 0;
   for (auto l : layer_kinds) n += l == k;
@@ -241,14 +234,15 @@ int ModelConfig::num_layers_of(LayerKind k) const {
 }
 
 std::string ModelConfig::Summary() const {
-  std::string s = fmt::format("{}: {} layers", ArchName(arch), num_layers);
-  if (arch == Arch::kQwen3_5) {
+  const bool gdn = linear_num_key_heads > 0;  // an architecture with Gated DeltaNet layers
+  std::string s = fmt::format("{}: {} layers", arch, num_layers);
+  if (gdn) {
     s += fmt::format(" ({} GDN + {} full)", num_layers_of(LayerKind::kLinearAttention),
                      num_layers_of(LayerKind::kFullAttention));
   }
   s += fmt::format(", hidden {}, ffn {}, heads {}/{}x{}, vocab {}, rope θ {:g} on {} dims", hidden_size,
                    intermediate_size, num_heads, num_kv_heads, head_dim, vocab_size, rope_theta, rotary_dim);
-  if (arch == Arch::kQwen3_5) {
+  if (gdn) {
     s += fmt::format(", GDN {}/{} heads {}x{} conv {}", linear_num_key_heads, linear_num_value_heads,
                      linear_key_head_dim, linear_value_head_dim, linear_conv_kernel);
   }
@@ -257,7 +251,8 @@ std::string ModelConfig::Summary() const {
   return s;
 }
 
-Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source) {
+Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source,
+                                     const std::vector<const ArchConfigSpec*>& archs) {
   GRAFT_RETURN_IF_ERROR(CheckJsonDepth(json_text, source));
   json top = json::parse(json_text, nullptr, false);
   if (top.is_discarded() || !top.is_object()) return InvalidArgument(source + ": not a JSON object");
@@ -265,24 +260,28 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
   if (mt == top.end() || !mt->is_string()) return InvalidArgument(source + ": missing string field 'model_type'");
   ModelConfig c;
   c.model_type = mt->get<std::string>();
+  const ArchConfigSpec* spec = nullptr;
+  const ConfigSpelling* spelling = nullptr;
+  std::vector<std::string> known;
+  for (const ArchConfigSpec* a : archs) {
+    for (const ConfigSpelling& sp : a->spellings) {
+      known.push_back(sp.model_type);
+      if (sp.model_type == c.model_type) spec = a, spelling = &sp;
+    }
+  }
+  if (!spec) {
+    return Unsupported(fmt::format("{}: model_type \"{}\" is not supported ({})", source, c.model_type,
+                                   fmt::join(known, ", ")));
+  }
+  c.arch = spec->name;
+  c.weight_prefix = spelling->weight_prefix;
   const json* text = &top;
-  if (c.model_type == "qwen3") {
-    c.arch = Arch::kQwen3;
-    c.weight_prefix = "model.";
-  } else if (c.model_type == "qwen3_5_text") {
-    c.arch = Arch::kQwen3_5;
-    c.weight_prefix = "model.";
-  } else if (c.model_type == "qwen3_5") {
-    c.arch = Arch::kQwen3_5;
-    c.weight_prefix = "model.language_model.";
+  if (spelling->text_config) {
     auto tc = top.find("text_config");
     if (tc != top.end()) {
       if (!tc->is_object()) return InvalidArgument(source + ": 'text_config' must be an object");
       text = &*tc;
     }
-  } else {
-    return Unsupported(fmt::format("{}: model_type \"{}\" is not supported (qwen3, qwen3_5, qwen3_5_text)",
-                                   source, c.model_type));
   }
   const json& t = *text;
   GRAFT_RETURN_IF_ERROR(CheckUnsupported(t, source));
@@ -307,14 +306,14 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
   c.tie_word_embeddings = false;
   GRAFT_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &c.tie_word_embeddings));
   if (text != &top) GRAFT_RETURN_IF_ERROR(Reader(top, source).Bool("tie_word_embeddings", &c.tie_word_embeddings));
-  GRAFT_RETURN_IF_ERROR(ReadRope(t, source, c));
-  GRAFT_RETURN_IF_ERROR(ReadLayerTypes(t, source, c));
-  if (c.arch == Arch::kQwen3_5) {
-    c.linear_num_key_heads = 16;
-    c.linear_num_value_heads = 32;
-    c.linear_key_head_dim = 128;
-    c.linear_value_head_dim = 128;
-    c.linear_conv_kernel = 4;
+  GRAFT_RETURN_IF_ERROR(ReadRope(t, source, *spec, c));
+  GRAFT_RETURN_IF_ERROR(ReadLayerTypes(t, source, *spec, c));
+  if (const auto& d = spec->linear_attention) {
+    c.linear_num_key_heads = d->key_heads;
+    c.linear_num_value_heads = d->value_heads;
+    c.linear_key_head_dim = d->key_head_dim;
+    c.linear_value_head_dim = d->value_head_dim;
+    c.linear_conv_kernel = d->conv_kernel;
     GRAFT_RETURN_IF_ERROR(r.Int("linear_num_key_heads", &c.linear_num_key_heads, false, 1, 4096));
     GRAFT_RETURN_IF_ERROR(r.Int("linear_num_value_heads", &c.linear_num_value_heads, false, 1, 4096));
     GRAFT_RETURN_IF_ERROR(r.Int("linear_key_head_dim", &c.linear_key_head_dim, false, 1, 4096));
@@ -329,10 +328,10 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
   return c;
 }
 
-Result<ModelConfig> LoadModelConfig(const std::string& dir) {
+Result<ModelConfig> LoadModelConfig(const std::string& dir, const std::vector<const ArchConfigSpec*>& archs) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   GRAFT_ASSIGN_OR_RETURN(std::string text, ReadFileLimited(path, 16u << 20));
-  return ParseModelConfig(text, path);
+  return ParseModelConfig(text, path, archs);
 }
 
 }  // namespace graft

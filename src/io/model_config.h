@@ -1,11 +1,14 @@
 // ModelConfig: the text model's hyper-parameters, read from a Hugging Face config.json.
 //
-// Accepted model_type values: "qwen3" (flat), "qwen3_5" (the multimodal wrapper: text fields in
-// text_config, text weights under model.language_model.) and "qwen3_5_text" (flat). Unknown
-// fields are ignored; features graft does not implement (MoE, sliding windows, rope scaling,
-// attention bias, other activations) are refused with an error naming the field.
+// What differs by architecture (its model_type spellings, where the text fields and weights sit,
+// its defaults, whether it has Gated DeltaNet layers) is an ArchConfigSpec, which the caller
+// passes: each architecture's registry entry holds one (model/architecture.h, which also offers
+// the LoadModelConfig(dir) that knows them all). Unknown fields are ignored; features graft does
+// not implement (MoE, sliding windows, rope scaling other than YaRN, attention bias, other
+// activations) are refused with an error naming the field.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,13 +16,32 @@
 
 namespace graft {
 
-enum class Arch { kQwen3, kQwen3_5 };
 enum class LayerKind { kFullAttention, kLinearAttention };
 
-const char* ArchName(Arch a);
+// One way config.json names an architecture.
+struct ConfigSpelling {
+  std::string model_type;     // the top-level "model_type"
+  std::string weight_prefix;  // where the text weights sit: "model." or "model.language_model."
+  bool text_config = false;   // the text fields sit in "text_config" (a multimodal wrapper)
+};
+
+// Defaults of the Gated DeltaNet fields, for an architecture that has such layers.
+struct LinearAttentionDefaults {
+  int key_heads, value_heads, key_head_dim, value_head_dim, conv_kernel;
+  int full_attention_interval;  // without layer_types: every interval-th layer is full attention
+};
+
+// What parsing needs to know of one architecture.
+struct ArchConfigSpec {
+  std::string name;                      // the registry name: "qwen3", "qwen3_5"
+  std::vector<ConfigSpelling> spellings;
+  double rope_theta = 1e4;               // defaults where config.json has none
+  double partial_rotary_factor = 1.0;
+  std::optional<LinearAttentionDefaults> linear_attention;  // none: every layer is full attention
+};
 
 struct ModelConfig {
-  Arch arch = Arch::kQwen3;
+  std::string arch;           // the architecture's registry name (ArchConfigSpec::name)
   std::string model_type;     // as written in config.json (top level)
   std::string weight_prefix;  // "model." or "model.language_model." (text weights)
   int vocab_size = 0;
@@ -58,9 +80,11 @@ struct ModelConfig {
   std::string Summary() const;
 };
 
-// json_text: the contents of config.json; source: its path for error messages.
-Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source);
+// json_text: the contents of config.json; source: its path for error messages; archs: the
+// architectures to recognise (a model_type none of them spells is an error listing theirs).
+Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source,
+                                     const std::vector<const ArchConfigSpec*>& archs);
 // Reads DIR/config.json.
-Result<ModelConfig> LoadModelConfig(const std::string& dir);
+Result<ModelConfig> LoadModelConfig(const std::string& dir, const std::vector<const ArchConfigSpec*>& archs);
 
 }  // namespace graft

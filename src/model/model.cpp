@@ -9,6 +9,7 @@
 
 #include "io/checkpoint.h"
 #include "model/projections.h"
+#include "model/architecture.h"
 #include "model/weight_table.h"
 
 namespace graft {
@@ -278,17 +279,13 @@ Status Model::Forward(Ops& ops, const int32_t* tokens, int n, SequenceState& sta
 }
 
 Result<std::unique_ptr<Model>> MakeModel(ModelConfig c, ModelWeights w) {
-  switch (c.arch) {
-    case Arch::kQwen3: return MakeQwen3(std::move(c), std::move(w));
-    case Arch::kQwen3_5: return MakeQwen3_5(std::move(c), std::move(w));
-  }
-  return Internal("no forward pass for architecture " + std::to_string(static_cast<int>(c.arch)) + " (" +
-                  c.model_type + ")");
+  GRAFT_ASSIGN_OR_RETURN(const Architecture* a, FindArchitecture(c.arch));
+  return a->make(std::move(c), std::move(w));
 }
 
 Result<std::unique_ptr<Model>> LoadDummyModel(const std::string& dir, uint64_t seed, int threads) {
   GRAFT_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(dir));
-  ModelWeights w = DummyWeights(cfg, seed, threads);
+  GRAFT_ASSIGN_OR_RETURN(ModelWeights w, DummyWeights(cfg, seed, threads));
   return MakeModel(std::move(cfg), std::move(w));
 }
 

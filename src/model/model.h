@@ -16,6 +16,7 @@
 #include "weights/lora.h"
 #include "backend/ops.h"
 #include "io/model_config.h"
+#include "model/architecture.h"
 #include "model/kv_pool.h"
 #include "weights/weights.h"
 #include "util/status.h"
@@ -137,10 +138,8 @@ class Model {
   mutable std::map<PoolMemory*, std::unique_ptr<KvPool>> own_pools_;  // NewState()'s growable pools
 };
 
-std::unique_ptr<Model> MakeQwen3(ModelConfig c, ModelWeights w);
-std::unique_ptr<Model> MakeQwen3_5(ModelConfig c, ModelWeights w);
-// The forward pass of c.arch over w: the one dispatch by architecture (an architecture without a
-// forward pass is an error naming it, never another architecture's pass).
+// The forward pass of c.arch over w, from its registry entry (model/architecture.h): an
+// architecture the registry does not hold is an error naming it, never another one's pass.
 Result<std::unique_ptr<Model>> MakeModel(ModelConfig c, ModelWeights w);
 
 // Reads DIR/config.json and the checkpoint, loads every weight, and builds the model.

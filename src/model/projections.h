@@ -1,6 +1,7 @@
 // The projections (nn.Linear modules) of one layer: their checkpoint names, the fused slot
 // each feeds and where its rows land there. Shared by the LoRA loader and anything else that
-// addresses individual projections of the fused weights.
+// addresses individual projections of the fused weights. The list is derived from the
+// architecture's weight-table rows (model/architecture.h), so it cannot disagree with the loader.
 #pragma once
 
 #include <string>
@@ -19,6 +20,7 @@ struct Projection {
   int64_t cols;          // K (input features)
 };
 
+// c: a config from ParseModelConfig (its arch is in the registry). In the fused slots' row order.
 std::vector<Projection> LayerProjections(const ModelConfig& c, LayerKind kind);
 
 // The fused weight a slot names in one layer (empty where the layer's kind has no such slot).

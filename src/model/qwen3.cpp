@@ -1,4 +1,5 @@
 // Qwen3 (dense) forward pass: docs/architectures.md §5.
+#include "model/architecture.h"
 #include "model/blocks.h"
 #include "model/model.h"
 
@@ -48,10 +49,31 @@ class Qwen3 final : public Model {
   }
 };
 
-}  // namespace
+// A layer's weights: plain (w) norms, attention with q_proj of heads x head_dim, a SwiGLU MLP.
+void Qwen3Layer(const ModelConfig& c, const std::string& p, LayerWeights& l, LayerTable& t) {
+  AddLayerNorms(c, p, /*norm_identity=*/1.0f, l, t);
+  AddAttention(c, p, int64_t{c.num_heads} * c.head_dim, /*norm_identity=*/1.0f, l, t);
+  AddSwiGluMlp(c, p, l, t);
+}
 
 std::unique_ptr<Model> MakeQwen3(ModelConfig c, ModelWeights w) {
   return std::unique_ptr<Model>(new Qwen3(std::move(c), std::move(w)));
+}
+
+}  // namespace
+
+const Architecture& Qwen3Architecture() {
+  static const Architecture a{
+      .config = {.name = "qwen3",
+                 .spellings = {{.model_type = "qwen3", .weight_prefix = "model.", .text_config = false}},
+                 .rope_theta = 1e4,
+                 .partial_rotary_factor = 1.0,
+                 .linear_attention = std::nullopt},
+      .norm_identity = 1.0f,
+      .layer_table = Qwen3Layer,
+      .make = MakeQwen3,
+  };
+  return a;
 }
 
 }  // namespace graft

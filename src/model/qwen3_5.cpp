@@ -3,6 +3,7 @@
 // partial RoPE; every layer has a SwiGLU MLP; residual, final and q/k norms are (1+w) norms.
 #include <vector>
 
+#include "model/architecture.h"
 #include "model/blocks.h"
 #include "model/model.h"
 
@@ -105,10 +106,44 @@ class Qwen3_5 final : public Model {
   }
 };
 
-}  // namespace
+// A layer's weights: (1+w) norms; gated attention (q_proj holds each head's query and its gate:
+// [q_h | gate_h], twice heads x head_dim rows) or Gated DeltaNet; a SwiGLU MLP.
+void Qwen3_5Layer(const ModelConfig& c, const std::string& p, LayerWeights& l, LayerTable& t) {
+  AddLayerNorms(c, p, /*norm_identity=*/0.0f, l, t);
+  if (l.kind == LayerKind::kFullAttention) {
+    AddAttention(c, p, int64_t{c.num_heads} * 2 * c.head_dim, /*norm_identity=*/0.0f, l, t);
+  } else {
+    AddGatedDeltaNet(c, p, l, t);
+  }
+  AddSwiGluMlp(c, p, l, t);
+}
 
 std::unique_ptr<Model> MakeQwen3_5(ModelConfig c, ModelWeights w) {
   return std::unique_ptr<Model>(new Qwen3_5(std::move(c), std::move(w)));
+}
+
+}  // namespace
+
+const Architecture& Qwen3_5Architecture() {
+  static const Architecture a{
+      // "qwen3_5" is the multimodal wrapper (text fields in text_config, text weights under
+      // model.language_model.); "qwen3_5_text" the flat text model. GDN defaults: the HF class's.
+      .config = {.name = "qwen3_5",
+                 .spellings = {{.model_type = "qwen3_5", .weight_prefix = "model.language_model.", .text_config = true},
+                               {.model_type = "qwen3_5_text", .weight_prefix = "model.", .text_config = false}},
+                 .rope_theta = 1e7,
+                 .partial_rotary_factor = 0.25,
+                 .linear_attention = LinearAttentionDefaults{.key_heads = 16,
+                                                             .value_heads = 32,
+                                                             .key_head_dim = 128,
+                                                             .value_head_dim = 128,
+                                                             .conv_kernel = 4,
+                                                             .full_attention_interval = 4}},
+      .norm_identity = 0.0f,
+      .layer_table = Qwen3_5Layer,
+      .make = MakeQwen3_5,
+  };
+  return a;
 }
 
 }  // namespace graft

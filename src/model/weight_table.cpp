@@ -9,6 +9,7 @@
 #include <cstring>
 #include <set>
 
+#include "model/architecture.h"
 #include "model/quant_loader.h"
 #include "util/parallel.h"
 #include "util/progress.h"
@@ -17,62 +18,21 @@
 namespace graft {
 namespace {
 
-struct Part {
-  std::string name;             // relative to the weight prefix, unless absolute
-  std::vector<int64_t> shape;   // expected checkpoint shape
-  bool absolute = false;
-};
-
-struct Entry {
-  Weight* slot;
-  std::vector<Part> parts;  // concatenated by rows
-  bool projection = false;  // a Linear's weight: may be stored quantized
-};
-
 using V = std::vector<int64_t>;
 
-void AddAttention(const ModelConfig& c, const std::string& p, LayerWeights& l, std::vector<Entry>& t) {
-  const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads;
-  const int64_t q_rows = c.arch == Arch::kQwen3_5 ? nh * 2 * hd : nh * hd;  // Qwen3.5: [q_h | gate_h] per head
-  t.push_back({&l.attn.qkv, {{p + "self_attn.q_proj.weight", V{q_rows, H}},
-                             {p + "self_attn.k_proj.weight", V{nkv * hd, H}},
-                             {p + "self_attn.v_proj.weight", V{nkv * hd, H}}}, true});
-  t.push_back({&l.attn.o, {{p + "self_attn.o_proj.weight", V{H, nh * hd}}}, true});
-  t.push_back({&l.attn.q_norm, {{p + "self_attn.q_norm.weight", V{hd}}}});
-  t.push_back({&l.attn.k_norm, {{p + "self_attn.k_norm.weight", V{hd}}}});
-}
-
-void AddGdn(const ModelConfig& c, const std::string& p, LayerWeights& l, std::vector<Entry>& t) {
-  const int64_t H = c.hidden_size, hv = c.linear_num_value_heads;
-  t.push_back({&l.gdn.in_proj, {{p + "linear_attn.in_proj_qkv.weight", V{c.conv_dim(), H}},
-                                {p + "linear_attn.in_proj_z.weight", V{c.value_dim(), H}},
-                                {p + "linear_attn.in_proj_b.weight", V{hv, H}},
-                                {p + "linear_attn.in_proj_a.weight", V{hv, H}}}, true});
-  t.push_back({&l.gdn.conv, {{p + "linear_attn.conv1d.weight", V{c.conv_dim(), 1, c.linear_conv_kernel}}}});
-  t.push_back({&l.gdn.a_log, {{p + "linear_attn.A_log", V{hv}}}});
-  t.push_back({&l.gdn.dt_bias, {{p + "linear_attn.dt_bias", V{hv}}}});
-  t.push_back({&l.gdn.norm, {{p + "linear_attn.norm.weight", V{c.linear_value_head_dim}}}});
-  t.push_back({&l.gdn.out, {{p + "linear_attn.out_proj.weight", V{H, c.value_dim()}}}, true});
-}
-
-// The table for one model: every slot and the checkpoint tensors that fill it.
-std::vector<Entry> BuildTable(const ModelConfig& c, ModelWeights& w, bool head_present) {
-  const int64_t H = c.hidden_size, I = c.intermediate_size;
-  std::vector<Entry> t;
+// The table for one model: every slot and the checkpoint tensors that fill it — the embedding,
+// each layer's rows from its architecture's entry, the final norm and an untied head.
+std::vector<TableEntry> BuildTable(const Architecture& arch, const ModelConfig& c, ModelWeights& w, bool head_present) {
+  const int64_t H = c.hidden_size;
+  std::vector<TableEntry> t;
   t.push_back({&w.embed, {{"embed_tokens.weight", V{c.vocab_size, H}}}});
   w.layers.resize(static_cast<size_t>(c.num_layers));
   for (int i = 0; i < c.num_layers; ++i) {
     auto& l = w.layers[static_cast<size_t>(i)];
     l.kind = c.layer_kinds[static_cast<size_t>(i)];
-    const std::string p = fmt::format("layers.{}.", i);
-    t.push_back({&l.input_norm, {{p + "input_layernorm.weight", V{H}}}});
-    t.push_back({&l.post_norm, {{p + "post_attention_layernorm.weight", V{H}}}});
-    if (l.kind == LayerKind::kFullAttention) AddAttention(c, p, l, t);
-    else AddGdn(c, p, l, t);
-    t.push_back({&l.gate_up, {{p + "mlp.gate_proj.weight", V{I, H}}, {p + "mlp.up_proj.weight", V{I, H}}}, true});
-    t.push_back({&l.down, {{p + "mlp.down_proj.weight", V{H, I}}}, true});
+    arch.layer_table(c, fmt::format("layers.{}.", i), l, t);
   }
-  t.push_back({&w.final_norm, {{"norm.weight", V{H}}}});
+  t.push_back({&w.final_norm, {{"norm.weight", V{H}}}, false, LoraTarget::kCount, arch.norm_identity});
   if (!c.tie_word_embeddings && head_present) {
     t.push_back({&w.lm_head, {{"lm_head.weight", V{c.vocab_size, H}, /*absolute=*/true}}, true});
   }
@@ -91,19 +51,19 @@ bool SkippedByTextModel(const std::string& name, const ModelConfig& c) {
 
 namespace {
 
-Status FillSlot(const Checkpoint& ck, const ModelConfig& c, const Entry& e, std::set<std::string>& used,
+Status FillSlot(const Checkpoint& ck, const ModelConfig& c, const TableEntry& e, std::set<std::string>& used,
                 Progress& bar, const QuantScheme* scheme);
 
 // A projection slot some of whose tensors the checkpoint stores quantized: one part per
 // tensor (weights.h), dense parts as stored.
-Status FillQuantizedSlot(const Checkpoint& ck, const ModelConfig& c, const Entry& e,
+Status FillQuantizedSlot(const Checkpoint& ck, const ModelConfig& c, const TableEntry& e,
                          std::vector<std::shared_ptr<const QuantizedWeight>> quant, std::set<std::string>& used,
                          Progress& bar) {
   Weight& w = *e.slot;
   w.cols = e.parts[0].shape[1];
   w.rows = 0;
   for (size_t i = 0; i < e.parts.size(); ++i) {
-    const Part& part = e.parts[i];
+    const TablePart& part = e.parts[i];
     const std::string full = part.absolute ? part.name : c.weight_prefix + part.name;
     w.name += (w.name.empty() ? "" : "+") + full;
     w.rows += part.shape[0];
@@ -116,7 +76,7 @@ Status FillQuantizedSlot(const Checkpoint& ck, const ModelConfig& c, const Entry
       bar.Add(static_cast<uint64_t>(q.quant->StoredBytes()));
       w.parts.push_back(std::move(q));
     } else {
-      Entry one{nullptr, {part}, true};
+      TableEntry one{nullptr, {part}, true};
       Weight d;
       one.slot = &d;
       GRAFT_RETURN_IF_ERROR(FillSlot(ck, c, one, used, bar, nullptr));
@@ -127,7 +87,7 @@ Status FillQuantizedSlot(const Checkpoint& ck, const ModelConfig& c, const Entry
   return Status::Ok();
 }
 
-Status FillSlot(const Checkpoint& ck, const ModelConfig& c, const Entry& e, std::set<std::string>& used,
+Status FillSlot(const Checkpoint& ck, const ModelConfig& c, const TableEntry& e, std::set<std::string>& used,
                 Progress& bar, const QuantScheme* scheme) {
   Weight& w = *e.slot;
   if (e.projection && scheme) {
@@ -186,9 +146,10 @@ Status FillSlot(const Checkpoint& ck, const ModelConfig& c, const Entry& e, std:
 
 }  // namespace
 
-ModelWeights DummyWeights(const ModelConfig& cfg, uint64_t seed, int threads) {
+Result<ModelWeights> DummyWeights(const ModelConfig& cfg, uint64_t seed, int threads) {
+  GRAFT_ASSIGN_OR_RETURN(const Architecture* arch, FindArchitecture(cfg.arch));
   ModelWeights w;
-  auto table = BuildTable(cfg, w, /*head_present=*/!cfg.tie_word_embeddings);
+  auto table = BuildTable(*arch, cfg, w, /*head_present=*/!cfg.tie_word_embeddings);
   uint64_t total = 0;
   for (const auto& e : table) {
     for (const auto& p : e.parts) {
@@ -216,12 +177,8 @@ ModelWeights DummyWeights(const ModelConfig& cfg, uint64_t seed, int threads) {
     x.name = "dummy:" + e.parts[0].name;
     x.bf16.resize(static_cast<size_t>(x.rows * x.cols));
     const bool vector = e.parts[0].shape.size() == 1;
-    const bool norm = vector && x.name.find("norm") != std::string::npos;
-    if (vector) {  // norms at identity; A_log, dt_bias 0
-      // Qwen3's norms and the GDN gated norm scale by w; Qwen3.5's other norms by 1 + w.
-      const bool plain_w = cfg.arch == Arch::kQwen3 || x.name.find("linear_attn.norm") != std::string::npos;
-      const float v = norm && plain_w ? 1.0f : 0.0f;
-      std::fill(x.bf16.begin(), x.bf16.end(), FloatToBf16(v));
+    if (vector) {  // the table's value: norms at identity, A_log and dt_bias 0
+      std::fill(x.bf16.begin(), x.bf16.end(), FloatToBf16(e.identity));
     } else {
       const float a = 1.0f / std::sqrt(static_cast<float>(x.cols));
       const uint64_t slot_seed = seed * 0x9E3779B97F4A7C15ULL + matrix_index[index];
@@ -253,9 +210,10 @@ ModelWeights DummyWeights(const ModelConfig& cfg, uint64_t seed, int threads) {
 }
 
 Result<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& cfg) {
+  GRAFT_ASSIGN_OR_RETURN(const Architecture* arch, FindArchitecture(cfg.arch));
   ModelWeights w;
   const bool head_present = ckpt.Has("lm_head.weight");
-  auto table = BuildTable(cfg, w, head_present);
+  auto table = BuildTable(*arch, cfg, w, head_present);
   std::set<std::string> used;
   GRAFT_ASSIGN_OR_RETURN(QuantScheme scheme, LoadQuantScheme(ckpt.dir()));
   Progress bar("loading " + ckpt.dir(), ckpt.total_bytes(), /*bytes=*/true);
@@ -269,19 +227,20 @@ Result<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& cfg)
     if (unclaimed.size() > 8) unclaimed.resize(8), unclaimed.push_back("...");
     return Unsupported(fmt::format("{}: tensors that no {} slot claims (a different architecture or an "
                                    "unsupported feature?): {}",
-                                   ckpt.dir(), ArchName(cfg.arch), fmt::join(unclaimed, ", ")));
+                                   ckpt.dir(), cfg.arch, fmt::join(unclaimed, ", ")));
   }
   return w;
 }
 
 Result<ModelWeights> LoadSlots(const Checkpoint& ckpt, const ModelConfig& cfg,
                                const std::function<bool(const ModelWeights&, const Weight*)>& wanted) {
+  GRAFT_ASSIGN_OR_RETURN(const Architecture* arch, FindArchitecture(cfg.arch));
   ModelWeights w;
   w.layers.reserve(static_cast<size_t>(cfg.num_layers));
-  auto table = BuildTable(cfg, w, ckpt.Has("lm_head.weight"));
+  auto table = BuildTable(*arch, cfg, w, ckpt.Has("lm_head.weight"));
   std::set<std::string> used;
   uint64_t bytes = 0;
-  std::vector<const Entry*> picked;
+  std::vector<const TableEntry*> picked;
   for (const auto& e : table) {
     if (!wanted(w, e.slot)) continue;
     picked.push_back(&e);
@@ -292,7 +251,7 @@ Result<ModelWeights> LoadSlots(const Checkpoint& ckpt, const ModelConfig& cfg,
   }
   Progress bar("loading part of " + ckpt.dir(), bytes, /*bytes=*/true);
   GRAFT_ASSIGN_OR_RETURN(QuantScheme scheme, LoadQuantScheme(ckpt.dir()));
-  for (const Entry* e : picked) GRAFT_RETURN_IF_ERROR(FillSlot(ckpt, cfg, *e, used, bar, &scheme));
+  for (const TableEntry* e : picked) GRAFT_RETURN_IF_ERROR(FillSlot(ckpt, cfg, *e, used, bar, &scheme));
   bar.Finish();
   return w;
 }

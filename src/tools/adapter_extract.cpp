@@ -43,7 +43,7 @@ Status CheckSamePair(const ModelConfig& b, const ModelConfig& m) {
   auto cmp = [&](const char* what, auto x, auto y) {
     if (x != y) diffs.push_back(fmt::format("{}: base {} vs merged {}", what, x, y));
   };
-  cmp("architecture", std::string(ArchName(b.arch)), std::string(ArchName(m.arch)));
+  cmp("architecture", b.arch, m.arch);
   cmp("vocab_size", b.vocab_size, m.vocab_size);
   cmp("hidden_size", b.hidden_size, m.hidden_size);
   cmp("intermediate_size", b.intermediate_size, m.intermediate_size);

@@ -11,6 +11,7 @@
 
 #include "weights/exact.h"
 #include "adapters/lora_loader.h"
+#include "model/architecture.h"
 #include "io/checkpoint.h"
 #include "io/identity.h"
 #include "io/model_config.h"

@@ -284,7 +284,9 @@ TEST(Quantize, InMemoryQuantizationServesWhatTheCheckpointServes) {
     ModelWeights w = (*bf16)->weights();
     ASSERT_TRUE(QuantizeWeights(w, (*bf16)->config(), ParseQuantFormat(format).value(), 2).ok());
     EXPECT_EQ(w.ProjectionStorage(), (*from_disk)->weights().ProjectionStorage()) << format;
-    auto in_memory = MakeQwen3_5((*bf16)->config(), std::move(w));
+    auto made = MakeModel((*bf16)->config(), std::move(w));
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+    const auto& in_memory = *made;
     CpuOps ops(ActDtype::kBF16, 2);
     const std::vector<int32_t> ids = {3, 77, 1024, 5, 8000, 42, 42, 9};
     const auto a = test::RunChunks(**from_disk, ops, ids, {}), b = test::RunChunks(*in_memory, ops, ids, {});
@@ -310,7 +312,9 @@ TEST(Quantize, BenchFormatsAddPerChannelFp8) {
   ModelWeights w = (*bf16)->weights();
   ASSERT_TRUE(QuantizeWeights(w, (*bf16)->config(), QuantFormat::kFp8Channel, 2).ok());
   EXPECT_EQ(w.layers[2].attn.qkv.storage(), "fp8 (per channel)");
-  auto q = MakeQwen3_5((*bf16)->config(), std::move(w));
+  auto made = MakeModel((*bf16)->config(), std::move(w));
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  const auto& q = *made;
   CpuOps ops(ActDtype::kF32, 2);
   const std::vector<int32_t> ids = {3, 77, 1024, 5, 8000, 42, 42, 9};
   const auto a = test::RunChunks(*q, ops, ids, {}), b = test::RunChunks(**bf16, ops, ids, {});
