@@ -21,7 +21,7 @@
 // load no longer waits on its own page-table load (H200, 27B shapes: one decode row at context
 // 130 28.8 -> 25.9 us, a 4,096-query prefill 1,777 -> 1,481 us a layer). Tried: two-head blocks
 // for a decode row too (half the blocks, half the load batches a tile each): 26.3 -> 27.1 us
-// (bench/results/2026-12-02-whole.md).
+// (bench/results/decode.md § whole (2026-12-02)).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

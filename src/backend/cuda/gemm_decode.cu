@@ -33,18 +33,18 @@ struct DecodeShape {
 // twice the weight's bytes), fewer leave more blocks for weights with few outputs (a decode
 // step's down and o projections: 5,120 outputs are 640 one-warp blocks but 80 eight-warp ones).
 // Chosen by sweeping the H200 over Qwen3.5-27B's bf16 projections at 1-64 rows
-// (bench/results/2026-12-02-attn-prep.md); "wide" is N >= kWideOutputs.
+// (bench/results/decode.md § attn-prep (2026-12-02)); "wide" is N >= kWideOutputs.
 constexpr int64_t kWideOutputs = 8192;
 // One row, few outputs (down, o, the GDN out-projection): two warps a block, six stages of 256
 // columns — 24 KB of weights in flight a warp, 54 KB of shared memory a block, so 5,120 outputs'
 // 320 blocks are all resident at once. Against one warp and four stages: down 61.7 -> 57.8 us,
 // o / GDN out 26.9 -> 24.8 us (Qwen3.5-27B, 4-8%); one warp with six or eight stages, eight
 // stages of 128 columns, four or six of 512: equal or slower
-// (bench/results/2026-12-03-stream.md).
+// (bench/results/decode.md § stream (2026-12-03)).
 using Shape1 = DecodeShape<1, 2, 256, 6>;
 // One row, wide (gate|up, the GDN in-projection, q|k|v, the head): four warps, three stages of
 // 256 columns — 9-21% faster there, 15% slower on the down projection. (Four stages, eight
-// warps, two warps, three stages of 512 columns: equal or slower, 2026-12-03-stream.md.)
+// warps, two warps, three stages of 512 columns: equal or slower, bench/results/decode.md § stream (2026-12-03).)
 using Shape1Wide = DecodeShape<1, 4, 256, 3>;
 // 2 to 16 rows: eight warps (wide) or six. The one-warp form ran 16 rows at 47% of the copy
 // bandwidth (projections) and 37% (head); these at 63% and 87%.

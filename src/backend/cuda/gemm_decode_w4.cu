@@ -19,8 +19,8 @@ namespace {
 // of weights a warp: at 16 rows four warps read twice their weights' bytes of x), sixteen past
 // eight rows for weights of at least kWideOutputs outputs (gate|up, q|k|v, the GDN input: +13%
 // at 16 rows; at 8 rows sixteen lose 20%, and the 5,120-output down / o gain nothing: fewer
-// blocks than the SMs' slots; bench/results/2026-12-02-sweeps.md).
-// Tried below four rows (bench/results/2026-12-02-whole.md): one warp chaining all of K of a
+// blocks than the SMs' slots; bench/results/decode.md § sweeps (2026-12-02)).
+// Tried below four rows (bench/results/decode.md § whole (2026-12-02)): one warp chaining all of K of a
 // wide weight and adding its slices itself (no partials, no SumSplits, one long stream a warp):
 // 1-8% slower with four-stage rings (fewer warps, fewer bytes in flight), 12-25% with deeper ones;
 // bounding the four-warp form to 7 or 8 blocks a multiprocessor (72 / 64 registers, against 79

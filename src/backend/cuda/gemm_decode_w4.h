@@ -27,21 +27,21 @@
 // A whole slice's eight stages are unrolled at compile time (the ring never moves, every load
 // and ldmatrix offset is a constant, no stage tests its index; a short last slice keeps the
 // loop): w4a16 at batch 1 5.72 against 6.32 ms of projections a step, gate|up 36.1 -> 30.7 us
-// (73% of the copy bandwidth), the whole model 108.9 -> 122.3 tok/s (bench/results/
-// 2026-12-02-unroll.md; 82 registers, five blocks an SM where the loop form had six).
+// (73% of the copy bandwidth), the whole model 108.9 -> 122.3 tok/s (bench/results/decode.md
+// § unroll (2026-12-02); 82 registers, five blocks an SM where the loop form had six).
 //
 // The form it replaced (16 outputs a block, its warps sharing K's slices, cp.async rings) spent
 // ~370 instructions a 1 KB of weights on copies and their addressing and kept one block of 17
 // warps an SM at K = 17408 (shared memory): 24-43% of the copy bandwidth at batch 1. This one
 // issues ~205 a KB; int4 at batch 1 (H200, Qwen3.5-27B shapes): down 39.9 -> 25.2 us, gate|up
 // 51.9 -> 41.1 us; now bound by load latency (ncu: long-scoreboard stalls), not issue. Tried and
-// dropped (bench/results/2026-12-01-w4-registers.md): warps streaming several row groups in one
+// dropped (bench/results/decode.md § w4-registers (2026-12-01)): warps streaming several row groups in one
 // wave (+17% at 16 rows, -8% NVFP4 at batch 1), the slices summed in the kernel by the last
 // warp of a row group (its fences cost more than the SumSplits launch; again by the last block
-// of a tile in a slice-major grid, 2026-12-02-sweeps.md: 4-6% slower), early launch (PDL),
+// of a tile in a slice-major grid, bench/results/decode.md § sweeps (2026-12-02): 4-6% slower), early launch (PDL),
 // each warp's whole slice by bulk copies (TMA) into shared memory (the first mma then waits for
 // all of it), or by one cp.async group a stage computed as each lands (bench/results/
-// 2026-12-01-decode-variants.md: twice the bytes in flight, but its shared memory costs blocks
+// bench/results/decode.md § decode-variants (2026-12-01): twice the bytes in flight, but its shared memory costs blocks
 // an SM; slower). The weight loads ask L2 for 256-byte segments (a lane's next three stages of
 // the row): +4% at batch 1. The loads alone in this pattern reach 3.6 TB/s
 // (bench/probes/w4_load_pattern.cu), the kernel ~2.3: the rest is the kernel's, not the pattern's.

@@ -307,7 +307,7 @@ Status GemmFp8(const uint8_t* xq, const float* sx, int64_t m, const DevWeight& w
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   // The same chain in every shape (above): the shape only sets how many rows and outputs share
   // a block — up to 64 rows (decode) narrow blocks of outputs, for many blocks streaming weights.
-  // Measured on the H200 at the Qwen3.5-27B dimensions (bench/results/2026-12-01-fp8-wgmma.md):
+  // Measured on the H200 at the Qwen3.5-27B dimensions (bench/results/quantized.md § fp8-wgmma (2026-12-01)):
   // 64 outputs a block beat 32 and 16 up to 64 rows (fewer, longer blocks: a stage's fixed cost
   // is spread over more bytes), and beyond, one warpgroup of 64 x 128 with two blocks an SM (one
   // block's promotion overlaps the other's wgmma) beats two warpgroups of 128 x 128 in one.
