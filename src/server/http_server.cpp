@@ -5,9 +5,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netdb.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -96,6 +100,13 @@ HttpServer::HttpServer(Engine& engine, const Tokenizer& tok, const ChatTemplate&
   svr_->set_read_timeout(30, 0);
   svr_->set_write_timeout(30, 0);
   svr_->set_keep_alive_max_count(1000);
+  // cpp-httplib's default sets SO_REUSEPORT too, with which a second server on a busy port binds
+  // and the kernel splits the connections between the two. SO_REUSEADDR alone still allows a
+  // restart over connections in TIME_WAIT, and a busy port fails Bind().
+  svr_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   Routes();
 }
 
@@ -121,6 +132,32 @@ void RaiseListenBacklog(int port, int backlog) {
   }
 }
 
+// Why binding host:port fails, from a bind of our own (cpp-httplib keeps errno to itself): "the
+// port is in use (another server?)" for EADDRINUSE, else the system's message.
+std::string WhyBindFails(const std::string& host, int port) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  if (int e = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); e != 0) {
+    return fmt::format("the address does not resolve ({})", ::gai_strerror(e));
+  }
+  std::string why = "the address cannot be bound";
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    int yes = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    const int rc = ::bind(fd, a->ai_addr, a->ai_addrlen), err = errno;
+    ::close(fd);
+    if (rc == 0) continue;
+    why = err == EADDRINUSE ? "the port is in use (another server is listening there?)" : std::string(std::strerror(err));
+    break;
+  }
+  ::freeaddrinfo(res);
+  return why;
+}
+
 }  // namespace
 
 Status HttpServer::Bind() {
@@ -128,7 +165,9 @@ Status HttpServer::Bind() {
     port_ = svr_->bind_to_any_port(cfg_.host);
     if (port_ <= 0) return IoError("cannot bind any port on " + cfg_.host);
   } else {
-    if (!svr_->bind_to_port(cfg_.host, cfg_.port)) return IoError(fmt::format("cannot bind {}:{}", cfg_.host, cfg_.port));
+    if (!svr_->bind_to_port(cfg_.host, cfg_.port)) {
+      return IoError(fmt::format("cannot listen on {}:{}: {}", cfg_.host, cfg_.port, WhyBindFails(cfg_.host, cfg_.port)));
+    }
     port_ = cfg_.port;
   }
   RaiseListenBacklog(port_, 1024);

@@ -3,6 +3,7 @@
 #include "server/api.h"
 #include "server/http_server.h"
 
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -97,6 +98,19 @@ class Server : public ::testing::Test {
   std::unique_ptr<HttpServer> server_;
   std::thread thread_;
 };
+
+// No SO_REUSEPORT: a second server on a busy port fails to bind, naming the port and why,
+// instead of sharing the connections with the first.
+TEST_F(Server, ASecondServerOnABusyPortFailsToBind) {
+  ServerConfig sc;
+  sc.port = server_->port();
+  HttpServer second(*engine_, *tok_, *tmpl_, ServedModels{}, {}, sc);
+  const Status s = second.Bind();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), fmt::format("cannot listen on 127.0.0.1:{}: the port is in use (another server is listening there?)",
+                                     server_->port()));
+  EXPECT_EQ(Post("/v1/chat/completions", "{}").first, 400);  // the first still answers
+}
 
 TEST_F(Server, ChatCompletionShapesAndModels) {
   auto [status, j] = Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5})");
