@@ -1,6 +1,8 @@
 // The official OpenAI client (npm `openai`) against a running graft serve.
 //   node openai_client.mjs BASE_URL   (e.g. http://127.0.0.1:8000/v1)
 import OpenAI from "openai";
+import { zodResponseFormat } from "openai/helpers/zod";
+import { z } from "zod";
 import assert from "node:assert/strict";
 
 const client = new OpenAI({ baseURL: process.argv[2], apiKey: "unused", maxRetries: 0 });
@@ -47,6 +49,21 @@ const second = await client.chat.completions.create({
   ],
 });
 assert.equal(second.choices[0].message.role, "assistant");
+
+// Structured output through the client's own helper: a zod schema, parsed back by the client.
+const Verdict = z.object({
+  verdict: z.enum(["benign", "malicious"]), score: z.number().int(), note: z.string().nullable(),
+  tags: z.array(z.string()).max(3),
+});
+for (const sampling of [{ temperature: 0 }, { temperature: 1, seed: 3 }]) {
+  const parsed = await client.chat.completions.parse({
+    model: "gdn", messages: [{ role: "user", content: "Classify the log line." }], max_tokens: 400, ...sampling,
+    response_format: zodResponseFormat(Verdict, "verdict"), chat_template_kwargs: { enable_thinking: false },
+  });
+  const v = parsed.choices[0].message.parsed;
+  assert.ok(v, `parsed: ${parsed.choices[0].message.content}`);
+  assert.ok(["benign", "malicious"].includes(v.verdict) && Number.isInteger(v.score), JSON.stringify(v));
+}
 
 const completion = await client.completions.create({ model: "gdn", prompt: "Once", max_tokens: 4, temperature: 0 });
 assert.equal(completion.object, "text_completion");

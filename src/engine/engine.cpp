@@ -17,6 +17,7 @@ struct Engine::Live {
   GenerationRequest req;
   SchedSeq sched;
   SequenceState state;
+  std::unique_ptr<TokenConstraint> constraint;  // structured output, or null
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StreamDecoder> decoder;
   int32_t next_token = -1;  // sampled, not yet fed to the model
@@ -94,6 +95,11 @@ Status Engine::Submit(GenerationRequest req) {
   s->sched.max_new_tokens = req.max_tokens;
   s->sampler = std::make_unique<Sampler>(req.sampling, req.prompt);
   if (req.min_tokens > 0) s->sampler->BanUntil({req.stop_tokens.begin(), req.stop_tokens.end()}, req.min_tokens);
+  if (req.grammar) {
+    std::call_once(vocab_once_, [&] { vocab_ = std::make_shared<const TokenVocab>(tok_, model_.config().vocab_size); });
+    s->constraint = std::make_unique<TokenConstraint>(req.grammar, vocab_, req.stop_tokens, req.grammar_gate);
+    s->sampler->Constrain(s->constraint.get());
+  }
   s->decoder = std::make_unique<StreamDecoder>(tok_);
   s->req = std::move(req);
   {
@@ -334,6 +340,11 @@ void Engine::RunStep() {
     const int32_t tok = whole_rows ? s.sampler->Sample(row, vocab)
                                    : s.sampler->SampleCandidates(row, ids.data() + static_cast<size_t>(logit_index[i]) * width,
                                                                  width);
+    if (tok < 0) {  // a constraint that allows no token at all: the grammar's text cannot go on
+      s.held += s.decoder->Flush();
+      Finish(s, "stop");
+      continue;
+    }
     if (s.generated >= s.req.min_tokens && s.req.stop_tokens.count(tok)) {
       s.held += s.decoder->Flush();  // an unfinished character before the stop token: U+FFFD, as at "length"
       Finish(s, "stop");
@@ -342,6 +353,7 @@ void Engine::RunStep() {
     ++s.generated;
     s.next_token = tok;
     s.sampler->Accept(tok);
+    if (s.constraint) s.constraint->Accept(tok);
     if (s.req.top_logprobs >= 0) s.held_logprobs.push_back(Logprobs(tok_, row, vocab, tok, s.req.top_logprobs));
     s.held += s.decoder->Push(tok);
     // Before min_tokens no stop string counts: that text goes out whole (nothing held back).
@@ -354,7 +366,8 @@ void Engine::RunStep() {
         stopped = true;
       }
     }
-    if (stopped) {
+    if (stopped || (s.constraint && s.constraint->MustStop())) {
+      if (!stopped) s.held += s.decoder->Flush();
       Finish(s, "stop");
       continue;
     }

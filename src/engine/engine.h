@@ -8,7 +8,8 @@
 // that the scheduler hands out) and a decision pool (the record prefix, its forks and the
 // prefix cache), so decisions never take memory a chat sequence was promised. A sequence
 // whose prompt plus max_tokens exceeds the KV budget is refused; others wait for room.
-// Cancelling a request (its flag) drops it at the next step.
+// Cancelling a request (its flag) drops it at the next step. A request with a grammar draws only
+// the tokens its TokenConstraint allows (structured output).
 //
 // Thread-safety: Submit, Decide, Stats and Stop may be called from any thread.
 #pragma once
@@ -31,6 +32,7 @@
 #include "engine/decision_scorer.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/token_constraint.h"
 #include "model/model.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -75,6 +77,11 @@ struct GenerationRequest {
   std::vector<std::string> stop_strings;
   int min_tokens = 0;  // no stop (token or string) before this many tokens: stop tokens are never drawn
   int top_logprobs = -1;  // -1: no logprobs; 0..20: the sampled token's, plus that many alternatives
+  // Structured output: the text after `grammar_gate` (empty: all of it) is a sentence of this
+  // grammar (engine/token_constraint.h); the sequence stops where the grammar's text is whole and
+  // nothing may follow. nullptr: unconstrained.
+  std::shared_ptr<const Grammar> grammar;
+  std::string grammar_gate;
   std::function<void(const GenEvent&)> on_event;
   std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
 };
@@ -125,6 +132,9 @@ class Engine {
   const Tokenizer& tok_;
   const AdapterSet& adapters_;
   std::unique_ptr<KvPool> chat_pool_, decision_pool_;
+  // The vocabulary as structured output reads it, built by the first constrained request.
+  std::once_flag vocab_once_;
+  std::shared_ptr<const TokenVocab> vocab_;
   DecisionScorer scorer_;
   Scheduler sched_;
 

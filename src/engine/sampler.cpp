@@ -89,21 +89,53 @@ int32_t Sampler::Sample(const float* logits, int vocab) {
     Shape(shaped_.data(), vocab);
     logits = shaped_.data();
   }
+  return constraint_ ? SampleConstrained(logits, vocab) : SampleFrom(logits, vocab, nullptr);
+}
+
+namespace {
+// Descending by logit, ascending id on ties: a total order, so the result is deterministic.
+bool ByLogit(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+  return a.first != b.first ? a.first > b.first : a.second < b.second;
+}
+constexpr size_t kLazyCandidates = 64;  // greedy under a constraint: the best few checked before a full mask
+}  // namespace
+
+int32_t Sampler::SampleConstrained(const float* logits, int vocab) {
   if (p_.temperature == 0.0f) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < vocab; ++i) if (logits[i] > logits[best]) best = i;
+    // The best allowed token is the first allowed one in the row's order: check the best few
+    // before computing the whole mask.
+    scratch_.resize(static_cast<size_t>(vocab));
+    for (int32_t i = 0; i < vocab; ++i) scratch_[static_cast<size_t>(i)] = {logits[i], i};
+    const size_t k = std::min(kLazyCandidates, scratch_.size());
+    std::partial_sort(scratch_.begin(), scratch_.begin() + static_cast<long>(k), scratch_.end(), ByLogit);
+    for (size_t i = 0; i < k; ++i) {
+      if (constraint_->Allows(scratch_[i].second)) return scratch_[i].second;
+    }
+  }
+  constraint_->Mask(allowed_);
+  allowed_.resize(static_cast<size_t>(vocab), 0);
+  return SampleFrom(logits, vocab, allowed_.data());
+}
+
+int32_t Sampler::SampleFrom(const float* logits, int vocab, const uint8_t* allowed) {
+  if (p_.temperature == 0.0f) {
+    int32_t best = -1;
+    for (int32_t i = 0; i < vocab; ++i) {
+      if ((!allowed || allowed[i]) && (best < 0 || logits[i] > logits[best])) best = i;
+    }
     return best;
   }
-  scratch_.resize(static_cast<size_t>(vocab));
-  for (int32_t i = 0; i < vocab; ++i) scratch_[i] = {logits[i] / p_.temperature, i};
-  // Descending by logit, ascending id on ties: a total order, so the result is deterministic.
-  auto by_logit = [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; };
+  scratch_.clear();
+  for (int32_t i = 0; i < vocab; ++i) {
+    if (!allowed || allowed[i]) scratch_.emplace_back(logits[i] / p_.temperature, i);
+  }
+  if (scratch_.empty()) return -1;
   size_t keep = scratch_.size();
   if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) {
     keep = static_cast<size_t>(p_.top_k);
-    std::partial_sort(scratch_.begin(), scratch_.begin() + static_cast<long>(keep), scratch_.end(), by_logit);
+    std::partial_sort(scratch_.begin(), scratch_.begin() + static_cast<long>(keep), scratch_.end(), ByLogit);
   } else {
-    std::sort(scratch_.begin(), scratch_.end(), by_logit);
+    std::sort(scratch_.begin(), scratch_.end(), ByLogit);
   }
   if (p_.min_p > 0.0f) {  // a prefix of the sorted row: p_i / p_max = exp(l_i - l_max) >= min_p
     const double top = scratch_[0].first;
@@ -115,7 +147,7 @@ int32_t Sampler::Sample(const float* logits, int vocab) {
 }
 
 int Sampler::CandidatesNeeded(int max_k) const {
-  if (Shaping()) return 0;
+  if (Shaping() || constraint_) return 0;
   if (p_.temperature == 0.0f) return 1;
   if (p_.top_k > 0 && p_.top_k <= max_k) return p_.top_k;
   return 0;

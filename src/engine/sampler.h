@@ -8,7 +8,8 @@
 // BanUntil (min_tokens' stop tokens) -inf until then. Then temperature == 0
 // is greedy (argmax, lowest id on ties). Otherwise: logits / temperature, drop tokens whose
 // probability is below min_p x the most likely one's, keep the top_k largest (0: all), keep the
-// smallest set whose probability reaches top_p (1: all), renormalise, draw. Each Sampler owns its RNG (seeded per request), so a seeded
+// smallest set whose probability reaches top_p (1: all), renormalise, draw. Under a
+// TokenConstraint (structured output) all of that runs over the allowed tokens only. Each Sampler owns its RNG (seeded per request), so a seeded
 // request draws the same tokens whatever else runs beside it. Uniform draws come from the
 // top 53 bits of a 64-bit Mersenne Twister, so the sequence is the same on every platform.
 #pragma once
@@ -19,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/token_constraint.h"
 #include "util/status.h"
 
 namespace graft {
@@ -57,6 +59,10 @@ class Sampler {
   void Accept(int32_t token);
   // min_tokens: `tokens` (the request's stop tokens) are never drawn until n more are accepted.
   void BanUntil(std::vector<int32_t> tokens, int n);
+  // Structured output: only tokens `c` allows are drawn (the row's values untouched; the draw is
+  // over the allowed ones, as if the others' logits were -inf). Not owned; nullptr: none. With
+  // a constraint Sample returns -1 when no token is allowed.
+  void Constrain(const TokenConstraint* c) { constraint_ = c; }
   // How many of a row's best candidates Sample needs to draw exactly what it draws from the
   // whole row: 1 when greedy, top_k when it keeps the top_k (at most max_k); 0: the whole row
   // (also whenever the row is shaped: penalties, biases, min_p or a ban).
@@ -68,6 +74,9 @@ class Sampler {
 
  private:
   int32_t Draw(size_t keep);  // from scratch_[0..keep), sorted
+  // The draw over logits[0..vocab) restricted to allowed[t] != 0 (nullptr: all).
+  int32_t SampleFrom(const float* logits, int vocab, const uint8_t* allowed);
+  int32_t SampleConstrained(const float* logits, int vocab);
   bool Shaping() const { return p_.Shapes() || ban_left_ > 0; }
   void Shape(float* row, int vocab) const;
   SamplingParams p_;
@@ -78,6 +87,8 @@ class Sampler {
   std::unordered_map<int32_t, int> output_counts_;
   std::vector<int32_t> banned_;
   int ban_left_ = 0;
+  const TokenConstraint* constraint_ = nullptr;
+  std::vector<uint8_t> allowed_;
 };
 
 }  // namespace graft

@@ -1,5 +1,7 @@
 #include "server/api.h"
 
+#include "server/structured_output.h"
+
 #include <fmt/core.h>
 
 #include <random>
@@ -153,7 +155,7 @@ std::optional<ApiError> ServedModels::Resolve(const json& body, int32_t* slot, s
 
 std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, const ServedModels& models, const Tokenizer& tok,
                                                const ChatTemplate& tmpl, const std::set<int32_t>& stop_tokens,
-                                               GenerationApiRequest* out) {
+                                               GenerationApiRequest* out, const std::string* raw_body) {
   if (!body.is_object()) return Bad("the request body must be a JSON object", "");
   out->chat = chat;
   if (auto e = models.Resolve(body, &out->slot, &out->model)) return e;
@@ -282,26 +284,7 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
     out->logprobs = lp >= 0;
     top_logprobs = lp;
   }
-  // Options graft cannot honour yet are refused by name, never accepted and ignored: structured
-  // output (only response_format "text", the default, is plain generation) and forced tool calls.
-  if (auto rf = body.find("response_format"); rf != body.end() && !rf->is_null()) {
-    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string()) {
-      return Bad("'response_format' must be an object with a string 'type'", "response_format");
-    }
-    const std::string type = (*rf)["type"].get<std::string>();
-    if (type != "text") {
-      return Bad(fmt::format("response_format type '{}' is not supported: graft has no constrained decoding yet "
-                             "(only 'text')",
-                             type.substr(0, 40)),
-                 "response_format");
-    }
-  }
-  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "guided_decoding_backend",
-                          "structured_outputs"}) {
-    if (auto it = body.find(key); it != body.end() && !it->is_null()) {
-      return Bad(fmt::format("'{}' is not supported: graft has no constrained decoding yet", key), key);
-    }
-  }
+  // Forced tool calls are refused by name, never accepted and ignored (structured output below).
   if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
     const bool plain = tc->is_string() && ((*tc) == "none" || (*tc) == "auto");
     if (!plain) {
@@ -318,6 +301,10 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
     out->output.tools = tools != body.end() && tools->is_array() && !tools->empty() && !none;
     if (out->output.tools) out->output.tools_schema = *tools;
   }
+  // Structured output: the grammar holds the answer — after the reasoning when the prompt opened
+  // a thinking block and the reasoning parser splits it off, as vLLM does.
+  if (auto e = ParseStructuredOutput(body, raw_body, &out->gen.grammar)) return e;
+  if (out->gen.grammar && chat && out->output.reasoning && out->output.think_open) out->gen.grammar_gate = "</think>";
   auto so = body.find("stream_options");
   if (so != body.end() && so->is_object() && so->contains("include_usage") && (*so)["include_usage"].is_boolean()) {
     out->include_usage = (*so)["include_usage"].get<bool>();

@@ -63,9 +63,11 @@ struct GenerationApiRequest {
 };
 
 // Validates a /v1/chat/completions or /v1/completions body, renders and tokenizes the prompt.
+// raw_body: the body's text, for a JSON schema's key order (server/structured_output.h).
 std::optional<ApiError> ParseGenerationRequest(const nlohmann::json& body, bool chat, const ServedModels& models,
                                                const Tokenizer& tok, const ChatTemplate& tmpl,
-                                               const std::set<int32_t>& stop_tokens, GenerationApiRequest* out);
+                                               const std::set<int32_t>& stop_tokens, GenerationApiRequest* out,
+                                               const std::string* raw_body = nullptr);
 
 // POST /tokenize (vLLM's shape): {"prompt": text} as /v1/completions would encode it, or
 // {"messages": [...]} rendered as /v1/chat/completions would ("add_generation_prompt" defaults

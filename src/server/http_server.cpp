@@ -262,7 +262,7 @@ void HttpServer::Routes() {
       nlohmann::json body;
       auto api = std::make_shared<GenerationApiRequest>();
       std::optional<ApiError> err = ParseBody(req, &body);
-      if (!err) err = ParseGenerationRequest(body, chat, models_, tok_, tmpl_, stop_tokens_, api.get());
+      if (!err) err = ParseGenerationRequest(body, chat, models_, tok_, tmpl_, stop_tokens_, api.get(), &req.body);
       if (err) {
         ReplyError(res, *err);
         metrics_.Observe(endpoint, api->model, err->status, std::chrono::duration<double>(Clock::now() - t0).count());

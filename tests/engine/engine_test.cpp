@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "grammar/json_schema.h"
 #include "model/model.h"
 #include "test_util.h"
 #include "tools/generate.h"
@@ -323,6 +324,75 @@ TEST(Engine, StopTokensAndMinTokensMatchALoneRun) {
   bad.min_tokens = 5;
   st = engine.Submit(bad);
   EXPECT_NE(st.message().find("min_tokens 5 must be in [0, max_tokens = 4]"), std::string::npos) << st.ToString();
+}
+
+}  // namespace
+}  // namespace graft
+
+namespace graft {
+namespace {
+
+// Structured output: the text is a sentence of the grammar and ends where it is whole; where the
+// unconstrained greedy text already conforms, the constrained one is the same (the mask changes
+// no logit); a gate leaves the text before it free.
+TEST(Engine, GrammarConstrainsTheTextAndKeepsAConformingGreedyRun) {
+  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
+  ASSERT_NE(model, nullptr);
+  auto tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
+  auto tmpl = ChatTemplate::Load(test::Fixture("qwen3_5-wrapper"), "").value();
+  auto ids = test::ReadIntTensors(test::Fixture("qwen3_5-wrapper/inputs.safetensors")).at("seq3");
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 12);
+  AdapterSet none;
+  Engine engine(EngineConfig{}, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  auto run = [&](std::shared_ptr<const Grammar> g, std::string gate, int max_tokens, float temperature = 0) {
+    auto done = std::make_shared<std::promise<Collected>>();
+    auto acc = std::make_shared<Collected>();
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.max_tokens = max_tokens;
+    r.sampling = SamplingParams(temperature, 0, 1.0f, 11);
+    r.grammar = std::move(g);
+    r.grammar_gate = std::move(gate);
+    r.on_event = [done, acc](const GenEvent& ev) {
+      if (ev.kind == GenEvent::Kind::kDelta) acc->text += ev.text;
+      if (ev.kind == GenEvent::Kind::kDone) acc->finish = ev.finish_reason, done->set_value(*acc);
+      if (ev.kind == GenEvent::Kind::kError) acc->error = ev.error, done->set_value(*acc);
+    };
+    const Status st = engine.Submit(std::move(r));
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return done->get_future().get();
+  };
+  const Collected plain = run(nullptr, "", 10);
+  ASSERT_FALSE(plain.text.empty());
+  // A grammar holding exactly the unconstrained text: the same text, and it stops there.
+  Grammar lit;
+  lit.set_root(lit.Literal(plain.text));
+  const Collected same = run(std::make_shared<const Grammar>(std::move(lit)), "", 40);
+  EXPECT_EQ(same.text, plain.text);
+  EXPECT_EQ(same.finish, "stop");
+  // A JSON schema, greedy and sampled: the text parses and has the schema's shape.
+  auto schema = JsonSchemaGrammar(nlohmann::ordered_json::parse(
+      R"({"type":"object","properties":{"answer":{"enum":["yes","no"]},"n":{"type":"integer"}},"required":["answer","n"]})"));
+  ASSERT_TRUE(schema.ok());
+  for (float t : {0.0f, 1.0f}) {
+    const Collected c = run(*schema, "", 400, t);
+    ASSERT_EQ(c.finish, "stop") << "[" << c.text << "] " << c.error.ToString();
+    auto j = nlohmann::json::parse(c.text, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << c.text;
+    EXPECT_TRUE(j["answer"] == "yes" || j["answer"] == "no") << c.text;
+    EXPECT_TRUE(j["n"].is_number_integer()) << c.text;
+  }
+  // Behind a gate (the unconstrained run's first two tokens): those run free, then the choice.
+  const std::vector<int32_t> first = GreedyLoneRun(*model, prompt, 2, [](std::vector<float>&, const std::vector<int32_t>&) {});
+  const std::string gate = tok->TokenBytes(first[0]) + tok->TokenBytes(first[1]);
+  auto choice = ChoiceGrammar({"A1", "B2"});
+  ASSERT_TRUE(choice.ok());
+  const Collected gated = run(*choice, gate, 40);
+  EXPECT_EQ(gated.finish, "stop");
+  ASSERT_GE(gated.text.size(), 2u);
+  const std::string rest = gated.text.substr(gated.text.size() - 2);
+  EXPECT_TRUE(rest == "A1" || rest == "B2") << gated.text;
+  EXPECT_EQ(gated.text.substr(0, gated.text.size() - 2), TextOf(*tok, first, 2));
 }
 
 }  // namespace

@@ -112,6 +112,41 @@ TEST_F(Server, ASecondServerOnABusyPortFailsToBind) {
   EXPECT_EQ(Post("/v1/chat/completions", "{}").first, 400);  // the first still answers
 }
 
+// Structured output: every choice's text parses and has the schema's shape, also streamed; a
+// choice list and json_object likewise.
+TEST_F(Server, StructuredOutputFollowsTheSchemaAndChoices) {
+  const std::string schema = R"({"type": "object", "properties": {"verdict": {"enum": ["benign", "malicious"]},
+      "score": {"type": "integer"}, "why": {"type": "string", "maxLength": 12}}, "required": ["verdict", "score"],
+      "additionalProperties": false})";
+  const std::string chat = R"("messages": [{"role": "user", "content": "Classify the log."}], "max_tokens": 300,
+      "chat_template_kwargs": {"enable_thinking": false})";
+  for (const char* sampling : {R"("temperature": 0)", R"("temperature": 1, "seed": 5, "n": 2)"}) {
+    auto [status, j] = Post("/v1/chat/completions", "{" + chat + ", " + sampling +
+                                                        R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "v", "schema": )" +
+                                                        schema + "}}}");
+    ASSERT_EQ(status, 200) << j.dump();
+    for (const auto& c : j["choices"]) {
+      const std::string text = c["message"]["content"].get<std::string>();
+      auto v = json::parse(text, nullptr, false);
+      ASSERT_TRUE(v.is_object()) << text;
+      EXPECT_TRUE(v["verdict"] == "benign" || v["verdict"] == "malicious") << text;
+      EXPECT_TRUE(v["score"].is_number_integer()) << text;
+      for (const auto& [k, x] : v.items()) EXPECT_TRUE(k == "verdict" || k == "score" || k == "why") << text;
+      EXPECT_EQ(c["finish_reason"], "stop") << text;
+      EXPECT_EQ(text.find("\"verdict\""), text.find('"')) << "properties in the schema's order: " << text;
+    }
+  }
+  auto [cs, cj] = Post("/v1/completions", R"({"prompt": "The answer is", "max_tokens": 20, "temperature": 0,
+      "guided_choice": ["alpha", "beta gamma"]})");
+  ASSERT_EQ(cs, 200) << cj.dump();
+  const std::string choice = cj["choices"][0]["text"];
+  EXPECT_TRUE(choice == "alpha" || choice == "beta gamma") << choice;
+  auto [os, oj] = Post("/v1/completions", R"({"prompt": "{", "max_tokens": 300, "temperature": 0,
+      "structured_outputs": {"json_object": true}})");
+  ASSERT_EQ(os, 200) << oj.dump();
+  EXPECT_TRUE(json::parse(oj["choices"][0]["text"].get<std::string>(), nullptr, false).is_object()) << oj.dump();
+}
+
 TEST_F(Server, ChatCompletionShapesAndModels) {
   auto [status, j] = Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5})");
   ASSERT_EQ(status, 200) << j.dump();
@@ -308,16 +343,28 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
       {"/v1/completions", R"({"prompt": "x", "stop_token_ids": [999999999]})", 400, "stop token 999999999 is outside the vocabulary"},
       {"/v1/completions", R"({"prompt": "x", "ignore_eos": 1})", 400, "'ignore_eos' must be true or false"},
       {"/v1/completions", R"({"prompt": "x", "max_tokens": 3, "min_tokens": 4})", 400, "'min_tokens' (4) exceeds max_tokens (3)"},
-      // Structured output and forced tool calls cannot be honoured yet: refused by name, not ignored.
-      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})", 400,
-       "response_format type 'json_object' is not supported"},
+      // Structured output that graft cannot honour, and forced tool calls: refused by name, not ignored.
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "bogus"}})", 400,
        "response_format type 'bogus' is not supported"},
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "response_format": "json"})", 400,
        "'response_format' must be an object with a string 'type'"},
-      {"/v1/completions", R"({"prompt": "x", "guided_json": {"type": "object"}})", 400, "'guided_json' is not supported"},
-      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": {"choice": ["a"]}})", 400,
-       "'structured_outputs' is not supported"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}})", 400,
+       "response_format json_schema needs 'json_schema'"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "string", "pattern": "^a"}}}})",
+       400, "response_format: json_schema: the schema at '#' uses 'pattern'"},
+      {"/v1/completions", R"({"prompt": "x", "guided_json": {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}})", 400,
+       "guided_json: json_schema: the schema at '/properties/d' uses 'format'"},
+      {"/v1/completions", R"({"prompt": "x", "guided_json": "{not json"})", 400, "'guided_json' is a string that is not JSON"},
+      {"/v1/completions", R"({"prompt": "x", "guided_regex": "a+"})", 400, "'guided_regex' is not supported"},
+      {"/v1/completions", R"({"prompt": "x", "guided_grammar": "root ::= x"})", 400, "'guided_grammar' is not supported"},
+      {"/v1/completions", R"({"prompt": "x", "guided_choice": []})", 400, "'guided_choice' must be a non-empty array of strings"},
+      {"/v1/completions", R"({"prompt": "x", "guided_choice": ["a"], "guided_decoding_backend": "xgrammar"})", 400,
+       "only \"auto\""},
+      {"/v1/completions", R"({"prompt": "x", "guided_choice": ["a"], "guided_json": {}})", 400,
+       "one structured-output constraint a request; this one names guided_json and guided_choice"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": {"regex": "a"}})", 400,
+       "structured_outputs.regex is not supported"},
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", 400,
        "tool_choice: only \"none\" and \"auto\" are supported"},
       {"/v1/chat/completions",

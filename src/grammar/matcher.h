@@ -1,0 +1,93 @@
+// GrammarMatcher: where a Grammar stands after the bytes accepted so far, and which bytes, byte
+// strings and tokens may come next.
+//
+// The state is a set of stacks (as llama.cpp's grammar sampler keeps them): each stack lists the
+// element each open alternative continues with, its top a byte set the next byte must match; an
+// empty stack means the text so far is a whole sentence. Accepting a byte keeps the stacks whose
+// top matches it, moves them past it and expands the references ahead of the next byte. An
+// ambiguous grammar just carries several stacks; identical ones are merged.
+//
+// TokenMask answers for a whole vocabulary at once, walking its tokens in byte order so that a
+// shared prefix is matched once and a dead prefix skips every token that starts with it.
+// Thread-compatible: one matcher per sequence.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "grammar/grammar.h"
+
+namespace graft {
+
+class GrammarMatcher {
+ public:
+  explicit GrammarMatcher(std::shared_ptr<const Grammar> g);
+
+  // Accepts the bytes if the grammar allows them (then true); otherwise false, state unchanged.
+  bool Accept(std::string_view bytes);
+  // Whether Accept(bytes) would succeed.
+  bool Allows(std::string_view bytes) const;
+  // The text so far is a whole sentence of the grammar (generation may stop here).
+  bool CanStop() const;
+  // Some continuation of the text is still in the grammar (more bytes may follow).
+  bool CanContinue() const;
+  const Grammar& grammar() const { return *g_; }
+
+  using Stack = std::vector<int32_t>;  // element offsets; back() is the next one to match
+  using State = std::vector<Stack>;    // sorted, unique
+  const State& state() const { return state_; }
+  // One byte from `from` into `to` (empty when the byte is not allowed).
+  void Step(const State& from, uint8_t byte, State& to) const;
+
+ private:
+  void Expand(Stack s, State& out, int depth) const;
+  std::shared_ptr<const Grammar> g_;
+  State state_;
+};
+
+// A vocabulary's tokens as byte strings, sorted for TokenMask. Tokens with no bytes (padding ids,
+// or added tokens left out by the caller) are never allowed.
+class TokenTrie {
+ public:
+  explicit TokenTrie(std::vector<std::string> token_bytes);
+  int size() const { return static_cast<int>(bytes_.size()); }
+  const std::string& bytes(int32_t token) const { return bytes_[static_cast<size_t>(token)]; }
+  const std::vector<int32_t>& order() const { return order_; }  // ids by their bytes, ascending
+
+ private:
+  std::vector<std::string> bytes_;
+  std::vector<int32_t> order_;
+};
+
+// The matcher's states interned, with the transitions found so far and the last masks, so that
+// a mask walks a table instead of stepping stacks, and a state seen before (the inside of a
+// string, step after step) gets its mask back at once. One per matcher (per sequence);
+// TokenMask clears it before a walk once it holds more than kMaxStates states.
+class MaskCache {
+ public:
+  static constexpr size_t kMaxStates = 1 << 14;
+  static constexpr size_t kMaxMasks = 8;
+  int Intern(const GrammarMatcher::State& s);
+  // The state after `byte` from state `id` (-1: refused).
+  int Next(const GrammarMatcher& m, int id, uint8_t byte);
+  std::vector<uint8_t>* Mask(int id);          // a stored mask of state `id`, or null
+  void StoreMask(int id, const std::vector<uint8_t>& mask);
+  void Clear();
+  size_t size() const { return states_.size(); }
+
+ private:
+  std::map<GrammarMatcher::State, int> ids_;
+  std::vector<const GrammarMatcher::State*> states_;
+  std::vector<std::array<int32_t, 256>> next_;  // -2: not computed yet
+  std::vector<std::pair<int, std::vector<uint8_t>>> masks_;  // most recent last
+};
+
+// allowed[t] = 1 when the matcher accepts token t's bytes next, else 0 (allowed.size() == trie.size()).
+void TokenMask(const GrammarMatcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, MaskCache& cache);
+
+}  // namespace graft

@@ -1,0 +1,142 @@
+#include "server/structured_output.h"
+
+#include <fmt/core.h>
+
+#include "grammar/json_schema.h"
+#include "server/api.h"
+
+namespace graft {
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+ApiError Bad(const std::string& message, const std::string& param) { return {400, message, "invalid_request_error", param}; }
+
+// The value at `path` in the body, with its keys in written order when the raw text is at hand.
+ojson Ordered(const json& value, const std::string* raw_body, const std::vector<std::string>& path) {
+  if (raw_body) {
+    const ojson whole = ojson::parse(*raw_body, nullptr, false);
+    const ojson* at = &whole;
+    for (const std::string& k : path) {
+      if (!at->is_object() || !at->contains(k)) return ojson::parse(value.dump());
+      at = &(*at)[k];
+    }
+    return *at;
+  }
+  return ojson::parse(value.dump());
+}
+
+std::optional<ApiError> Schema(const json& schema, const std::string* raw_body, const std::vector<std::string>& path,
+                               const std::string& param, std::shared_ptr<const Grammar>* grammar) {
+  ojson s;
+  if (schema.is_string()) {  // guided_json may carry the schema as JSON text
+    s = ojson::parse(schema.get<std::string>(), nullptr, false);
+    if (s.is_discarded()) return Bad(fmt::format("'{}' is a string that is not JSON", param), param);
+  } else if (schema.is_object() || schema.is_boolean()) {
+    s = Ordered(schema, raw_body, path);
+  } else {
+    return Bad(fmt::format("'{}' must be a JSON schema (an object)", param), param);
+  }
+  auto g = JsonSchemaGrammar(s);
+  if (!g.ok()) return Bad(fmt::format("{}: {}", param, g.status().message()), param);
+  *grammar = *g;
+  return std::nullopt;
+}
+
+std::optional<ApiError> Choice(const json& choices, const std::string& param, std::shared_ptr<const Grammar>* grammar) {
+  if (!choices.is_array() || choices.empty()) return Bad(fmt::format("'{}' must be a non-empty array of strings", param), param);
+  std::vector<std::string> list;
+  for (const auto& c : choices) {
+    if (!c.is_string()) return Bad(fmt::format("'{}' must be a non-empty array of strings", param), param);
+    list.push_back(c.get<std::string>());
+  }
+  auto g = ChoiceGrammar(list);
+  if (!g.ok()) return Bad(fmt::format("{}: {}", param, g.status().message()), param);
+  *grammar = *g;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseStructuredOutput(const json& body, const std::string* raw_body,
+                                              std::shared_ptr<const Grammar>* grammar) {
+  grammar->reset();
+  std::vector<std::string> given;  // the constraints the request names
+  auto present = [&](const char* key) {
+    auto it = body.find(key);
+    return it != body.end() && !it->is_null();
+  };
+  for (const char* key : {"guided_regex", "guided_grammar"}) {
+    if (present(key)) return Bad(fmt::format("'{}' is not supported (graft constrains to JSON schemas and choices)", key), key);
+  }
+  if (present("guided_decoding_backend")) {
+    const json& b = body["guided_decoding_backend"];
+    if (!b.is_string() || b != "auto") {
+      return Bad("'guided_decoding_backend': graft has one structured-output backend of its own; only \"auto\"",
+                 "guided_decoding_backend");
+    }
+  }
+  if (present("response_format")) {
+    const json& rf = body["response_format"];
+    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {
+      return Bad("'response_format' must be an object with a string 'type'", "response_format");
+    }
+    const std::string type = rf["type"].get<std::string>();
+    if (type == "json_object") {
+      *grammar = JsonObjectGrammar();
+      given.push_back("response_format");
+    } else if (type == "json_schema") {
+      auto js = rf.find("json_schema");
+      if (js == rf.end() || !js->is_object() || !js->contains("schema")) {
+        return Bad("response_format json_schema needs 'json_schema': {\"name\": ..., \"schema\": {...}}", "response_format");
+      }
+      if (auto st = js->find("strict"); st != js->end() && !st->is_null() && !st->is_boolean()) {
+        return Bad("response_format.json_schema.strict must be true or false", "response_format");
+      }
+      if (auto e = Schema((*js)["schema"], raw_body, {"response_format", "json_schema", "schema"}, "response_format", grammar)) {
+        return e;
+      }
+      given.push_back("response_format");
+    } else if (type != "text") {
+      return Bad(fmt::format("response_format type '{}' is not supported ('text', 'json_object' or 'json_schema')",
+                             type.substr(0, 40)),
+                 "response_format");
+    }
+  }
+  if (present("guided_json")) {
+    if (auto e = Schema(body["guided_json"], raw_body, {"guided_json"}, "guided_json", grammar)) return e;
+    given.push_back("guided_json");
+  }
+  if (present("guided_choice")) {
+    if (auto e = Choice(body["guided_choice"], "guided_choice", grammar)) return e;
+    given.push_back("guided_choice");
+  }
+  if (present("structured_outputs")) {
+    const json& so = body["structured_outputs"];
+    if (!so.is_object()) return Bad("'structured_outputs' must be an object", "structured_outputs");
+    for (const auto& [k, v] : so.items()) {
+      if (v.is_null()) continue;
+      if (k == "json") {
+        if (auto e = Schema(v, raw_body, {"structured_outputs", "json"}, "structured_outputs.json", grammar)) return e;
+      } else if (k == "choice") {
+        if (auto e = Choice(v, "structured_outputs.choice", grammar)) return e;
+      } else if (k == "json_object") {
+        if (!v.is_boolean()) return Bad("structured_outputs.json_object must be true or false", "structured_outputs");
+        if (!v.get<bool>()) continue;
+        *grammar = JsonObjectGrammar();
+      } else {
+        return Bad(fmt::format("structured_outputs.{} is not supported (json, choice or json_object)", k.substr(0, 40)),
+                   "structured_outputs");
+      }
+      given.push_back("structured_outputs." + k);
+    }
+  }
+  if (given.size() > 1) {
+    return Bad(fmt::format("one structured-output constraint a request; this one names {} and {}", given[0], given[1]),
+               given[1]);
+  }
+  return std::nullopt;
+}
+
+}  // namespace graft

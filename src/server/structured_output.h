@@ -1,0 +1,28 @@
+// The structured-output options of a generation request, as OpenAI and vLLM spell them, compiled
+// to the grammar the engine constrains generation with (grammar/json_schema.h):
+//   response_format {"type": "text" | "json_object" | "json_schema", "json_schema": {"name",
+//     "schema", "strict", "description"}}                       (OpenAI)
+//   guided_json (a schema, or its JSON text), guided_choice [strings]  (vLLM, older names)
+//   structured_outputs {"json" | "choice" | "json_object"}     (vLLM's current object)
+// At most one constraint a request. What graft cannot honour is a 400 naming it, never ignored:
+// guided_regex, guided_grammar, structured_outputs' regex / grammar / structural_tag, a
+// guided_decoding_backend other than "auto", and schema keywords json_schema.h refuses.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "grammar/grammar.h"
+
+namespace graft {
+
+struct ApiError;
+
+// body: the parsed request; raw_body: its text, re-read for the schema's key order (nullptr: the
+// parsed body's order, alphabetical). *grammar stays null when the request asks for no constraint.
+std::optional<ApiError> ParseStructuredOutput(const nlohmann::json& body, const std::string* raw_body,
+                                              std::shared_ptr<const Grammar>* grammar);
+
+}  // namespace graft

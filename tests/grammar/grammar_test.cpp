@@ -1,0 +1,141 @@
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "grammar/json_schema.h"
+#include "grammar/matcher.h"
+
+namespace graft {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+bool Whole(const std::shared_ptr<const Grammar>& g, const std::string& text) {
+  GrammarMatcher m(g);
+  return m.Accept(text) && m.CanStop();
+}
+
+std::shared_ptr<const Grammar> Schema(const std::string& s) {
+  auto g = JsonSchemaGrammar(json::parse(s));
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  return g.ok() ? *g : nullptr;
+}
+
+TEST(Grammar, RepetitionBoundsAndChoices) {
+  Grammar g;
+  const int ab = g.Choice({g.Literal("ab"), g.Literal("a")});
+  const int r = g.Repeat(Grammar::Ref(ab), 1, 3);
+  g.set_root(r);
+  auto gp = std::make_shared<const Grammar>(std::move(g));
+  for (const char* ok : {"a", "ab", "aab", "abab", "aaa", "ababab"}) EXPECT_TRUE(Whole(gp, ok)) << ok;
+  for (const char* bad : {"", "b", "aaaa", "abababa", "abb"}) EXPECT_FALSE(Whole(gp, bad)) << bad;
+  GrammarMatcher m(gp);
+  EXPECT_FALSE(m.Accept("ax"));  // refused bytes leave the state as it was
+  EXPECT_TRUE(m.Accept("a"));
+  EXPECT_TRUE(m.CanStop());
+  EXPECT_TRUE(m.CanContinue());
+}
+
+TEST(JsonSchema, ObjectsWithRequiredAndOptionalPropertiesInOrder) {
+  auto g = Schema(R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
+                      "tags":{"type":"array","items":{"type":"string"},"maxItems":2}},
+                      "required":["name"],"additionalProperties":false})");
+  for (const char* ok : {R"({"name":"x"})", R"({"name": "x", "age": 3})", R"({"name":"x","tags":["a","b"]})",
+                         "{\n  \"name\": \"a\\\"b\",\n  \"age\": -12,\n  \"tags\": []\n}\n", R"( {"name":"\u00e9"})"}) {
+    EXPECT_TRUE(Whole(g, ok)) << ok;
+  }
+  for (const char* bad : {R"({})", R"({"age":3})", R"({"age":3,"name":"x"})", R"({"name":"x","extra":1})",
+                          R"({"name":3})", R"({"name":"x","age":1.5})", R"({"name":"x","tags":["a","b","c"]})",
+                          R"({"name":"x",})", R"({"name":"x"} x)", "{\"name\":\"a\nb\"}"}) {
+    EXPECT_FALSE(Whole(g, bad)) << bad;
+  }
+}
+
+TEST(JsonSchema, EnumsConstsUnionsRefsAndBounds) {
+  auto g = Schema(R"({"$defs":{"color":{"enum":["red","green",3,null]}},
+                      "type":"object","properties":{
+                        "c":{"$ref":"#/$defs/color"},
+                        "k":{"const":"fixed"},
+                        "v":{"anyOf":[{"type":"number"},{"type":"boolean"}]},
+                        "n":{"type":["string","null"],"minLength":2,"maxLength":3},
+                        "list":{"type":"array","items":{"$ref":"#/$defs/color"},"minItems":1}},
+                      "required":["c","k","v","n","list"]})");
+  EXPECT_TRUE(Whole(g, R"({"c":"red","k":"fixed","v":1e5,"n":"ab","list":[3,null]})"));
+  EXPECT_TRUE(Whole(g, R"({"c":3,"k":"fixed","v":true,"n":null,"list":["green"]})"));
+  EXPECT_FALSE(Whole(g, R"({"c":"blue","k":"fixed","v":1,"n":"ab","list":[3]})"));
+  EXPECT_FALSE(Whole(g, R"({"c":"red","k":"other","v":1,"n":"ab","list":[3]})"));
+  EXPECT_FALSE(Whole(g, R"({"c":"red","k":"fixed","v":"1","n":"ab","list":[3]})"));
+  EXPECT_FALSE(Whole(g, R"({"c":"red","k":"fixed","v":1,"n":"a","list":[3]})"));
+  EXPECT_FALSE(Whole(g, R"({"c":"red","k":"fixed","v":1,"n":"abcd","list":[3]})"));
+  EXPECT_FALSE(Whole(g, R"({"c":"red","k":"fixed","v":1,"n":"ab","list":[]})"));
+  // OpenAPI's nullable, as zod writes it.
+  auto nullable = Schema(R"({"type":"object","properties":{"a":{"type":"string","nullable":true}},"required":["a"]})");
+  EXPECT_TRUE(Whole(nullable, R"({"a":null})"));
+  EXPECT_TRUE(Whole(nullable, R"({"a":"x"})"));
+  EXPECT_FALSE(Whole(nullable, R"({"a":1})"));
+  // A recursive schema through "#".
+  auto tree = Schema(R"({"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#"}}},"required":["kids"]})");
+  EXPECT_TRUE(Whole(tree, R"({"kids":[{"kids":[]},{"kids":[{"kids":[]}]}]})"));
+  EXPECT_FALSE(Whole(tree, R"({"kids":[{}]})"));
+}
+
+TEST(JsonSchema, WhitespaceIsBoundedAndAnyJsonObjectParses) {
+  auto g = JsonObjectGrammar();
+  EXPECT_TRUE(Whole(g, R"({"a":[1,2,{"b":null}],"c":"d","e":-0.5e-3,"f":true})"));
+  EXPECT_TRUE(Whole(g, "{ }"));
+  EXPECT_FALSE(Whole(g, "[1]"));
+  EXPECT_FALSE(Whole(g, R"({"a":01})"));
+  EXPECT_FALSE(Whole(g, R"({'a':1})"));
+  EXPECT_TRUE(Whole(g, "{" + std::string(kMaxWhitespace, ' ') + "}"));
+  EXPECT_FALSE(Whole(g, "{" + std::string(kMaxWhitespace + 1, ' ') + "}"));
+}
+
+TEST(JsonSchema, KeywordsItCannotHonourAreErrorsNamingThem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"type":"string","pattern":"^a"})", "json_schema: the schema at '#' uses 'pattern'"},
+      {R"({"type":"object","properties":{"d":{"type":"string","format":"date"}}})", "the schema at '/properties/d' uses 'format'"},
+      {R"({"type":"integer","minimum":3})", "uses 'minimum'"},
+      {R"({"type":"array","uniqueItems":true})", "uses 'uniqueItems'"},
+      {R"({"type":"bogus"})", "names the unknown type 'bogus'"},
+      {R"({"$ref":"#/$defs/missing"})", "points at nothing in the document"},
+      {R"({"$ref":"http://x/y"})", "points outside the document"},
+      {R"({"type":"object","required":["a"],"properties":{"b":{}}})", "names 'a', which properties does not describe"},
+      {R"({"type":"array","maxItems":100000})", "the largest bound graft writes out"},
+      {R"(false)", "no value satisfies it"},
+      {R"(3)", "is not a schema"},
+  };
+  for (const auto& [schema, want] : cases) {
+    auto g = JsonSchemaGrammar(json::parse(schema));
+    ASSERT_FALSE(g.ok()) << schema;
+    EXPECT_NE(g.status().message().find(want), std::string::npos) << schema << ": " << g.status().message();
+  }
+  EXPECT_FALSE(ChoiceGrammar({}).ok());
+  EXPECT_FALSE(ChoiceGrammar({"a", ""}).ok());
+}
+
+// The vocabulary-wide mask equals asking token by token, on random states of a JSON grammar.
+TEST(TokenMask, EqualsTheMatcherTokenByToken) {
+  std::vector<std::string> vocab = {"{", "}", "\"", "\"a", "a", "ab", "abc", "\":", ":", " ", "  ", "1", "12", "-",
+                                    ",", "\"b\"", "\"name\"", "true", "tr", "null", "[", "]", "x", "", "{\"", "\"}"};
+  for (int c = 0; c < 256; ++c) vocab.push_back(std::string(1, static_cast<char>(c)));
+  TokenTrie trie(vocab);
+  auto g = Schema(R"({"type":"object","properties":{"name":{"type":"string"},"n":{"type":"array","items":{"type":"integer"}}},"required":["name"]})");
+  std::mt19937 rng(7);
+  const std::string text = R"({"name": "ab\"c", "n": [1, -12, 3]})";
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    GrammarMatcher m(g);
+    ASSERT_TRUE(m.Accept(text.substr(0, cut))) << cut;
+    std::vector<uint8_t> mask;
+    MaskCache cache;
+    TokenMask(m, trie, mask, cache);
+    ASSERT_EQ(mask.size(), vocab.size());
+    for (size_t t = 0; t < vocab.size(); ++t) {
+      EXPECT_EQ(mask[t] != 0, !vocab[t].empty() && m.Allows(vocab[t])) << "cut " << cut << " token '" << vocab[t] << "'";
+    }
+  }
+  (void)rng;
+}
+
+}  // namespace
+}  // namespace graft
