@@ -50,10 +50,20 @@ const second = await client.chat.completions.create({
 });
 assert.equal(second.choices[0].message.role, "assistant");
 
+// A forced call (tool_choice "required"): tool_calls whose arguments follow the parameters.
+const forced = await client.chat.completions.create({
+  model: "gdn", tools, tool_choice: "required", max_tokens: 300, temperature: 0,
+  messages: [{ role: "user", content: "Weather in Paris?" }], chat_template_kwargs: { enable_thinking: false },
+});
+assert.equal(forced.choices[0].finish_reason, "tool_calls", JSON.stringify(forced.choices[0]));
+const call = forced.choices[0].message.tool_calls[0];
+assert.equal(call.function.name, "get_weather");
+assert.equal(typeof JSON.parse(call.function.arguments).city, "string");
+
 // Structured output through the client's own helper: a zod schema, parsed back by the client.
 const Verdict = z.object({
-  verdict: z.enum(["benign", "malicious"]), score: z.number().int(), note: z.string().nullable(),
-  tags: z.array(z.string()).max(3),
+  verdict: z.enum(["benign", "malicious"]), score: z.number().int(), note: z.string().max(16).nullable(),
+  tags: z.array(z.string().max(8)).max(3),
 });
 for (const sampling of [{ temperature: 0 }, { temperature: 1, seed: 3 }]) {
   const parsed = await client.chat.completions.parse({

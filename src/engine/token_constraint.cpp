@@ -7,7 +7,7 @@ std::vector<std::string> GrammarBytes(const Tokenizer& tok, int vocab) {
   std::vector<std::string> b(static_cast<size_t>(vocab));
   std::vector<bool> added(static_cast<size_t>(vocab), false);
   for (const auto& a : tok.added_tokens()) {
-    if (a.id >= 0 && a.id < vocab) added[static_cast<size_t>(a.id)] = true;
+    if (a.special && a.id >= 0 && a.id < vocab) added[static_cast<size_t>(a.id)] = true;
   }
   for (int32_t t = 0; t < vocab && t < tok.vocab_size(); ++t) {
     if (!added[static_cast<size_t>(t)]) b[static_cast<size_t>(t)] = tok.TokenBytes(t);

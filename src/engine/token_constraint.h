@@ -4,9 +4,9 @@
 // all of it; with "</think>" (the prompt opened a thinking block) the reasoning is free and the
 // answer after it constrained, as vLLM applies structured output after its reasoning parser.
 // Before the gate every token is allowed except one that completes the gate with bytes after it
-// the grammar refuses. Under the grammar a token is allowed when the grammar accepts its bytes;
-// added tokens (special or not) never are, and stop tokens only where the text is a whole
-// sentence of the grammar. The mask never changes a logit, so where the unconstrained choice is
+// the grammar refuses. Under the grammar a token is allowed when the grammar accepts its bytes
+// (a non-special added token's are its text, so <tool_call> can be one token); special tokens
+// never are, and stop tokens only where the text is a whole sentence of the grammar. The mask never changes a logit, so where the unconstrained choice is
 // allowed the constrained sequence draws it.
 //
 // TokenVocab is built once per tokenizer and shared by every constraint. A constraint belongs to
@@ -28,7 +28,7 @@ struct TokenVocab {
   // vocab: the model's (may exceed the tokenizer's; ids past it have no bytes).
   TokenVocab(const Tokenizer& tok, int vocab);
   std::vector<std::string> text;  // every token's bytes, added tokens included
-  TokenTrie grammar_tokens;       // the tokens a grammar may match (added tokens left out)
+  TokenTrie grammar_tokens;       // the tokens a grammar may match (special tokens left out)
 };
 
 class TokenConstraint {

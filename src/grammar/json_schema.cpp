@@ -56,6 +56,17 @@ class Builder {
   }
 
   int any_object() { return MapOf(any_); }
+  Grammar& grammar() { return g_; }
+  int ws() const { return ws_; }
+  // The document $ref points into, for the schemas compiled next.
+  void SetDocument(const json* root) {
+    root_ = root;
+    refs_.clear();
+  }
+  std::shared_ptr<const Grammar> FinishRoot(int root) {
+    g_.set_root(root);
+    return std::make_shared<const Grammar>(std::move(g_));
+  }
 
   // A schema, or null too where it says "nullable": true (OpenAPI's spelling, which zod writes).
   Result<int> Schema(const json& s, const std::string& path, int depth) {
@@ -322,6 +333,28 @@ std::shared_ptr<const Grammar> JsonObjectGrammar() {
   Builder b(nullptr);
   const int obj = b.any_object();
   return b.Finish(obj);
+}
+
+Result<std::shared_ptr<const Grammar>> ToolCallGrammar(const std::vector<ToolSpec>& tools, bool several) {
+  if (tools.empty()) return InvalidArgument("tool_choice: the request lists no tools");
+  Builder b(nullptr);
+  Grammar& g = b.grammar();
+  std::vector<int> calls;
+  for (const ToolSpec& t : tools) {
+    int args = b.any_object();
+    if (!t.parameters.is_null()) {
+      b.SetDocument(&t.parameters);
+      auto r = b.Schema(t.parameters, "", 0);
+      if (!r.ok()) return InvalidArgument(fmt::format("tools: function '{}': {}", t.name, r.status().message()));
+      args = *r;
+    }
+    const std::string head = "<tool_call>\n{\"name\": " + json(t.name).dump() + ", \"arguments\": ";
+    calls.push_back(g.Sequence({Grammar::Ref(g.Literal(head)), Grammar::Ref(args), Grammar::Ref(g.Literal("}\n</tool_call>"))}));
+  }
+  const int call = g.Choice(calls);
+  if (!several) return b.FinishRoot(call);
+  const int next = g.Sequence({Grammar::Byte('\n'), Grammar::Ref(call)});
+  return b.FinishRoot(g.Sequence({Grammar::Ref(call), Grammar::Ref(g.Star(Grammar::Ref(next)))}));
 }
 
 Result<std::shared_ptr<const Grammar>> ChoiceGrammar(const std::vector<std::string>& choices) {

@@ -32,6 +32,14 @@ inline constexpr int kMaxWhitespace = 32;
 // schema: as parsed with its keys in written order (properties are written in that order).
 Result<std::shared_ptr<const Grammar>> JsonSchemaGrammar(const nlohmann::ordered_json& schema);
 std::shared_ptr<const Grammar> JsonObjectGrammar();
+// Qwen's tool-call blocks for tool_choice "required" or a named function: "<tool_call>\n{"name":
+// NAME, "arguments": ARGS}\n</tool_call>" for one of `tools`, ARGS valid under its parameters
+// schema (null: any object); `several`: one or more blocks, each after a newline.
+struct ToolSpec {
+  std::string name;
+  nlohmann::ordered_json parameters;
+};
+Result<std::shared_ptr<const Grammar>> ToolCallGrammar(const std::vector<ToolSpec>& tools, bool several);
 // Exactly one of the strings (at least one, none empty).
 Result<std::shared_ptr<const Grammar>> ChoiceGrammar(const std::vector<std::string>& choices);
 

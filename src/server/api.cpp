@@ -284,14 +284,6 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
     out->logprobs = lp >= 0;
     top_logprobs = lp;
   }
-  // Forced tool calls are refused by name, never accepted and ignored (structured output below).
-  if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
-    const bool plain = tc->is_string() && ((*tc) == "none" || (*tc) == "auto");
-    if (!plain) {
-      return Bad("tool_choice: only \"none\" and \"auto\" are supported (graft cannot force a tool call yet)",
-                 "tool_choice");
-    }
-  }
   if (chat) {  // how the output splits (server/chat_output.h)
     out->output.reasoning = models.reasoning_parser;
     out->output.think_open = PromptOpensThinking(out->prompt_text);
@@ -304,6 +296,12 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
   // Structured output: the grammar holds the answer — after the reasoning when the prompt opened
   // a thinking block and the reasoning parser splits it off, as vLLM does.
   if (auto e = ParseStructuredOutput(body, raw_body, &out->gen.grammar)) return e;
+  std::shared_ptr<const Grammar> forced;  // tool_choice "required" or a named function
+  if (auto e = ParseToolChoice(body, raw_body, chat, &forced)) return e;
+  if (forced && out->gen.grammar) {
+    return Bad("tool_choice forcing a call and a structured-output constraint cannot be combined", "tool_choice");
+  }
+  if (forced) out->gen.grammar = std::move(forced);
   if (out->gen.grammar && chat && out->output.reasoning && out->output.think_open) out->gen.grammar_gate = "</think>";
   auto so = body.find("stream_options");
   if (so != body.end() && so->is_object() && so->contains("include_usage") && (*so)["include_usage"].is_boolean()) {

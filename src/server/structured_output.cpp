@@ -13,14 +13,21 @@ using ojson = nlohmann::ordered_json;
 
 ApiError Bad(const std::string& message, const std::string& param) { return {400, message, "invalid_request_error", param}; }
 
-// The value at `path` in the body, with its keys in written order when the raw text is at hand.
+// The value at `path` in the body (object keys, or array indices as numbers), with its keys in
+// written order when the raw text is at hand.
 ojson Ordered(const json& value, const std::string* raw_body, const std::vector<std::string>& path) {
   if (raw_body) {
     const ojson whole = ojson::parse(*raw_body, nullptr, false);
     const ojson* at = &whole;
     for (const std::string& k : path) {
-      if (!at->is_object() || !at->contains(k)) return ojson::parse(value.dump());
-      at = &(*at)[k];
+      if (at->is_object() && at->contains(k)) {
+        at = &(*at)[k];
+      } else if (at->is_array() && !k.empty() && k.find_first_not_of("0123456789") == std::string::npos &&
+                 std::stoul(k) < at->size()) {
+        at = &(*at)[std::stoul(k)];
+      } else {
+        return ojson::parse(value.dump());
+      }
     }
     return *at;
   }
@@ -58,6 +65,53 @@ std::optional<ApiError> Choice(const json& choices, const std::string& param, st
 }
 
 }  // namespace
+
+std::optional<ApiError> ParseToolChoice(const json& body, const std::string* raw_body, bool chat,
+                                        std::shared_ptr<const Grammar>* grammar) {
+  grammar->reset();
+  auto tc = body.find("tool_choice");
+  if (tc == body.end() || tc->is_null() || (tc->is_string() && (*tc == "none" || *tc == "auto"))) return std::nullopt;
+  const bool required = tc->is_string() && *tc == "required";
+  std::string name;
+  if (!required) {
+    const bool named = tc->is_object() && tc->value("type", json()) == "function" && tc->contains("function") &&
+                       (*tc)["function"].is_object() && (*tc)["function"].contains("name") &&
+                       (*tc)["function"]["name"].is_string();
+    if (!named) {
+      return Bad("'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": "
+                 "{\"name\": ...}}",
+                 "tool_choice");
+    }
+    name = (*tc)["function"]["name"].get<std::string>();
+  }
+  if (!chat) return Bad("'tool_choice' is a chat completions option", "tool_choice");
+  auto tools = body.find("tools");
+  if (tools == body.end() || !tools->is_array() || tools->empty()) {
+    return Bad("tool_choice forces a call, but the request lists no tools", "tool_choice");
+  }
+  std::vector<ToolSpec> specs;
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const json& t = (*tools)[i];
+    if (!t.is_object() || !t.contains("function") || !t["function"].is_object() || !t["function"].contains("name") ||
+        !t["function"]["name"].is_string()) {
+      return Bad(fmt::format("tools[{}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}", i), "tools");
+    }
+    const std::string n = t["function"]["name"].get<std::string>();
+    if (!required && n != name) continue;
+    ToolSpec spec{n, nullptr};
+    if (auto p = t["function"].find("parameters"); p != t["function"].end() && !p->is_null()) {
+      spec.parameters = Ordered(*p, raw_body, {"tools", std::to_string(i), "function", "parameters"});
+    }
+    specs.push_back(std::move(spec));
+  }
+  if (specs.empty()) {
+    return Bad(fmt::format("tool_choice names the function '{}', which tools does not list", name.substr(0, 64)), "tool_choice");
+  }
+  auto g = ToolCallGrammar(specs, /*several=*/required);
+  if (!g.ok()) return Bad(g.status().message(), "tools");
+  *grammar = *g;
+  return std::nullopt;
+}
 
 std::optional<ApiError> ParseStructuredOutput(const json& body, const std::string* raw_body,
                                               std::shared_ptr<const Grammar>* grammar) {

@@ -25,4 +25,12 @@ struct ApiError;
 std::optional<ApiError> ParseStructuredOutput(const nlohmann::json& body, const std::string* raw_body,
                                               std::shared_ptr<const Grammar>* grammar);
 
+// tool_choice: "none" and "auto" (or none given) leave generation free (*grammar null);
+// "required" constrains it to one or more calls of the listed tools, {"type": "function",
+// "function": {"name": N}} to one call of N — as Qwen's <tool_call> JSON blocks, which the chat
+// output parser turns into tool_calls. A name the tools do not list, "required" without tools
+// or on /v1/completions, and any other value are 400s.
+std::optional<ApiError> ParseToolChoice(const nlohmann::json& body, const std::string* raw_body, bool chat,
+                                        std::shared_ptr<const Grammar>* grammar);
+
 }  // namespace graft

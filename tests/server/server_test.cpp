@@ -147,6 +147,36 @@ TEST_F(Server, StructuredOutputFollowsTheSchemaAndChoices) {
   EXPECT_TRUE(json::parse(oj["choices"][0]["text"].get<std::string>(), nullptr, false).is_object()) << oj.dump();
 }
 
+// tool_choice "required" and a named function force calls: the answer is tool_calls whose
+// arguments follow the tool's parameters, finish_reason "tool_calls".
+TEST_F(Server, ToolChoiceForcesCallsThatFollowTheParameters) {
+  const std::string tools = R"("tools": [
+      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 10}, "days": {"type": "integer"}}, "required": ["city", "days"]}}},
+      {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
+        "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"]}}}])";
+  for (const char* choice : {R"("required")", R"({"type": "function", "function": {"name": "get_time"}})"}) {
+    auto [status, j] = Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Weather?"}], "max_tokens": 400,
+        "temperature": 0, "chat_template_kwargs": {"enable_thinking": false}, )" + tools + R"(, "tool_choice": )" + choice + "}");
+    ASSERT_EQ(status, 200) << j.dump();
+    const auto& c = j["choices"][0];
+    EXPECT_EQ(c["finish_reason"], "tool_calls") << j.dump();
+    ASSERT_TRUE(c["message"]["tool_calls"].is_array() && !c["message"]["tool_calls"].empty()) << j.dump();
+    for (const auto& call : c["message"]["tool_calls"]) {
+      const std::string name = call["function"]["name"];
+      auto args = json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
+      ASSERT_TRUE(args.is_object()) << j.dump();
+      if (std::string(choice) != R"("required")") EXPECT_EQ(name, "get_time");
+      if (name == "get_weather") {
+        EXPECT_TRUE(args["city"].is_string() && args["days"].is_number_integer()) << args.dump();
+      } else {
+        ASSERT_EQ(name, "get_time");
+        EXPECT_TRUE(args["zone"] == "UTC" || args["zone"] == "CET") << args.dump();
+      }
+    }
+  }
+}
+
 TEST_F(Server, ChatCompletionShapesAndModels) {
   auto [status, j] = Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5})");
   ASSERT_EQ(status, 200) << j.dump();
@@ -366,10 +396,15 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": {"regex": "a"}})", 400,
        "structured_outputs.regex is not supported"},
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", 400,
-       "tool_choice: only \"none\" and \"auto\" are supported"},
+       "tool_choice forces a call, but the request lists no tools"},
       {"/v1/chat/completions",
-       R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "function", "function": {"name": "f"}}})", 400,
-       "tool_choice: only \"none\" and \"auto\" are supported"},
+       R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "g"}}], "tool_choice": {"type": "function", "function": {"name": "f"}}})",
+       400, "tool_choice names the function 'f', which tools does not list"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "always"})", 400,
+       "'tool_choice' must be \"none\", \"auto\", \"required\" or"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "g"}}], "tool_choice": "required", "guided_choice": ["a"]})",
+       400, "cannot be combined"},
       {"/tokenize", R"({"prompt": 5})", 400, "'prompt' must be a string"},
       {"/tokenize", R"({"prompt": "x", "messages": []})", 400, "give exactly one of 'prompt' and 'messages'"},
       {"/tokenize", R"({})", 400, "give exactly one of 'prompt' and 'messages'"},
