@@ -25,6 +25,10 @@ struct Engine::Live {
   std::string held;         // decoded text not yet emitted (a stop string may be starting)
   std::vector<TokenLogprob> held_logprobs;
   bool done = false;
+  // The timeline (RequestTimes): submitted, first scheduled, first and last token.
+  std::chrono::steady_clock::time_point submitted, scheduled, first_token, last_token;
+  bool was_scheduled = false;
+  std::vector<double> itl;
 };
 
 Engine::Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops> ops, const Tokenizer& tok,
@@ -91,6 +95,7 @@ Status Engine::Submit(GenerationRequest req) {
     return InvalidArgument(fmt::format("min_tokens {} must be in [0, max_tokens = {}]", req.min_tokens, req.max_tokens));
   }
   auto s = std::make_unique<Live>();
+  s->submitted = std::chrono::steady_clock::now();
   s->sched.prompt_tokens = static_cast<int>(req.prompt.size());
   s->sched.max_new_tokens = req.max_tokens;
   s->sampler = std::make_unique<Sampler>(req.sampling, req.prompt);
@@ -148,6 +153,16 @@ void Engine::Finish(Live& s, const std::string& reason) {
   e.finish_reason = reason;
   e.prompt_tokens = s.sched.prompt_tokens;
   e.completion_tokens = s.generated;
+  auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+  const auto now = std::chrono::steady_clock::now();
+  const auto scheduled = s.was_scheduled ? s.scheduled : now;
+  const bool tokens = s.first_token.time_since_epoch().count() != 0;
+  e.times.queue = secs(s.submitted, scheduled);
+  e.times.prefill = secs(scheduled, tokens ? s.first_token : now);
+  e.times.decode = tokens ? secs(s.first_token, s.last_token) : 0;
+  e.times.ttft = secs(s.submitted, tokens ? s.first_token : now);
+  e.times.e2e = secs(s.submitted, now);
+  e.times.itl = std::move(s.itl);
   s.req.on_event(e);
 }
 
@@ -276,8 +291,10 @@ void Engine::RunStep() {
   if (plan.entries.empty()) return;
   StepBatch batch;
   std::vector<Live*> order;
+  const auto step_start = std::chrono::steady_clock::now();
   for (const auto& e : plan.entries) {
     Live* s = by_id[e.id];
+    if (!s->was_scheduled) s->was_scheduled = true, s->scheduled = step_start;
     if (s->sched.prefilled < s->sched.prompt_tokens) {
       batch.Add(&s->state, s->req.prompt.data() + s->sched.prefilled, e.tokens, s->req.adapter_slot);
     } else {
@@ -336,6 +353,13 @@ void Engine::RunStep() {
       if (s.sched.prefilled < s.sched.prompt_tokens) continue;  // more prompt to go
     }
     ++sampled;
+    const auto now = std::chrono::steady_clock::now();  // this row's token: its time
+    if (s.first_token.time_since_epoch().count() == 0) {
+      s.first_token = now;
+    } else {
+      s.itl.push_back(std::chrono::duration<double>(now - s.last_token).count());
+    }
+    s.last_token = now;
     const float* row = logits.data() + static_cast<size_t>(logit_index[i]) * width;
     const int32_t tok = whole_rows ? s.sampler->Sample(row, vocab)
                                    : s.sampler->SampleCandidates(row, ids.data() + static_cast<size_t>(logit_index[i]) * width,

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -59,12 +60,21 @@ struct TokenLogprob {
   std::vector<std::pair<std::string, double>> top;
 };
 
+// A finished request's timeline in seconds, as vLLM's metrics define it: queue (submitted ->
+// first scheduled), prefill (-> first token), decode (first -> last token), ttft (submitted ->
+// first token), e2e (submitted -> done), itl (the gap before each token after the first).
+struct RequestTimes {
+  double queue = 0, prefill = 0, decode = 0, ttft = 0, e2e = 0;
+  std::vector<double> itl;
+};
+
 struct GenEvent {
   enum class Kind { kDelta, kDone, kError } kind = Kind::kDelta;
   std::string text;                    // kDelta: new text (complete UTF-8)
   std::vector<TokenLogprob> logprobs;  // kDelta: the tokens behind `text`, when asked
   std::string finish_reason;           // kDone: "stop" or "length"
   int prompt_tokens = 0, completion_tokens = 0;
+  RequestTimes times;                  // kDone
   Status error;                        // kError
 };
 

@@ -93,7 +93,7 @@ std::string Sse(const ojson& j) { return "data: " + j.dump(-1, ' ', false, ojson
 HttpServer::HttpServer(Engine& engine, const Tokenizer& tok, const ChatTemplate& tmpl, ServedModels models,
                        std::set<int32_t> stop_tokens, ServerConfig cfg)
     : engine_(engine), tok_(tok), tmpl_(tmpl), models_(std::move(models)), stop_tokens_(std::move(stop_tokens)),
-      cfg_(std::move(cfg)), svr_(std::make_unique<httplib::Server>()) {
+      cfg_(std::move(cfg)), metrics_(models_.base_name), svr_(std::make_unique<httplib::Server>()) {
   const int threads = cfg_.http_threads;
   svr_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   svr_->set_payload_max_length(cfg_.max_body_bytes);
@@ -302,6 +302,7 @@ void HttpServer::Routes() {
             texts[static_cast<size_t>(i)] += e.text;
             r.logprobs.insert(r.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
           } else if (e.kind == GenEvent::Kind::kDone) {
+            metrics_.ObserveGeneration(api->model, e.times, e.prompt_tokens, e.completion_tokens, e.finish_reason);
             r.finish_reason = e.finish_reason;
             if (i % api->n == 0) *prompt_tokens += e.prompt_tokens;
             *completion_tokens += e.completion_tokens;
@@ -376,6 +377,7 @@ void HttpServer::Routes() {
                   out += Sse(ChunkJson(*api, id, created, i, nullptr, o, 0, &e.logprobs, nullptr));
                 }
               } else if (e.kind == GenEvent::Kind::kDone) {
+                metrics_.ObserveGeneration(api->model, e.times, e.prompt_tokens, e.completion_tokens, e.finish_reason);
                 if (api->chat) piece(st.parser.Finish(), nullptr);
                 const std::string finish = st.calls > 0 ? "tool_calls" : e.finish_reason;
                 out += Sse(ChunkJson(*api, id, created, i, nullptr, ChatOutput{}, 0, nullptr, &finish));

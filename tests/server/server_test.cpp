@@ -10,10 +10,13 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "adapters/lora_loader.h"
@@ -214,6 +217,54 @@ TEST_F(Server, ChatCompletionShapesAndModels) {
       << met->body;
   EXPECT_NE(met->body.find("graft_request_duration_seconds_bucket"), std::string::npos);
   EXPECT_NE(met->body.find("graft_kv_budget_tokens 8192"), std::string::npos);
+}
+
+// vLLM's request metrics under its names and graft's: the counts add up to the requests made,
+// and promtool (Prometheus's own checker) accepts the whole page.
+TEST_F(Server, MetricsCarryVllmsSeriesAndPassPromtool) {
+  for (int i = 0; i < 3; ++i) Chat(6 + i);
+  auto c = Client();
+  auto met = c.Get("/metrics");
+  ASSERT_TRUE(met);
+  const std::string& m = met->body;
+  for (const char* series : {"num_requests_running{model_name=\"base\"} 0", "num_requests_waiting{model_name=\"base\"} 0",
+                             "prompt_tokens_total{model_name=\"base\"}", "generation_tokens_total{model_name=\"base\"} 21"}) {
+    EXPECT_NE(m.find(std::string("vllm:") + series), std::string::npos) << series << "\n" << m;
+  }
+  for (const char* p : {"vllm:", "graft_"}) {
+    for (const char* series : {"kv_cache_usage_perc{model_name=\"base\"} 0", "num_preemptions_total{model_name=\"base\"} 0",
+                               "request_success_total{model_name=\"base\",finished_reason=\"length\"} 3",
+                               "time_to_first_token_seconds_count{model_name=\"base\"} 3",
+                               "inter_token_latency_seconds_count{model_name=\"base\"} 18",
+                               "e2e_request_latency_seconds_count{model_name=\"base\"} 3",
+                               "request_queue_time_seconds_count{model_name=\"base\"} 3",
+                               "request_prefill_time_seconds_bucket{model_name=\"base\",le=\"+Inf\"} 3",
+                               "request_decode_time_seconds_sum{model_name=\"base\"}",
+                               "request_generation_tokens_bucket{model_name=\"base\",le=\"5\"} 0",
+                               "request_generation_tokens_bucket{model_name=\"base\",le=\"10\"} 3"}) {
+      EXPECT_NE(m.find(std::string(p) + series), std::string::npos) << p << series << "\n" << m;
+    }
+  }
+  test::TempDir d;
+  {
+    std::ofstream f(d.File("metrics.txt"));
+    f << m;
+  }
+  const std::string cmd = "promtool check metrics < " + d.File("metrics.txt") + " > " + d.File("promtool.txt") + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream out(d.File("promtool.txt"));
+  const std::string said((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  // The page parses (exit 3 is lint only) and the only lint is the colon of vLLM's own names.
+  EXPECT_TRUE(WIFEXITED(rc) && (WEXITSTATUS(rc) == 0 || WEXITSTATUS(rc) == 3))
+      << "promtool (installed by scripts/install-deps --oracles): " << said;
+  std::istringstream lines(said);
+  int colon_lints = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const bool colon = line.rfind("vllm:", 0) == 0 && line.find(" metric names should not contain ':'") != std::string::npos;
+    EXPECT_TRUE(colon) << "promtool: " << line;
+    colon_lints += colon;
+  }
+  EXPECT_GT(colon_lints, 10) << said;
 }
 
 TEST_F(Server, StreamingEndsWithDoneAndMatchesTheNonStreamedText) {
