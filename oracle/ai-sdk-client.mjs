@@ -1,6 +1,8 @@
 // The Vercel AI SDK (`ai` + `@ai-sdk/openai-compatible`) against a running graft serve: text,
-// streaming, generateObject with a zod schema, and a tool with toolChoice "required".
+// streaming, generateObject with a zod schema, a tool with toolChoice "required"; and
+// `@ai-sdk/openai`'s default model, which speaks the Responses API.
 //   node ai-sdk-client.mjs BASE_URL   (e.g. http://127.0.0.1:8000/v1)
+import { createOpenAI } from "@ai-sdk/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { generateObject, generateText, streamText, tool } from "ai";
 import { z } from "zod";
@@ -36,4 +38,12 @@ const called = await generateText({
 assert.equal(called.finishReason, "tool-calls", JSON.stringify(called.response?.body ?? called.text));
 assert.equal(called.toolCalls[0].toolName, "get_weather");
 assert.equal(typeof called.toolCalls[0].input.city, "string");
+// @ai-sdk/openai's default model speaks the Responses API.
+const openai = createOpenAI({ baseURL: process.argv[2], apiKey: "unused" });
+const viaResponses = await generateText({
+  model: openai("gdn"), prompt: "Hello", maxOutputTokens: 8, temperature: 0,
+  providerOptions: { openai: { store: false } },
+});
+assert.equal(typeof viaResponses.text, "string");
+assert.ok(viaResponses.usage.outputTokens > 0, JSON.stringify(viaResponses.usage));
 console.log("ai-sdk client: ok");

@@ -75,6 +75,36 @@ for (const sampling of [{ temperature: 0 }, { temperature: 1, seed: 3 }]) {
   assert.ok(["benign", "malicious"].includes(v.verdict) && Number.isInteger(v.score), JSON.stringify(v));
 }
 
+// The Responses API: text out (output_text, the client's convenience), the same text streamed,
+// structured output through text.format.
+const resp = await client.responses.create({
+  model: "gdn", input: "Hello", instructions: "Answer briefly.", max_output_tokens: 8, temperature: 0,
+  chat_template_kwargs: { enable_thinking: false },
+});
+assert.equal(resp.object, "response");
+assert.ok(resp.status === "completed" || resp.status === "incomplete", resp.status);
+assert.equal(typeof resp.output_text, "string");
+assert.equal(resp.usage.total_tokens, resp.usage.input_tokens + resp.usage.output_tokens);
+let deltas = "";
+let completed = null;
+const events = await client.responses.create({
+  model: "gdn", input: "Hello", instructions: "Answer briefly.", max_output_tokens: 8, temperature: 0, stream: true,
+  chat_template_kwargs: { enable_thinking: false },
+});
+for await (const ev of events) {
+  if (ev.type === "response.output_text.delta") deltas += ev.delta;
+  if (ev.type === "response.completed" || ev.type === "response.incomplete") completed = ev.response;
+}
+assert.equal(deltas, resp.output_text);
+assert.ok(completed && completed.output.at(-1).content[0].text === deltas);
+const shaped = await client.responses.create({
+  model: "gdn", input: [{ role: "user", content: [{ type: "input_text", text: "Classify." }] }], max_output_tokens: 300,
+  temperature: 0, chat_template_kwargs: { enable_thinking: false },
+  text: { format: { type: "json_schema", name: "v", strict: true, schema: {
+    type: "object", properties: { verdict: { enum: ["benign", "malicious"] } }, required: ["verdict"], additionalProperties: false } } },
+});
+assert.ok(["benign", "malicious"].includes(JSON.parse(shaped.output_text).verdict), shaped.output_text);
+
 const completion = await client.completions.create({ model: "gdn", prompt: "Once", max_tokens: 4, temperature: 0 });
 assert.equal(completion.object, "text_completion");
 

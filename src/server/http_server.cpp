@@ -17,6 +17,7 @@
 #include <deque>
 #include <random>
 
+#include "server/responses.h"
 #include "util/json_depth.h"
 #include "util/version.h"
 
@@ -412,6 +413,145 @@ void HttpServer::Routes() {
   };
   s.Post("/v1/chat/completions", generation(true));
   s.Post("/v1/completions", generation(false));
+
+  // OpenAI's Responses API: the chat completion the request means (server/responses.h), one choice.
+  s.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
+    const auto t0 = Clock::now();
+    const std::string endpoint = "/v1/responses";
+    auto api = std::make_shared<GenerationApiRequest>();
+    std::string chat_raw;
+    bool stream = false;
+    ResponseHead head;
+    std::optional<ApiError> err;
+    if (Status depth = CheckJsonDepth(req.body, "the request body"); !depth.ok()) {
+      err = ApiError{400, depth.message(), "invalid_request_error", ""};
+    }
+    if (!err) err = ResponsesToChat(req.body, &chat_raw, &stream, &head.metadata);
+    if (!err) {
+      const nlohmann::json body = nlohmann::json::parse(chat_raw);
+      err = ParseGenerationRequest(body, /*chat=*/true, models_, tok_, tmpl_, stop_tokens_, api.get(), &chat_raw);
+    }
+    if (!err && api->choices.size() != 1) err = ApiError{400, "/v1/responses makes one answer", "invalid_request_error", ""};
+    if (err) {
+      ReplyError(res, *err);
+      metrics_.Observe(endpoint, api->model, err->status, std::chrono::duration<double>(Clock::now() - t0).count());
+      return;
+    }
+    auto ch = std::make_shared<Channel>();
+    GenerationRequest& g = api->choices[0];
+    g.on_event = [ch](const GenEvent& e) { ch->Push(0, e); };
+    if (const Status st = engine_.Submit(g); !st.ok()) {
+      const ApiError e = FromStatus(st);
+      ReplyError(res, e);
+      metrics_.Observe(endpoint, api->model, e.status, std::chrono::duration<double>(Clock::now() - t0).count());
+      return;
+    }
+    head.id = NewId("resp_");
+    head.item_id = NewId("msg_");
+    head.created = std::time(nullptr);
+    head.model = api->model;
+    if (!stream) {
+      std::string text;
+      GenEvent done;
+      std::optional<Status> failed;
+      for (bool finished = false; !finished;) {
+        int i = 0;
+        GenEvent e;
+        if (!ch->Pop(&i, &e, std::chrono::milliseconds(200))) continue;
+        if (e.kind == GenEvent::Kind::kDelta) text += e.text;
+        else if (e.kind == GenEvent::Kind::kDone) done = std::move(e), finished = true;
+        else failed = e.error, finished = true;
+      }
+      if (failed) {
+        ReplyError(res, FromStatus(*failed));
+      } else {
+        metrics_.ObserveGeneration(api->model, done.times, done.prompt_tokens, done.completion_tokens, done.finish_reason);
+        ChatOutputParser parser(api->output);
+        ChatOutput out = parser.Feed(text);
+        out.Append(parser.Finish());
+        const std::string status = done.finish_reason == "length" ? "incomplete" : "completed";
+        Reply(res, 200, ResponseJson(head, status, &out, done.prompt_tokens, done.completion_tokens));
+      }
+      metrics_.Observe(endpoint, api->model, res.status, std::chrono::duration<double>(Clock::now() - t0).count());
+      return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    struct State {
+      explicit State(ChatOutputOptions o) : parser(std::move(o)) {}
+      ChatOutputParser parser;
+      ChatOutput all;  // everything released so far
+      int sequence = 0;
+      bool started = false, finished = false;
+    };
+    auto st = std::make_shared<State>(api->output);
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, api, ch, head, st](size_t, httplib::DataSink& sink) {
+          if (st->finished) {
+            sink.done();
+            return true;
+          }
+          if (!sink.is_writable()) return false;
+          std::string out;
+          const ojson at = {{"item_id", head.item_id}, {"output_index", 0}, {"content_index", 0}};
+          if (!st->started) {
+            const ojson r = ResponseJson(head, "in_progress", nullptr, 0, 0);
+            out += ResponseEvent("response.created", {{"response", r}}, &st->sequence);
+            out += ResponseEvent("response.in_progress", {{"response", r}}, &st->sequence);
+            out += ResponseEvent("response.output_item.added",
+                                 {{"output_index", 0},
+                                  {"item", {{"type", "message"}, {"id", head.item_id}, {"status", "in_progress"},
+                                            {"role", "assistant"}, {"content", ojson::array()}}}},
+                                 &st->sequence);
+            ojson part = at;
+            part["part"] = {{"type", "output_text"}, {"text", ""}, {"annotations", ojson::array()}};
+            out += ResponseEvent("response.content_part.added", part, &st->sequence);
+            st->started = true;
+          }
+          auto release = [&](ChatOutput o) {
+            if (!o.content.empty()) {
+              ojson d = at;
+              d["delta"] = o.content;
+              out += ResponseEvent("response.output_text.delta", d, &st->sequence);
+            }
+            st->all.Append(std::move(o));
+          };
+          int i = 0;
+          GenEvent e;
+          if (ch->Pop(&i, &e, std::chrono::milliseconds(100))) {
+            if (e.kind == GenEvent::Kind::kDelta) {
+              release(st->parser.Feed(e.text));
+            } else if (e.kind == GenEvent::Kind::kDone) {
+              metrics_.ObserveGeneration(api->model, e.times, e.prompt_tokens, e.completion_tokens, e.finish_reason);
+              release(st->parser.Finish());
+              const std::string status = e.finish_reason == "length" ? "incomplete" : "completed";
+              const ojson r = ResponseJson(head, status, &st->all, e.prompt_tokens, e.completion_tokens);
+              const ojson& message = r["output"].back();
+              ojson text_done = at;
+              text_done["text"] = st->all.content;
+              out += ResponseEvent("response.output_text.done", text_done, &st->sequence);
+              ojson part_done = at;
+              part_done["part"] = message["content"][0];
+              out += ResponseEvent("response.content_part.done", part_done, &st->sequence);
+              out += ResponseEvent("response.output_item.done", {{"output_index", 0}, {"item", message}}, &st->sequence);
+              out += ResponseEvent(status == "completed" ? "response.completed" : "response.incomplete", {{"response", r}},
+                                   &st->sequence);
+              st->finished = true;
+            } else {
+              ojson r = ResponseJson(head, "failed", nullptr, 0, 0);
+              r["error"] = {{"code", "server_error"}, {"message", e.error.message()}};
+              out += ResponseEvent("response.failed", {{"response", r}}, &st->sequence);
+              st->finished = true;
+            }
+          }
+          if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+          return true;
+        },
+        [this, api, endpoint, t0](bool success) {
+          if (!success) api->gen.cancelled->store(true);  // the client hung up: stop generating
+          metrics_.Observe(endpoint, api->model, success ? 200 : 499, std::chrono::duration<double>(Clock::now() - t0).count());
+        });
+  });
 
   // vLLM's token counting endpoints (no engine involved). Metrics label a served model's name
   // only (the base when the body names none or an unknown one).

@@ -7,7 +7,7 @@
 // (server/access.h): 403 a Host that is not allowed, 405 a wrong method, 401 a missing or wrong
 // API key, 415 a body that is not JSON.
 //
-// Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/decisions, POST /tokenize,
+// Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, POST /v1/decisions, POST /tokenize,
 //         POST /detokenize, GET /v1/models, GET /v1/models/{id}, GET /version, GET /health,
 //         GET /metrics.
 #pragma once

@@ -180,6 +180,27 @@ TEST_F(Server, ToolChoiceForcesCallsThatFollowTheParameters) {
   }
 }
 
+// /v1/responses answers what the same chat completion answers, as a response object.
+TEST_F(Server, ResponsesApiAnswersAsTheChatCompletionDoes) {
+  auto [cs, cj] = Post("/v1/chat/completions", R"({"messages": [{"role": "system", "content": "Be brief."},
+      {"role": "user", "content": "Tell me about logs."}], "max_tokens": 9, "temperature": 0, "chat_template_kwargs": {"enable_thinking": false}})");
+  ASSERT_EQ(cs, 200) << cj.dump();
+  auto [rs, rj] = Post("/v1/responses", R"({"instructions": "Be brief.", "input": [{"type": "message", "role": "user",
+      "content": [{"type": "input_text", "text": "Tell me about logs."}]}], "max_output_tokens": 9, "temperature": 0,
+      "metadata": {"case": "a"}, "store": false, "chat_template_kwargs": {"enable_thinking": false}})");
+  ASSERT_EQ(rs, 200) << rj.dump();
+  EXPECT_EQ(rj["object"], "response");
+  EXPECT_EQ(rj["id"].get<std::string>().rfind("resp_", 0), 0u);
+  EXPECT_EQ(rj["status"], cj["choices"][0]["finish_reason"] == "length" ? "incomplete" : "completed");
+  EXPECT_EQ(rj["metadata"]["case"], "a");
+  const auto& msg = rj["output"].back();
+  EXPECT_EQ(msg["type"], "message");
+  EXPECT_EQ(msg["content"][0]["type"], "output_text");
+  EXPECT_EQ(msg["content"][0]["text"], cj["choices"][0]["message"]["content"]);
+  EXPECT_EQ(rj["usage"]["input_tokens"], cj["usage"]["prompt_tokens"]);
+  EXPECT_EQ(rj["usage"]["output_tokens"], cj["usage"]["completion_tokens"]);
+}
+
 TEST_F(Server, ChatCompletionShapesAndModels) {
   auto [status, j] = Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5})");
   ASSERT_EQ(status, 200) << j.dump();
@@ -456,6 +477,18 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
       {"/v1/chat/completions",
        R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "g"}}], "tool_choice": "required", "guided_choice": ["a"]})",
        400, "cannot be combined"},
+      // The Responses API: what graft cannot do is refused by name.
+      {"/v1/responses", R"({"input": "x", "store": true})", 400, "graft keeps no responses"},
+      {"/v1/responses", R"({"input": "x", "tools": [{"type": "web_search"}]})", 400, "'tools' is not supported by graft's /v1/responses"},
+      {"/v1/responses", R"({"input": "x", "previous_response_id": "resp_1"})", 400, "'previous_response_id' is not supported"},
+      {"/v1/responses", R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]})", 400,
+       "only input_text and output_text parts are supported (got 'input_image')"},
+      {"/v1/responses", R"({"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]})", 400,
+       "items of type 'function_call_output' are not supported"},
+      {"/v1/responses", R"({"input": "x", "frobnicate": 1})", 400, "unknown field 'frobnicate'"},
+      {"/v1/responses", R"({"instructions": "x"})", 400, "'input' is required"},
+      {"/v1/responses", R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "a", "schema": {"type": "string", "format": "email"}}}})",
+       400, "uses 'format'"},
       {"/tokenize", R"({"prompt": 5})", 400, "'prompt' must be a string"},
       {"/tokenize", R"({"prompt": "x", "messages": []})", 400, "give exactly one of 'prompt' and 'messages'"},
       {"/tokenize", R"({})", 400, "give exactly one of 'prompt' and 'messages'"},
