@@ -16,6 +16,8 @@
 #include "io/checkpoint.h"
 #include "io/identity.h"
 #include "server/http_server.h"
+#include "server/stats_log.h"
+#include "util/log_format.h"
 #include "tools/generate.h"
 
 namespace graft::cli {
@@ -42,6 +44,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
     bool no_graphs = false;
     std::string reasoning_parser = "qwen3";
     std::string generation_config = "auto";
+    std::string log_format = "text";
   };
   auto s = std::make_shared<S>();
   auto* cmd = app.add_subcommand("serve", "Serve the base and its adapters over HTTP (OpenAI chat/completions, decisions)");
@@ -67,6 +70,12 @@ void AddServeCommand(CLI::App& app, Runner& run) {
                   "Sampling defaults for what a request leaves unset: auto (the model's generation_config.json), "
                   "none (OpenAI's), or a directory holding one")
       ->capture_default_str();
+  cmd->add_option("--log-format", s->log_format,
+                  "Log lines as text, or as JSON objects {time, level, msg} for a log shipper; either way one "
+                  "line a request (id, model, tokens, queue / prefill / decode ms, status) and a stats line "
+                  "every 10 s while busy")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--host", s->server.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", s->server.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--kv-tokens", s->engine.kv_token_budget, "KV budget in tokens across live sequences")->capture_default_str()
@@ -91,6 +100,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       ->delimiter(',');
   cmd->callback([s, &run] {
     run = [s]() -> Status {
+      GRAFT_RETURN_IF_ERROR(SetLogFormat(s->log_format));
       GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(s->m.model));
       GRAFT_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromFile((std::filesystem::path(s->m.model) / "tokenizer.json").string()));
       GRAFT_ASSIGN_OR_RETURN(auto tmpl, ChatTemplate::Load(s->m.model, s->chat_template));
@@ -190,7 +200,9 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       });
       spdlog::info("serving {} (+{} adapters) on http://{}:{}/v1", served.base_name, served.adapters.size(), s->server.host,
                    server.port());
+      StatsLog stats(engine, std::chrono::seconds(10));
       server.Serve();
+      stats.Stop();
       const char wake = 0;
       [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &wake, 1);  // ends the signal thread
       signals.join();

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 #include <httplib.h>
+#include <spdlog/spdlog.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -85,6 +86,34 @@ std::optional<ApiError> ParseBody(const httplib::Request& req, nlohmann::json* b
     return ApiError{400, fmt::format("the request body is not valid JSON: {}", e.what()), "invalid_request_error", ""};
   }
   return std::nullopt;
+}
+
+// What a finished generation reports in its log line.
+struct Finished {
+  int prompt_tokens = 0, completion_tokens = 0;
+  RequestTimes times;  // the first choice's
+  std::string finish;
+};
+
+// A value in a logfmt line: bare, or JSON-quoted when it holds a space, a quote or '='.
+std::string Logfmt(const std::string& v) {
+  if (!v.empty() && v.find_first_of(" \"=\t\n") == std::string::npos) return v;
+  return nlohmann::json(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// One line a finished request (logfmt: key=value), for operators and log shippers.
+void LogRequest(const std::string& id, const std::string& endpoint, const std::string& model, int status, double seconds,
+                const Finished* f) {
+  std::string line = fmt::format("request id={} endpoint={} model={} status={}", Logfmt(id), endpoint,
+                                 Logfmt(model.empty() ? "-" : model), status);
+  if (f) {
+    line += fmt::format(" prompt_tokens={} completion_tokens={} queue_ms={:.1f} prefill_ms={:.1f} decode_ms={:.1f}",
+                        f->prompt_tokens, f->completion_tokens, f->times.queue * 1e3, f->times.prefill * 1e3,
+                        f->times.decode * 1e3);
+    if (!f->finish.empty()) line += " finish=" + Logfmt(f->finish);
+  }
+  line += fmt::format(" total_ms={:.1f}", seconds * 1e3);
+  spdlog::info("{}", line);
 }
 
 std::string Sse(const ojson& j) { return "data: " + j.dump(-1, ' ', false, ojson::error_handler_t::replace) + "\n\n"; }
@@ -266,7 +295,9 @@ void HttpServer::Routes() {
       if (!err) err = ParseGenerationRequest(body, chat, models_, tok_, tmpl_, stop_tokens_, api.get(), &req.body);
       if (err) {
         ReplyError(res, *err);
-        metrics_.Observe(endpoint, api->model, err->status, std::chrono::duration<double>(Clock::now() - t0).count());
+        const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+        metrics_.Observe(endpoint, api->model, err->status, secs);
+        LogRequest("-", endpoint, api->model, err->status, secs, nullptr);
         return;
       }
       // Every choice into the engine, its events tagged with its index on one channel; they share
@@ -282,11 +313,14 @@ void HttpServer::Routes() {
           cancelled->store(true);
           const ApiError e = FromStatus(st);
           ReplyError(res, e);
-          metrics_.Observe(endpoint, api->model, e.status, std::chrono::duration<double>(Clock::now() - t0).count());
+          const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+          metrics_.Observe(endpoint, api->model, e.status, secs);
+          LogRequest("-", endpoint, api->model, e.status, secs, nullptr);
           return;
         }
       }
       const std::string id = NewId(chat ? "chatcmpl-" : "cmpl-");
+      auto summary = std::make_shared<Finished>();
       const int64_t created = std::time(nullptr);
       // Usage: each prompt's tokens once (its n choices share it, as vLLM counts), every choice's output.
       auto prompt_tokens = std::make_shared<int>(0), completion_tokens = std::make_shared<int>(0);
@@ -304,6 +338,7 @@ void HttpServer::Routes() {
             r.logprobs.insert(r.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
           } else if (e.kind == GenEvent::Kind::kDone) {
             metrics_.ObserveGeneration(api->model, e.times, e.prompt_tokens, e.completion_tokens, e.finish_reason);
+            if (i == 0) summary->times = e.times, summary->finish = e.finish_reason;
             r.finish_reason = e.finish_reason;
             if (i % api->n == 0) *prompt_tokens += e.prompt_tokens;
             *completion_tokens += e.completion_tokens;
@@ -328,7 +363,11 @@ void HttpServer::Routes() {
           }
           Reply(res, 200, CompletionJson(*api, id, created, results, *prompt_tokens, *completion_tokens));
         }
-        metrics_.Observe(endpoint, api->model, res.status, std::chrono::duration<double>(Clock::now() - t0).count());
+        const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+        metrics_.Observe(endpoint, api->model, res.status, secs);
+        summary->prompt_tokens = *prompt_tokens;
+        summary->completion_tokens = *completion_tokens;
+        LogRequest(id, endpoint, api->model, res.status, secs, summary.get());
         return;
       }
       res.set_header("Cache-Control", "no-cache");
@@ -343,8 +382,8 @@ void HttpServer::Routes() {
       auto remaining = std::make_shared<int>(count);
       res.set_chunked_content_provider(
           "text/event-stream",
-          [this, api, ch, id, created, sent_role, finished, streams, remaining, prompt_tokens,
-           completion_tokens](size_t, httplib::DataSink& sink) {
+          [this, api, ch, id, created, sent_role, finished, streams, remaining, prompt_tokens, completion_tokens,
+           summary](size_t, httplib::DataSink& sink) {
             if (*finished) {
               sink.done();
               return true;
@@ -379,6 +418,7 @@ void HttpServer::Routes() {
                 }
               } else if (e.kind == GenEvent::Kind::kDone) {
                 metrics_.ObserveGeneration(api->model, e.times, e.prompt_tokens, e.completion_tokens, e.finish_reason);
+                if (i == 0) summary->times = e.times, summary->finish = e.finish_reason;
                 if (api->chat) piece(st.parser.Finish(), nullptr);
                 const std::string finish = st.calls > 0 ? "tool_calls" : e.finish_reason;
                 out += Sse(ChunkJson(*api, id, created, i, nullptr, ChatOutput{}, 0, nullptr, &finish));
@@ -405,9 +445,13 @@ void HttpServer::Routes() {
             if (!out.empty() && !sink.write(out.data(), out.size())) return false;
             return true;
           },
-          [this, cancelled, api, endpoint, t0](bool success) {
+          [this, cancelled, api, endpoint, t0, id, summary, prompt_tokens, completion_tokens](bool success) {
             if (!success) cancelled->store(true);  // the client hung up: stop generating
-            metrics_.Observe(endpoint, api->model, success ? 200 : 499, std::chrono::duration<double>(Clock::now() - t0).count());
+            const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+            metrics_.Observe(endpoint, api->model, success ? 200 : 499, secs);
+            summary->prompt_tokens = *prompt_tokens;
+            summary->completion_tokens = *completion_tokens;
+            LogRequest(id, endpoint, api->model, success ? 200 : 499, secs, summary.get());
           });
     };
   };
@@ -434,7 +478,9 @@ void HttpServer::Routes() {
     if (!err && api->choices.size() != 1) err = ApiError{400, "/v1/responses makes one answer", "invalid_request_error", ""};
     if (err) {
       ReplyError(res, *err);
-      metrics_.Observe(endpoint, api->model, err->status, std::chrono::duration<double>(Clock::now() - t0).count());
+      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      metrics_.Observe(endpoint, api->model, err->status, secs);
+      LogRequest("-", endpoint, api->model, err->status, secs, nullptr);
       return;
     }
     auto ch = std::make_shared<Channel>();
@@ -443,10 +489,13 @@ void HttpServer::Routes() {
     if (const Status st = engine_.Submit(g); !st.ok()) {
       const ApiError e = FromStatus(st);
       ReplyError(res, e);
-      metrics_.Observe(endpoint, api->model, e.status, std::chrono::duration<double>(Clock::now() - t0).count());
+      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      metrics_.Observe(endpoint, api->model, e.status, secs);
+      LogRequest("-", endpoint, api->model, e.status, secs, nullptr);
       return;
     }
     head.id = NewId("resp_");
+    auto summary = std::make_shared<Finished>();
     head.item_id = NewId("msg_");
     head.created = std::time(nullptr);
     head.model = api->model;
@@ -471,8 +520,11 @@ void HttpServer::Routes() {
         out.Append(parser.Finish());
         const std::string status = done.finish_reason == "length" ? "incomplete" : "completed";
         Reply(res, 200, ResponseJson(head, status, &out, done.prompt_tokens, done.completion_tokens));
+        *summary = {done.prompt_tokens, done.completion_tokens, done.times, done.finish_reason};
       }
-      metrics_.Observe(endpoint, api->model, res.status, std::chrono::duration<double>(Clock::now() - t0).count());
+      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      metrics_.Observe(endpoint, api->model, res.status, secs);
+      LogRequest(head.id, endpoint, api->model, res.status, secs, summary.get());
       return;
     }
     res.set_header("Cache-Control", "no-cache");
@@ -486,7 +538,7 @@ void HttpServer::Routes() {
     auto st = std::make_shared<State>(api->output);
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, api, ch, head, st](size_t, httplib::DataSink& sink) {
+        [this, api, ch, head, st, summary](size_t, httplib::DataSink& sink) {
           if (st->finished) {
             sink.done();
             return true;
@@ -523,6 +575,7 @@ void HttpServer::Routes() {
               release(st->parser.Feed(e.text));
             } else if (e.kind == GenEvent::Kind::kDone) {
               metrics_.ObserveGeneration(api->model, e.times, e.prompt_tokens, e.completion_tokens, e.finish_reason);
+              *summary = {e.prompt_tokens, e.completion_tokens, e.times, e.finish_reason};
               release(st->parser.Finish());
               const std::string status = e.finish_reason == "length" ? "incomplete" : "completed";
               const ojson r = ResponseJson(head, status, &st->all, e.prompt_tokens, e.completion_tokens);
@@ -547,9 +600,11 @@ void HttpServer::Routes() {
           if (!out.empty() && !sink.write(out.data(), out.size())) return false;
           return true;
         },
-        [this, api, endpoint, t0](bool success) {
+        [this, api, endpoint, t0, head, summary](bool success) {
           if (!success) api->gen.cancelled->store(true);  // the client hung up: stop generating
-          metrics_.Observe(endpoint, api->model, success ? 200 : 499, std::chrono::duration<double>(Clock::now() - t0).count());
+          const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+          metrics_.Observe(endpoint, api->model, success ? 200 : 499, secs);
+          LogRequest(head.id, endpoint, api->model, success ? 200 : 499, secs, summary.get());
         });
   });
 
@@ -589,7 +644,9 @@ void HttpServer::Routes() {
     nlohmann::json body;
     std::string model = models_.base_name;
     auto finish = [&](int status) {
-      metrics_.Observe("/v1/decisions", model, status, std::chrono::duration<double>(Clock::now() - t0).count());
+      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      metrics_.Observe("/v1/decisions", model, status, secs);
+      LogRequest("-", "/v1/decisions", model, status, secs, nullptr);
     };
     if (auto err = ParseBody(req, &body)) {
       ReplyError(res, *err);

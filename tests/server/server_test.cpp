@@ -2,10 +2,13 @@
 // adapter decisions, concurrency, and a hostile-input suite after which it still answers.
 #include "server/api.h"
 #include "server/http_server.h"
+#include "server/stats_log.h"
 
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -199,6 +202,30 @@ TEST_F(Server, ResponsesApiAnswersAsTheChatCompletionDoes) {
   EXPECT_EQ(msg["content"][0]["text"], cj["choices"][0]["message"]["content"]);
   EXPECT_EQ(rj["usage"]["input_tokens"], cj["usage"]["prompt_tokens"]);
   EXPECT_EQ(rj["usage"]["output_tokens"], cj["usage"]["completion_tokens"]);
+}
+
+// One log line a request, logfmt: id, endpoint, model, status, tokens, the engine's timeline.
+// The stats line sums a period.
+TEST_F(Server, EachRequestLogsOneLineAndStatsSumAPeriod) {
+  std::ostringstream os;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("t", std::make_shared<spdlog::sinks::ostream_sink_mt>(os)));
+  Chat(5);
+  (void)Post("/v1/chat/completions", R"({"messages": "nope"})");
+  spdlog::set_default_logger(previous);
+  const std::string log = os.str();
+  EXPECT_NE(log.find("request id=chatcmpl-"), std::string::npos) << log;
+  EXPECT_NE(log.find(" endpoint=/v1/chat/completions model=base status=200 prompt_tokens="), std::string::npos) << log;
+  EXPECT_NE(log.find(" completion_tokens=5 queue_ms="), std::string::npos) << log;
+  EXPECT_NE(log.find(" finish=length total_ms="), std::string::npos) << log;
+  EXPECT_NE(log.find("request id=- endpoint=/v1/chat/completions model=base status=400 total_ms="), std::string::npos) << log;
+  EngineStats a, b;
+  b.prompt_tokens = 200;
+  b.generated_tokens = 50;
+  b.running = 2;
+  b.kv_reserved = 1024;
+  b.kv_budget = 8192;
+  EXPECT_EQ(StatsLine(a, b, 10.0), "stats: prompt 20.0 tok/s, generation 5.0 tok/s, running 2, waiting 0, KV 12.5% of 8192 tokens");
 }
 
 TEST_F(Server, ChatCompletionShapesAndModels) {
