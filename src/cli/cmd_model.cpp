@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "io/checkpoint.h"
 #include "io/identity.h"
+#include "io/weight_scan.h"
 #include "io/model_config.h"
 #include "model/model.h"
 #include "model/quant_loader.h"
@@ -41,11 +42,16 @@ void AddLogitsCommand(CLI::App& app, Runner& run) {
 void AddInfoCommand(CLI::App& app, Runner& run) {
   struct S {
     std::string dir, cache_dir = DefaultCacheDir();
+    bool check_weights = false;
+    int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   };
   auto s = std::make_shared<S>();
   auto* cmd = app.add_subcommand("info", "Print a checkpoint's configuration and identity (SHA-256, cached)");
   cmd->add_option("--model", s->dir, "Model directory")->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--cache-dir", s->cache_dir, "Where identities are cached (empty: no cache)")->capture_default_str();
+  cmd->add_flag("--check-weights", s->check_weights,
+                "Also read every floating-point tensor for NaN and infinity (exit 1 naming them)");
+  cmd->add_option("--threads", s->threads, "Threads for --check-weights")->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->callback([s, &run] {
     run = [s]() -> Status {
       GRAFT_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(s->dir));
@@ -56,6 +62,11 @@ void AddInfoCommand(CLI::App& app, Runner& run) {
                  s->dir, cfg.Summary(), q.Describe(),
                  q.skip.empty() ? "" : fmt::format(" ({} modules in its skip list)", q.skip.size()), ckpt.All().size(),
                  ckpt.files().size(), ckpt.total_bytes() / 1e6, id.identity, id.from_cache ? " (cached)" : "");
+      if (s->check_weights) {
+        const WeightScan scan = ScanNonFinite(ckpt, s->threads);
+        GRAFT_RETURN_IF_ERROR(NonFiniteError(ckpt, scan));
+        fmt::print("weights   all finite ({} floating-point tensors, {:.1f} MB read)\n", scan.tensors, scan.bytes / 1e6);
+      }
       return Status::Ok();
     };
   });

@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "io/checkpoint.h"
 #include "io/identity.h"
+#include "io/weight_scan.h"
 #include "server/http_server.h"
 #include "server/stats_log.h"
 #include "util/log_format.h"
@@ -32,6 +33,9 @@ void OnSignal(int sig) {
   [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &c, 1);
 }
 
+// Checkpoints up to this size are checked for non-finite weights at start-up without being asked.
+constexpr uint64_t kCheckWeightsBytes = uint64_t{1} << 30;
+
 }  // namespace
 
 void AddServeCommand(CLI::App& app, Runner& run) {
@@ -45,6 +49,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
     std::string reasoning_parser = "qwen3";
     std::string generation_config = "auto";
     std::string log_format = "text";
+    bool check_weights = false;
   };
   auto s = std::make_shared<S>();
   auto* cmd = app.add_subcommand("serve", "Serve the base and its adapters over HTTP (OpenAI chat/completions, decisions)");
@@ -76,6 +81,9 @@ void AddServeCommand(CLI::App& app, Runner& run) {
                   "every 10 s while busy")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_flag("--check-weights", s->check_weights,
+               "Read every floating-point weight for NaN and infinity before serving (refusing the model if any); "
+               "done anyway for checkpoints up to 1 GB");
   cmd->add_option("--host", s->server.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", s->server.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--kv-tokens", s->engine.kv_token_budget, "KV budget in tokens across live sequences")->capture_default_str()
@@ -101,6 +109,14 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->callback([s, &run] {
     run = [s]() -> Status {
       GRAFT_RETURN_IF_ERROR(SetLogFormat(s->log_format));
+      {
+        GRAFT_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(s->m.model));
+        if (s->check_weights || ck.total_bytes() <= kCheckWeightsBytes) {
+          const WeightScan scan = ScanNonFinite(ck, s->m.threads);
+          GRAFT_RETURN_IF_ERROR(NonFiniteError(ck, scan));
+          spdlog::info("weights: all finite ({} floating-point tensors, {:.1f} MB read)", scan.tensors, scan.bytes / 1e6);
+        }
+      }
       GRAFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(s->m.model));
       GRAFT_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromFile((std::filesystem::path(s->m.model) / "tokenizer.json").string()));
       GRAFT_ASSIGN_OR_RETURN(auto tmpl, ChatTemplate::Load(s->m.model, s->chat_template));
