@@ -106,6 +106,9 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--allowed-hosts", s->server.access.allowed_hosts,
                   "Host header names answered besides loopback's when bound to loopback, the only ones otherwise; '*': any")
       ->delimiter(',');
+  cmd->add_option("--allowed-origins", s->server.access.allowed_origins,
+                  "Web origins (scheme://host[:port]) whose pages may call the API (CORS; '*': any); default none")
+      ->delimiter(',');
   cmd->callback([s, &run] {
     run = [s]() -> Status {
       GRAFT_RETURN_IF_ERROR(SetLogFormat(s->log_format));

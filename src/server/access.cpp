@@ -50,9 +50,41 @@ std::string RouteMethods(const std::string& path) {
   return "";
 }
 
-std::optional<ApiError> CheckAccess(const AccessConfig& c, const std::string& bind_host, const RequestHead& r) {
-  if (r.host) {
-    const std::string name = HostName(*r.host);
+std::optional<ApiError> Cors(const AccessConfig& c, const RequestHead& r, CorsAnswer* answer) {
+  *answer = CorsAnswer{};
+  const bool preflight = r.method == "OPTIONS" && r.origin && r.request_method;
+  if (!r.origin || c.allowed_origins.empty()) {
+    if (preflight) {
+      return ApiError{403, "cross-origin requests are not allowed (the server has no --allowed-origins)", "permission_error", ""};
+    }
+    return std::nullopt;
+  }
+  const bool any = std::find(c.allowed_origins.begin(), c.allowed_origins.end(), "*") != c.allowed_origins.end();
+  bool listed = false;
+  for (const auto& o : c.allowed_origins) listed = listed || Lower(o) == Lower(*r.origin);
+  if (!any && !listed) {
+    if (preflight) {
+      return ApiError{403, fmt::format("origin '{}' is not among --allowed-origins", r.origin->substr(0, 100)),
+                      "permission_error", ""};
+    }
+    return std::nullopt;
+  }
+  answer->headers.push_back({"Access-Control-Allow-Origin", *r.origin});
+  answer->headers.push_back({"Vary", "Origin"});
+  if (preflight) {
+    const std::string methods = RouteMethods(r.path);
+    answer->preflight = true;
+    answer->headers.push_back({"Access-Control-Allow-Methods", methods.empty() ? "GET, POST" : methods});
+    answer->headers.push_back(
+        {"Access-Control-Allow-Headers", r.request_headers ? r.request_headers->substr(0, 1024) : "Authorization, Content-Type"});
+    answer->headers.push_back({"Access-Control-Max-Age", "600"});
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> CheckHost(const AccessConfig& c, const std::string& bind_host, const std::string* host) {
+  if (host) {
+    const std::string name = HostName(*host);
     const bool any = std::find(c.allowed_hosts.begin(), c.allowed_hosts.end(), "*") != c.allowed_hosts.end();
     bool listed = false;
     for (const auto& h : c.allowed_hosts) listed = listed || Lower(h) == name;
@@ -66,6 +98,11 @@ std::optional<ApiError> CheckAccess(const AccessConfig& c, const std::string& bi
                       "permission_error", ""};
     }
   }
+  return std::nullopt;
+}
+
+std::optional<ApiError> CheckAccess(const AccessConfig& c, const std::string& bind_host, const RequestHead& r) {
+  if (auto e = CheckHost(c, bind_host, r.host)) return e;
   const std::string methods = RouteMethods(r.path);
   if (!methods.empty() && methods != r.method && !(methods == "GET" && r.method == "HEAD")) {
     return ApiError{405, fmt::format("{} takes {}, not {}", r.path, methods, r.method.substr(0, 20)),

@@ -228,13 +228,30 @@ void HttpServer::Routes() {
       auto it = req.headers.find(name);
       return it == req.headers.end() ? nullptr : &it->second;
     };
-    const RequestHead head{req.method, req.path, header("Host"), header("Authorization"), header("Content-Type")};
-    if (auto e = CheckAccess(cfg_.access, cfg_.host, head)) {
-      if (e->status == 405) res.set_header("Allow", RouteMethods(req.path));
-      if (e->status == 401) res.set_header("WWW-Authenticate", "Bearer");
-      ReplyError(res, *e);
+    const RequestHead head{req.method,
+                           req.path,
+                           header("Host"),
+                           header("Authorization"),
+                           header("Content-Type"),
+                           header("Origin"),
+                           header("Access-Control-Request-Method"),
+                           header("Access-Control-Request-Headers")};
+    auto refuse = [&](const ApiError& e) {
+      if (e.status == 405) res.set_header("Allow", RouteMethods(req.path));
+      if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
+      ReplyError(res, e);
+      return httplib::Server::HandlerResponse::Handled;
+    };
+    CorsAnswer cors;
+    // The Host check first (a preflight too: DNS rebinding), then CORS, then the rest.
+    if (auto e = CheckHost(cfg_.access, cfg_.host, head.host)) return refuse(*e);
+    if (auto e = Cors(cfg_.access, head, &cors)) return refuse(*e);
+    for (const auto& [k, v] : cors.headers) res.set_header(k.c_str(), v);
+    if (cors.preflight) {
+      res.status = cors.status;
       return httplib::Server::HandlerResponse::Handled;
     }
+    if (auto e = CheckAccess(cfg_.access, cfg_.host, head)) return refuse(*e);
     return httplib::Server::HandlerResponse::Unhandled;
   });
 

@@ -622,6 +622,11 @@ TEST_F(Server, AccessNeedsTheKeyALoopbackHostTheRightMethodAndJson) {
   auto message = [](const httplib::Result& r) {
     return r ? json::parse(r->body, nullptr, false)["error"]["message"].get<std::string>() : std::string("no reply");
   };
+  // A browser's preflight, before the key (browsers send none): without --allowed-origins a 403
+  // and no CORS header.
+  auto pre = bare.Options("/v1/chat/completions", {{"Origin", "https://app.example"}, {"Access-Control-Request-Method", "POST"}});
+  EXPECT_EQ(status(pre), 403);
+  EXPECT_FALSE(pre && pre->has_header("Access-Control-Allow-Origin"));
   // The key: none, a wrong one (401 with an OpenAI error object); the open routes without it.
   auto r = bare.Post("/v1/chat/completions", chat, "application/json");
   EXPECT_EQ(status(r), 401);
@@ -657,6 +662,49 @@ TEST_F(Server, AccessNeedsTheKeyALoopbackHostTheRightMethodAndJson) {
   EXPECT_EQ(r->get_header_value("Allow"), "POST");
   EXPECT_EQ(status(c.Post("/v1/models", "{}", "application/json")), 405);
   EXPECT_EQ(status(c.Get("/v1/nothing")), 404);
+}
+
+// CORS: off by default (a preflight is a 403, no header on a simple request); with
+// --allowed-origins an allowed origin gets its headers and a 204 preflight, another a 403.
+TEST(Access, CorsOnlyForAllowedOrigins) {
+  const std::string site = "https://app.example", other = "https://evil.example", post = "POST", hdrs = "authorization, content-type";
+  auto head = [&](const char* method, const std::string* origin, const std::string* request_method) {
+    RequestHead h{method, "/v1/chat/completions"};
+    h.origin = origin;
+    h.request_method = request_method;
+    h.request_headers = request_method ? &hdrs : nullptr;
+    return h;
+  };
+  AccessConfig off;
+  CorsAnswer a;
+  EXPECT_FALSE(Cors(off, head("POST", &site, nullptr), &a));
+  EXPECT_TRUE(a.headers.empty());
+  auto refused = Cors(off, head("OPTIONS", &site, &post), &a);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 403);
+  EXPECT_NE(refused->message.find("no --allowed-origins"), std::string::npos);
+  AccessConfig on;
+  on.allowed_origins = {"https://APP.example"};
+  EXPECT_FALSE(Cors(on, head("POST", &site, nullptr), &a));
+  ASSERT_EQ(a.headers.size(), 2u);
+  EXPECT_EQ(a.headers[0], (std::pair<std::string, std::string>{"Access-Control-Allow-Origin", site}));
+  EXPECT_FALSE(a.preflight);
+  EXPECT_FALSE(Cors(on, head("OPTIONS", &site, &post), &a));
+  EXPECT_TRUE(a.preflight);
+  EXPECT_EQ(a.status, 204);
+  bool methods = false, headers = false;
+  for (const auto& [k, v] : a.headers) {
+    methods = methods || (k == "Access-Control-Allow-Methods" && v == "POST");
+    headers = headers || (k == "Access-Control-Allow-Headers" && v == hdrs);
+  }
+  EXPECT_TRUE(methods && headers);
+  EXPECT_FALSE(Cors(on, head("POST", &other, nullptr), &a));
+  EXPECT_TRUE(a.headers.empty()) << "another origin's simple request gets no CORS header";
+  EXPECT_EQ(Cors(on, head("OPTIONS", &other, &post), &a)->status, 403);
+  AccessConfig any;
+  any.allowed_origins = {"*"};
+  EXPECT_FALSE(Cors(any, head("POST", &other, nullptr), &a));
+  EXPECT_EQ(a.headers[0].second, other);
 }
 
 TEST(Access, Rules) {
