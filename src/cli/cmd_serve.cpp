@@ -28,7 +28,14 @@ namespace {
 // main (OpenBLAS) may receive the signal, so masking cannot route it to one thread.
 int g_signal_pipe[2] = {-1, -1};  // file-local: the one piece of state a signal handler may touch
 
+volatile sig_atomic_t g_signals = 0;  // signals seen: the second one exits at once
+
 void OnSignal(int sig) {
+  if (++g_signals >= 2) {
+    static const char kForced[] = "graft: second signal: exiting now\n";
+    [[maybe_unused]] const ssize_t w = ::write(2, kForced, sizeof kForced - 1);
+    ::_exit(1);
+  }
   const char c = static_cast<char>(sig);
   [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &c, 1);
 }
@@ -50,6 +57,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
     std::string generation_config = "auto";
     std::string log_format = "text";
     bool check_weights = false;
+    double shutdown_timeout = 30;
   };
   auto s = std::make_shared<S>();
   auto* cmd = app.add_subcommand("serve", "Serve the base and its adapters over HTTP (OpenAI chat/completions, decisions)");
@@ -106,6 +114,11 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--allowed-hosts", s->server.access.allowed_hosts,
                   "Host header names answered besides loopback's when bound to loopback, the only ones otherwise; '*': any")
       ->delimiter(',');
+  cmd->add_option("--shutdown-timeout", s->shutdown_timeout,
+                  "On SIGTERM / SIGINT: seconds in-flight requests may run on (new ones get 503) before the rest "
+                  "end with an error; a second signal exits at once")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   cmd->add_option("--allowed-origins", s->server.access.allowed_origins,
                   "Web origins (scheme://host[:port]) whose pages may call the API (CORS; '*': any); default none")
       ->delimiter(',');
@@ -212,10 +225,17 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       sigemptyset(&sa.sa_mask);
       ::sigaction(SIGINT, &sa, nullptr);
       ::sigaction(SIGTERM, &sa, nullptr);
-      std::thread signals([&server] {
+      std::thread signals([&server, s] {
         char c = 0;
-        if (::read(g_signal_pipe[0], &c, 1) == 1 && c != 0) spdlog::info("signal {}: shutting down", static_cast<int>(c));
-        server.Stop();
+        if (::read(g_signal_pipe[0], &c, 1) != 1 || c == 0) {  // woken: the server stopped by itself
+          server.Stop();
+          return;
+        }
+        spdlog::info("signal {}: shutting down — no new requests; {} in flight get up to {:g} s (a second signal exits now)",
+                     static_cast<int>(c), server.in_flight(), s->shutdown_timeout);
+        const int cut = server.Shutdown(std::chrono::milliseconds(static_cast<int64_t>(s->shutdown_timeout * 1000)));
+        if (cut > 0) spdlog::warn("shutdown: {} requests were still running after {:g} s and ended with an error", cut,
+                                  s->shutdown_timeout);
       });
       spdlog::info("serving {} (+{} adapters) on http://{}:{}/v1", served.base_name, served.adapters.size(), s->server.host,
                    server.port());

@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <deque>
 #include <random>
+#include <thread>
 
 #include "server/responses.h"
 #include "util/json_depth.h"
@@ -87,6 +88,18 @@ std::optional<ApiError> ParseBody(const httplib::Request& req, nlohmann::json* b
   }
   return std::nullopt;
 }
+
+// Counts a request in flight for as long as it lives (a stream: until its provider is released).
+class InFlight {
+ public:
+  explicit InFlight(std::atomic<int>& n) : n_(n) { n_.fetch_add(1); }
+  ~InFlight() { n_.fetch_sub(1); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  std::atomic<int>& n_;
+};
 
 // What a finished generation reports in its log line.
 struct Finished {
@@ -210,6 +223,18 @@ void HttpServer::Stop() {
   if (svr_) svr_->stop();
 }
 
+int HttpServer::Shutdown(std::chrono::milliseconds grace) {
+  draining_ = true;
+  const auto deadline = Clock::now() + grace;
+  while (in_flight_.load() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const int cut = in_flight_.load();
+  engine_.Stop();  // whatever still runs ends with an error event
+  const auto flush = Clock::now() + std::chrono::seconds(5);
+  while (in_flight_.load() > 0 && Clock::now() < flush) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  Stop();
+  return cut;
+}
+
 void HttpServer::Routes() {
   auto& s = *svr_;
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -252,12 +277,17 @@ void HttpServer::Routes() {
       return httplib::Server::HandlerResponse::Handled;
     }
     if (auto e = CheckAccess(cfg_.access, cfg_.host, head)) return refuse(*e);
+    if (draining_ && req.method == "POST") {
+      res.set_header("Connection", "close");
+      return refuse({503, "the server is shutting down", "service_unavailable", ""});
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
 
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const EngineStats st = engine_.Stats();
-    Reply(res, 200, {{"status", "ok"}, {"waiting", st.waiting}, {"running", st.running}});
+    Reply(res, draining_ ? 503 : 200,
+          {{"status", draining_ ? "draining" : "ok"}, {"waiting", st.waiting}, {"running", st.running}});
   });
 
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -305,6 +335,7 @@ void HttpServer::Routes() {
   auto generation = [this](bool chat) {
     return [this, chat](const httplib::Request& req, httplib::Response& res) {
       const auto t0 = Clock::now();
+      auto flight = std::make_shared<InFlight>(in_flight_);
       const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
       nlohmann::json body;
       auto api = std::make_shared<GenerationApiRequest>();
@@ -454,6 +485,7 @@ void HttpServer::Routes() {
                 }
               } else {
                 api->gen.cancelled->store(true);  // the other choices stop too
+                summary->finish = "error";
                 out += Sse(FromStatus(e.error).Json());
                 out += "data: [DONE]\n\n";
                 *finished = true;
@@ -462,7 +494,7 @@ void HttpServer::Routes() {
             if (!out.empty() && !sink.write(out.data(), out.size())) return false;
             return true;
           },
-          [this, cancelled, api, endpoint, t0, id, summary, prompt_tokens, completion_tokens](bool success) {
+          [this, cancelled, api, endpoint, t0, id, summary, prompt_tokens, completion_tokens, flight](bool success) {
             if (!success) cancelled->store(true);  // the client hung up: stop generating
             const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
             metrics_.Observe(endpoint, api->model, success ? 200 : 499, secs);
@@ -478,6 +510,7 @@ void HttpServer::Routes() {
   // OpenAI's Responses API: the chat completion the request means (server/responses.h), one choice.
   s.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
     const auto t0 = Clock::now();
+    auto flight = std::make_shared<InFlight>(in_flight_);
     const std::string endpoint = "/v1/responses";
     auto api = std::make_shared<GenerationApiRequest>();
     std::string chat_raw;
@@ -608,6 +641,7 @@ void HttpServer::Routes() {
                                    &st->sequence);
               st->finished = true;
             } else {
+              summary->finish = "error";
               ojson r = ResponseJson(head, "failed", nullptr, 0, 0);
               r["error"] = {{"code", "server_error"}, {"message", e.error.message()}};
               out += ResponseEvent("response.failed", {{"response", r}}, &st->sequence);
@@ -617,7 +651,7 @@ void HttpServer::Routes() {
           if (!out.empty() && !sink.write(out.data(), out.size())) return false;
           return true;
         },
-        [this, api, endpoint, t0, head, summary](bool success) {
+        [this, api, endpoint, t0, head, summary, flight](bool success) {
           if (!success) api->gen.cancelled->store(true);  // the client hung up: stop generating
           const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
           metrics_.Observe(endpoint, api->model, success ? 200 : 499, secs);
@@ -658,6 +692,7 @@ void HttpServer::Routes() {
 
   s.Post("/v1/decisions", [this](const httplib::Request& req, httplib::Response& res) {
     const auto t0 = Clock::now();
+    const InFlight flight(in_flight_);
     nlohmann::json body;
     std::string model = models_.base_name;
     auto finish = [&](int status) {

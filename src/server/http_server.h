@@ -12,6 +12,8 @@
 //         GET /metrics.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <set>
 #include <string>
@@ -46,6 +48,12 @@ class HttpServer {
   // Serves until Stop() (blocking).
   void Serve();
   void Stop();
+  // Graceful shutdown (SIGTERM): from now on new work gets 503 and /health says "draining";
+  // requests in flight run until they finish or `grace` passes; then the engine stops, so each
+  // one still running ends with an error (a stream: an error event, then [DONE]); then the
+  // listener closes. Returns how many requests the grace period cut.
+  int Shutdown(std::chrono::milliseconds grace);
+  int in_flight() const { return in_flight_.load(); }
   int port() const { return port_; }
 
  private:
@@ -59,6 +67,8 @@ class HttpServer {
   Metrics metrics_;
   std::unique_ptr<httplib::Server> svr_;
   int port_ = 0;
+  std::atomic<bool> draining_{false};
+  std::atomic<int> in_flight_{0};  // generation and decision requests not yet answered in full
 };
 
 }  // namespace graft

@@ -228,6 +228,62 @@ TEST_F(Server, EachRequestLogsOneLineAndStatsSumAPeriod) {
   EXPECT_EQ(StatsLine(a, b, 10.0), "stats: prompt 20.0 tok/s, generation 5.0 tok/s, running 2, waiting 0, KV 12.5% of 8192 tokens");
 }
 
+// A long stream, read whole on its own thread (its SSE text), started once the server counts it.
+std::thread LongStream(int port, std::string* sse, int max_tokens) {
+  return std::thread([port, sse, max_tokens] {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60, 0);
+    c.set_bearer_token_auth("test-key-1");
+    const std::string body = R"({"messages": [{"role": "user", "content": "Go on."}], "stream": true, "temperature": 0,
+        "ignore_eos": true, "max_tokens": )" + std::to_string(max_tokens) + "}";
+    auto r = c.Post("/v1/chat/completions", httplib::Headers{}, body, "application/json");
+    if (r) *sse = r->body;
+  });
+}
+
+// SIGTERM's path: in-flight work runs to its end while new work gets 503 and /health says draining.
+TEST_F(Server, ShutdownLetsInFlightWorkFinishAndRefusesNewWork) {
+  std::string sse;
+  std::thread stream = LongStream(server_->port(), &sse, 1000);
+  for (int i = 0; i < 500 && server_->in_flight() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_EQ(server_->in_flight(), 1);
+  int cut = -1;
+  std::thread shutdown([&] { cut = server_->Shutdown(std::chrono::seconds(60)); });
+  for (int i = 0; i < 500; ++i) {
+    auto h = Client().Get("/health");
+    if (h && h->status == 503) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  auto h = Client().Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 503);
+  EXPECT_EQ(json::parse(h->body)["status"], "draining");
+  auto [status, j] = Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1})");
+  EXPECT_EQ(status, 503) << j.dump();
+  EXPECT_EQ(j["error"]["message"], "the server is shutting down");
+  stream.join();
+  shutdown.join();
+  EXPECT_EQ(cut, 0);
+  EXPECT_NE(sse.find(R"("finish_reason":"length")"), std::string::npos) << sse.substr(sse.size() > 300 ? sse.size() - 300 : 0);
+  EXPECT_EQ(sse.find("\"error\""), std::string::npos);
+  EXPECT_EQ(sse.substr(sse.size() - 14), "data: [DONE]\n\n");
+}
+
+// Past the grace period the engine stops: a stream still running ends with an error event and [DONE].
+TEST_F(Server, ShutdownPastItsGraceEndsStreamsWithAnErrorAndDone) {
+  std::string sse;
+  std::thread stream = LongStream(server_->port(), &sse, 1000);
+  for (int i = 0; i < 500 && server_->in_flight() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_EQ(server_->in_flight(), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // some tokens out
+  EXPECT_EQ(server_->Shutdown(std::chrono::milliseconds(0)), 1);
+  stream.join();
+  EXPECT_NE(sse.find("the server is shutting down"), std::string::npos) << sse.substr(sse.size() > 300 ? sse.size() - 300 : 0);
+  EXPECT_EQ(sse.find(R"("finish_reason":"length")"), std::string::npos);
+  EXPECT_EQ(sse.substr(sse.size() - 14), "data: [DONE]\n\n");
+  EXPECT_EQ(server_->in_flight(), 0);
+}
+
 TEST_F(Server, ChatCompletionShapesAndModels) {
   auto [status, j] = Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5})");
   ASSERT_EQ(status, 200) << j.dump();
