@@ -110,8 +110,9 @@ Status Engine::Submit(GenerationRequest req) {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stop_) return Unavailable("the server is shutting down");
-    if (live_count_ >= cfg_.max_queue) {
-      return ResourceExhausted(fmt::format("{} requests are queued or running; the limit is {}", live_count_, cfg_.max_queue));
+    if (live_count_ + decisions_pending_ >= cfg_.max_queue) {
+      return ResourceExhausted(fmt::format("{} requests are queued or running; the limit is {}",
+                                           live_count_ + decisions_pending_, cfg_.max_queue));
     }
     ++live_count_;
     incoming_.push_back(std::move(s));
@@ -128,6 +129,11 @@ Result<DecisionResult> Engine::Decide(const DecisionRequest& r, int32_t slot) {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stop_) return Unavailable("the server is shutting down");
+    if (live_count_ + decisions_pending_ >= cfg_.max_queue) {
+      return ResourceExhausted(fmt::format("{} requests are queued or running; the limit is {}",
+                                           live_count_ + decisions_pending_, cfg_.max_queue));
+    }
+    ++decisions_pending_;
     decisions_.push_back(std::move(job));
   }
   cv_.notify_one();
@@ -224,11 +230,15 @@ void Engine::Loop() {
         scorer_.ClearCache();  // the prefix cache may hold the memory: drop it and try once more
         r = scorer_.Score(j->request, j->slot);
         if (!r.ok() && r.status().code() == StatusCode::kResourceExhausted) {
-          r = ResourceExhausted(fmt::format("not enough KV memory for this decision ({}); the decision pool holds {} tokens",
-                                            r.status().message(), cfg_.decision_kv_tokens));
+          // Decisions run one at a time and the cache is empty now: this one can never fit.
+          r = InvalidArgument(fmt::format("this decision needs more KV memory than the decision pool holds ({} tokens, "
+                                          "--decision-kv-tokens): {}",
+                                          cfg_.decision_kv_tokens, r.status().message()));
         }
       }
       j->done.set_value(std::move(r));
+      std::lock_guard<std::mutex> l(mu_);
+      --decisions_pending_;
     }
     if (!live_.empty()) RunStep();
     // Drop finished and cancelled sequences.

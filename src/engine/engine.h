@@ -46,7 +46,7 @@ struct EngineConfig {
   int64_t kv_token_budget = 65536;    // chat/completion KV pool, in tokens (reserved at start-up)
   int max_running = 64;               // chat sequences running at once (one state slot each)
   int64_t decision_kv_tokens = 16384; // a separate pool for decisions and their prefix cache
-  int max_queue = 256;                // waiting + running sequences before 429
+  int max_queue = 256;                // waiting + running sequences and decisions before 429
   // Sample from each row's best candidates picked by the backend (Ops::TopK) when every row of
   // a step allows it (greedy, or top_k <= Ops::kMaxTopK, and no logprobs), instead of copying
   // whole rows of logits to the host. Draws the very same tokens either way.
@@ -117,7 +117,9 @@ class Engine {
   // Queues a generation. kResourceExhausted when the queue is full, kInvalidArgument when the
   // request can never fit the KV budget or the context, kUnavailable after Stop().
   Status Submit(GenerationRequest req);
-  // Runs a decision on the engine thread; blocks the caller until it is done.
+  // Runs a decision on the engine thread; blocks the caller until it is done. Decisions count in
+  // max_queue with chat (kResourceExhausted past it); one that cannot fit the decision pool even
+  // with its prefix cache emptied is kInvalidArgument, naming the pool's size.
   Result<DecisionResult> Decide(const DecisionRequest& r, int32_t adapter_slot);
   EngineStats Stats() const;
   // Whether both KV pools got all the memory they asked for (a device can run out).
@@ -154,6 +156,7 @@ class Engine {
   std::deque<std::unique_ptr<DecisionJob>> decisions_;  // GUARDED_BY(mu_)
   bool stop_ = false;                                   // GUARDED_BY(mu_)
   int live_count_ = 0;                                  // GUARDED_BY(mu_): incoming + live
+  int decisions_pending_ = 0;                           // GUARDED_BY(mu_): decisions queued or running
   EngineStats stats_;                                   // GUARDED_BY(mu_)
 
   std::vector<std::unique_ptr<Live>> live_;  // engine thread only

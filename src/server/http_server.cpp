@@ -67,7 +67,11 @@ void Reply(httplib::Response& res, int status, const ojson& body) {
   res.set_content(body.dump(-1, ' ', false, ojson::error_handler_t::replace), "application/json");
 }
 
-void ReplyError(httplib::Response& res, const ApiError& e) { Reply(res, e.status, e.Json()); }
+// A 429 says when to try again (the queue drains in about a step or a request).
+void ReplyError(httplib::Response& res, const ApiError& e) {
+  if (e.status == 429) res.set_header("Retry-After", "1");
+  Reply(res, e.status, e.Json());
+}
 
 std::string NewId(const char* prefix) {
   static std::atomic<uint64_t> counter{0};

@@ -397,3 +397,46 @@ TEST(Engine, GrammarConstrainsTheTextAndKeepsAConformingGreedyRun) {
 
 }  // namespace
 }  // namespace graft
+
+namespace graft {
+namespace {
+
+// Decisions in admission: they count in max_queue with chat (429 past it), and one too big for
+// the decision pool even with its cache emptied is a 400 naming the pool, not a retryable 429.
+TEST(Engine, DecisionsCountInTheQueueAndOneThatCanNeverFitIsInvalid) {
+  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
+  ASSERT_NE(model, nullptr);
+  auto tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
+  auto tmpl = ChatTemplate::Load(test::Fixture("qwen3_5-wrapper"), "").value();
+  AdapterSet none;
+  DecisionRequest d;
+  d.record = "GET /index.html 200";
+  d.questions.push_back({"q", "Malicious?", {"yes", "no"}});
+  EngineConfig small;
+  small.decision_kv_tokens = 32;
+  {
+    Engine engine(small, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+    DecisionRequest big = d;
+    big.record = std::string(2000, 'x') + " end of the record";
+    auto r = engine.Decide(big, 0);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("more KV memory than the decision pool holds (32 tokens, --decision-kv-tokens)"),
+              std::string::npos) << r.status().message();
+  }
+  EngineConfig one;
+  one.max_queue = 1;
+  Engine engine(one, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  Status submitted;
+  auto chat = Generate(engine, {1, 2, 3}, 2000, &submitted);  // long enough to hold the one place
+  ASSERT_TRUE(submitted.ok()) << submitted.ToString();
+  auto r = engine.Decide(d, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(r.status().message(), "1 requests are queued or running; the limit is 1");
+  engine.Stop();
+  (void)chat.get();
+}
+
+}  // namespace
+}  // namespace graft
