@@ -114,6 +114,11 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--allowed-hosts", s->server.access.allowed_hosts,
                   "Host header names answered besides loopback's when bound to loopback, the only ones otherwise; '*': any")
       ->delimiter(',');
+  cmd->add_option("--request-timeout", s->server.request_timeout_s,
+                  "Seconds a chat, completion or response may take from its arrival (waiting included) before it "
+                  "ends with a 504, or an error event when streamed; 0: no limit")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0 * 365));
   cmd->add_option("--shutdown-timeout", s->shutdown_timeout,
                   "On SIGTERM / SIGINT: seconds in-flight requests may run on (new ones get 503) before the rest "
                   "end with an error; a second signal exits at once")

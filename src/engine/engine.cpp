@@ -278,6 +278,17 @@ void Engine::Loop() {
 }
 
 void Engine::RunStep() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& s : live_) {
+    const auto deadline = s->req.deadline;
+    if (s->done || deadline == std::chrono::steady_clock::time_point{} || now <= deadline) continue;
+    GenEvent e;
+    e.kind = GenEvent::Kind::kError;
+    e.error = DeadlineExceeded(fmt::format("the request ran past its time limit ({:.1f} s after it arrived; --request-timeout)",
+                                           std::chrono::duration<double>(deadline - s->submitted).count()));
+    s->req.on_event(e);
+    s->done = true;
+  }
   std::vector<SchedSeq> seqs;
   std::map<int64_t, Live*> by_id;
   for (auto& s : live_) {

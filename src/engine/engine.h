@@ -92,6 +92,9 @@ struct GenerationRequest {
   // nothing may follow. nullptr: unconstrained.
   std::shared_ptr<const Grammar> grammar;
   std::string grammar_gate;
+  // A request still waiting or running past this time ends with kDeadlineExceeded (the server's
+  // --request-timeout). The epoch (the default): none.
+  std::chrono::steady_clock::time_point deadline{};
   std::function<void(const GenEvent&)> on_event;
   std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
 };

@@ -58,6 +58,7 @@ ApiError FromStatus(const Status& s) {
     case StatusCode::kNotFound: return {404, s.message(), "not_found_error", ""};
     case StatusCode::kResourceExhausted: return {429, s.message(), "rate_limit_error", ""};
     case StatusCode::kUnavailable: return {503, s.message(), "service_unavailable", ""};
+    case StatusCode::kDeadlineExceeded: return {504, s.message(), "timeout_error", ""};
     default: return {500, s.message(), "internal_error", ""};
   }
 }
@@ -360,6 +361,7 @@ void HttpServer::Routes() {
       for (int i = 0; i < count; ++i) {
         GenerationRequest& g = api->choices[static_cast<size_t>(i)];
         g.on_event = [ch, i](const GenEvent& e) { ch->Push(i, e); };
+        if (cfg_.request_timeout_s > 0) g.deadline = t0 + std::chrono::milliseconds(static_cast<int64_t>(cfg_.request_timeout_s * 1e3));
         const Status st = engine_.Submit(g);
         if (!st.ok()) {
           cancelled->store(true);
@@ -540,6 +542,7 @@ void HttpServer::Routes() {
     auto ch = std::make_shared<Channel>();
     GenerationRequest& g = api->choices[0];
     g.on_event = [ch](const GenEvent& e) { ch->Push(0, e); };
+    if (cfg_.request_timeout_s > 0) g.deadline = t0 + std::chrono::milliseconds(static_cast<int64_t>(cfg_.request_timeout_s * 1e3));
     if (const Status st = engine_.Submit(g); !st.ok()) {
       const ApiError e = FromStatus(st);
       ReplyError(res, e);

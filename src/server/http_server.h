@@ -3,7 +3,7 @@
 // a server-sent-event stream. Handlers never throw; errors are OpenAI error objects with
 // fitting statuses as vLLM's server sets them (400 for any invalid request — a wrong type, a
 // value out of range, an unsupported option —, 404 unknown model or route, 413 body too large,
-// 429 queue full, 503 shutting down), `code` the status. Before any handler, CheckAccess
+// 429 queue full, 503 shutting down, 504 past --request-timeout), `code` the status. Before any handler, CheckAccess
 // (server/access.h): 403 a Host that is not allowed, 405 a wrong method, 401 a missing or wrong
 // API key, 415 a body that is not JSON.
 //
@@ -34,6 +34,7 @@ struct ServerConfig {
   int port = 8000;             // 0: any free port
   size_t max_body_bytes = 8u << 20;
   int http_threads = 128;      // each open stream holds one
+  double request_timeout_s = 0;  // a generation past this (from arrival) ends with a 504 / an error event; 0: none
   DecisionLimits decision_limits;
   AccessConfig access;         // Host, API key, method and body-type checks (server/access.h)
 };

@@ -12,6 +12,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kIo: return "i/o error";
     case StatusCode::kResourceExhausted: return "resource exhausted";
     case StatusCode::kUnavailable: return "unavailable";
+    case StatusCode::kDeadlineExceeded: return "deadline exceeded";
     case StatusCode::kInternal: return "internal error";
   }
   return "unknown";

@@ -20,6 +20,7 @@ enum class StatusCode {
   kIo,               // the operating system refused (open, mmap, read, write)
   kResourceExhausted,  // a queue or memory budget is full right now: retry later
   kUnavailable,      // shutting down or not serving
+  kDeadlineExceeded, // ran past its time limit
   kInternal,         // a broken invariant inside graft
 };
 
@@ -51,6 +52,7 @@ inline Status Unsupported(std::string m) { return {StatusCode::kUnsupported, std
 inline Status IoError(std::string m) { return {StatusCode::kIo, std::move(m)}; }
 inline Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
 inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+inline Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
 // Result<T>: a value or a non-ok Status.

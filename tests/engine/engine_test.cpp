@@ -440,3 +440,41 @@ TEST(Engine, DecisionsCountInTheQueueAndOneThatCanNeverFitIsInvalid) {
 
 }  // namespace
 }  // namespace graft
+
+namespace graft {
+namespace {
+
+// --request-timeout: a generation still running past its deadline ends with kDeadlineExceeded;
+// one within it is untouched.
+TEST(Engine, ARequestPastItsDeadlineEndsWithDeadlineExceeded) {
+  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
+  ASSERT_NE(model, nullptr);
+  auto tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
+  auto tmpl = ChatTemplate::Load(test::Fixture("qwen3_5-wrapper"), "").value();
+  AdapterSet none;
+  Engine engine(EngineConfig{}, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  auto run = [&](std::chrono::milliseconds limit, int max_tokens) {
+    auto done = std::make_shared<std::promise<Collected>>();
+    auto acc = std::make_shared<Collected>();
+    GenerationRequest r;
+    r.prompt = {1, 2, 3};
+    r.max_tokens = max_tokens;
+    r.deadline = std::chrono::steady_clock::now() + limit;
+    r.on_event = [done, acc](const GenEvent& ev) {
+      if (ev.kind == GenEvent::Kind::kDelta) acc->text += ev.text;
+      if (ev.kind == GenEvent::Kind::kDone) acc->finish = ev.finish_reason, done->set_value(*acc);
+      if (ev.kind == GenEvent::Kind::kError) acc->error = ev.error, done->set_value(*acc);
+    };
+    EXPECT_TRUE(engine.Submit(std::move(r)).ok());
+    return done->get_future().get();
+  };
+  const Collected cut = run(std::chrono::milliseconds(30), 4000);
+  EXPECT_EQ(cut.error.code(), StatusCode::kDeadlineExceeded) << cut.error.ToString() << " finish " << cut.finish;
+  EXPECT_NE(cut.error.message().find("--request-timeout"), std::string::npos);
+  const Collected fine = run(std::chrono::seconds(60), 4);
+  EXPECT_TRUE(fine.error.ok());
+  EXPECT_EQ(fine.finish, "length");
+}
+
+}  // namespace
+}  // namespace graft
