@@ -228,6 +228,18 @@ void HttpServer::Stop() {
   if (svr_) svr_->stop();
 }
 
+void HttpServer::Refuse(httplib::Response& res, const ApiError& e, const std::string& endpoint, const std::string& model,
+                        double seconds) {
+  ReplyError(res, e);
+  metrics_.Observe(endpoint, model, e.status, seconds);
+  LogRequest("-", endpoint, model, e.status, seconds, nullptr);
+}
+
+std::chrono::steady_clock::time_point HttpServer::Deadline(std::chrono::steady_clock::time_point arrived) const {
+  if (cfg_.request_timeout_s <= 0) return {};
+  return arrived + std::chrono::milliseconds(static_cast<int64_t>(cfg_.request_timeout_s * 1e3));
+}
+
 int HttpServer::Shutdown(std::chrono::milliseconds grace) {
   draining_ = true;
   const auto deadline = Clock::now() + grace;
@@ -346,13 +358,7 @@ void HttpServer::Routes() {
       auto api = std::make_shared<GenerationApiRequest>();
       std::optional<ApiError> err = ParseBody(req, &body);
       if (!err) err = ParseGenerationRequest(body, chat, models_, tok_, tmpl_, stop_tokens_, api.get(), &req.body);
-      if (err) {
-        ReplyError(res, *err);
-        const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-        metrics_.Observe(endpoint, api->model, err->status, secs);
-        LogRequest("-", endpoint, api->model, err->status, secs, nullptr);
-        return;
-      }
+      if (err) return Refuse(res, *err, endpoint, api->model, std::chrono::duration<double>(Clock::now() - t0).count());
       // Every choice into the engine, its events tagged with its index on one channel; they share
       // one cancellation flag (a hang-up or a failed submit stops them all).
       auto ch = std::make_shared<Channel>();
@@ -361,16 +367,11 @@ void HttpServer::Routes() {
       for (int i = 0; i < count; ++i) {
         GenerationRequest& g = api->choices[static_cast<size_t>(i)];
         g.on_event = [ch, i](const GenEvent& e) { ch->Push(i, e); };
-        if (cfg_.request_timeout_s > 0) g.deadline = t0 + std::chrono::milliseconds(static_cast<int64_t>(cfg_.request_timeout_s * 1e3));
+        g.deadline = Deadline(t0);
         const Status st = engine_.Submit(g);
         if (!st.ok()) {
           cancelled->store(true);
-          const ApiError e = FromStatus(st);
-          ReplyError(res, e);
-          const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-          metrics_.Observe(endpoint, api->model, e.status, secs);
-          LogRequest("-", endpoint, api->model, e.status, secs, nullptr);
-          return;
+          return Refuse(res, FromStatus(st), endpoint, api->model, std::chrono::duration<double>(Clock::now() - t0).count());
         }
       }
       const std::string id = NewId(chat ? "chatcmpl-" : "cmpl-");
@@ -532,24 +533,13 @@ void HttpServer::Routes() {
       err = ParseGenerationRequest(body, /*chat=*/true, models_, tok_, tmpl_, stop_tokens_, api.get(), &chat_raw);
     }
     if (!err && api->choices.size() != 1) err = ApiError{400, "/v1/responses makes one answer", "invalid_request_error", ""};
-    if (err) {
-      ReplyError(res, *err);
-      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-      metrics_.Observe(endpoint, api->model, err->status, secs);
-      LogRequest("-", endpoint, api->model, err->status, secs, nullptr);
-      return;
-    }
+    if (err) return Refuse(res, *err, endpoint, api->model, std::chrono::duration<double>(Clock::now() - t0).count());
     auto ch = std::make_shared<Channel>();
     GenerationRequest& g = api->choices[0];
     g.on_event = [ch](const GenEvent& e) { ch->Push(0, e); };
-    if (cfg_.request_timeout_s > 0) g.deadline = t0 + std::chrono::milliseconds(static_cast<int64_t>(cfg_.request_timeout_s * 1e3));
+    g.deadline = Deadline(t0);
     if (const Status st = engine_.Submit(g); !st.ok()) {
-      const ApiError e = FromStatus(st);
-      ReplyError(res, e);
-      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-      metrics_.Observe(endpoint, api->model, e.status, secs);
-      LogRequest("-", endpoint, api->model, e.status, secs, nullptr);
-      return;
+      return Refuse(res, FromStatus(st), endpoint, api->model, std::chrono::duration<double>(Clock::now() - t0).count());
     }
     head.id = NewId("resp_");
     auto summary = std::make_shared<Finished>();

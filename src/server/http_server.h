@@ -25,6 +25,7 @@
 
 namespace httplib {
 class Server;
+struct Response;
 }
 
 namespace graft {
@@ -59,6 +60,11 @@ class HttpServer {
 
  private:
   void Routes();
+  // A request refused before it reached the engine (or by it): the error, its metric, its log line.
+  void Refuse(httplib::Response& res, const ApiError& e, const std::string& endpoint, const std::string& model,
+              double seconds);
+  // A generation arriving now: its --request-timeout deadline (the epoch: none).
+  std::chrono::steady_clock::time_point Deadline(std::chrono::steady_clock::time_point arrived) const;
   Engine& engine_;
   const Tokenizer& tok_;
   const ChatTemplate& tmpl_;

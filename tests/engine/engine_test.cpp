@@ -43,6 +43,21 @@ std::future<Collected> Generate(Engine& e, std::vector<int32_t> prompt, int max_
   return done->get_future();
 }
 
+// Submits r and waits for its end: the text, the finish reason or the error.
+Collected RunToEnd(Engine& e, GenerationRequest r) {
+  auto done = std::make_shared<std::promise<Collected>>();
+  auto acc = std::make_shared<Collected>();
+  r.on_event = [done, acc](const GenEvent& ev) {
+    if (ev.kind == GenEvent::Kind::kDelta) acc->text += ev.text;
+    if (ev.kind == GenEvent::Kind::kDone) acc->finish = ev.finish_reason, done->set_value(*acc);
+    if (ev.kind == GenEvent::Kind::kError) acc->error = ev.error, done->set_value(*acc);
+  };
+  const Status st = e.Submit(std::move(r));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  if (!st.ok()) return Collected{"", "", st};
+  return done->get_future().get();
+}
+
 // Greedy tokens of `prompt` run alone through the model, each row shaped first by `shape` (given
 // the tokens so far).
 std::vector<int32_t> GreedyLoneRun(const Model& model, const std::vector<int32_t>& prompt, int steps,
@@ -270,22 +285,13 @@ TEST(Engine, StopTokensAndMinTokensMatchALoneRun) {
   AdapterSet none;
   Engine engine(EngineConfig{}, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
   auto run = [&](std::set<int32_t> stops, int min_tokens, std::vector<std::string> stop_strings = {}) {
-    auto done = std::make_shared<std::promise<Collected>>();
-    auto acc = std::make_shared<Collected>();
     GenerationRequest r;
     r.prompt = prompt;
     r.max_tokens = steps;
     r.stop_tokens = std::move(stops);
     r.min_tokens = min_tokens;
     r.stop_strings = std::move(stop_strings);
-    r.on_event = [done, acc](const GenEvent& ev) {
-      if (ev.kind == GenEvent::Kind::kDelta) acc->text += ev.text;
-      if (ev.kind == GenEvent::Kind::kDone) acc->finish = ev.finish_reason, done->set_value(*acc);
-      if (ev.kind == GenEvent::Kind::kError) acc->error = ev.error, done->set_value(*acc);
-    };
-    const Status st = engine.Submit(std::move(r));
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return done->get_future().get();
+    return RunToEnd(engine, std::move(r));
   };
   // Its own stop token: the text before it, "stop".
   const Collected a = run({plain[3]}, 0);
@@ -345,22 +351,13 @@ TEST(Engine, GrammarConstrainsTheTextAndKeepsAConformingGreedyRun) {
   AdapterSet none;
   Engine engine(EngineConfig{}, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
   auto run = [&](std::shared_ptr<const Grammar> g, std::string gate, int max_tokens, float temperature = 0) {
-    auto done = std::make_shared<std::promise<Collected>>();
-    auto acc = std::make_shared<Collected>();
     GenerationRequest r;
     r.prompt = prompt;
     r.max_tokens = max_tokens;
     r.sampling = SamplingParams(temperature, 0, 1.0f, 11);
     r.grammar = std::move(g);
     r.grammar_gate = std::move(gate);
-    r.on_event = [done, acc](const GenEvent& ev) {
-      if (ev.kind == GenEvent::Kind::kDelta) acc->text += ev.text;
-      if (ev.kind == GenEvent::Kind::kDone) acc->finish = ev.finish_reason, done->set_value(*acc);
-      if (ev.kind == GenEvent::Kind::kError) acc->error = ev.error, done->set_value(*acc);
-    };
-    const Status st = engine.Submit(std::move(r));
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return done->get_future().get();
+    return RunToEnd(engine, std::move(r));
   };
   const Collected plain = run(nullptr, "", 10);
   ASSERT_FALSE(plain.text.empty());
@@ -454,19 +451,11 @@ TEST(Engine, ARequestPastItsDeadlineEndsWithDeadlineExceeded) {
   AdapterSet none;
   Engine engine(EngineConfig{}, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
   auto run = [&](std::chrono::milliseconds limit, int max_tokens) {
-    auto done = std::make_shared<std::promise<Collected>>();
-    auto acc = std::make_shared<Collected>();
     GenerationRequest r;
     r.prompt = {1, 2, 3};
     r.max_tokens = max_tokens;
     r.deadline = std::chrono::steady_clock::now() + limit;
-    r.on_event = [done, acc](const GenEvent& ev) {
-      if (ev.kind == GenEvent::Kind::kDelta) acc->text += ev.text;
-      if (ev.kind == GenEvent::Kind::kDone) acc->finish = ev.finish_reason, done->set_value(*acc);
-      if (ev.kind == GenEvent::Kind::kError) acc->error = ev.error, done->set_value(*acc);
-    };
-    EXPECT_TRUE(engine.Submit(std::move(r)).ok());
-    return done->get_future().get();
+    return RunToEnd(engine, std::move(r));
   };
   const Collected cut = run(std::chrono::milliseconds(30), 4000);
   EXPECT_EQ(cut.error.code(), StatusCode::kDeadlineExceeded) << cut.error.ToString() << " finish " << cut.finish;
