@@ -24,6 +24,7 @@ struct Engine::Live {
   int generated = 0;
   std::string held;         // decoded text not yet emitted (a stop string may be starting)
   std::vector<TokenLogprob> held_logprobs;
+  std::vector<TokenLogprob> prompt_lps;  // prompt_logprobs: gathered over the prefill chunks
   bool done = false;
   // The timeline (RequestTimes): submitted, first scheduled, first and last token.
   std::chrono::steady_clock::time_point submitted, scheduled, first_token, last_token;
@@ -323,13 +324,22 @@ void Engine::RunStep() {
     }
     order.push_back(s);
   }
-  // Logits only for the rows that are sampled: a decode row, or the last row of a prompt that
-  // completes in this step.
-  std::vector<int> logit_index(order.size(), -1);
+  // Logits only for the rows that are sampled — a decode row, or the last row of a prompt that
+  // completes in this step — and, for prompt_logprobs, each prompt row whose next token is the
+  // prompt's (its first index in prompt_index[i]; rows ascend within and across sequences).
+  std::vector<int> logit_index(order.size(), -1), prompt_index(order.size(), -1);
   batch.logits = LogitRows::None();
+  bool prompt_rows_wanted = false;
   for (size_t i = 0; i < order.size(); ++i) {
     const Live& s = *order[i];
     const int rows = batch.seq_start[i + 1] - batch.seq_start[i];
+    if (s.req.prompt_logprobs && s.sched.prefilled < s.sched.prompt_tokens) {
+      prompt_index[i] = static_cast<int>(batch.logits.rows.size());
+      for (int r = 0; r < rows && s.sched.prefilled + r + 1 < s.sched.prompt_tokens; ++r) {
+        batch.logits.rows.push_back(batch.seq_start[i] + r);
+        prompt_rows_wanted = true;
+      }
+    }
     if (s.sched.prefilled + rows >= s.sched.prompt_tokens) {
       logit_index[i] = static_cast<int>(batch.logits.rows.size());
       batch.logits.rows.push_back(batch.seq_start[i + 1] - 1);
@@ -337,7 +347,7 @@ void Engine::RunStep() {
   }
   // Candidates instead of whole rows when every sampled row can draw from its best few.
   int k = 0;
-  bool whole_rows = !cfg_.candidate_sampling || batch.logits.rows.empty();
+  bool whole_rows = !cfg_.candidate_sampling || batch.logits.rows.empty() || prompt_rows_wanted;
   for (size_t i = 0; i < order.size() && !whole_rows; ++i) {
     if (logit_index[i] < 0) continue;
     const int need = order[i]->sampler->CandidatesNeeded(Ops::kMaxTopK);
@@ -369,9 +379,27 @@ void Engine::RunStep() {
       continue;
     }
     if (s.sched.prefilled < s.sched.prompt_tokens) {
+      if (prompt_index[i] >= 0) {  // row r predicts the prompt's token at prefilled + r + 1
+        for (int r = 0; r < rows && s.sched.prefilled + r + 1 < s.sched.prompt_tokens; ++r) {
+          const float* prow = logits.data() + static_cast<size_t>(prompt_index[i] + r) * width;
+          const int32_t next = s.req.prompt[static_cast<size_t>(s.sched.prefilled + r + 1)];
+          s.prompt_lps.push_back(Logprobs(tok_, prow, vocab, next, std::max(s.req.top_logprobs, 0)));
+        }
+      }
       s.sched.prefilled += rows;
       prompt_rows += rows;
       if (s.sched.prefilled < s.sched.prompt_tokens) continue;  // more prompt to go
+      if (s.req.prompt_logprobs) {  // the whole prompt's, before any generated text
+        GenEvent d;
+        TokenLogprob first;
+        first.token = s.req.prompt[0];
+        first.text = tok_.Decode({first.token});
+        first.known = false;
+        d.prompt_logprobs.push_back(std::move(first));
+        d.prompt_logprobs.insert(d.prompt_logprobs.end(), s.prompt_lps.begin(), s.prompt_lps.end());
+        s.prompt_lps.clear();
+        s.req.on_event(d);
+      }
     }
     ++sampled;
     const auto now = std::chrono::steady_clock::now();  // this row's token: its time

@@ -58,6 +58,7 @@ struct TokenLogprob {
   std::string text;
   double logprob = 0;
   std::vector<std::pair<std::string, double>> top;
+  bool known = true;  // false for a prompt's first token, which nothing predicts (null in the API)
 };
 
 // A finished request's timeline in seconds, as vLLM's metrics define it: queue (submitted ->
@@ -72,6 +73,9 @@ struct GenEvent {
   enum class Kind { kDelta, kDone, kError } kind = Kind::kDelta;
   std::string text;                    // kDelta: new text (complete UTF-8)
   std::vector<TokenLogprob> logprobs;  // kDelta: the tokens behind `text`, when asked
+  // kDelta, once, before any generated text (prompt_logprobs): every prompt token's logprob
+  // under the model given the tokens before it, the first one unknown.
+  std::vector<TokenLogprob> prompt_logprobs;
   std::string finish_reason;           // kDone: "stop" or "length"
   int prompt_tokens = 0, completion_tokens = 0;
   RequestTimes times;                  // kDone
@@ -87,6 +91,7 @@ struct GenerationRequest {
   std::vector<std::string> stop_strings;
   int min_tokens = 0;  // no stop (token or string) before this many tokens: stop tokens are never drawn
   int top_logprobs = -1;  // -1: no logprobs; 0..20: the sampled token's, plus that many alternatives
+  bool prompt_logprobs = false;  // also the prompt's tokens' (echo with logprobs), top_logprobs alternatives each
   // Structured output: the text after `grammar_gate` (empty: all of it) is a sentence of this
   // grammar (engine/token_constraint.h); the sequence stops where the grammar's text is whole and
   // nothing may follow. nullptr: unconstrained.

@@ -222,9 +222,10 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
       return Bad("'prompt' must be a string, token ids, or a non-empty array of strings or of token-id arrays", "prompt");
     }
     out->prompt_text = tok.Decode(prompts[0]);
-    if (body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>()) return Bad("'echo' is not supported", "echo");
     if (body.contains("suffix") && !body["suffix"].is_null()) return Bad("'suffix' is not supported", "suffix");
   }
+  if (auto e = boolean("echo", &out->echo)) return e;
+  if (out->echo && chat) return Bad("'echo' is a /v1/completions option", "echo");
   out->gen.prompt = prompts[0];
   out->gen.adapter_slot = out->slot;
   // Sampling and limits.
@@ -374,6 +375,7 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
   out->gen.sampling.repetition_penalty = static_cast<float>(repetition);
   out->gen.sampling.seed = static_cast<uint64_t>(seed);
   out->gen.top_logprobs = static_cast<int>(top_logprobs);
+  out->gen.prompt_logprobs = out->echo && out->logprobs;
   // The choices: prompt-major, n each; choice j of a prompt draws with seed + j (so a seeded
   // request repeats every choice, and its choices differ).
   out->choices.clear();
@@ -387,6 +389,7 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
       g.max_tokens = static_cast<int>(mt);
       g.sampling.seed = static_cast<uint64_t>(seed) + static_cast<uint64_t>(j);
       out->choices.push_back(std::move(g));
+      if (out->echo) out->echo_texts.push_back(tok.Decode(ids));
     }
   }
   return std::nullopt;
@@ -457,6 +460,11 @@ ojson LogprobsJson(const std::vector<TokenLogprob>& lps, bool chat) {
   ojson tokens = ojson::array(), lp = ojson::array(), top = ojson::array();
   for (const auto& t : lps) {
     tokens.push_back(t.text);
+    if (!t.known) {  // an echoed prompt's first token: nothing predicts it
+      lp.push_back(nullptr);
+      top.push_back(nullptr);
+      continue;
+    }
     lp.push_back(t.logprob);
     ojson m = ojson::object();
     for (const auto& [text, v] : t.top) m[text] = v;

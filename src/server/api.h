@@ -59,6 +59,10 @@ struct GenerationApiRequest {
   std::vector<GenerationRequest> choices;
   int n = 1;
   bool logprobs = false;
+  // Completions' echo: each choice's text (and, with logprobs, its logprobs) starts with its
+  // prompt's — echo_texts[j] is choice j's prompt text.
+  bool echo = false;
+  std::vector<std::string> echo_texts;
   ChatOutputOptions output;  // chat: how the output splits into reasoning, content and tool calls
 };
 

@@ -381,6 +381,7 @@ void HttpServer::Routes() {
       auto prompt_tokens = std::make_shared<int>(0), completion_tokens = std::make_shared<int>(0);
       if (!api->stream) {
         std::vector<std::string> texts(static_cast<size_t>(count));
+        if (api->echo) texts = api->echo_texts;  // completions' echo: the prompt first
         std::vector<ChoiceResult> results(static_cast<size_t>(count));
         std::optional<Status> failed;
         for (int done = 0; done < count && !failed;) {
@@ -390,6 +391,7 @@ void HttpServer::Routes() {
           ChoiceResult& r = results[static_cast<size_t>(i)];
           if (e.kind == GenEvent::Kind::kDelta) {
             texts[static_cast<size_t>(i)] += e.text;
+            r.logprobs.insert(r.logprobs.end(), e.prompt_logprobs.begin(), e.prompt_logprobs.end());
             r.logprobs.insert(r.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
           } else if (e.kind == GenEvent::Kind::kDone) {
             metrics_.ObserveGeneration(api->model, e.times, e.prompt_tokens, e.completion_tokens, e.finish_reason);
@@ -428,10 +430,11 @@ void HttpServer::Routes() {
       res.set_header("Cache-Control", "no-cache");
       struct Streamed {
         ChatOutputParser parser;
-        int calls = 0;  // tool calls streamed so far
+        int calls = 0;        // tool calls streamed so far
+        bool echoed = false;  // completions' echo: the prompt's text went out
       };
       auto streams = std::make_shared<std::vector<Streamed>>();
-      for (int i = 0; i < count; ++i) streams->push_back({ChatOutputParser(api->output), 0});
+      for (int i = 0; i < count; ++i) streams->push_back({ChatOutputParser(api->output), 0, !api->echo});
       auto sent_role = std::make_shared<bool>(false);
       auto finished = std::make_shared<bool>(false);
       auto remaining = std::make_shared<int>(count);
@@ -463,7 +466,16 @@ void HttpServer::Routes() {
                 out += Sse(ChunkJson(*api, id, created, i, nullptr, o, st.calls, lps, nullptr));
                 st.calls += static_cast<int>(o.tool_calls.size());
               };
-              if (e.kind == GenEvent::Kind::kDelta) {
+              if (!st.echoed) {  // the prompt first, with its logprobs when they are asked for
+                ChatOutput o;
+                o.content = api->echo_texts[static_cast<size_t>(i)];
+                out += Sse(ChunkJson(*api, id, created, i, nullptr, o, 0, &e.prompt_logprobs, nullptr));
+                st.echoed = true;
+                e.prompt_logprobs.clear();
+              }
+              if (e.kind == GenEvent::Kind::kDelta && e.text.empty() && e.logprobs.empty()) {
+                // the prompt's logprobs alone: sent with the echo above
+              } else if (e.kind == GenEvent::Kind::kDelta) {
                 if (api->chat) {
                   piece(st.parser.Feed(e.text), &e.logprobs);
                 } else {

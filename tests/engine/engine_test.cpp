@@ -467,3 +467,62 @@ TEST(Engine, ARequestPastItsDeadlineEndsWithDeadlineExceeded) {
 
 }  // namespace
 }  // namespace graft
+
+namespace graft {
+namespace {
+
+// prompt_logprobs (completions' echo): every prompt token's logprob given the tokens before it,
+// the first unknown — the log-softmax of the model's own rows, however the prompt is chunked.
+TEST(Engine, PromptLogprobsAreTheModelsOverAnyChunking) {
+  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
+  ASSERT_NE(model, nullptr);
+  auto tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
+  auto tmpl = ChatTemplate::Load(test::Fixture("qwen3_5-wrapper"), "").value();
+  auto ids = test::ReadIntTensors(test::Fixture("qwen3_5-wrapper/inputs.safetensors")).at("seq3");
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 11);
+  const int vocab = model->config().vocab_size;
+  // The reference: one forward over the whole prompt, every row.
+  CpuOps ops(ActDtype::kBF16, 1);
+  SequenceState st = model->NewState();
+  std::vector<float> logits(prompt.size() * static_cast<size_t>(vocab));
+  ASSERT_TRUE(model->Forward(ops, prompt.data(), static_cast<int>(prompt.size()), st, logits.data()).ok());
+  AdapterSet none;
+  EngineConfig cfg;
+  cfg.max_step_tokens = 4;  // the prompt in chunks of 4
+  Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  auto done = std::make_shared<std::promise<void>>();
+  std::vector<TokenLogprob> got;
+  int events_before_text = 0;
+  bool text_seen = false;
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.max_tokens = 2;
+  r.top_logprobs = 2;
+  r.prompt_logprobs = true;
+  r.on_event = [&](const GenEvent& ev) {
+    if (ev.kind == GenEvent::Kind::kDelta) {
+      if (!ev.prompt_logprobs.empty()) got = ev.prompt_logprobs, events_before_text += !text_seen;
+      text_seen = text_seen || !ev.text.empty();
+    }
+    if (ev.kind != GenEvent::Kind::kDelta) done->set_value();
+  };
+  ASSERT_TRUE(engine.Submit(std::move(r)).ok());
+  done->get_future().get();
+  ASSERT_EQ(got.size(), prompt.size());
+  EXPECT_EQ(events_before_text, 1);
+  EXPECT_FALSE(got[0].known);
+  EXPECT_EQ(got[0].token, prompt[0]);
+  for (size_t p = 1; p < prompt.size(); ++p) {
+    const float* row = logits.data() + (p - 1) * static_cast<size_t>(vocab);
+    double mx = row[0], z = 0;
+    for (int v = 1; v < vocab; ++v) mx = std::max<double>(mx, row[v]);
+    for (int v = 0; v < vocab; ++v) z += std::exp(static_cast<double>(row[v]) - mx);
+    EXPECT_TRUE(got[p].known);
+    EXPECT_EQ(got[p].token, prompt[p]);
+    EXPECT_DOUBLE_EQ(got[p].logprob, row[prompt[p]] - (std::log(z) + mx)) << p;
+    EXPECT_EQ(got[p].top.size(), 2u);
+  }
+}
+
+}  // namespace
+}  // namespace graft

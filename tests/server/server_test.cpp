@@ -284,6 +284,41 @@ TEST_F(Server, ShutdownPastItsGraceEndsStreamsWithAnErrorAndDone) {
   EXPECT_EQ(server_->in_flight(), 0);
 }
 
+// Completions' echo (lm-eval-harness's log-likelihood request): the text starts with the prompt,
+// the logprobs cover the prompt's tokens (the first null) and then the generated ones, the
+// latter as without echo.
+TEST_F(Server, EchoReturnsThePromptWithItsLogprobs) {
+  const std::string ask = R"("prompt": [3, 77, 104, 5, 8, 42], "max_tokens": 2, "temperature": 0, "logprobs": 1)";
+  auto [es, ej] = Post("/v1/completions", "{" + ask + R"(, "echo": true})");
+  auto [ps, pj] = Post("/v1/completions", "{" + ask + "}");
+  ASSERT_EQ(es, 200) << ej.dump();
+  ASSERT_EQ(ps, 200) << pj.dump();
+  const auto& e = ej["choices"][0];
+  const auto& p = pj["choices"][0];
+  const std::string prompt_text = tok_->Decode({3, 77, 104, 5, 8, 42});
+  EXPECT_EQ(e["text"].get<std::string>(), prompt_text + p["text"].get<std::string>());
+  const auto& lp = e["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 6u + p["logprobs"]["tokens"].size()) << lp.dump();
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  for (size_t i = 1; i < 6; ++i) EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0) << i;
+  for (size_t i = 0; i < p["logprobs"]["tokens"].size(); ++i) {
+    EXPECT_EQ(lp["token_logprobs"][6 + i], p["logprobs"]["token_logprobs"][i]) << i;
+  }
+  EXPECT_EQ(ej["usage"], pj["usage"]);
+  // Streamed: the prompt's text first, then the same text.
+  auto c = Client();
+  auto r = c.Post("/v1/completions", httplib::Headers{}, "{" + ask + R"(, "echo": true, "stream": true})", "application/json");
+  ASSERT_TRUE(r);
+  std::string text;
+  for (size_t at = r->body.find("data: {"); at != std::string::npos; at = r->body.find("data: {", at + 1)) {
+    auto chunk = json::parse(r->body.substr(at + 6, r->body.find("\n\n", at) - at - 6), nullptr, false);
+    if (chunk.is_object() && !chunk["choices"].empty()) text += chunk["choices"][0].value("text", "");
+  }
+  EXPECT_EQ(text, e["text"].get<std::string>());
+  EXPECT_EQ(Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "echo": true})").first, 400);
+}
+
 TEST_F(Server, ChatCompletionShapesAndModels) {
   auto [status, j] = Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5})");
   ASSERT_EQ(status, 200) << j.dump();
