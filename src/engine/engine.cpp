@@ -257,6 +257,10 @@ void Engine::Loop() {
     live_count_ -= removed;
     stats_.running = static_cast<int>(std::count_if(live_.begin(), live_.end(), [](const auto& s) { return s->sched.admitted; }));
     stats_.waiting = static_cast<int>(live_.size()) - stats_.running + static_cast<int>(incoming_.size());
+    stats_.running_by_slot.clear();
+    stats_.waiting_by_slot.clear();
+    for (const auto& s : live_) (s->sched.admitted ? stats_.running_by_slot : stats_.waiting_by_slot)[s->req.adapter_slot]++;
+    for (const auto& s : incoming_) stats_.waiting_by_slot[s->req.adapter_slot]++;
     stats_.kv_reserved = sched_.kv_reserved();
   }
   // Shutting down: whatever is left ends with an error.

@@ -109,6 +109,8 @@ struct EngineStats {
   int64_t kv_reserved = 0, kv_budget = 0;
   int64_t pool_bytes = 0;  // both pools, reserved at start-up
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
+  // Sequences by adapter slot (0: the base), running (holding KV) and waiting.
+  std::map<int32_t, int> running_by_slot, waiting_by_slot;
 };
 
 // Runs one chat step in place of Model::Forward (same contract), e.g. from CUDA graphs.

@@ -308,7 +308,13 @@ void HttpServer::Routes() {
   });
 
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.Render(engine_.Stats()), "text/plain; version=0.0.4");
+    std::map<int32_t, std::string> slot_names;
+    for (const auto& [name, a] : models_.adapters) {
+      slot_names[a.slots.lora] = name;
+      if (a.slots.exact >= 0) slot_names[a.slots.exact] = name;
+    }
+    res.set_content(metrics_.Render(engine_.Stats(), slot_names, static_cast<int>(models_.adapters.size())),
+                    "text/plain; version=0.0.4");
   });
 
   // The base and every adapter as OpenAI model objects (GET /v1/models lists them, GET

@@ -3,6 +3,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <chrono>
+#include <set>
 
 namespace graft {
 namespace {
@@ -108,7 +110,7 @@ void Metrics::ObserveGeneration(const std::string& model, const RequestTimes& t,
   m.success[finish_reason]++;
 }
 
-std::string Metrics::Render(const EngineStats& e) const {
+std::string Metrics::Render(const EngineStats& e, const std::map<int32_t, std::string>& slot_names, int max_lora) const {
   std::string out;
   out += "# HELP graft_requests_total HTTP requests by endpoint, model and status.\n# TYPE graft_requests_total counter\n";
   std::lock_guard<std::mutex> l(mu_);
@@ -133,6 +135,22 @@ std::string Metrics::Render(const EngineStats& e) const {
   scalar("graft_cache_pool_bytes", "gauge", "Bytes of the KV and state pools, reserved at start-up.", "", e.pool_bytes);
 
   const std::string base = fmt::format("model_name=\"{}\"", Escape(base_model_));
+  // vLLM's adapter gauge: the served names with requests running / waiting (a name once per
+  // list, in name order), the value the time of the scrape, as vLLM sets it.
+  auto names = [&](const std::map<int32_t, int>& by_slot) {
+    std::set<std::string> n;
+    for (const auto& [slot, count] : by_slot) {
+      auto it = slot_names.find(slot);
+      if (slot != 0 && count > 0 && it != slot_names.end()) n.insert(it->second);
+    }
+    std::string list;
+    for (const auto& x : n) list += (list.empty() ? "" : ",") + Escape(x);
+    return list;
+  };
+  out += "# HELP vllm:lora_requests_info Running stats on LoRA requests.\n# TYPE vllm:lora_requests_info gauge\n";
+  out += fmt::format("vllm:lora_requests_info{{max_lora=\"{}\",running_lora_adapters=\"{}\",waiting_lora_adapters=\"{}\"}} {:.3f}\n",
+                     max_lora, names(e.running_by_slot), names(e.waiting_by_slot),
+                     std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   // vLLM's family under its names (vllm:...), then the same request metrics as graft_... (the
   // engine-wide counts and gauges above are graft's already).
   for (const char* prefix : {"vllm:", "graft_"}) {

@@ -6,7 +6,8 @@
 // autoscalers read graft unchanged — num_requests_running / waiting, kv_cache_usage_perc,
 // num_preemptions_total, prompt / generation tokens, request_success by finished_reason, and the
 // histograms of time to first token, inter-token latency, end-to-end, queue, prefill, decode and
-// inference time and of prompt / generation tokens a request, each labelled model_name — and the
+// inference time and of prompt / generation tokens a request, each labelled model_name;
+// vllm:lora_requests_info (the adapters with running / waiting requests, as labels) — and the
 // same request metrics again as graft_... (promtool's lint objects to the colon in vLLM's names
 // and to nothing else).
 // Thread-safe.
@@ -30,7 +31,9 @@ class Metrics {
   // One finished generation (a choice) of `model`: its timeline and token counts.
   void ObserveGeneration(const std::string& model, const RequestTimes& t, int prompt_tokens, int completion_tokens,
                          const std::string& finish_reason);
-  std::string Render(const EngineStats& engine) const;
+  // slot_names: each adapter slot's served name (for vllm:lora_requests_info); max_lora: adapters served.
+  std::string Render(const EngineStats& engine, const std::map<int32_t, std::string>& slot_names = {},
+                     int max_lora = 0) const;
 
  private:
   struct Histogram {

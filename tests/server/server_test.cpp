@@ -2,6 +2,7 @@
 // adapter decisions, concurrency, and a hostile-input suite after which it still answers.
 #include "server/api.h"
 #include "server/http_server.h"
+#include "server/metrics.h"
 #include "server/stats_log.h"
 
 #include <fmt/core.h>
@@ -384,6 +385,8 @@ TEST_F(Server, MetricsCarryVllmsSeriesAndPassPromtool) {
       EXPECT_NE(m.find(std::string(p) + series), std::string::npos) << p << series << "\n" << m;
     }
   }
+  EXPECT_NE(m.find(R"(vllm:lora_requests_info{max_lora="1",running_lora_adapters="",waiting_lora_adapters=""} )"),
+            std::string::npos) << m;
   test::TempDir d;
   {
     std::ofstream f(d.File("metrics.txt"));
@@ -757,6 +760,17 @@ TEST_F(Server, AccessNeedsTheKeyALoopbackHostTheRightMethodAndJson) {
 
 // CORS: off by default (a preflight is a 403, no header on a simple request); with
 // --allowed-origins an allowed origin gets its headers and a 204 preflight, another a 403.
+// vllm:lora_requests_info names the adapters with running and waiting requests (never the base).
+TEST(Metrics, LoraRequestsInfoNamesTheBusyAdapters) {
+  Metrics metrics("base");
+  EngineStats e;
+  e.running_by_slot = {{0, 3}, {1, 2}, {2, 1}};
+  e.waiting_by_slot = {{3, 1}, {1, 0}};
+  const std::string m = metrics.Render(e, {{1, "alpha"}, {2, "alpha"}, {3, "beta"}}, 2);
+  EXPECT_NE(m.find(R"(vllm:lora_requests_info{max_lora="2",running_lora_adapters="alpha",waiting_lora_adapters="beta"} )"),
+            std::string::npos) << m;
+}
+
 TEST(Access, CorsOnlyForAllowedOrigins) {
   const std::string site = "https://app.example", other = "https://evil.example", post = "POST", hdrs = "authorization, content-type";
   auto head = [&](const char* method, const std::string* origin, const std::string* request_method) {
