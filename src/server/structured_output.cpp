@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include "grammar/json_schema.h"
+#include "grammar/regex.h"
 #include "server/api.h"
 
 namespace graft {
@@ -59,6 +60,16 @@ std::optional<ApiError> Choice(const json& choices, const std::string& param, st
     list.push_back(c.get<std::string>());
   }
   auto g = ChoiceGrammar(list);
+  if (!g.ok()) return Bad(fmt::format("{}: {}", param, g.status().message()), param);
+  *grammar = *g;
+  return std::nullopt;
+}
+
+std::optional<ApiError> Regex(const json& pattern, const std::string& param, std::shared_ptr<const Grammar>* grammar) {
+  if (!pattern.is_string() || pattern.get<std::string>().empty()) {
+    return Bad(fmt::format("'{}' must be a non-empty string (a regular expression)", param), param);
+  }
+  auto g = RegexGrammar(pattern.get<std::string>());
   if (!g.ok()) return Bad(fmt::format("{}: {}", param, g.status().message()), param);
   *grammar = *g;
   return std::nullopt;
@@ -121,8 +132,8 @@ std::optional<ApiError> ParseStructuredOutput(const json& body, const std::strin
     auto it = body.find(key);
     return it != body.end() && !it->is_null();
   };
-  for (const char* key : {"guided_regex", "guided_grammar"}) {
-    if (present(key)) return Bad(fmt::format("'{}' is not supported (graft constrains to JSON schemas and choices)", key), key);
+  if (present("guided_grammar")) {
+    return Bad("'guided_grammar' is not supported (JSON schemas, regular expressions and choices are)", "guided_grammar");
   }
   if (present("guided_decoding_backend")) {
     const json& b = body["guided_decoding_backend"];
@@ -162,6 +173,10 @@ std::optional<ApiError> ParseStructuredOutput(const json& body, const std::strin
     if (auto e = Schema(body["guided_json"], raw_body, {"guided_json"}, "guided_json", grammar)) return e;
     given.push_back("guided_json");
   }
+  if (present("guided_regex")) {
+    if (auto e = Regex(body["guided_regex"], "guided_regex", grammar)) return e;
+    given.push_back("guided_regex");
+  }
   if (present("guided_choice")) {
     if (auto e = Choice(body["guided_choice"], "guided_choice", grammar)) return e;
     given.push_back("guided_choice");
@@ -175,12 +190,14 @@ std::optional<ApiError> ParseStructuredOutput(const json& body, const std::strin
         if (auto e = Schema(v, raw_body, {"structured_outputs", "json"}, "structured_outputs.json", grammar)) return e;
       } else if (k == "choice") {
         if (auto e = Choice(v, "structured_outputs.choice", grammar)) return e;
+      } else if (k == "regex") {
+        if (auto e = Regex(v, "structured_outputs.regex", grammar)) return e;
       } else if (k == "json_object") {
         if (!v.is_boolean()) return Bad("structured_outputs.json_object must be true or false", "structured_outputs");
         if (!v.get<bool>()) continue;
         *grammar = JsonObjectGrammar();
       } else {
-        return Bad(fmt::format("structured_outputs.{} is not supported (json, choice or json_object)", k.substr(0, 40)),
+        return Bad(fmt::format("structured_outputs.{} is not supported (json, regex, choice or json_object)", k.substr(0, 40)),
                    "structured_outputs");
       }
       given.push_back("structured_outputs." + k);

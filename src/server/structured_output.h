@@ -2,11 +2,12 @@
 // to the grammar the engine constrains generation with (grammar/json_schema.h):
 //   response_format {"type": "text" | "json_object" | "json_schema", "json_schema": {"name",
 //     "schema", "strict", "description"}}                       (OpenAI)
-//   guided_json (a schema, or its JSON text), guided_choice [strings]  (vLLM, older names)
-//   structured_outputs {"json" | "choice" | "json_object"}     (vLLM's current object)
+//   guided_json (a schema, or its JSON text), guided_regex (grammar/regex.h), guided_choice
+//   [strings]                                                   (vLLM, older names)
+//   structured_outputs {"json" | "regex" | "choice" | "json_object"}  (vLLM's current object)
 // At most one constraint a request. What graft cannot honour is a 400 naming it, never ignored:
-// guided_regex, guided_grammar, structured_outputs' regex / grammar / structural_tag, a
-// guided_decoding_backend other than "auto", and schema keywords json_schema.h refuses.
+// guided_grammar, structured_outputs' grammar / structural_tag, a guided_decoding_backend other
+// than "auto", and the schema keywords and regex features json_schema.h and regex.h refuse.
 #pragma once
 
 #include <memory>

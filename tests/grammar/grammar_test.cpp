@@ -5,6 +5,7 @@
 
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "grammar/regex.h"
 
 namespace graft {
 namespace {
@@ -112,6 +113,43 @@ TEST(JsonSchema, KeywordsItCannotHonourAreErrorsNamingThem) {
   }
   EXPECT_FALSE(ChoiceGrammar({}).ok());
   EXPECT_FALSE(ChoiceGrammar({"a", ""}).ok());
+}
+
+TEST(RegexGrammar, FullMatchesOfTheCommonDialect) {
+  auto g = [](const std::string& p) {
+    auto r = RegexGrammar(p);
+    EXPECT_TRUE(r.ok()) << p << ": " << r.status().ToString();
+    return r.ok() ? *r : nullptr;
+  };
+  const auto date = g(R"(^\d{4}-\d{2}-\d{2}$)");
+  EXPECT_TRUE(Whole(date, "2026-12-04"));
+  EXPECT_FALSE(Whole(date, "2026-12-4"));
+  EXPECT_FALSE(Whole(date, "2026-12-045"));
+  const auto words = g(R"((?:yes|no)( [a-z]+)*\.?)");
+  for (const char* ok : {"yes", "no.", "yes it is", "no way."}) EXPECT_TRUE(Whole(words, ok)) << ok;
+  for (const char* bad : {"", "maybe", "yes  it", "yes It", "no.."}) EXPECT_FALSE(Whole(words, bad)) << bad;
+  const auto cls = g(R"([^a-c\n]x{2,3}[A-F0-9_-]+\w?)");
+  EXPECT_TRUE(Whole(cls, "dxx-"));
+  EXPECT_TRUE(Whole(cls, "\txxxF_9z"));
+  EXPECT_FALSE(Whole(cls, "axx-"));
+  EXPECT_FALSE(Whole(cls, "dx-"));
+  EXPECT_FALSE(Whole(cls, "dxxxx-"));
+  const auto dot = g("a.c");
+  EXPECT_TRUE(Whole(dot, "abc"));
+  EXPECT_FALSE(Whole(dot, "a\nc"));
+  EXPECT_TRUE(Whole(g(R"(\$\(x\))"), "$(x)"));
+  EXPECT_TRUE(Whole(g("é+"), "éé"));
+  const std::pair<const char*, const char*> refused[] = {
+      {R"((a)\1)", "the escape \\1"},       {"(?=a)a", "a group other than"}, {"a*?", "a lazy or possessive quantifier"},
+      {"(a*)*", "a repeated part that can match nothing"}, {"[é]", "a non-ASCII character in a class"},
+      {"a{300}", "a bound over 256"},        {"a{3,2}", "n < m"},              {"(ab", "an unclosed '('"},
+      {"ab)", "an unmatched ')'"},           {"*a", "a quantifier with nothing before it"}, {R"(\bword)", "the escape \\b"},
+      {"a^b", "an anchor inside the pattern"}, {"[z-a]", "a reversed range"},  {"[ab", "an unclosed '['"}};
+  for (const auto& [p, want] : refused) {
+    auto r = RegexGrammar(p);
+    ASSERT_FALSE(r.ok()) << p;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << p << ": " << r.status().message();
+  }
 }
 
 // The vocabulary-wide mask equals asking token by token, on random states of a JSON grammar.

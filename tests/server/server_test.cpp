@@ -148,6 +148,13 @@ TEST_F(Server, StructuredOutputFollowsTheSchemaAndChoices) {
   ASSERT_EQ(cs, 200) << cj.dump();
   const std::string choice = cj["choices"][0]["text"];
   EXPECT_TRUE(choice == "alpha" || choice == "beta gamma") << choice;
+  auto [rs, rj] = Post("/v1/completions", R"({"prompt": "The date:", "max_tokens": 20, "temperature": 0,
+      "guided_regex": "\\d{4}-\\d{2}-\\d{2}"})");
+  ASSERT_EQ(rs, 200) << rj.dump();
+  const std::string date = rj["choices"][0]["text"];
+  EXPECT_EQ(date.size(), 10u) << date;
+  EXPECT_TRUE(date.size() == 10 && date[4] == '-' && date[7] == '-' && std::isdigit(static_cast<unsigned char>(date[0]))) << date;
+  EXPECT_EQ(rj["choices"][0]["finish_reason"], "stop");
   auto [os, oj] = Post("/v1/completions", R"({"prompt": "{", "max_tokens": 300, "temperature": 0,
       "structured_outputs": {"json_object": true}})");
   ASSERT_EQ(os, 200) << oj.dump();
@@ -579,15 +586,16 @@ TEST_F(Server, HostileInputsGetTheRightStatusAndTheServerStillAnswers) {
       {"/v1/completions", R"({"prompt": "x", "guided_json": {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}})", 400,
        "guided_json: json_schema: the schema at '/properties/d' uses 'format'"},
       {"/v1/completions", R"({"prompt": "x", "guided_json": "{not json"})", 400, "'guided_json' is a string that is not JSON"},
-      {"/v1/completions", R"({"prompt": "x", "guided_regex": "a+"})", 400, "'guided_regex' is not supported"},
+      {"/v1/completions", R"({"prompt": "x", "guided_regex": "(a)\\1"})", 400, "guided_regex: the escape \\1 (at position 3 of the regular expression) is not supported"},
+      {"/v1/completions", R"({"prompt": "x", "guided_regex": ""})", 400, "'guided_regex' must be a non-empty string"},
       {"/v1/completions", R"({"prompt": "x", "guided_grammar": "root ::= x"})", 400, "'guided_grammar' is not supported"},
       {"/v1/completions", R"({"prompt": "x", "guided_choice": []})", 400, "'guided_choice' must be a non-empty array of strings"},
       {"/v1/completions", R"({"prompt": "x", "guided_choice": ["a"], "guided_decoding_backend": "xgrammar"})", 400,
        "only \"auto\""},
       {"/v1/completions", R"({"prompt": "x", "guided_choice": ["a"], "guided_json": {}})", 400,
        "one structured-output constraint a request; this one names guided_json and guided_choice"},
-      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": {"regex": "a"}})", 400,
-       "structured_outputs.regex is not supported"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": {"grammar": "a"}})", 400,
+       "structured_outputs.grammar is not supported"},
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", 400,
        "tool_choice forces a call, but the request lists no tools"},
       {"/v1/chat/completions",
