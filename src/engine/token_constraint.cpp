@@ -40,6 +40,8 @@ std::string TokenConstraint::Remainder(int32_t token, bool* completes) const {
 bool TokenConstraint::Allows(int32_t token) const {
   if (token < 0 || static_cast<size_t>(token) >= vocab_->text.size()) return false;
   if (!gated_) {
+    // Only a token holding the gate's last byte can complete it; the rest pass without a copy.
+    if (vocab_->text[static_cast<size_t>(token)].find(gate_.back()) == std::string::npos) return true;
     bool completes = false;
     const std::string rest = Remainder(token, &completes);
     return !completes || matcher_.Allows(rest);

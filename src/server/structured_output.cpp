@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <optional>
+
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
 #include "server/api.h"
@@ -14,12 +16,16 @@ using ojson = nlohmann::ordered_json;
 
 ApiError Bad(const std::string& message, const std::string& param) { return {400, message, "invalid_request_error", param}; }
 
-// The value at `path` in the body (object keys, or array indices as numbers), with its keys in
-// written order when the raw text is at hand.
-ojson Ordered(const json& value, const std::string* raw_body, const std::vector<std::string>& path) {
-  if (raw_body) {
-    const ojson whole = ojson::parse(*raw_body, nullptr, false);
-    const ojson* at = &whole;
+// The request body with its keys in written order, parsed from the raw text once, when first asked.
+class OrderedBody {
+ public:
+  explicit OrderedBody(const std::string* raw) : raw_(raw) {}
+  // The value at `path` (object keys, or array indices as numbers) in written order; `value`'s
+  // own (alphabetical) order where the raw text is missing or does not hold the path.
+  ojson At(const json& value, const std::vector<std::string>& path) {
+    if (raw_ && !whole_) whole_ = ojson::parse(*raw_, nullptr, false);
+    if (!whole_) return ojson::parse(value.dump());
+    const ojson* at = &*whole_;
     for (const std::string& k : path) {
       if (at->is_object() && at->contains(k)) {
         at = &(*at)[k];
@@ -32,17 +38,20 @@ ojson Ordered(const json& value, const std::string* raw_body, const std::vector<
     }
     return *at;
   }
-  return ojson::parse(value.dump());
-}
 
-std::optional<ApiError> Schema(const json& schema, const std::string* raw_body, const std::vector<std::string>& path,
+ private:
+  const std::string* raw_;
+  std::optional<ojson> whole_;
+};
+
+std::optional<ApiError> Schema(const json& schema, OrderedBody& ordered, const std::vector<std::string>& path,
                                const std::string& param, std::shared_ptr<const Grammar>* grammar) {
   ojson s;
   if (schema.is_string()) {  // guided_json may carry the schema as JSON text
     s = ojson::parse(schema.get<std::string>(), nullptr, false);
     if (s.is_discarded()) return Bad(fmt::format("'{}' is a string that is not JSON", param), param);
   } else if (schema.is_object() || schema.is_boolean()) {
-    s = Ordered(schema, raw_body, path);
+    s = ordered.At(schema, path);
   } else {
     return Bad(fmt::format("'{}' must be a JSON schema (an object)", param), param);
   }
@@ -101,6 +110,7 @@ std::optional<ApiError> ParseToolChoice(const json& body, const std::string* raw
     return Bad("tool_choice forces a call, but the request lists no tools", "tool_choice");
   }
   std::vector<ToolSpec> specs;
+  OrderedBody ordered(raw_body);
   for (size_t i = 0; i < tools->size(); ++i) {
     const json& t = (*tools)[i];
     if (!t.is_object() || !t.contains("function") || !t["function"].is_object() || !t["function"].contains("name") ||
@@ -111,7 +121,7 @@ std::optional<ApiError> ParseToolChoice(const json& body, const std::string* raw
     if (!required && n != name) continue;
     ToolSpec spec{n, nullptr};
     if (auto p = t["function"].find("parameters"); p != t["function"].end() && !p->is_null()) {
-      spec.parameters = Ordered(*p, raw_body, {"tools", std::to_string(i), "function", "parameters"});
+      spec.parameters = ordered.At(*p, {"tools", std::to_string(i), "function", "parameters"});
     }
     specs.push_back(std::move(spec));
   }
@@ -127,6 +137,7 @@ std::optional<ApiError> ParseToolChoice(const json& body, const std::string* raw
 std::optional<ApiError> ParseStructuredOutput(const json& body, const std::string* raw_body,
                                               std::shared_ptr<const Grammar>* grammar) {
   grammar->reset();
+  OrderedBody ordered(raw_body);
   std::vector<std::string> given;  // the constraints the request names
   auto present = [&](const char* key) {
     auto it = body.find(key);
@@ -159,7 +170,7 @@ std::optional<ApiError> ParseStructuredOutput(const json& body, const std::strin
       if (auto st = js->find("strict"); st != js->end() && !st->is_null() && !st->is_boolean()) {
         return Bad("response_format.json_schema.strict must be true or false", "response_format");
       }
-      if (auto e = Schema((*js)["schema"], raw_body, {"response_format", "json_schema", "schema"}, "response_format", grammar)) {
+      if (auto e = Schema((*js)["schema"], ordered, {"response_format", "json_schema", "schema"}, "response_format", grammar)) {
         return e;
       }
       given.push_back("response_format");
@@ -170,7 +181,7 @@ std::optional<ApiError> ParseStructuredOutput(const json& body, const std::strin
     }
   }
   if (present("guided_json")) {
-    if (auto e = Schema(body["guided_json"], raw_body, {"guided_json"}, "guided_json", grammar)) return e;
+    if (auto e = Schema(body["guided_json"], ordered, {"guided_json"}, "guided_json", grammar)) return e;
     given.push_back("guided_json");
   }
   if (present("guided_regex")) {
@@ -187,7 +198,7 @@ std::optional<ApiError> ParseStructuredOutput(const json& body, const std::strin
     for (const auto& [k, v] : so.items()) {
       if (v.is_null()) continue;
       if (k == "json") {
-        if (auto e = Schema(v, raw_body, {"structured_outputs", "json"}, "structured_outputs.json", grammar)) return e;
+        if (auto e = Schema(v, ordered, {"structured_outputs", "json"}, "structured_outputs.json", grammar)) return e;
       } else if (k == "choice") {
         if (auto e = Choice(v, "structured_outputs.choice", grammar)) return e;
       } else if (k == "regex") {

@@ -1,6 +1,7 @@
 #include "util/log_format.h"
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
@@ -22,21 +23,8 @@ class JsonMessage final : public spdlog::custom_flag_formatter {
 }  // namespace
 
 std::string JsonEscape(const std::string& s) {
-  std::string o;
-  o.reserve(s.size());
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\r': o += "\\r"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (c < 0x20) o += fmt::format("\\u{:04x}", c);
-        else o += static_cast<char>(c);
-    }
-  }
-  return o;
+  const std::string quoted = nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return quoted.substr(1, quoted.size() - 2);
 }
 
 Status SetLogFormat(const std::string& format) {

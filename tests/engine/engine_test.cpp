@@ -43,6 +43,13 @@ std::future<Collected> Generate(Engine& e, std::vector<int32_t> prompt, int max_
   return done->get_future();
 }
 
+// The qwen3_5-wrapper fixture's model, tokenizer and chat template.
+struct Wrapper {
+  std::unique_ptr<Model> model = test::LoadFixtureModel("qwen3_5-wrapper");
+  std::shared_ptr<const Tokenizer> tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
+  std::shared_ptr<const ChatTemplate> tmpl = ChatTemplate::Load(test::Fixture("qwen3_5-wrapper"), "").value();
+};
+
 // Submits r and waits for its end: the text, the finish reason or the error.
 Collected RunToEnd(Engine& e, GenerationRequest r) {
   auto done = std::make_shared<std::promise<Collected>>();
@@ -342,10 +349,9 @@ namespace {
 // unconstrained greedy text already conforms, the constrained one is the same (the mask changes
 // no logit); a gate leaves the text before it free.
 TEST(Engine, GrammarConstrainsTheTextAndKeepsAConformingGreedyRun) {
-  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
-  ASSERT_NE(model, nullptr);
-  auto tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
-  auto tmpl = ChatTemplate::Load(test::Fixture("qwen3_5-wrapper"), "").value();
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
   auto ids = test::ReadIntTensors(test::Fixture("qwen3_5-wrapper/inputs.safetensors")).at("seq3");
   const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 12);
   AdapterSet none;
@@ -401,10 +407,9 @@ namespace {
 // Decisions in admission: they count in max_queue with chat (429 past it), and one too big for
 // the decision pool even with its cache emptied is a 400 naming the pool, not a retryable 429.
 TEST(Engine, DecisionsCountInTheQueueAndOneThatCanNeverFitIsInvalid) {
-  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
-  ASSERT_NE(model, nullptr);
-  auto tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
-  auto tmpl = ChatTemplate::Load(test::Fixture("qwen3_5-wrapper"), "").value();
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
   AdapterSet none;
   DecisionRequest d;
   d.record = "GET /index.html 200";
@@ -444,10 +449,9 @@ namespace {
 // --request-timeout: a generation still running past its deadline ends with kDeadlineExceeded;
 // one within it is untouched.
 TEST(Engine, ARequestPastItsDeadlineEndsWithDeadlineExceeded) {
-  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
-  ASSERT_NE(model, nullptr);
-  auto tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
-  auto tmpl = ChatTemplate::Load(test::Fixture("qwen3_5-wrapper"), "").value();
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
   AdapterSet none;
   Engine engine(EngineConfig{}, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
   auto run = [&](std::chrono::milliseconds limit, int max_tokens) {
@@ -474,10 +478,9 @@ namespace {
 // prompt_logprobs (completions' echo): every prompt token's logprob given the tokens before it,
 // the first unknown — the log-softmax of the model's own rows, however the prompt is chunked.
 TEST(Engine, PromptLogprobsAreTheModelsOverAnyChunking) {
-  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
-  ASSERT_NE(model, nullptr);
-  auto tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
-  auto tmpl = ChatTemplate::Load(test::Fixture("qwen3_5-wrapper"), "").value();
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
   auto ids = test::ReadIntTensors(test::Fixture("qwen3_5-wrapper/inputs.safetensors")).at("seq3");
   const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 11);
   const int vocab = model->config().vocab_size;
