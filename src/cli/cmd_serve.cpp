@@ -40,6 +40,18 @@ void OnSignal(int sig) {
   [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &c, 1);
 }
 
+// serve's config file: TOML whose keys outside any section are serve's flags.
+class ServeConfigFile : public CLI::ConfigBase {
+ public:
+  std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
+    std::vector<CLI::ConfigItem> items = CLI::ConfigBase::from_config(input);
+    for (auto& it : items) {
+      if (it.parents.empty() && it.name != "++" && it.name != "--") it.parents = {"serve"};
+    }
+    return items;
+  }
+};
+
 // Checkpoints up to this size are checked for non-finite weights at start-up without being asked.
 constexpr uint64_t kCheckWeightsBytes = uint64_t{1} << 30;
 
@@ -58,9 +70,12 @@ void AddServeCommand(CLI::App& app, Runner& run) {
     std::string log_format = "text";
     bool check_weights = false;
     double shutdown_timeout = 30;
+    int decision_prefill_chunk = -1;  // -1: by backend
   };
   auto s = std::make_shared<S>();
   auto* cmd = app.add_subcommand("serve", "Serve the base and its adapters over HTTP (OpenAI chat/completions, decisions)");
+  cmd->footer("Every flag may also come from --config FILE (TOML: flag-name = value) or GRAFT_<FLAG_NAME> "
+              "(GRAFT_MAX_QUEUE=512); the command line wins, then the file, then the environment.");
   cmd->add_option("--model", s->m.model, "Model directory (config.json, safetensors, tokenizer.json, chat template)")
       ->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--adapter", s->adapters,
@@ -103,7 +118,36 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--page-size", s->engine.page_size, "KV page, in tokens")->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_option("--max-step-tokens", s->engine.max_step_tokens, "Rows per forward step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-queue", s->engine.max_queue, "Queued plus running requests before 429")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--max-body-bytes", s->server.max_body_bytes, "Largest request body (413 above)")->capture_default_str();
+  cmd->add_option("--decision-prefill-chunk", s->decision_prefill_chunk,
+                  "Prefill a decision's record in pieces of this many tokens (a multiple of 64; 0: at once), so a "
+                  "decision whose client hangs up stops within a piece; default 256 on cpu, 0 on cuda (bits are the same either way)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            char* end = nullptr;
+            const long long n = std::strtoll(v.c_str(), &end, 10);
+            if (v.empty() || *end != '\0' || n < 0 || n > (1 << 20) || n % 64 != 0) {
+              return std::string("must be 0 or a multiple of 64 up to 1048576, not '" + v + "'");
+            }
+            return std::string();
+          },
+          "0 or a multiple of 64"));
+  cmd->add_option("--max-body-bytes", s->server.max_body_bytes, "Largest request body, chunked or not (413 above)")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", s->server.http.max_connections,
+                  "Open connections held at once; past it a new one is answered 503 and closed")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 22));
+  cmd->add_option("--header-timeout", s->server.http.header_timeout_s,
+                  "Seconds a request's whole head may take from its first byte (408 after)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--body-timeout", s->server.http.body_timeout_s, "Seconds a request's whole body may take (408 after)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--keep-alive-timeout", s->server.http.idle_timeout_s,
+                  "Seconds an idle keep-alive connection stays open")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
   cmd->add_option("--api-key", s->server.access.api_key,
                   "Require 'Authorization: Bearer KEY' on every route but --open-routes (401 otherwise)")
       ->envname("GRAFT_API_KEY");
@@ -127,6 +171,23 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--allowed-origins", s->server.access.allowed_origins,
                   "Web origins (scheme://host[:port]) whose pages may call the API (CORS; '*': any); default none")
       ->delimiter(',');
+  // Every flag also from a TOML file (`max-queue = 512`, read by the root app: CLI11 reads config
+  // files there) and from GRAFT_<FLAG> (GRAFT_MAX_QUEUE=512).
+  app.config_formatter(std::make_shared<ServeConfigFile>());
+  app.set_config("--config", "",
+                 "serve: read its flags from this TOML file, one `flag-name = value` a line, named as the long "
+                 "flags without '--' (lists as [\"a\", \"b\"]; a [serve] section is read too); the command line "
+                 "wins, then the file, then GRAFT_<FLAG_NAME> in the environment");
+  cmd->fallthrough();  // `graft serve --config FILE`: the root's option after the subcommand
+  app.allow_config_extras(CLI::config_extras_mode::error);
+  for (CLI::Option* o : cmd->get_options()) {
+    if (o->get_lnames().empty() || !o->get_envname().empty()) continue;
+    const std::string& name = o->get_lnames().front();
+    if (name == "help" || name == "config") continue;
+    std::string env = "GRAFT_";
+    for (char ch : name) env += ch == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    o->envname(env);
+  }
   cmd->callback([s, &run] {
     run = [s]() -> Status {
       GRAFT_RETURN_IF_ERROR(SetLogFormat(s->log_format));
@@ -211,6 +272,8 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       }
       Ops* ops_view = ops.get();
       const DecodeGraphs graphs = MakeDecodeGraphs(*model, *ops, !s->no_graphs);
+      s->engine.decision_prefill_chunk =
+          s->decision_prefill_chunk >= 0 ? s->decision_prefill_chunk : (s->m.device == "cpu" ? 256 : 0);
       Engine engine(s->engine, *model, std::move(ops), *tok, *tmpl, set, graphs.run);
       GRAFT_RETURN_IF_ERROR(engine.PoolsReserved());
 #ifdef GRAFT_HAVE_CUDA

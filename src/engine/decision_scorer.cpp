@@ -34,7 +34,10 @@ Result<SequenceState> DecisionScorer::NewState() {
   return model_.NewState(ops_);
 }
 
-Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t slot, bool share_prefix) {
+Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t slot, bool share_prefix,
+                                             const std::atomic<bool>* cancelled) {
+  auto gone = [cancelled] { return cancelled && cancelled->load(); };
+  const Status kGone = Cancelled("the client went away before the decision was done");
   const int vocab = model_.config().vocab_size;
   const int ctx = model_.config().max_position_embeddings;
   DecisionResult res;
@@ -52,7 +55,13 @@ Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t s
       GRAFT_ASSIGN_OR_RETURN(prefix_state, hit->second.Fork());
       res.cached_tokens = static_cast<int>(prefix.size());
     } else {
-      GRAFT_RETURN_IF_ERROR(Forward(prefix, prefix_state, slot, LogitRows::None(), nullptr));
+      const size_t piece = prefill_chunk_ > 0 ? static_cast<size_t>(prefill_chunk_) : prefix.size();
+      for (size_t at = 0; at < prefix.size(); at += piece) {
+        if (gone()) return kGone;
+        const std::vector<int32_t> part(prefix.begin() + static_cast<std::ptrdiff_t>(at),
+                                        prefix.begin() + static_cast<std::ptrdiff_t>(std::min(prefix.size(), at + piece)));
+        GRAFT_RETURN_IF_ERROR(Forward(part, prefix_state, slot, LogitRows::None(), nullptr));
+      }
       if (cache_capacity_ > 0) {
         if (cache_.size() >= cache_capacity_) {
           cache_.erase(cache_order_.front());
@@ -67,6 +76,7 @@ Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t s
   std::vector<std::string> answers;
   std::vector<float> logits, more;
   for (size_t i = 0; i < r.questions.size(); ++i) {
+    if (gone()) return kGone;
     GRAFT_ASSIGN_OR_RETURN(QuestionTokens qt, layout_.Question(r, i, answers));
     size_t longest = 0;
     for (const auto& c : qt.choices) longest = std::max(longest, c.size());

@@ -10,6 +10,7 @@
 // Thread-safety: one thread at a time (it owns a prefix cache and drives `ops`).
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <utility>
@@ -34,8 +35,12 @@ class DecisionScorer {
       : model_(model), ops_(ops), layout_(tok, tmpl), adapters_(adapters), pool_(pool),
         cache_capacity_(prefix_cache_entries) {}
 
-  // Scores every question of `r` with the rows selecting `adapter_slot`.
-  Result<DecisionResult> Score(const DecisionRequest& r, int32_t adapter_slot, bool share_prefix = true);
+  // Scores every question of `r` with the rows selecting `adapter_slot`. The record is prefilled
+  // in pieces of prefill_chunk tokens (0: at once; a row's bits do not depend on it), and
+  // `cancelled`, when set, stops the work between pieces and questions with kCancelled.
+  Result<DecisionResult> Score(const DecisionRequest& r, int32_t adapter_slot, bool share_prefix = true,
+                               const std::atomic<bool>* cancelled = nullptr);
+  void set_prefill_chunk(int tokens) { prefill_chunk_ = tokens; }
   const DecisionLayout& layout() const { return layout_; }
   // Forgets every cached prefix (their pages go back to the pool).
   void ClearCache() {
@@ -54,6 +59,7 @@ class DecisionScorer {
   const AdapterSet& adapters_;
   KvPool* pool_;
   size_t cache_capacity_;
+  int prefill_chunk_ = 0;
   std::map<std::pair<int32_t, std::vector<int32_t>>, SequenceState> cache_;
   std::deque<std::pair<int32_t, std::vector<int32_t>>> cache_order_;  // oldest first
 };

@@ -47,6 +47,7 @@ Engine::Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops>
                                    kDecisionSlots, /*growable=*/false, ops_->pool_memory())),
       scorer_(model, *ops_, tok, tmpl, adapters, decision_pool_.get()),
       sched_(cfg.max_step_tokens, cfg.kv_token_budget, cfg.page_size, cfg.max_running) {
+  scorer_.set_prefill_chunk(cfg.decision_prefill_chunk);
   stats_.kv_budget = cfg.kv_token_budget;
   stats_.pool_bytes = chat_pool_->bytes() + decision_pool_->bytes();
   thread_ = std::thread([this] { Loop(); });
@@ -122,11 +123,13 @@ Status Engine::Submit(GenerationRequest req) {
   return Status::Ok();
 }
 
-Result<DecisionResult> Engine::Decide(const DecisionRequest& r, int32_t slot) {
+Status Engine::DecideAsync(DecisionRequest r, int32_t slot, DecisionDone done,
+                           std::shared_ptr<std::atomic<bool>> cancelled) {
   auto job = std::make_unique<DecisionJob>();
-  job->request = r;
+  job->request = std::move(r);
   job->slot = slot;
-  auto fut = job->done.get_future();
+  job->done = std::move(done);
+  job->cancelled = cancelled ? std::move(cancelled) : std::make_shared<std::atomic<bool>>(false);
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stop_) return Unavailable("the server is shutting down");
@@ -138,6 +141,13 @@ Result<DecisionResult> Engine::Decide(const DecisionRequest& r, int32_t slot) {
     decisions_.push_back(std::move(job));
   }
   cv_.notify_one();
+  return Status::Ok();
+}
+
+Result<DecisionResult> Engine::Decide(const DecisionRequest& r, int32_t slot) {
+  auto promise = std::make_shared<std::promise<Result<DecisionResult>>>();
+  auto fut = promise->get_future();
+  GRAFT_RETURN_IF_ERROR(DecideAsync(r, slot, [promise](Result<DecisionResult> res) { promise->set_value(std::move(res)); }));
   return fut.get();
 }
 
@@ -226,10 +236,11 @@ void Engine::Loop() {
       jobs.swap(decisions_);
     }
     for (auto& j : jobs) {
-      Result<DecisionResult> r = scorer_.Score(j->request, j->slot);
+      const std::atomic<bool>* cancelled = j->cancelled.get();
+      Result<DecisionResult> r = scorer_.Score(j->request, j->slot, true, cancelled);
       if (!r.ok() && r.status().code() == StatusCode::kResourceExhausted) {
         scorer_.ClearCache();  // the prefix cache may hold the memory: drop it and try once more
-        r = scorer_.Score(j->request, j->slot);
+        r = scorer_.Score(j->request, j->slot, true, cancelled);
         if (!r.ok() && r.status().code() == StatusCode::kResourceExhausted) {
           // Decisions run one at a time and the cache is empty now: this one can never fit.
           r = InvalidArgument(fmt::format("this decision needs more KV memory than the decision pool holds ({} tokens, "
@@ -237,7 +248,7 @@ void Engine::Loop() {
                                           cfg_.decision_kv_tokens, r.status().message()));
         }
       }
-      j->done.set_value(std::move(r));
+      j->done(std::move(r));
       std::lock_guard<std::mutex> l(mu_);
       --decisions_pending_;
     }
@@ -273,7 +284,7 @@ void Engine::Loop() {
     }
   }
   std::lock_guard<std::mutex> l(mu_);
-  for (auto& j : decisions_) j->done.set_value(Unavailable("the server is shutting down"));
+  for (auto& j : decisions_) j->done(Unavailable("the server is shutting down"));
   for (auto& s : incoming_) {
     GenEvent e;
     e.kind = GenEvent::Kind::kError;

@@ -47,6 +47,9 @@ struct EngineConfig {
   int max_running = 64;               // chat sequences running at once (one state slot each)
   int64_t decision_kv_tokens = 16384; // a separate pool for decisions and their prefix cache
   int max_queue = 256;                // waiting + running sequences and decisions before 429
+  // A decision's record is prefilled in pieces of this many tokens (a multiple of 64; 0: at once),
+  // so a hung-up client's decision stops within a piece. The bits do not depend on it.
+  int decision_prefill_chunk = 0;
   // Sample from each row's best candidates picked by the backend (Ops::TopK) when every row of
   // a step allows it (greedy, or top_k <= Ops::kMaxTopK, and no logprobs), instead of copying
   // whole rows of logits to the host. Draws the very same tokens either way.
@@ -127,9 +130,15 @@ class Engine {
   // Queues a generation. kResourceExhausted when the queue is full, kInvalidArgument when the
   // request can never fit the KV budget or the context, kUnavailable after Stop().
   Status Submit(GenerationRequest req);
-  // Runs a decision on the engine thread; blocks the caller until it is done. Decisions count in
-  // max_queue with chat (kResourceExhausted past it); one that cannot fit the decision pool even
-  // with its prefix cache emptied is kInvalidArgument, naming the pool's size.
+  // Queues a decision for the engine thread; `done` runs there with its result. Decisions count
+  // in max_queue with chat (kResourceExhausted past it, returned here, and `done` never runs);
+  // one that cannot fit the decision pool even with its prefix cache emptied is
+  // kInvalidArgument, naming the pool's size. Setting `cancelled` (the client hung up) stops it
+  // between prefill chunks and questions, and `done` gets kCancelled.
+  using DecisionDone = std::function<void(Result<DecisionResult>)>;
+  Status DecideAsync(DecisionRequest r, int32_t adapter_slot, DecisionDone done,
+                     std::shared_ptr<std::atomic<bool>> cancelled = nullptr);
+  // DecideAsync, waiting for the result.
   Result<DecisionResult> Decide(const DecisionRequest& r, int32_t adapter_slot);
   EngineStats Stats() const;
   // Whether both KV pools got all the memory they asked for (a device can run out).
@@ -141,7 +150,8 @@ class Engine {
   struct DecisionJob {
     DecisionRequest request;
     int32_t slot;
-    std::promise<Result<DecisionResult>> done;
+    DecisionDone done;
+    std::shared_ptr<std::atomic<bool>> cancelled;
   };
   void Loop();
   void RunStep();

@@ -1,21 +1,11 @@
 #include "server/http_server.h"
 
 #include <fmt/core.h>
-#include <httplib.h>
 #include <spdlog/spdlog.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -29,28 +19,7 @@ namespace {
 using ojson = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
-// Events from the engine thread to one HTTP handler, each tagged with its choice's index.
-struct Channel {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::pair<int, GenEvent>> events;
-  void Push(int choice, const GenEvent& e) {
-    {
-      std::lock_guard<std::mutex> l(mu);
-      events.emplace_back(choice, e);
-    }
-    cv.notify_one();
-  }
-  // Waits up to `timeout` for an event.
-  bool Pop(int* choice, GenEvent* e, std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> l(mu);
-    if (!cv.wait_for(l, timeout, [&] { return !events.empty(); })) return false;
-    *choice = events.front().first;
-    *e = std::move(events.front().second);
-    events.pop_front();
-    return true;
-  }
-};
+double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 ApiError FromStatus(const Status& s) {
   switch (s.code()) {
@@ -59,19 +28,21 @@ ApiError FromStatus(const Status& s) {
     case StatusCode::kResourceExhausted: return {429, s.message(), "rate_limit_error", ""};
     case StatusCode::kUnavailable: return {503, s.message(), "service_unavailable", ""};
     case StatusCode::kDeadlineExceeded: return {504, s.message(), "timeout_error", ""};
+    case StatusCode::kCancelled: return {499, s.message(), "cancelled", ""};
     default: return {500, s.message(), "internal_error", ""};
   }
 }
 
-void Reply(httplib::Response& res, int status, const ojson& body) {
-  res.status = status;
-  res.set_content(body.dump(-1, ' ', false, ojson::error_handler_t::replace), "application/json");
+std::string Dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
+
+void Reply(HttpExchange& ex, int status, const ojson& body, HttpHeaders headers = {}) {
+  ex.Reply(status, "application/json", Dump(body), std::move(headers));
 }
 
 // A 429 says when to try again (the queue drains in about a step or a request).
-void ReplyError(httplib::Response& res, const ApiError& e) {
-  if (e.status == 429) res.set_header("Retry-After", "1");
-  Reply(res, e.status, e.Json());
+void ReplyError(HttpExchange& ex, const ApiError& e, HttpHeaders headers = {}) {
+  if (e.status == 429) headers.emplace_back("Retry-After", "1");
+  Reply(ex, e.status, e.Json(), std::move(headers));
 }
 
 std::string NewId(const char* prefix) {
@@ -80,21 +51,36 @@ std::string NewId(const char* prefix) {
   return fmt::format("{}{:012x}{:08x}", prefix, salt & 0xffffffffffffull, counter.fetch_add(1) & 0xffffffffu);
 }
 
-std::optional<ApiError> ParseBody(const httplib::Request& req, nlohmann::json* body) {
+std::optional<ApiError> ParseBody(const std::string& text, nlohmann::json* body) {
   // Before parsing: the walks of a parsed body (dump, the template's values) recurse a level
   // at a time, and one request nested 100,000 deep would overflow this thread's stack.
-  if (Status depth = CheckJsonDepth(req.body, "the request body"); !depth.ok()) {
+  if (Status depth = CheckJsonDepth(text, "the request body"); !depth.ok()) {
     return ApiError{400, depth.message(), "invalid_request_error", ""};
   }
   try {
-    *body = nlohmann::json::parse(req.body);
+    *body = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     return ApiError{400, fmt::format("the request body is not valid JSON: {}", e.what()), "invalid_request_error", ""};
   }
   return std::nullopt;
 }
 
-// Counts a request in flight for as long as it lives (a stream: until its provider is released).
+// A path's %XX escapes decoded (a model id may hold a '/', sent as %2F).
+std::string PercentDecoded(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// Counts a request in flight until it is answered in full (or its client is gone).
 class InFlight {
  public:
   explicit InFlight(std::atomic<int>& n) : n_(n) { n_.fetch_add(1); }
@@ -134,103 +120,85 @@ void LogRequest(const std::string& id, const std::string& endpoint, const std::s
   spdlog::info("{}", line);
 }
 
-std::string Sse(const ojson& j) { return "data: " + j.dump(-1, ' ', false, ojson::error_handler_t::replace) + "\n\n"; }
+std::string Sse(const ojson& j) { return "data: " + Dump(j) + "\n\n"; }
+
+// An exchange whose every answer carries some headers more (CORS's).
+class WithHeaders : public HttpExchange {
+ public:
+  WithHeaders(std::shared_ptr<HttpExchange> inner, HttpHeaders extra) : inner_(std::move(inner)), extra_(std::move(extra)) {}
+  void Reply(int status, std::string content_type, std::string body, HttpHeaders headers) override {
+    headers.insert(headers.end(), extra_.begin(), extra_.end());
+    inner_->Reply(status, std::move(content_type), std::move(body), std::move(headers));
+  }
+  void StartStream(int status, std::string content_type, HttpHeaders headers) override {
+    headers.insert(headers.end(), extra_.begin(), extra_.end());
+    inner_->StartStream(status, std::move(content_type), std::move(headers));
+  }
+  void Write(std::string piece) override { inner_->Write(std::move(piece)); }
+  void End() override { inner_->End(); }
+  void Run(std::function<void()> fn) override { inner_->Run(std::move(fn)); }
+  void OnHangUp(std::function<void()> fn) override { inner_->OnHangUp(std::move(fn)); }
+  bool hung_up() const override { return inner_->hung_up(); }
+
+ private:
+  std::shared_ptr<HttpExchange> inner_;
+  HttpHeaders extra_;
+};
+
+// One generation request (chat or completions) between its submission and its answer. Lives on
+// its exchange: every member is touched only inside the exchange's Run, in event order.
+struct GenerationCall {
+  std::shared_ptr<GenerationApiRequest> api;
+  std::string endpoint, id;
+  int64_t created = 0;
+  Clock::time_point t0;
+  std::optional<InFlight> flight;
+  bool finished = false;  // answered, failed or hung up: later events are dropped
+  int count = 0;          // choices
+  int remaining = 0;      // choices not yet done
+  int prompt_tokens = 0, completion_tokens = 0;
+  Finished summary;
+  // Not streamed: the choices' text and results so far.
+  std::vector<std::string> texts;
+  std::vector<ChoiceResult> results;
+  // Streamed: each choice's output parser, tool calls sent so far, whether its echo went out.
+  struct Streamed {
+    ChatOutputParser parser;
+    int calls = 0;
+    bool echoed = false;
+  };
+  std::vector<Streamed> streams;
+};
 
 }  // namespace
 
 HttpServer::HttpServer(Engine& engine, const Tokenizer& tok, const ChatTemplate& tmpl, ServedModels models,
                        std::set<int32_t> stop_tokens, ServerConfig cfg)
     : engine_(engine), tok_(tok), tmpl_(tmpl), models_(std::move(models)), stop_tokens_(std::move(stop_tokens)),
-      cfg_(std::move(cfg)), metrics_(models_.base_name), svr_(std::make_unique<httplib::Server>()) {
-  const int threads = cfg_.http_threads;
-  svr_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  svr_->set_payload_max_length(cfg_.max_body_bytes);
-  svr_->set_read_timeout(30, 0);
-  svr_->set_write_timeout(30, 0);
-  svr_->set_keep_alive_max_count(1000);
-  // cpp-httplib's default sets SO_REUSEPORT too, with which a second server on a busy port binds
-  // and the kernel splits the connections between the two. SO_REUSEADDR alone still allows a
-  // restart over connections in TIME_WAIT, and a busy port fails Bind().
-  svr_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  Routes();
+      cfg_(std::move(cfg)), metrics_(models_.base_name) {
+  HttpLimits limits = cfg_.http;
+  limits.max_body_bytes = cfg_.max_body_bytes;
+  transport_ = std::make_unique<HttpTransport>(
+      limits, [this](const HttpRequest& req, std::shared_ptr<HttpExchange> ex) { Handle(req, std::move(ex)); },
+      [](int status, const std::string& message) {
+        const char* type = status == 503 ? "service_unavailable" : "invalid_request_error";
+        return Dump(ApiError{status, message, type, ""}.Json());
+      });
 }
 
 HttpServer::~HttpServer() { Stop(); }
 
-namespace {
+Status HttpServer::Bind() { return transport_->Bind(cfg_.host, cfg_.port); }
 
-// cpp-httplib 0.11 listens with a backlog of 5, compiled into Debian's shared library, so a
-// burst of connections overflows the accept queue and some are reset. Find the listening
-// socket on `port` and listen again with a real backlog (Linux updates it in place).
-void RaiseListenBacklog(int port, int backlog) {
-  for (int fd = 3; fd < 4096; ++fd) {
-    int listening = 0;
-    socklen_t len = sizeof listening;
-    if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
-    sockaddr_storage addr{};
-    socklen_t alen = sizeof addr;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
-    int p = -1;
-    if (addr.ss_family == AF_INET) p = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-    if (addr.ss_family == AF_INET6) p = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
-    if (p == port) ::listen(fd, backlog);
-  }
-}
-
-// Why binding host:port fails, from a bind of our own (cpp-httplib keeps errno to itself): "the
-// port is in use (another server?)" for EADDRINUSE, else the system's message.
-std::string WhyBindFails(const std::string& host, int port) {
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  if (int e = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); e != 0) {
-    return fmt::format("the address does not resolve ({})", ::gai_strerror(e));
-  }
-  std::string why = "the address cannot be bound";
-  for (addrinfo* a = res; a; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) continue;
-    int yes = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    const int rc = ::bind(fd, a->ai_addr, a->ai_addrlen), err = errno;
-    ::close(fd);
-    if (rc == 0) continue;
-    why = err == EADDRINUSE ? "the port is in use (another server is listening there?)" : std::string(std::strerror(err));
-    break;
-  }
-  ::freeaddrinfo(res);
-  return why;
-}
-
-}  // namespace
-
-Status HttpServer::Bind() {
-  if (cfg_.port == 0) {
-    port_ = svr_->bind_to_any_port(cfg_.host);
-    if (port_ <= 0) return IoError("cannot bind any port on " + cfg_.host);
-  } else {
-    if (!svr_->bind_to_port(cfg_.host, cfg_.port)) {
-      return IoError(fmt::format("cannot listen on {}:{}: {}", cfg_.host, cfg_.port, WhyBindFails(cfg_.host, cfg_.port)));
-    }
-    port_ = cfg_.port;
-  }
-  RaiseListenBacklog(port_, 1024);
-  return Status::Ok();
-}
-
-void HttpServer::Serve() { svr_->listen_after_bind(); }
+void HttpServer::Serve() { transport_->Serve(); }
 
 void HttpServer::Stop() {
-  if (svr_) svr_->stop();
+  if (transport_) transport_->Stop();
 }
 
-void HttpServer::Refuse(httplib::Response& res, const ApiError& e, const std::string& endpoint, const std::string& model,
+void HttpServer::Refuse(HttpExchange& ex, const ApiError& e, const std::string& endpoint, const std::string& model,
                         double seconds) {
-  ReplyError(res, e);
+  ReplyError(ex, e);
   metrics_.Observe(endpoint, model, e.status, seconds);
   LogRequest("-", endpoint, model, e.status, seconds, nullptr);
 }
@@ -241,7 +209,7 @@ std::chrono::steady_clock::time_point HttpServer::Deadline(std::chrono::steady_c
 }
 
 int HttpServer::Shutdown(std::chrono::milliseconds grace) {
-  draining_ = true;
+  draining_ = true;  // connections are still accepted: /health says draining, new work gets 503
   const auto deadline = Clock::now() + grace;
   while (in_flight_.load() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const int cut = in_flight_.load();
@@ -252,499 +220,503 @@ int HttpServer::Shutdown(std::chrono::milliseconds grace) {
   return cut;
 }
 
-void HttpServer::Routes() {
-  auto& s = *svr_;
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 413) {
-      ReplyError(res, {413, "the request body is larger than the server's limit", "invalid_request_error", ""});
-    } else if (res.status == 404) {
-      ReplyError(res, {404, fmt::format("no route {} {}", req.method, req.path), "not_found_error", ""});
-    } else {
-      ReplyError(res, {res.status, fmt::format("HTTP {}", res.status), "invalid_request_error", ""});
-    }
-  });
-
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    auto header = [&](const char* name) -> const std::string* {
-      auto it = req.headers.find(name);
-      return it == req.headers.end() ? nullptr : &it->second;
-    };
-    const RequestHead head{req.method,
-                           req.path,
-                           header("Host"),
-                           header("Authorization"),
-                           header("Content-Type"),
-                           header("Origin"),
-                           header("Access-Control-Request-Method"),
-                           header("Access-Control-Request-Headers")};
-    auto refuse = [&](const ApiError& e) {
-      if (e.status == 405) res.set_header("Allow", RouteMethods(req.path));
-      if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
-      ReplyError(res, e);
-      return httplib::Server::HandlerResponse::Handled;
-    };
-    CorsAnswer cors;
-    // The Host check first (a preflight too: DNS rebinding), then CORS, then the rest.
-    if (auto e = CheckHost(cfg_.access, cfg_.host, head.host)) return refuse(*e);
-    if (auto e = Cors(cfg_.access, head, &cors)) return refuse(*e);
-    for (const auto& [k, v] : cors.headers) res.set_header(k.c_str(), v);
-    if (cors.preflight) {
-      res.status = cors.status;
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (auto e = CheckAccess(cfg_.access, cfg_.host, head)) return refuse(*e);
-    if (draining_ && req.method == "POST") {
-      res.set_header("Connection", "close");
-      return refuse({503, "the server is shutting down", "service_unavailable", ""});
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const EngineStats st = engine_.Stats();
-    Reply(res, draining_ ? 503 : 200,
-          {{"status", draining_ ? "draining" : "ok"}, {"waiting", st.waiting}, {"running", st.running}});
-  });
-
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    std::map<int32_t, std::string> slot_names;
-    for (const auto& [name, a] : models_.adapters) {
-      slot_names[a.slots.lora] = name;
-      if (a.slots.exact >= 0) slot_names[a.slots.exact] = name;
-    }
-    res.set_content(metrics_.Render(engine_.Stats(), slot_names, static_cast<int>(models_.adapters.size())),
-                    "text/plain; version=0.0.4");
-  });
-
-  // The base and every adapter as OpenAI model objects (GET /v1/models lists them, GET
-  // /v1/models/{id} answers one).
-  auto model_objects = [this]() {
-    const int64_t created = std::time(nullptr);
-    ojson data = ojson::array();
-    data.push_back({{"id", models_.base_name}, {"object", "model"}, {"created", created}, {"owned_by", "graft"},
-                    {"root", models_.base_name}, {"parent", nullptr}, {"max_model_len", models_.context}});
-    for (const auto& [name, a] : models_.adapters) {
-      ojson modes = ojson::array(), memory = ojson::object();
-      modes.push_back("lora");
-      memory["lora"] = a.lora_bytes;
-      if (a.slots.exact >= 0) {
-        modes.push_back("exact");
-        memory["exact"] = a.lora_bytes + a.exact_bytes;  // factors + residuals
-      }
-      data.push_back({{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "graft"},
-                      {"root", name}, {"parent", models_.base_name}, {"max_model_len", models_.context},
-                      {"modes", modes}, {"default_mode", a.slots.default_exact && a.slots.exact >= 0 ? "exact" : "lora"},
-                      {"memory_bytes", memory},
-                      {"shared_exact_scratch_bytes", a.slots.exact >= 0 ? models_.exact_scratch_bytes : 0},
-                      {"shared_exact_base_copy_bytes", a.slots.exact >= 0 ? models_.exact_base_bytes : 0}});
-    }
-    return data;
+void HttpServer::Handle(const HttpRequest& req, Exchange ex) {
+  const RequestHead head{req.method,
+                         req.path,
+                         req.Header("Host"),
+                         req.Header("Authorization"),
+                         req.Header("Content-Type"),
+                         req.Header("Origin"),
+                         req.Header("Access-Control-Request-Method"),
+                         req.Header("Access-Control-Request-Headers")};
+  auto refuse = [&](const ApiError& e) {
+    HttpHeaders h;
+    if (e.status == 405) h.emplace_back("Allow", RouteMethods(req.path));
+    if (e.status == 401) h.emplace_back("WWW-Authenticate", "Bearer");
+    ReplyError(*ex, e, std::move(h));
   };
-  s.Get("/v1/models", [model_objects](const httplib::Request&, httplib::Response& res) {
-    Reply(res, 200, {{"object", "list"}, {"data", model_objects()}});
-  });
-  s.Get(R"(/v1/models/(.+))", [model_objects](const httplib::Request& req, httplib::Response& res) {
-    const std::string id = req.matches[1];
-    for (const auto& m : model_objects()) {
-      if (m["id"] == id) return Reply(res, 200, m);
+  CorsAnswer cors;
+  // The Host check first (a preflight too: DNS rebinding), then CORS, then the rest.
+  if (auto e = CheckHost(cfg_.access, cfg_.host, head.host)) return refuse(*e);
+  if (auto e = Cors(cfg_.access, head, &cors)) return refuse(*e);
+  if (!cors.headers.empty()) ex = std::make_shared<WithHeaders>(std::move(ex), HttpHeaders(cors.headers.begin(), cors.headers.end()));
+  if (cors.preflight) return ex->Reply(cors.status, "", "", {});
+  if (auto e = CheckAccess(cfg_.access, cfg_.host, head)) return refuse(*e);
+  if (draining_ && req.method == "POST") {
+    ReplyError(*ex, {503, "the server is shutting down", "service_unavailable", ""}, {{"Connection", "close"}});
+    return;
+  }
+  const std::string& p = req.path;
+  if (req.method == "GET") {
+    if (p == "/health") {
+      const EngineStats st = engine_.Stats();
+      return Reply(*ex, draining_ ? 503 : 200,
+                   {{"status", draining_ ? "draining" : "ok"}, {"waiting", st.waiting}, {"running", st.running}});
     }
-    ReplyError(res, {404, fmt::format("The model '{}' does not exist; GET /v1/models lists the base and every adapter",
-                                      id.substr(0, 200)),
-                     "not_found_error", "model"});
-  });
-  s.Get("/version", [](const httplib::Request&, httplib::Response& res) { Reply(res, 200, {{"version", kGraftVersion}}); });
+    if (p == "/metrics") return Metrics(ex);
+    if (p == "/v1/models") return Models(nullptr, ex);
+    if (p.rfind("/v1/models/", 0) == 0 && p.size() > 11) {
+      const std::string id = PercentDecoded(p.substr(11));
+      return Models(&id, ex);
+    }
+    if (p == "/version") return Reply(*ex, 200, {{"version", kGraftVersion}});
+  } else if (req.method == "POST") {
+    if (p == "/v1/chat/completions") return Generation(true, req, ex);
+    if (p == "/v1/completions") return Generation(false, req, ex);
+    if (p == "/v1/responses") return Responses(req, ex);
+    if (p == "/v1/decisions") return Decisions(req, ex);
+    if (p == "/tokenize") return Tokens(true, req, ex);
+    if (p == "/detokenize") return Tokens(false, req, ex);
+  }
+  ReplyError(*ex, {404, fmt::format("no route {} {}", req.method, p.substr(0, 200)), "not_found_error", ""});
+}
 
-  auto generation = [this](bool chat) {
-    return [this, chat](const httplib::Request& req, httplib::Response& res) {
-      const auto t0 = Clock::now();
-      auto flight = std::make_shared<InFlight>(in_flight_);
-      const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
-      nlohmann::json body;
-      auto api = std::make_shared<GenerationApiRequest>();
-      std::optional<ApiError> err = ParseBody(req, &body);
-      if (!err) err = ParseGenerationRequest(body, chat, models_, tok_, tmpl_, stop_tokens_, api.get(), &req.body);
-      if (err) return Refuse(res, *err, endpoint, api->model, std::chrono::duration<double>(Clock::now() - t0).count());
-      // Every choice into the engine, its events tagged with its index on one channel; they share
-      // one cancellation flag (a hang-up or a failed submit stops them all).
-      auto ch = std::make_shared<Channel>();
-      auto cancelled = api->gen.cancelled;
-      const int count = static_cast<int>(api->choices.size());
-      for (int i = 0; i < count; ++i) {
-        GenerationRequest& g = api->choices[static_cast<size_t>(i)];
-        g.on_event = [ch, i](const GenEvent& e) { ch->Push(i, e); };
-        g.deadline = Deadline(t0);
-        const Status st = engine_.Submit(g);
-        if (!st.ok()) {
-          cancelled->store(true);
-          return Refuse(res, FromStatus(st), endpoint, api->model, std::chrono::duration<double>(Clock::now() - t0).count());
-        }
-      }
-      const std::string id = NewId(chat ? "chatcmpl-" : "cmpl-");
-      auto summary = std::make_shared<Finished>();
-      const int64_t created = std::time(nullptr);
-      // Usage: each prompt's tokens once (its n choices share it, as vLLM counts), every choice's output.
-      auto prompt_tokens = std::make_shared<int>(0), completion_tokens = std::make_shared<int>(0);
-      if (!api->stream) {
-        std::vector<std::string> texts(static_cast<size_t>(count));
-        if (api->echo) texts = api->echo_texts;  // completions' echo: the prompt first
-        std::vector<ChoiceResult> results(static_cast<size_t>(count));
-        std::optional<Status> failed;
-        for (int done = 0; done < count && !failed;) {
-          int i = 0;
-          GenEvent e;
-          if (!ch->Pop(&i, &e, std::chrono::milliseconds(200))) continue;
-          ChoiceResult& r = results[static_cast<size_t>(i)];
-          if (e.kind == GenEvent::Kind::kDelta) {
-            texts[static_cast<size_t>(i)] += e.text;
-            r.logprobs.insert(r.logprobs.end(), e.prompt_logprobs.begin(), e.prompt_logprobs.end());
-            r.logprobs.insert(r.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
-          } else if (e.kind == GenEvent::Kind::kDone) {
-            metrics_.ObserveGeneration(api->model, e.times, e.prompt_tokens, e.completion_tokens, e.finish_reason);
-            if (i == 0) summary->times = e.times, summary->finish = e.finish_reason;
-            r.finish_reason = e.finish_reason;
-            if (i % api->n == 0) *prompt_tokens += e.prompt_tokens;
-            *completion_tokens += e.completion_tokens;
-            ++done;
-          } else {
-            failed = e.error;
-          }
-        }
-        if (failed) {
-          cancelled->store(true);
-          ReplyError(res, FromStatus(*failed));
-        } else {
-          for (int i = 0; i < count; ++i) {
-            ChoiceResult& r = results[static_cast<size_t>(i)];
-            if (api->chat) {
-              ChatOutputParser parser(api->output);
-              r.out = parser.Feed(texts[static_cast<size_t>(i)]);
-              r.out.Append(parser.Finish());
-            } else {
-              r.out.content = std::move(texts[static_cast<size_t>(i)]);
-            }
-          }
-          Reply(res, 200, CompletionJson(*api, id, created, results, *prompt_tokens, *completion_tokens));
-        }
-        const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-        metrics_.Observe(endpoint, api->model, res.status, secs);
-        summary->prompt_tokens = *prompt_tokens;
-        summary->completion_tokens = *completion_tokens;
-        LogRequest(id, endpoint, api->model, res.status, secs, summary.get());
+void HttpServer::Metrics(const Exchange& ex) {
+  std::map<int32_t, std::string> slot_names;
+  for (const auto& [name, a] : models_.adapters) {
+    slot_names[a.slots.lora] = name;
+    if (a.slots.exact >= 0) slot_names[a.slots.exact] = name;
+  }
+  ex->Reply(200, "text/plain; version=0.0.4",
+            metrics_.Render(engine_.Stats(), slot_names, static_cast<int>(models_.adapters.size())), {});
+}
+
+// The base and every adapter as OpenAI model objects (GET /v1/models lists them, GET
+// /v1/models/{id} answers one).
+void HttpServer::Models(const std::string* id, const Exchange& ex) {
+  const int64_t created = std::time(nullptr);
+  ojson data = ojson::array();
+  data.push_back({{"id", models_.base_name}, {"object", "model"}, {"created", created}, {"owned_by", "graft"},
+                  {"root", models_.base_name}, {"parent", nullptr}, {"max_model_len", models_.context}});
+  for (const auto& [name, a] : models_.adapters) {
+    ojson modes = ojson::array(), memory = ojson::object();
+    modes.push_back("lora");
+    memory["lora"] = a.lora_bytes;
+    if (a.slots.exact >= 0) {
+      modes.push_back("exact");
+      memory["exact"] = a.lora_bytes + a.exact_bytes;  // factors + residuals
+    }
+    data.push_back({{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "graft"},
+                    {"root", name}, {"parent", models_.base_name}, {"max_model_len", models_.context},
+                    {"modes", modes}, {"default_mode", a.slots.default_exact && a.slots.exact >= 0 ? "exact" : "lora"},
+                    {"memory_bytes", memory},
+                    {"shared_exact_scratch_bytes", a.slots.exact >= 0 ? models_.exact_scratch_bytes : 0},
+                    {"shared_exact_base_copy_bytes", a.slots.exact >= 0 ? models_.exact_base_bytes : 0}});
+  }
+  if (!id) return Reply(*ex, 200, {{"object", "list"}, {"data", data}});
+  for (const auto& m : data) {
+    if (m["id"] == *id) return Reply(*ex, 200, m);
+  }
+  ReplyError(*ex, {404, fmt::format("The model '{}' does not exist; GET /v1/models lists the base and every adapter",
+                                    id->substr(0, 200)),
+                   "not_found_error", "model"});
+}
+
+void HttpServer::Generation(bool chat, const HttpRequest& req, const Exchange& ex) {
+  auto call = std::make_shared<GenerationCall>();
+  call->t0 = Clock::now();
+  call->flight.emplace(in_flight_);
+  call->endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
+  call->api = std::make_shared<GenerationApiRequest>();
+  GenerationApiRequest& api = *call->api;
+  nlohmann::json body;
+  std::optional<ApiError> err = ParseBody(req.body, &body);
+  if (!err) err = ParseGenerationRequest(body, chat, models_, tok_, tmpl_, stop_tokens_, &api, &req.body);
+  if (err) {
+    Refuse(*ex, *err, call->endpoint, api.model, Since(call->t0));
+    return;
+  }
+  call->count = call->remaining = static_cast<int>(api.choices.size());
+  call->id = NewId(chat ? "chatcmpl-" : "cmpl-");
+  call->created = std::time(nullptr);
+  if (api.stream) {
+    for (int i = 0; i < call->count; ++i) call->streams.push_back({ChatOutputParser(api.output), 0, !api.echo});
+  } else {
+    call->texts.resize(static_cast<size_t>(call->count));
+    if (api.echo) call->texts = api.echo_texts;  // completions' echo: the prompt first
+    call->results.resize(static_cast<size_t>(call->count));
+  }
+
+  // One choice's event, in order, on the exchange.
+  auto on_event = [this, call, ex](int i, const GenEvent& ev) {
+    if (call->finished) return;
+    GenerationApiRequest& api = *call->api;
+    GenEvent e = ev;
+    auto done_counts = [&] {
+      metrics_.ObserveGeneration(api.model, e.times, e.prompt_tokens, e.completion_tokens, e.finish_reason);
+      if (i == 0) call->summary.times = e.times, call->summary.finish = e.finish_reason;
+      if (i % api.n == 0) call->prompt_tokens += e.prompt_tokens;  // a prompt once for its n choices, as vLLM counts
+      call->completion_tokens += e.completion_tokens;
+    };
+    auto complete = [&](int status) {
+      call->finished = true;
+      const double secs = Since(call->t0);
+      metrics_.Observe(call->endpoint, api.model, status, secs);
+      call->summary.prompt_tokens = call->prompt_tokens;
+      call->summary.completion_tokens = call->completion_tokens;
+      LogRequest(call->id, call->endpoint, api.model, status, secs, &call->summary);
+      call->flight.reset();
+    };
+    if (!api.stream) {
+      ChoiceResult& r = call->results[static_cast<size_t>(i)];
+      if (e.kind == GenEvent::Kind::kDelta) {
+        call->texts[static_cast<size_t>(i)] += e.text;
+        r.logprobs.insert(r.logprobs.end(), e.prompt_logprobs.begin(), e.prompt_logprobs.end());
+        r.logprobs.insert(r.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
         return;
       }
-      res.set_header("Cache-Control", "no-cache");
-      struct Streamed {
-        ChatOutputParser parser;
-        int calls = 0;        // tool calls streamed so far
-        bool echoed = false;  // completions' echo: the prompt's text went out
-      };
-      auto streams = std::make_shared<std::vector<Streamed>>();
-      for (int i = 0; i < count; ++i) streams->push_back({ChatOutputParser(api->output), 0, !api->echo});
-      auto sent_role = std::make_shared<bool>(false);
-      auto finished = std::make_shared<bool>(false);
-      auto remaining = std::make_shared<int>(count);
-      res.set_chunked_content_provider(
-          "text/event-stream",
-          [this, api, ch, id, created, sent_role, finished, streams, remaining, prompt_tokens, completion_tokens,
-           summary](size_t, httplib::DataSink& sink) {
-            if (*finished) {
-              sink.done();
-              return true;
-            }
-            if (!sink.is_writable()) return false;
-            std::string out;
-            if (api->chat && !*sent_role) {
-              const std::string role = "assistant";
-              for (int i = 0; i < static_cast<int>(streams->size()); ++i) {
-                out += Sse(ChunkJson(*api, id, created, i, &role, ChatOutput{}, 0, nullptr, nullptr));
-              }
-              *sent_role = true;
-            }
-            int i = 0;
-            GenEvent e;
-            if (ch->Pop(&i, &e, std::chrono::milliseconds(100))) {
-              Streamed& st = (*streams)[static_cast<size_t>(i)];
-              // A chat delta goes through the choice's output parser, which may hold text back (a
-              // tag not yet complete); the logprobs go with whatever the delta released.
-              auto piece = [&](ChatOutput o, const std::vector<TokenLogprob>* lps) {
-                if (o.empty() && !(api->logprobs && lps && !lps->empty())) return;
-                out += Sse(ChunkJson(*api, id, created, i, nullptr, o, st.calls, lps, nullptr));
-                st.calls += static_cast<int>(o.tool_calls.size());
-              };
-              if (!st.echoed) {  // the prompt first, with its logprobs when they are asked for
-                ChatOutput o;
-                o.content = api->echo_texts[static_cast<size_t>(i)];
-                out += Sse(ChunkJson(*api, id, created, i, nullptr, o, 0, &e.prompt_logprobs, nullptr));
-                st.echoed = true;
-                e.prompt_logprobs.clear();
-              }
-              if (e.kind == GenEvent::Kind::kDelta && e.text.empty() && e.logprobs.empty()) {
-                // the prompt's logprobs alone: sent with the echo above
-              } else if (e.kind == GenEvent::Kind::kDelta) {
-                if (api->chat) {
-                  piece(st.parser.Feed(e.text), &e.logprobs);
-                } else {
-                  ChatOutput o;
-                  o.content = e.text;
-                  out += Sse(ChunkJson(*api, id, created, i, nullptr, o, 0, &e.logprobs, nullptr));
-                }
-              } else if (e.kind == GenEvent::Kind::kDone) {
-                metrics_.ObserveGeneration(api->model, e.times, e.prompt_tokens, e.completion_tokens, e.finish_reason);
-                if (i == 0) summary->times = e.times, summary->finish = e.finish_reason;
-                if (api->chat) piece(st.parser.Finish(), nullptr);
-                const std::string finish = st.calls > 0 ? "tool_calls" : e.finish_reason;
-                out += Sse(ChunkJson(*api, id, created, i, nullptr, ChatOutput{}, 0, nullptr, &finish));
-                if (i % api->n == 0) *prompt_tokens += e.prompt_tokens;
-                *completion_tokens += e.completion_tokens;
-                if (--*remaining == 0) {
-                  if (api->include_usage) {
-                    ojson u = ChunkJson(*api, id, created, 0, nullptr, ChatOutput{}, 0, nullptr, nullptr);
-                    u["choices"] = ojson::array();
-                    u["usage"] = {{"prompt_tokens", *prompt_tokens}, {"completion_tokens", *completion_tokens},
-                                  {"total_tokens", *prompt_tokens + *completion_tokens}};
-                    out += Sse(u);
-                  }
-                  out += "data: [DONE]\n\n";
-                  *finished = true;
-                }
-              } else {
-                api->gen.cancelled->store(true);  // the other choices stop too
-                summary->finish = "error";
-                out += Sse(FromStatus(e.error).Json());
-                out += "data: [DONE]\n\n";
-                *finished = true;
-              }
-            }
-            if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-            return true;
-          },
-          [this, cancelled, api, endpoint, t0, id, summary, prompt_tokens, completion_tokens, flight](bool success) {
-            if (!success) cancelled->store(true);  // the client hung up: stop generating
-            const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-            metrics_.Observe(endpoint, api->model, success ? 200 : 499, secs);
-            summary->prompt_tokens = *prompt_tokens;
-            summary->completion_tokens = *completion_tokens;
-            LogRequest(id, endpoint, api->model, success ? 200 : 499, secs, summary.get());
-          });
+      if (e.kind == GenEvent::Kind::kError) {
+        api.gen.cancelled->store(true);  // the other choices stop too
+        const ApiError err = FromStatus(e.error);
+        ReplyError(*ex, err);
+        return complete(err.status);
+      }
+      done_counts();
+      r.finish_reason = e.finish_reason;
+      if (--call->remaining > 0) return;
+      for (int c = 0; c < call->count; ++c) {
+        ChoiceResult& cr = call->results[static_cast<size_t>(c)];
+        if (api.chat) {
+          ChatOutputParser parser(api.output);
+          cr.out = parser.Feed(call->texts[static_cast<size_t>(c)]);
+          cr.out.Append(parser.Finish());
+        } else {
+          cr.out.content = std::move(call->texts[static_cast<size_t>(c)]);
+        }
+      }
+      Reply(*ex, 200, CompletionJson(api, call->id, call->created, call->results, call->prompt_tokens, call->completion_tokens));
+      return complete(200);
+    }
+    GenerationCall::Streamed& st = call->streams[static_cast<size_t>(i)];
+    std::string out;
+    // A chat delta goes through the choice's output parser, which may hold text back (a tag
+    // not yet complete); the logprobs go with whatever the delta released.
+    auto piece = [&](ChatOutput o, const std::vector<TokenLogprob>* lps) {
+      if (o.empty() && !(api.logprobs && lps && !lps->empty())) return;
+      out += Sse(ChunkJson(api, call->id, call->created, i, nullptr, o, st.calls, lps, nullptr));
+      st.calls += static_cast<int>(o.tool_calls.size());
     };
-  };
-  s.Post("/v1/chat/completions", generation(true));
-  s.Post("/v1/completions", generation(false));
-
-  // OpenAI's Responses API: the chat completion the request means (server/responses.h), one choice.
-  s.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
-    const auto t0 = Clock::now();
-    auto flight = std::make_shared<InFlight>(in_flight_);
-    const std::string endpoint = "/v1/responses";
-    auto api = std::make_shared<GenerationApiRequest>();
-    std::string chat_raw;
-    bool stream = false;
-    ResponseHead head;
-    std::optional<ApiError> err;
-    if (Status depth = CheckJsonDepth(req.body, "the request body"); !depth.ok()) {
-      err = ApiError{400, depth.message(), "invalid_request_error", ""};
+    if (!st.echoed) {  // the prompt first, with its logprobs when they are asked for
+      ChatOutput o;
+      o.content = api.echo_texts[static_cast<size_t>(i)];
+      out += Sse(ChunkJson(api, call->id, call->created, i, nullptr, o, 0, &e.prompt_logprobs, nullptr));
+      st.echoed = true;
+      e.prompt_logprobs.clear();
     }
-    if (!err) err = ResponsesToChat(req.body, &chat_raw, &stream, &head.metadata);
-    if (!err) {
-      const nlohmann::json body = nlohmann::json::parse(chat_raw);
-      err = ParseGenerationRequest(body, /*chat=*/true, models_, tok_, tmpl_, stop_tokens_, api.get(), &chat_raw);
-    }
-    if (!err && api->choices.size() != 1) err = ApiError{400, "/v1/responses makes one answer", "invalid_request_error", ""};
-    if (err) return Refuse(res, *err, endpoint, api->model, std::chrono::duration<double>(Clock::now() - t0).count());
-    auto ch = std::make_shared<Channel>();
-    GenerationRequest& g = api->choices[0];
-    g.on_event = [ch](const GenEvent& e) { ch->Push(0, e); };
-    g.deadline = Deadline(t0);
-    if (const Status st = engine_.Submit(g); !st.ok()) {
-      return Refuse(res, FromStatus(st), endpoint, api->model, std::chrono::duration<double>(Clock::now() - t0).count());
-    }
-    head.id = NewId("resp_");
-    auto summary = std::make_shared<Finished>();
-    head.item_id = NewId("msg_");
-    head.created = std::time(nullptr);
-    head.model = api->model;
-    if (!stream) {
-      std::string text;
-      GenEvent done;
-      std::optional<Status> failed;
-      for (bool finished = false; !finished;) {
-        int i = 0;
-        GenEvent e;
-        if (!ch->Pop(&i, &e, std::chrono::milliseconds(200))) continue;
-        if (e.kind == GenEvent::Kind::kDelta) text += e.text;
-        else if (e.kind == GenEvent::Kind::kDone) done = std::move(e), finished = true;
-        else failed = e.error, finished = true;
-      }
-      if (failed) {
-        ReplyError(res, FromStatus(*failed));
+    bool end = false;
+    if (e.kind == GenEvent::Kind::kDelta && e.text.empty() && e.logprobs.empty()) {
+      // the prompt's logprobs alone: sent with the echo above
+    } else if (e.kind == GenEvent::Kind::kDelta) {
+      if (api.chat) {
+        piece(st.parser.Feed(e.text), &e.logprobs);
       } else {
-        metrics_.ObserveGeneration(api->model, done.times, done.prompt_tokens, done.completion_tokens, done.finish_reason);
-        ChatOutputParser parser(api->output);
-        ChatOutput out = parser.Feed(text);
-        out.Append(parser.Finish());
-        const std::string status = done.finish_reason == "length" ? "incomplete" : "completed";
-        Reply(res, 200, ResponseJson(head, status, &out, done.prompt_tokens, done.completion_tokens));
-        *summary = {done.prompt_tokens, done.completion_tokens, done.times, done.finish_reason};
+        ChatOutput o;
+        o.content = e.text;
+        out += Sse(ChunkJson(api, call->id, call->created, i, nullptr, o, 0, &e.logprobs, nullptr));
       }
-      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-      metrics_.Observe(endpoint, api->model, res.status, secs);
-      LogRequest(head.id, endpoint, api->model, res.status, secs, summary.get());
+    } else if (e.kind == GenEvent::Kind::kDone) {
+      done_counts();
+      if (api.chat) piece(st.parser.Finish(), nullptr);
+      const std::string finish = st.calls > 0 ? "tool_calls" : e.finish_reason;
+      out += Sse(ChunkJson(api, call->id, call->created, i, nullptr, ChatOutput{}, 0, nullptr, &finish));
+      if (--call->remaining == 0) {
+        if (api.include_usage) {
+          ojson u = ChunkJson(api, call->id, call->created, 0, nullptr, ChatOutput{}, 0, nullptr, nullptr);
+          u["choices"] = ojson::array();
+          u["usage"] = {{"prompt_tokens", call->prompt_tokens}, {"completion_tokens", call->completion_tokens},
+                        {"total_tokens", call->prompt_tokens + call->completion_tokens}};
+          out += Sse(u);
+        }
+        out += "data: [DONE]\n\n";
+        end = true;
+      }
+    } else {
+      api.gen.cancelled->store(true);  // the other choices stop too
+      call->summary.finish = "error";
+      out += Sse(FromStatus(e.error).Json());
+      out += "data: [DONE]\n\n";
+      end = true;
+    }
+    ex->Write(std::move(out));
+    if (end) {
+      ex->End();
+      complete(200);
+    }
+  };
+
+  // Submission runs on the exchange too, so no event can overtake the answer's head.
+  ex->Run([this, call, ex, on_event] {
+    GenerationApiRequest& api = *call->api;
+    auto cancelled = api.gen.cancelled;
+    ex->OnHangUp([this, call, cancelled] {
+      if (call->finished) return;
+      cancelled->store(true);  // the client is gone: stop generating
+      call->finished = true;
+      const double secs = Since(call->t0);
+      metrics_.Observe(call->endpoint, call->api->model, 499, secs);
+      call->summary.prompt_tokens = call->prompt_tokens;
+      call->summary.completion_tokens = call->completion_tokens;
+      LogRequest(call->id, call->endpoint, call->api->model, 499, secs, &call->summary);
+      call->flight.reset();
+    });
+    // Every choice into the engine; they share one cancellation flag (a hang-up or a failed
+    // submit stops them all).
+    for (int i = 0; i < call->count; ++i) {
+      GenerationRequest& g = api.choices[static_cast<size_t>(i)];
+      g.on_event = [ex, on_event, i](const GenEvent& e) { ex->Run([on_event, i, e] { on_event(i, e); }); };
+      g.deadline = Deadline(call->t0);
+      const Status st = engine_.Submit(g);
+      g.on_event = nullptr;  // the engine holds its own copy; this one would keep the call alive
+      if (!st.ok()) {
+        cancelled->store(true);
+        call->finished = true;
+        Refuse(*ex, FromStatus(st), call->endpoint, api.model, Since(call->t0));
+        call->flight.reset();
+        return;
+      }
+    }
+    if (!api.stream) return;
+    ex->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+    if (api.chat) {
+      const std::string role = "assistant";
+      std::string out;
+      for (int i = 0; i < call->count; ++i) out += Sse(ChunkJson(api, call->id, call->created, i, &role, ChatOutput{}, 0, nullptr, nullptr));
+      ex->Write(std::move(out));
+    }
+  });
+}
+
+// OpenAI's Responses API: the chat completion the request means (server/responses.h), one choice.
+void HttpServer::Responses(const HttpRequest& req, const Exchange& ex) {
+  struct Call {
+    explicit Call(ChatOutputOptions o) : parser(std::move(o)) {}
+    std::shared_ptr<GenerationApiRequest> api;
+    ResponseHead head;
+    bool stream = false, finished = false;
+    Clock::time_point t0;
+    std::optional<InFlight> flight;
+    Finished summary;
+    ChatOutputParser parser;
+    ChatOutput all;    // streamed: everything released so far
+    std::string text;  // not streamed: the whole text
+    int sequence = 0;
+  };
+  const auto t0 = Clock::now();
+  const std::string endpoint = "/v1/responses";
+  auto api = std::make_shared<GenerationApiRequest>();
+  std::string chat_raw;
+  bool stream = false;
+  ResponseHead head;
+  std::optional<ApiError> err;
+  if (Status depth = CheckJsonDepth(req.body, "the request body"); !depth.ok()) {
+    err = ApiError{400, depth.message(), "invalid_request_error", ""};
+  }
+  if (!err) err = ResponsesToChat(req.body, &chat_raw, &stream, &head.metadata);
+  if (!err) {
+    const nlohmann::json body = nlohmann::json::parse(chat_raw);
+    err = ParseGenerationRequest(body, /*chat=*/true, models_, tok_, tmpl_, stop_tokens_, api.get(), &chat_raw);
+  }
+  if (!err && api->choices.size() != 1) err = ApiError{400, "/v1/responses makes one answer", "invalid_request_error", ""};
+  if (err) return Refuse(*ex, *err, endpoint, api->model, Since(t0));
+  auto call = std::make_shared<Call>(api->output);
+  call->api = api;
+  call->stream = stream;
+  call->t0 = t0;
+  call->flight.emplace(in_flight_);
+  call->head = std::move(head);
+  call->head.id = NewId("resp_");
+  call->head.item_id = NewId("msg_");
+  call->head.created = std::time(nullptr);
+  call->head.model = api->model;
+
+  auto complete = [this, endpoint](Call& c, int status) {
+    c.finished = true;
+    const double secs = Since(c.t0);
+    metrics_.Observe(endpoint, c.api->model, status, secs);
+    LogRequest(c.head.id, endpoint, c.api->model, status, secs, &c.summary);
+    c.flight.reset();
+  };
+  auto on_event = [this, call, ex, complete](const GenEvent& e) {
+    Call& c = *call;
+    if (c.finished) return;
+    const std::string& model = c.api->model;
+    if (!c.stream) {
+      if (e.kind == GenEvent::Kind::kDelta) {
+        c.text += e.text;
+        return;
+      }
+      if (e.kind == GenEvent::Kind::kError) {
+        const ApiError err = FromStatus(e.error);
+        ReplyError(*ex, err);
+        return complete(c, err.status);
+      }
+      metrics_.ObserveGeneration(model, e.times, e.prompt_tokens, e.completion_tokens, e.finish_reason);
+      ChatOutput out = c.parser.Feed(c.text);
+      out.Append(c.parser.Finish());
+      const std::string status = e.finish_reason == "length" ? "incomplete" : "completed";
+      Reply(*ex, 200, ResponseJson(c.head, status, &out, e.prompt_tokens, e.completion_tokens));
+      c.summary = {e.prompt_tokens, e.completion_tokens, e.times, e.finish_reason};
+      return complete(c, 200);
+    }
+    std::string out;
+    const ojson at = {{"item_id", c.head.item_id}, {"output_index", 0}, {"content_index", 0}};
+    auto release = [&](ChatOutput o) {
+      if (!o.content.empty()) {
+        ojson d = at;
+        d["delta"] = o.content;
+        out += ResponseEvent("response.output_text.delta", d, &c.sequence);
+      }
+      c.all.Append(std::move(o));
+    };
+    bool end = false;
+    if (e.kind == GenEvent::Kind::kDelta) {
+      release(c.parser.Feed(e.text));
+    } else if (e.kind == GenEvent::Kind::kDone) {
+      metrics_.ObserveGeneration(model, e.times, e.prompt_tokens, e.completion_tokens, e.finish_reason);
+      c.summary = {e.prompt_tokens, e.completion_tokens, e.times, e.finish_reason};
+      release(c.parser.Finish());
+      const std::string status = e.finish_reason == "length" ? "incomplete" : "completed";
+      const ojson r = ResponseJson(c.head, status, &c.all, e.prompt_tokens, e.completion_tokens);
+      const ojson& message = r["output"].back();
+      ojson text_done = at;
+      text_done["text"] = c.all.content;
+      out += ResponseEvent("response.output_text.done", text_done, &c.sequence);
+      ojson part_done = at;
+      part_done["part"] = message["content"][0];
+      out += ResponseEvent("response.content_part.done", part_done, &c.sequence);
+      out += ResponseEvent("response.output_item.done", {{"output_index", 0}, {"item", message}}, &c.sequence);
+      out += ResponseEvent(status == "completed" ? "response.completed" : "response.incomplete", {{"response", r}},
+                           &c.sequence);
+      end = true;
+    } else {
+      c.summary.finish = "error";
+      ojson r = ResponseJson(c.head, "failed", nullptr, 0, 0);
+      r["error"] = {{"code", "server_error"}, {"message", e.error.message()}};
+      out += ResponseEvent("response.failed", {{"response", r}}, &c.sequence);
+      end = true;
+    }
+    ex->Write(std::move(out));
+    if (end) {
+      ex->End();
+      complete(c, 200);
+    }
+  };
+
+  ex->Run([this, call, ex, on_event, complete, endpoint] {
+    Call& c = *call;
+    auto cancelled = c.api->gen.cancelled;
+    ex->OnHangUp([call, cancelled, complete] {
+      if (call->finished) return;
+      cancelled->store(true);  // the client is gone: stop generating
+      complete(*call, 499);
+    });
+    GenerationRequest& g = c.api->choices[0];
+    g.on_event = [ex, on_event](const GenEvent& e) { ex->Run([on_event, e] { on_event(e); }); };
+    g.deadline = Deadline(c.t0);
+    const Status st = engine_.Submit(g);
+    g.on_event = nullptr;  // the engine holds its own copy; this one would keep the call alive
+    if (!st.ok()) {
+      c.finished = true;
+      Refuse(*ex, FromStatus(st), endpoint, c.api->model, Since(c.t0));
+      c.flight.reset();
       return;
     }
-    res.set_header("Cache-Control", "no-cache");
-    struct State {
-      explicit State(ChatOutputOptions o) : parser(std::move(o)) {}
-      ChatOutputParser parser;
-      ChatOutput all;  // everything released so far
-      int sequence = 0;
-      bool started = false, finished = false;
-    };
-    auto st = std::make_shared<State>(api->output);
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, api, ch, head, st, summary](size_t, httplib::DataSink& sink) {
-          if (st->finished) {
-            sink.done();
-            return true;
-          }
-          if (!sink.is_writable()) return false;
-          std::string out;
-          const ojson at = {{"item_id", head.item_id}, {"output_index", 0}, {"content_index", 0}};
-          if (!st->started) {
-            const ojson r = ResponseJson(head, "in_progress", nullptr, 0, 0);
-            out += ResponseEvent("response.created", {{"response", r}}, &st->sequence);
-            out += ResponseEvent("response.in_progress", {{"response", r}}, &st->sequence);
-            out += ResponseEvent("response.output_item.added",
-                                 {{"output_index", 0},
-                                  {"item", {{"type", "message"}, {"id", head.item_id}, {"status", "in_progress"},
-                                            {"role", "assistant"}, {"content", ojson::array()}}}},
-                                 &st->sequence);
-            ojson part = at;
-            part["part"] = {{"type", "output_text"}, {"text", ""}, {"annotations", ojson::array()}};
-            out += ResponseEvent("response.content_part.added", part, &st->sequence);
-            st->started = true;
-          }
-          auto release = [&](ChatOutput o) {
-            if (!o.content.empty()) {
-              ojson d = at;
-              d["delta"] = o.content;
-              out += ResponseEvent("response.output_text.delta", d, &st->sequence);
-            }
-            st->all.Append(std::move(o));
-          };
-          int i = 0;
-          GenEvent e;
-          if (ch->Pop(&i, &e, std::chrono::milliseconds(100))) {
-            if (e.kind == GenEvent::Kind::kDelta) {
-              release(st->parser.Feed(e.text));
-            } else if (e.kind == GenEvent::Kind::kDone) {
-              metrics_.ObserveGeneration(api->model, e.times, e.prompt_tokens, e.completion_tokens, e.finish_reason);
-              *summary = {e.prompt_tokens, e.completion_tokens, e.times, e.finish_reason};
-              release(st->parser.Finish());
-              const std::string status = e.finish_reason == "length" ? "incomplete" : "completed";
-              const ojson r = ResponseJson(head, status, &st->all, e.prompt_tokens, e.completion_tokens);
-              const ojson& message = r["output"].back();
-              ojson text_done = at;
-              text_done["text"] = st->all.content;
-              out += ResponseEvent("response.output_text.done", text_done, &st->sequence);
-              ojson part_done = at;
-              part_done["part"] = message["content"][0];
-              out += ResponseEvent("response.content_part.done", part_done, &st->sequence);
-              out += ResponseEvent("response.output_item.done", {{"output_index", 0}, {"item", message}}, &st->sequence);
-              out += ResponseEvent(status == "completed" ? "response.completed" : "response.incomplete", {{"response", r}},
-                                   &st->sequence);
-              st->finished = true;
-            } else {
-              summary->finish = "error";
-              ojson r = ResponseJson(head, "failed", nullptr, 0, 0);
-              r["error"] = {{"code", "server_error"}, {"message", e.error.message()}};
-              out += ResponseEvent("response.failed", {{"response", r}}, &st->sequence);
-              st->finished = true;
-            }
-          }
-          if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-          return true;
-        },
-        [this, api, endpoint, t0, head, summary, flight](bool success) {
-          if (!success) api->gen.cancelled->store(true);  // the client hung up: stop generating
-          const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-          metrics_.Observe(endpoint, api->model, success ? 200 : 499, secs);
-          LogRequest(head.id, endpoint, api->model, success ? 200 : 499, secs, summary.get());
-        });
+    if (!c.stream) return;
+    ex->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+    const ojson r = ResponseJson(c.head, "in_progress", nullptr, 0, 0);
+    std::string out = ResponseEvent("response.created", {{"response", r}}, &c.sequence);
+    out += ResponseEvent("response.in_progress", {{"response", r}}, &c.sequence);
+    out += ResponseEvent("response.output_item.added",
+                         {{"output_index", 0},
+                          {"item", {{"type", "message"}, {"id", c.head.item_id}, {"status", "in_progress"},
+                                    {"role", "assistant"}, {"content", ojson::array()}}}},
+                         &c.sequence);
+    ojson part = {{"item_id", c.head.item_id}, {"output_index", 0}, {"content_index", 0}};
+    part["part"] = {{"type", "output_text"}, {"text", ""}, {"annotations", ojson::array()}};
+    out += ResponseEvent("response.content_part.added", part, &c.sequence);
+    ex->Write(std::move(out));
   });
+}
 
-  // vLLM's token counting endpoints (no engine involved). Metrics label a served model's name
-  // only (the base when the body names none or an unknown one).
-  auto served_name = [this](const nlohmann::json& body) {
-    int32_t slot = 0;
-    std::string name = models_.base_name;
-    if (body.is_object()) (void)models_.Resolve(body, &slot, &name);
-    return name;
-  };
-  s.Post("/tokenize", [this, served_name](const httplib::Request& req, httplib::Response& res) {
-    const auto t0 = Clock::now();
-    nlohmann::json body;
+// vLLM's token counting endpoints (no engine involved). Metrics label a served model's name
+// only (the base when the body names none or an unknown one).
+void HttpServer::Tokens(bool tokenize, const HttpRequest& req, const Exchange& ex) {
+  const auto t0 = Clock::now();
+  nlohmann::json body;
+  std::optional<ApiError> err = ParseBody(req.body, &body);
+  if (tokenize) {
     std::vector<int32_t> ids;
-    std::optional<ApiError> err = ParseBody(req, &body);
     if (!err) err = ParseTokenizeRequest(body, models_, tok_, tmpl_, &ids);
-    if (err) ReplyError(res, *err);
-    else Reply(res, 200, {{"count", ids.size()}, {"max_model_len", models_.context}, {"tokens", ids}, {"token_strs", nullptr}});
-    metrics_.Observe("/tokenize", served_name(body), err ? err->status : 200,
-                     std::chrono::duration<double>(Clock::now() - t0).count());
-  });
-  s.Post("/detokenize", [this, served_name](const httplib::Request& req, httplib::Response& res) {
-    const auto t0 = Clock::now();
-    nlohmann::json body;
+    if (err) ReplyError(*ex, *err);
+    else Reply(*ex, 200, {{"count", ids.size()}, {"max_model_len", models_.context}, {"tokens", ids}, {"token_strs", nullptr}});
+  } else {
     std::string text;
-    std::optional<ApiError> err = ParseBody(req, &body);
     if (!err) err = ParseDetokenizeRequest(body, models_, tok_, &text);
-    if (err) ReplyError(res, *err);
-    else Reply(res, 200, {{"prompt", text}});
-    metrics_.Observe("/detokenize", served_name(body), err ? err->status : 200,
-                     std::chrono::duration<double>(Clock::now() - t0).count());
-  });
+    if (err) ReplyError(*ex, *err);
+    else Reply(*ex, 200, {{"prompt", text}});
+  }
+  int32_t slot = 0;
+  std::string name = models_.base_name;
+  if (body.is_object()) (void)models_.Resolve(body, &slot, &name);
+  metrics_.Observe(tokenize ? "/tokenize" : "/detokenize", name, err ? err->status : 200, Since(t0));
+}
 
-  s.Post("/v1/decisions", [this](const httplib::Request& req, httplib::Response& res) {
-    const auto t0 = Clock::now();
-    const InFlight flight(in_flight_);
-    nlohmann::json body;
-    std::string model = models_.base_name;
-    auto finish = [&](int status) {
-      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-      metrics_.Observe("/v1/decisions", model, status, secs);
-      LogRequest("-", "/v1/decisions", model, status, secs, nullptr);
+void HttpServer::Decisions(const HttpRequest& req, const Exchange& ex) {
+  struct Call {
+    Clock::time_point t0;
+    std::string model, mode;
+    std::optional<InFlight> flight;
+    bool finished = false;
+  };
+  auto call = std::make_shared<Call>();
+  call->t0 = Clock::now();
+  call->flight.emplace(in_flight_);
+  call->model = models_.base_name;
+  auto finish = [this](Call& c, int status) {
+    c.finished = true;
+    const double secs = Since(c.t0);
+    metrics_.Observe("/v1/decisions", c.model, status, secs);
+    LogRequest("-", "/v1/decisions", c.model, status, secs, nullptr);
+    c.flight.reset();
+  };
+  auto refuse = [&](const ApiError& e) {
+    ReplyError(*ex, e);
+    finish(*call, e.status);
+  };
+  nlohmann::json body;
+  if (auto err = ParseBody(req.body, &body)) return refuse(*err);
+  if (!body.is_object()) return refuse({400, "the request body must be a JSON object", "invalid_request_error", ""});
+  int32_t slot = 0;
+  if (auto err = models_.Resolve(body, &slot, &call->model, &call->mode)) return refuse(*err);
+  auto r = ParseDecisionRequest(body, cfg_.decision_limits);
+  if (!r.ok()) return refuse({400, r.status().message(), "invalid_request_error", ""});
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  ex->Run([this, call, ex, cancelled, finish, r = std::move(r).value(), slot]() mutable {
+    ex->OnHangUp([call, cancelled, finish] {
+      if (call->finished) return;
+      cancelled->store(true);  // the client is gone: the engine stops the decision at its next piece
+      finish(*call, 499);
+    });
+    auto done = [call, ex, finish](Result<DecisionResult> result) {
+      ex->Run([call, ex, finish, result = std::move(result)]() mutable {
+        if (call->finished) return;
+        if (!result.ok()) {
+          const ApiError e = FromStatus(result.status());
+          ReplyError(*ex, e);
+          return finish(*call, e.status);
+        }
+        result->id = NewId("dec-");
+        result->model = call->model;
+        result->mode = call->mode;
+        Reply(*ex, 200, DecisionResultJson(result.value()));
+        finish(*call, 200);
+      });
     };
-    if (auto err = ParseBody(req, &body)) {
-      ReplyError(res, *err);
-      return finish(err->status);
+    if (Status st = engine_.DecideAsync(std::move(r), slot, std::move(done), cancelled); !st.ok()) {
+      const ApiError e = FromStatus(st);
+      ReplyError(*ex, e);
+      finish(*call, e.status);
     }
-    if (!body.is_object()) {
-      ReplyError(res, {400, "the request body must be a JSON object", "invalid_request_error", ""});
-      return finish(400);
-    }
-    int32_t slot = 0;
-    std::string mode;
-    if (auto err = models_.Resolve(body, &slot, &model, &mode)) {
-      ReplyError(res, *err);
-      return finish(err->status);
-    }
-    auto r = ParseDecisionRequest(body, cfg_.decision_limits);
-    if (!r.ok()) {
-      ReplyError(res, {400, r.status().message(), "invalid_request_error", ""});
-      return finish(res.status);
-    }
-    auto result = engine_.Decide(r.value(), slot);
-    if (!result.ok()) {
-      ApiError e = FromStatus(result.status());
-      ReplyError(res, e);
-      return finish(e.status);
-    }
-    result->id = NewId("dec-");
-    result->model = model;
-    result->mode = mode;
-    Reply(res, 200, DecisionResultJson(result.value()));
-    finish(200);
   });
 }
 

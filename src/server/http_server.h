@@ -1,15 +1,19 @@
-// HttpServer: HTTP transport only (docs/style.md 10). Handlers parse and validate, hand the work to
-// the Engine as a request with a callback, and turn the callback's events into a response or
-// a server-sent-event stream. Handlers never throw; errors are OpenAI error objects with
-// fitting statuses as vLLM's server sets them (400 for any invalid request — a wrong type, a
-// value out of range, an unsupported option —, 404 unknown model or route, 413 body too large,
-// 429 queue full, 503 shutting down, 504 past --request-timeout), `code` the status. Before any handler, CheckAccess
-// (server/access.h): 403 a Host that is not allowed, 405 a wrong method, 401 a missing or wrong
-// API key, 415 a body that is not JSON.
+// HttpServer: the OpenAI / vLLM API over HttpTransport (docs/style.md 10). Handlers parse and
+// validate on the transport's handler threads, hand the work to the Engine as a request with a
+// callback, and turn the callback's events into a response or a server-sent-event stream on the
+// request's exchange: no thread waits for the engine, and a client that hangs up cancels its
+// request (streamed or not, chat or decision; 499 in the metrics and the log line).
 //
-// Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, POST /v1/decisions, POST /tokenize,
-//         POST /detokenize, GET /v1/models, GET /v1/models/{id}, GET /version, GET /health,
-//         GET /metrics.
+// Handlers never throw; errors are OpenAI error objects with fitting statuses as vLLM's server
+// sets them (400 for any invalid request — a wrong type, a value out of range, an unsupported
+// option —, 404 unknown model or route, 413 body too large, 429 queue full, 503 shutting down,
+// 504 past --request-timeout), `code` the status; the transport's own (408, 413, 431, 400,
+// 503) have the same shape. Before any handler, CheckAccess (server/access.h): 403 a Host that
+// is not allowed, 405 a wrong method, 401 a missing or wrong API key, 415 a body that is not JSON.
+//
+// Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, POST /v1/decisions,
+//         POST /tokenize, POST /detokenize, GET /v1/models, GET /v1/models/{id}, GET /version,
+//         GET /health, GET /metrics.
 #pragma once
 
 #include <atomic>
@@ -21,12 +25,8 @@
 #include "engine/engine.h"
 #include "server/access.h"
 #include "server/api.h"
+#include "server/http_transport.h"
 #include "server/metrics.h"
-
-namespace httplib {
-class Server;
-struct Response;
-}
 
 namespace graft {
 
@@ -34,7 +34,7 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8000;             // 0: any free port
   size_t max_body_bytes = 8u << 20;
-  int http_threads = 128;      // each open stream holds one
+  HttpLimits http;             // the transport's limits (server/http_transport.h); its max_body_bytes is the one above
   double request_timeout_s = 0;  // a generation past this (from arrival) ends with a 504 / an error event; 0: none
   DecisionLimits decision_limits;
   AccessConfig access;         // Host, API key, method and body-type checks (server/access.h)
@@ -56,13 +56,21 @@ class HttpServer {
   // listener closes. Returns how many requests the grace period cut.
   int Shutdown(std::chrono::milliseconds grace);
   int in_flight() const { return in_flight_.load(); }
-  int port() const { return port_; }
+  int port() const { return transport_->port(); }
+  int connections() const { return transport_->connections(); }
 
  private:
-  void Routes();
+  using Exchange = std::shared_ptr<HttpExchange>;
+  // Every request: the access checks (server/access.h), then its route.
+  void Handle(const HttpRequest& req, Exchange ex);
+  void Generation(bool chat, const HttpRequest& req, const Exchange& ex);
+  void Responses(const HttpRequest& req, const Exchange& ex);
+  void Decisions(const HttpRequest& req, const Exchange& ex);
+  void Tokens(bool tokenize, const HttpRequest& req, const Exchange& ex);
+  void Metrics(const Exchange& ex);
+  void Models(const std::string* id, const Exchange& ex);
   // A request refused before it reached the engine (or by it): the error, its metric, its log line.
-  void Refuse(httplib::Response& res, const ApiError& e, const std::string& endpoint, const std::string& model,
-              double seconds);
+  void Refuse(HttpExchange& ex, const ApiError& e, const std::string& endpoint, const std::string& model, double seconds);
   // A generation arriving now: its --request-timeout deadline (the epoch: none).
   std::chrono::steady_clock::time_point Deadline(std::chrono::steady_clock::time_point arrived) const;
   Engine& engine_;
@@ -71,11 +79,10 @@ class HttpServer {
   ServedModels models_;
   std::set<int32_t> stop_tokens_;
   ServerConfig cfg_;
-  Metrics metrics_;
-  std::unique_ptr<httplib::Server> svr_;
-  int port_ = 0;
+  graft::Metrics metrics_;
   std::atomic<bool> draining_{false};
   std::atomic<int> in_flight_{0};  // generation and decision requests not yet answered in full
+  std::unique_ptr<HttpTransport> transport_;
 };
 
 }  // namespace graft

@@ -21,6 +21,7 @@ enum class StatusCode {
   kResourceExhausted,  // a queue or memory budget is full right now: retry later
   kUnavailable,      // shutting down or not serving
   kDeadlineExceeded, // ran past its time limit
+  kCancelled,        // its caller went away (a client hung up) before it was done
   kInternal,         // a broken invariant inside graft
 };
 
@@ -53,6 +54,7 @@ inline Status IoError(std::string m) { return {StatusCode::kIo, std::move(m)}; }
 inline Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
 inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
+inline Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
 // Result<T>: a value or a non-ok Status.

@@ -114,6 +114,31 @@ TEST(Decisions, PrefixSharingAndThePrefixCacheChangeNoBits) {
   EXPECT_NE(base.questions[0].scores[0].logprob, shared.questions[0].scores[0].logprob);
 }
 
+// The record prefilled in pieces (so a hung-up decision can stop between them) gives the same
+// bits as at once; a cancelled decision stops with kCancelled.
+TEST(Decisions, PrefillPiecesChangeNoBitsAndCancellationStops) {
+  World w;
+  CpuOps ops(ActDtype::kBF16, 2);
+  const DecisionRequest r = Request(false);
+  DecisionScorer whole(*w.model, ops, *w.tok, *w.tmpl, w.set, nullptr, 0);
+  const auto a = whole.Score(r, 1).value();
+  ASSERT_GT(a.record_tokens, 20);
+  for (int piece : {1, 7, 16}) {
+    DecisionScorer pieces(*w.model, ops, *w.tok, *w.tmpl, w.set, nullptr, 0);
+    pieces.set_prefill_chunk(piece);
+    const auto b = pieces.Score(r, 1).value();
+    for (size_t i = 0; i < r.questions.size(); ++i) {
+      for (size_t c = 0; c < r.questions[i].choices.size(); ++c) {
+        EXPECT_EQ(a.questions[i].scores[c].logprob, b.questions[i].scores[c].logprob) << piece;
+      }
+    }
+  }
+  std::atomic<bool> cancelled{true};
+  const auto gone = whole.Score(r, 1, true, &cancelled);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.status().code(), StatusCode::kCancelled);
+}
+
 TEST(Decisions, JointConditionsLaterQuestionsOnEarlierAnswers) {
   World w;
   CpuOps ops(ActDtype::kBF16, 2);

@@ -440,6 +440,34 @@ TEST(Engine, DecisionsCountInTheQueueAndOneThatCanNeverFitIsInvalid) {
   (void)chat.get();
 }
 
+// DecideAsync answers through its callback; a decision whose client went away ends kCancelled.
+TEST(Engine, AsyncDecisionsAnswerByCallbackAndACancelledOneStops) {
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
+  AdapterSet none;
+  DecisionRequest d;
+  d.record = "GET /index.html 200";
+  d.questions.push_back({"q", "Malicious?", {"yes", "no"}});
+  Engine engine(EngineConfig{}, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  auto run = [&](std::shared_ptr<std::atomic<bool>> cancelled) {
+    std::promise<Result<DecisionResult>> p;
+    auto f = p.get_future();
+    EXPECT_TRUE(engine.DecideAsync(d, 0, [&p](Result<DecisionResult> r) { p.set_value(std::move(r)); }, cancelled).ok());
+    return f.get();
+  };
+  const auto ok = run(nullptr);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  const auto sync = engine.Decide(d, 0);
+  ASSERT_TRUE(sync.ok());
+  EXPECT_EQ(ok->questions[0].scores[0].logprob, sync->questions[0].scores[0].logprob);
+  const auto gone = run(std::make_shared<std::atomic<bool>>(true));
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.status().code(), StatusCode::kCancelled);
+  engine.Stop();
+  EXPECT_EQ(engine.DecideAsync(d, 0, [](Result<DecisionResult>) {}).code(), StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace graft
 
