@@ -1,6 +1,7 @@
 #include "server/http_transport.h"
 
 #include <fmt/core.h>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -84,6 +85,7 @@ struct HttpTransport::Impl {
   HttpErrorBody error_body;
   std::atomic<int> connections{0}, answers_open{0}, serving{0};
   std::atomic<bool> stopped{false};
+  std::atomic<bool> trim_pending{false};
   std::mutex mu;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions;
   net::io_context ioc;
@@ -270,6 +272,7 @@ class Session : public std::enable_shared_from_this<Session> {
     req->version = static_cast<int>(msg.version());
     for (const auto& f : msg) req->headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     req->body = std::move(msg.body());
+    big_ = req->body.size() >= kBigBody;
     keep_alive_ = msg.keep_alive();
     ++serial_;
     counted_ = true;
@@ -358,6 +361,15 @@ class Session : public std::enable_shared_from_this<Session> {
   // The answer is written in full: the next request, or the end of the connection.
   void AfterAnswer() {
     stream_.expires_never();
+    if (big_) {  // a big body's memory goes back to the system, not only to malloc's free lists
+      big_ = false;
+      if (!impl_->trim_pending.exchange(true)) {
+        net::post(impl_->handlers, [impl = impl_] {
+          impl->trim_pending = false;
+          ::malloc_trim(0);
+        });
+      }
+    }
     if (counted_) {
       counted_ = false;
       impl_->answers_open.fetch_sub(1);
@@ -399,6 +411,8 @@ class Session : public std::enable_shared_from_this<Session> {
   int version_ = 11;
   bool keep_alive_ = true, head_sent_ = false, streaming_ = false, chunked_ = false, ended_ = false;
   bool closed_ = false, writing_ = false, watching_ = false, resume_ = false, counted_ = false, linger_ = false;
+  bool big_ = false;
+  static constexpr size_t kBigBody = 1u << 20;
   std::atomic<bool> hung_up_{false};
   net::steady_timer deadline_;
   bool timed_out_ = false;
@@ -489,6 +503,9 @@ HttpTransport::~HttpTransport() {
 }
 
 Status HttpTransport::Bind(const std::string& host, int port) {
+  // Blocks of 1 MiB and more (request bodies, their parsed copies) are mapped and unmapped
+  // alone: glibc's moving threshold would otherwise keep bursts of them on the heap for good.
+  ::mallopt(M_MMAP_THRESHOLD, 1 << 20);
   // Every connection is a file descriptor: take what the hard limit allows.
   rlimit rl{};
   if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {

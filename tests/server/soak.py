@@ -15,6 +15,7 @@ line of figures each:
              malformed HTTP (400), pipelined requests answered in order, Expect: 100-continue,
              wrong method (405), foreign Host (403), non-JSON body (415), unknown route (404)
   cancel     a non-streamed chat and a long decision whose clients hang up stop within a second
+  burst      32 concurrent bodies of 1 MB: peak memory a small multiple of the body each
   rss        the server's RSS after the suite within 20% of after the warm-up
   shutdown   SIGTERM with open streams: each ends with an error event and [DONE]; a client
              trickling a byte does not hold the exit; exit 0
@@ -402,6 +403,30 @@ async def phase_cancel(port, reqs, ref):
     check(sum(int(g) for g in gone) >= 2, "cancel: the hang-ups are not counted as 499 in /metrics")
 
 
+async def phase_burst(server, n):
+    """n concurrent bodies near --max-body-bytes (1 MiB): refused or answered, and the memory
+    they took goes back (the RSS check after the suite)."""
+    body = {"model": "base", "messages": [{"role": "user", "content": "log line alpha beta " * 50000}], "max_tokens": 2}
+    peak, stop = 0.0, False
+
+    async def watch():
+        nonlocal peak
+        while not stop:
+            peak = max(peak, server.rss_mb())
+            await asyncio.sleep(0.02)
+
+    before = server.rss_mb()
+    w = asyncio.ensure_future(watch())
+    res = await asyncio.gather(*(call(server.port, "POST", "/v1/chat/completions", body, timeout=300) for _ in range(n)))
+    stop = True
+    await w
+    statuses = sorted(set(r[0] for r in res))
+    print(f"burst: {n} concurrent 1 MB bodies answered {statuses}; RSS {before:.1f} -> peak {peak:.1f} MB "
+          f"({(peak - before) / n:.1f} MB a request)", flush=True)
+    check(all(s in (200, 400) for s in statuses), f"burst: statuses {statuses}")
+    check((peak - before) / n <= 8, f"burst: {(peak - before) / n:.1f} MB a 1 MB request")
+
+
 async def phase_shutdown(server):
     port = server.port
     body = json.dumps({"model": "base", "messages": [{"role": "user", "content": "Write a long story."}],
@@ -459,6 +484,7 @@ async def main():
         await phase_slow(port, reqs, ref, int(1000 * scale), int(200 * scale), 4)
         await phase_limits(port)
         await phase_cancel(port, reqs, ref)
+        await phase_burst(server, 32)
         await asyncio.sleep(1)
         rss1 = server.rss_mb()
         print(f"rss: {rss0:.1f} MB after the warm-up, {rss1:.1f} MB after the suite ({(rss1 / rss0 - 1) * 100:+.1f}%)", flush=True)
