@@ -404,6 +404,13 @@ TEST(Engine, GrammarConstrainsTheTextAndKeepsAConformingGreedyRun) {
 namespace graft {
 namespace {
 
+DecisionRequest SmallDecision() {
+  DecisionRequest d;
+  d.record = "GET /index.html 200";
+  d.questions.push_back({"q", "Malicious?", {"yes", "no"}});
+  return d;
+}
+
 // Decisions in admission: they count in max_queue with chat (429 past it), and one too big for
 // the decision pool even with its cache emptied is a 400 naming the pool, not a retryable 429.
 TEST(Engine, DecisionsCountInTheQueueAndOneThatCanNeverFitIsInvalid) {
@@ -411,9 +418,7 @@ TEST(Engine, DecisionsCountInTheQueueAndOneThatCanNeverFitIsInvalid) {
   ASSERT_NE(w.model, nullptr);
   auto& [model, tok, tmpl] = w;
   AdapterSet none;
-  DecisionRequest d;
-  d.record = "GET /index.html 200";
-  d.questions.push_back({"q", "Malicious?", {"yes", "no"}});
+  const DecisionRequest d = SmallDecision();
   EngineConfig small;
   small.decision_kv_tokens = 32;
   {
@@ -446,9 +451,7 @@ TEST(Engine, AsyncDecisionsAnswerByCallbackAndACancelledOneStops) {
   ASSERT_NE(w.model, nullptr);
   auto& [model, tok, tmpl] = w;
   AdapterSet none;
-  DecisionRequest d;
-  d.record = "GET /index.html 200";
-  d.questions.push_back({"q", "Malicious?", {"yes", "no"}});
+  const DecisionRequest d = SmallDecision();
   Engine engine(EngineConfig{}, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
   auto run = [&](std::shared_ptr<std::atomic<bool>> cancelled) {
     std::promise<Result<DecisionResult>> p;
