@@ -138,26 +138,43 @@ class WithHeaders : public HttpExchange {
   void End() override { inner_->End(); }
   void Run(std::function<void()> fn) override { inner_->Run(std::move(fn)); }
   void OnHangUp(std::function<void()> fn) override { inner_->OnHangUp(std::move(fn)); }
-  bool hung_up() const override { return inner_->hung_up(); }
 
  private:
   std::shared_ptr<HttpExchange> inner_;
   HttpHeaders extra_;
 };
 
-// One generation request (chat or completions) between its submission and its answer. Lives on
-// its exchange: every member is touched only inside the exchange's Run, in event order.
-struct GenerationCall {
-  std::shared_ptr<GenerationApiRequest> api;
-  std::string endpoint, id;
-  int64_t created = 0;
-  Clock::time_point t0;
+// A request between its arrival and its answer: counted in flight until Finish, which records
+// its status once (the metric, the log line). Touched only inside its exchange's Run.
+struct Call {
+  Call(std::atomic<int>& in_flight, std::string endpoint_) : endpoint(std::move(endpoint_)) { flight.emplace(in_flight); }
+  std::string endpoint, id = "-";
+  Clock::time_point t0 = Clock::now();
   std::optional<InFlight> flight;
   bool finished = false;  // answered, failed or hung up: later events are dropped
+  Finished summary;
+  void Finish(Metrics& m, const std::string& model, int status, bool generated) {
+    finished = true;
+    const double secs = Since(t0);
+    m.Observe(endpoint, model, status, secs);
+    LogRequest(id, endpoint, model, status, secs, generated ? &summary : nullptr);
+    flight.reset();
+  }
+};
+
+// One generation request (chat or completions) between its submission and its answer.
+struct GenerationCall : Call {
+  using Call::Call;
+  std::shared_ptr<GenerationApiRequest> api;
+  int64_t created = 0;
   int count = 0;          // choices
   int remaining = 0;      // choices not yet done
   int prompt_tokens = 0, completion_tokens = 0;
-  Finished summary;
+  void Finish(Metrics& m, int status) {
+    summary.prompt_tokens = prompt_tokens;
+    summary.completion_tokens = completion_tokens;
+    Call::Finish(m, api->model, status, true);
+  }
   // Not streamed: the choices' text and results so far.
   std::vector<std::string> texts;
   std::vector<ChoiceResult> results;
@@ -313,10 +330,7 @@ void HttpServer::Models(const std::string* id, const Exchange& ex) {
 }
 
 void HttpServer::Generation(bool chat, const HttpRequest& req, const Exchange& ex) {
-  auto call = std::make_shared<GenerationCall>();
-  call->t0 = Clock::now();
-  call->flight.emplace(in_flight_);
-  call->endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
+  auto call = std::make_shared<GenerationCall>(in_flight_, chat ? "/v1/chat/completions" : "/v1/completions");
   call->api = std::make_shared<GenerationApiRequest>();
   GenerationApiRequest& api = *call->api;
   nlohmann::json body;
@@ -348,15 +362,7 @@ void HttpServer::Generation(bool chat, const HttpRequest& req, const Exchange& e
       if (i % api.n == 0) call->prompt_tokens += e.prompt_tokens;  // a prompt once for its n choices, as vLLM counts
       call->completion_tokens += e.completion_tokens;
     };
-    auto complete = [&](int status) {
-      call->finished = true;
-      const double secs = Since(call->t0);
-      metrics_.Observe(call->endpoint, api.model, status, secs);
-      call->summary.prompt_tokens = call->prompt_tokens;
-      call->summary.completion_tokens = call->completion_tokens;
-      LogRequest(call->id, call->endpoint, api.model, status, secs, &call->summary);
-      call->flight.reset();
-    };
+    auto complete = [&](int status) { call->Finish(metrics_, status); };
     if (!api.stream) {
       ChoiceResult& r = call->results[static_cast<size_t>(i)];
       if (e.kind == GenEvent::Kind::kDelta) {
@@ -451,13 +457,7 @@ void HttpServer::Generation(bool chat, const HttpRequest& req, const Exchange& e
     ex->OnHangUp([this, call, cancelled] {
       if (call->finished) return;
       cancelled->store(true);  // the client is gone: stop generating
-      call->finished = true;
-      const double secs = Since(call->t0);
-      metrics_.Observe(call->endpoint, call->api->model, 499, secs);
-      call->summary.prompt_tokens = call->prompt_tokens;
-      call->summary.completion_tokens = call->completion_tokens;
-      LogRequest(call->id, call->endpoint, call->api->model, 499, secs, &call->summary);
-      call->flight.reset();
+      call->Finish(metrics_, 499);
     });
     // Every choice into the engine; they share one cancellation flag (a hang-up or a failed
     // submit stops them all).
@@ -488,14 +488,11 @@ void HttpServer::Generation(bool chat, const HttpRequest& req, const Exchange& e
 
 // OpenAI's Responses API: the chat completion the request means (server/responses.h), one choice.
 void HttpServer::Responses(const HttpRequest& req, const Exchange& ex) {
-  struct Call {
-    explicit Call(ChatOutputOptions o) : parser(std::move(o)) {}
+  struct ResponseCall : Call {
+    ResponseCall(std::atomic<int>& in_flight, ChatOutputOptions o) : Call(in_flight, "/v1/responses"), parser(std::move(o)) {}
     std::shared_ptr<GenerationApiRequest> api;
     ResponseHead head;
-    bool stream = false, finished = false;
-    Clock::time_point t0;
-    std::optional<InFlight> flight;
-    Finished summary;
+    bool stream = false;
     ChatOutputParser parser;
     ChatOutput all;    // streamed: everything released so far
     std::string text;  // not streamed: the whole text
@@ -518,26 +515,19 @@ void HttpServer::Responses(const HttpRequest& req, const Exchange& ex) {
   }
   if (!err && api->choices.size() != 1) err = ApiError{400, "/v1/responses makes one answer", "invalid_request_error", ""};
   if (err) return Refuse(*ex, *err, endpoint, api->model, Since(t0));
-  auto call = std::make_shared<Call>(api->output);
+  auto call = std::make_shared<ResponseCall>(in_flight_, api->output);
   call->api = api;
   call->stream = stream;
   call->t0 = t0;
-  call->flight.emplace(in_flight_);
   call->head = std::move(head);
-  call->head.id = NewId("resp_");
+  call->head.id = call->id = NewId("resp_");
   call->head.item_id = NewId("msg_");
   call->head.created = std::time(nullptr);
   call->head.model = api->model;
 
-  auto complete = [this, endpoint](Call& c, int status) {
-    c.finished = true;
-    const double secs = Since(c.t0);
-    metrics_.Observe(endpoint, c.api->model, status, secs);
-    LogRequest(c.head.id, endpoint, c.api->model, status, secs, &c.summary);
-    c.flight.reset();
-  };
+  auto complete = [this](ResponseCall& c, int status) { c.Finish(metrics_, c.api->model, status, true); };
   auto on_event = [this, call, ex, complete](const GenEvent& e) {
-    Call& c = *call;
+    ResponseCall& c = *call;
     if (c.finished) return;
     const std::string& model = c.api->model;
     if (!c.stream) {
@@ -603,7 +593,7 @@ void HttpServer::Responses(const HttpRequest& req, const Exchange& ex) {
   };
 
   ex->Run([this, call, ex, on_event, complete, endpoint] {
-    Call& c = *call;
+    ResponseCall& c = *call;
     auto cancelled = c.api->gen.cancelled;
     ex->OnHangUp([call, cancelled, complete] {
       if (call->finished) return;
@@ -662,23 +652,13 @@ void HttpServer::Tokens(bool tokenize, const HttpRequest& req, const Exchange& e
 }
 
 void HttpServer::Decisions(const HttpRequest& req, const Exchange& ex) {
-  struct Call {
-    Clock::time_point t0;
+  struct DecisionCall : Call {
+    using Call::Call;
     std::string model, mode;
-    std::optional<InFlight> flight;
-    bool finished = false;
   };
-  auto call = std::make_shared<Call>();
-  call->t0 = Clock::now();
-  call->flight.emplace(in_flight_);
+  auto call = std::make_shared<DecisionCall>(in_flight_, "/v1/decisions");
   call->model = models_.base_name;
-  auto finish = [this](Call& c, int status) {
-    c.finished = true;
-    const double secs = Since(c.t0);
-    metrics_.Observe("/v1/decisions", c.model, status, secs);
-    LogRequest("-", "/v1/decisions", c.model, status, secs, nullptr);
-    c.flight.reset();
-  };
+  auto finish = [this](DecisionCall& c, int status) { c.Finish(metrics_, c.model, status, false); };
   auto refuse = [&](const ApiError& e) {
     ReplyError(*ex, e);
     finish(*call, e.status);

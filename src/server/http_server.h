@@ -57,7 +57,6 @@ class HttpServer {
   int Shutdown(std::chrono::milliseconds grace);
   int in_flight() const { return in_flight_.load(); }
   int port() const { return transport_->port(); }
-  int connections() const { return transport_->connections(); }
 
  private:
   using Exchange = std::shared_ptr<HttpExchange>;

@@ -159,7 +159,6 @@ class Session : public std::enable_shared_from_this<Session> {
     if (hung_up_) return fn();
     if (!ended_) on_hangup_ = std::move(fn);
   }
-  bool hung_up() const { return hung_up_.load(); }
 
  private:
   const HttpLimits& L() const { return impl_->limits; }
@@ -413,7 +412,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false, writing_ = false, watching_ = false, resume_ = false, counted_ = false, linger_ = false;
   bool big_ = false;
   static constexpr size_t kBigBody = 1u << 20;
-  std::atomic<bool> hung_up_{false};
+  bool hung_up_ = false;
   net::steady_timer deadline_;
   bool timed_out_ = false;
   std::function<void()> on_hangup_;
@@ -444,7 +443,6 @@ class Exchange : public HttpExchange {
   void OnHangUp(std::function<void()> fn) override {
     s_->Post([s = s_, n = serial_, f = std::move(fn)]() mutable { s->DoOnHangUp(n, std::move(f)); });
   }
-  bool hung_up() const override { return s_->hung_up(); }
 
  private:
   std::shared_ptr<Session> s_;
@@ -581,7 +579,6 @@ void HttpTransport::Stop(int flush_ms) {
   impl_->handlers.join();
 }
 
-int HttpTransport::connections() const { return impl_->connections.load(); }
 int HttpTransport::answers_open() const { return impl_->answers_open.load(); }
 
 }  // namespace graft

@@ -80,7 +80,6 @@ class HttpExchange {
   // fn runs once, through Run, if the client goes away before the answer ended (at once when it
   // already has). Set it before handing work on.
   virtual void OnHangUp(std::function<void()> fn) = 0;
-  virtual bool hung_up() const = 0;
 };
 
 using HttpHandler = std::function<void(const HttpRequest&, std::shared_ptr<HttpExchange>)>;
@@ -104,8 +103,7 @@ class HttpTransport {
   void StopAccepting();
   // Waits up to `flush_ms` for answers being written to go out, then stops everything.
   void Stop(int flush_ms = 2000);
-  // Connections open now, and answers begun but not yet written in full.
-  int connections() const;
+  // Answers begun but not yet written in full.
   int answers_open() const;
 
   struct Impl;

@@ -48,6 +48,11 @@ struct Wrapper {
   std::unique_ptr<Model> model = test::LoadFixtureModel("qwen3_5-wrapper");
   std::shared_ptr<const Tokenizer> tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
   std::shared_ptr<const ChatTemplate> tmpl = ChatTemplate::Load(test::Fixture("qwen3_5-wrapper"), "").value();
+  // The first n tokens of the fixture's seq3, a prompt.
+  static std::vector<int32_t> Prompt(size_t n) {
+    const auto ids = test::ReadIntTensors(test::Fixture("qwen3_5-wrapper/inputs.safetensors")).at("seq3");
+    return std::vector<int32_t>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n));
+  }
 };
 
 // Submits r and waits for its end: the text, the finish reason or the error.
@@ -107,12 +112,11 @@ TEST(Engine, WaitsForKvRoomRefusesTheImpossibleAndKeepsBits) {
   cfg.max_running = 2;
   cfg.max_queue = 3;
   Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
-  auto ids = test::ReadIntTensors(test::Fixture("qwen3_5-wrapper/inputs.safetensors")).at("seq3");
-  std::vector<int32_t> prompt(ids.begin(), ids.begin() + 20);
+  std::vector<int32_t> prompt = Wrapper::Prompt(20);
   Status s1, s2, s3, s4;
   auto f1 = Generate(engine, prompt, 40, &s1);
   auto f2 = Generate(engine, prompt, 40, &s2);
-  auto f3 = Generate(engine, std::vector<int32_t>(ids.begin(), ids.begin() + 50), 30, &s3);  // 80 tokens > 64
+  auto f3 = Generate(engine, Wrapper::Prompt(50), 30, &s3);  // 80 tokens > 64
   ASSERT_TRUE(s1.ok() && s2.ok());
   ASSERT_FALSE(s3.ok());
   EXPECT_NE(s3.message().find("exceeds the KV budget of 64 tokens"), std::string::npos) << s3.ToString();
@@ -278,8 +282,7 @@ TEST(Engine, StopTokensAndMinTokensMatchALoneRun) {
   ASSERT_NE(model, nullptr);
   auto tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
   auto tmpl = ChatTemplate::Load(test::Fixture("qwen3_5-wrapper"), "").value();
-  auto ids = test::ReadIntTensors(test::Fixture("qwen3_5-wrapper/inputs.safetensors")).at("seq3");
-  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 12);
+  const std::vector<int32_t> prompt = Wrapper::Prompt(12);
   const int vocab = model->config().vocab_size, steps = 16;
   // Greedy tokens of a lone run, `banned` never drawn for the first `ban_for` tokens.
   auto lone = [&](const std::set<int32_t>& banned, int ban_for) {
@@ -352,8 +355,7 @@ TEST(Engine, GrammarConstrainsTheTextAndKeepsAConformingGreedyRun) {
   Wrapper w;
   ASSERT_NE(w.model, nullptr);
   auto& [model, tok, tmpl] = w;
-  auto ids = test::ReadIntTensors(test::Fixture("qwen3_5-wrapper/inputs.safetensors")).at("seq3");
-  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 12);
+  const std::vector<int32_t> prompt = Wrapper::Prompt(12);
   AdapterSet none;
   Engine engine(EngineConfig{}, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
   auto run = [&](std::shared_ptr<const Grammar> g, std::string gate, int max_tokens, float temperature = 0) {
@@ -512,8 +514,7 @@ TEST(Engine, PromptLogprobsAreTheModelsOverAnyChunking) {
   Wrapper w;
   ASSERT_NE(w.model, nullptr);
   auto& [model, tok, tmpl] = w;
-  auto ids = test::ReadIntTensors(test::Fixture("qwen3_5-wrapper/inputs.safetensors")).at("seq3");
-  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 11);
+  const std::vector<int32_t> prompt = Wrapper::Prompt(11);
   const int vocab = model->config().vocab_size;
   // The reference: one forward over the whole prompt, every row.
   CpuOps ops(ActDtype::kBF16, 1);
