@@ -55,9 +55,10 @@ struct GdnState {
   float* conv = nullptr;  // [conv_dim, K-1] the last K-1 pre-conv inputs, oldest first
   float* S = nullptr;     // [Hv, dk, dv]
   int pending = 0;        // rows of the current chunk already processed (0..63)
-  float* pk = nullptr;    // [kGdnChunk, Hv, dk]  L2-normalised keys
+  float* pk = nullptr;    // [kGdnChunk, Hv, dk]  fp32 mode: L2-normalised keys; bf16 mode: raw keys (bf16 values)
   float* pvn = nullptr;   // [kGdnChunk, Hv, dv]  Vn rows
   float* pgam = nullptr;  // [kGdnChunk, Hv]      cumulative log-decay inside the chunk
+  float* pkinv = nullptr; // [kGdnChunk, Hv]      bf16 mode: the keys' inverse L2 norms (unused in fp32 mode)
 };
 
 struct GdnCoreArgs {
@@ -231,7 +232,9 @@ class Ops {
   virtual void GdnGates(const float* in, int64_t stride, int64_t b_col, int64_t a_col, int n, int hv,
                         const Weight& a_log, const Weight& dt_bias, float* beta, float* g) = 0;
   // The delta rule (chunk-consistent, see GdnState). q, k are L2-normalised in fp32
-  // (eps 1e-6 inside the rsqrt), q scaled by dk^-0.5; out rounded to the activation dtype.
+  // (eps 1e-6 inside the rsqrt), q scaled by dk^-0.5; out rounded to the activation dtype. In
+  // bf16 mode the norms are applied as factors after the dots over q and k's bf16 values (the
+  // tensor-core form, backend/cuda/gdn.h; the CPU reference: cpu_gdn.cpp's GdnCoreRaw).
   virtual void GdnCore(const GdnCoreArgs& a) = 0;
   // GdnCore for several sequences (a batch's, each on its own state, in order): the same results
   // as GdnCore on each in turn, which is what this default does; a backend may run them in one

@@ -16,7 +16,7 @@ KvPool::KvPool(const ModelConfig& c, int page_size, int num_pages, int num_slots
       mem_(mem ? std::move(mem) : std::make_shared<HostPoolMemory>()) {
   const int64_t hv = c.linear_num_value_heads, dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
   slot_layout_ = {int64_t{c.conv_dim()} * (c.linear_conv_kernel - 1), hv * dk * dv, kGdnChunk * hv * dk,
-                  kGdnChunk * hv * dv, kGdnChunk * hv};
+                  kGdnChunk * hv * dv, kGdnChunk * hv, kGdnChunk * hv};
   slot_floats_ = slot_layout_.layer() * c.num_layers_of(LayerKind::kLinearAttention);
   k_.assign(static_cast<size_t>(c.num_layers), nullptr);
   v_.assign(static_cast<size_t>(c.num_layers), nullptr);
@@ -85,7 +85,8 @@ Status KvPool::AddSlots(int n) {
       g.pk = g.S + sl.S;
       g.pvn = g.pk + sl.pk;
       g.pgam = g.pvn + sl.pvn;
-      block = g.pgam + sl.pgam;
+      g.pkinv = g.pgam + sl.pgam;
+      block = g.pkinv + sl.pkinv;
     }
     slots_.push_back(std::move(layers));
     free_slots_.insert(free_slots_.begin(), static_cast<int32_t>(slots_.size() - 1));

@@ -80,8 +80,8 @@ class KvPool {
   std::vector<int32_t> free_pages_;
   // One GDN layer's share of a slot block, in this order (floats).
   struct SlotLayout {
-    int64_t conv, S, pk, pvn, pgam;
-    int64_t layer() const { return conv + S + pk + pvn + pgam; }
+    int64_t conv, S, pk, pvn, pgam, pkinv;
+    int64_t layer() const { return conv + S + pk + pvn + pgam + pkinv; }
   };
   SlotLayout slot_layout_;
   int64_t slot_floats_;                            // slot_layout_.layer() * GDN layers

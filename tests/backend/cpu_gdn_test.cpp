@@ -1,11 +1,14 @@
 // The chunk-consistent Gated DeltaNet core against the plain recurrent delta rule
-// (docs/architectures.md §6.3) evaluated in double precision, across chunk boundaries.
+// (docs/architectures.md §6.3) evaluated in double precision, across chunk boundaries, in both
+// activation modes' forms.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "backend/cpu/cpu_ops.h"
+#include "util/bf16.h"
 
 namespace graft {
 namespace {
@@ -14,30 +17,56 @@ struct Shape {
   int hk, hv, dk, dv, n;
 };
 
-class GdnCore : public ::testing::TestWithParam<Shape> {};
+// One sequence's state arrays (zero S, as a fresh slot).
+struct StateArrays {
+  std::vector<float> S, pk, pvn, pgam, pkinv;
+  GdnState st;
+  explicit StateArrays(const Shape& s)
+      : S(static_cast<size_t>(s.hv) * s.dk * s.dv), pk(static_cast<size_t>(kGdnChunk) * s.hv * s.dk),
+        pvn(static_cast<size_t>(kGdnChunk) * s.hv * s.dv), pgam(static_cast<size_t>(kGdnChunk) * s.hv), pkinv(pgam.size()) {
+    st.S = S.data();
+    st.pk = pk.data();
+    st.pvn = pvn.data();
+    st.pgam = pgam.data();
+    st.pkinv = pkinv.data();
+  }
+};
+
+// Both activation modes: fp32 (normalised q and k) and bf16 (the tensor-core form: raw bf16 q
+// and k, the norms as factors), each against the recurrent rule in double on the same inputs.
+class GdnCore : public ::testing::TestWithParam<std::tuple<Shape, bool>> {};
 
 TEST_P(GdnCore, MatchesRecurrentRuleInDouble) {
-  const Shape s = GetParam();
+  const Shape s = std::get<0>(GetParam());
+  const bool bf16 = std::get<1>(GetParam());
   const int conv_dim = 2 * s.hk * s.dk + s.hv * s.dv;
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0, 1);
   std::uniform_real_distribution<float> ud(0, 1);
   std::vector<float> qkv(static_cast<size_t>(s.n) * conv_dim), beta(static_cast<size_t>(s.n) * s.hv), g(beta.size());
-  for (auto& x : qkv) x = nd(rng);
+  for (auto& x : qkv) x = bf16 ? RoundBf16(nd(rng)) : nd(rng);
   for (auto& x : beta) x = ud(rng);
   for (auto& x : g) x = -0.5f * ud(rng);
 
-  std::vector<float> S(static_cast<size_t>(s.hv) * s.dk * s.dv), pk(static_cast<size_t>(kGdnChunk) * s.hv * s.dk),
-      pvn(static_cast<size_t>(kGdnChunk) * s.hv * s.dv), pgam(static_cast<size_t>(kGdnChunk) * s.hv);
-  GdnState st;
-  st.S = S.data();
-  st.pk = pk.data();
-  st.pvn = pvn.data();
-  st.pgam = pgam.data();
+  StateArrays arrays(s);
+  GdnState& st = arrays.st;
   std::vector<float> out(static_cast<size_t>(s.n) * s.hv * s.dv);
   GdnCoreArgs a{qkv.data(), beta.data(), g.data(), s.n, s.hk, s.hv, s.dk, s.dv, &st, out.data()};
-  CpuOps(ActDtype::kF32, 2).GdnCore(a);
+  CpuOps(bf16 ? ActDtype::kBF16 : ActDtype::kF32, 2).GdnCore(a);
   EXPECT_EQ(st.pending, s.n % kGdnChunk);
+  if (bf16) {
+    // The same rows token by token (every call's state carried in the open chunk): equal bits.
+    StateArrays again(s);
+    std::vector<float> tokens(out.size());
+    CpuOps cpu(ActDtype::kBF16, 2);
+    for (int t = 0; t < s.n; ++t) {
+      GdnCoreArgs one{qkv.data() + static_cast<size_t>(t) * conv_dim, beta.data() + t * s.hv, g.data() + t * s.hv, 1,
+                      s.hk, s.hv, s.dk, s.dv, &again.st, tokens.data() + static_cast<size_t>(t) * s.hv * s.dv};
+      cpu.GdnCore(one);
+    }
+    EXPECT_EQ(tokens, out) << "token by token";
+    EXPECT_EQ(again.S, arrays.S) << "state";
+  }
 
   double num = 0, den = 0;
   const int group = s.hv / s.hk;
@@ -75,12 +104,15 @@ TEST_P(GdnCore, MatchesRecurrentRuleInDouble) {
       }
     }
   }
-  EXPECT_LT(std::sqrt(num / den), 1e-5);
+  // bf16 mode rounds each output to bf16 (relative 2^-9 at most, about 2e-3 over a sum of squares).
+  EXPECT_LT(std::sqrt(num / den), bf16 ? 4e-3 : 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GdnCore,
-                         ::testing::Values(Shape{1, 1, 4, 4, 1}, Shape{2, 4, 8, 12, 63}, Shape{2, 4, 8, 8, 64},
-                                           Shape{1, 3, 16, 8, 150}, Shape{3, 6, 8, 12, 200}));
+                         ::testing::Combine(::testing::Values(Shape{1, 1, 4, 4, 1}, Shape{2, 4, 8, 12, 63},
+                                                              Shape{2, 4, 8, 8, 64}, Shape{1, 3, 16, 8, 150},
+                                                              Shape{3, 6, 8, 12, 200}),
+                                            ::testing::Bool()));
 
 TEST(GdnGates, BetaAndDecay) {
   Weight a_log, dt_bias;

@@ -555,8 +555,12 @@ TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
   struct Shape { int hk, hv, dk, dv; };
   EXPECT_EQ(cuda::GdnChunkGroups(3, 32, 72), 1);
   EXPECT_EQ(cuda::GdnChunkGroups(136, 16, 40), 2);
-  for (const Shape sh : {Shape{2, 4, 18, 24}, Shape{1, 3, 32, 72}, Shape{2, 136, 16, 40}})
+  // In bf16 mode the tensor-core form (gdn.h): dk 18 pads to two K steps, 128 (the real models')
+  // fills eight; 136 heads of 40 columns take 64-column state blocks, the others 32.
+  for (const Shape sh : {Shape{2, 4, 18, 24}, Shape{1, 3, 32, 72}, Shape{2, 136, 16, 40}, Shape{1, 2, 128, 128},
+                         Shape{2, 4, 64, 64}})
   for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "dk " << sh.dk << " dv " << sh.dv << (bf16 ? " bf16" : " f32"));
     const int hk = sh.hk, hv = sh.hv, dk = sh.dk, dv = sh.dv, K = 4, n = 150;
     const int conv_dim = 2 * hk * dk + hv * dv, stride = conv_dim + 9;
     CpuOps cpu(Act(bf16), 2);
@@ -622,21 +626,22 @@ TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
     for (auto& b : beta) b = RoundBf16(1.0f / (1.0f + std::exp(-b)));
     for (auto& v : g) v = -std::fabs(v) * 0.3f;
     std::vector<float> S0(static_cast<size_t>(hv) * dk * dv), pk0(static_cast<size_t>(kGdnChunk) * hv * dk),
-        pvn0(static_cast<size_t>(kGdnChunk) * hv * dv), pgam0(static_cast<size_t>(kGdnChunk) * hv);
+        pvn0(static_cast<size_t>(kGdnChunk) * hv * dv), pgam0(static_cast<size_t>(kGdnChunk) * hv), pkinv0(pgam0.size());
     GdnState st;
     st.S = S0.data();
     st.pk = pk0.data();
     st.pvn = pvn0.data();
     st.pgam = pgam0.data();
+    st.pkinv = pkinv0.data();
     std::vector<float> core(static_cast<size_t>(n) * hv * dv);
     GdnCoreArgs ca{mixed.data(), beta.data(), g.data(), n, hk, hv, dk, dv, &st, core.data()};
     cpu.GdnCore(ca);
     Dev<float> dmix(mixed), dbeta(beta), dg(g);
     auto run = [&](int chunk) {
-      Dev<float> S(S0.size()), pk(pk0.size()), pvn(pvn0.size()), pgam(pgam0.size()), out(core.size());
+      Dev<float> S(S0.size()), pk(pk0.size()), pvn(pvn0.size()), pgam(pgam0.size()), pkinv(pgam0.size()), out(core.size());
       cudaMemset(S.p, 0, S.n * 4);
-      cuda::DevGdnState ds{nullptr, S.p, pk.p, pvn.p, pgam.p, 0};
-      Dev<float> scratch(static_cast<size_t>(cuda::GdnChunkScratchFloats(chunk, hv)));
+      cuda::DevGdnState ds{nullptr, S.p, pk.p, pvn.p, pgam.p, pkinv.p, 0};
+      Dev<float> scratch(static_cast<size_t>(cuda::GdnChunkScratchFloats(chunk, hk, hv, dk)));
       for (int t0 = 0; t0 < n; t0 += chunk) {
         const int m = std::min(chunk, n - t0);
         cuda::GdnCoreArgs a{dmix.p + size_t(t0) * conv_dim, dbeta.p + size_t(t0) * hv, dg.p + size_t(t0) * hv, m, hk, hv,
@@ -657,14 +662,15 @@ TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
       // past a chunk's end; every sequence's outputs and state equal its own run alone.
       const int seqs = 3, len = 70;
       struct Seq {
-        Dev<float> S, pk, pvn, pgam, out;
+        Dev<float> S, pk, pvn, pgam, pkinv, out;
         cuda::DevGdnState ds;
       };
       auto fresh = [&] {
         auto q = std::unique_ptr<Seq>(new Seq{Dev<float>(S0.size()), Dev<float>(pk0.size()), Dev<float>(pvn0.size()),
-                                              Dev<float>(pgam0.size()), Dev<float>(static_cast<size_t>(len) * hv * dv), {}});
+                                              Dev<float>(pgam0.size()), Dev<float>(pgam0.size()),
+                                              Dev<float>(static_cast<size_t>(len) * hv * dv), {}});
         cudaMemset(q->S.p, 0, q->S.n * 4);
-        q->ds = {nullptr, q->S.p, q->pk.p, q->pvn.p, q->pgam.p, 0};
+        q->ds = {nullptr, q->S.p, q->pk.p, q->pvn.p, q->pgam.p, q->pkinv.p, 0};
         return q;
       };
       auto args = [&](Seq& q, int s, int t, int m) {
@@ -808,18 +814,19 @@ TEST(CudaOps, FusedGdnGatesAndNormAreTheThreeOpsBitForBit) {
     const cuda::GdnGateNorm gn{stride, b_col, a_col, z_col, a_log->dev(), dt_bias->dev(), nw->dev(), 1e-6f};
     struct Run {
       Dev<float> beta, g, core, normed;
-      std::vector<std::unique_ptr<Dev<float>>> S, pk, pvn, pgam;
+      std::vector<std::unique_ptr<Dev<float>>> S, pk, pvn, pgam, pkinv;
       std::vector<cuda::DevGdnState> ds;
     };
     auto fresh = [&] {
       auto r = std::unique_ptr<Run>(new Run{Dev<float>(size_t(total) * hv), Dev<float>(size_t(total) * hv),
-                                            Dev<float>(size_t(total) * width), Dev<float>(size_t(total) * width), {}, {}, {}, {}, {}});
+                                            Dev<float>(size_t(total) * width), Dev<float>(size_t(total) * width), {}, {}, {}, {}, {}, {}});
       for (int s = 0; s < seqs; ++s) {
         r->S.push_back(std::make_unique<Dev<float>>(std::vector<float>(size_t(hv) * dk * dv, 0.0f)));
         r->pk.push_back(std::make_unique<Dev<float>>(size_t(kGdnChunk) * hv * dk));
         r->pvn.push_back(std::make_unique<Dev<float>>(size_t(kGdnChunk) * hv * dv));
         r->pgam.push_back(std::make_unique<Dev<float>>(size_t(kGdnChunk) * hv));
-        r->ds.push_back({nullptr, r->S[s]->p, r->pk[s]->p, r->pvn[s]->p, r->pgam[s]->p, 0});
+        r->pkinv.push_back(std::make_unique<Dev<float>>(size_t(kGdnChunk) * hv));
+        r->ds.push_back({nullptr, r->S[s]->p, r->pk[s]->p, r->pvn[s]->p, r->pgam[s]->p, r->pkinv[s]->p, 0});
       }
       return r;
     };

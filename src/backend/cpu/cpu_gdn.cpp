@@ -1,10 +1,12 @@
 // CPU reference of the Gated DeltaNet ops (docs/architectures.md §6.2-6.5), chunk-consistent
-// form (see GdnState in backend/ops.h).
+// form (see GdnState in backend/ops.h): in fp32 mode with L2-normalised q and k, in bf16 mode the
+// tensor-core form's arithmetic (GdnCoreRaw).
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/cpu_math.h"
 #include "backend/cpu/cpu_ops.h"
+#include "util/bf16.h"
 #include "util/parallel.h"
 
 namespace graft {
@@ -51,7 +53,102 @@ void L2Normalize(const float* x, int d, float scale, float* out) {
 
 }  // namespace
 
+// bf16 mode: the tensor-core form (backend/cuda/gdn.h, gdn_tc.cuh) in plain fp32 loops. The same
+// chunk-consistent rule as the fp32 form below, with the L2 norms applied as factors after the
+// dots over q and k's raw (bf16) values, and the open chunk keeping raw keys and their inverse
+// norms (GdnState::pkinv):
+//   sk = inv_k (S^T k_raw), sq = fq (S^T q_raw), fq = inv_q dk^-1/2,
+//   Ckk[m] = (k_raw.k_raw_m) inv_k inv_k_m e^{gam - gam_m}, Cqk[m] = (q_raw.k_raw_m) fq inv_k_m e^{...},
+//   Vn_i = beta (v - e sk - sum_{m<i} Ckk[m] Vn_m), o = e sq + sum_{m<=i} Cqk[m] Vn_m,
+//   at a chunk's end S = e^{gam_last} S + sum_m k_raw_m (inv_k_m e^{gam_last - gam_m} Vn_m)^T.
+// The GPU sums in other orders (mma), so the two agree within rounding, not bit for bit.
+void CpuOps::GdnCoreRaw(const GdnCoreArgs& a) {
+  const int dk = a.dk, dv = a.dv, hv = a.hv, group = a.hv / a.hk;
+  const int64_t conv_dim = 2LL * a.hk * dk + static_cast<int64_t>(hv) * dv;
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  GdnState& st = *a.state;
+  ParallelFor(hv, threads_, [&](int64_t hb, int64_t he) {
+    std::vector<float> q(dk), k(dk), sk(dv), sq(dv), coef_k(kGdnChunk), coef_q(kGdnChunk), w(dv), o(dv);
+    for (int64_t h = hb; h < he; ++h) {
+      const int kh = static_cast<int>(h) / group;
+      float* S = st.S + h * dk * dv;
+      int pending = st.pending;
+      for (int t = 0; t < a.n; ++t) {
+        const float* row = a.qkv + t * conv_dim;
+        for (int r = 0; r < dk; ++r) {
+          q[r] = RoundBf16(row[kh * dk + r]);
+          k[r] = RoundBf16(row[static_cast<int64_t>(a.hk) * dk + kh * dk + r]);
+        }
+        const float inv_q = 1.0f / std::sqrt(cpu::SumSquares(q.data(), dk) + 1e-6f);
+        const float inv_k = 1.0f / std::sqrt(cpu::SumSquares(k.data(), dk) + 1e-6f);
+        const float fq = inv_q * q_scale;
+        const float* v = row + 2LL * a.hk * dk + h * dv;
+        const float beta = a.beta[t * hv + h];
+        const int i = pending;
+        const float gam = (i == 0 ? 0.0f : st.pgam[(i - 1) * hv + h]) + a.g[t * hv + h];
+        const float e = std::exp(gam);
+        for (int m = 0; m < i; ++m) {
+          const float* km = st.pk + (static_cast<int64_t>(m) * hv + h) * dk;
+          const float inv_m = st.pkinv[m * hv + h], d = std::exp(gam - st.pgam[m * hv + h]);
+          coef_k[m] = DotF32(k.data(), km, dk) * inv_k * inv_m * d;
+          coef_q[m] = DotF32(q.data(), km, dk) * fq * inv_m * d;
+        }
+        coef_q[i] = DotF32(q.data(), k.data(), dk) * fq * inv_k;
+        for (int j = 0; j < dv; ++j) sk[j] = sq[j] = 0.0f;
+        for (int r = 0; r < dk; ++r) {
+          const float* s = S + r * dv;
+          for (int j = 0; j < dv; ++j) {
+            sk[j] += s[j] * k[r];
+            sq[j] += s[j] * q[r];
+          }
+        }
+        for (int j = 0; j < dv; ++j) {
+          w[j] = v[j] - e * (inv_k * sk[j]);
+          o[j] = e * (fq * sq[j]);
+        }
+        for (int m = 0; m < i; ++m) {
+          const float* vm = st.pvn + (static_cast<int64_t>(m) * hv + h) * dv;
+          for (int j = 0; j < dv; ++j) {
+            w[j] -= coef_k[m] * vm[j];
+            o[j] += coef_q[m] * vm[j];
+          }
+        }
+        float* vn = st.pvn + (static_cast<int64_t>(i) * hv + h) * dv;
+        float* out = a.out + (static_cast<int64_t>(t) * hv + h) * dv;
+        for (int j = 0; j < dv; ++j) {
+          vn[j] = beta * w[j];
+          out[j] = R(o[j] + coef_q[i] * vn[j]);
+        }
+        std::copy(k.begin(), k.end(), st.pk + (static_cast<int64_t>(i) * hv + h) * dk);
+        st.pkinv[i * hv + h] = inv_k;
+        st.pgam[i * hv + h] = gam;
+        pending = i + 1;
+        if (pending == kGdnChunk) {
+          const float e_last = std::exp(gam);
+          for (int64_t x = 0; x < static_cast<int64_t>(dk) * dv; ++x) S[x] *= e_last;
+          for (int m = 0; m < kGdnChunk; ++m) {
+            const float* km = st.pk + (static_cast<int64_t>(m) * hv + h) * dk;
+            const float* vm = st.pvn + (static_cast<int64_t>(m) * hv + h) * dv;
+            const float f = st.pkinv[m * hv + h] * std::exp(gam - st.pgam[m * hv + h]);
+            for (int j = 0; j < dv; ++j) w[j] = f * vm[j];
+            for (int r = 0; r < dk; ++r) {
+              float* s = S + r * dv;
+              for (int j = 0; j < dv; ++j) s[j] += km[r] * w[j];
+            }
+          }
+          pending = 0;
+        }
+      }
+    }
+  });
+  st.pending = (st.pending + a.n) % kGdnChunk;
+}
+
 void CpuOps::GdnCore(const GdnCoreArgs& a) {
+  if (act_ == ActDtype::kBF16) {
+    GdnCoreRaw(a);
+    return;
+  }
   const int dk = a.dk, dv = a.dv, hv = a.hv, group = a.hv / a.hk;
   const int64_t conv_dim = 2LL * a.hk * dk + static_cast<int64_t>(hv) * dv;
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));

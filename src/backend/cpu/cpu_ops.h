@@ -58,6 +58,7 @@ class CpuOps final : public Ops {
   void set_matmul_observer(MatMulObserver f) { observer_ = std::move(f); }
 
  private:
+  void GdnCoreRaw(const GdnCoreArgs& a);  // GdnCore in bf16 mode (cpu_gdn.cpp)
   void MatMulColumns(const float* x, int64_t m, const Weight& w, float* y, int64_t ldy, int64_t col0, bool round_output);
   void MatMulFp8(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy, int64_t col0,
                  bool round_output);

@@ -614,7 +614,7 @@ void CudaOps::GdnCore(const GdnCoreArgs& a) {
   const auto timer = Time("GdnCore");
   if (Failed()) return;
   GdnState& st = *a.state;
-  cuda::DevGdnState ds{st.conv, st.S, st.pk, st.pvn, st.pgam, st.pending};
+  cuda::DevGdnState ds{st.conv, st.S, st.pk, st.pvn, st.pgam, st.pkinv, st.pending};
   cuda::GdnCoreArgs d{};
   d.qkv = a.qkv;
   d.beta = a.beta;
@@ -632,9 +632,9 @@ void CudaOps::GdnCore(const GdnCoreArgs& a) {
     d.pending_dev = StageInts(&pending, 1);
   }
   // Token-parallel from 16 tokens on: scratch for every chunk's coefficients.
-  if (a.n >= 16) d.scratch = AllocRaw(cuda::GdnChunkScratchFloats(a.n, a.hv));
-  Sign(13, d.qkv, d.beta, d.g, d.n, d.hk, d.hv, d.dk, d.dv, ds.conv, ds.S, ds.pk, ds.pvn, ds.pgam, d.out, d.pending_dev,
-       d.scratch);
+  if (a.n >= 16) d.scratch = AllocRaw(cuda::GdnChunkScratchFloats(a.n, a.hk, a.hv, a.dk));
+  Sign(13, d.qkv, d.beta, d.g, d.n, d.hk, d.hv, d.dk, d.dv, ds.conv, ds.S, ds.pk, ds.pvn, ds.pgam, ds.pkinv, d.out,
+       d.pending_dev, d.scratch);
   if (Launches()) Note(cuda::GdnCore(d, stream_));
   else if (st.pending < 0 || st.pending >= kGdnChunk) Note(Internal("GDN state: bad chunk counter"));
   st.pending = (st.pending + a.n) % kGdnChunk;
@@ -650,7 +650,7 @@ static bool TokenPiece(const GdnCoreArgs& a, const GdnCoreArgs& first) {
 // a's entry of a cuda::GdnCoreSeqs launch (its state's pending before the call).
 static cuda::GdnSeq DeviceSeq(const GdnCoreArgs& a) {
   const GdnState& st = *a.state;
-  return {a.qkv, a.beta, a.g, a.out, a.n, {st.conv, st.S, st.pk, st.pvn, st.pgam, st.pending}};
+  return {a.qkv, a.beta, a.g, a.out, a.n, {st.conv, st.S, st.pk, st.pvn, st.pgam, st.pkinv, st.pending}};
 }
 
 void CudaOps::GdnCoreSeqs(const GdnCoreArgs* seqs, int count) {
@@ -678,7 +678,9 @@ void CudaOps::GdnCoreSeqs(const GdnCoreArgs* seqs, int count) {
   if (Failed()) return;
   const GdnCoreArgs& a0 = seqs[0];
   Sign(14, d, batch.size(), a0.hk, a0.hv, a0.dk, a0.dv);
-  for (const cuda::GdnSeq& q : batch) Sign(q.qkv, q.beta, q.g, q.out, q.n, q.state.S, q.state.pk, q.state.pvn, q.state.pgam);
+  for (const cuda::GdnSeq& q : batch) {
+    Sign(q.qkv, q.beta, q.g, q.out, q.n, q.state.S, q.state.pk, q.state.pvn, q.state.pgam, q.state.pkinv);
+  }
   if (Launches()) Note(cuda::GdnCoreSeqs(d, static_cast<int>(batch.size()), a0.hk, a0.hv, a0.dk, a0.dv, bf16(), stream_));
   for (int i = 0; i < count; ++i) {
     if (shares(seqs[i])) seqs[i].state->pending = (seqs[i].state->pending + seqs[i].n) % kGdnChunk;
@@ -760,7 +762,8 @@ void CudaOps::GdnGatedCoreSeqs(const GdnCoreArgs* seqs, int count, const GdnGate
   Sign(21, d, count, a0.hk, l.hv, a0.dk, l.dv, l.in, l.stride, l.b_col, l.a_col, l.z_col, al->w.data, dt->w.data,
        nw->w.data, l.eps);
   for (const cuda::GdnSeq& q : batch) {
-    Sign(q.qkv, q.out, q.n, q.state.S, q.state.pk, q.state.pvn, q.state.pgam, q.in, q.normed, q.beta_out, q.g_out);
+    Sign(q.qkv, q.out, q.n, q.state.S, q.state.pk, q.state.pvn, q.state.pgam, q.state.pkinv, q.in, q.normed, q.beta_out,
+         q.g_out);
   }
   if (Launches()) Note(cuda::GdnCoreSeqs(d, count, a0.hk, l.hv, a0.dk, l.dv, bf16(), stream_, &gn));
   for (int i = 0; i < count; ++i) seqs[i].state->pending = (seqs[i].state->pending + seqs[i].n) % kGdnChunk;

@@ -4,11 +4,17 @@
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gdn.h"
+#include "backend/cuda/gdn_kernels.cuh"
 #include "backend/cuda/launched.h"
 #include "backend/cuda/pdl.cuh"
 
 namespace graft::cuda {
 namespace {
+
+using gdn_kernels::GatedNormed;
+using gdn_kernels::GatedNormInv;
+using gdn_kernels::PrefetchHeadState;
+using gdn_kernels::WarpSumSquares16;
 
 constexpr int kMaxConvK = 8;
 constexpr int kMaxDim = 256;
@@ -44,18 +50,6 @@ __global__ void ConvSeqsKernel(const float* x, int64_t x_stride, const ConvSeq* 
   const ConvSeq s = seqs[blockIdx.y];
   ConvTokens(x + int64_t{s.row0} * x_stride, x_stride, s.n, channels, w, s.conv_state, bf16,
              out + int64_t{s.row0} * channels);
-}
-
-// A hint: [p, p + bytes) into L2 (a bulk prefetch; p 16-byte aligned, bytes a multiple of 16 —
-// otherwise nothing is asked, the loads are the same either way).
-__device__ __forceinline__ void PrefetchL2(const void* p, int64_t bytes) {
-  if (reinterpret_cast<uintptr_t>(p) % 16 != 0 || bytes % 16 != 0 || bytes <= 0 || bytes > (int64_t{1} << 30)) return;
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(static_cast<unsigned>(bytes)) : "memory");
-}
-
-// Σ x[i]² in the CPU reference's 16-lane order (Sum16), by a whole warp.
-__device__ float WarpSumSquares16(const float* x, int d, int lane) {
-  return WarpSum16(d, lane, [&](int64_t i) { return __fmul_rn(x[i], x[i]); });
 }
 
 // One thread per (token, channel): the same window sums as ConvKernel, all tokens at once. The
@@ -96,16 +90,6 @@ __global__ void ConvStateKernel(const float* x, int64_t x_stride, int n, int cha
     win[j] = s < 0 ? conv_state[int64_t{c} * hist + hist + s] : x[int64_t{s} * x_stride + c];
   }
   for (int j = 0; j < hist; ++j) conv_state[int64_t{c} * hist + j] = win[j];
-}
-
-// Ops::GatedRmsNorm's arithmetic for one value of a head's row: inv = 1 / sqrt(Σx² / dv + eps)
-// from the row's sum of squares, then r(r(w · r(x · inv)) · silu(z)). Shared by GatedNormKernel
-// and the token kernel that fuses the norm, so both have the same bits.
-__device__ __forceinline__ float GatedNormInv(float sum_sq, int dv, float eps) {
-  return 1.0f / sqrtf(__fadd_rn(__fdiv_rn(sum_sq, static_cast<float>(dv)), eps));
-}
-__device__ __forceinline__ float GatedNormed(float x, float inv, float w, float z, bool bf16) {
-  return RoundAct(__fmul_rn(RoundAct(__fmul_rn(w, RoundAct(__fmul_rn(x, inv), bf16)), bf16), SiluF(z)), bf16);
 }
 
 // The token kernel's work for value head h of one sequence (its rows and state in `a` and st,
@@ -230,22 +214,6 @@ __device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int p
   }
 }
 
-// The head's state and the open chunk's key and value rows are read only after the norms and
-// the coefficients: ask L2 for them at the kernel's start (bulk prefetches, nothing waits on
-// them), so their loads wait on L2 rather than DRAM (the state of every layer is ~147 MB a step
-// at Qwen3.5-27B: the weights stream evicts it between steps). Called before the kernel waits
-// for its predecessor (pdl.cuh): this layer's state was last written by its own token kernel a
-// step earlier, long complete, and a prefetch only hints — a stale `pending` (clamped to the
-// chunk) can only fetch rows that go unused.
-__device__ void PrefetchHeadState(const DevGdnState& st, int dk, int dv, int hv, int pending, int h) {
-  const int tid = threadIdx.x;
-  if (tid == 0) PrefetchL2(st.S + int64_t{h} * dk * dv, int64_t{dk} * dv * 4);
-  for (int m = tid; m < pending && m < kGdnChunk; m += blockDim.x) {
-    PrefetchL2(st.pk + (int64_t{m} * hv + h) * dk, int64_t{dk} * 4);
-    PrefetchL2(st.pvn + (int64_t{m} * hv + h) * dv, int64_t{dv} * 4);
-  }
-}
-
 // One block per value head. The open chunk's row count comes from a staged counter (copied in
 // before the step's first kernel) or the argument.
 __global__ void GdnCoreKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
@@ -337,6 +305,7 @@ Status GdnCoreSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int dv
     return InvalidArgument("cuda GdnCoreSeqs: the fused gates need hv values of A_log and dt_bias, the norm dv weights");
   }
   if (count == 0) return Status::Ok();
+  if (GdnTensorCoreForm(bf16, dk)) return GdnCoreTcSeqs(seqs, count, hk, hv, dk, dv, stream, fused);
   const int threads = ((dk > dv ? dk : dv) + 31) / 32 * 32;
   LaunchPdl(GdnCoreSeqsKernel, dim3(static_cast<unsigned>(hv), static_cast<unsigned>(count)), threads, 0,
             static_cast<cudaStream_t>(stream), seqs, hk, hv, dk, dv, bf16, fused != nullptr ? *fused : GdnGateNorm{},
@@ -350,6 +319,12 @@ Status GdnCore(const GdnCoreArgs& a, void* stream) {
     return InvalidArgument("cuda GdnCore: bad shape or state (dk, dv 1..256, value heads a multiple of key heads)");
   }
   if (a.n == 0) return Status::Ok();
+  if (GdnTensorCoreForm(a.bf16, a.dk)) {
+    const Status s = a.n >= kGdnParallelMinTokens && a.scratch != nullptr ? GdnCoreTcChunked(a, stream)
+                                                                          : GdnCoreTcTokens(a, stream);
+    a.state->pending = (a.state->pending + a.n) % kGdnChunk;
+    return s;
+  }
   if (a.n >= kGdnParallelMinTokens && a.scratch != nullptr && GdnChunkSharedBytes(a.dk) <= kGdnMaxSharedBytes) {
     const Status s = GdnCoreChunked(a, stream);
     a.state->pending = (a.state->pending + a.n) % kGdnChunk;

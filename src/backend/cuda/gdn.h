@@ -4,14 +4,20 @@
 // GdnCore runs the chunk-consistent form of the CPU reference: the state S advances only at
 // 64-token chunk ends, rows inside the open chunk use the chunk formula. A token's output
 // therefore depends only on its own sequence, never on how the sequence is split into calls,
-// and prefill and decode run the same arithmetic. Two kernels compute it with the same bits:
-// token by token (one block per value head, one thread per value column; decode steps and
-// pieces under 16 tokens) and chunk-parallel (gdn_chunk.cu: the coefficients of every chunk at
-// once, then per chunk its products with S and outputs at once, only the 64-step triangular
-// recurrence in order). Their running sums — the dot products with S, with the open chunk's k
-// rows and with the corrected values, and the state update — fuse each product into the sum
-// (__fmaf_rn: one rounding a term, half the instructions of the CPU reference's rounded product
-// then rounded sum), so they agree with the CPU within rounding, not bit for bit (tested).
+// and prefill and decode run the same arithmetic. Two forms, fixed per model by the activation
+// mode (GdnTensorCoreForm), each with a token kernel (decode steps, pieces under 16 tokens) and
+// chunk kernels of the same bits:
+// - fp32 activations (and heads wider than kGdnTcMaxDk): the SIMT form. q and k L2-normalised
+//   first; every product an fp32 fused multiply-add in the CPU reference's order (token by token:
+//   one block per value head, one thread per value column; chunk-parallel, gdn_chunk.cu: the
+//   coefficients of every chunk at once, then per chunk its products with S and outputs at once,
+//   only the 64-step triangular recurrence in order). It agrees with the CPU within rounding.
+// - bf16 activations: the tensor-core form (gdn_tc.cuh). The products with S, the chunk's
+//   coefficient dots and the state update run as mma.sync on q and k's raw bf16 values (their
+//   norms applied as fp32 factors after) and on S and the update's values split into three bf16
+//   terms (24 significant bits, so fp32's precision); the triangular recurrence and the output
+//   sums stay fp32 chains in ascending chunk row. The open chunk keeps raw keys and their inverse
+//   norms (pkinv). Chunk kernels: gdn_tc_chunk.cu; token kernel: gdn_tc_tokens.cu.
 // CausalConvSilu likewise has a token-by-token and a token-parallel kernel with equal bits.
 #pragma once
 
@@ -30,11 +36,19 @@ inline constexpr int kGdnParallelMinTokens = 16;
 struct DevGdnState {
   float* conv;   // [conv_dim, K-1]
   float* S;      // [Hv, dk, dv]
-  float* pk;     // [kGdnChunk, Hv, dk]
+  float* pk;     // [kGdnChunk, Hv, dk] normalised keys (SIMT form); raw bf16 keys (tensor-core form)
   float* pvn;    // [kGdnChunk, Hv, dv]
   float* pgam;   // [kGdnChunk, Hv]
+  float* pkinv;  // [kGdnChunk, Hv] the keys' inverse norms (tensor-core form; unused by the SIMT form)
   int pending;   // host-side: rows of the open chunk already processed; GdnCore advances it
 };
+
+// The widest key head the tensor-core form takes (its K steps live in registers).
+inline constexpr int kGdnTcMaxDk = 128;
+// Whether GdnCore runs the tensor-core form: bf16 activations and keys up to kGdnTcMaxDk wide.
+// A model's layers keep one form for their whole life (the open chunk's keys are stored as the
+// form needs them).
+inline bool GdnTensorCoreForm(bool bf16, int dk) { return bf16 && dk <= kGdnTcMaxDk; }
 
 // out [n, channels] = r(silu(r(Σ_j w[c, j] · X(t-(K-1)+j)))), X from conv_state then x (rows of
 // x_stride); conv_state [channels, K-1] updated to the last K-1 inputs. K <= 8.
@@ -113,7 +127,17 @@ int64_t GdnChunkSharedBytes(int dk);
 // of the call, so a second wave doubles the critical path; two groups share the staged rows)
 // and two groups' shared memory fits; else 1. The bits are the same either way (tested).
 int GdnChunkGroups(int hv, int dk, int dv);
-int64_t GdnChunkScratchFloats(int64_t n, int hv);
+// Scratch floats a chunk-parallel GdnCore of n tokens needs, either form.
+int64_t GdnChunkScratchFloats(int64_t n, int hk, int hv, int dk);
+// The tensor-core form's chunk kernels (gdn_tc_chunk.cu; GdnCore picks them from 16 tokens on in
+// that form); they leave a.state->pending for the caller to advance.
+Status GdnCoreTcChunked(const GdnCoreArgs& a, void* stream);
+int64_t GdnTcChunkScratchFloats(int64_t n, int hk, int hv, int dk);
+// The tensor-core form's token kernel over `count` sequences (gdn_tc_tokens.cu): GdnCoreSeqs'
+// contract (the caller advances each state's pending), and for one sequence GdnCore's.
+Status GdnCoreTcSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int dv, void* stream,
+                     const GdnGateNorm* fused);
+Status GdnCoreTcTokens(const GdnCoreArgs& a, void* stream);
 
 // Per (row, head): n = r(w * r(x * rsqrt(mean(x²) + eps))), out = r(n * silu(z)).
 Status GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,

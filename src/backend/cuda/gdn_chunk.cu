@@ -18,15 +18,20 @@
 // output never changes its operations, so the bits are the same for either.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gdn.h"
+#include "backend/cuda/gdn_kernels.cuh"
 #include "backend/cuda/launched.h"
 #include "backend/cuda/pdl.cuh"
 
 namespace graft::cuda {
 namespace {
+
+using gdn_kernels::ChunkRows;
+using gdn_kernels::MaxChunks;
 
 constexpr int kGroupCols = 32;  // value columns of a column group (one per lane)
 constexpr int kWarps = 8;       // warps of a column group
@@ -91,16 +96,6 @@ struct Layout {
     total = off_inv + 2 * kC;
   }
 };
-
-// Chunk c's rows: the first chunk continues the open one (rows p0.. of it), the others start
-// at row 0; tokens [t0, t0 + pend - pstart) of the call. False when the call has no chunk c.
-__device__ __forceinline__ bool ChunkRows(int c, int p0, int n, int& t0, int& pstart, int& pend) {
-  t0 = c == 0 ? 0 : (kC - p0) + (c - 1) * kC;
-  pstart = c == 0 ? p0 : 0;
-  if (t0 >= n) return false;
-  pend = min(kC, pstart + (n - t0));
-  return true;
-}
 
 // Normalised q and k of chunk rows [pstart, pend) into qc, kc (row stride kst), as the token
 // kernel computes them; inv [2 * kC] is scratch.
@@ -433,10 +428,11 @@ int GdnChunkGroups(int hv, int dk, int dv) {
   return sms > 0 && blocks > sms && dv > kGroupCols && fits ? kMaxGroups : 1;
 }
 
-// Chunks a call of n tokens can touch, whatever the open chunk's row count.
-static int64_t MaxChunks(int64_t n) { return (n + kC - 1) / kC + 1; }
 
-int64_t GdnChunkScratchFloats(int64_t n, int hv) { return MaxChunks(n) * hv * (2 * kC * kC + kC); }
+int64_t GdnChunkScratchFloats(int64_t n, int hk, int hv, int dk) {
+  const int64_t simt = MaxChunks(n) * hv * (2 * kC * kC + kC);
+  return dk <= kGdnTcMaxDk ? std::max(simt, GdnTcChunkScratchFloats(n, hk, hv, dk)) : simt;
+}
 
 Status GdnCoreChunked(const GdnCoreArgs& a, void* stream) {
   static_assert(kGdnChunk == 64, "the chunk kernels' layouts assume 64-row chunks");

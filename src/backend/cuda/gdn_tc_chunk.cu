@@ -1,0 +1,555 @@
+// The tensor-core form's chunk kernels (gdn.h, gdn_tc.cuh): GdnCore from 16 tokens on.
+//
+// 1. GdnTcPrepKernel, one block a (chunk, value head), every chunk of the call at once: the rows'
+//    key and query norms, the cumulative log-decay, and the coefficient matrices
+//      Ckk[i][m] = Coef(k_i·k_m) (m < i),  Cqk[i][m] = Coef(q_i·k_m) (m <= i)
+//    from one mma product each over the chunk's raw bf16 keys and queries; the chunk's keys and
+//    queries as bf16 tiles (one copy a key head). All into the scratch (GdnTcChunkScratchFloats).
+// 2. GdnTcStateKernel, one block a (value head, BW value columns), walking the call's chunks in
+//    order with the state S in its warps' mma accumulators:
+//    A. Sᵀk_raw and Sᵀq_raw for the chunk's 64 rows (mma, S split in three);
+//    B. the triangular recurrence Vn_i = β_i (v_i − e_i inv_i Sᵀk_raw_i − Σ_{m<i} Ckk[i][m] Vn_m), a
+//       thread a value column with the chunk's 64 rows in registers (no barrier inside);
+//    C. the outputs o_i = e_i fq_i Sᵀq_raw_i + Σ_{m<=i} Cqk[i][m] Vn_m;
+//    D. at a chunk's end, S = e^{gam_last} S + Kᵀ W (mma, W split in three).
+//    The next chunk's tiles are copied in (cp.async) while a phase that no longer needs their
+//    buffer runs.
+// Every value is made by gdn_tc.cuh's functions in gdn_tc_tokens.cu's order, so a row's bits do
+// not depend on which kernel, block or warp computed it (tested against the token kernel).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "backend/cuda/gdn.h"
+#include "backend/cuda/gdn_kernels.cuh"
+#include "backend/cuda/gdn_tc.cuh"
+#include "backend/cuda/launched.h"
+#include "backend/cuda/pdl.cuh"
+
+namespace graft::cuda {
+namespace {
+
+using gdn_kernels::ChunkRows;
+using gdn_kernels::MaxChunks;
+using namespace gdn_tc;  // NOLINT: the form's helpers
+using bf16_t = __nv_bfloat16;
+
+constexpr int kPrepThreads = 128;  // 4 warps: one 16-row tile of the chunk each
+constexpr int kStateWarps = 8;
+constexpr int kStateThreads = 32 * kStateWarps;
+// The scratch of one (chunk, value head): Ckk [64][64], Cqk [64][64], then the rows' gam, inv_k,
+// fq and beta [64] each (the state kernel copies those four as one piece).
+constexpr int kRowInfo = 4 * kC;
+constexpr int64_t kCoefFloats = 2 * kC * kC + kRowInfo;
+
+// The scratch of one (chunk, key head): the chunk's raw keys, then queries, as bf16 [64][dkp].
+__host__ __device__ inline int64_t KeyTileFloats(int dkp) { return int64_t{kC} * dkp; }  // two bf16 tiles
+
+struct Scratch {
+  float* coef;  // [chunks][hv][kCoefFloats]
+  bf16_t* keys; // [chunks][hk][2][64][dkp]
+  __host__ __device__ Scratch(float* base, int64_t chunks, int hv) : coef(base), keys(reinterpret_cast<bf16_t*>(base + chunks * hv * kCoefFloats)) {}
+  __device__ float* Coefs(int c, int hv, int h) const { return coef + (int64_t{c} * hv + h) * kCoefFloats; }
+  __device__ bf16_t* Keys(int c, int hk, int kh, int dkp) const {
+    return keys + (int64_t{c} * hk + kh) * 2 * KeyTileFloats(dkp);
+  }
+};
+
+__global__ void __launch_bounds__(kPrepThreads) GdnTcPrepKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int dk = a.dk, hv = a.hv, hk = a.hk, h = blockIdx.y, c = blockIdx.x, group = hv / hk, kh = h / group;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int dkp = PaddedDk(dk), rs = RowStride(dkp), ks_n = dkp / 16;
+  bf16_t* kr = reinterpret_cast<bf16_t*>(smem_raw);
+  bf16_t* qr = kr + kC * rs;
+  float* gam = reinterpret_cast<float*>(qr + kC * rs);
+  float* inv = gam + kC;
+  float* fq = inv + kC;
+  const int p0 = a.pending_dev ? *a.pending_dev : pending0;
+  int t0, pstart, pend;
+  if (!ChunkRows(c, p0, a.n, t0, pstart, pend)) return;
+  const int64_t conv_dim = 2LL * hk * dk + int64_t{hv} * a.dv;
+  // The chunk's keys (the open chunk's earlier ones from the state) and new queries as bf16,
+  // zero past dk and past the rows.
+  for (int x = tid; x < kC * dkp; x += kPrepThreads) {
+    const int i = x / dkp, r = x % dkp;
+    float kv = 0.0f, qv = 0.0f;
+    if (r < dk) {
+      if (i < pstart) {
+        kv = st.pk[(int64_t{i} * hv + h) * dk + r];
+      } else if (i < pend) {
+        const float* row = a.qkv + int64_t{t0 + i - pstart} * conv_dim;
+        qv = row[kh * dk + r];
+        kv = row[int64_t{hk} * dk + kh * dk + r];
+      }
+    }
+    kr[i * rs + r] = __float2bfloat16_rn(kv);
+    qr[i * rs + r] = __float2bfloat16_rn(qv);
+  }
+  for (int i = warp; i < pend; i += kPrepThreads / 32) {
+    if (i < pstart) {
+      if (lane == 0) inv[i] = st.pkinv[int64_t{i} * hv + h];
+      continue;
+    }
+    const float* row = a.qkv + int64_t{t0 + i - pstart} * conv_dim;
+    const float iq = InvNorm(row + kh * dk, dk, lane);
+    const float ik = InvNorm(row + int64_t{hk} * dk + kh * dk, dk, lane);
+    if (lane == 0) {
+      inv[i] = ik;
+      fq[i] = QFactor(iq, dk);
+    }
+  }
+  if (tid == 0) {
+    for (int m = 0; m < pstart; ++m) gam[m] = st.pgam[int64_t{m} * hv + h];
+    for (int i = pstart; i < pend; ++i) gam[i] = __fadd_rn(i == 0 ? 0.0f : gam[i - 1], a.g[int64_t{t0 + i - pstart} * hv + h]);
+  }
+  __syncthreads();
+  // Kr·Krᵀ and Qr·Krᵀ: warp w the rows [16w, 16w + 16), all 64 key columns.
+  float kk[8][4], qk[8][4];
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) kk[nt][e] = qk[nt][e] = 0.0f;
+  for (int ks = 0; ks < ks_n; ++ks) {
+    unsigned ak[4], aq[4];
+    LdMatrixX4(ak, kr + AOffset(lane, 16 * warp, 16 * ks, rs));
+    LdMatrixX4(aq, qr + AOffset(lane, 16 * warp, 16 * ks, rs));
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      unsigned b[4];
+      LdMatrixX4(b, kr + BOffset(lane, 16 * np, 16 * ks, rs));
+      Mma16816(kk[2 * np], ak, b[0], b[1]);
+      Mma16816(kk[2 * np + 1], ak, b[2], b[3]);
+      Mma16816(qk[2 * np], aq, b[0], b[1]);
+      Mma16816(qk[2 * np + 1], aq, b[2], b[3]);
+    }
+  }
+  const Scratch sc(a.scratch, MaxChunks(a.n), hv);
+  float* coef = sc.Coefs(c, hv, h);
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = 16 * warp + g + 8 * half, m = 8 * nt + 2 * t;
+      const bool row = i >= pstart && i < pend;
+      float ck[2], cq[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        ck[e] = row && m + e < i ? Coef(kk[nt][2 * half + e], inv[i], inv[m + e], gam[i], gam[m + e]) : 0.0f;
+        cq[e] = row && m + e <= i ? Coef(qk[nt][2 * half + e], fq[i], inv[m + e], gam[i], gam[m + e]) : 0.0f;
+      }
+      *reinterpret_cast<float2*>(coef + i * kC + m) = make_float2(ck[0], ck[1]);
+      *reinterpret_cast<float2*>(coef + kC * kC + i * kC + m) = make_float2(cq[0], cq[1]);
+    }
+  float* info = coef + 2 * kC * kC;  // gam, inv, fq, beta
+  for (int i = tid; i < kC; i += kPrepThreads) {
+    const bool row = i < pend;
+    info[i] = row ? gam[i] : 0.0f;
+    info[kC + i] = row ? inv[i] : 0.0f;
+    info[2 * kC + i] = i >= pstart && row ? fq[i] : 0.0f;
+    info[3 * kC + i] = i >= pstart && row ? a.beta[int64_t{t0 + i - pstart} * hv + h] : 0.0f;
+  }
+  if (h % group == 0) {  // one copy of the tiles a key head
+    bf16_t* keys = sc.Keys(c, hk, kh, dkp);
+    for (int x = tid; x < kC * dkp; x += kPrepThreads) {
+      const int i = x / dkp, r = x % dkp;
+      keys[x] = kr[i * rs + r];
+      keys[kC * dkp + x] = qr[i * rs + r];
+    }
+  }
+}
+
+// The state kernel's shared memory (bytes), for BW value columns and padded key width dkp.
+template <int BW>
+struct StateLayout {
+  static constexpr int kSs = BW + 8;   // bf16 stride of the S and W split tiles' rows
+  static constexpr int kSks = BW + 4;  // fp32 stride of the Sᵀk / Sᵀq rows
+  int dkp, rs, kb[2], qb, ckk, cqk, ssplit, v, sk, sq, vn, wsplit, info[2], ee, dd, total;
+  __host__ __device__ explicit StateLayout(int dk) {
+    dkp = PaddedDk(dk);
+    rs = RowStride(dkp);
+    int o = 0;
+    auto take = [&](int bytes) {
+      const int at = o;
+      o += (bytes + 127) / 128 * 128;
+      return at;
+    };
+    kb[0] = take(kC * rs * 2);
+    kb[1] = take(kC * rs * 2);
+    qb = take(kC * rs * 2);
+    ckk = take(kC * kC * 4);
+    cqk = take(kC * kC * 4);
+    ssplit = take(3 * dkp * kSs * 2);
+    v = take(kC * BW * 4);
+    sk = take(kC * kSks * 4);
+    sq = take(kC * kSks * 4);
+    vn = take(kC * BW * 4);
+    info[0] = take(kRowInfo * 4);
+    info[1] = take(kRowInfo * 4);
+    ee = take(kC * 4);
+    dd = take(kC * 4);
+    total = o;
+    wsplit = sk;  // W's split tiles reuse Sᵀk / Sᵀq's space (both dead once the outputs are made)
+  }
+};
+
+template <int BW>
+__global__ void __launch_bounds__(kStateThreads, 1) GdnTcStateKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
+  static_assert(BW == 32 || BW == 64, "32 or 64 value columns a block");
+  static_assert(3 * kC * StateLayout<BW>::kSs * 2 <= 2 * kC * StateLayout<BW>::kSks * 4, "W's tiles fit Sᵀk / Sᵀq's space");
+  constexpr int kNt = BW / 8, kSs = StateLayout<BW>::kSs, kSks = StateLayout<BW>::kSks;
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
+  extern __shared__ __align__(128) unsigned char sm[];
+  const StateLayout<BW> L(a.dk);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+  const int dk = a.dk, dv = a.dv, hv = a.hv, hk = a.hk, h = blockIdx.x, kh = h / (hv / hk), j0 = blockIdx.y * BW;
+  const int dkp = L.dkp, rs = L.rs, ks_n = dkp / 16;
+  const int64_t conv_dim = 2LL * hk * dk + int64_t{hv} * dv;
+  // The double-buffered pieces, chosen by selects (an array indexed at run time would live in
+  // local memory).
+  auto kb = [&](int b) { return reinterpret_cast<bf16_t*>(sm + (b == 0 ? L.kb[0] : L.kb[1])); };
+  auto info = [&](int b) { return reinterpret_cast<float*>(sm + (b == 0 ? L.info[0] : L.info[1])); };
+  bf16_t* qb = reinterpret_cast<bf16_t*>(sm + L.qb);
+  float* ckk = reinterpret_cast<float*>(sm + L.ckk);
+  float* cqk = reinterpret_cast<float*>(sm + L.cqk);
+  bf16_t* ssplit = reinterpret_cast<bf16_t*>(sm + L.ssplit);
+  float* vv = reinterpret_cast<float*>(sm + L.v);
+  float* skv = reinterpret_cast<float*>(sm + L.sk);
+  float* sqv = reinterpret_cast<float*>(sm + L.sq);
+  float* vn = reinterpret_cast<float*>(sm + L.vn);
+  bf16_t* wsplit = reinterpret_cast<bf16_t*>(sm + L.wsplit);
+  float* ee = reinterpret_cast<float*>(sm + L.ee);
+  float* dd = reinterpret_cast<float*>(sm + L.dd);
+  const int p0 = a.pending_dev ? *a.pending_dev : pending0;
+  const Scratch sc(a.scratch, MaxChunks(a.n), hv);
+  float* S = st.S + int64_t{h} * dk * dv;
+
+  // The state: warp w < ks_n holds rows [16w, 16w + 16) of the block's columns as mma outputs.
+  const bool owns_s = warp < ks_n;
+  float sacc[kNt][4];
+#pragma unroll
+  for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = 16 * warp + g + 8 * (e / 2), col = j0 + 8 * nt + 2 * t + e % 2;
+      sacc[nt][e] = owns_s && r < dk && col < dv ? S[int64_t{r} * dv + col] : 0.0f;
+    }
+  // S's three bf16 terms into the B tiles of phase A.
+  auto store_split = [&] {
+    if (!owns_s) return;
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = 16 * warp + g + 8 * (e / 2), col = 8 * nt + 2 * t + e % 2;
+        bf16_t p[3];
+        Split3(sacc[nt][e], p);
+#pragma unroll
+        for (int s = 0; s < 3; ++s) ssplit[(s * dkp + r) * kSs + col] = p[s];
+      }
+  };
+  store_split();
+  for (int x = tid; x < p0 * BW; x += kStateThreads) {  // the open chunk's earlier corrected values
+    const int m = x / BW, cc = x % BW;
+    vn[x] = j0 + cc < dv ? st.pvn[(int64_t{m} * hv + h) * dv + j0 + cc] : 0.0f;
+  }
+
+  // Copies of chunk c's pieces (cp.async; each waited for at the top of the chunk loop).
+  const bool v_fast = dv % 4 == 0 && conv_dim % 4 == 0 && (2 * hk * dk + h * dv + j0) % 4 == 0 &&
+                      reinterpret_cast<uintptr_t>(a.qkv) % 16 == 0;
+  auto copy_keys = [&](int c, bf16_t* dst, int which) {  // which 0: keys, 1: queries
+    const bf16_t* tile = sc.Keys(c, hk, kh, dkp) + which * kC * dkp;
+    const int per_row = dkp / 8;  // 16-byte pieces
+    for (int x = tid; x < kC * per_row; x += kStateThreads) {
+      const int i = x / per_row, q = x % per_row;
+      CpAsync16(dst + i * rs + 8 * q, tile + i * dkp + 8 * q);
+    }
+  };
+  auto copy_coefs = [&](int c, int which, float* dst) {  // which 0: Ckk, 1: Cqk
+    const float* src = sc.Coefs(c, hv, h) + which * kC * kC;
+    for (int x = tid; x < kC * kC / 4; x += kStateThreads) CpAsync16(dst + 4 * x, src + 4 * x);
+  };
+  auto copy_info = [&](int c, float* dst) {
+    const float* src = sc.Coefs(c, hv, h) + 2 * kC * kC;
+    for (int x = tid; x < kRowInfo / 4; x += kStateThreads) CpAsync16(dst + 4 * x, src + 4 * x);
+  };
+  auto copy_values = [&](int t0c, int pstart_c, int pend_c) {
+    const float* base = a.qkv + 2LL * hk * dk + int64_t{h} * dv + j0;
+    if (v_fast) {
+      for (int x = tid; x < (pend_c - pstart_c) * (BW / 4); x += kStateThreads) {
+        const int i = pstart_c + x / (BW / 4), q = x % (BW / 4);
+        const bool ok = j0 + 4 * q < dv;
+        CpAsync16(vv + i * BW + 4 * q, ok ? base + int64_t{t0c + i - pstart_c} * conv_dim + 4 * q : base, ok);
+      }
+    } else {
+      for (int x = tid; x < (pend_c - pstart_c) * BW; x += kStateThreads) {
+        const int i = pstart_c + x / BW, cc = x % BW;
+        if (j0 + cc < dv) {
+          CpAsync4(vv + i * BW + cc, base + int64_t{t0c + i - pstart_c} * conv_dim + cc);
+        } else {
+          vv[i * BW + cc] = 0.0f;
+        }
+      }
+    }
+  };
+  auto chunk_rows = [&](int c, int& t0c, int& ps, int& pe) { return ChunkRows(c, p0, a.n, t0c, ps, pe); };
+
+  {
+    int t0c, ps, pe;
+    chunk_rows(0, t0c, ps, pe);
+    copy_keys(0, kb(0), 0);
+    copy_keys(0, qb, 1);
+    copy_coefs(0, 0, ckk);
+    copy_coefs(0, 1, cqk);
+    copy_info(0, info(0));
+    copy_values(t0c, ps, pe);
+    CpAsyncCommit();
+  }
+
+  int t0 = 0, pstart = p0, pend = 0;
+  for (int c = 0; chunk_rows(c, t0, pstart, pend); ++c) {
+    const int buf = c % 2;
+    int t0n, psn, pen;
+    const bool more = chunk_rows(c + 1, t0n, psn, pen);
+    const float* in = info(buf);
+    const float *gam = in, *inv = in + kC, *fq = in + 2 * kC, *beta = in + 3 * kC;
+    CpAsyncWait<0>();
+    __syncthreads();
+    if (more) {
+      copy_keys(c + 1, kb(buf ^ 1), 0);
+      copy_info(c + 1, info(buf ^ 1));
+      CpAsyncCommit();
+    }
+    if (tid < kC) {
+      ee[tid] = expf(gam[tid]);
+      if (pend == kC) dd[tid] = expf(__fsub_rn(gam[kC - 1], gam[tid]));
+    }
+    // A. Sᵀk_raw (warps 0-3) and Sᵀq_raw (warps 4-7) of the chunk's 64 rows.
+    {
+      const bf16_t* at = warp < 4 ? kb(buf) : qb;
+      const int r0 = 16 * (warp % 4);
+      float acc[kNt][4];
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
+      for (int ks = 0; ks < ks_n; ++ks) {
+        unsigned af[4];
+        LdMatrixX4(af, at + AOffset(lane, r0, 16 * ks, rs));
+#pragma unroll
+        for (int np = 0; np < kNt / 2; ++np) {
+          unsigned b[3][4];
+#pragma unroll
+          for (int s = 0; s < 3; ++s) LdMatrixX4Trans(b[s], ssplit + s * dkp * kSs + BTransOffset(lane, 16 * np, 16 * ks, kSs));
+          const unsigned b00[3] = {b[0][0], b[1][0], b[2][0]}, b01[3] = {b[0][1], b[1][1], b[2][1]};
+          const unsigned b10[3] = {b[0][2], b[1][2], b[2][2]}, b11[3] = {b[0][3], b[1][3], b[2][3]};
+          MmaSplit3(acc[2 * np], af, b00, b01);
+          MmaSplit3(acc[2 * np + 1], af, b10, b11);
+        }
+      }
+      float* dst = warp < 4 ? skv : sqv;
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) {
+        *reinterpret_cast<float2*>(dst + (r0 + g) * kSks + 8 * nt + 2 * t) = make_float2(acc[nt][0], acc[nt][1]);
+        *reinterpret_cast<float2*>(dst + (r0 + g + 8) * kSks + 8 * nt + 2 * t) = make_float2(acc[nt][2], acc[nt][3]);
+      }
+    }
+    __syncthreads();
+    if (more) {
+      copy_keys(c + 1, qb, 1);
+      CpAsyncCommit();
+    }
+    // B. The recurrence: thread j < BW its value column, the 64 rows' running w in registers,
+    // each row's terms subtracted in ascending m (gdn_tc_tokens.cu's chain).
+    if (tid < BW) {
+      const int j = tid;
+      float w[kC];
+#pragma unroll
+      for (int i = 0; i < kC; ++i) w[i] = WStart(vv[i * BW + j], ee[i], inv[i], skv[i * kSks + j]);
+#pragma unroll
+      for (int m4 = 0; m4 < kC / 4; ++m4) {
+        if (4 * m4 >= pend) break;
+        float vm[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int m = 4 * m4 + e;
+          if (m < pstart) {
+            vm[e] = vn[m * BW + j];
+          } else {
+            vm[e] = __fmul_rn(beta[m], w[m]);
+            vn[m * BW + j] = vm[e];
+          }
+#pragma unroll
+          for (int e2 = e + 1; e2 < 4; ++e2) {
+            const int i = 4 * m4 + e2;
+            w[i] = __fmaf_rn(-ckk[i * kC + m], vm[e], w[i]);
+          }
+        }
+#pragma unroll
+        for (int i = 4 * m4 + 4; i < kC; ++i) {
+          const float4 cf = *reinterpret_cast<const float4*>(ckk + i * kC + 4 * m4);
+          w[i] = __fmaf_rn(-cf.x, vm[0], w[i]);
+          w[i] = __fmaf_rn(-cf.y, vm[1], w[i]);
+          w[i] = __fmaf_rn(-cf.z, vm[2], w[i]);
+          w[i] = __fmaf_rn(-cf.w, vm[3], w[i]);
+        }
+      }
+    }
+    __syncthreads();
+    if (more) {
+      copy_coefs(c + 1, 0, ckk);
+      copy_values(t0n, psn, pen);
+      CpAsyncCommit();
+    }
+    // C. The outputs: thread (rg, j) the rows rg, rg + R, ... of column j, each chain in ascending m.
+    {
+      constexpr int kR = kStateThreads / BW, kU = kC / kR;
+      const int j = tid % BW, rg = tid / BW;
+      float o[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int i = rg + kR * u;
+        o[u] = OStart(ee[i], fq[i], sqv[i * kSks + j]);
+      }
+      for (int m4 = 0; 4 * m4 < pend; ++m4) {
+        float vm[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) vm[e] = vn[(4 * m4 + e) * BW + j];
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const int i = rg + kR * u;
+          if (i < 4 * m4) continue;
+          const float4 cf = *reinterpret_cast<const float4*>(cqk + i * kC + 4 * m4);
+          o[u] = __fmaf_rn(cf.x, vm[0], o[u]);
+          if (4 * m4 + 1 <= i) o[u] = __fmaf_rn(cf.y, vm[1], o[u]);
+          if (4 * m4 + 2 <= i) o[u] = __fmaf_rn(cf.z, vm[2], o[u]);
+          if (4 * m4 + 3 <= i) o[u] = __fmaf_rn(cf.w, vm[3], o[u]);
+        }
+      }
+      if (j0 + j < dv) {
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const int i = rg + kR * u;
+          if (i >= pstart && i < pend) a.out[(int64_t{t0 + i - pstart} * hv + h) * dv + j0 + j] = RoundAct(o[u], true);
+        }
+      }
+    }
+    __syncthreads();
+    if (more) {
+      copy_coefs(c + 1, 1, cqk);
+      CpAsyncCommit();
+    }
+    if (pend == kC) {
+      // D. S = e^{gam_last} S + Kᵀ W, W_m = (inv_m d_m) Vn_m split in three.
+      for (int x = tid; x < kC * BW; x += kStateThreads) {
+        const int m = x / BW, cc = x % BW;
+        bf16_t p[3];
+        Split3(WUpdate(inv[m], dd[m], vn[x]), p);
+#pragma unroll
+        for (int s = 0; s < 3; ++s) wsplit[(s * kC + m) * kSs + cc] = p[s];
+      }
+      __syncthreads();
+      if (owns_s) {
+        const float el = expf(gam[kC - 1]);
+#pragma unroll
+        for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sacc[nt][e] = __fmul_rn(sacc[nt][e], el);
+#pragma unroll
+        for (int ks = 0; ks < kC / 16; ++ks) {
+          unsigned af[4];
+          LdMatrixX4Trans(af, kb(buf) + ATransOffset(lane, 16 * warp, 16 * ks, rs));
+#pragma unroll
+          for (int np = 0; np < kNt / 2; ++np) {
+            unsigned b[3][4];
+#pragma unroll
+            for (int s = 0; s < 3; ++s) LdMatrixX4Trans(b[s], wsplit + s * kC * kSs + BTransOffset(lane, 16 * np, 16 * ks, kSs));
+            const unsigned b00[3] = {b[0][0], b[1][0], b[2][0]}, b01[3] = {b[0][1], b[1][1], b[2][1]};
+            const unsigned b10[3] = {b[0][2], b[1][2], b[2][2]}, b11[3] = {b[0][3], b[1][3], b[2][3]};
+            MmaSplit3(sacc[2 * np], af, b00, b01);
+            MmaSplit3(sacc[2 * np + 1], af, b10, b11);
+          }
+        }
+        store_split();
+      }
+    } else {
+      // The call ends inside this chunk: its new rows go to the open chunk's state.
+      const bool first = blockIdx.y == 0;
+      for (int x = tid; x < (pend - pstart) * dk; x += kStateThreads) {
+        const int i = pstart + x / dk, r = x % dk;
+        if (first) st.pk[(int64_t{i} * hv + h) * dk + r] = __bfloat162float(kb(buf)[i * rs + r]);
+      }
+      for (int i = pstart + tid; i < pend; i += kStateThreads) {
+        if (first) {
+          st.pgam[int64_t{i} * hv + h] = gam[i];
+          st.pkinv[int64_t{i} * hv + h] = inv[i];
+        }
+      }
+      for (int x = tid; x < (pend - pstart) * BW; x += kStateThreads) {
+        const int i = pstart + x / BW, cc = x % BW;
+        if (j0 + cc < dv) st.pvn[(int64_t{i} * hv + h) * dv + j0 + cc] = vn[i * BW + cc];
+      }
+    }
+  }
+  if (owns_s) {
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = 16 * warp + g + 8 * (e / 2), col = j0 + 8 * nt + 2 * t + e % 2;
+        if (r < dk && col < dv) S[int64_t{r} * dv + col] = sacc[nt][e];
+      }
+  }
+}
+
+// 64 value columns a block when 32 would need more blocks than the device has multiprocessors
+// (every block walks all of the call's chunks: a second wave doubles the critical path).
+int TcColumns(int hv, int dv) {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      return 0;
+    }
+    return n;
+  }();
+  return sms > 0 && int64_t{hv} * ((dv + 31) / 32) > sms && dv > 32 ? 64 : 32;
+}
+
+template <int BW>
+Status LaunchState(const GdnCoreArgs& a, cudaStream_t s) {
+  const int smem = StateLayout<BW>(a.dk).total;
+  const cudaError_t err =
+      cudaFuncSetAttribute(GdnTcStateKernel<BW>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return Internal(std::string("cuda GdnCore (tensor-core chunks): shared memory: ") + cudaGetErrorString(err));
+  const dim3 grid(a.hv, (a.dv + BW - 1) / BW);
+  LaunchPdl(GdnTcStateKernel<BW>, grid, kStateThreads, smem, s, a, *a.state, a.state->pending);
+  return Launched("GdnCore (tensor-core chunks)");
+}
+
+}  // namespace
+
+int64_t GdnTcChunkScratchFloats(int64_t n, int hk, int hv, int dk) {
+  const int64_t chunks = MaxChunks(n);
+  return chunks * hv * kCoefFloats + chunks * hk * KeyTileFloats(PaddedDk(dk));
+}
+
+Status GdnCoreTcChunked(const GdnCoreArgs& a, void* stream) {
+  static_assert(kGdnChunk == 64, "the chunk kernels' layouts assume 64-row chunks");
+  if (a.scratch == nullptr) return InvalidArgument("cuda GdnCore (tensor-core chunks): no scratch");
+  if (a.dk > kGdnTcMaxDk) return InvalidArgument("cuda GdnCore (tensor-core chunks): keys wider than 128");
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const int dkp = PaddedDk(a.dk);
+  const int prep_smem = 2 * kC * RowStride(dkp) * 2 + 3 * kC * 4;
+  const cudaError_t err =
+      cudaFuncSetAttribute(GdnTcPrepKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, prep_smem);
+  if (err != cudaSuccess) return Internal(std::string("cuda GdnCore (tensor-core prep): shared memory: ") + cudaGetErrorString(err));
+  LaunchPdl(GdnTcPrepKernel, dim3(static_cast<unsigned>(MaxChunks(a.n)), a.hv), kPrepThreads, prep_smem, s, a,
+            *a.state, a.state->pending);
+  GRAFT_RETURN_IF_ERROR(Launched("GdnCore (tensor-core prep)"));
+  return TcColumns(a.hv, a.dv) == 64 ? LaunchState<64>(a, s) : LaunchState<32>(a, s);
+}
+
+}  // namespace graft::cuda
