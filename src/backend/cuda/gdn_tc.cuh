@@ -86,11 +86,11 @@ __device__ __forceinline__ int BOffset(int lane, int n0, int k0, int stride) {
   return (n0 + (lane >> 4) * 8 + (lane & 7)) * stride + k0 + ((lane >> 3) & 1) * 8;
 }
 
-// 1 / ‖x‖ of a raw q or k row (its values rounded to bf16 first): Σ x² in WarpSum16's order, by
-// a whole warp (every lane gets it).
-__device__ __forceinline__ float InvNorm(const float* x, int dk, int lane) {
+// 1 / ‖x‖ of a q or k row held as bf16 (in shared memory): Σ x² in WarpSum16's order, by a
+// whole warp (every lane gets it).
+__device__ __forceinline__ float InvNorm(const __nv_bfloat16* x, int dk, int lane) {
   const float ss = WarpSum16(dk, lane, [&](int64_t i) {
-    const float v = Bf16Round(x[i]);
+    const float v = __bfloat162float(x[i]);
     return __fmul_rn(v, v);
   });
   return 1.0f / sqrtf(__fadd_rn(ss, 1e-6f));

@@ -72,38 +72,45 @@ __global__ void __launch_bounds__(kPrepThreads) GdnTcPrepKernel(GdnCoreArgs a, D
   if (!ChunkRows(c, p0, a.n, t0, pstart, pend)) return;
   const int64_t conv_dim = 2LL * hk * dk + int64_t{hv} * a.dv;
   // The chunk's keys (the open chunk's earlier ones from the state) and new queries as bf16,
-  // zero past dk and past the rows.
-  for (int x = tid; x < kC * dkp; x += kPrepThreads) {
-    const int i = x / dkp, r = x % dkp;
-    float kv = 0.0f, qv = 0.0f;
-    if (r < dk) {
-      if (i < pstart) {
-        kv = st.pk[(int64_t{i} * hv + h) * dk + r];
-      } else if (i < pend) {
-        const float* row = a.qkv + int64_t{t0 + i - pstart} * conv_dim;
-        qv = row[kh * dk + r];
-        kv = row[int64_t{hk} * dk + kh * dk + r];
+  // zero past dk and past the rows; four columns a thread, their loads side by side.
+  const int quads = dkp / 4;
+#pragma unroll 4
+  for (int x = tid; x < kC * quads; x += kPrepThreads) {
+    const int i = x / quads, r0 = 4 * (x % quads);
+    float kv[4] = {}, qv[4] = {};
+    const float* krow = i < pstart ? st.pk + (int64_t{i} * hv + h) * dk
+                                   : a.qkv + int64_t{t0 + i - pstart} * conv_dim + int64_t{hk} * dk + kh * dk;
+    const float* qrow = a.qkv + int64_t{t0 + i - pstart} * conv_dim + kh * dk;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = r0 + e;
+      if (r < dk && i < pend) {
+        kv[e] = krow[r];
+        if (i >= pstart) qv[e] = qrow[r];
       }
     }
-    kr[i * rs + r] = __float2bfloat16_rn(kv);
-    qr[i * rs + r] = __float2bfloat16_rn(qv);
-  }
-  for (int i = warp; i < pend; i += kPrepThreads / 32) {
-    if (i < pstart) {
-      if (lane == 0) inv[i] = st.pkinv[int64_t{i} * hv + h];
-      continue;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      kr[i * rs + r0 + e] = __float2bfloat16_rn(kv[e]);
+      qr[i * rs + r0 + e] = __float2bfloat16_rn(qv[e]);
     }
-    const float* row = a.qkv + int64_t{t0 + i - pstart} * conv_dim;
-    const float iq = InvNorm(row + kh * dk, dk, lane);
-    const float ik = InvNorm(row + int64_t{hk} * dk + kh * dk, dk, lane);
+  }
+  // The rows' log-decays, read side by side, before thread 0 sums them in order.
+  for (int i = tid; i < pend; i += kPrepThreads) {
+    gam[i] = i < pstart ? st.pgam[int64_t{i} * hv + h] : a.g[int64_t{t0 + i - pstart} * hv + h];
+    if (i < pstart) inv[i] = st.pkinv[int64_t{i} * hv + h];
+  }
+  __syncthreads();
+  if (tid == 0) {
+    for (int i = pstart; i < pend; ++i) gam[i] = __fadd_rn(i == 0 ? 0.0f : gam[i - 1], gam[i]);
+  }
+  for (int i = pstart + warp; i < pend; i += kPrepThreads / 32) {
+    const float iq = InvNorm(qr + i * rs, dk, lane);
+    const float ik = InvNorm(kr + i * rs, dk, lane);
     if (lane == 0) {
       inv[i] = ik;
       fq[i] = QFactor(iq, dk);
     }
-  }
-  if (tid == 0) {
-    for (int m = 0; m < pstart; ++m) gam[m] = st.pgam[int64_t{m} * hv + h];
-    for (int i = pstart; i < pend; ++i) gam[i] = __fadd_rn(i == 0 ? 0.0f : gam[i - 1], a.g[int64_t{t0 + i - pstart} * hv + h]);
   }
   __syncthreads();
   // Kr·Krᵀ and Qr·Krᵀ: warp w the rows [16w, 16w + 16), all 64 key columns.

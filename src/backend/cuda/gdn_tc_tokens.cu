@@ -64,14 +64,6 @@ __device__ void TcTokens(const GdnCoreArgs& a, const DevGdnState& st, int pendin
       arow[rs + r] = __float2bfloat16_rn(r < dk ? qraw[r] : 0.0f);
       kc[i * rs + r] = kv;
     }
-    if (warp == 0) {
-      const float v = InvNorm(qraw, dk, lane);
-      if (lane == 0) facts[0] = v;
-    }
-    if (warp == 1) {
-      const float v = InvNorm(kraw, dk, lane);
-      if (lane == 0) facts[1] = v;
-    }
     if (tid == blockDim.x - 1) {
       if (fused != nullptr) {  // GdnGates' arithmetic (elementwise.cu)
         const float* ir = rows->in + tk * fused->stride;
@@ -83,6 +75,15 @@ __device__ void TcTokens(const GdnCoreArgs& a, const DevGdnState& st, int pendin
         facts[2] = a.beta[tk * hv + h];
         facts[3] = a.g[tk * hv + h];
       }
+    }
+    __syncthreads();
+    if (warp == 0) {  // the norms from the bf16 rows, as GdnTcPrepKernel takes them
+      const float v = InvNorm(arow + rs, dk, lane);
+      if (lane == 0) facts[0] = v;
+    }
+    if (warp == 1) {
+      const float v = InvNorm(arow, dk, lane);
+      if (lane == 0) facts[1] = v;
     }
     __syncthreads();
     const float inv_q = facts[0], inv_i = facts[1], beta = facts[2];
