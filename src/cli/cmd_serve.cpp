@@ -119,8 +119,9 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--max-step-tokens", s->engine.max_step_tokens, "Rows per forward step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-queue", s->engine.max_queue, "Queued plus running requests before 429")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--decision-prefill-chunk", s->decision_prefill_chunk,
-                  "Prefill a decision's record in pieces of this many tokens (a multiple of 64; 0: at once), so a "
-                  "decision whose client hangs up stops within a piece; default 256 on cpu, 0 on cuda (bits are the same either way)")
+                  "Prefill a decision's record in pieces of this many tokens (a multiple of 64; 0: at once); a piece "
+                  "runs between two chat steps, so chat waits for one piece at most and a decision whose client hangs "
+                  "up stops within one; default 256 on cpu, 0 on cuda (bits are the same either way)")
       ->check(CLI::Validator(
           [](std::string& v) {
             char* end = nullptr;

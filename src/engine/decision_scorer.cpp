@@ -34,92 +34,128 @@ Result<SequenceState> DecisionScorer::NewState() {
   return model_.NewState(ops_);
 }
 
-Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t slot, bool share_prefix,
-                                             const std::atomic<bool>* cancelled) {
-  auto gone = [cancelled] { return cancelled && cancelled->load(); };
-  const Status kGone = Cancelled("the client went away before the decision was done");
-  const int vocab = model_.config().vocab_size;
+Result<DecisionTask> DecisionScorer::Begin(const DecisionRequest& r, int32_t slot, bool share_prefix,
+                                           const std::atomic<bool>* cancelled) {
   const int ctx = model_.config().max_position_embeddings;
-  DecisionResult res;
-  res.model = r.model;
-  GRAFT_ASSIGN_OR_RETURN(std::vector<int32_t> prefix, layout_.Prefix(r));
-  res.record_tokens = static_cast<int>(prefix.size());
-  if (ctx > 0 && prefix.size() >= static_cast<size_t>(ctx)) {
-    return InvalidArgument(fmt::format("the record needs {} tokens; the model's context is {}", prefix.size(), ctx));
+  DecisionTask t;
+  t.request = r;
+  t.slot = slot;
+  t.share_prefix = share_prefix;
+  t.cancelled = cancelled;
+  t.result.model = r.model;
+  GRAFT_ASSIGN_OR_RETURN(t.prefix, layout_.Prefix(r));
+  t.result.record_tokens = static_cast<int>(t.prefix.size());
+  if (ctx > 0 && t.prefix.size() >= static_cast<size_t>(ctx)) {
+    return InvalidArgument(fmt::format("the record needs {} tokens; the model's context is {}", t.prefix.size(), ctx));
   }
-  GRAFT_ASSIGN_OR_RETURN(SequenceState prefix_state, NewState());
-  if (share_prefix && !prefix.empty()) {
-    auto key = std::make_pair(slot, prefix);
+  GRAFT_ASSIGN_OR_RETURN(t.prefix_state, NewState());
+  t.prefix_ready = !share_prefix || t.prefix.empty();
+  return t;
+}
+
+Status DecisionScorer::PrefillPiece(DecisionTask& t) {
+  auto key = std::make_pair(t.slot, t.prefix);
+  if (t.prefilled == 0) {
     auto hit = cache_.find(key);
     if (hit != cache_.end()) {
-      GRAFT_ASSIGN_OR_RETURN(prefix_state, hit->second.Fork());
-      res.cached_tokens = static_cast<int>(prefix.size());
-    } else {
-      const size_t piece = prefill_chunk_ > 0 ? static_cast<size_t>(prefill_chunk_) : prefix.size();
-      for (size_t at = 0; at < prefix.size(); at += piece) {
-        if (gone()) return kGone;
-        const std::vector<int32_t> part(prefix.begin() + static_cast<std::ptrdiff_t>(at),
-                                        prefix.begin() + static_cast<std::ptrdiff_t>(std::min(prefix.size(), at + piece)));
-        GRAFT_RETURN_IF_ERROR(Forward(part, prefix_state, slot, LogitRows::None(), nullptr));
-      }
-      if (cache_capacity_ > 0) {
-        if (cache_.size() >= cache_capacity_) {
-          cache_.erase(cache_order_.front());
-          cache_order_.pop_front();
-        }
-        GRAFT_ASSIGN_OR_RETURN(SequenceState kept, prefix_state.Fork());
-        cache_.emplace(key, std::move(kept));
-        cache_order_.push_back(std::move(key));
-      }
+      GRAFT_ASSIGN_OR_RETURN(t.prefix_state, hit->second.Fork());
+      t.result.cached_tokens = static_cast<int>(t.prefix.size());
+      t.prefilled = t.prefix.size();
+      t.prefix_ready = true;
+      return Status::Ok();
     }
   }
-  std::vector<std::string> answers;
+  const size_t piece = prefill_chunk_ > 0 ? static_cast<size_t>(prefill_chunk_) : t.prefix.size();
+  const size_t end = std::min(t.prefix.size(), t.prefilled + piece);
+  const std::vector<int32_t> part(t.prefix.begin() + static_cast<std::ptrdiff_t>(t.prefilled),
+                                  t.prefix.begin() + static_cast<std::ptrdiff_t>(end));
+  GRAFT_RETURN_IF_ERROR(Forward(part, t.prefix_state, t.slot, LogitRows::None(), nullptr));
+  t.prefilled = end;
+  if (t.prefilled < t.prefix.size()) return Status::Ok();
+  t.prefix_ready = true;
+  if (cache_capacity_ > 0) {
+    if (cache_.size() >= cache_capacity_) {
+      cache_.erase(cache_order_.front());
+      cache_order_.pop_front();
+    }
+    GRAFT_ASSIGN_OR_RETURN(SequenceState kept, t.prefix_state.Fork());
+    cache_.emplace(key, std::move(kept));
+    cache_order_.push_back(std::move(key));
+  }
+  return Status::Ok();
+}
+
+Status DecisionScorer::ScoreQuestion(DecisionTask& t) {
+  const DecisionRequest& r = t.request;
+  const size_t i = t.question;
+  const int vocab = model_.config().vocab_size;
+  const int ctx = model_.config().max_position_embeddings;
+  GRAFT_ASSIGN_OR_RETURN(QuestionTokens qt, layout_.Question(r, i, t.answers));
+  size_t longest = 0;
+  for (const auto& c : qt.choices) longest = std::max(longest, c.size());
+  if (ctx > 0 && t.prefix.size() + qt.rest.size() + longest > static_cast<size_t>(ctx)) {
+    return InvalidArgument(fmt::format("question '{}' needs {} tokens; the model's context is {}", r.questions[i].id,
+                                       t.prefix.size() + qt.rest.size() + longest, ctx));
+  }
+  SequenceState st;
+  if (t.share_prefix) {
+    GRAFT_ASSIGN_OR_RETURN(st, t.prefix_state.Fork());
+  } else {
+    GRAFT_ASSIGN_OR_RETURN(st, NewState());
+  }
+  std::vector<int32_t> run = qt.rest;
+  if (!t.share_prefix) run.insert(run.begin(), t.prefix.begin(), t.prefix.end());
+  if (run.empty()) return Internal("decision layout produced an empty question");
   std::vector<float> logits, more;
-  for (size_t i = 0; i < r.questions.size(); ++i) {
-    if (gone()) return kGone;
-    GRAFT_ASSIGN_OR_RETURN(QuestionTokens qt, layout_.Question(r, i, answers));
-    size_t longest = 0;
-    for (const auto& c : qt.choices) longest = std::max(longest, c.size());
-    if (ctx > 0 && prefix.size() + qt.rest.size() + longest > static_cast<size_t>(ctx)) {
-      return InvalidArgument(fmt::format("question '{}' needs {} tokens; the model's context is {}", r.questions[i].id,
-                                         prefix.size() + qt.rest.size() + longest, ctx));
-    }
-    SequenceState st;
-    if (share_prefix) {
-      GRAFT_ASSIGN_OR_RETURN(st, prefix_state.Fork());
-    } else {
-      GRAFT_ASSIGN_OR_RETURN(st, NewState());
-    }
-    std::vector<int32_t> run = qt.rest;
-    if (!share_prefix) run.insert(run.begin(), prefix.begin(), prefix.end());
-    if (run.empty()) return Internal("decision layout produced an empty question");
-    GRAFT_RETURN_IF_ERROR(Forward(run, st, slot, LogitRows::Only({static_cast<int32_t>(run.size() - 1)}), &logits));
-    res.question_tokens += static_cast<int>(qt.rest.size());
-    const float* last = logits.data();
-    QuestionResult q;
-    q.id = r.questions[i].id;
-    for (size_t c = 0; c < qt.choices.size(); ++c) {
-      const auto& toks = qt.choices[c];
-      const std::string what = fmt::format("question '{}', choice '{}'", r.questions[i].id, r.questions[i].choices[c]);
-      GRAFT_ASSIGN_OR_RETURN(double lp, ChoiceLogProb(last, vocab, toks[0], what));
-      if (toks.size() > 1) {
-        GRAFT_ASSIGN_OR_RETURN(SequenceState cs, st.Fork());
-        std::vector<int32_t> head(toks.begin(), toks.end() - 1);
-        GRAFT_RETURN_IF_ERROR(Forward(head, cs, slot, LogitRows{}, &more));
-        for (size_t j = 1; j < toks.size(); ++j) {
-          GRAFT_ASSIGN_OR_RETURN(double more_lp,
-                                 ChoiceLogProb(more.data() + (j - 1) * static_cast<size_t>(vocab), vocab, toks[j], what));
-          lp += more_lp;
-        }
-        res.question_tokens += static_cast<int>(head.size());
+  GRAFT_RETURN_IF_ERROR(Forward(run, st, t.slot, LogitRows::Only({static_cast<int32_t>(run.size() - 1)}), &logits));
+  t.result.question_tokens += static_cast<int>(qt.rest.size());
+  const float* last = logits.data();
+  QuestionResult q;
+  q.id = r.questions[i].id;
+  for (size_t c = 0; c < qt.choices.size(); ++c) {
+    const auto& toks = qt.choices[c];
+    const std::string what = fmt::format("question '{}', choice '{}'", r.questions[i].id, r.questions[i].choices[c]);
+    GRAFT_ASSIGN_OR_RETURN(double lp, ChoiceLogProb(last, vocab, toks[0], what));
+    if (toks.size() > 1) {
+      GRAFT_ASSIGN_OR_RETURN(SequenceState cs, st.Fork());
+      std::vector<int32_t> head(toks.begin(), toks.end() - 1);
+      GRAFT_RETURN_IF_ERROR(Forward(head, cs, t.slot, LogitRows{}, &more));
+      for (size_t j = 1; j < toks.size(); ++j) {
+        GRAFT_ASSIGN_OR_RETURN(double more_lp,
+                               ChoiceLogProb(more.data() + (j - 1) * static_cast<size_t>(vocab), vocab, toks[j], what));
+        lp += more_lp;
       }
-      q.scores.push_back({r.questions[i].choices[c], lp, 0.0});
+      t.result.question_tokens += static_cast<int>(head.size());
     }
-    FinishQuestion(q);
-    answers.push_back(q.choice);
-    res.questions.push_back(std::move(q));
+    q.scores.push_back({r.questions[i].choices[c], lp, 0.0});
   }
-  return res;
+  FinishQuestion(q);
+  t.answers.push_back(q.choice);
+  t.result.questions.push_back(std::move(q));
+  ++t.question;
+  return Status::Ok();
+}
+
+Result<bool> DecisionScorer::Advance(DecisionTask& t) {
+  if (t.question >= t.request.questions.size() && t.prefix_ready) return true;
+  if (t.cancelled && t.cancelled->load()) return Cancelled("the client went away before the decision was done");
+  ++t.pieces;
+  if (!t.prefix_ready) {
+    GRAFT_RETURN_IF_ERROR(PrefillPiece(t));
+  } else {
+    GRAFT_RETURN_IF_ERROR(ScoreQuestion(t));
+  }
+  return t.prefix_ready && t.question >= t.request.questions.size();
+}
+
+Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t slot, bool share_prefix,
+                                             const std::atomic<bool>* cancelled) {
+  GRAFT_ASSIGN_OR_RETURN(DecisionTask t, Begin(r, slot, share_prefix, cancelled));
+  while (true) {
+    GRAFT_ASSIGN_OR_RETURN(const bool done, Advance(t));
+    if (done) break;
+  }
+  return std::move(t.result);
 }
 
 }  // namespace graft

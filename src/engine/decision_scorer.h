@@ -2,7 +2,9 @@
 //
 // The record prefix is computed once per request and every question forks its state (shared
 // KV pages, a copy of the recurrent state); with share_prefix = false every question runs from
-// scratch instead.
+// scratch instead. A decision is a task (Begin) advanced one piece of work at a time (Advance:
+// a piece of the record's prefill, or one question with its choices), so that the engine can
+// run other work between pieces; Score runs a task to its end.
 // Both give the same bits: a row's logits do not depend on how its sequence is split.
 // A small prefix cache keyed by (adapter slot, prefix tokens) lets repeated records skip the
 // prefix entirely (usage.cached_tokens counts those tokens).
@@ -27,6 +29,23 @@ namespace graft {
 // such a row is meaningful, so the decision fails rather than answer with null probabilities).
 Result<double> ChoiceLogProb(const float* row, int vocab, int32_t token, const std::string& what);
 
+// A decision in progress: what Begin made of the request and how far Advance has taken it.
+// Owns its states (their pages go back to the pool when it is destroyed).
+struct DecisionTask {
+  DecisionRequest request;
+  int32_t slot = 0;
+  bool share_prefix = true;
+  const std::atomic<bool>* cancelled = nullptr;
+  std::vector<int32_t> prefix;     // the record's tokens (instructions and record)
+  size_t prefilled = 0;            // prefix tokens already in prefix_state
+  bool prefix_ready = false;       // the prefix is computed (or came from the cache)
+  SequenceState prefix_state;
+  size_t question = 0;             // questions scored so far
+  std::vector<std::string> answers;
+  DecisionResult result;           // complete once Advance returns true
+  int pieces = 0;                  // Advance calls that did work
+};
+
 class DecisionScorer {
  public:
   // pool: where the states live (nullptr: the model's own growable pool).
@@ -40,6 +59,15 @@ class DecisionScorer {
   // `cancelled`, when set, stops the work between pieces and questions with kCancelled.
   Result<DecisionResult> Score(const DecisionRequest& r, int32_t adapter_slot, bool share_prefix = true,
                                const std::atomic<bool>* cancelled = nullptr);
+  // Score in steps: Begin lays the request out (errors: a record or question longer than the
+  // context, a bad request), then each Advance runs one piece — the next prefill_chunk tokens of
+  // the record (its cache entry made after the last; a cached record is one piece), else the next
+  // question and its choices — and returns true once every question is scored (task.result).
+  // The result's bits do not depend on how the work was split. `cancelled` is checked at the
+  // start of every piece (kCancelled).
+  Result<DecisionTask> Begin(const DecisionRequest& r, int32_t adapter_slot, bool share_prefix = true,
+                             const std::atomic<bool>* cancelled = nullptr);
+  Result<bool> Advance(DecisionTask& task);
   void set_prefill_chunk(int tokens) { prefill_chunk_ = tokens; }
   const DecisionLayout& layout() const { return layout_; }
   // Forgets every cached prefix (their pages go back to the pool).
@@ -53,6 +81,8 @@ class DecisionScorer {
   Status Forward(const std::vector<int32_t>& ids, SequenceState& st, int32_t slot, const LogitRows& which,
                  std::vector<float>* logits);
   Result<SequenceState> NewState();
+  Status PrefillPiece(DecisionTask& t);
+  Status ScoreQuestion(DecisionTask& t);
   const Model& model_;
   Ops& ops_;
   DecisionLayout layout_;

@@ -220,12 +220,51 @@ size_t HeldForStops(const std::string& text, const std::vector<std::string>& sto
 
 }  // namespace
 
+void Engine::FinishDecision(Result<DecisionResult> r) {
+  std::unique_ptr<DecisionJob> j = std::move(active_decision_);
+  j->task.reset();  // its pages go back to the pool before the caller hears of it
+  j->done(std::move(r));
+  std::lock_guard<std::mutex> l(mu_);
+  --decisions_pending_;
+}
+
+void Engine::AdvanceDecision() {
+  DecisionJob& j = *active_decision_;
+  if (!j.task) {
+    Result<DecisionTask> t = scorer_.Begin(j.request, j.slot, true, j.cancelled.get());
+    if (!t.ok()) return FinishDecision(t.status());
+    j.task = std::make_unique<DecisionTask>(std::move(*t));
+  }
+  Result<bool> done = scorer_.Advance(*j.task);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.decision_pieces;
+  }
+  if (!done.ok() && done.status().code() == StatusCode::kResourceExhausted) {
+    j.task.reset();
+    if (!j.retried) {
+      // The prefix cache may hold the memory: drop it and start over at the next piece.
+      scorer_.ClearCache();
+      j.retried = true;
+      return;
+    }
+    // Decisions run one at a time and the cache is empty now: this one can never fit.
+    return FinishDecision(InvalidArgument(fmt::format("this decision needs more KV memory than the decision pool holds "
+                                                      "({} tokens, --decision-kv-tokens): {}",
+                                                      cfg_.decision_kv_tokens, done.status().message())));
+  }
+  if (!done.ok()) return FinishDecision(done.status());
+  if (*done) FinishDecision(std::move(j.task->result));
+}
+
 void Engine::Loop() {
   while (true) {
-    std::deque<std::unique_ptr<DecisionJob>> jobs;
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return stop_ || !incoming_.empty() || !decisions_.empty() || !live_.empty(); });
+      cv_.wait(l, [&] {
+        return stop_ || !incoming_.empty() || !decisions_.empty() || !live_.empty() || active_decision_ ||
+               !waiting_decisions_.empty();
+      });
       if (stop_) break;
       while (!incoming_.empty()) {
         incoming_.front()->id = next_id_++;
@@ -233,25 +272,17 @@ void Engine::Loop() {
         live_.push_back(std::move(incoming_.front()));
         incoming_.pop_front();
       }
-      jobs.swap(decisions_);
-    }
-    for (auto& j : jobs) {
-      const std::atomic<bool>* cancelled = j->cancelled.get();
-      Result<DecisionResult> r = scorer_.Score(j->request, j->slot, true, cancelled);
-      if (!r.ok() && r.status().code() == StatusCode::kResourceExhausted) {
-        scorer_.ClearCache();  // the prefix cache may hold the memory: drop it and try once more
-        r = scorer_.Score(j->request, j->slot, true, cancelled);
-        if (!r.ok() && r.status().code() == StatusCode::kResourceExhausted) {
-          // Decisions run one at a time and the cache is empty now: this one can never fit.
-          r = InvalidArgument(fmt::format("this decision needs more KV memory than the decision pool holds ({} tokens, "
-                                          "--decision-kv-tokens): {}",
-                                          cfg_.decision_kv_tokens, r.status().message()));
-        }
+      while (!decisions_.empty()) {
+        waiting_decisions_.push_back(std::move(decisions_.front()));
+        decisions_.pop_front();
       }
-      j->done(std::move(r));
-      std::lock_guard<std::mutex> l(mu_);
-      --decisions_pending_;
     }
+    // One piece of decision work, then one chat step: neither waits for the other's whole job.
+    if (!active_decision_ && !waiting_decisions_.empty()) {
+      active_decision_ = std::move(waiting_decisions_.front());
+      waiting_decisions_.pop_front();
+    }
+    if (active_decision_) AdvanceDecision();
     if (!live_.empty()) RunStep();
     // Drop finished and cancelled sequences.
     int removed = 0;
@@ -283,6 +314,11 @@ void Engine::Loop() {
       s->req.on_event(e);
     }
   }
+  if (active_decision_) {
+    active_decision_->task.reset();
+    waiting_decisions_.push_front(std::move(active_decision_));
+  }
+  for (auto& j : waiting_decisions_) j->done(Unavailable("the server is shutting down"));
   std::lock_guard<std::mutex> l(mu_);
   for (auto& j : decisions_) j->done(Unavailable("the server is shutting down"));
   for (auto& s : incoming_) {

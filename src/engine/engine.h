@@ -3,7 +3,10 @@
 //
 // Chat and completion sequences are continuously batched: each step mixes the decode rows of
 // running sequences with prefill chunks of waiting ones (Scheduler), every row selecting its
-// sequence's adapter slot. Decisions run on the same thread between steps (DecisionScorer).
+// sequence's adapter slot. Decisions run on the same thread, one at a time in arrival order,
+// a piece of work between two chat steps (DecisionScorer::Advance: a decision_prefill_chunk of
+// the record, or one question with its choices), so a chat stream's gap while a decision runs is
+// one such piece, not the whole decision.
 // All cache memory is reserved when the engine starts: a chat pool (KV pages and state slots
 // that the scheduler hands out) and a decision pool (the record prefix, its forks and the
 // prefix cache), so decisions never take memory a chat sequence was promised. A sequence
@@ -48,7 +51,8 @@ struct EngineConfig {
   int64_t decision_kv_tokens = 16384; // a separate pool for decisions and their prefix cache
   int max_queue = 256;                // waiting + running sequences and decisions before 429
   // A decision's record is prefilled in pieces of this many tokens (a multiple of 64; 0: at once),
-  // so a hung-up client's decision stops within a piece. The bits do not depend on it.
+  // each its own piece of work between chat steps, so a hung-up client's decision stops within a
+  // piece and chat waits for at most one. The bits do not depend on it.
   int decision_prefill_chunk = 0;
   // Sample from each row's best candidates picked by the backend (Ops::TopK) when every row of
   // a step allows it (greedy, or top_k <= Ops::kMaxTopK, and no logprobs), instead of copying
@@ -112,6 +116,7 @@ struct EngineStats {
   int64_t kv_reserved = 0, kv_budget = 0;
   int64_t pool_bytes = 0;  // both pools, reserved at start-up
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
+  int64_t decision_pieces = 0;  // pieces of decision work run (record prefill chunks, questions)
   // Sequences by adapter slot (0: the base), running (holding KV) and waiting.
   std::map<int32_t, int> running_by_slot, waiting_by_slot;
 };
@@ -152,9 +157,14 @@ class Engine {
     int32_t slot;
     DecisionDone done;
     std::shared_ptr<std::atomic<bool>> cancelled;
+    std::unique_ptr<DecisionTask> task;  // null until begun (and again while it starts over)
+    bool retried = false;                // started over once with the prefix cache emptied
   };
   void Loop();
   void RunStep();
+  // One piece of the active decision's work (begun first if it is new); finishes it when done.
+  void AdvanceDecision();
+  void FinishDecision(Result<DecisionResult> r);
   void Finish(Live& s, const std::string& reason);
 
   EngineConfig cfg_;
@@ -180,6 +190,8 @@ class Engine {
   EngineStats stats_;                                   // GUARDED_BY(mu_)
 
   std::vector<std::unique_ptr<Live>> live_;  // engine thread only
+  std::deque<std::unique_ptr<DecisionJob>> waiting_decisions_;  // engine thread only, arrival order
+  std::unique_ptr<DecisionJob> active_decision_;               // engine thread only
   int64_t next_id_ = 1;
   std::thread thread_;
 };

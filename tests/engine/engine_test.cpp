@@ -481,6 +481,73 @@ namespace {
 
 // --request-timeout: a generation still running past its deadline ends with kDeadlineExceeded;
 // one within it is untouched.
+// A decision no longer freezes chat: the engine runs one piece of it (a 64-token chunk of the
+// record, or a question) between two chat steps. Counted in pieces and steps, not time: between
+// two tokens of a stream that runs throughout, no more pieces than chat steps (a step whose token
+// ends inside a character sends no text) — so a gap is a step and a piece; the decision takes a
+// piece a record chunk and a question; its answer is the bits of the same decision on an idle
+// engine.
+TEST(Engine, ADecisionRunsAPieceBetweenTwoChatTokens) {
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
+  AdapterSet none;
+  EngineConfig cfg;
+  cfg.decision_prefill_chunk = 64;
+  DecisionRequest d = SmallDecision();
+  for (int i = 0; i < 120; ++i) d.record += fmt::format(" GET /page/{}.html 200", i);
+  d.questions.push_back({"q2", "Which method?", {"GET", "POST"}});
+  Result<DecisionResult> alone = Status::Ok();
+  {
+    Engine idle(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+    alone = idle.Decide(d, 0);
+    ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  }
+  Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  // The pieces and steps counters as each chat token leaves (on the engine thread).
+  auto seen = std::make_shared<std::vector<std::pair<int64_t, int64_t>>>();
+  auto started = std::make_shared<std::promise<void>>();
+  auto finished = std::make_shared<std::promise<void>>();
+  GenerationRequest r;
+  r.prompt = Wrapper::Prompt(8);
+  r.max_tokens = 400;
+  r.stop_tokens.clear();
+  r.on_event = [&engine, seen, started, finished](const GenEvent& ev) {
+    if (ev.kind == GenEvent::Kind::kDelta) {
+      if (seen->empty()) started->set_value();
+      const EngineStats st = engine.Stats();
+      seen->push_back({st.decision_pieces, st.steps});
+    }
+    if (ev.kind != GenEvent::Kind::kDelta) finished->set_value();
+  };
+  ASSERT_TRUE(engine.Submit(std::move(r)).ok());
+  started->get_future().wait();
+  std::promise<std::pair<Result<DecisionResult>, int64_t>> decided;
+  ASSERT_TRUE(engine.DecideAsync(d, 0, [&](Result<DecisionResult> res) {
+    decided.set_value({std::move(res), engine.Stats().decision_pieces});
+  }).ok());
+  auto [got, pieces] = decided.get_future().get();
+  finished->get_future().wait();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const int64_t want_pieces = (got->record_tokens + 63) / 64 + static_cast<int64_t>(d.questions.size());
+  EXPECT_EQ(pieces, want_pieces) << "a piece a 64-token chunk of " << got->record_tokens << " and a question";
+  int64_t during = 0;
+  for (size_t i = 1; i < seen->size(); ++i) {
+    const auto [p0, s0] = (*seen)[i - 1];
+    const auto [p1, s1] = (*seen)[i];
+    EXPECT_LE(p1 - p0, s1 - s0) << "pieces and chat steps between chat tokens " << i - 1 << " and " << i;
+    if (p1 > 0 && p1 < pieces) ++during;
+  }
+  EXPECT_GE(during, pieces / 2) << "chat tokens while the decision ran";
+  ASSERT_EQ(got->questions.size(), alone->questions.size());
+  for (size_t q = 0; q < got->questions.size(); ++q) {
+    for (size_t c = 0; c < got->questions[q].scores.size(); ++c) {
+      EXPECT_EQ(got->questions[q].scores[c].logprob, alone->questions[q].scores[c].logprob) << "question " << q;
+    }
+  }
+  engine.Stop();
+}
+
 TEST(Engine, ARequestPastItsDeadlineEndsWithDeadlineExceeded) {
   Wrapper w;
   ASSERT_NE(w.model, nullptr);
