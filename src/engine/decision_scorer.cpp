@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace graft {
@@ -136,12 +137,119 @@ Status DecisionScorer::ScoreQuestion(DecisionTask& t) {
   return Status::Ok();
 }
 
+Status DecisionScorer::ScoreQuestionsTogether(DecisionTask& t) {
+  const DecisionRequest& r = t.request;
+  const int vocab = model_.config().vocab_size;
+  const int ctx = model_.config().max_position_embeddings;
+  // The questions from t.question on that fit the pool's free state slots and pages at once
+  // (each its fork and one a multi-token choice; pages for their tokens, a partial page each
+  // copied on write), at least one.
+  std::vector<QuestionTokens> qts;
+  int64_t slots = 0, pages = 0;
+  for (size_t i = t.question; i < r.questions.size(); ++i) {
+    GRAFT_ASSIGN_OR_RETURN(QuestionTokens qt, layout_.Question(r, i, {}));
+    size_t longest = 0;
+    for (const auto& c : qt.choices) longest = std::max(longest, c.size());
+    if (ctx > 0 && t.prefix.size() + qt.rest.size() + longest > static_cast<size_t>(ctx)) {
+      return InvalidArgument(fmt::format("question '{}' needs {} tokens; the model's context is {}", r.questions[i].id,
+                                         t.prefix.size() + qt.rest.size() + longest, ctx));
+    }
+    if (qt.rest.empty()) return Internal("decision layout produced an empty question");
+    int64_t s = 1, p = 0;
+    if (pool_ != nullptr) p = static_cast<int64_t>(qt.rest.size()) / pool_->page_size() + 2;
+    for (const auto& c : qt.choices) {
+      if (c.size() < 2) continue;
+      ++s;
+      if (pool_ != nullptr) p += static_cast<int64_t>(c.size()) / pool_->page_size() + 2;
+    }
+    const bool fits = pool_ == nullptr || ((!pool_->has_gdn() || slots + s <= pool_->free_slots()) &&
+                                           pages + p <= pool_->free_pages());
+    if (!fits) break;
+    slots += s;
+    pages += p;
+    qts.push_back(std::move(qt));
+  }
+  // Not even the next question with all its choices' forks at once: it alone, a choice at a time.
+  if (qts.empty()) return ScoreQuestion(t);
+  const size_t first_q = t.question, n = qts.size();
+  // Step 1: every question's tokens, each on its own fork of the record.
+  std::vector<SequenceState> states(n);
+  StepBatch batch;
+  std::vector<int32_t> last_rows;
+  for (size_t i = 0; i < n; ++i) {
+    GRAFT_ASSIGN_OR_RETURN(states[i], t.prefix_state.Fork());
+  }
+  for (size_t i = 0; i < n; ++i) {
+    batch.Add(&states[i], qts[i].rest.data(), static_cast<int>(qts[i].rest.size()), t.slot);
+    last_rows.push_back(batch.rows() - 1);
+  }
+  batch.logits = LogitRows::Only(last_rows);
+  std::vector<float> first(n * static_cast<size_t>(vocab));
+  GRAFT_RETURN_IF_ERROR(model_.Forward(ops_, batch, adapters_, first.data()));
+  // Step 2: every choice longer than a token, its tokens but the last on a fork of its question.
+  struct Head {
+    size_t question, choice;
+    int row0;
+  };
+  std::vector<Head> heads;
+  std::vector<SequenceState> head_states;
+  std::vector<std::vector<int32_t>> head_tokens;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t c = 0; c < qts[i].choices.size(); ++c) {
+      if (qts[i].choices[c].size() < 2) continue;
+      GRAFT_ASSIGN_OR_RETURN(SequenceState cs, states[i].Fork());
+      head_states.push_back(std::move(cs));
+      head_tokens.emplace_back(qts[i].choices[c].begin(), qts[i].choices[c].end() - 1);
+      heads.push_back({i, c, 0});
+    }
+  }
+  std::vector<float> more;
+  if (!heads.empty()) {
+    StepBatch hb;
+    for (size_t h = 0; h < heads.size(); ++h) {
+      heads[h].row0 = hb.rows();
+      hb.Add(&head_states[h], head_tokens[h].data(), static_cast<int>(head_tokens[h].size()), t.slot);
+    }
+    more.resize(static_cast<size_t>(hb.rows()) * vocab);
+    GRAFT_RETURN_IF_ERROR(model_.Forward(ops_, hb, adapters_, more.data()));
+  }
+  // The questions' results in order, as ScoreQuestion makes them.
+  for (size_t i = 0, h = 0; i < n; ++i) {
+    const DecisionQuestion& dq = r.questions[first_q + i];
+    t.result.question_tokens += static_cast<int>(qts[i].rest.size());
+    QuestionResult q;
+    q.id = dq.id;
+    for (size_t c = 0; c < qts[i].choices.size(); ++c) {
+      const auto& toks = qts[i].choices[c];
+      const std::string what = fmt::format("question '{}', choice '{}'", dq.id, dq.choices[c]);
+      GRAFT_ASSIGN_OR_RETURN(double lp, ChoiceLogProb(first.data() + i * static_cast<size_t>(vocab), vocab, toks[0], what));
+      if (toks.size() > 1) {
+        const Head& hd = heads[h++];
+        for (size_t j = 1; j < toks.size(); ++j) {
+          const float* row = more.data() + (static_cast<size_t>(hd.row0) + j - 1) * static_cast<size_t>(vocab);
+          GRAFT_ASSIGN_OR_RETURN(double more_lp, ChoiceLogProb(row, vocab, toks[j], what));
+          lp += more_lp;
+        }
+        t.result.question_tokens += static_cast<int>(toks.size() - 1);
+      }
+      q.scores.push_back({dq.choices[c], lp, 0.0});
+    }
+    FinishQuestion(q);
+    t.answers.push_back(q.choice);
+    t.result.questions.push_back(std::move(q));
+  }
+  t.question = first_q + n;
+  return Status::Ok();
+}
+
 Result<bool> DecisionScorer::Advance(DecisionTask& t) {
   if (t.question >= t.request.questions.size() && t.prefix_ready) return true;
   if (t.cancelled && t.cancelled->load()) return Cancelled("the client went away before the decision was done");
   ++t.pieces;
   if (!t.prefix_ready) {
     GRAFT_RETURN_IF_ERROR(PrefillPiece(t));
+  } else if (!t.request.joint && t.share_prefix) {
+    GRAFT_RETURN_IF_ERROR(ScoreQuestionsTogether(t));
   } else {
     GRAFT_RETURN_IF_ERROR(ScoreQuestion(t));
   }

@@ -61,8 +61,10 @@ class DecisionScorer {
                                const std::atomic<bool>* cancelled = nullptr);
   // Score in steps: Begin lays the request out (errors: a record or question longer than the
   // context, a bad request), then each Advance runs one piece — the next prefill_chunk tokens of
-  // the record (its cache entry made after the last; a cached record is one piece), else the next
-  // question and its choices — and returns true once every question is scored (task.result).
+  // the record (its cache entry made after the last; a cached record is one piece), else the
+  // questions: as many together as the pool holds when they are independent (not joint, on a
+  // shared record), one at a time in joint mode — and returns true once every question is scored
+  // (task.result).
   // The result's bits do not depend on how the work was split. `cancelled` is checked at the
   // start of every piece (kCancelled).
   Result<DecisionTask> Begin(const DecisionRequest& r, int32_t adapter_slot, bool share_prefix = true,
@@ -83,6 +85,11 @@ class DecisionScorer {
   Result<SequenceState> NewState();
   Status PrefillPiece(DecisionTask& t);
   Status ScoreQuestion(DecisionTask& t);
+  // The next independent questions (not joint, on a shared record) at once — as many as the
+  // pool's free state slots and pages hold: their tokens in one step, then the heads of their
+  // multi-token choices in a second (when not even one question fits so, ScoreQuestion). The bits
+  // of ScoreQuestion's, one by one (a row's bits do not depend on its batch).
+  Status ScoreQuestionsTogether(DecisionTask& t);
   const Model& model_;
   Ops& ops_;
   DecisionLayout layout_;

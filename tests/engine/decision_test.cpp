@@ -139,6 +139,38 @@ TEST(Decisions, PrefillPiecesChangeNoBitsAndCancellationStops) {
   EXPECT_EQ(gone.status().code(), StatusCode::kCancelled);
 }
 
+// Independent questions run together, as many as the pool's free state slots hold: with room for
+// all, one piece after the record; in a pool of three slots (the record's state holds one, each
+// question a fork and one more for each multi-token choice) a piece a question — and either way
+// the bits of the questions run one by one from scratch.
+TEST(Decisions, QuestionsRunTogetherAsThePoolAllowsWithTheSameBits) {
+  World w;
+  CpuOps ops(ActDtype::kBF16, 2);
+  const DecisionRequest r = Request(false);
+  DecisionScorer lone(*w.model, ops, *w.tok, *w.tmpl, w.set, nullptr, 0);
+  const auto want = lone.Score(r, 1, false).value();
+  auto pieces_of = [&](KvPool* pool) {
+    DecisionScorer scorer(*w.model, ops, *w.tok, *w.tmpl, w.set, pool, 0);
+    auto t = scorer.Begin(r, 1).value();
+    bool done = false;
+    while (!done) {
+      auto step = scorer.Advance(t);
+      EXPECT_TRUE(step.ok()) << step.status().ToString();
+      if (!step.ok()) return -1;
+      done = *step;
+    }
+    for (size_t i = 0; i < r.questions.size(); ++i) {
+      for (size_t c = 0; c < r.questions[i].choices.size(); ++c) {
+        EXPECT_EQ(t.result.questions[i].scores[c].logprob, want.questions[i].scores[c].logprob) << i << " " << c;
+      }
+    }
+    return t.pieces;
+  };
+  EXPECT_EQ(pieces_of(nullptr), 2) << "the record, then every question";
+  auto pool = w.model->NewPool(16, 256, 3, /*growable=*/false);
+  EXPECT_EQ(pieces_of(pool.get()), 4) << "the record, then the questions one by one";
+}
+
 TEST(Decisions, JointConditionsLaterQuestionsOnEarlierAnswers) {
   World w;
   CpuOps ops(ActDtype::kBF16, 2);
