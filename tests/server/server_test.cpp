@@ -8,7 +8,7 @@
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <arpa/inet.h>
@@ -215,13 +215,25 @@ TEST_F(Server, ResponsesApiAnswersAsTheChatCompletionDoes) {
 // One log line a request, logfmt: id, endpoint, model, status, tokens, the engine's timeline.
 // The stats line sums a period.
 TEST_F(Server, EachRequestLogsOneLineAndStatsSumAPeriod) {
-  std::ostringstream os;
+  // A request's line is written when its call ends, which can be after the client has its answer:
+  // wait for both lines, and keep the capturing logger alive for the server's other threads (a
+  // thread-safe ring of the last lines, never freed under a thread still logging into it).
+  static const auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256);
+  static const auto logger = std::make_shared<spdlog::logger>("t", sink);
   auto previous = spdlog::default_logger();
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>("t", std::make_shared<spdlog::sinks::ostream_sink_mt>(os)));
+  spdlog::set_default_logger(logger);
   Chat(5);
   (void)Post("/v1/chat/completions", R"({"messages": "nope"})");
+  auto captured = [] {
+    std::string all;
+    for (const auto& line : sink->last_formatted()) all += line;
+    return all;
+  };
+  for (int i = 0; i < 200 && captured().find("status=400") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   spdlog::set_default_logger(previous);
-  const std::string log = os.str();
+  const std::string log = captured();
   EXPECT_NE(log.find("request id=chatcmpl-"), std::string::npos) << log;
   EXPECT_NE(log.find(" endpoint=/v1/chat/completions model=base status=200 prompt_tokens="), std::string::npos) << log;
   EXPECT_NE(log.find(" completion_tokens=5 queue_ms="), std::string::npos) << log;
