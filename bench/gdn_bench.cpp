@@ -59,6 +59,22 @@ struct State {
   cuda::DevGdnState Dev(int pending) const { return {nullptr, S, pk, pvn, pgam, pkinv, pending}; }
 };
 
+// Milliseconds of one call between two events (exits naming the error when the call fails).
+template <typename Call>
+double TimeCall(cudaEvent_t e0, cudaEvent_t e1, Call call) {
+  CHECK_CUDA(cudaEventRecord(e0));
+  const Status s = call();
+  CHECK_CUDA(cudaEventRecord(e1));
+  CHECK_CUDA(cudaEventSynchronize(e1));
+  if (!s.ok()) {
+    fmt::print(stderr, "{}\n", s.ToString());
+    std::exit(1);
+  }
+  float t = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
+  return t;
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -113,16 +129,7 @@ int main(int argc, char** argv) {
         cuda::DevGdnState ds = st.Dev(0);
         CHECK_CUDA(cudaMemset(st.S, 0, int64_t{hv} * dk * dv * 4));
         cuda::GdnCoreArgs a{qkv, beta, g, n, hk, hv, dk, dv, &ds, bf16, out, nullptr, scratch};
-        CHECK_CUDA(cudaEventRecord(e0));
-        const Status s = cuda::GdnCore(a, nullptr);
-        CHECK_CUDA(cudaEventRecord(e1));
-        CHECK_CUDA(cudaEventSynchronize(e1));
-        if (!s.ok()) {
-          fmt::print(stderr, "{}\n", s.ToString());
-          return 1;
-        }
-        float t = 0;
-        CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
+        const double t = TimeCall(e0, e1, [&] { return cuda::GdnCore(a, nullptr); });
         if (it > 0) ms.push_back(t);
       }
       CHECK_CUDA(cudaFree(scratch));
@@ -143,16 +150,7 @@ int main(int argc, char** argv) {
                           out + int64_t{i} * hv * dv, 1, states[static_cast<size_t>(i)].Dev((step + 7 * i) % kGdnChunk)});
         }
         CHECK_CUDA(cudaMemcpy(dseqs, seqs.data(), seqs.size() * sizeof(cuda::GdnSeq), cudaMemcpyHostToDevice));
-        CHECK_CUDA(cudaEventRecord(e0));
-        const Status s = cuda::GdnCoreSeqs(dseqs, b, hk, hv, dk, dv, bf16, nullptr);
-        CHECK_CUDA(cudaEventRecord(e1));
-        CHECK_CUDA(cudaEventSynchronize(e1));
-        if (!s.ok()) {
-          fmt::print(stderr, "{}\n", s.ToString());
-          return 1;
-        }
-        float t = 0;
-        CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
+        const double t = TimeCall(e0, e1, [&] { return cuda::GdnCoreSeqs(dseqs, b, hk, hv, dk, dv, bf16, nullptr); });
         if (step > 0) ms.push_back(t);
       }
       const double m = Median(ms);

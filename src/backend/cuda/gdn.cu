@@ -14,6 +14,7 @@ namespace {
 using gdn_kernels::GatedNormed;
 using gdn_kernels::GatedNormInv;
 using gdn_kernels::PrefetchHeadState;
+using gdn_kernels::SeqArgs;
 using gdn_kernels::WarpSumSquares16;
 
 constexpr int kMaxConvK = 8;
@@ -230,17 +231,7 @@ __global__ void GdnCoreSeqsKernel(const GdnSeq* seqs, int hk, int hv, int dk, in
   const GdnSeq& s = seqs[blockIdx.y];  // staged by a copy before the step's first kernel
   PrefetchHeadState(s.state, dk, dv, hv, s.state.pending, blockIdx.x);
   PdlBegin();  // pdl.cuh: only prefetches before the predecessor completes
-  GdnCoreArgs a{};
-  a.qkv = s.qkv;
-  a.beta = s.beta;
-  a.g = s.g;
-  a.n = s.n;
-  a.hk = hk;
-  a.hv = hv;
-  a.dk = dk;
-  a.dv = dv;
-  a.bf16 = bf16;
-  a.out = s.out;
+  const GdnCoreArgs a = SeqArgs(s, hk, hv, dk, dv, bf16);
   GdnCoreTokens(a, s.state, s.state.pending, blockIdx.x, with_fused ? &fused : nullptr, &s);
 }
 

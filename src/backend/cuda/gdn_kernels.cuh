@@ -47,6 +47,22 @@ __device__ __forceinline__ void PrefetchHeadState(const DevGdnState& st, int dk,
   }
 }
 
+// The GdnCoreArgs of one sequence of a GdnCoreSeqs launch (its rows, the launch's shape).
+__device__ __forceinline__ GdnCoreArgs SeqArgs(const GdnSeq& s, int hk, int hv, int dk, int dv, bool bf16) {
+  GdnCoreArgs a{};
+  a.qkv = s.qkv;
+  a.beta = s.beta;
+  a.g = s.g;
+  a.n = s.n;
+  a.hk = hk;
+  a.hv = hv;
+  a.dk = dk;
+  a.dv = dv;
+  a.bf16 = bf16;
+  a.out = s.out;
+  return a;
+}
+
 // Σ x[i]² in the CPU reference's 16-lane order (Sum16), by a whole warp.
 __device__ __forceinline__ float WarpSumSquares16(const float* x, int d, int lane) {
   return WarpSum16(d, lane, [&](int64_t i) { return __fmul_rn(x[i], x[i]); });

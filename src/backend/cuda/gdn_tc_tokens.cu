@@ -23,6 +23,7 @@ namespace {
 using gdn_kernels::GatedNormed;
 using gdn_kernels::GatedNormInv;
 using gdn_kernels::PrefetchHeadState;
+using gdn_kernels::SeqArgs;
 using gdn_kernels::WarpSumSquares16;
 using namespace gdn_tc;  // NOLINT: the form's helpers
 using bf16_t = __nv_bfloat16;
@@ -239,17 +240,7 @@ __global__ void __launch_bounds__(256) GdnTcSeqsKernel(const GdnSeq* seqs, int h
   const GdnSeq& s = seqs[blockIdx.y];  // staged by a copy before the step's first kernel
   PrefetchHeadState(s.state, dk, dv, hv, s.state.pending, blockIdx.x);
   PdlBegin();  // pdl.cuh: only prefetches before the predecessor completes
-  GdnCoreArgs a{};
-  a.qkv = s.qkv;
-  a.beta = s.beta;
-  a.g = s.g;
-  a.n = s.n;
-  a.hk = hk;
-  a.hv = hv;
-  a.dk = dk;
-  a.dv = dv;
-  a.bf16 = true;
-  a.out = s.out;
+  const GdnCoreArgs a = SeqArgs(s, hk, hv, dk, dv, true);
   TcTokens(a, s.state, s.state.pending, blockIdx.x, with_fused ? &fused : nullptr, &s);
 }
 
