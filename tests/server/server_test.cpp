@@ -383,7 +383,14 @@ TEST_F(Server, ChatCompletionShapesAndModels) {
 TEST_F(Server, MetricsCarryVllmsSeriesAndPassPromtool) {
   for (int i = 0; i < 3; ++i) Chat(6 + i);
   auto c = Client();
+  // The engine counts a finished sequence out of "running" when its step's bookkeeping ends, which
+  // can be just after the client has its last token: read the page once that has happened.
   auto met = c.Get("/metrics");
+  for (int i = 0; i < 200 && met && met->body.find("vllm:num_requests_running{model_name=\"base\"} 0") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    met = c.Get("/metrics");
+  }
   ASSERT_TRUE(met);
   const std::string& m = met->body;
   for (const char* series : {"num_requests_running{model_name=\"base\"} 0", "num_requests_waiting{model_name=\"base\"} 0",
