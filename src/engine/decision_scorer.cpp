@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 namespace graft {
 Result<double> ChoiceLogProb(const float* row, int vocab, int32_t token, const std::string& what) {
@@ -86,18 +87,49 @@ Status DecisionScorer::PrefillPiece(DecisionTask& t) {
   return Status::Ok();
 }
 
-Status DecisionScorer::ScoreQuestion(DecisionTask& t) {
-  const DecisionRequest& r = t.request;
-  const size_t i = t.question;
-  const int vocab = model_.config().vocab_size;
+Status DecisionScorer::CheckContext(const DecisionTask& t, size_t i, const QuestionTokens& qt) const {
   const int ctx = model_.config().max_position_embeddings;
-  GRAFT_ASSIGN_OR_RETURN(QuestionTokens qt, layout_.Question(r, i, t.answers));
   size_t longest = 0;
   for (const auto& c : qt.choices) longest = std::max(longest, c.size());
   if (ctx > 0 && t.prefix.size() + qt.rest.size() + longest > static_cast<size_t>(ctx)) {
-    return InvalidArgument(fmt::format("question '{}' needs {} tokens; the model's context is {}", r.questions[i].id,
+    return InvalidArgument(fmt::format("question '{}' needs {} tokens; the model's context is {}", t.request.questions[i].id,
                                        t.prefix.size() + qt.rest.size() + longest, ctx));
   }
+  if (qt.rest.empty()) return Internal("decision layout produced an empty question");
+  return Status::Ok();
+}
+
+Status DecisionScorer::AddQuestion(DecisionTask& t, size_t i, const QuestionTokens& qt, const float* first_row,
+                                   const std::function<Result<const float*>(size_t)>& head_rows) {
+  const int vocab = model_.config().vocab_size;
+  const DecisionQuestion& dq = t.request.questions[i];
+  t.result.question_tokens += static_cast<int>(qt.rest.size());
+  QuestionResult q;
+  q.id = dq.id;
+  for (size_t c = 0; c < qt.choices.size(); ++c) {
+    const auto& toks = qt.choices[c];
+    const std::string what = fmt::format("question '{}', choice '{}'", dq.id, dq.choices[c]);
+    GRAFT_ASSIGN_OR_RETURN(double lp, ChoiceLogProb(first_row, vocab, toks[0], what));
+    if (toks.size() > 1) {
+      GRAFT_ASSIGN_OR_RETURN(const float* rows, head_rows(c));
+      for (size_t k = 1; k < toks.size(); ++k) {
+        GRAFT_ASSIGN_OR_RETURN(double more_lp, ChoiceLogProb(rows + (k - 1) * static_cast<size_t>(vocab), vocab, toks[k], what));
+        lp += more_lp;
+      }
+      t.result.question_tokens += static_cast<int>(toks.size() - 1);
+    }
+    q.scores.push_back({dq.choices[c], lp, 0.0});
+  }
+  FinishQuestion(q);
+  t.answers.push_back(q.choice);
+  t.result.questions.push_back(std::move(q));
+  return Status::Ok();
+}
+
+Status DecisionScorer::ScoreQuestion(DecisionTask& t) {
+  const size_t i = t.question;
+  GRAFT_ASSIGN_OR_RETURN(QuestionTokens qt, layout_.Question(t.request, i, t.answers));
+  GRAFT_RETURN_IF_ERROR(CheckContext(t, i, qt));
   SequenceState st;
   if (t.share_prefix) {
     GRAFT_ASSIGN_OR_RETURN(st, t.prefix_state.Fork());
@@ -106,33 +138,16 @@ Status DecisionScorer::ScoreQuestion(DecisionTask& t) {
   }
   std::vector<int32_t> run = qt.rest;
   if (!t.share_prefix) run.insert(run.begin(), t.prefix.begin(), t.prefix.end());
-  if (run.empty()) return Internal("decision layout produced an empty question");
   std::vector<float> logits, more;
   GRAFT_RETURN_IF_ERROR(Forward(run, st, t.slot, LogitRows::Only({static_cast<int32_t>(run.size() - 1)}), &logits));
-  t.result.question_tokens += static_cast<int>(qt.rest.size());
-  const float* last = logits.data();
-  QuestionResult q;
-  q.id = r.questions[i].id;
-  for (size_t c = 0; c < qt.choices.size(); ++c) {
-    const auto& toks = qt.choices[c];
-    const std::string what = fmt::format("question '{}', choice '{}'", r.questions[i].id, r.questions[i].choices[c]);
-    GRAFT_ASSIGN_OR_RETURN(double lp, ChoiceLogProb(last, vocab, toks[0], what));
-    if (toks.size() > 1) {
-      GRAFT_ASSIGN_OR_RETURN(SequenceState cs, st.Fork());
-      std::vector<int32_t> head(toks.begin(), toks.end() - 1);
-      GRAFT_RETURN_IF_ERROR(Forward(head, cs, t.slot, LogitRows{}, &more));
-      for (size_t j = 1; j < toks.size(); ++j) {
-        GRAFT_ASSIGN_OR_RETURN(double more_lp,
-                               ChoiceLogProb(more.data() + (j - 1) * static_cast<size_t>(vocab), vocab, toks[j], what));
-        lp += more_lp;
-      }
-      t.result.question_tokens += static_cast<int>(head.size());
-    }
-    q.scores.push_back({r.questions[i].choices[c], lp, 0.0});
-  }
-  FinishQuestion(q);
-  t.answers.push_back(q.choice);
-  t.result.questions.push_back(std::move(q));
+  // A multi-token choice's rows: its tokens but the last on a fork of the question, one at a time.
+  auto head_rows = [&](size_t c) -> Result<const float*> {
+    GRAFT_ASSIGN_OR_RETURN(SequenceState cs, st.Fork());
+    const std::vector<int32_t> head(qt.choices[c].begin(), qt.choices[c].end() - 1);
+    GRAFT_RETURN_IF_ERROR(Forward(head, cs, t.slot, LogitRows{}, &more));
+    return more.data();
+  };
+  GRAFT_RETURN_IF_ERROR(AddQuestion(t, i, qt, logits.data(), head_rows));
   ++t.question;
   return Status::Ok();
 }
@@ -140,21 +155,14 @@ Status DecisionScorer::ScoreQuestion(DecisionTask& t) {
 Status DecisionScorer::ScoreQuestionsTogether(DecisionTask& t) {
   const DecisionRequest& r = t.request;
   const int vocab = model_.config().vocab_size;
-  const int ctx = model_.config().max_position_embeddings;
   // The questions from t.question on that fit the pool's free state slots and pages at once
   // (each its fork and one a multi-token choice; pages for their tokens, a partial page each
-  // copied on write), at least one.
+  // copied on write).
   std::vector<QuestionTokens> qts;
   int64_t slots = 0, pages = 0;
   for (size_t i = t.question; i < r.questions.size(); ++i) {
     GRAFT_ASSIGN_OR_RETURN(QuestionTokens qt, layout_.Question(r, i, {}));
-    size_t longest = 0;
-    for (const auto& c : qt.choices) longest = std::max(longest, c.size());
-    if (ctx > 0 && t.prefix.size() + qt.rest.size() + longest > static_cast<size_t>(ctx)) {
-      return InvalidArgument(fmt::format("question '{}' needs {} tokens; the model's context is {}", r.questions[i].id,
-                                         t.prefix.size() + qt.rest.size() + longest, ctx));
-    }
-    if (qt.rest.empty()) return Internal("decision layout produced an empty question");
+    GRAFT_RETURN_IF_ERROR(CheckContext(t, i, qt));
     int64_t s = 1, p = 0;
     if (pool_ != nullptr) p = static_cast<int64_t>(qt.rest.size()) / pool_->page_size() + 2;
     for (const auto& c : qt.choices) {
@@ -186,57 +194,39 @@ Status DecisionScorer::ScoreQuestionsTogether(DecisionTask& t) {
   batch.logits = LogitRows::Only(last_rows);
   std::vector<float> first(n * static_cast<size_t>(vocab));
   GRAFT_RETURN_IF_ERROR(model_.Forward(ops_, batch, adapters_, first.data()));
-  // Step 2: every choice longer than a token, its tokens but the last on a fork of its question.
-  struct Head {
-    size_t question, choice;
-    int row0;
-  };
-  std::vector<Head> heads;
+  // Step 2: every choice longer than a token, its tokens but the last on a fork of its question;
+  // head_row0[i][c] is where its rows start.
+  std::vector<std::vector<int>> head_row0(n);
   std::vector<SequenceState> head_states;
   std::vector<std::vector<int32_t>> head_tokens;
   for (size_t i = 0; i < n; ++i) {
+    head_row0[i].assign(qts[i].choices.size(), -1);
     for (size_t c = 0; c < qts[i].choices.size(); ++c) {
       if (qts[i].choices[c].size() < 2) continue;
       GRAFT_ASSIGN_OR_RETURN(SequenceState cs, states[i].Fork());
       head_states.push_back(std::move(cs));
       head_tokens.emplace_back(qts[i].choices[c].begin(), qts[i].choices[c].end() - 1);
-      heads.push_back({i, c, 0});
     }
   }
   std::vector<float> more;
-  if (!heads.empty()) {
+  if (!head_states.empty()) {
     StepBatch hb;
-    for (size_t h = 0; h < heads.size(); ++h) {
-      heads[h].row0 = hb.rows();
-      hb.Add(&head_states[h], head_tokens[h].data(), static_cast<int>(head_tokens[h].size()), t.slot);
+    for (size_t i = 0, h = 0; i < n; ++i) {
+      for (size_t c = 0; c < qts[i].choices.size(); ++c) {
+        if (qts[i].choices[c].size() < 2) continue;
+        head_row0[i][c] = hb.rows();
+        hb.Add(&head_states[h], head_tokens[h].data(), static_cast<int>(head_tokens[h].size()), t.slot);
+        ++h;
+      }
     }
     more.resize(static_cast<size_t>(hb.rows()) * vocab);
     GRAFT_RETURN_IF_ERROR(model_.Forward(ops_, hb, adapters_, more.data()));
   }
-  // The questions' results in order, as ScoreQuestion makes them.
-  for (size_t i = 0, h = 0; i < n; ++i) {
-    const DecisionQuestion& dq = r.questions[first_q + i];
-    t.result.question_tokens += static_cast<int>(qts[i].rest.size());
-    QuestionResult q;
-    q.id = dq.id;
-    for (size_t c = 0; c < qts[i].choices.size(); ++c) {
-      const auto& toks = qts[i].choices[c];
-      const std::string what = fmt::format("question '{}', choice '{}'", dq.id, dq.choices[c]);
-      GRAFT_ASSIGN_OR_RETURN(double lp, ChoiceLogProb(first.data() + i * static_cast<size_t>(vocab), vocab, toks[0], what));
-      if (toks.size() > 1) {
-        const Head& hd = heads[h++];
-        for (size_t j = 1; j < toks.size(); ++j) {
-          const float* row = more.data() + (static_cast<size_t>(hd.row0) + j - 1) * static_cast<size_t>(vocab);
-          GRAFT_ASSIGN_OR_RETURN(double more_lp, ChoiceLogProb(row, vocab, toks[j], what));
-          lp += more_lp;
-        }
-        t.result.question_tokens += static_cast<int>(toks.size() - 1);
-      }
-      q.scores.push_back({dq.choices[c], lp, 0.0});
-    }
-    FinishQuestion(q);
-    t.answers.push_back(q.choice);
-    t.result.questions.push_back(std::move(q));
+  for (size_t i = 0; i < n; ++i) {
+    auto head_rows = [&](size_t c) -> Result<const float*> {
+      return more.data() + static_cast<size_t>(head_row0[i][c]) * static_cast<size_t>(vocab);
+    };
+    GRAFT_RETURN_IF_ERROR(AddQuestion(t, first_q + i, qts[i], first.data() + i * static_cast<size_t>(vocab), head_rows));
   }
   t.question = first_q + n;
   return Status::Ok();

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <utility>
 
@@ -84,6 +85,13 @@ class DecisionScorer {
                  std::vector<float>* logits);
   Result<SequenceState> NewState();
   Status PrefillPiece(DecisionTask& t);
+  // Question i's tokens fit the context after the record (an error naming the question if not).
+  Status CheckContext(const DecisionTask& t, size_t i, const QuestionTokens& qt) const;
+  // Question i's result into t: each choice's log-likelihood from the row after the question
+  // (first_row) and, for a multi-token choice c, the rows head_rows(c) gives after its tokens but
+  // the last.
+  Status AddQuestion(DecisionTask& t, size_t i, const QuestionTokens& qt, const float* first_row,
+                     const std::function<Result<const float*>(size_t)>& head_rows);
   Status ScoreQuestion(DecisionTask& t);
   // The next independent questions (not joint, on a shared record) at once — as many as the
   // pool's free state slots and pages hold: their tokens in one step, then the heads of their

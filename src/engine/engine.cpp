@@ -261,10 +261,7 @@ void Engine::Loop() {
   while (true) {
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] {
-        return stop_ || !incoming_.empty() || !decisions_.empty() || !live_.empty() || active_decision_ ||
-               !waiting_decisions_.empty();
-      });
+      cv_.wait(l, [&] { return stop_ || !incoming_.empty() || !decisions_.empty() || !live_.empty() || active_decision_; });
       if (stop_) break;
       while (!incoming_.empty()) {
         incoming_.front()->id = next_id_++;
@@ -272,16 +269,12 @@ void Engine::Loop() {
         live_.push_back(std::move(incoming_.front()));
         incoming_.pop_front();
       }
-      while (!decisions_.empty()) {
-        waiting_decisions_.push_back(std::move(decisions_.front()));
+      if (!active_decision_ && !decisions_.empty()) {  // the next decision, in arrival order
+        active_decision_ = std::move(decisions_.front());
         decisions_.pop_front();
       }
     }
     // One piece of decision work, then one chat step: neither waits for the other's whole job.
-    if (!active_decision_ && !waiting_decisions_.empty()) {
-      active_decision_ = std::move(waiting_decisions_.front());
-      waiting_decisions_.pop_front();
-    }
     if (active_decision_) AdvanceDecision();
     if (!live_.empty()) RunStep();
     // Drop finished and cancelled sequences.
@@ -316,9 +309,8 @@ void Engine::Loop() {
   }
   if (active_decision_) {
     active_decision_->task.reset();
-    waiting_decisions_.push_front(std::move(active_decision_));
+    active_decision_->done(Unavailable("the server is shutting down"));
   }
-  for (auto& j : waiting_decisions_) j->done(Unavailable("the server is shutting down"));
   std::lock_guard<std::mutex> l(mu_);
   for (auto& j : decisions_) j->done(Unavailable("the server is shutting down"));
   for (auto& s : incoming_) {

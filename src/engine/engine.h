@@ -190,8 +190,7 @@ class Engine {
   EngineStats stats_;                                   // GUARDED_BY(mu_)
 
   std::vector<std::unique_ptr<Live>> live_;  // engine thread only
-  std::deque<std::unique_ptr<DecisionJob>> waiting_decisions_;  // engine thread only, arrival order
-  std::unique_ptr<DecisionJob> active_decision_;               // engine thread only
+  std::unique_ptr<DecisionJob> active_decision_;  // engine thread only; the rest wait in decisions_
   int64_t next_id_ = 1;
   std::thread thread_;
 };
