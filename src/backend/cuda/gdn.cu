@@ -53,30 +53,50 @@ __global__ void ConvSeqsKernel(const float* x, int64_t x_stride, const ConvSeq* 
              out + int64_t{s.row0} * channels);
 }
 
-// One thread per (token, channel): the same window sums as ConvKernel, all tokens at once. The
-// window reads the old conv_state, so ConvStateKernel (launched after) advances it. Block (x, y):
-// channels [256 x, 256 x + 256) of tokens y, y + gridDim.y, ... (the channel's weights read once;
-// no division a thread).
+// The same window sums as ConvKernel, all tokens at once: block (x, y) has channels
+// [256 x, 256 x + 256) of the kConvRun tokens from kConvRun y, a thread a channel sliding its
+// window along them (each input read once; the first window's older inputs from the previous
+// run's rows or, before token 0, the old conv_state — ConvStateKernel, launched after, advances
+// it).
+constexpr int kConvRun = 32;
 __global__ void ConvTokensKernel(const float* x, int64_t x_stride, int n, int channels, DevWeight w,
                                  const float* conv_state, bool bf16, float* out) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= channels) return;
-  const int K = static_cast<int>(w.cols), hist = K - 1;
-  float wc[kMaxConvK];  // unrolled to kMaxConvK with j < K tests: registers, not a local array
+  const int K = static_cast<int>(w.cols), hist = K - 1, t0 = blockIdx.y * kConvRun;
+  // Every array index below is a compile-time one (unrolled to kMaxConvK with tests of K):
+  // registers, not local memory.
+  float wc[kMaxConvK], win[kMaxConvK];
+  const float w_last = WeightAt(w, int64_t{c} * K + hist);  // the current input's weight
 #pragma unroll
-  for (int j = 0; j < kMaxConvK; ++j) wc[j] = j < K ? WeightAt(w, int64_t{c} * K + j) : 0.0f;
-  for (int t = blockIdx.y; t < n; t += gridDim.y) {
+  for (int j = 0; j < kMaxConvK; ++j) {
+    wc[j] = j < hist ? WeightAt(w, int64_t{c} * K + j) : 0.0f;
+    const int s = t0 - hist + j;  // input position of window slot j; negative ones from the state
+    win[j] = j >= hist ? 0.0f : s < 0 ? conv_state[int64_t{c} * hist + hist + s] : x[int64_t{s} * x_stride + c];
+  }
+  const int run = min(kConvRun, n - t0);
+  float in[kConvRun];
+#pragma unroll
+  for (int u = 0; u < kConvRun; ++u) in[u] = u < run ? x[int64_t{t0 + u} * x_stride + c] : 0.0f;
+#pragma unroll
+  for (int u = 0; u < kConvRun; ++u) {
+    if (u >= run) break;
     float acc = 0.0f;
 #pragma unroll
     for (int j = 0; j < kMaxConvK; ++j) {
-      if (j < K) {
-        const int s = t - hist + j;  // input position; negative ones come from the state
-        const float in = s < 0 ? conv_state[int64_t{c} * hist + hist + s] : x[int64_t{s} * x_stride + c];
-        acc = __fadd_rn(acc, __fmul_rn(wc[j], in));
+      if (j < hist) acc = __fadd_rn(acc, __fmul_rn(wc[j], win[j]));
+    }
+    acc = __fadd_rn(acc, __fmul_rn(w_last, in[u]));
+    out[int64_t{t0 + u} * channels + c] = RoundAct(SiluF(RoundAct(acc, bf16)), bf16);
+#pragma unroll
+    for (int j = 0; j < kMaxConvK; ++j) {
+      if (j + 1 < hist) {
+        win[j] = win[j + 1];
+      } else if (j + 1 == hist) {
+        win[j] = in[u];
       }
     }
-    out[int64_t{t} * channels + c] = RoundAct(SiluF(RoundAct(acc, bf16)), bf16);
   }
 }
 
@@ -259,7 +279,8 @@ Status CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, con
   }
   if (n == 0) return Status::Ok();
   if (n >= kGdnParallelMinTokens) {
-    const dim3 grid(static_cast<unsigned>((channels + 255) / 256), static_cast<unsigned>(std::min(n, 65535)));
+    if ((n + kConvRun - 1) / kConvRun > 65535) return InvalidArgument("cuda CausalConvSilu: over 2,097,120 tokens in one call");
+    const dim3 grid(static_cast<unsigned>((channels + 255) / 256), static_cast<unsigned>((n + kConvRun - 1) / kConvRun));
     LaunchPdl(ConvTokensKernel, grid, 256, 0, static_cast<cudaStream_t>(stream), x, x_stride, n, channels, w,
               conv_state, bf16, out);
     LaunchPdl(ConvStateKernel, (channels + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream), x, x_stride, n,

@@ -421,19 +421,26 @@ __global__ void __launch_bounds__(kStateThreads, 1) GdnTcStateKernel(GdnCoreArgs
         const int i = rg + kR * u;
         o[u] = OStart(ee[i], fq[i], sqv[i * kSks + j]);
       }
-      for (int m4 = 0; 4 * m4 < pend; ++m4) {
+      // Key m = 4 m4 + e enters row i = rg + R u when m <= i, i.e. d + e <= rg with d = 4 m4 - R u
+      // known at compile time: d >= R, no row of the group takes the key group; d <= -3, every
+      // row takes all four; in between a test of rg. The same FMAs in the same order as a loop
+      // over the triangle at run time, without its tests and branches.
+#pragma unroll
+      for (int m4 = 0; m4 < kC / 4; ++m4) {
+        if (4 * m4 >= pend) break;
         float vm[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) vm[e] = vn[(4 * m4 + e) * BW + j];
 #pragma unroll
         for (int u = 0; u < kU; ++u) {
-          const int i = rg + kR * u;
-          if (i < 4 * m4) continue;
-          const float4 cf = *reinterpret_cast<const float4*>(cqk + i * kC + 4 * m4);
-          o[u] = __fmaf_rn(cf.x, vm[0], o[u]);
-          if (4 * m4 + 1 <= i) o[u] = __fmaf_rn(cf.y, vm[1], o[u]);
-          if (4 * m4 + 2 <= i) o[u] = __fmaf_rn(cf.z, vm[2], o[u]);
-          if (4 * m4 + 3 <= i) o[u] = __fmaf_rn(cf.w, vm[3], o[u]);
+          const int d = 4 * m4 - kR * u;
+          if (d >= kR) continue;
+          const float4 cf = *reinterpret_cast<const float4*>(cqk + (rg + kR * u) * kC + 4 * m4);
+          const float c4[4] = {cf.x, cf.y, cf.z, cf.w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            if (d + e <= 0 || (d + e < kR && d + e <= rg)) o[u] = __fmaf_rn(c4[e], vm[e], o[u]);
+          }
         }
       }
       if (j0 + j < dv) {

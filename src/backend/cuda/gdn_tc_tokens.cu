@@ -30,6 +30,9 @@ using bf16_t = __nv_bfloat16;
 
 constexpr int kMaxDim = 256;
 constexpr int kMaxRs = RowStride(kGdnTcMaxDk);
+// Eight warps whatever dv: the Sᵀk / Sᵀq passes read the state a value n-tile a warp, so more
+// warps keep more of its reads in flight (a decode step has one block a head, most SMs idle).
+constexpr int kTcThreads = 256;
 
 __device__ void TcTokens(const GdnCoreArgs& a, const DevGdnState& st, int pending, int h,
                          const GdnGateNorm* fused = nullptr, const GdnSeq* rows = nullptr) {
@@ -150,7 +153,20 @@ __device__ void TcTokens(const GdnCoreArgs& a, const DevGdnState& st, int pendin
     if (j < dv) {
       float w = WStart(row[2LL * hk * dk + int64_t{h} * dv + j], e, inv_i, skv[j]);
       float o = OStart(e, fq, sqv[j]);
-      for (int m = 0; m < i; ++m) {
+      // Eight rows' values loaded before their terms (the loads overlap instead of each waiting
+      // on the last FMA), the terms in ascending m as before.
+      int m = 0;
+      for (; m + 8 <= i; m += 8) {
+        float v8[8];
+#pragma unroll
+        for (int x = 0; x < 8; ++x) v8[x] = st.pvn[(int64_t{m + x} * hv + h) * dv + j];
+#pragma unroll
+        for (int x = 0; x < 8; ++x) {
+          w = __fmaf_rn(-coef_k[m + x], v8[x], w);
+          o = __fmaf_rn(coef_q[m + x], v8[x], o);
+        }
+      }
+      for (; m < i; ++m) {
         const float vn_m = st.pvn[(int64_t{m} * hv + h) * dv + j];
         w = __fmaf_rn(-coef_k[m], vn_m, w);
         o = __fmaf_rn(coef_q[m], vn_m, o);
@@ -227,7 +243,7 @@ __device__ void TcTokens(const GdnCoreArgs& a, const DevGdnState& st, int pendin
 
 // One block per value head; the open chunk's row count from a staged counter (a captured graph
 // stays valid from one step to the next) or the argument.
-__global__ void __launch_bounds__(256) GdnTcTokensKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
+__global__ void __launch_bounds__(kTcThreads) GdnTcTokensKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
   const int pending = a.pending_dev ? *a.pending_dev : pending0;
   PrefetchHeadState(st, a.dk, a.dv, a.hv, pending, blockIdx.x);
   PdlBegin();  // pdl.cuh: only prefetches before the predecessor completes
@@ -235,7 +251,7 @@ __global__ void __launch_bounds__(256) GdnTcTokensKernel(GdnCoreArgs a, DevGdnSt
 }
 
 // One block per value head (x) and sequence (y).
-__global__ void __launch_bounds__(256) GdnTcSeqsKernel(const GdnSeq* seqs, int hk, int hv, int dk, int dv,
+__global__ void __launch_bounds__(kTcThreads) GdnTcSeqsKernel(const GdnSeq* seqs, int hk, int hv, int dk, int dv,
                                                        GdnGateNorm fused, bool with_fused) {
   const GdnSeq& s = seqs[blockIdx.y];  // staged by a copy before the step's first kernel
   PrefetchHeadState(s.state, dk, dv, hv, s.state.pending, blockIdx.x);
@@ -244,13 +260,11 @@ __global__ void __launch_bounds__(256) GdnTcSeqsKernel(const GdnSeq* seqs, int h
   TcTokens(a, s.state, s.state.pending, blockIdx.x, with_fused ? &fused : nullptr, &s);
 }
 
-int TcThreads(int dv) { return dv <= 128 ? 128 : 256; }
-
 }  // namespace
 
 Status GdnCoreTcTokens(const GdnCoreArgs& a, void* stream) {
   if (a.dk > kGdnTcMaxDk || a.dv > kMaxDim) return InvalidArgument("cuda GdnCore (tensor-core tokens): dk <= 128, dv <= 256");
-  LaunchPdl(GdnTcTokensKernel, a.hv, TcThreads(a.dv), 0, static_cast<cudaStream_t>(stream), a, *a.state,
+  LaunchPdl(GdnTcTokensKernel, a.hv, kTcThreads, 0, static_cast<cudaStream_t>(stream), a, *a.state,
             a.state->pending);
   return Launched("GdnCore (tensor-core tokens)");
 }
@@ -259,7 +273,7 @@ Status GdnCoreTcSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int 
                      const GdnGateNorm* fused) {
   if (dk > kGdnTcMaxDk || dv > kMaxDim) return InvalidArgument("cuda GdnCoreSeqs (tensor-core tokens): dk <= 128, dv <= 256");
   if (count == 0) return Status::Ok();
-  LaunchPdl(GdnTcSeqsKernel, dim3(static_cast<unsigned>(hv), static_cast<unsigned>(count)), TcThreads(dv), 0,
+  LaunchPdl(GdnTcSeqsKernel, dim3(static_cast<unsigned>(hv), static_cast<unsigned>(count)), kTcThreads, 0,
             static_cast<cudaStream_t>(stream), seqs, hk, hv, dk, dv, fused != nullptr ? *fused : GdnGateNorm{},
             fused != nullptr);
   return Launched("GdnCoreSeqs (tensor-core tokens)");
