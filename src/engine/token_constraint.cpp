@@ -23,11 +23,13 @@ std::vector<std::string> AllBytes(const Tokenizer& tok, int vocab) {
 
 }  // namespace
 
-TokenVocab::TokenVocab(const Tokenizer& tok, int vocab) : text(AllBytes(tok, vocab)), grammar_tokens(GrammarBytes(tok, vocab)) {}
+TokenVocab::TokenVocab(const Tokenizer& tok, int vocab)
+    : text(AllBytes(tok, vocab)), grammar_tokens(GrammarBytes(tok, vocab)), masks(std::make_unique<MaskStore>(kMaskStoreBytes)) {}
 
 TokenConstraint::TokenConstraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab,
                                  std::set<int32_t> stop_tokens, std::string gate)
-    : matcher_(std::move(grammar)), vocab_(std::move(vocab)), stop_(std::move(stop_tokens)), gate_(std::move(gate)),
+    : grammar_(vocab->masks->Canonical(std::move(grammar))), matcher_(grammar_), vocab_(std::move(vocab)),
+      stop_(std::move(stop_tokens)), gate_(std::move(gate)),
       gated_(gate_.empty()) {}
 
 std::string TokenConstraint::Remainder(int32_t token, bool* completes) const {
@@ -57,7 +59,10 @@ void TokenConstraint::Mask(std::vector<uint8_t>& allowed) const {
     for (size_t t = 0; t < allowed.size(); ++t) allowed[t] = Allows(static_cast<int32_t>(t));
     return;
   }
-  TokenMask(matcher_, vocab_->grammar_tokens, allowed, cache_);
+  if (!vocab_->masks->Get(grammar_.get(), matcher_.state(), allowed)) {
+    TokenMask(matcher_, vocab_->grammar_tokens, allowed, cache_);
+    vocab_->masks->Put(grammar_, matcher_.state(), allowed);
+  }
   const uint8_t stop = matcher_.CanStop();
   for (int32_t t : stop_) {
     if (t >= 0 && static_cast<size_t>(t) < allowed.size()) allowed[static_cast<size_t>(t)] = stop;

@@ -9,8 +9,10 @@
 // never are, and stop tokens only where the text is a whole sentence of the grammar. The mask never changes a logit, so where the unconstrained choice is
 // allowed the constrained sequence draws it.
 //
-// TokenVocab is built once per tokenizer and shared by every constraint. A constraint belongs to
-// one sequence (engine thread only).
+// TokenVocab is built once per tokenizer and shared by every constraint, with the masks found so
+// far (MaskStore: equal grammars share them, so a state met before — by this sequence or any
+// other with the same schema — costs a lookup). A constraint belongs to one sequence (engine
+// thread only).
 #pragma once
 
 #include <cstdint>
@@ -19,16 +21,19 @@
 #include <string>
 #include <vector>
 
+#include "grammar/mask_store.h"
 #include "grammar/matcher.h"
 #include "tokenizer/tokenizer.h"
 
 namespace graft {
 
 struct TokenVocab {
+  static constexpr size_t kMaskStoreBytes = size_t{64} << 20;  // ~3,400 masks of a 151K vocabulary
   // vocab: the model's (may exceed the tokenizer's; ids past it have no bytes).
   TokenVocab(const Tokenizer& tok, int vocab);
   std::vector<std::string> text;  // every token's bytes, added tokens included
   TokenTrie grammar_tokens;       // the tokens a grammar may match (special tokens left out)
+  std::unique_ptr<MaskStore> masks;  // grammar states' masks over grammar_tokens (thread-safe)
 };
 
 class TokenConstraint {
@@ -45,6 +50,7 @@ class TokenConstraint {
 
  private:
   std::string Remainder(int32_t token, bool* completes) const;  // the bytes after the gate, when `token` completes it
+  std::shared_ptr<const Grammar> grammar_;  // the store's canonical copy
   GrammarMatcher matcher_;
   mutable MaskCache cache_;
   std::shared_ptr<const TokenVocab> vocab_;

@@ -98,6 +98,13 @@ TokenTrie::TokenTrie(std::vector<std::string> token_bytes) : bytes_(std::move(to
     if (!bytes_[i].empty()) order_.push_back(static_cast<int32_t>(i));
   }
   std::sort(order_.begin(), order_.end(), [&](int32_t a, int32_t b) { return bytes_[a] < bytes_[b]; });
+  shared_.assign(order_.size(), 0);
+  for (size_t i = 1; i < order_.size(); ++i) {
+    const std::string &a = bytes_[static_cast<size_t>(order_[i - 1])], &b = bytes_[static_cast<size_t>(order_[i])];
+    size_t n = 0;
+    while (n < a.size() && n < b.size() && n < 0xffff && a[n] == b[n]) ++n;
+    shared_[i] = static_cast<uint16_t>(n);
+  }
 }
 
 int MaskCache::Intern(const GrammarMatcher::State& s) {
@@ -121,43 +128,24 @@ int MaskCache::Next(const GrammarMatcher& m, int id, uint8_t byte) {
   return r;
 }
 
-std::vector<uint8_t>* MaskCache::Mask(int id) {
-  for (auto& [k, mask] : masks_) {
-    if (k == id) return &mask;
-  }
-  return nullptr;
-}
-
-void MaskCache::StoreMask(int id, const std::vector<uint8_t>& mask) {
-  if (masks_.size() >= kMaxMasks) masks_.erase(masks_.begin());
-  masks_.emplace_back(id, mask);
-}
-
 void MaskCache::Clear() {
   ids_.clear();
   states_.clear();
   next_.clear();
-  masks_.clear();
 }
 
 void TokenMask(const GrammarMatcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, MaskCache& cache) {
   if (cache.size() > MaskCache::kMaxStates) cache.Clear();  // only between walks: ids stay valid within one
-  const int start = cache.Intern(m.state());
-  if (const std::vector<uint8_t>* hit = cache.Mask(start)) {
-    allowed = *hit;
-    return;
-  }
   allowed.assign(static_cast<size_t>(trie.size()), 0);
-  // ids[d]: the state after the first d bytes of `prev` (the token walked last).
-  std::vector<int> ids(1, start);
-  std::string prev;
+  // ids[d]: the state after the first d bytes of the token walked last (ids[0]: now); `live` of
+  // them are known (the last token's bytes up to where it was refused, or all of them).
+  std::vector<int> ids(1, cache.Intern(m.state()));
   const auto& order = trie.order();
+  const auto& shared = trie.shared();
   for (size_t i = 0; i < order.size();) {
     const std::string& t = trie.bytes(order[i]);
-    size_t common = 0;
-    while (common < prev.size() && common < t.size() && common + 1 < ids.size() && prev[common] == t[common]) ++common;
-    ids.resize(common + 1);
-    size_t d = common;
+    ids.resize(std::min<size_t>(shared[i], ids.size() - 1) + 1);
+    size_t d = ids.size() - 1;
     for (; d < t.size(); ++d) {
       const int n = cache.Next(m, ids[d], static_cast<uint8_t>(t[d]));
       if (n < 0) break;
@@ -165,17 +153,16 @@ void TokenMask(const GrammarMatcher& m, const TokenTrie& trie, std::vector<uint8
     }
     if (d == t.size()) {
       allowed[static_cast<size_t>(order[i])] = 1;
-      prev = t;
       ++i;
       continue;
     }
-    // t's first d + 1 bytes are refused: so is every following token that starts with them.
-    const std::string dead = t.substr(0, d + 1);
-    prev = t.substr(0, d);
-    ++i;
-    while (i < order.size() && trie.bytes(order[i]).compare(0, dead.size(), dead) == 0) ++i;
+    // t's first d + 1 bytes are refused: so is every following token that starts with them — in
+    // byte order a run right after t, found by bisection rather than token by token.
+    const std::string_view dead(t.data(), d + 1);
+    i = static_cast<size_t>(std::partition_point(order.begin() + static_cast<std::ptrdiff_t>(i) + 1, order.end(),
+                                                 [&](int32_t id) { return std::string_view(trie.bytes(id)).starts_with(dead); }) -
+                            order.begin());
   }
-  cache.StoreMask(start, allowed);
 }
 
 }  // namespace graft

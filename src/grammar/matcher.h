@@ -8,7 +8,8 @@
 // ambiguous grammar just carries several stacks; identical ones are merged.
 //
 // TokenMask answers for a whole vocabulary at once, walking its tokens in byte order so that a
-// shared prefix is matched once and a dead prefix skips every token that starts with it.
+// shared prefix is matched once and a dead prefix skips every token that starts with it (found
+// by bisection). MaskStore (mask_store.h) keeps its answers for the states that come again.
 // Thread-compatible: one matcher per sequence.
 #pragma once
 
@@ -58,25 +59,24 @@ class TokenTrie {
   int size() const { return static_cast<int>(bytes_.size()); }
   const std::string& bytes(int32_t token) const { return bytes_[static_cast<size_t>(token)]; }
   const std::vector<int32_t>& order() const { return order_; }  // ids by their bytes, ascending
+  // shared()[i]: how many leading bytes order()[i] shares with order()[i - 1] (0 for i = 0).
+  const std::vector<uint16_t>& shared() const { return shared_; }
 
  private:
   std::vector<std::string> bytes_;
   std::vector<int32_t> order_;
+  std::vector<uint16_t> shared_;
 };
 
-// The matcher's states interned, with the transitions found so far and the last masks, so that
-// a mask walks a table instead of stepping stacks, and a state seen before (the inside of a
-// string, step after step) gets its mask back at once. One per matcher (per sequence);
-// TokenMask clears it before a walk once it holds more than kMaxStates states.
+// The matcher's states interned, with the transitions found so far, so that a mask walks a
+// table instead of stepping stacks. One per matcher (per sequence); TokenMask clears it before a
+// walk once it holds more than kMaxStates states.
 class MaskCache {
  public:
   static constexpr size_t kMaxStates = 1 << 14;
-  static constexpr size_t kMaxMasks = 8;
   int Intern(const GrammarMatcher::State& s);
   // The state after `byte` from state `id` (-1: refused).
   int Next(const GrammarMatcher& m, int id, uint8_t byte);
-  std::vector<uint8_t>* Mask(int id);          // a stored mask of state `id`, or null
-  void StoreMask(int id, const std::vector<uint8_t>& mask);
   void Clear();
   size_t size() const { return states_.size(); }
 
@@ -84,7 +84,6 @@ class MaskCache {
   std::map<GrammarMatcher::State, int> ids_;
   std::vector<const GrammarMatcher::State*> states_;
   std::vector<std::array<int32_t, 256>> next_;  // -2: not computed yet
-  std::vector<std::pair<int, std::vector<uint8_t>>> masks_;  // most recent last
 };
 
 // allowed[t] = 1 when the matcher accepts token t's bytes next, else 0 (allowed.size() == trie.size()).

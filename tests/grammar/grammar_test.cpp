@@ -4,6 +4,7 @@
 #include <random>
 
 #include "grammar/json_schema.h"
+#include "grammar/mask_store.h"
 #include "grammar/matcher.h"
 #include "grammar/regex.h"
 
@@ -173,6 +174,96 @@ TEST(TokenMask, EqualsTheMatcherTokenByToken) {
     }
   }
   (void)rng;
+}
+
+// A vocabulary whose tokens share long prefixes and whose refused prefixes cover long runs (the
+// walk bisects past them and resumes from the states of the shortest shared prefix): the mask
+// equals asking token by token, at every cut of a conforming text.
+TEST(TokenMask, BisectedRunsEqualTheMatcher) {
+  std::vector<std::string> vocab;
+  std::mt19937 rng(11);
+  const std::string alphabet = "{}\":, ab1-\\ntrue";
+  for (int i = 0; i < 3000; ++i) {
+    std::string t;
+    const int len = 1 + static_cast<int>(rng() % 7);
+    for (int k = 0; k < len; ++k) t += alphabet[rng() % alphabet.size()];
+    vocab.push_back(t);
+  }
+  vocab.push_back("\"");
+  vocab.push_back("{\"a\": \"");
+  TokenTrie trie(vocab);
+  auto g = Schema(R"({"type":"object","properties":{"a":{"type":"string"},"b":{"type":"boolean"}},"required":["a","b"]})");
+  const std::string text = R"({"a": "b\\n1-", "b": true})";
+  MaskCache cache;  // one cache across cuts, as a sequence keeps it
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    GrammarMatcher m(g);
+    ASSERT_TRUE(m.Accept(text.substr(0, cut))) << cut;
+    std::vector<uint8_t> mask;
+    TokenMask(m, trie, mask, cache);
+    for (size_t t = 0; t < vocab.size(); ++t) {
+      ASSERT_EQ(mask[t] != 0, m.Allows(vocab[t])) << "cut " << cut << " token '" << vocab[t] << "'";
+    }
+  }
+}
+
+TEST(MaskStore, EqualGrammarsShareMasksThatComeBackBitForBit) {
+  const char* schema = R"({"type":"object","properties":{"x":{"type":"integer"}}})";
+  auto g1 = Schema(schema), g2 = Schema(schema), other = Schema(R"({"type":"string"})");
+  EXPECT_TRUE(SameGrammar(*g1, *g2));
+  EXPECT_EQ(GrammarHash(*g1), GrammarHash(*g2));
+  EXPECT_FALSE(SameGrammar(*g1, *other));
+  MaskStore store(size_t{1} << 20);
+  auto c1 = store.Canonical(g1);
+  EXPECT_EQ(c1, g1);
+  EXPECT_EQ(store.Canonical(g2), g1) << "an equal grammar compiled again maps to the first";
+  EXPECT_EQ(store.Canonical(other), other);
+  // Masks of every length around a byte and word boundary, random bits: stored and read back equal.
+  std::mt19937 rng(3);
+  GrammarMatcher m(c1);
+  for (size_t n : {1u, 7u, 8u, 9u, 63u, 64u, 65u, 1001u}) {
+    std::vector<uint8_t> mask(n), back;
+    for (auto& b : mask) b = rng() % 2;
+    GrammarMatcher::State s = {{static_cast<int32_t>(n)}};  // a distinct key a length
+    EXPECT_FALSE(store.Get(c1.get(), s, back));
+    store.Put(c1, s, mask);
+    ASSERT_TRUE(store.Get(c1.get(), s, back)) << n;
+    EXPECT_EQ(back, mask) << n;
+    EXPECT_FALSE(store.Get(other.get(), s, back)) << "another grammar's state of the same numbers";
+  }
+  EXPECT_EQ(store.masks(), 8u);
+}
+
+TEST(MaskStore, EvictsTheLeastRecentlyUsedAndForgetsGrammarsWithNoMasks) {
+  // Each mask of 8,000 tokens is 1,000 bytes of bits plus its state: three fit in 3,500 bytes.
+  MaskStore store(3500);
+  auto g = Schema(R"({"type":"boolean"})");
+  ASSERT_EQ(store.Canonical(g), g);
+  const std::vector<uint8_t> mask(8000, 1);
+  auto key = [](int i) { return GrammarMatcher::State{{i}}; };
+  std::vector<uint8_t> back;
+  store.Put(g, key(1), mask);
+  store.Put(g, key(2), mask);
+  store.Put(g, key(3), mask);
+  EXPECT_EQ(store.masks(), 3u);
+  ASSERT_TRUE(store.Get(g.get(), key(1), back));  // 1 is now the most recent: 2 goes first
+  store.Put(g, key(4), mask);
+  EXPECT_EQ(store.masks(), 3u);
+  EXPECT_LE(store.bytes(), 3500u);
+  EXPECT_FALSE(store.Get(g.get(), key(2), back));
+  EXPECT_TRUE(store.Get(g.get(), key(1), back));
+  EXPECT_TRUE(store.Get(g.get(), key(4), back));
+  // A mask bigger than the whole store is not kept.
+  store.Put(g, key(5), std::vector<uint8_t>(40000, 1));
+  EXPECT_FALSE(store.Get(g.get(), key(5), back));
+  // Once every mask of a grammar is gone, an equal grammar compiled later becomes the canonical one.
+  MaskStore small(1200);
+  auto a = Schema(R"({"type":"integer"})"), b = Schema(R"({"type":"number"})");
+  ASSERT_EQ(small.Canonical(a), a);
+  small.Put(a, key(1), mask);
+  small.Put(b, key(1), mask);  // evicts a's only mask
+  EXPECT_FALSE(small.Get(a.get(), key(1), back));
+  auto a2 = Schema(R"({"type":"integer"})");
+  EXPECT_EQ(small.Canonical(a2), a2);
 }
 
 }  // namespace
