@@ -95,6 +95,25 @@ __device__ __forceinline__ float InvNorm(const __nv_bfloat16* x, int dk, int lan
   });
   return 1.0f / sqrtf(__fadd_rn(ss, 1e-6f));
 }
+// InvNorm on a half warp: lanes [16 h, 16 h + 16) take row x (each half its own row) through the
+// same terms, the same order and the same pairwise tree (shuffles within the half), so a row gets
+// InvNorm's bits; every lane of the half gets its row's value. Both halves must call it.
+__device__ __forceinline__ float InvNormHalf(const __nv_bfloat16* x, int dk, int lane) {
+  const int l = lane & 15;
+  float acc = 0.0f;
+  int i = 0;
+  for (; i + 16 <= dk; i += 16) {
+    const float v = __bfloat162float(x[i + l]);
+    acc = __fadd_rn(acc, __fmul_rn(v, v));
+  }
+  if (i + l < dk) {
+    const float v = __bfloat162float(x[i + l]);
+    acc = __fadd_rn(acc, __fmul_rn(v, v));
+  }
+  for (int s = 8; s > 0; s >>= 1) acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, s, 16));
+  const float ss = __shfl_sync(0xffffffffu, acc, 0, 16);
+  return 1.0f / sqrtf(__fadd_rn(ss, 1e-6f));
+}
 // q's factor: 1 / ‖q‖ times 1 / sqrt(dk).
 __device__ __forceinline__ float QFactor(float inv_q, int dk) {
   return __fmul_rn(inv_q, 1.0f / sqrtf(static_cast<float>(dk)));

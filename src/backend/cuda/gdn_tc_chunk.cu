@@ -56,7 +56,9 @@ struct Scratch {
   }
 };
 
-__global__ void __launch_bounds__(kPrepThreads) GdnTcPrepKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
+// 4 blocks a multiprocessor: at most 128 registers (the two 64-row accumulator sets) and ~36 KB of
+// shared memory each.
+__global__ void __launch_bounds__(kPrepThreads, 4) GdnTcPrepKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int dk = a.dk, hv = a.hv, hk = a.hk, h = blockIdx.y, c = blockIdx.x, group = hv / hk, kh = h / group;
@@ -72,8 +74,11 @@ __global__ void __launch_bounds__(kPrepThreads) GdnTcPrepKernel(GdnCoreArgs a, D
   if (!ChunkRows(c, p0, a.n, t0, pstart, pend)) return;
   const int64_t conv_dim = 2LL * hk * dk + int64_t{hv} * a.dv;
   // The chunk's keys (the open chunk's earlier ones from the state) and new queries as bf16,
-  // zero past dk and past the rows; four columns a thread, their loads side by side.
+  // zero past dk and past the rows; four columns a thread, their loads side by side (one 16-byte
+  // load each where the rows allow it).
   const int quads = dkp / 4;
+  const bool vec = dk % 4 == 0 && conv_dim % 4 == 0 && reinterpret_cast<uintptr_t>(a.qkv) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(st.pk) % 16 == 0;
 #pragma unroll 4
   for (int x = tid; x < kC * quads; x += kPrepThreads) {
     const int i = x / quads, r0 = 4 * (x % quads);
@@ -81,12 +86,23 @@ __global__ void __launch_bounds__(kPrepThreads) GdnTcPrepKernel(GdnCoreArgs a, D
     const float* krow = i < pstart ? st.pk + (int64_t{i} * hv + h) * dk
                                    : a.qkv + int64_t{t0 + i - pstart} * conv_dim + int64_t{hk} * dk + kh * dk;
     const float* qrow = a.qkv + int64_t{t0 + i - pstart} * conv_dim + kh * dk;
+    if (vec) {
+      if (r0 < dk && i < pend) {
+        const float4 k4 = *reinterpret_cast<const float4*>(krow + r0);
+        kv[0] = k4.x, kv[1] = k4.y, kv[2] = k4.z, kv[3] = k4.w;
+        if (i >= pstart) {
+          const float4 q4 = *reinterpret_cast<const float4*>(qrow + r0);
+          qv[0] = q4.x, qv[1] = q4.y, qv[2] = q4.z, qv[3] = q4.w;
+        }
+      }
+    } else {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = r0 + e;
-      if (r < dk && i < pend) {
-        kv[e] = krow[r];
-        if (i >= pstart) qv[e] = qrow[r];
+      for (int e = 0; e < 4; ++e) {
+        const int r = r0 + e;
+        if (r < dk && i < pend) {
+          kv[e] = krow[r];
+          if (i >= pstart) qv[e] = qrow[r];
+        }
       }
     }
 #pragma unroll
@@ -101,13 +117,21 @@ __global__ void __launch_bounds__(kPrepThreads) GdnTcPrepKernel(GdnCoreArgs a, D
     if (i < pstart) inv[i] = st.pkinv[int64_t{i} * hv + h];
   }
   __syncthreads();
-  if (tid == 0) {
-    for (int i = pstart; i < pend; ++i) gam[i] = __fadd_rn(i == 0 ? 0.0f : gam[i - 1], gam[i]);
+  if (tid == 0) {  // the running sum in a register, so only the adds wait on each other
+    float run = pstart == 0 ? 0.0f : gam[pstart - 1];
+#pragma unroll 8
+    for (int i = pstart; i < pend; ++i) {
+      run = __fadd_rn(run, gam[i]);
+      gam[i] = run;
+    }
   }
-  for (int i = pstart + warp; i < pend; i += kPrepThreads / 32) {
-    const float iq = InvNorm(qr + i * rs, dk, lane);
-    const float ik = InvNorm(kr + i * rs, dk, lane);
-    if (lane == 0) {
+  // Two rows a warp, a half warp each (InvNormHalf: InvNorm's bits); with an odd count the last
+  // pair's second half repeats a row and stores nothing.
+  for (int p = warp; 2 * p < pend - pstart; p += kPrepThreads / 32) {
+    const int i = pstart + 2 * p + lane / 16, row = i < pend ? i : pstart;
+    const float iq = InvNormHalf(qr + row * rs, dk, lane);
+    const float ik = InvNormHalf(kr + row * rs, dk, lane);
+    if (lane % 16 == 0 && i < pend) {
       inv[i] = ik;
       fq[i] = QFactor(iq, dk);
     }
@@ -161,10 +185,11 @@ __global__ void __launch_bounds__(kPrepThreads) GdnTcPrepKernel(GdnCoreArgs a, D
   }
   if (h % group == 0) {  // one copy of the tiles a key head
     bf16_t* keys = sc.Keys(c, hk, kh, dkp);
-    for (int x = tid; x < kC * dkp; x += kPrepThreads) {
-      const int i = x / dkp, r = x % dkp;
-      keys[x] = kr[i * rs + r];
-      keys[kC * dkp + x] = qr[i * rs + r];
+    const int per_row = dkp / 8;  // 16-byte pieces (rows of both tiles start 16-byte aligned)
+    for (int x = tid; x < kC * per_row; x += kPrepThreads) {
+      const int i = x / per_row, q = x % per_row;
+      *reinterpret_cast<uint4*>(keys + i * dkp + 8 * q) = *reinterpret_cast<const uint4*>(kr + i * rs + 8 * q);
+      *reinterpret_cast<uint4*>(keys + kC * dkp + i * dkp + 8 * q) = *reinterpret_cast<const uint4*>(qr + i * rs + 8 * q);
     }
   }
 }
