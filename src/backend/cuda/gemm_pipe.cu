@@ -154,7 +154,7 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_
     return InvalidArgument("cuda GemmPipe: too many output tiles for one launch");
   }
   const dim3 grid(static_cast<unsigned>(mtiles * ntiles), static_cast<unsigned>((k + kz - 1) / kz));
-  LaunchPdl(GemmPipeKernel<kWarpN8, kBK, kStages>, grid, T::kThreads, sizeof(typename T::Smem), s, xb, m, w, n, k, y,
+  LaunchSerialized(GemmPipeKernel<kWarpN8, kBK, kStages>, grid, T::kThreads, sizeof(typename T::Smem), s, xb, m, w, n, k, y,
             ldy, round_output, static_cast<int>(mtiles), static_cast<int>(ntiles), kz, m * ldy, x_cols);
   return Launched("GemmPipe");
 }
@@ -165,7 +165,7 @@ Status ToBf16(const float* x, int64_t count, uint16_t* out, void* stream) {
   if (count <= 0) return Status::Ok();
   const bool vec4 = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0;
   const int64_t blocks = (count / (vec4 ? 4 : 1) + 255) / 256;
-  LaunchPdl(ToBf16Kernel, static_cast<unsigned>(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096), 256, 0,
+  LaunchSerialized(ToBf16Kernel, static_cast<unsigned>(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096), 256, 0,
             static_cast<cudaStream_t>(stream), x, count, reinterpret_cast<__nv_bfloat16*>(out), vec4);
   return Launched("ToBf16");
 }

@@ -157,7 +157,7 @@ Status Launch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64
   const bool vec2 = ldy % 2 == 0 && reinterpret_cast<uintptr_t>(y) % 8 == 0;
   const int64_t tiles = mtiles * ntiles;
   const unsigned grid = static_cast<unsigned>(tiles < sms ? tiles : sms);
-  LaunchPdl(GemmWgmmaKernel<kBN>, grid, kThreads, S::kSmem, s, map_x, map_w, m, n, k, y, ldy, round_output, vec2,
+  LaunchSerialized(GemmWgmmaKernel<kBN>, grid, kThreads, S::kSmem, s, map_x, map_w, m, n, k, y, ldy, round_output, vec2,
             static_cast<int>(mtiles), static_cast<int>(ntiles));
   return Launched("GemmWgmma");
 }

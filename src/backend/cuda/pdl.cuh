@@ -18,6 +18,12 @@
 //   and every block of the running grid is already resident before the next one takes room.
 // Without the launch attribute both instructions are no-ops, so eager, captured and replayed
 // steps compute the same bits; the attribute changes when kernels start, never what they compute.
+//
+// The prefill GEMM path (gemm_pipe's bf16 copy and both prefill GEMMs) launches without it
+// (LaunchSerialized): measured on an H100 at Qwen3.5-27B dims, letting those grids start early
+// made a whole prefill 8% slower at 1K and 4K and 21% slower at 16K (0.505 against 0.458 s, 2.487
+// against 2.060 s), with batch-1 decode unchanged either way (bench/results/prefill.md § pdl
+// (2026-12-06b)).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -69,6 +75,18 @@ void Launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
 template <typename... Params, typename... Args>
 void LaunchPdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
   pdl_detail::Launch(kernel, grid, block, smem, stream, dim3(0, 0, 0), std::forward<Args>(args)...);
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...) as an ordinary launch: the kernel starts once its
+// predecessor has completed (its PdlBegin is then a no-op). For kernels that lose by starting early.
+template <typename... Params, typename... Args>
+void LaunchSerialized(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 // LaunchPdl for a grid of thread-block clusters of `cluster` blocks (grid a multiple of it).
