@@ -71,6 +71,8 @@ void AddServeCommand(CLI::App& app, Runner& run) {
     bool check_weights = false;
     double shutdown_timeout = 30;
     int decision_prefill_chunk = -1;  // -1: by backend
+    bool runtime_adapters = false;
+    int max_adapters = 4, max_adapter_rank = 64;
   };
   auto s = std::make_shared<S>();
   auto* cmd = app.add_subcommand("serve", "Serve the base and its adapters over HTTP (OpenAI chat/completions, decisions)");
@@ -81,6 +83,14 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--adapter", s->adapters,
                   "NAME=DIR: a PEFT adapter requests select with \"model\": NAME (repeatable); one extracted with --exact "
                   "also serves \"mode\": \"exact\" (the merged release's arithmetic)");
+  cmd->add_flag("--allow-runtime-adapters", s->runtime_adapters,
+                "Serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's): adapters loaded while the "
+                "server runs, into --max-adapters slots reserved at start-up (cpu backend for now)");
+  auto* max_adapters = cmd->add_option("--max-adapters", s->max_adapters, "Run-time adapter slots (with --allow-runtime-adapters)")
+      ->capture_default_str()->check(CLI::Range(1, 1024));
+  auto* max_rank = cmd->add_option("--max-adapter-rank", s->max_adapter_rank,
+                                   "Largest rank a run-time adapter may have (with --allow-runtime-adapters)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--served-model-name", s->name, "The base's name in requests and /v1/models (default: the directory's name)");
   AddBackendFlags(cmd, s->m);
   cmd->add_flag("--no-cuda-graphs", s->no_graphs, "cuda: run decode steps eagerly instead of replaying CUDA graphs");
@@ -189,9 +199,17 @@ void AddServeCommand(CLI::App& app, Runner& run) {
     for (char ch : name) env += ch == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
     o->envname(env);
   }
-  cmd->callback([s, &run] {
-    run = [s]() -> Status {
+  cmd->callback([s, &run, max_adapters, max_rank] {
+    const bool sized = max_adapters->count() > 0 || max_rank->count() > 0;
+    run = [s, sized]() -> Status {
       GRAFT_RETURN_IF_ERROR(SetLogFormat(s->log_format));
+      if (sized && !s->runtime_adapters) {
+        return InvalidArgument("--max-adapters and --max-adapter-rank size run-time adapter slots: they need --allow-runtime-adapters");
+      }
+      if (s->runtime_adapters && s->m.device != "cpu") {
+        return InvalidArgument("--allow-runtime-adapters: run-time adapters are served by the cpu backend only for now (the cuda "
+                               "backend reserves adapter memory at start-up and has no slots for them yet)");
+      }
       {
         GRAFT_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(s->m.model));
         if (s->check_weights || ck.total_bytes() <= kCheckWeightsBytes) {
@@ -251,6 +269,22 @@ void AddServeCommand(CLI::App& app, Runner& run) {
         sa.exact_bytes = a->exact_bytes();
         served.adapters[name] = sa;
       }
+      // Run-time adapter slots: empty until a load fills one.
+      RuntimeAdapterConfig runtime;
+      if (s->runtime_adapters) {
+        for (int i = 0; i < s->max_adapters; ++i) {
+          runtime.slots.push_back(static_cast<int32_t>(set.slots.size()));
+          set.slots.push_back(nullptr);
+        }
+        set.exact.resize(set.slots.size(), 0);
+        runtime.max_rank = s->max_adapter_rank;
+        runtime.force = s->m.force;
+        runtime.base_identity = [s]() -> Result<std::string> {
+          GRAFT_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(s->m.model));
+          GRAFT_ASSIGN_OR_RETURN(IdentityResult id, CachedIdentity(ck, DefaultCacheDir()));
+          return id.identity;
+        };
+      }
       GRAFT_RETURN_IF_ERROR(LoadExactBase(s->m, *model, set));
       GRAFT_ASSIGN_OR_RETURN(const int64_t exact_elements, model->ExactScratchElements(set));
       served.exact_scratch_bytes = exact_elements * 2;
@@ -286,7 +320,13 @@ void AddServeCommand(CLI::App& app, Runner& run) {
                    "state slots ({:.2f} MB each); decisions {} tokens",
                    engine.Stats().pool_bytes / 1e6, s->engine.kv_token_budget, s->engine.page_size, kv_per_token,
                    s->engine.max_running, state_per_seq / 1e6, s->engine.decision_kv_tokens);
-      HttpServer server(engine, *tok, *tmpl, served, StopTokens(s->m.model, c, *tok, tmpl.get()), s->server);
+      std::unique_ptr<AdapterRegistry> registry;
+      if (s->runtime_adapters) {
+        registry = std::make_unique<AdapterRegistry>(engine, model->config(), std::move(runtime));
+        spdlog::info("run-time adapters: {} slots up to rank {} (POST /v1/load_lora_adapter, /v1/unload_lora_adapter)",
+                     s->max_adapters, s->max_adapter_rank);
+      }
+      HttpServer server(engine, *tok, *tmpl, served, StopTokens(s->m.model, c, *tok, tmpl.get()), s->server, registry.get());
       GRAFT_RETURN_IF_ERROR(server.Bind());
       if (::pipe(g_signal_pipe) != 0) return IoError("cannot create the signal pipe");
       struct sigaction sa {};

@@ -78,6 +78,11 @@ class DecisionScorer {
     cache_.clear();
     cache_order_.clear();
   }
+  // Forgets the prefixes cached under `slot` (its adapter is going: the slot may next hold another).
+  void ForgetSlot(int32_t slot) {
+    for (auto it = cache_.begin(); it != cache_.end();) it = it->first.first == slot ? cache_.erase(it) : std::next(it);
+    std::erase_if(cache_order_, [&](const auto& k) { return k.first == slot; });
+  }
 
  private:
   // Runs ids on st; logits (resized) receives the rows `which` selects.

@@ -45,7 +45,7 @@ Engine::Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops>
       decision_pool_(model.NewPool(cfg.page_size,
                                    static_cast<int>((cfg.decision_kv_tokens + cfg.page_size - 1) / cfg.page_size),
                                    kDecisionSlots, /*growable=*/false, ops_->pool_memory())),
-      scorer_(model, *ops_, tok, tmpl, adapters, decision_pool_.get()),
+      scorer_(model, *ops_, tok, tmpl, adapters_, decision_pool_.get()),
       sched_(cfg.max_step_tokens, cfg.kv_token_budget, cfg.page_size, cfg.max_running) {
   scorer_.set_prefill_chunk(cfg.decision_prefill_chunk);
   stats_.kv_budget = cfg.kv_token_budget;
@@ -112,6 +112,7 @@ Status Engine::Submit(GenerationRequest req) {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stop_) return Unavailable("the server is shutting down");
+    GRAFT_RETURN_IF_ERROR(SlotOpen(s->req.adapter_slot));
     if (live_count_ + decisions_pending_ >= cfg_.max_queue) {
       return ResourceExhausted(fmt::format("{} requests are queued or running; the limit is {}",
                                            live_count_ + decisions_pending_, cfg_.max_queue));
@@ -133,6 +134,8 @@ Status Engine::DecideAsync(DecisionRequest r, int32_t slot, DecisionDone done,
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stop_) return Unavailable("the server is shutting down");
+    if (slot < 0 || static_cast<size_t>(slot) >= adapters_.slots.size()) return InvalidArgument("unknown adapter slot");
+    GRAFT_RETURN_IF_ERROR(SlotOpen(slot));
     if (live_count_ + decisions_pending_ >= cfg_.max_queue) {
       return ResourceExhausted(fmt::format("{} requests are queued or running; the limit is {}",
                                            live_count_ + decisions_pending_, cfg_.max_queue));
@@ -149,6 +152,74 @@ Result<DecisionResult> Engine::Decide(const DecisionRequest& r, int32_t slot) {
   auto fut = promise->get_future();
   GRAFT_RETURN_IF_ERROR(DecideAsync(r, slot, [promise](Result<DecisionResult> res) { promise->set_value(std::move(res)); }));
   return fut.get();
+}
+
+Status Engine::SlotOpen(int32_t slot) const {
+  if (closed_slots_.count(slot)) return NotFound(fmt::format("adapter slot {} is being unloaded", slot));
+  if (slot > 0 && adapters_.slots[static_cast<size_t>(slot)] == nullptr) {
+    return NotFound(fmt::format("adapter slot {} holds no adapter", slot));
+  }
+  return Status::Ok();
+}
+
+Status Engine::AttachAdapter(int32_t slot, const LoraAdapter* a) {
+  std::future<Status> done;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stop_) return Unavailable("the server is shutting down");
+    if (a == nullptr || slot <= 0 || static_cast<size_t>(slot) >= adapters_.slots.size() ||
+        adapters_.slots[static_cast<size_t>(slot)] != nullptr || closed_slots_.count(slot) ||
+        std::any_of(adapter_commands_.begin(), adapter_commands_.end(), [&](const auto& c) { return c.slot == slot; })) {
+      return InvalidArgument(fmt::format("adapter slot {} is not an empty slot", slot));
+    }
+    adapter_commands_.push_back(AdapterCommand{slot, a, {}});
+    done = adapter_commands_.back().done.get_future();
+  }
+  cv_.notify_one();
+  return done.get();
+}
+
+Status Engine::DetachAdapter(int32_t slot) {
+  std::future<Status> done;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stop_) return Unavailable("the server is shutting down");
+    if (slot <= 0 || static_cast<size_t>(slot) >= adapters_.slots.size() ||
+        adapters_.slots[static_cast<size_t>(slot)] == nullptr || closed_slots_.count(slot)) {
+      return InvalidArgument(fmt::format("adapter slot {} holds no adapter to unload", slot));
+    }
+    closed_slots_.insert(slot);  // from now on no new work for it
+    adapter_commands_.push_back(AdapterCommand{slot, nullptr, {}});
+    done = adapter_commands_.back().done.get_future();
+  }
+  cv_.notify_one();
+  return done.get();
+}
+
+bool Engine::SlotInUse(int32_t slot) const {
+  auto uses = [&](const auto& s) { return s->req.adapter_slot == slot; };
+  return std::any_of(live_.begin(), live_.end(), uses) || std::any_of(incoming_.begin(), incoming_.end(), uses) ||
+         std::any_of(decisions_.begin(), decisions_.end(), [&](const auto& j) { return j->slot == slot; }) ||
+         (active_decision_ && active_decision_->slot == slot);
+}
+
+void Engine::ApplyAdapterCommands() {
+  for (auto it = adapter_commands_.begin(); it != adapter_commands_.end();) {
+    const size_t slot = static_cast<size_t>(it->slot);
+    if (it->adapter != nullptr) {
+      adapters_.slots[slot] = it->adapter;
+      if (adapters_.exact.size() > slot) adapters_.exact[slot] = 0;
+    } else if (!SlotInUse(it->slot)) {
+      adapters_.slots[slot] = nullptr;
+      scorer_.ForgetSlot(it->slot);
+      closed_slots_.erase(it->slot);
+    } else {
+      ++it;  // still in use: looked at again after the next step
+      continue;
+    }
+    it->done.set_value(Status::Ok());
+    it = adapter_commands_.erase(it);
+  }
 }
 
 EngineStats Engine::Stats() const {
@@ -261,7 +332,10 @@ void Engine::Loop() {
   while (true) {
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return stop_ || !incoming_.empty() || !decisions_.empty() || !live_.empty() || active_decision_; });
+      cv_.wait(l, [&] {
+        return stop_ || !incoming_.empty() || !decisions_.empty() || !live_.empty() || active_decision_ ||
+               !adapter_commands_.empty();
+      });
       if (stop_) break;
       while (!incoming_.empty()) {
         incoming_.front()->id = next_id_++;
@@ -269,6 +343,7 @@ void Engine::Loop() {
         live_.push_back(std::move(incoming_.front()));
         incoming_.pop_front();
       }
+      ApplyAdapterCommands();  // between steps: no forward pass reads the slots now
       if (!active_decision_ && !decisions_.empty()) {  // the next decision, in arrival order
         active_decision_ = std::move(decisions_.front());
         decisions_.pop_front();
@@ -312,6 +387,8 @@ void Engine::Loop() {
     active_decision_->done(Unavailable("the server is shutting down"));
   }
   std::lock_guard<std::mutex> l(mu_);
+  for (auto& c : adapter_commands_) c.done.set_value(Unavailable("the server is shutting down"));
+  adapter_commands_.clear();
   for (auto& j : decisions_) j->done(Unavailable("the server is shutting down"));
   for (auto& s : incoming_) {
     GenEvent e;

@@ -146,6 +146,15 @@ class Engine {
   // DecideAsync, waiting for the result.
   Result<DecisionResult> Decide(const DecisionRequest& r, int32_t adapter_slot);
   EngineStats Stats() const;
+  // Run-time adapters (graft serve --allow-runtime-adapters). AttachAdapter puts `a` (LoRA mode)
+  // into `slot`, which must be an empty slot of the set the engine was made with, between two
+  // steps. DetachAdapter closes `slot` to new work at once (Submit and DecideAsync answer
+  // kNotFound), waits until no queued or running request or decision uses it, then empties it and
+  // forgets the decision prefixes cached under it; rows of other slots are never touched. Both
+  // block until the engine thread has done it (kUnavailable if it stops first). `a` must outlive
+  // its detachment.
+  Status AttachAdapter(int32_t slot, const LoraAdapter* a);
+  Status DetachAdapter(int32_t slot);
   // Whether both KV pools got all the memory they asked for (a device can run out).
   Status PoolsReserved() const;
   void Stop();
@@ -160,8 +169,17 @@ class Engine {
     std::unique_ptr<DecisionTask> task;  // null until begun (and again while it starts over)
     bool retried = false;                // started over once with the prefix cache emptied
   };
+  struct AdapterCommand {
+    int32_t slot;
+    const LoraAdapter* adapter;  // null: detach
+    std::promise<Status> done;
+  };
   void Loop();
   void RunStep();
+  // Carries out the attach commands and the detaches whose slot nothing uses any more.
+  void ApplyAdapterCommands();  // engine thread, mu_ held
+  bool SlotInUse(int32_t slot) const;  // engine thread, mu_ held
+  Status SlotOpen(int32_t slot) const;  // mu_ held: kNotFound for a slot being detached or empty
   // One piece of the active decision's work (begun first if it is new); finishes it when done.
   void AdvanceDecision();
   void FinishDecision(Result<DecisionResult> r);
@@ -172,7 +190,7 @@ class Engine {
   std::unique_ptr<Ops> ops_;
   StepRunner run_step_;
   const Tokenizer& tok_;
-  const AdapterSet& adapters_;
+  AdapterSet adapters_;  // a copy: run-time adapters change its slots on the engine thread
   std::unique_ptr<KvPool> chat_pool_, decision_pool_;
   // The vocabulary as structured output reads it, built by the first constrained request.
   std::once_flag vocab_once_;
@@ -188,6 +206,8 @@ class Engine {
   int live_count_ = 0;                                  // GUARDED_BY(mu_): incoming + live
   int decisions_pending_ = 0;                           // GUARDED_BY(mu_): decisions queued or running
   EngineStats stats_;                                   // GUARDED_BY(mu_)
+  std::deque<AdapterCommand> adapter_commands_;         // GUARDED_BY(mu_)
+  std::set<int32_t> closed_slots_;                      // GUARDED_BY(mu_): being detached
 
   std::vector<std::unique_ptr<Live>> live_;  // engine thread only
   std::unique_ptr<DecisionJob> active_decision_;  // engine thread only; the rest wait in decisions_

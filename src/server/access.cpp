@@ -40,7 +40,8 @@ bool SameSecret(const std::string& a, const std::string& b) {
 }  // namespace
 
 std::string RouteMethods(const std::string& path) {
-  for (const char* p : {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/decisions", "/tokenize", "/detokenize"}) {
+  for (const char* p : {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/decisions", "/tokenize", "/detokenize",
+                        "/v1/load_lora_adapter", "/v1/unload_lora_adapter"}) {
     if (path == p) return "POST";
   }
   for (const char* p : {"/health", "/metrics", "/v1/models", "/version"}) {

@@ -26,6 +26,7 @@ struct ApiError {
 // What the server knows about the models it serves.
 struct ServedAdapter {
   AdapterSlots slots;
+  int32_t runtime_slot = -1;  // loaded at run time (POST /v1/load_lora_adapter) into this slot; -1: at start-up
   std::string dir;
   int64_t lora_bytes = 0;   // resident factors
   int64_t exact_bytes = 0;  // resident residuals (exact mode also reads the factors and the shared scratch)

@@ -190,9 +190,21 @@ struct GenerationCall : Call {
 }  // namespace
 
 HttpServer::HttpServer(Engine& engine, const Tokenizer& tok, const ChatTemplate& tmpl, ServedModels models,
-                       std::set<int32_t> stop_tokens, ServerConfig cfg)
-    : engine_(engine), tok_(tok), tmpl_(tmpl), models_(std::move(models)), stop_tokens_(std::move(stop_tokens)),
-      cfg_(std::move(cfg)), metrics_(models_.base_name) {
+                       std::set<int32_t> stop_tokens, ServerConfig cfg, AdapterRegistry* runtime)
+    : engine_(engine), tok_(tok), tmpl_(tmpl), models_(std::make_shared<const ServedModels>(std::move(models))),
+      runtime_(runtime), stop_tokens_(std::move(stop_tokens)), cfg_(std::move(cfg)), metrics_(models_->base_name) {
+  admin_ = std::thread([this] {
+    std::unique_lock<std::mutex> l(admin_mu_);
+    while (true) {
+      admin_cv_.wait(l, [&] { return admin_stop_ || !admin_jobs_.empty(); });
+      if (admin_jobs_.empty()) return;  // stopping, nothing left
+      auto job = std::move(admin_jobs_.front());
+      admin_jobs_.pop_front();
+      l.unlock();
+      job();
+      l.lock();
+    }
+  });
   HttpLimits limits = cfg_.http;
   limits.max_body_bytes = cfg_.max_body_bytes;
   transport_ = std::make_unique<HttpTransport>(
@@ -203,7 +215,25 @@ HttpServer::HttpServer(Engine& engine, const Tokenizer& tok, const ChatTemplate&
       });
 }
 
-HttpServer::~HttpServer() { Stop(); }
+HttpServer::~HttpServer() {
+  Stop();
+  {
+    std::lock_guard<std::mutex> l(admin_mu_);
+    admin_stop_ = true;
+  }
+  admin_cv_.notify_all();
+  if (admin_.joinable()) admin_.join();  // a job left finishes first (an unload ends once the engine stops)
+}
+
+std::shared_ptr<const ServedModels> HttpServer::Served() const {
+  std::lock_guard<std::mutex> l(models_mu_);
+  return models_;
+}
+
+void HttpServer::SetServed(std::shared_ptr<const ServedModels> m) {
+  std::lock_guard<std::mutex> l(models_mu_);
+  models_ = std::move(m);
+}
 
 Status HttpServer::Bind() { return transport_->Bind(cfg_.host, cfg_.port); }
 
@@ -284,28 +314,33 @@ void HttpServer::Handle(const HttpRequest& req, Exchange ex) {
     if (p == "/v1/decisions") return Decisions(req, ex);
     if (p == "/tokenize") return Tokens(true, req, ex);
     if (p == "/detokenize") return Tokens(false, req, ex);
+    if (p == "/v1/load_lora_adapter") return RuntimeAdapter(true, req, ex);
+    if (p == "/v1/unload_lora_adapter") return RuntimeAdapter(false, req, ex);
   }
   ReplyError(*ex, {404, fmt::format("no route {} {}", req.method, p.substr(0, 200)), "not_found_error", ""});
 }
 
 void HttpServer::Metrics(const Exchange& ex) {
+  const auto models = Served();
   std::map<int32_t, std::string> slot_names;
-  for (const auto& [name, a] : models_.adapters) {
+  for (const auto& [name, a] : models->adapters) {
     slot_names[a.slots.lora] = name;
     if (a.slots.exact >= 0) slot_names[a.slots.exact] = name;
   }
-  ex->Reply(200, "text/plain; version=0.0.4",
-            metrics_.Render(engine_.Stats(), slot_names, static_cast<int>(models_.adapters.size())), {});
+  const int max_lora = static_cast<int>(models->adapters.size()) + (runtime_ ? runtime_->capacity() : 0);
+  ex->Reply(200, "text/plain; version=0.0.4", metrics_.Render(engine_.Stats(), slot_names, max_lora), {});
 }
 
 // The base and every adapter as OpenAI model objects (GET /v1/models lists them, GET
 // /v1/models/{id} answers one).
 void HttpServer::Models(const std::string* id, const Exchange& ex) {
+  const auto served = Served();
+  const ServedModels& sm = *served;
   const int64_t created = std::time(nullptr);
   ojson data = ojson::array();
-  data.push_back({{"id", models_.base_name}, {"object", "model"}, {"created", created}, {"owned_by", "graft"},
-                  {"root", models_.base_name}, {"parent", nullptr}, {"max_model_len", models_.context}});
-  for (const auto& [name, a] : models_.adapters) {
+  data.push_back({{"id", sm.base_name}, {"object", "model"}, {"created", created}, {"owned_by", "graft"},
+                  {"root", sm.base_name}, {"parent", nullptr}, {"max_model_len", sm.context}});
+  for (const auto& [name, a] : sm.adapters) {
     ojson modes = ojson::array(), memory = ojson::object();
     modes.push_back("lora");
     memory["lora"] = a.lora_bytes;
@@ -314,11 +349,11 @@ void HttpServer::Models(const std::string* id, const Exchange& ex) {
       memory["exact"] = a.lora_bytes + a.exact_bytes;  // factors + residuals
     }
     data.push_back({{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "graft"},
-                    {"root", name}, {"parent", models_.base_name}, {"max_model_len", models_.context},
+                    {"root", name}, {"parent", sm.base_name}, {"max_model_len", sm.context},
                     {"modes", modes}, {"default_mode", a.slots.default_exact && a.slots.exact >= 0 ? "exact" : "lora"},
                     {"memory_bytes", memory},
-                    {"shared_exact_scratch_bytes", a.slots.exact >= 0 ? models_.exact_scratch_bytes : 0},
-                    {"shared_exact_base_copy_bytes", a.slots.exact >= 0 ? models_.exact_base_bytes : 0}});
+                    {"shared_exact_scratch_bytes", a.slots.exact >= 0 ? sm.exact_scratch_bytes : 0},
+                    {"shared_exact_base_copy_bytes", a.slots.exact >= 0 ? sm.exact_base_bytes : 0}});
   }
   if (!id) return Reply(*ex, 200, {{"object", "list"}, {"data", data}});
   for (const auto& m : data) {
@@ -335,7 +370,7 @@ void HttpServer::Generation(bool chat, const HttpRequest& req, const Exchange& e
   GenerationApiRequest& api = *call->api;
   nlohmann::json body;
   std::optional<ApiError> err = ParseBody(req.body, &body);
-  if (!err) err = ParseGenerationRequest(body, chat, models_, tok_, tmpl_, stop_tokens_, &api, &req.body);
+  if (!err) err = ParseGenerationRequest(body, chat, *Served(), tok_, tmpl_, stop_tokens_, &api, &req.body);
   if (err) {
     Refuse(*ex, *err, call->endpoint, api.model, Since(call->t0));
     return;
@@ -511,7 +546,7 @@ void HttpServer::Responses(const HttpRequest& req, const Exchange& ex) {
   if (!err) err = ResponsesToChat(req.body, &chat_raw, &stream, &head.metadata);
   if (!err) {
     const nlohmann::json body = nlohmann::json::parse(chat_raw);
-    err = ParseGenerationRequest(body, /*chat=*/true, models_, tok_, tmpl_, stop_tokens_, api.get(), &chat_raw);
+    err = ParseGenerationRequest(body, /*chat=*/true, *Served(), tok_, tmpl_, stop_tokens_, api.get(), &chat_raw);
   }
   if (!err && api->choices.size() != 1) err = ApiError{400, "/v1/responses makes one answer", "invalid_request_error", ""};
   if (err) return Refuse(*ex, *err, endpoint, api->model, Since(t0));
@@ -628,26 +663,115 @@ void HttpServer::Responses(const HttpRequest& req, const Exchange& ex) {
   });
 }
 
+// vLLM's run-time LoRA endpoints. Load: {"lora_name", "lora_path"} (and "load_inplace": false);
+// unload: {"lora_name"}. Answers as vLLM's: 200 with a plain-text "Success: ..." line; 400 for a
+// bad request or an adapter that fails validation (the loader's message), 404 for an unknown
+// name on unload. Any other field is a 400 naming it. The work runs on the admin thread.
+void HttpServer::RuntimeAdapter(bool load, const HttpRequest& req, const Exchange& ex) {
+  const char* endpoint = load ? "/v1/load_lora_adapter" : "/v1/unload_lora_adapter";
+  const auto t0 = Clock::now();
+  auto refuse = [&](const ApiError& e) { Refuse(*ex, e, endpoint, "-", Since(t0)); };
+  if (runtime_ == nullptr) {
+    return refuse({404, fmt::format("{} is off: start graft serve with --allow-runtime-adapters", endpoint), "not_found_error", ""});
+  }
+  nlohmann::json body;
+  if (auto err = ParseBody(req.body, &body)) return refuse(*err);
+  if (!body.is_object()) return refuse({400, "the request body must be a JSON object", "invalid_request_error", ""});
+  for (const auto& [k, v] : body.items()) {
+    const bool known = k == "lora_name" || (load && (k == "lora_path" || k == "load_inplace"));
+    if (!known) return refuse({400, fmt::format("'{}' is not a field of {} (graft does not support it)", k, endpoint), "invalid_request_error", k});
+  }
+  auto text = [&](const char* key) -> std::string {
+    auto it = body.find(key);
+    return it != body.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  const std::string name = text("lora_name"), path = text("lora_path");
+  if (name.empty()) return refuse({400, "'lora_name' must be a non-empty string", "invalid_request_error", "lora_name"});
+  if (load && path.empty()) return refuse({400, "'lora_path' must be a non-empty string", "invalid_request_error", "lora_path"});
+  if (load && body.contains("load_inplace") && body["load_inplace"] != false) {
+    return refuse({400, "'load_inplace' must be false: unload the adapter, then load it again", "invalid_request_error",
+                   "load_inplace"});
+  }
+  if (load) {
+    {
+      std::lock_guard<std::mutex> l(models_mu_);
+      if (name == models_->base_name || models_->adapters.count(name) || loading_.count(name)) {
+        return refuse({400, fmt::format("The lora adapter '{}' has already been loaded.", name), "invalid_request_error", "lora_name"});
+      }
+      loading_.insert(name);
+    }
+    auto job = [this, ex, name, path, t0, endpoint] {
+      Result<ServedAdapter> sa = runtime_->Load(name, path);
+      {
+        std::lock_guard<std::mutex> l(models_mu_);
+        loading_.erase(name);
+        if (sa.ok()) {
+          auto next = std::make_shared<ServedModels>(*models_);
+          next->adapters[name] = *sa;
+          models_ = std::move(next);
+        }
+      }
+      if (!sa.ok()) return Refuse(*ex, {400, sa.status().message(), "invalid_request_error", "lora_path"}, endpoint, name, Since(t0));
+      spdlog::info("adapter {} loaded from {} into slot {} ({:.2f} MB of factors)", name, path, sa->slots.lora, sa->lora_bytes / 1e6);
+      ex->Reply(200, "text/plain; charset=utf-8", fmt::format("Success: LoRA adapter '{}' added successfully.", name), {});
+      metrics_.Observe(endpoint, name, 200, Since(t0));
+      LogRequest("-", endpoint, name, 200, Since(t0), nullptr);
+    };
+    std::lock_guard<std::mutex> l(admin_mu_);
+    admin_jobs_.push_back(std::move(job));
+    admin_cv_.notify_one();
+    return;
+  }
+  int32_t slot = -1;
+  {
+    std::lock_guard<std::mutex> l(models_mu_);
+    auto it = models_->adapters.find(name);
+    if (it == models_->adapters.end()) {
+      return refuse({404, fmt::format("The lora adapter '{}' cannot be found.", name), "not_found_error", "lora_name"});
+    }
+    if (it->second.runtime_slot < 0) {
+      return refuse({400, fmt::format("adapter '{}' was given with --adapter at start-up and stays loaded", name),
+                     "invalid_request_error", "lora_name"});
+    }
+    slot = it->second.runtime_slot;
+    auto next = std::make_shared<ServedModels>(*models_);  // new requests no longer find it
+    next->adapters.erase(name);
+    models_ = std::move(next);
+  }
+  auto job = [this, ex, name, slot, t0, endpoint] {
+    const Status st = runtime_->Unload(slot);  // waits for the work on it
+    if (!st.ok()) return Refuse(*ex, {503, st.message(), "service_unavailable", ""}, endpoint, name, Since(t0));
+    spdlog::info("adapter {} unloaded from slot {}", name, slot);
+    ex->Reply(200, "text/plain; charset=utf-8", fmt::format("Success: LoRA adapter '{}' removed successfully.", name), {});
+    metrics_.Observe(endpoint, name, 200, Since(t0));
+    LogRequest("-", endpoint, name, 200, Since(t0), nullptr);
+  };
+  std::lock_guard<std::mutex> l(admin_mu_);
+  admin_jobs_.push_back(std::move(job));
+  admin_cv_.notify_one();
+}
+
 // vLLM's token counting endpoints (no engine involved). Metrics label a served model's name
 // only (the base when the body names none or an unknown one).
 void HttpServer::Tokens(bool tokenize, const HttpRequest& req, const Exchange& ex) {
   const auto t0 = Clock::now();
+  const auto models = Served();
   nlohmann::json body;
   std::optional<ApiError> err = ParseBody(req.body, &body);
   if (tokenize) {
     std::vector<int32_t> ids;
-    if (!err) err = ParseTokenizeRequest(body, models_, tok_, tmpl_, &ids);
+    if (!err) err = ParseTokenizeRequest(body, *models, tok_, tmpl_, &ids);
     if (err) ReplyError(*ex, *err);
-    else Reply(*ex, 200, {{"count", ids.size()}, {"max_model_len", models_.context}, {"tokens", ids}, {"token_strs", nullptr}});
+    else Reply(*ex, 200, {{"count", ids.size()}, {"max_model_len", models->context}, {"tokens", ids}, {"token_strs", nullptr}});
   } else {
     std::string text;
-    if (!err) err = ParseDetokenizeRequest(body, models_, tok_, &text);
+    if (!err) err = ParseDetokenizeRequest(body, *models, tok_, &text);
     if (err) ReplyError(*ex, *err);
     else Reply(*ex, 200, {{"prompt", text}});
   }
   int32_t slot = 0;
-  std::string name = models_.base_name;
-  if (body.is_object()) (void)models_.Resolve(body, &slot, &name);
+  std::string name = models->base_name;
+  if (body.is_object()) (void)models->Resolve(body, &slot, &name);
   metrics_.Observe(tokenize ? "/tokenize" : "/detokenize", name, err ? err->status : 200, Since(t0));
 }
 
@@ -657,7 +781,8 @@ void HttpServer::Decisions(const HttpRequest& req, const Exchange& ex) {
     std::string model, mode;
   };
   auto call = std::make_shared<DecisionCall>(in_flight_, "/v1/decisions");
-  call->model = models_.base_name;
+  const auto models = Served();
+  call->model = models->base_name;
   auto finish = [this](DecisionCall& c, int status) { c.Finish(metrics_, c.model, status, false); };
   auto refuse = [&](const ApiError& e) {
     ReplyError(*ex, e);
@@ -667,7 +792,7 @@ void HttpServer::Decisions(const HttpRequest& req, const Exchange& ex) {
   if (auto err = ParseBody(req.body, &body)) return refuse(*err);
   if (!body.is_object()) return refuse({400, "the request body must be a JSON object", "invalid_request_error", ""});
   int32_t slot = 0;
-  if (auto err = models_.Resolve(body, &slot, &call->model, &call->mode)) return refuse(*err);
+  if (auto err = models->Resolve(body, &slot, &call->model, &call->mode)) return refuse(*err);
   auto r = ParseDecisionRequest(body, cfg_.decision_limits);
   if (!r.ok()) return refuse({400, r.status().message(), "invalid_request_error", ""});
   auto cancelled = std::make_shared<std::atomic<bool>>(false);

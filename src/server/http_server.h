@@ -12,18 +12,28 @@
 // is not allowed, 405 a wrong method, 401 a missing or wrong API key, 415 a body that is not JSON.
 //
 // Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, POST /v1/decisions,
-//         POST /tokenize, POST /detokenize, GET /v1/models, GET /v1/models/{id}, GET /version,
-//         GET /health, GET /metrics.
+//         POST /tokenize, POST /detokenize, POST /v1/load_lora_adapter, POST /v1/unload_lora_adapter
+//         (with a runtime AdapterRegistry; else 404), GET /v1/models, GET /v1/models/{id},
+//         GET /version, GET /health, GET /metrics.
+// The served models are a snapshot that loads and unloads replace (a request resolves its model
+// against the snapshot it read); those two run on a thread of their own, one at a time, so that no
+// handler thread waits on the disk or on the requests an unload waits for.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "engine/engine.h"
 #include "server/access.h"
+#include "server/adapter_registry.h"
 #include "server/api.h"
 #include "server/http_transport.h"
 #include "server/metrics.h"
@@ -42,8 +52,9 @@ struct ServerConfig {
 
 class HttpServer {
  public:
+  // runtime: where /v1/load_lora_adapter loads adapters (null: those routes answer 404).
   HttpServer(Engine& engine, const Tokenizer& tok, const ChatTemplate& tmpl, ServedModels models,
-             std::set<int32_t> stop_tokens, ServerConfig cfg);
+             std::set<int32_t> stop_tokens, ServerConfig cfg, AdapterRegistry* runtime = nullptr);
   ~HttpServer();
   // Binds the socket; port() is known afterwards.
   Status Bind();
@@ -68,6 +79,10 @@ class HttpServer {
   void Tokens(bool tokenize, const HttpRequest& req, const Exchange& ex);
   void Metrics(const Exchange& ex);
   void Models(const std::string* id, const Exchange& ex);
+  void RuntimeAdapter(bool load, const HttpRequest& req, const Exchange& ex);
+  // The served models now (loads and unloads swap in a new snapshot).
+  std::shared_ptr<const ServedModels> Served() const;
+  void SetServed(std::shared_ptr<const ServedModels> m);
   // A request refused before it reached the engine (or by it): the error, its metric, its log line.
   void Refuse(HttpExchange& ex, const ApiError& e, const std::string& endpoint, const std::string& model, double seconds);
   // A generation arriving now: its --request-timeout deadline (the epoch: none).
@@ -75,7 +90,16 @@ class HttpServer {
   Engine& engine_;
   const Tokenizer& tok_;
   const ChatTemplate& tmpl_;
-  ServedModels models_;
+  mutable std::mutex models_mu_;
+  std::shared_ptr<const ServedModels> models_;  // GUARDED_BY(models_mu_)
+  std::set<std::string> loading_;               // GUARDED_BY(models_mu_): names a load is reading
+  AdapterRegistry* runtime_;
+  // Loads and unloads, one at a time off the handler threads.
+  std::mutex admin_mu_;
+  std::condition_variable admin_cv_;
+  std::deque<std::function<void()>> admin_jobs_;  // GUARDED_BY(admin_mu_)
+  bool admin_stop_ = false;                       // GUARDED_BY(admin_mu_)
+  std::thread admin_;
   std::set<int32_t> stop_tokens_;
   ServerConfig cfg_;
   graft::Metrics metrics_;
