@@ -98,6 +98,10 @@ TokenTrie::TokenTrie(std::vector<std::string> token_bytes) : bytes_(std::move(to
     if (!bytes_[i].empty()) order_.push_back(static_cast<int32_t>(i));
   }
   std::sort(order_.begin(), order_.end(), [&](int32_t a, int32_t b) { return bytes_[a] < bytes_[b]; });
+  off_.assign(order_.size() + 1, 0);
+  for (size_t i = 0; i < order_.size(); ++i) off_[i + 1] = off_[i] + bytes_[static_cast<size_t>(order_[i])].size();
+  flat_.reserve(off_.back());
+  for (int32_t id : order_) flat_ += bytes_[static_cast<size_t>(id)];
   shared_.assign(order_.size(), 0);
   for (size_t i = 1; i < order_.size(); ++i) {
     const std::string &a = bytes_[static_cast<size_t>(order_[i - 1])], &b = bytes_[static_cast<size_t>(order_[i])];
@@ -119,8 +123,7 @@ int MaskCache::Intern(const GrammarMatcher::State& s) {
   return id;
 }
 
-int MaskCache::Next(const GrammarMatcher& m, int id, uint8_t byte) {
-  if (next_[static_cast<size_t>(id)][byte] != -2) return next_[static_cast<size_t>(id)][byte];
+int MaskCache::Find(const GrammarMatcher& m, int id, uint8_t byte) {
   GrammarMatcher::State to;
   m.Step(*states_[static_cast<size_t>(id)], byte, to);
   const int r = to.empty() ? -1 : Intern(to);
@@ -137,20 +140,22 @@ void MaskCache::Clear() {
 void TokenMask(const GrammarMatcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, MaskCache& cache) {
   if (cache.size() > MaskCache::kMaxStates) cache.Clear();  // only between walks: ids stay valid within one
   allowed.assign(static_cast<size_t>(trie.size()), 0);
-  // ids[d]: the state after the first d bytes of the token walked last (ids[0]: now); `live` of
-  // them are known (the last token's bytes up to where it was refused, or all of them).
+  // ids[d]: the state after the first d bytes of the token walked last (ids[0]: now); ids[0..known]
+  // are valid (the last token's bytes up to where it was refused, or all of them).
   std::vector<int> ids(1, cache.Intern(m.state()));
+  size_t known = 0;
   const auto& order = trie.order();
   const auto& shared = trie.shared();
   for (size_t i = 0; i < order.size();) {
-    const std::string& t = trie.bytes(order[i]);
-    ids.resize(std::min<size_t>(shared[i], ids.size() - 1) + 1);
-    size_t d = ids.size() - 1;
+    const std::string_view t = trie.sorted(i);
+    if (ids.size() < t.size() + 1) ids.resize(t.size() + 1);
+    size_t d = std::min<size_t>(shared[i], known);
     for (; d < t.size(); ++d) {
       const int n = cache.Next(m, ids[d], static_cast<uint8_t>(t[d]));
       if (n < 0) break;
-      ids.push_back(n);
+      ids[d + 1] = n;
     }
+    known = d;
     if (d == t.size()) {
       allowed[static_cast<size_t>(order[i])] = 1;
       ++i;
@@ -158,10 +163,17 @@ void TokenMask(const GrammarMatcher& m, const TokenTrie& trie, std::vector<uint8
     }
     // t's first d + 1 bytes are refused: so is every following token that starts with them — in
     // byte order a run right after t, found by bisection rather than token by token.
-    const std::string_view dead(t.data(), d + 1);
-    i = static_cast<size_t>(std::partition_point(order.begin() + static_cast<std::ptrdiff_t>(i) + 1, order.end(),
-                                                 [&](int32_t id) { return std::string_view(trie.bytes(id)).starts_with(dead); }) -
-                            order.begin());
+    const std::string_view dead = t.substr(0, d + 1);
+    size_t lo = i + 1, hi = order.size();  // the first index past the run that starts with `dead`
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (trie.sorted(mid).starts_with(dead)) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    i = lo;
   }
 }
 

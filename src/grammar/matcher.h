@@ -61,11 +61,16 @@ class TokenTrie {
   const std::vector<int32_t>& order() const { return order_; }  // ids by their bytes, ascending
   // shared()[i]: how many leading bytes order()[i] shares with order()[i - 1] (0 for i = 0).
   const std::vector<uint16_t>& shared() const { return shared_; }
+  // The bytes of order()[i], from one buffer laid out in that order (a walk reads it front to
+  // back instead of jumping between the tokens' own strings).
+  std::string_view sorted(size_t i) const { return std::string_view(flat_).substr(off_[i], off_[i + 1] - off_[i]); }
 
  private:
   std::vector<std::string> bytes_;
   std::vector<int32_t> order_;
   std::vector<uint16_t> shared_;
+  std::string flat_;
+  std::vector<size_t> off_;
 };
 
 // The matcher's states interned, with the transitions found so far, so that a mask walks a
@@ -75,12 +80,16 @@ class MaskCache {
  public:
   static constexpr size_t kMaxStates = 1 << 14;
   int Intern(const GrammarMatcher::State& s);
-  // The state after `byte` from state `id` (-1: refused).
-  int Next(const GrammarMatcher& m, int id, uint8_t byte);
+  // The state after `byte` from state `id` (-1: refused): a table lookup once found.
+  int Next(const GrammarMatcher& m, int id, uint8_t byte) {
+    const int r = next_[static_cast<size_t>(id)][byte];
+    return r != -2 ? r : Find(m, id, byte);
+  }
   void Clear();
   size_t size() const { return states_.size(); }
 
  private:
+  int Find(const GrammarMatcher& m, int id, uint8_t byte);  // steps the stacks, interns the result
   std::map<GrammarMatcher::State, int> ids_;
   std::vector<const GrammarMatcher::State*> states_;
   std::vector<std::array<int32_t, 256>> next_;  // -2: not computed yet
