@@ -15,6 +15,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/projections.h"
+#include "util/bf16.h"
 #include "util/bytes.h"
 #include "util/file.h"
 #include "util/json_depth.h"
@@ -329,6 +330,23 @@ Result<LoraAdapter> LoadLoraAdapter(const std::string& dir, const ModelConfig& c
       m += fmt::format("\n  (adapter_config.json says it was made for \"{}\")", pc.base_model_name_or_path);
     }
     return InvalidArgument(m);
+  }
+  if (opt.bf16_factors && !ad.has_exact) {
+    for (LoraLayer& layer : ad.layers) {
+      for (auto& mods : layer.targets) {
+        for (LoraModule& m : mods) {
+          for (Weight* w : {&m.a, &m.b}) {
+            if (w->is_bf16) continue;
+            w->bf16.resize(w->f32.size());
+            for (size_t i = 0; i < w->f32.size(); ++i) w->bf16[i] = FloatToBf16(w->f32[i]);
+            w->f32.clear();
+            w->f32.shrink_to_fit();
+            w->is_bf16 = true;
+            ad.factors_rounded = true;
+          }
+        }
+      }
+    }
   }
   return ad;
 }

@@ -29,6 +29,11 @@ struct LoraLoadOptions {
   // every module's residual, validated and indexed. Refused when the manifest says other
   // tensors differ too (exact mode reproduces projections only).
   bool load_exact = true;
+  // Round float32 / float16 factors to bf16 once, here (round to nearest even), so that bf16
+  // serving runs them as bf16 products (--adapter-dtype bfloat16, the default with bf16
+  // activations). An adapter with an exact representation keeps its factors as extracted: its
+  // reconstruction needs them. LoraAdapter::factors_rounded says whether it happened.
+  bool bf16_factors = false;
 };
 
 Result<LoraAdapter> LoadLoraAdapter(const std::string& dir, const ModelConfig& cfg, const LoraLoadOptions& opt);

@@ -49,6 +49,7 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
                   "graft loads but does not write) to measure that format")
       ->capture_default_str()->check(CLI::IsMember({"none", "fp8-block", "fp8-channel", "w4a16", "nvfp4"}));
   cmd->add_option("--adapter", s->m.adapter, "A PEFT adapter directory to measure beside the base")->check(CLI::ExistingDirectory);
+  AddAdapterDtypeFlag(cmd, s->m);
   cmd->add_flag("--force", s->m.force, "Load the adapter even if its manifest names a different base");
   cmd->add_option("--dummy-adapter-rank", s->dummy_rank, "Measure a dummy adapter of this rank (0: none)")
       ->capture_default_str()->check(CLI::Range(0, 1024));
@@ -151,6 +152,7 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
         LoraLoadOptions opt;
         opt.name = s->m.adapter;
         opt.force = s->m.force;
+        opt.bf16_factors = s->m.bf16_factors();
         GRAFT_ASSIGN_OR_RETURN(LoraAdapter a, LoadLoraAdapter(s->m.adapter, model->config(), opt));
         adapter = std::make_unique<LoraAdapter>(std::move(a));
       } else if (s->dummy_rank > 0) {

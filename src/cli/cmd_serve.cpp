@@ -91,6 +91,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   auto* max_rank = cmd->add_option("--max-adapter-rank", s->max_adapter_rank,
                                    "Largest rank a run-time adapter may have (with --allow-runtime-adapters)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  AddAdapterDtypeFlag(cmd, s->m);
   cmd->add_option("--served-model-name", s->name, "The base's name in requests and /v1/models (default: the directory's name)");
   AddBackendFlags(cmd, s->m);
   cmd->add_flag("--no-cuda-graphs", s->no_graphs, "cuda: run decode steps eagerly instead of replaying CUDA graphs");
@@ -252,6 +253,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
         LoraLoadOptions opt;
         opt.name = name;
         opt.force = s->m.force;
+        opt.bf16_factors = s->m.bf16_factors();
         opt.base_identity = [&s]() -> Result<std::string> {
           GRAFT_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(s->m.model));
           GRAFT_ASSIGN_OR_RETURN(IdentityResult id, CachedIdentity(ck, DefaultCacheDir()));
@@ -279,6 +281,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
         set.exact.resize(set.slots.size(), 0);
         runtime.max_rank = s->max_adapter_rank;
         runtime.force = s->m.force;
+        runtime.bf16_factors = s->m.bf16_factors();
         runtime.base_identity = [s]() -> Result<std::string> {
           GRAFT_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(s->m.model));
           GRAFT_ASSIGN_OR_RETURN(IdentityResult id, CachedIdentity(ck, DefaultCacheDir()));
@@ -300,8 +303,8 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       spdlog::info("memory: base weights {:.1f} MB", model->weights().bytes() / 1e6);
       for (const auto& [name, sa] : served.adapters) {
         const LoraAdapter* a = set.slots[static_cast<size_t>(sa.slots.lora)];
-        spdlog::info("memory: adapter {} ({}) {:.2f} MB of factors, {} modules, rank {}..{}; modes: lora{} (default {})", name,
-                     a->dir, a->bytes() / 1e6, a->num_modules(), a->min_rank(), a->max_rank(),
+        spdlog::info("memory: adapter {} ({}) {:.2f} MB of factors ({}), {} modules, rank {}..{}; modes: lora{} (default {})",
+                     name, a->dir, a->bytes() / 1e6, a->factor_storage(), a->num_modules(), a->min_rank(), a->max_rank(),
                      a->has_exact ? fmt::format(", exact (+{:.2f} MB of residuals, + the shared scratch)", a->exact_bytes() / 1e6) : "",
                      a->has_exact && a->default_exact ? "exact" : "lora");
       }

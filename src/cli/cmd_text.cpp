@@ -171,6 +171,7 @@ void AddGateCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--requests", s->requests, "The requests behind the reference, to compute the candidate")->check(CLI::ExistingFile);
   cmd->add_option("--model", s->m.model, "Base model for the computed candidate")->check(CLI::ExistingDirectory);
   cmd->add_option("--adapter", s->m.adapter, "Adapter for the computed candidate")->check(CLI::ExistingDirectory);
+  AddAdapterDtypeFlag(cmd, s->m);
   cmd->add_flag("--force", s->m.force,
                 "Load the adapter even if its manifest names a different base (e.g. one extracted against the bf16 "
                 "base, gated on a quantized one)");

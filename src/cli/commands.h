@@ -32,7 +32,12 @@ struct ModelSettings {
   int gpu_scratch_mib = 1024; // --device cuda: the activation arena, inside gpu_memory
   bool op_profile = false;    // --device cuda: time every op (graft bench --op-profile)
   std::string gemm = "graft"; // --device cuda: "graft" (batch-invariant kernels) or "cublas" (to measure their cost)
+  std::string adapter_dtype = "bfloat16";  // --adapter-dtype: adapter factors in bf16 mode
+  // Adapter factors rounded to bf16 at load: --adapter-dtype bfloat16 with bf16 activations.
+  bool bf16_factors() const { return adapter_dtype == "bfloat16" && dtype == "bfloat16"; }
 };
+// --adapter-dtype (commands that load adapters).
+void AddAdapterDtypeFlag(CLI::App* cmd, ModelSettings& s);
 void AddModelFlags(CLI::App* cmd, ModelSettings& s);
 // --device, --dtype, --threads, --gpu-memory, --gpu-scratch, --gemm.
 void AddBackendFlags(CLI::App* cmd, ModelSettings& s);

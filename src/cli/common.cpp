@@ -15,9 +15,19 @@
 
 namespace graft::cli {
 
+void AddAdapterDtypeFlag(CLI::App* cmd, ModelSettings& s) {
+  cmd->add_option("--adapter-dtype", s.adapter_dtype,
+                  "Adapter factors with bf16 activations: bfloat16 rounds float32 / float16 factors to bf16 once at load "
+                  "(the faster products; adapters with an exact representation keep theirs), float32 keeps them as "
+                  "stored. float32 activations always keep them")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bfloat16", "float32"}));
+}
+
 void AddModelFlags(CLI::App* cmd, ModelSettings& s) {
   cmd->add_option("--model", s.model, "Model directory (config.json + safetensors)")->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--adapter", s.adapter, "A PEFT LoRA adapter directory to apply")->check(CLI::ExistingDirectory);
+  AddAdapterDtypeFlag(cmd, s);
   cmd->add_flag("--force", s.force, "Load the adapter even if its manifest names a different base");
   cmd->add_option("--adapter-mode", s.adapter_mode,
                   "lora (factors added to the base) or exact (the merged release's weights rebuilt bit for bit; needs "
@@ -118,6 +128,7 @@ Result<LoadedModel> LoadModelAndAdapter(const ModelSettings& s) {
   LoraLoadOptions opt;
   opt.name = s.adapter;
   opt.force = s.force;
+  opt.bf16_factors = s.bf16_factors();
   opt.base_identity = [&s]() -> Result<std::string> {
     GRAFT_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(s.model));
     GRAFT_ASSIGN_OR_RETURN(IdentityResult id, CachedIdentity(ck, DefaultCacheDir()));
@@ -130,8 +141,9 @@ Result<LoadedModel> LoadModelAndAdapter(const ModelSettings& s) {
   lm.slots.default_exact = lm.adapter->default_exact;
   GRAFT_ASSIGN_OR_RETURN(lm.slot, lm.slots.Select(s.adapter_mode, s.adapter));
   GRAFT_RETURN_IF_ERROR(LoadExactBase(s, *lm.model, lm.adapters));
-  spdlog::info("adapter {}: {} modules, rank {}..{}, {:.2f} MB of factors{}; serving it as {}", s.adapter,
+  spdlog::info("adapter {}: {} modules, rank {}..{}, {:.2f} MB of factors ({}){}; serving it as {}", s.adapter,
                lm.adapter->num_modules(), lm.adapter->min_rank(), lm.adapter->max_rank(), lm.adapter->bytes() / 1e6,
+               lm.adapter->factor_storage(),
                lm.adapter->has_exact ? fmt::format(" + {:.2f} MB of exact residuals", lm.adapter->exact_bytes() / 1e6) : "",
                lm.slot == lm.slots.exact ? "exact" : "lora");
   return lm;

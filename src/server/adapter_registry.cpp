@@ -32,6 +32,7 @@ Result<ServedAdapter> AdapterRegistry::Load(const std::string& name, const std::
   opt.force = cfg_.force;
   opt.base_identity = cfg_.base_identity;
   opt.load_exact = false;
+  opt.bf16_factors = cfg_.bf16_factors;
   GRAFT_ASSIGN_OR_RETURN(LoraAdapter a, LoadLoraAdapter(dir, model_, opt));
   if (a.max_rank() > cfg_.max_rank) {
     return InvalidArgument(fmt::format("{}: rank {} is over this server's --max-adapter-rank {}", dir, a.max_rank(),

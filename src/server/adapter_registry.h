@@ -32,6 +32,7 @@ struct RuntimeAdapterConfig {
   std::vector<int32_t> slots;  // the engine's empty slots reserved for them (--max-adapters)
   int max_rank = 0;            // --max-adapter-rank
   bool force = false;          // --force: load adapters whose manifest names another base
+  bool bf16_factors = false;   // --adapter-dtype bfloat16 with bf16 activations (LoraLoadOptions)
   std::function<Result<std::string>()> base_identity;  // the loaded base's identity (LoraLoadOptions)
 };
 

@@ -51,6 +51,15 @@ int64_t LoraAdapter::bytes() const {
   return b;
 }
 
+std::string LoraAdapter::factor_storage() const {
+  bool any_bf16 = false, any_f32 = false;
+  ForEachModule(*this, [&](const LoraModule& m) {
+    for (const Weight* w : {&m.a, &m.b}) (w->is_bf16 ? any_bf16 : any_f32) = true;
+  });
+  const std::string s = any_bf16 && any_f32 ? "bf16 and float32" : any_f32 ? "float32" : "bf16";
+  return factors_rounded ? s + ", rounded from the checkpoint's float factors at load" : s;
+}
+
 int64_t LoraAdapter::exact_bytes() const {
   int64_t b = 0;
   ForEachModule(*this, [&](const LoraModule& m) { b += m.exact ? m.exact->bytes() : 0; });

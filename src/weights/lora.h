@@ -50,7 +50,9 @@ struct LoraAdapter {
   std::string base_identity;      // from graft_manifest.json, "" when none
   bool has_exact = false;         // every module carries its exact residual (graft_exact.safetensors)
   bool default_exact = false;     // graft_manifest.json "default_mode": "exact"
+  bool factors_rounded = false;   // float32 / float16 factors rounded to bf16 at load (LoraLoadOptions)
   int num_modules() const;
+  std::string factor_storage() const;  // "bf16", "float32", "bf16, rounded from the checkpoint's float factors at load", ...
   int min_rank() const;
   int max_rank() const;
   int64_t bytes() const;        // the factors (LoRA mode; exact mode uses them too)

@@ -66,6 +66,15 @@ TEST_P(ExactMode, LogitsEqualTheMergedCheckpointBitForBit) {
   LoraAdapter a = Load(d.path(), *base);
   ASSERT_TRUE(a.has_exact);
   EXPECT_TRUE(a.default_exact) << "extract --exact makes exact the default mode";
+  {  // --adapter-dtype bfloat16 leaves an exact adapter's factors as extracted (its reconstruction needs them)
+    LoraLoadOptions opt{"ft", false, nullptr};
+    opt.bf16_factors = true;
+    auto r = LoadLoraAdapter(d.path(), base->config(), opt);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_FALSE(r->factors_rounded);
+    EXPECT_EQ(r->factor_storage(), a.factor_storage());
+    EXPECT_EQ(r->bytes(), a.bytes());
+  }
   AdapterSet set;
   const int32_t lora = set.Add(&a, false), exact = set.Add(&a, true);
   const AdapterSet none;

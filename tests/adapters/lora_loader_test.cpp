@@ -77,6 +77,63 @@ TEST_F(LoraLoader, TheUnmodifiedCopyLoads) {
   EXPECT_EQ(Error(kSameConfig, kSameTensors), "LOADED");
 }
 
+// --adapter-dtype bfloat16: float32 factors are rounded to bf16 once at load, to nearest even,
+// each value exactly FloatToBf16 of the stored one; without the option they stay as stored.
+TEST_F(LoraLoader, Float32FactorsRoundToBf16AtLoadOnlyWhenAsked) {
+  test::TempDir d;
+  // The fixture's bf16 factors as float32 values that bf16 cannot hold (a low mantissa bit set).
+  MakeAdapter(d, kSameConfig, [](std::vector<TensorToWrite>& ts) {
+    for (auto& t : ts) {
+      ASSERT_EQ(t.dtype, DType::kBF16) << t.name;
+      std::vector<uint8_t> f(t.bytes.size() * 2);
+      for (size_t i = 0; i < t.bytes.size() / 2; ++i) {
+        uint16_t h;
+        std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+        uint32_t u;
+        const float v = Bf16ToFloat(h);
+        std::memcpy(&u, &v, 4);
+        u |= (i % 3 == 0 ? 0x00001234u : 0x00008000u);  // below bf16's last bit: one a tie, others not
+        std::memcpy(f.data() + 4 * i, &u, 4);
+      }
+      t.dtype = DType::kF32;
+      t.bytes = std::move(f);
+    }
+  });
+  auto kept = LoadLoraAdapter(d.path(), model_->config(), {});
+  LoraLoadOptions opt;
+  opt.bf16_factors = true;
+  auto rounded = LoadLoraAdapter(d.path(), model_->config(), opt);
+  ASSERT_TRUE(kept.ok() && rounded.ok());
+  EXPECT_FALSE(kept->factors_rounded);
+  EXPECT_TRUE(rounded->factors_rounded);
+  EXPECT_EQ(kept->factor_storage(), "float32");
+  EXPECT_EQ(rounded->factor_storage(), "bf16, rounded from the checkpoint's float factors at load");
+  EXPECT_EQ(rounded->bytes() * 2, kept->bytes());
+  int checked = 0;
+  for (size_t l = 0; l < kept->layers.size(); ++l) {
+    for (size_t t = 0; t < kept->layers[l].targets.size(); ++t) {
+      const auto &ka = kept->layers[l].targets[t], &ra = rounded->layers[l].targets[t];
+      ASSERT_EQ(ka.size(), ra.size());
+      for (size_t m = 0; m < ka.size(); ++m) {
+        for (auto [kw, rw] : {std::pair{&ka[m].a, &ra[m].a}, std::pair{&ka[m].b, &ra[m].b}}) {
+          ASSERT_FALSE(kw->is_bf16);
+          ASSERT_TRUE(rw->is_bf16);
+          ASSERT_TRUE(rw->f32.empty());
+          ASSERT_EQ(rw->bf16.size(), kw->f32.size());
+          for (size_t i = 0; i < kw->f32.size(); ++i) ASSERT_EQ(rw->bf16[i], FloatToBf16(kw->f32[i])) << ka[m].name << " " << i;
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
+  // A bf16 adapter is left as it is (nothing to round).
+  auto bf16 = LoadLoraAdapter(test::Fixture(kSrc), model_->config(), opt);
+  ASSERT_TRUE(bf16.ok());
+  EXPECT_FALSE(bf16->factors_rounded);
+  EXPECT_EQ(bf16->factor_storage(), "bf16");
+}
+
 TEST_F(LoraLoader, MissingB) {
   EXPECT_NE(Error(kSameConfig, [](auto& ts) { Drop(ts, std::string(kKey) + ".lora_B.weight"); })
                 .find(std::string(kKey) + ".lora_B.weight: missing (its pair is present)"),
