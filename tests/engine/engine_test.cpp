@@ -11,6 +11,7 @@
 
 #include <fmt/core.h>
 
+#include "adapters/lora_loader.h"
 #include "backend/cpu/cpu_ops.h"
 #include "grammar/json_schema.h"
 #include "model/model.h"
@@ -546,6 +547,69 @@ TEST(Engine, ADecisionRunsAPieceBetweenTwoChatTokens) {
     }
   }
   engine.Stop();
+}
+
+// N decisions submitted at once (N = 1, 4, 16), on the base and on an adapter, half of them on
+// one shared record (prefix-cache hits after the first) and half on their own: each gets the
+// bits it gets alone on an idle engine with a cold cache; the cache hits say so in cached_tokens.
+TEST(Engine, ConcurrentDecisionsGiveEachTheBitsItGetsAlone) {
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
+  auto a = LoadLoraAdapter(test::Fixture("adapters/qwen3_5-wrapper-lora-gdn"), model->config(), {"gdn", false, nullptr});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  AdapterSet set;
+  set.slots.push_back(&*a);
+  EngineConfig cfg;
+  cfg.decision_prefill_chunk = 64;
+  auto decision = [](int i) {
+    DecisionRequest d;
+    d.record = i % 2 == 0 ? std::string("GET /shared/record.html 200 from 10.0.0.1") : fmt::format("POST /api/{} 500 from 10.0.0.{}", i, i);
+    for (int k = 0; k < 30; ++k) d.record += fmt::format(" GET /asset/{}.css 200", k);
+    d.questions.push_back({"m", "Malicious?", {"yes", "no"}});
+    d.questions.push_back({"s", "Status class?", {"2xx", "4xx", "5xx"}});
+    return d;
+  };
+  // Four in a row on a slot, then four on the other: each run of four has a shared record that
+  // misses (or hits, if the 4-entry prefix cache still holds it) and one that hits right after.
+  auto slot_of = [](int i) { return static_cast<int32_t>((i / 4) % 2); };
+  for (int n : {1, 4, 16}) {
+    SCOPED_TRACE(fmt::format("{} at once", n));
+    std::vector<Result<DecisionResult>> alone;
+    for (int i = 0; i < n; ++i) {
+      Engine idle(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, set);
+      alone.push_back(idle.Decide(decision(i), slot_of(i)));
+      ASSERT_TRUE(alone.back().ok()) << alone.back().status().ToString();
+    }
+    Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, set);
+    std::vector<std::promise<Result<DecisionResult>>> done(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      ASSERT_TRUE(engine.DecideAsync(decision(i), slot_of(i), [&done, i](Result<DecisionResult> r) {
+        done[static_cast<size_t>(i)].set_value(std::move(r));
+      }).ok());
+    }
+    int hits = 0;
+    for (int i = 0; i < n; ++i) {
+      auto got = done[static_cast<size_t>(i)].get_future().get();
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      hits += got->cached_tokens > 0;
+      const auto& want = *alone[static_cast<size_t>(i)];
+      ASSERT_EQ(got->questions.size(), want.questions.size());
+      for (size_t q = 0; q < want.questions.size(); ++q) {
+        ASSERT_EQ(got->questions[q].scores.size(), want.questions[q].scores.size());
+        for (size_t c = 0; c < want.questions[q].scores.size(); ++c) {
+          EXPECT_EQ(got->questions[q].scores[c].logprob, want.questions[q].scores[c].logprob)
+              << "decision " << i << " (slot " << slot_of(i) << ") question " << q << " choice " << c;
+        }
+      }
+    }
+    // Both kinds ran: a run's second shared record hits, every own record misses.
+    if (n >= 4) {
+      EXPECT_GE(hits, n / 4) << "prefix-cache hits among the shared records";
+      EXPECT_LE(hits, n / 2);
+    }
+    engine.Stop();
+  }
 }
 
 TEST(Engine, ARequestPastItsDeadlineEndsWithDeadlineExceeded) {
