@@ -495,13 +495,56 @@ Status W4PrefillMatMul(const uint16_t* xb, int64_t m, const DevWeight& w, const 
 }
 }  // namespace
 
-int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16) {
-  if (const W4Prefill p = bf16 ? W4PrefillPlan(m, w) : W4Prefill{}; p.chunk > 0) return p.bytes;
-  if (bf16 && DecodeW4a16Fits(m, w)) return DecodeW4a16ScratchBytes(m, w);
-  if (SplitFewOutputs(w, bf16)) {  // x in bf16, then the slices' partial products
-    return Bf16CopyBytes(m, w) + (w.cols + SplitKColumns(w.cols) - 1) / SplitKColumns(w.cols) * m * w.rows * 4;
+const char* MatMulFormName(MatMulForm f) {
+  switch (f) {
+    case MatMulForm::kW4Decode: return "4-bit decode";
+    case MatMulForm::kBf16Decode: return "bf16 decode";
+    case MatMulForm::kBf16DecodeSplit: return "bf16 decode, split K";
+    case MatMulForm::kBf16Prefill: return "bf16 prefill (wgmma)";
+    case MatMulForm::kBf16PrefillSplit: return "bf16 prefill, split K";
+    case MatMulForm::kW4Prefill: return "4-bit prefill (dequantized chunks)";
+    case MatMulForm::kW4Skinny: return "4-bit skinny";
+    case MatMulForm::kTile128: return "FALLBACK bf16 128x128 tiles";
+    case MatMulForm::kTile64: return "FALLBACK bf16 64x64 tiles";
+    case MatMulForm::kSimtTiled: return "fp32 SIMT tiles";
+    case MatMulForm::kSimt: return "fp32 SIMT";
+    case MatMulForm::kNone: return "none (FP8: MatMulFp8)";
   }
-  return PipeForm(m, w, bf16) || DecodeForm(m, w, bf16) ? Bf16CopyBytes(m, w) : 0;
+  return "?";
+}
+
+MatMulForm ChooseMatMulForm(int64_t m, const DevWeight& w, bool bf16, bool x_aligned16) {
+  if (w.fp8()) return MatMulForm::kNone;
+  if (bf16 && DecodeW4a16Fits(m, w) && x_aligned16) return MatMulForm::kW4Decode;
+  if (PipeForm(m, w, bf16) || DecodeForm(m, w, bf16)) {
+    const bool split = SplitFewOutputs(w, bf16);
+    if (m > kDecodeMaxRows) return split ? MatMulForm::kBf16PrefillSplit : MatMulForm::kBf16Prefill;
+    return split ? MatMulForm::kBf16DecodeSplit : MatMulForm::kBf16Decode;
+  }
+  if (bf16 && W4PrefillPlan(m, w).chunk > 0) return MatMulForm::kW4Prefill;
+  const bool tensor = bf16 && (w.bf16 || w.w4a16());
+  if (tensor && w.w4a16() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
+      (w.format != DevFormat::kInt4 || w.group % 8 == 0)) {
+    return MatMulForm::kW4Skinny;
+  }
+  const bool aligned = w.cols % 8 == 0 && x_aligned16 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0 &&
+                       (w.format != DevFormat::kInt4 || w.group % 8 == 0);
+  if (tensor && m > kBM && aligned) return MatMulForm::kTile128;
+  if (tensor) return MatMulForm::kTile64;
+  return m > 8 ? MatMulForm::kSimtTiled : MatMulForm::kSimt;
+}
+
+int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16) {
+  switch (ChooseMatMulForm(m, w, bf16, /*x_aligned16=*/true)) {  // room for the aligned case's forms
+    case MatMulForm::kW4Prefill: return W4PrefillPlan(m, w).bytes;
+    case MatMulForm::kW4Decode: return DecodeW4a16ScratchBytes(m, w);
+    case MatMulForm::kBf16DecodeSplit:
+    case MatMulForm::kBf16PrefillSplit:  // x in bf16, then the slices' partial products
+      return Bf16CopyBytes(m, w) + (w.cols + SplitKColumns(w.cols) - 1) / SplitKColumns(w.cols) * m * w.rows * 4;
+    case MatMulForm::kBf16Decode:
+    case MatMulForm::kBf16Prefill: return Bf16CopyBytes(m, w);
+    default: return 0;
+  }
 }
 
 namespace {
@@ -525,71 +568,80 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
   if (w.fp8()) return InvalidArgument("cuda MatMul: FP8 weights run MatMulFp8");
   if (m == 0) return Status::Ok();
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  const bool aligned = w.cols % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(w.data) % 16 == 0 &&
-                       (w.format != DevFormat::kInt4 || w.group % 8 == 0);
-  const bool tensor = bf16 && (w.bf16 || w.w4a16());
   const auto* wb = static_cast<const __nv_bfloat16*>(w.data);
-  // 4-bit weights at up to 16 rows: dequantized in registers, x read in fp32 (gemm_decode_w4.h).
-  if (bf16 && DecodeW4a16Fits(m, w) && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-    return GemmDecodeW4a16(x, m, w, y, ldy, round_output, stream, scratch);
-  }
-  if (PipeForm(m, w, bf16) || DecodeForm(m, w, bf16)) {
-    GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch));
-    if (SplitFewOutputs(w, bf16)) {
-      auto* partial = reinterpret_cast<float*>(static_cast<unsigned char*>(scratch) + Bf16CopyBytes(m, w));
-      GRAFT_RETURN_IF_ERROR(MatMulBf16(xb, w.cols, m, w, partial, w.rows, false, /*split_k=*/true, stream));
-      return SumSplitsInto(partial, m, w, y, ldy, round_output, stream);
+  const MatMulForm form = ChooseMatMulForm(m, w, bf16, reinterpret_cast<uintptr_t>(x) % 16 == 0);
+  switch (form) {
+    case MatMulForm::kW4Decode:  // dequantized in registers, x read in fp32 (gemm_decode_w4.h)
+      return GemmDecodeW4a16(x, m, w, y, ldy, round_output, stream, scratch);
+    case MatMulForm::kBf16Decode:
+    case MatMulForm::kBf16Prefill:
+    case MatMulForm::kBf16DecodeSplit:
+    case MatMulForm::kBf16PrefillSplit: {
+      GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch));
+      if (form == MatMulForm::kBf16DecodeSplit || form == MatMulForm::kBf16PrefillSplit) {
+        auto* partial = reinterpret_cast<float*>(static_cast<unsigned char*>(scratch) + Bf16CopyBytes(m, w));
+        GRAFT_RETURN_IF_ERROR(MatMulBf16(xb, w.cols, m, w, partial, w.rows, false, /*split_k=*/true, stream));
+        return SumSplitsInto(partial, m, w, y, ldy, round_output, stream);
+      }
+      return MatMulBf16(xb, w.cols, m, w, y, ldy, round_output, /*split_k=*/false, stream);
     }
-    return MatMulBf16(xb, w.cols, m, w, y, ldy, round_output, /*split_k=*/false, stream);
-  }
-  if (const W4Prefill p = bf16 ? W4PrefillPlan(m, w) : W4Prefill{}; p.chunk > 0) {  // 4-bit weights, prefill
-    GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch));
-    return W4PrefillMatMul(xb, m, w, p, y, ldy, round_output, s, static_cast<unsigned char*>(scratch));
-  }
-  if (tensor && w.w4a16() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
-             (w.format != DevFormat::kInt4 || w.group % 8 == 0)) {
-    const unsigned blocks = static_cast<unsigned>((w.rows / 16 + kSkWarps - 1) / kSkWarps);
-    if (m <= 16)
-      LaunchPdl(GemmW4a16SkinnyKernel<1, 512>, blocks, 32 * kSkWarps, 0, s, x, m, w, y, ldy, round_output);
-    else if (m <= 32)
-      LaunchPdl(GemmW4a16SkinnyKernel<2, 256>, blocks, 32 * kSkWarps, 0, s, x, m, w, y, ldy, round_output);
-    else
-      LaunchPdl(GemmW4a16SkinnyKernel<4, 128>, blocks, 32 * kSkWarps, 0, s, x, m, w, y, ldy, round_output);
-  } else if (tensor && m > kBM && aligned) {
-    if (Status ready = LargeTileReady(); !ready.ok()) return ready;
-    const int64_t gy = (m + kLM - 1) / kLM;
-    if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 128 rows in one call");
-    const dim3 grid(static_cast<unsigned>((w.rows + kLN - 1) / kLN), static_cast<unsigned>(gy));
-    const int64_t kz = (w.cols + kLK - 1) / kLK * kLK;  // one split: all of K
-    if (w.quantized())
-      LaunchPdl(GemmBf16LargeKernel<true>, grid, kLThreads, sizeof(LargeTileSmem), s, x, m, wb, w, w.rows, w.cols, y,
-                ldy, round_output, kz, 0);
-    else
-      LaunchPdl(GemmBf16LargeKernel<false>, grid, kLThreads, sizeof(LargeTileSmem), s, x, m, wb, w, w.rows, w.cols, y,
-                ldy, round_output, kz, 0);
-  } else if (tensor) {
-    const int64_t gy = (m + kBM - 1) / kBM;
-    if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 64 rows in one call");
-    const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>(gy));
-    const bool vec8 = w.cols % 8 == 0 && (w.format != DevFormat::kInt4 || w.group % 8 == 0);
-    const int64_t kz = (w.cols + kBK - 1) / kBK * kBK;  // one split: all of K
-    if (w.quantized())
-      LaunchPdl(GemmBf16Kernel<true>, grid, kThreads, 0, s, x, m, wb, w, w.rows, w.cols, y, ldy, round_output, vec8, kz,
-                0);
-    else
-      LaunchPdl(GemmBf16Kernel<false>, grid, kThreads, 0, s, x, m, wb, w, w.rows, w.cols, y, ldy, round_output, false,
-                kz, 0);
-  } else if (m > 8) {
-    const int64_t gy = (m + kSM - 1) / kSM;
-    if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 32 rows in one call (SIMT)");
-    const dim3 grid(static_cast<unsigned>((w.rows + kSN - 1) / kSN), static_cast<unsigned>(gy));
-    LaunchPdl(GemmSimtTiledKernel, grid, 256, 0, s, x, m, w, y, ldy, round_output && bf16);
-  } else {
-    const int64_t total = m * w.rows;
-    const int64_t blocks = (total + 255) / 256;
-    LaunchPdl(GemmSimtKernel, static_cast<unsigned>(blocks < 1048576 ? blocks : 1048576), 256, 0, s, x, m, w, y, ldy,
-              round_output && bf16);
+    case MatMulForm::kW4Prefill: {
+      GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch));
+      return W4PrefillMatMul(xb, m, w, W4PrefillPlan(m, w), y, ldy, round_output, s, static_cast<unsigned char*>(scratch));
+    }
+    case MatMulForm::kW4Skinny: {
+      const unsigned blocks = static_cast<unsigned>((w.rows / 16 + kSkWarps - 1) / kSkWarps);
+      if (m <= 16)
+        LaunchPdl(GemmW4a16SkinnyKernel<1, 512>, blocks, 32 * kSkWarps, 0, s, x, m, w, y, ldy, round_output);
+      else if (m <= 32)
+        LaunchPdl(GemmW4a16SkinnyKernel<2, 256>, blocks, 32 * kSkWarps, 0, s, x, m, w, y, ldy, round_output);
+      else
+        LaunchPdl(GemmW4a16SkinnyKernel<4, 128>, blocks, 32 * kSkWarps, 0, s, x, m, w, y, ldy, round_output);
+      break;
+    }
+    case MatMulForm::kTile128: {
+      if (Status ready = LargeTileReady(); !ready.ok()) return ready;
+      const int64_t gy = (m + kLM - 1) / kLM;
+      if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 128 rows in one call");
+      const dim3 grid(static_cast<unsigned>((w.rows + kLN - 1) / kLN), static_cast<unsigned>(gy));
+      const int64_t kz = (w.cols + kLK - 1) / kLK * kLK;  // one split: all of K
+      if (w.quantized())
+        LaunchPdl(GemmBf16LargeKernel<true>, grid, kLThreads, sizeof(LargeTileSmem), s, x, m, wb, w, w.rows, w.cols, y,
+                  ldy, round_output, kz, 0);
+      else
+        LaunchPdl(GemmBf16LargeKernel<false>, grid, kLThreads, sizeof(LargeTileSmem), s, x, m, wb, w, w.rows, w.cols, y,
+                  ldy, round_output, kz, 0);
+      break;
+    }
+    case MatMulForm::kTile64: {
+      const int64_t gy = (m + kBM - 1) / kBM;
+      if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 64 rows in one call");
+      const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>(gy));
+      const bool vec8 = w.cols % 8 == 0 && (w.format != DevFormat::kInt4 || w.group % 8 == 0);
+      const int64_t kz = (w.cols + kBK - 1) / kBK * kBK;  // one split: all of K
+      if (w.quantized())
+        LaunchPdl(GemmBf16Kernel<true>, grid, kThreads, 0, s, x, m, wb, w, w.rows, w.cols, y, ldy, round_output, vec8,
+                  kz, 0);
+      else
+        LaunchPdl(GemmBf16Kernel<false>, grid, kThreads, 0, s, x, m, wb, w, w.rows, w.cols, y, ldy, round_output, false,
+                  kz, 0);
+      break;
+    }
+    case MatMulForm::kSimtTiled: {
+      const int64_t gy = (m + kSM - 1) / kSM;
+      if (gy > 65535) return InvalidArgument("cuda MatMul: more than 65535 * 32 rows in one call (SIMT)");
+      const dim3 grid(static_cast<unsigned>((w.rows + kSN - 1) / kSN), static_cast<unsigned>(gy));
+      LaunchPdl(GemmSimtTiledKernel, grid, 256, 0, s, x, m, w, y, ldy, round_output && bf16);
+      break;
+    }
+    case MatMulForm::kSimt: {
+      const int64_t total = m * w.rows;
+      const int64_t blocks = (total + 255) / 256;
+      LaunchPdl(GemmSimtKernel, static_cast<unsigned>(blocks < 1048576 ? blocks : 1048576), 256, 0, s, x, m, w, y,
+                ldy, round_output && bf16);
+      break;
+    }
+    case MatMulForm::kNone: return InvalidArgument("cuda MatMul: FP8 weights run MatMulFp8");
   }
   return Launched("MatMul");
 }

@@ -43,6 +43,30 @@ namespace graft::cuda {
 // `scratch`: MatMulScratchBytes(m, w, bf16) bytes of device memory (16-byte aligned; nullptr
 // when that is 0), which MatMul overwrites.
 int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16);
+
+// Which kernel MatMul runs: a pure function of the row count, the weight's format, shape and
+// data alignment, the activation dtype and whether x is 16-byte aligned — the one place the
+// routing described above is decided (MatMul and MatMulScratchBytes both follow it). The loud
+// default is kTile128 / kTile64: the first tensor-core kernels, far slower, kept for bf16 and
+// 4-bit weights that no streaming or pipelined form takes (a misaligned or odd shape); their names
+// say "fallback", and the form table test fails if a model's projection lands there.
+enum class MatMulForm : uint8_t {
+  kW4Decode,         // gemm_decode_w4.h: 4-bit weights, up to 16 rows
+  kBf16Decode,       // gemm_decode.h: up to 64 rows
+  kBf16DecodeSplit,  // ... in MatMulSplitK's slices (few outputs, long K)
+  kBf16Prefill,      // gemm_pipe.h -> gemm_wgmma.h: past 64 rows
+  kBf16PrefillSplit, // ... in slices (the mma.sync prefill kernel)
+  kW4Prefill,        // 4-bit weights past 16 rows: dequantized a chunk at a time, then the prefill form
+  kW4Skinny,         // 4-bit weights, up to 64 rows, where the decode form does not fit
+  kTile128,          // fallback: bf16 tensor cores, 128 x 128 tiles (past 64 rows, aligned)
+  kTile64,           // fallback: bf16 tensor cores, 64 x 64 tiles
+  kSimtTiled,        // fp32 (activations or weights), more than 8 rows: the CPU reference's sums
+  kSimt,             // fp32, up to 8 rows
+  kNone,             // FP8 weights: MatMulFp8's
+};
+const char* MatMulFormName(MatMulForm f);
+MatMulForm ChooseMatMulForm(int64_t m, const DevWeight& w, bool bf16, bool x_aligned16);
+
 Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output, bool bf16,
               void* stream, void* scratch);
 

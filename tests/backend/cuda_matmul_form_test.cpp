@@ -1,0 +1,125 @@
+// MatMul's routing as a table (host only: runs without a GPU): ChooseMatMulForm for the two model
+// families' projection shapes, in every weight format, by row count — printed, and checked where
+// the design says which form runs; no model projection may land on a fallback form.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/device_weight.h"
+#include "backend/cuda/matmul.h"
+#include "backend/cuda/nvfp4_table.h"
+
+namespace graft {
+namespace {
+
+using cuda::DevFormat;
+using cuda::DevWeight;
+using cuda::MatMulForm;
+
+const void* Aligned() { return reinterpret_cast<const void*>(uintptr_t{1} << 20); }
+
+DevWeight Dense(int64_t rows, int64_t cols, bool bf16) {
+  DevWeight w;
+  w.data = Aligned();
+  w.rows = rows;
+  w.cols = cols;
+  w.bf16 = bf16;
+  return w;
+}
+
+// 4-bit weights as graft uploads them: lane order, symmetric int4 groups of 128 with 16-byte
+// aligned scales, or NVFP4 with its table and fp8 scales.
+DevWeight FourBit(int64_t rows, int64_t cols, DevFormat f) {
+  DevWeight w = Dense(rows, cols, false);
+  w.format = f;
+  w.int4_lanes = true;
+  w.group = f == DevFormat::kInt4 ? 128 : 16;
+  w.scale = reinterpret_cast<const float*>(Aligned());
+  w.scale_fp8 = reinterpret_cast<const uint8_t*>(Aligned());
+  w.nvfp4_table = reinterpret_cast<const cuda::Nvfp4Entry*>(Aligned());
+  return w;
+}
+
+TEST(MatMulForm, TableForTheModelsProjections) {
+  struct Proj {
+    const char* name;
+    int64_t n, k;
+  };
+  // Qwen3.5-27B's and Qwen3-32B's fused projections (N x K), and the GDN b / a gates kept bf16.
+  const std::vector<Proj> projs = {{"27B qkv", 12288, 5120},   {"27B o", 5120, 6144},      {"27B gdn in", 16640, 5120},
+                                   {"27B gdn out", 5120, 6144}, {"27B gate|up", 34816, 5120}, {"27B down", 5120, 17408},
+                                   {"32B qkv", 10240, 5120},   {"32B gate|up", 51200, 5120}, {"32B down", 5120, 25600},
+                                   {"gdn b|a (bf16)", 96, 5120}};
+  const std::vector<int64_t> rows = {1, 8, 16, 17, 64, 65, 1024, 16384};
+  struct Fmt {
+    const char* name;
+    bool quant;
+    DevFormat f;
+  };
+  const std::vector<Fmt> fmts = {{"bf16", false, DevFormat::kDense}, {"int4", true, DevFormat::kInt4},
+                                 {"nvfp4", true, DevFormat::kNvfp4}};
+  std::string table = "weights, projection \\ rows";
+  for (int64_t m : rows) table += "\t" + std::to_string(m);
+  std::string legend;
+  std::vector<bool> seen(static_cast<size_t>(MatMulForm::kNone) + 1, false);
+  for (const Fmt& fm : fmts) {
+    for (const Proj& p : projs) {
+      const bool gate = p.n == 96;
+      if (gate && fm.quant) continue;  // the gates stay bf16 beside a quantized in_proj
+      const DevWeight w = fm.quant ? FourBit(p.n, p.k, fm.f) : Dense(p.n, p.k, true);
+      table += "\n" + std::string(fm.name) + " " + p.name;
+      for (int64_t m : rows) {
+        const MatMulForm f = cuda::ChooseMatMulForm(m, w, /*bf16=*/true, /*x_aligned16=*/true);
+        EXPECT_EQ(f, cuda::ChooseMatMulForm(m, w, true, true)) << "a pure function";
+        table += "\t" + std::to_string(static_cast<int>(f));
+        if (!seen[static_cast<size_t>(f)]) {
+          seen[static_cast<size_t>(f)] = true;
+          legend += "\n  " + std::to_string(static_cast<int>(f)) + ": " + cuda::MatMulFormName(f);
+        }
+        EXPECT_NE(f, MatMulForm::kTile128) << fm.name << " " << p.name << " at " << m << " rows: a fallback form";
+        EXPECT_NE(f, MatMulForm::kTile64) << fm.name << " " << p.name << " at " << m << " rows: a fallback form";
+        if (!fm.quant) {
+          const MatMulForm want = gate ? (m > 64 ? MatMulForm::kBf16PrefillSplit : MatMulForm::kBf16DecodeSplit)
+                                       : (m > 64 ? MatMulForm::kBf16Prefill : MatMulForm::kBf16Decode);
+          EXPECT_EQ(f, want) << p.name << " at " << m << " rows";
+        } else {
+          EXPECT_EQ(f, m <= 16 ? MatMulForm::kW4Decode : MatMulForm::kW4Prefill) << fm.name << " " << p.name << " at " << m;
+        }
+      }
+    }
+  }
+  std::printf("MatMul forms (bf16 activations, aligned operands):\n%s\nforms:%s\n", table.c_str(), legend.c_str());
+}
+
+TEST(MatMulForm, Float32AndOddShapesAndAlignment) {
+  // fp32 activations: the CPU reference's SIMT sums, whatever the weight.
+  EXPECT_EQ(cuda::ChooseMatMulForm(4096, Dense(5120, 5120, true), /*bf16=*/false, true), MatMulForm::kSimtTiled);
+  EXPECT_EQ(cuda::ChooseMatMulForm(8, Dense(5120, 5120, true), false, true), MatMulForm::kSimt);
+  // fp32 weights under bf16 activations (a float32 checkpoint's norms, say): SIMT as well.
+  EXPECT_EQ(cuda::ChooseMatMulForm(100, Dense(64, 64, false), true, true), MatMulForm::kSimtTiled);
+  // A bf16 weight whose K is not a multiple of 8: no pipelined form takes it: the loud fallback.
+  EXPECT_EQ(cuda::ChooseMatMulForm(4096, Dense(512, 500, true), true, true), MatMulForm::kTile64);
+  // Misaligned weight data: the streaming forms need 16-byte loads.
+  DevWeight odd = Dense(512, 512, true);
+  odd.data = reinterpret_cast<const void*>((uintptr_t{1} << 20) + 8);
+  EXPECT_EQ(cuda::ChooseMatMulForm(4096, odd, true, true), MatMulForm::kTile64);
+  // A misaligned x only costs the 4-bit decode form (it reads x in fp32 with 16-byte loads).
+  const DevWeight q = FourBit(5120, 5120, DevFormat::kInt4);
+  EXPECT_EQ(cuda::ChooseMatMulForm(1, q, true, /*x_aligned16=*/false), MatMulForm::kW4Skinny);
+  EXPECT_EQ(cuda::ChooseMatMulForm(1, Dense(5120, 5120, true), true, false), MatMulForm::kBf16Decode) << "x is copied first";
+  // FP8 weights are MatMulFp8's.
+  DevWeight f8 = Dense(512, 512, false);
+  f8.format = DevFormat::kFp8Block;
+  EXPECT_EQ(cuda::ChooseMatMulForm(64, f8, true, true), MatMulForm::kNone);
+  // Every form has a name; the fallbacks say so.
+  for (int f = 0; f <= static_cast<int>(MatMulForm::kNone); ++f) {
+    EXPECT_STRNE(cuda::MatMulFormName(static_cast<MatMulForm>(f)), "?") << f;
+  }
+  EXPECT_NE(std::string(cuda::MatMulFormName(MatMulForm::kTile64)).find("FALLBACK"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace graft
