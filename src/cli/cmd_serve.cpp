@@ -31,7 +31,8 @@ int g_signal_pipe[2] = {-1, -1};  // file-local: the one piece of state a signal
 volatile sig_atomic_t g_signals = 0;  // signals seen: the second one exits at once
 
 void OnSignal(int sig) {
-  if (++g_signals >= 2) {
+  g_signals = g_signals + 1;  // (++ on a volatile is deprecated in C++20)
+  if (g_signals >= 2) {
     static const char kForced[] = "graft: second signal: exiting now\n";
     [[maybe_unused]] const ssize_t w = ::write(2, kForced, sizeof kForced - 1);
     ::_exit(1);
