@@ -76,10 +76,12 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--tokenizer", s->tokenizer, "Directory with tokenizer.json and the chat template (default: --model)")
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--concurrency", s->concurrency,
-                  "With --decisions: submit N copies of the first request to the engine at once and count the ones "
-                  "that differ from it alone or fail")
+                  "With --decisions: submit N of its requests (in turn) to the engine at once, time them against the "
+                  "first alone and count the ones that differ from themselves alone or fail; with --chat-streams, the "
+                  "streams also run again beside N decisions (inter-token gaps alone and beside)")
       ->check(CLI::Range(1, 4096));
-  cmd->add_option("--chat-streams", s->chat_streams, "Chat throughput with these numbers of concurrent greedy streams")
+  cmd->add_option("--chat-streams", s->chat_streams,
+                  "Chat throughput and inter-token gaps (p50, p99) with these numbers of concurrent greedy streams")
       ->delimiter(',')->check(CLI::Range(1, 4096));
   cmd->add_option("--chat-tokens", s->chat_tokens, "Tokens each chat stream generates")->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
@@ -182,14 +184,14 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       }
       if (!reqs.empty()) {
         DecisionScorer scorer(*model, *ops, *tok, *tmpl, set);
-        GRAFT_ASSIGN_OR_RETURN(rep.decisions, RunDecisionBench(scorer, reqs, set));
+        GRAFT_ASSIGN_OR_RETURN(rep.decisions, RunDecisionBench(scorer, reqs, set, *model, *ops));
       }
       if (s->concurrency > 0 || !s->chat_streams.empty()) {
         Engine engine(EngineConfig{}, *model, std::move(ops), *tok, *tmpl, set, graphs.run);
         GRAFT_RETURN_IF_ERROR(engine.PoolsReserved());
         if (s->concurrency > 0) {
           GRAFT_ASSIGN_OR_RETURN(DecisionConcurrency dc,
-                                 RunDecisionConcurrency(engine, reqs.front(), adapter ? 1 : 0, s->concurrency));
+                                 RunDecisionConcurrency(engine, reqs, adapter ? 1 : 0, s->concurrency));
           rep.concurrency.push_back(dc);
         }
         std::mt19937 rng(7);
@@ -198,6 +200,11 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
         for (int n : s->chat_streams) {
           GRAFT_ASSIGN_OR_RETURN(ChatStreams cs, RunChatStreams(engine, prompt, n, s->chat_tokens));
           rep.chat.push_back(cs);
+          if (s->concurrency > 0) {  // the same streams while --concurrency decisions run beside them
+            GRAFT_ASSIGN_OR_RETURN(ChatStreams with,
+                                   RunChatStreams(engine, prompt, n, s->chat_tokens, reqs, s->concurrency, adapter ? 1 : 0));
+            rep.chat.push_back(with);
+          }
         }
         engine.Stop();
       }

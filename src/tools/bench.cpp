@@ -170,14 +170,19 @@ Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& ada
 }
 
 Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, const std::vector<DecisionRequest>& requests,
-                                       const AdapterSet& adapters) {
+                                                      const AdapterSet& adapters, const Model& model, Ops& ops) {
   static const char* kBuckets[] = {"<=1K", "1K-4K", "4K-10K", ">10K"};
   auto bucket = [](int t) { return t <= 1000 ? 0 : t <= 4000 ? 1 : t <= 10000 ? 2 : 3; };
+  auto pct = [](std::vector<double> v, double q) {
+    std::sort(v.begin(), v.end());
+    return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+  };
   std::vector<DecisionLatency> out;
   const std::vector<int32_t> slots = BenchSlots(adapters);
+  const int vocab = model.config().vocab_size;
   Progress bar("decisions", slots.size() * requests.size(), /*bytes=*/false);
   for (int32_t slot : slots) {
-    std::vector<double> times[4];
+    std::vector<double> times[4], prefills[4], ratios[4];
     double tokens[4] = {0, 0, 0, 0};
     for (size_t i = 0; i < requests.size(); ++i) {
       scorer.ClearCache();  // a cold record each time
@@ -185,22 +190,34 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, co
       auto r = scorer.Score(requests[i], slot);
       const double dt = Now() - t0;
       if (!r.ok()) return r.status().WithContext(fmt::format("decision {}", i + 1));
+      // The record's prefill alone: the decision's own prefix tokens, the last row's logits.
+      GRAFT_ASSIGN_OR_RETURN(DecisionTask task, scorer.Begin(requests[i], slot));
+      const int n = static_cast<int>(task.prefix.size());
+      GRAFT_ASSIGN_OR_RETURN(SequenceState st, model.NewState(ops));
+      std::vector<float> logits(static_cast<size_t>(vocab));
+      const double p0 = Now();
+      GRAFT_RETURN_IF_ERROR(model.Forward(ops, task.prefix.data(), n, st, logits.data(), slot, &adapters,
+                                          LogitRows::Only({n - 1}))
+                                .WithContext(fmt::format("decision {}'s record prefill", i + 1)));
+      const double pt = Now() - p0;
       const int b = bucket(r->record_tokens);
       times[b].push_back(dt);
+      prefills[b].push_back(pt);
+      ratios[b].push_back(dt / pt);
       tokens[b] += r->record_tokens;
       bar.Add(1);
     }
     for (int b = 0; b < 4; ++b) {
       if (times[b].empty()) continue;
-      std::vector<double> t = times[b];
-      std::sort(t.begin(), t.end());
       DecisionLatency row;
       row.bucket = kBuckets[b];
       row.adapter = SlotName(adapters, slot);
-      row.count = static_cast<int>(t.size());
-      row.p50 = t[t.size() / 2];
-      row.p95 = t[std::min(t.size() - 1, static_cast<size_t>(0.95 * static_cast<double>(t.size())))];
-      row.mean_record_tokens = tokens[b] / static_cast<double>(t.size());
+      row.count = static_cast<int>(times[b].size());
+      row.p50 = pct(times[b], 0.5);
+      row.p95 = pct(times[b], 0.95);
+      row.mean_record_tokens = tokens[b] / static_cast<double>(times[b].size());
+      row.prefill_p50 = pct(prefills[b], 0.5);
+      row.ratio_p50 = pct(ratios[b], 0.5);
       out.push_back(row);
     }
   }
@@ -224,29 +241,48 @@ bool SameBits(const DecisionResult& a, const DecisionResult& b) {
 
 }  // namespace
 
-Result<DecisionConcurrency> RunDecisionConcurrency(Engine& engine, const DecisionRequest& request, int32_t slot, int n) {
-  GRAFT_ASSIGN_OR_RETURN(DecisionResult alone, engine.Decide(request, slot));
+Result<DecisionConcurrency> RunDecisionConcurrency(Engine& engine, const std::vector<DecisionRequest>& requests,
+                                                   int32_t slot, int n) {
+  if (requests.empty()) return InvalidArgument("no decision requests");
+  const size_t distinct = std::min(requests.size(), static_cast<size_t>(n));
+  std::vector<DecisionResult> alone;
   DecisionConcurrency out;
   out.n = n;
+  for (size_t i = 0; i < distinct; ++i) {
+    const double t0 = Now();
+    GRAFT_ASSIGN_OR_RETURN(DecisionResult r, engine.Decide(requests[i], slot));
+    if (i == 0) out.alone_seconds = Now() - t0;
+    alone.push_back(std::move(r));
+  }
   std::vector<std::future<Result<DecisionResult>>> futures;
   const double t0 = Now();
   for (int i = 0; i < n; ++i) {
-    futures.push_back(std::async(std::launch::async, [&engine, &request, slot] { return engine.Decide(request, slot); }));
+    const DecisionRequest& r = requests[static_cast<size_t>(i) % distinct];
+    futures.push_back(std::async(std::launch::async, [&engine, &r, slot] { return engine.Decide(r, slot); }));
   }
-  for (auto& f : futures) {
-    Result<DecisionResult> r = f.get();
+  for (int i = 0; i < n; ++i) {
+    Result<DecisionResult> r = futures[static_cast<size_t>(i)].get();
     if (!r.ok()) ++out.failed;
-    else if (!SameBits(*r, alone)) ++out.unequal;
+    else if (!SameBits(*r, alone[static_cast<size_t>(i) % distinct])) ++out.unequal;
   }
   out.seconds = Now() - t0;
   return out;
 }
 
-Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& prompt, int streams, int max_tokens) {
+Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& prompt, int streams, int max_tokens,
+                                   const std::vector<DecisionRequest>& beside, int decisions, int32_t slot) {
   struct Done {
     std::promise<Status> p;
     int64_t tokens = 0;
+    std::vector<double> at;  // each token's arrival
   };
+  if (decisions > 0 && beside.empty()) return InvalidArgument("decisions beside the chat streams need requests");
+  // The decisions first (each waits its turn in the engine), then the streams at once.
+  std::vector<std::future<Result<DecisionResult>>> work;
+  for (int i = 0; i < decisions; ++i) {
+    const DecisionRequest& r = beside[static_cast<size_t>(i) % beside.size()];
+    work.push_back(std::async(std::launch::async, [&engine, &r, slot] { return engine.Decide(r, slot); }));
+  }
   std::vector<std::unique_ptr<Done>> done;
   const double t0 = Now();
   for (int i = 0; i < streams; ++i) {
@@ -256,6 +292,7 @@ Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& p
     r.prompt = prompt;
     r.max_tokens = max_tokens;
     r.on_event = [d](const GenEvent& ev) {
+      if (ev.kind == GenEvent::Kind::kDelta) d->at.push_back(Now());
       if (ev.kind == GenEvent::Kind::kDone) d->tokens = ev.completion_tokens, d->p.set_value(Status::Ok());
       if (ev.kind == GenEvent::Kind::kError) d->p.set_value(ev.error);
     };
@@ -263,12 +300,24 @@ Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& p
   }
   ChatStreams out;
   out.streams = streams;
+  out.decisions = decisions;
+  std::vector<double> gaps;
   for (auto& d : done) {
     GRAFT_RETURN_IF_ERROR(d->p.get_future().get());
     out.tokens += d->tokens;
+    for (size_t i = 1; i < d->at.size(); ++i) gaps.push_back(d->at[i] - d->at[i - 1]);
   }
   out.seconds = Now() - t0;
   out.tokens_per_s = static_cast<double>(out.tokens) / out.seconds;
+  if (!gaps.empty()) {
+    std::sort(gaps.begin(), gaps.end());
+    out.gap_p50 = gaps[gaps.size() / 2];
+    out.gap_p99 = gaps[std::min(gaps.size() - 1, static_cast<size_t>(0.99 * static_cast<double>(gaps.size())))];
+  }
+  for (size_t i = 0; i < work.size(); ++i) {
+    Result<DecisionResult> r = work[i].get();
+    if (!r.ok()) return r.status().WithContext(fmt::format("decision {} beside the chat streams", i + 1));
+  }
   return out;
 }
 
@@ -281,20 +330,28 @@ std::string BenchReport::Table() const {
   }
   t += "share: prefill = of the bf16 peak; decode = weight-bytes floor at the copy bandwidth / step time\n";
   if (!decisions.empty()) {
-    t += fmt::format("\n{:<8} {:<22} {:>6} {:>14} {:>10} {:>10}\n", "bucket", "adapter", "count", "record tokens",
-                     "p50 s", "p95 s");
+    t += fmt::format("\n{:<8} {:<22} {:>6} {:>14} {:>10} {:>10} {:>12} {:>12}\n", "bucket", "adapter", "count",
+                     "record tokens", "p50 s", "p95 s", "prefill p50", "x prefill");
     for (const DecisionLatency& r : decisions) {
-      t += fmt::format("{:<8} {:<22} {:>6} {:>14.0f} {:>10.4f} {:>10.4f}\n", r.bucket,
-                       r.adapter.empty() ? "-" : r.adapter, r.count, r.mean_record_tokens, r.p50, r.p95);
+      t += fmt::format("{:<8} {:<22} {:>6} {:>14.0f} {:>10.4f} {:>10.4f} {:>12.4f} {:>12.3f}\n", r.bucket,
+                       r.adapter.empty() ? "-" : r.adapter, r.count, r.mean_record_tokens, r.p50, r.p95, r.prefill_p50,
+                       r.ratio_p50);
     }
+    t += "x prefill: a decision's time over its record's prefill alone (median)\n";
   }
   for (const DecisionConcurrency& r : concurrency) {
-    t += fmt::format("\n{} concurrent copies of one decision: {} unequal to it alone, {} failed, {:.3f} s\n", r.n,
-                     r.unequal, r.failed, r.seconds);
+    t += fmt::format("\n{} decisions at once: {} unequal to each alone, {} failed, {:.3f} s ({:.2f}x the first alone, "
+                     "{:.3f} s)\n",
+                     r.n, r.unequal, r.failed, r.seconds, r.alone_seconds > 0 ? r.seconds / r.alone_seconds : 0.0,
+                     r.alone_seconds);
   }
-  if (!chat.empty()) t += fmt::format("\n{:<8} {:>10} {:>10} {:>12}\n", "streams", "tokens", "seconds", "tokens/s");
+  if (!chat.empty()) {
+    t += fmt::format("\n{:<8} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12}\n", "streams", "decisions", "tokens", "seconds",
+                     "tokens/s", "gap p50 ms", "gap p99 ms");
+  }
   for (const ChatStreams& r : chat) {
-    t += fmt::format("{:<8} {:>10} {:>10.3f} {:>12.1f}\n", r.streams, r.tokens, r.seconds, r.tokens_per_s);
+    t += fmt::format("{:<8} {:>10} {:>10} {:>10.3f} {:>12.1f} {:>12.2f} {:>12.2f}\n", r.streams, r.decisions, r.tokens,
+                     r.seconds, r.tokens_per_s, 1e3 * r.gap_p50, 1e3 * r.gap_p99);
   }
   return t;
 }
@@ -309,14 +366,16 @@ std::string BenchReport::Json(const std::string& model, const std::string& devic
   }
   for (const DecisionLatency& r : decisions) {
     j["decisions"].push_back({{"bucket", r.bucket}, {"adapter", r.adapter}, {"count", r.count},
-                              {"mean_record_tokens", r.mean_record_tokens}, {"p50", r.p50}, {"p95", r.p95}});
+                              {"mean_record_tokens", r.mean_record_tokens}, {"p50", r.p50}, {"p95", r.p95},
+                              {"prefill_p50", r.prefill_p50}, {"ratio_p50", r.ratio_p50}});
   }
   for (const DecisionConcurrency& r : concurrency) {
-    j["concurrency"].push_back({{"n", r.n}, {"unequal", r.unequal}, {"failed", r.failed}, {"seconds", r.seconds}});
+    j["concurrency"].push_back({{"n", r.n}, {"unequal", r.unequal}, {"failed", r.failed}, {"seconds", r.seconds},
+                                {"alone_seconds", r.alone_seconds}});
   }
   for (const ChatStreams& r : chat) {
-    j["chat"].push_back({{"streams", r.streams}, {"tokens", r.tokens}, {"seconds", r.seconds},
-                         {"tokens_per_s", r.tokens_per_s}});
+    j["chat"].push_back({{"streams", r.streams}, {"decisions", r.decisions}, {"tokens", r.tokens}, {"seconds", r.seconds},
+                         {"tokens_per_s", r.tokens_per_s}, {"gap_p50", r.gap_p50}, {"gap_p99", r.gap_p99}});
   }
   return j.dump(2);
 }

@@ -10,8 +10,10 @@
 //   decode   B sequences with a short prompt each, then `steps` steps of one token per
 //            sequence (through `run_step` when given: CUDA graphs); tokens/s, and the bandwidth
 //            floor (weight bytes per step / `copy_tbps`) as a share of the measured step time.
-//   decisions  with --decisions: latency by record-length bucket (DecisionLatency below);
-//              --concurrency N copies of one through the engine; --chat-streams throughput.
+//   decisions  with --decisions: latency by record-length bucket, and against the record's
+//              prefill alone (DecisionLatency below); --concurrency N of them at once through
+//              the engine against one alone; --chat-streams throughput and inter-token gaps,
+//              alone and (with --concurrency) while decisions run.
 #pragma once
 
 #include <string>
@@ -47,27 +49,36 @@ struct BenchRow {
 
 // Decision latency by record-length bucket (<=1K, 1-4K, 4-10K, >10K record tokens, as
 // `graft gate` buckets): each request scored once per slot from a cold prefix cache
-// (DecisionScorer::Score), p50 and p95 of its wall time.
+// (DecisionScorer::Score), p50 and p95 of its wall time; and its record's prefill alone (the
+// same tokens and slot through Model::Forward, the last row's logits), p50 of that and of the
+// ratio decision / prefill (issue 46 asks <= 1.15).
 struct DecisionLatency {
   std::string bucket, adapter;
   int count = 0;
   double p50 = 0, p95 = 0;
   double mean_record_tokens = 0;
+  double prefill_p50 = 0, ratio_p50 = 0;
 };
 
-// N copies of one decision submitted to the engine at once, against the same decision alone:
-// how many came back with other bits (must be 0: docs/design.md §3.2) and how many failed.
+// N decisions submitted to the engine at once — the requests in turn (cycled) — against each
+// alone: how many came back with other bits (must be 0: docs/design.md §3.2), how many failed,
+// and the wall time for all n against the first one alone.
 struct DecisionConcurrency {
   int n = 0, unequal = 0, failed = 0;
-  double seconds = 0;  // wall time for all n
+  double seconds = 0;        // wall time for all n
+  double alone_seconds = 0;  // the first request alone on the idle engine
 };
 
-// Chat throughput: `streams` greedy generations of `max_tokens` each submitted at once.
+// Chat: `streams` greedy generations of `max_tokens` each submitted at once — throughput, and the
+// gaps between a stream's tokens (p50 / p99 over every stream), alone or (decisions > 0) while
+// that many decisions run on the engine beside them.
 struct ChatStreams {
   int streams = 0;
+  int decisions = 0;
   int64_t tokens = 0;
   double seconds = 0;
   double tokens_per_s = 0;
+  double gap_p50 = 0, gap_p99 = 0;
 };
 
 struct BenchReport {
@@ -83,13 +94,18 @@ class DecisionScorer;
 struct DecisionRequest;
 // DecisionLatency rows for base and (slot 1, when present) the adapter. A request that fails
 // is an error naming its place.
+// model and ops run the prefills alone (the scorer's own).
 Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer,
                                                       const std::vector<DecisionRequest>& requests,
-                                                      const AdapterSet& adapters);
+                                                      const AdapterSet& adapters, const Model& model, Ops& ops);
 
 class Engine;
-Result<DecisionConcurrency> RunDecisionConcurrency(Engine& engine, const DecisionRequest& request, int32_t slot, int n);
-Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& prompt, int streams, int max_tokens);
+Result<DecisionConcurrency> RunDecisionConcurrency(Engine& engine, const std::vector<DecisionRequest>& requests,
+                                                   int32_t slot, int n);
+// beside: decisions to run on the engine while the streams generate (the requests in turn; none:
+// the streams alone); their results are waited for, a failure is an error.
+Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& prompt, int streams, int max_tokens,
+                                   const std::vector<DecisionRequest>& beside = {}, int decisions = 0, int32_t slot = 0);
 
 // adapters: slot 1, when present, is the adapter measured beside the base.
 Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& adapters, const BenchJob& job,

@@ -127,7 +127,7 @@ TEST(Bench, DecisionLatencyByRecordBucket) {
   }
   CpuOps ops(ActDtype::kBF16, 2);
   DecisionScorer scorer(**model, ops, **tok, **tmpl, set);
-  auto rows = RunDecisionBench(scorer, reqs, set);
+  auto rows = RunDecisionBench(scorer, reqs, set, **model, ops);
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
   int base = 0, adapter = 0;
   for (const DecisionLatency& r : *rows) {
@@ -135,6 +135,8 @@ TEST(Bench, DecisionLatencyByRecordBucket) {
     EXPECT_LE(r.p50, r.p95);
     EXPECT_GT(r.p50, 0);
     EXPECT_EQ(r.bucket, r.mean_record_tokens <= 1000 ? "<=1K" : r.mean_record_tokens <= 4000 ? "1K-4K" : "4K-10K");
+    EXPECT_GT(r.prefill_p50, 0);
+    EXPECT_GT(r.ratio_p50, 0.5) << "a decision prefills its record and more: not much less than the record alone";
   }
   EXPECT_EQ(base, 3);
   EXPECT_EQ(adapter, 3);
@@ -142,23 +144,37 @@ TEST(Bench, DecisionLatencyByRecordBucket) {
   rep.decisions = *rows;
   // Through the engine: concurrent copies of a decision equal it alone; chat streams all finish.
   Engine engine(EngineConfig{}, **model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), **tok, **tmpl, set);
-  auto dc = RunDecisionConcurrency(engine, reqs.front(), 1, 3);
+  auto dc = RunDecisionConcurrency(engine, reqs, 1, 4);  // the three requests, the first twice
   ASSERT_TRUE(dc.ok()) << dc.status().ToString();
-  EXPECT_EQ(dc->n, 3);
+  EXPECT_EQ(dc->n, 4);
   EXPECT_EQ(dc->unequal, 0);
   EXPECT_EQ(dc->failed, 0);
+  EXPECT_GT(dc->alone_seconds, 0);
+  EXPECT_GT(dc->seconds, 0);
   auto cs = RunChatStreams(engine, {5, 6, 7, 8, 9}, 3, 4);
   ASSERT_TRUE(cs.ok()) << cs.status().ToString();
   EXPECT_EQ(cs->streams, 3);
+  EXPECT_EQ(cs->decisions, 0);
   EXPECT_GT(cs->tokens, 0);
   EXPECT_LE(cs->tokens, 12);
   EXPECT_GT(cs->tokens_per_s, 0);
+  EXPECT_LE(cs->gap_p50, cs->gap_p99);
+  auto beside = RunChatStreams(engine, {5, 6, 7, 8, 9}, 2, 4, reqs, 2, 1);
+  ASSERT_TRUE(beside.ok()) << beside.status().ToString();
+  EXPECT_EQ(beside->decisions, 2);
+  EXPECT_GT(beside->tokens, 0);
+  EXPECT_FALSE(RunChatStreams(engine, {5, 6}, 1, 2, {}, 1, 0).ok()) << "decisions beside with no requests";
+  EXPECT_FALSE(RunDecisionConcurrency(engine, {}, 0, 2).ok()) << "no requests";
   engine.Stop();
   rep.concurrency.push_back(*dc);
   rep.chat.push_back(*cs);
+  rep.chat.push_back(*beside);
   const std::string table = rep.Table(), json = rep.Json("m", "cpu");
   EXPECT_NE(table.find("p95"), std::string::npos);
+  EXPECT_NE(table.find("x prefill"), std::string::npos);
   EXPECT_NE(table.find("0 unequal"), std::string::npos);
+  EXPECT_NE(table.find("gap p99 ms"), std::string::npos);
+  for (const char* key : {"\"ratio_p50\"", "\"alone_seconds\"", "\"gap_p99\""}) EXPECT_NE(json.find(key), std::string::npos) << key;
   for (const char* key : {"\"decisions\"", "\"concurrency\"", "\"chat\""}) EXPECT_NE(json.find(key), std::string::npos) << key;
 }
 
