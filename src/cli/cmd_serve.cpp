@@ -74,6 +74,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
     int decision_prefill_chunk = -1;  // -1: by backend
     bool runtime_adapters = false;
     int max_adapters = 4, max_adapter_rank = 64;
+    int max_model_len = 0;  // 0: the model's context cut to --kv-tokens
   };
   auto s = std::make_shared<S>();
   auto* cmd = app.add_subcommand("serve", "Serve the base and its adapters over HTTP (OpenAI chat/completions, decisions)");
@@ -121,6 +122,10 @@ void AddServeCommand(CLI::App& app, Runner& run) {
                "done anyway for checkpoints up to 1 GB");
   cmd->add_option("--host", s->server.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", s->server.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd->add_option("--max-model-len", s->max_model_len,
+                  "Longest prompt + completion served (and /v1/models' max_model_len); default the model's context "
+                  "cut to --kv-tokens; more than either is a start-up error")
+      ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--kv-tokens", s->engine.kv_token_budget, "KV budget in tokens across live sequences")->capture_default_str()
       ->check(CLI::Range(16, 1 << 30));
   cmd->add_option("--max-running", s->engine.max_running, "Chat sequences running at once (state slots)")->capture_default_str()
@@ -226,7 +231,8 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       ServedModels served;
       served.base_name = !s->name.empty() ? s->name : std::filesystem::path(s->m.model).lexically_normal().filename().string();
       if (served.base_name.empty()) served.base_name = "base";
-      served.context = model->config().max_position_embeddings;
+      GRAFT_ASSIGN_OR_RETURN(served.context, ServedContext(s->max_model_len, model->config().max_position_embeddings,
+                                                           s->engine.kv_token_budget));
       served.reasoning_parser = s->reasoning_parser == "qwen3";
       served.kv_tokens = s->engine.kv_token_budget;
       if (s->generation_config != "none") {
@@ -350,6 +356,8 @@ void AddServeCommand(CLI::App& app, Runner& run) {
         if (cut > 0) spdlog::warn("shutdown: {} requests were still running after {:g} s and ended with an error", cut,
                                   s->shutdown_timeout);
       });
+      spdlog::info("max_model_len {} tokens (the model's context {}, the chat KV budget {})", served.context,
+                   c.max_position_embeddings, s->engine.kv_token_budget);
       spdlog::info("serving {} (+{} adapters) on http://{}:{}/v1", served.base_name, served.adapters.size(), s->server.host,
                    server.port());
       StatsLog stats(engine, std::chrono::seconds(10));

@@ -124,6 +124,24 @@ ojson ApiError::Json() const {
                      {"code", status}}}};
 }
 
+Result<int> ServedContext(int requested, int model_context, int64_t kv_tokens) {
+  if (requested < 0) return InvalidArgument(fmt::format("--max-model-len {}: must be positive (0: automatic)", requested));
+  if (model_context > 0 && requested > model_context) {
+    return InvalidArgument(fmt::format("--max-model-len {} is over the model's context of {} tokens "
+                                       "(max_position_embeddings)",
+                                       requested, model_context));
+  }
+  if (kv_tokens > 0 && requested > kv_tokens) {
+    return InvalidArgument(fmt::format("--max-model-len {}: one sequence of that length needs {} tokens of KV, but the "
+                                       "chat KV budget (--kv-tokens) is {}; raise --kv-tokens or lower --max-model-len",
+                                       requested, requested, kv_tokens));
+  }
+  if (requested > 0) return requested;
+  int64_t c = model_context > 0 ? model_context : kv_tokens;
+  if (kv_tokens > 0) c = std::min<int64_t>(c, kv_tokens);
+  return static_cast<int>(c);
+}
+
 std::optional<ApiError> ServedModels::Resolve(const json& body, int32_t* slot, std::string* name, std::string* mode) const {
   std::string want;
   if (auto m = body.find("mode"); m != body.end() && !m->is_null()) {

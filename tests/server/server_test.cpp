@@ -1283,6 +1283,23 @@ TEST(Scheduler, DecodesFirstThenAdmitsInOrderWithinBudgets) {
   EXPECT_EQ(s.Plan(huge).rejected, (std::vector<int64_t>{9}));
 }
 
+// max_model_len: by default the model's context cut to the chat KV budget; an explicit value
+// over either is refused, naming both numbers.
+TEST(ServedContext, DefaultsToWhatTheKvBudgetHoldsAndRefusesMore) {
+  EXPECT_EQ(ServedContext(0, 262144, 65536).value(), 65536);
+  EXPECT_EQ(ServedContext(0, 4096, 65536).value(), 4096);
+  EXPECT_EQ(ServedContext(0, 0, 8192).value(), 8192) << "a config without a context";
+  EXPECT_EQ(ServedContext(32768, 262144, 65536).value(), 32768);
+  auto over_model = ServedContext(8192, 4096, 65536);
+  ASSERT_FALSE(over_model.ok());
+  EXPECT_EQ(over_model.status().message(), "--max-model-len 8192 is over the model's context of 4096 tokens (max_position_embeddings)");
+  auto over_kv = ServedContext(100000, 262144, 65536);
+  ASSERT_FALSE(over_kv.ok());
+  EXPECT_EQ(over_kv.status().message(),
+            "--max-model-len 100000: one sequence of that length needs 100000 tokens of KV, but the chat KV budget "
+            "(--kv-tokens) is 65536; raise --kv-tokens or lower --max-model-len");
+}
+
 // Run-time adapters (--allow-runtime-adapters): a server that starts with empty slots and loads
 // the adapter over HTTP answers exactly what a server given it at start-up answers, the base's
 // answers never move, and every bad load or unload is a clear error.
