@@ -187,7 +187,9 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
         GRAFT_ASSIGN_OR_RETURN(rep.decisions, RunDecisionBench(scorer, reqs, set, *model, *ops));
       }
       if (s->concurrency > 0 || !s->chat_streams.empty()) {
-        Engine engine(EngineConfig{}, *model, std::move(ops), *tok, *tmpl, set, graphs.run);
+        EngineConfig ec;  // serve's defaults, so chat beside decisions is what a server shows
+        ec.decision_prefill_chunk = DefaultDecisionPrefillChunk(s->m.device);
+        Engine engine(ec, *model, std::move(ops), *tok, *tmpl, set, graphs.run);
         GRAFT_RETURN_IF_ERROR(engine.PoolsReserved());
         if (s->concurrency > 0) {
           GRAFT_ASSIGN_OR_RETURN(DecisionConcurrency dc,

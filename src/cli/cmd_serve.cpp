@@ -138,7 +138,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--decision-prefill-chunk", s->decision_prefill_chunk,
                   "Prefill a decision's record in pieces of this many tokens (a multiple of 64; 0: at once); a piece "
                   "runs between two chat steps, so chat waits for one piece at most and a decision whose client hangs "
-                  "up stops within one; default 256 on cpu, 0 on cuda (bits are the same either way)")
+                  "up stops within one; default 256 on cpu, 1024 on cuda (bits are the same either way)")
       ->check(CLI::Validator(
           [](std::string& v) {
             char* end = nullptr;
@@ -318,7 +318,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       Ops* ops_view = ops.get();
       const DecodeGraphs graphs = MakeDecodeGraphs(*model, *ops, !s->no_graphs);
       s->engine.decision_prefill_chunk =
-          s->decision_prefill_chunk >= 0 ? s->decision_prefill_chunk : (s->m.device == "cpu" ? 256 : 0);
+          s->decision_prefill_chunk >= 0 ? s->decision_prefill_chunk : DefaultDecisionPrefillChunk(s->m.device);
       Engine engine(s->engine, *model, std::move(ops), *tok, *tmpl, set, graphs.run);
       GRAFT_RETURN_IF_ERROR(engine.PoolsReserved());
 #ifdef GRAFT_HAVE_CUDA

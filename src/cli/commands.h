@@ -38,6 +38,9 @@ struct ModelSettings {
 };
 // --adapter-dtype (commands that load adapters).
 void AddAdapterDtypeFlag(CLI::App* cmd, ModelSettings& s);
+// The decision record pieces a backend runs between chat steps by default (--decision-prefill-chunk):
+// 256 tokens on cpu, 1024 on cuda (~0.12 s of a 27B model on an H100).
+inline int DefaultDecisionPrefillChunk(const std::string& device) { return device == "cpu" ? 256 : 1024; }
 void AddModelFlags(CLI::App* cmd, ModelSettings& s);
 // --device, --dtype, --threads, --gpu-memory, --gpu-scratch, --gemm.
 void AddBackendFlags(CLI::App* cmd, ModelSettings& s);
