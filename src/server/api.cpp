@@ -1,6 +1,7 @@
 #include "server/api.h"
 
 #include "server/structured_output.h"
+#include "util/json_depth.h"
 
 #include <fmt/core.h>
 
@@ -122,6 +123,20 @@ ojson ApiError::Json() const {
   // code: the HTTP status, as vLLM's error objects carry it.
   return {{"error", {{"message", message}, {"type", type}, {"param", param.empty() ? ojson(nullptr) : ojson(param)},
                      {"code", status}}}};
+}
+
+std::optional<ApiError> ParseJsonBody(const std::string& text, nlohmann::json* body) {
+  // Before parsing: the walks of a parsed body (dump, the template's values) recurse a level
+  // at a time, and one request nested 100,000 deep would overflow this thread's stack.
+  if (Status depth = CheckJsonDepth(text, "the request body"); !depth.ok()) {
+    return ApiError{400, depth.message(), "invalid_request_error", ""};
+  }
+  try {
+    *body = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return ApiError{400, fmt::format("the request body is not valid JSON: {}", e.what()), "invalid_request_error", ""};
+  }
+  return std::nullopt;
 }
 
 Result<int> ServedContext(int requested, int model_context, int64_t kv_tokens) {

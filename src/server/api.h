@@ -47,6 +47,10 @@ struct ServedModels {
                                   std::string* mode = nullptr) const;
 };
 
+// A request body parsed as JSON, its nesting depth checked first (a body nested 100,000 deep
+// would overflow the parser's stack); a 400 saying why otherwise.
+std::optional<ApiError> ParseJsonBody(const std::string& text, nlohmann::json* body);
+
 // The longest sequence (prompt + completion) the server takes: --max-model-len, or by default
 // the model's context cut to the chat KV budget (a sequence reserves its KV up front, so a longer
 // one could never run). An explicit value over either is an error naming both numbers.

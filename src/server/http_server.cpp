@@ -51,20 +51,6 @@ std::string NewId(const char* prefix) {
   return fmt::format("{}{:012x}{:08x}", prefix, salt & 0xffffffffffffull, counter.fetch_add(1) & 0xffffffffu);
 }
 
-std::optional<ApiError> ParseBody(const std::string& text, nlohmann::json* body) {
-  // Before parsing: the walks of a parsed body (dump, the template's values) recurse a level
-  // at a time, and one request nested 100,000 deep would overflow this thread's stack.
-  if (Status depth = CheckJsonDepth(text, "the request body"); !depth.ok()) {
-    return ApiError{400, depth.message(), "invalid_request_error", ""};
-  }
-  try {
-    *body = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return ApiError{400, fmt::format("the request body is not valid JSON: {}", e.what()), "invalid_request_error", ""};
-  }
-  return std::nullopt;
-}
-
 // A path's %XX escapes decoded (a model id may hold a '/', sent as %2F).
 std::string PercentDecoded(const std::string& s) {
   std::string out;
@@ -250,6 +236,19 @@ void HttpServer::Refuse(HttpExchange& ex, const ApiError& e, const std::string& 
   LogRequest("-", endpoint, model, e.status, seconds, nullptr);
 }
 
+void HttpServer::Logged(const std::string& endpoint, const std::string& model, int status, double seconds) {
+  metrics_.Observe(endpoint, model, status, seconds);
+  LogRequest("-", endpoint, model, status, seconds, nullptr);
+}
+
+void HttpServer::RunAdmin(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> l(admin_mu_);
+    admin_jobs_.push_back(std::move(job));
+  }
+  admin_cv_.notify_one();
+}
+
 std::chrono::steady_clock::time_point HttpServer::Deadline(std::chrono::steady_clock::time_point arrived) const {
   if (cfg_.request_timeout_s <= 0) return {};
   return arrived + std::chrono::milliseconds(static_cast<int64_t>(cfg_.request_timeout_s * 1e3));
@@ -369,7 +368,7 @@ void HttpServer::Generation(bool chat, const HttpRequest& req, const Exchange& e
   call->api = std::make_shared<GenerationApiRequest>();
   GenerationApiRequest& api = *call->api;
   nlohmann::json body;
-  std::optional<ApiError> err = ParseBody(req.body, &body);
+  std::optional<ApiError> err = ParseJsonBody(req.body, &body);
   if (!err) err = ParseGenerationRequest(body, chat, *Served(), tok_, tmpl_, stop_tokens_, &api, &req.body);
   if (err) {
     Refuse(*ex, *err, call->endpoint, api.model, Since(call->t0));
@@ -663,101 +662,13 @@ void HttpServer::Responses(const HttpRequest& req, const Exchange& ex) {
   });
 }
 
-// vLLM's run-time LoRA endpoints. Load: {"lora_name", "lora_path"} (and "load_inplace": false);
-// unload: {"lora_name"}. Answers as vLLM's: 200 with a plain-text "Success: ..." line; 400 for a
-// bad request or an adapter that fails validation (the loader's message), 404 for an unknown
-// name on unload. Any other field is a 400 naming it. The work runs on the admin thread.
-void HttpServer::RuntimeAdapter(bool load, const HttpRequest& req, const Exchange& ex) {
-  const char* endpoint = load ? "/v1/load_lora_adapter" : "/v1/unload_lora_adapter";
-  const auto t0 = Clock::now();
-  auto refuse = [&](const ApiError& e) { Refuse(*ex, e, endpoint, "-", Since(t0)); };
-  if (runtime_ == nullptr) {
-    return refuse({404, fmt::format("{} is off: start graft serve with --allow-runtime-adapters", endpoint), "not_found_error", ""});
-  }
-  nlohmann::json body;
-  if (auto err = ParseBody(req.body, &body)) return refuse(*err);
-  if (!body.is_object()) return refuse({400, "the request body must be a JSON object", "invalid_request_error", ""});
-  for (const auto& [k, v] : body.items()) {
-    const bool known = k == "lora_name" || (load && (k == "lora_path" || k == "load_inplace"));
-    if (!known) return refuse({400, fmt::format("'{}' is not a field of {} (graft does not support it)", k, endpoint), "invalid_request_error", k});
-  }
-  auto text = [&](const char* key) -> std::string {
-    auto it = body.find(key);
-    return it != body.end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
-  const std::string name = text("lora_name"), path = text("lora_path");
-  if (name.empty()) return refuse({400, "'lora_name' must be a non-empty string", "invalid_request_error", "lora_name"});
-  if (load && path.empty()) return refuse({400, "'lora_path' must be a non-empty string", "invalid_request_error", "lora_path"});
-  if (load && body.contains("load_inplace") && body["load_inplace"] != false) {
-    return refuse({400, "'load_inplace' must be false: unload the adapter, then load it again", "invalid_request_error",
-                   "load_inplace"});
-  }
-  if (load) {
-    {
-      std::lock_guard<std::mutex> l(models_mu_);
-      if (name == models_->base_name || models_->adapters.count(name) || loading_.count(name)) {
-        return refuse({400, fmt::format("The lora adapter '{}' has already been loaded.", name), "invalid_request_error", "lora_name"});
-      }
-      loading_.insert(name);
-    }
-    auto job = [this, ex, name, path, t0, endpoint] {
-      Result<ServedAdapter> sa = runtime_->Load(name, path);
-      {
-        std::lock_guard<std::mutex> l(models_mu_);
-        loading_.erase(name);
-        if (sa.ok()) {
-          auto next = std::make_shared<ServedModels>(*models_);
-          next->adapters[name] = *sa;
-          models_ = std::move(next);
-        }
-      }
-      if (!sa.ok()) return Refuse(*ex, {400, sa.status().message(), "invalid_request_error", "lora_path"}, endpoint, name, Since(t0));
-      spdlog::info("adapter {} loaded from {} into slot {} ({:.2f} MB of factors)", name, path, sa->slots.lora, sa->lora_bytes / 1e6);
-      ex->Reply(200, "text/plain; charset=utf-8", fmt::format("Success: LoRA adapter '{}' added successfully.", name), {});
-      metrics_.Observe(endpoint, name, 200, Since(t0));
-      LogRequest("-", endpoint, name, 200, Since(t0), nullptr);
-    };
-    std::lock_guard<std::mutex> l(admin_mu_);
-    admin_jobs_.push_back(std::move(job));
-    admin_cv_.notify_one();
-    return;
-  }
-  int32_t slot = -1;
-  {
-    std::lock_guard<std::mutex> l(models_mu_);
-    auto it = models_->adapters.find(name);
-    if (it == models_->adapters.end()) {
-      return refuse({404, fmt::format("The lora adapter '{}' cannot be found.", name), "not_found_error", "lora_name"});
-    }
-    if (it->second.runtime_slot < 0) {
-      return refuse({400, fmt::format("adapter '{}' was given with --adapter at start-up and stays loaded", name),
-                     "invalid_request_error", "lora_name"});
-    }
-    slot = it->second.runtime_slot;
-    auto next = std::make_shared<ServedModels>(*models_);  // new requests no longer find it
-    next->adapters.erase(name);
-    models_ = std::move(next);
-  }
-  auto job = [this, ex, name, slot, t0, endpoint] {
-    const Status st = runtime_->Unload(slot);  // waits for the work on it
-    if (!st.ok()) return Refuse(*ex, {503, st.message(), "service_unavailable", ""}, endpoint, name, Since(t0));
-    spdlog::info("adapter {} unloaded from slot {}", name, slot);
-    ex->Reply(200, "text/plain; charset=utf-8", fmt::format("Success: LoRA adapter '{}' removed successfully.", name), {});
-    metrics_.Observe(endpoint, name, 200, Since(t0));
-    LogRequest("-", endpoint, name, 200, Since(t0), nullptr);
-  };
-  std::lock_guard<std::mutex> l(admin_mu_);
-  admin_jobs_.push_back(std::move(job));
-  admin_cv_.notify_one();
-}
-
 // vLLM's token counting endpoints (no engine involved). Metrics label a served model's name
 // only (the base when the body names none or an unknown one).
 void HttpServer::Tokens(bool tokenize, const HttpRequest& req, const Exchange& ex) {
   const auto t0 = Clock::now();
   const auto models = Served();
   nlohmann::json body;
-  std::optional<ApiError> err = ParseBody(req.body, &body);
+  std::optional<ApiError> err = ParseJsonBody(req.body, &body);
   if (tokenize) {
     std::vector<int32_t> ids;
     if (!err) err = ParseTokenizeRequest(body, *models, tok_, tmpl_, &ids);
@@ -789,7 +700,7 @@ void HttpServer::Decisions(const HttpRequest& req, const Exchange& ex) {
     finish(*call, e.status);
   };
   nlohmann::json body;
-  if (auto err = ParseBody(req.body, &body)) return refuse(*err);
+  if (auto err = ParseJsonBody(req.body, &body)) return refuse(*err);
   if (!body.is_object()) return refuse({400, "the request body must be a JSON object", "invalid_request_error", ""});
   int32_t slot = 0;
   if (auto err = models->Resolve(body, &slot, &call->model, &call->mode)) return refuse(*err);

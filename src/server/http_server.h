@@ -79,7 +79,10 @@ class HttpServer {
   void Tokens(bool tokenize, const HttpRequest& req, const Exchange& ex);
   void Metrics(const Exchange& ex);
   void Models(const std::string* id, const Exchange& ex);
-  void RuntimeAdapter(bool load, const HttpRequest& req, const Exchange& ex);
+  void RuntimeAdapter(bool load, const HttpRequest& req, const Exchange& ex);  // http_server_adapters.cpp
+  // A request answered elsewhere: its metric and its log line.
+  void Logged(const std::string& endpoint, const std::string& model, int status, double seconds);
+  void RunAdmin(std::function<void()> job);  // on the admin thread, after the jobs before it
   // The served models now (loads and unloads swap in a new snapshot).
   std::shared_ptr<const ServedModels> Served() const;
   void SetServed(std::shared_ptr<const ServedModels> m);

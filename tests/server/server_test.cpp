@@ -180,7 +180,9 @@ TEST_F(Server, ToolChoiceForcesCallsThatFollowTheParameters) {
       const std::string name = call["function"]["name"];
       auto args = json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
       ASSERT_TRUE(args.is_object()) << j.dump();
-      if (std::string(choice) != R"("required")") EXPECT_EQ(name, "get_time");
+      if (std::string(choice) != R"("required")") {
+        EXPECT_EQ(name, "get_time");
+      }
       if (name == "get_weather") {
         EXPECT_TRUE(args["city"].is_string() && args["days"].is_number_integer()) << args.dump();
       } else {
