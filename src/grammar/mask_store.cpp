@@ -65,21 +65,20 @@ size_t MaskStore::KeyHash::operator()(const Key& k) const {
 }
 
 MaskStore::Known* MaskStore::FindLocked(const Grammar* g) {
-  auto [lo, hi] = grammars_.equal_range(GrammarHash(*g));
-  for (auto it = lo; it != hi; ++it) {
-    if (it->second.g.get() == g) return &it->second;
-  }
-  return nullptr;
+  auto it = grammars_.find(g);
+  return it == grammars_.end() ? nullptr : &it->second;
 }
 
 std::shared_ptr<const Grammar> MaskStore::Canonical(std::shared_ptr<const Grammar> g) {
   const uint64_t h = GrammarHash(*g);
   std::lock_guard<std::mutex> lock(mu_);
-  auto [lo, hi] = grammars_.equal_range(h);
+  if (grammars_.count(g.get())) return g;
+  auto [lo, hi] = by_hash_.equal_range(h);
   for (auto it = lo; it != hi; ++it) {
-    if (it->second.g == g || SameGrammar(*it->second.g, *g)) return it->second.g;
+    if (SameGrammar(*grammars_.at(it->second).g, *g)) return grammars_.at(it->second).g;
   }
-  grammars_.emplace(h, Known{g, 0});
+  by_hash_.emplace(h, g.get());
+  grammars_.emplace(g.get(), Known{g, h, 0});
   return g;
 }
 
@@ -118,7 +117,11 @@ void MaskStore::Put(const std::shared_ptr<const Grammar>& g, const GrammarMatche
   std::lock_guard<std::mutex> lock(mu_);
   if (index_.count(e.key) || bytes > max_bytes_) return;
   Known* k = FindLocked(g.get());
-  if (k == nullptr) k = &grammars_.emplace(GrammarHash(*g), Known{g, 0})->second;
+  if (k == nullptr) {  // a grammar forgotten (its masks evicted) that a sequence still runs
+    const uint64_t h = GrammarHash(*g);
+    by_hash_.emplace(h, g.get());
+    k = &grammars_.emplace(g.get(), Known{g, h, 0}).first->second;
+  }
   ++k->masks;
   lru_.push_front(std::move(e));
   index_.emplace(lru_.front().key, lru_.begin());
@@ -133,13 +136,14 @@ void MaskStore::EvictLocked() {
     for (const auto& stack : e.key.s) state_bytes += stack.size() * sizeof(int32_t) + sizeof(stack);
     bytes_ -= e.bits.size() * 8 + state_bytes;
     if (Known* k = FindLocked(e.key.g); k != nullptr && --k->masks == 0) {
-      auto [lo, hi] = grammars_.equal_range(GrammarHash(*e.key.g));
+      auto [lo, hi] = by_hash_.equal_range(k->hash);
       for (auto it = lo; it != hi; ++it) {
-        if (it->second.g.get() == e.key.g) {
-          grammars_.erase(it);
+        if (it->second == e.key.g) {
+          by_hash_.erase(it);
           break;
         }
       }
+      grammars_.erase(e.key.g);
     }
     index_.erase(e.key);
     lru_.pop_back();

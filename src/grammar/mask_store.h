@@ -61,13 +61,15 @@ class MaskStore {
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // most recent first
   std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
-  // Canonical grammars by structural hash (equal ones compared in full), each with its mask count;
-  // one whose last mask is evicted is forgotten.
+  // Canonical grammars by address, each with its structural hash (computed once) and mask count,
+  // and by hash (equal ones compared in full); one whose last mask is evicted is forgotten.
   struct Known {
     std::shared_ptr<const Grammar> g;
+    uint64_t hash = 0;
     size_t masks = 0;
   };
-  std::unordered_multimap<uint64_t, Known> grammars_;
+  std::unordered_map<const Grammar*, Known> grammars_;
+  std::unordered_multimap<uint64_t, const Grammar*> by_hash_;
   size_t bytes_ = 0;
 };
 
