@@ -102,6 +102,10 @@ TokenTrie::TokenTrie(std::vector<std::string> token_bytes) : bytes_(std::move(to
   for (size_t i = 0; i < order_.size(); ++i) off_[i + 1] = off_[i] + bytes_[static_cast<size_t>(order_[i])].size();
   flat_.reserve(off_.back());
   for (int32_t id : order_) flat_ += bytes_[static_cast<size_t>(id)];
+  byte_sets_.assign(order_.size(), {});
+  for (size_t i = 0; i < order_.size(); ++i) {
+    for (unsigned char c : bytes_[static_cast<size_t>(order_[i])]) byte_sets_[i][c >> 6] |= uint64_t{1} << (c & 63);
+  }
   shared_.assign(order_.size(), 0);
   for (size_t i = 1; i < order_.size(); ++i) {
     const std::string &a = bytes_[static_cast<size_t>(order_[i - 1])], &b = bytes_[static_cast<size_t>(order_[i])];
@@ -146,7 +150,24 @@ void TokenMask(const GrammarMatcher& m, const TokenTrie& trie, std::vector<uint8
   size_t known = 0;
   const auto& order = trie.order();
   const auto& shared = trie.shared();
+  // The bytes that lead from here back to here (inside a string, most of them): a token made of
+  // them only is allowed without walking it. The walk asks for these transitions anyway (most
+  // bytes start some token).
+  std::array<uint64_t, 4> loop{};
+  for (int b = 0; b < 256; ++b) {
+    if (cache.Next(m, ids[0], static_cast<uint8_t>(b)) == ids[0]) loop[b >> 6] |= uint64_t{1} << (b & 63);
+  }
+  const bool loops = (loop[0] | loop[1] | loop[2] | loop[3]) != 0;
   for (size_t i = 0; i < order.size();) {
+    if (loops) {
+      const auto& set = trie.byte_set(i);
+      if ((set[0] & ~loop[0]) == 0 && (set[1] & ~loop[1]) == 0 && (set[2] & ~loop[2]) == 0 && (set[3] & ~loop[3]) == 0) {
+        allowed[static_cast<size_t>(order[i])] = 1;
+        known = 0;  // the walk's states are not this token's
+        ++i;
+        continue;
+      }
+    }
     const std::string_view t = trie.sorted(i);
     if (ids.size() < t.size() + 1) ids.resize(t.size() + 1);
     size_t d = std::min<size_t>(shared[i], known);

@@ -64,6 +64,8 @@ class TokenTrie {
   // The bytes of order()[i], from one buffer laid out in that order (a walk reads it front to
   // back instead of jumping between the tokens' own strings).
   std::string_view sorted(size_t i) const { return std::string_view(flat_).substr(off_[i], off_[i + 1] - off_[i]); }
+  // The set of byte values order()[i] holds (bit b of word b / 64).
+  const std::array<uint64_t, 4>& byte_set(size_t i) const { return byte_sets_[i]; }
 
  private:
   std::vector<std::string> bytes_;
@@ -71,6 +73,7 @@ class TokenTrie {
   std::vector<uint16_t> shared_;
   std::string flat_;
   std::vector<size_t> off_;
+  std::vector<std::array<uint64_t, 4>> byte_sets_;
 };
 
 // The matcher's states interned, with the transitions found so far, so that a mask walks a
