@@ -158,11 +158,16 @@ Status DecisionScorer::ScoreQuestionsTogether(DecisionTask& t) {
   // The questions from t.question on that fit the pool's free state slots and pages at once
   // (each its fork and one a multi-token choice; pages for their tokens, a partial page each
   // copied on write).
+  // With prefill pieces (prefill_chunk > 0) a piece of questions also keeps to that many tokens
+  // (at least one question), so the chat steps between pieces wait for no more than a record piece.
   std::vector<QuestionTokens> qts;
-  int64_t slots = 0, pages = 0;
+  int64_t slots = 0, pages = 0, tokens = 0;
   for (size_t i = t.question; i < r.questions.size(); ++i) {
     GRAFT_ASSIGN_OR_RETURN(QuestionTokens qt, layout_.Question(r, i, {}));
     GRAFT_RETURN_IF_ERROR(CheckContext(t, i, qt));
+    int64_t q_tokens = static_cast<int64_t>(qt.rest.size());
+    for (const auto& c : qt.choices) q_tokens += c.size() < 2 ? 0 : static_cast<int64_t>(c.size()) - 1;
+    if (prefill_chunk_ > 0 && !qts.empty() && tokens + q_tokens > prefill_chunk_) break;
     int64_t s = 1, p = 0;
     if (pool_ != nullptr) p = static_cast<int64_t>(qt.rest.size()) / pool_->page_size() + 2;
     for (const auto& c : qt.choices) {
@@ -175,6 +180,7 @@ Status DecisionScorer::ScoreQuestionsTogether(DecisionTask& t) {
     if (!fits) break;
     slots += s;
     pages += p;
+    tokens += q_tokens;
     qts.push_back(std::move(qt));
   }
   // Not even the next question with all its choices' forks at once: it alone, a choice at a time.

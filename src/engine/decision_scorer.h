@@ -63,8 +63,9 @@ class DecisionScorer {
   // Score in steps: Begin lays the request out (errors: a record or question longer than the
   // context, a bad request), then each Advance runs one piece — the next prefill_chunk tokens of
   // the record (its cache entry made after the last; a cached record is one piece), else the
-  // questions: as many together as the pool holds when they are independent (not joint, on a
-  // shared record), one at a time in joint mode — and returns true once every question is scored
+  // questions: as many together as the pool holds and (with prefill_chunk > 0) as fit in
+  // prefill_chunk tokens, at least one, when they are independent (not joint, on a shared
+  // record), one at a time in joint mode — and returns true once every question is scored
   // (task.result).
   // The result's bits do not depend on how the work was split. `cancelled` is checked at the
   // start of every piece (kCancelled).

@@ -149,8 +149,9 @@ TEST(Decisions, QuestionsRunTogetherAsThePoolAllowsWithTheSameBits) {
   const DecisionRequest r = Request(false);
   DecisionScorer lone(*w.model, ops, *w.tok, *w.tmpl, w.set, nullptr, 0);
   const auto want = lone.Score(r, 1, false).value();
-  auto pieces_of = [&](KvPool* pool) {
+  auto pieces_of = [&](KvPool* pool, int chunk = 0) {
     DecisionScorer scorer(*w.model, ops, *w.tok, *w.tmpl, w.set, pool, 0);
+    scorer.set_prefill_chunk(chunk);
     auto t = scorer.Begin(r, 1).value();
     bool done = false;
     while (!done) {
@@ -169,6 +170,21 @@ TEST(Decisions, QuestionsRunTogetherAsThePoolAllowsWithTheSameBits) {
   EXPECT_EQ(pieces_of(nullptr), 2) << "the record, then every question";
   auto pool = w.model->NewPool(16, 256, 3, /*growable=*/false);
   EXPECT_EQ(pieces_of(pool.get()), 4) << "the record, then the questions one by one";
+  // Prefill pieces of 64 tokens: the questions' pieces keep to 64 tokens too (at least one each).
+  const int64_t record = lone.Begin(r, 1).value().prefix.size();
+  int64_t longest = 0, total = 0;
+  for (size_t i = 0; i < r.questions.size(); ++i) {
+    const auto qt = lone.layout().Question(r, i, {}).value();
+    int64_t n = static_cast<int64_t>(qt.rest.size());
+    for (const auto& c : qt.choices) n += c.size() < 2 ? 0 : static_cast<int64_t>(c.size()) - 1;
+    longest = std::max(longest, n);
+    total += n;
+  }
+  ASSERT_GT(total, 64) << "the request's questions must overflow one 64-token piece for this to test anything";
+  const int record_pieces = static_cast<int>((record + 63) / 64);
+  const int question_pieces = pieces_of(nullptr, 64) - record_pieces;
+  EXPECT_GE(question_pieces, 2) << "questions of " << total << " tokens in pieces of 64 (longest " << longest << ")";
+  EXPECT_LE(question_pieces, static_cast<int>(r.questions.size()));
 }
 
 TEST(Decisions, JointConditionsLaterQuestionsOnEarlierAnswers) {
