@@ -111,11 +111,10 @@ void MaskStore::Put(const std::shared_ptr<const Grammar>& g, const GrammarMatche
   for (size_t t = 8 * whole; t < allowed.size(); ++t) {
     if (allowed[t]) out[t / 8] |= static_cast<uint8_t>(1u << (t % 8));
   }
-  size_t state_bytes = 0;
-  for (const auto& stack : s) state_bytes += stack.size() * sizeof(int32_t) + sizeof(stack);
-  const size_t bytes = e.bits.size() * 8 + state_bytes;
+  e.bytes = e.bits.size() * 8;
+  for (const auto& stack : s) e.bytes += stack.size() * sizeof(int32_t) + sizeof(stack);
   std::lock_guard<std::mutex> lock(mu_);
-  if (index_.count(e.key) || bytes > max_bytes_) return;
+  if (index_.count(e.key) || e.bytes > max_bytes_) return;
   Known* k = FindLocked(g.get());
   if (k == nullptr) {  // a grammar forgotten (its masks evicted) that a sequence still runs
     const uint64_t h = GrammarHash(*g);
@@ -123,18 +122,16 @@ void MaskStore::Put(const std::shared_ptr<const Grammar>& g, const GrammarMatche
     k = &grammars_.emplace(g.get(), Known{g, h, 0}).first->second;
   }
   ++k->masks;
+  bytes_ += e.bytes;
   lru_.push_front(std::move(e));
   index_.emplace(lru_.front().key, lru_.begin());
-  bytes_ += bytes;
   EvictLocked();
 }
 
 void MaskStore::EvictLocked() {
   while (bytes_ > max_bytes_ && !lru_.empty()) {
     Entry& e = lru_.back();
-    size_t state_bytes = 0;
-    for (const auto& stack : e.key.s) state_bytes += stack.size() * sizeof(int32_t) + sizeof(stack);
-    bytes_ -= e.bits.size() * 8 + state_bytes;
+    bytes_ -= e.bytes;
     if (Known* k = FindLocked(e.key.g); k != nullptr && --k->masks == 0) {
       auto [lo, hi] = by_hash_.equal_range(k->hash);
       for (auto it = lo; it != hi; ++it) {

@@ -52,6 +52,7 @@ class MaskStore {
     std::shared_ptr<const Grammar> grammar;
     size_t tokens;
     std::vector<uint64_t> bits;
+    size_t bytes = 0;  // what it counts against max_bytes: the bits and the state's stacks
   };
   void EvictLocked();
   struct Known;

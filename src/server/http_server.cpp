@@ -11,6 +11,7 @@
 
 #include "server/responses.h"
 #include "util/json_depth.h"
+#include "util/seconds.h"
 #include "util/version.h"
 
 namespace graft {
@@ -19,7 +20,6 @@ namespace {
 using ojson = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
-double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 ApiError FromStatus(const Status& s) {
   switch (s.code()) {
@@ -141,7 +141,7 @@ struct Call {
   Finished summary;
   void Finish(Metrics& m, const std::string& model, int status, bool generated) {
     finished = true;
-    const double secs = Since(t0);
+    const double secs = SecondsSince(t0);
     m.Observe(endpoint, model, status, secs);
     LogRequest(id, endpoint, model, status, secs, generated ? &summary : nullptr);
     flight.reset();
@@ -371,7 +371,7 @@ void HttpServer::Generation(bool chat, const HttpRequest& req, const Exchange& e
   std::optional<ApiError> err = ParseJsonBody(req.body, &body);
   if (!err) err = ParseGenerationRequest(body, chat, *Served(), tok_, tmpl_, stop_tokens_, &api, &req.body);
   if (err) {
-    Refuse(*ex, *err, call->endpoint, api.model, Since(call->t0));
+    Refuse(*ex, *err, call->endpoint, api.model, SecondsSince(call->t0));
     return;
   }
   call->count = call->remaining = static_cast<int>(api.choices.size());
@@ -504,7 +504,7 @@ void HttpServer::Generation(bool chat, const HttpRequest& req, const Exchange& e
       if (!st.ok()) {
         cancelled->store(true);
         call->finished = true;
-        Refuse(*ex, FromStatus(st), call->endpoint, api.model, Since(call->t0));
+        Refuse(*ex, FromStatus(st), call->endpoint, api.model, SecondsSince(call->t0));
         call->flight.reset();
         return;
       }
@@ -548,7 +548,7 @@ void HttpServer::Responses(const HttpRequest& req, const Exchange& ex) {
     err = ParseGenerationRequest(body, /*chat=*/true, *Served(), tok_, tmpl_, stop_tokens_, api.get(), &chat_raw);
   }
   if (!err && api->choices.size() != 1) err = ApiError{400, "/v1/responses makes one answer", "invalid_request_error", ""};
-  if (err) return Refuse(*ex, *err, endpoint, api->model, Since(t0));
+  if (err) return Refuse(*ex, *err, endpoint, api->model, SecondsSince(t0));
   auto call = std::make_shared<ResponseCall>(in_flight_, api->output);
   call->api = api;
   call->stream = stream;
@@ -641,7 +641,7 @@ void HttpServer::Responses(const HttpRequest& req, const Exchange& ex) {
     g.on_event = nullptr;  // the engine holds its own copy; this one would keep the call alive
     if (!st.ok()) {
       c.finished = true;
-      Refuse(*ex, FromStatus(st), endpoint, c.api->model, Since(c.t0));
+      Refuse(*ex, FromStatus(st), endpoint, c.api->model, SecondsSince(c.t0));
       c.flight.reset();
       return;
     }
@@ -683,7 +683,7 @@ void HttpServer::Tokens(bool tokenize, const HttpRequest& req, const Exchange& e
   int32_t slot = 0;
   std::string name = models->base_name;
   if (body.is_object()) (void)models->Resolve(body, &slot, &name);
-  metrics_.Observe(tokenize ? "/tokenize" : "/detokenize", name, err ? err->status : 200, Since(t0));
+  metrics_.Observe(tokenize ? "/tokenize" : "/detokenize", name, err ? err->status : 200, SecondsSince(t0));
 }
 
 void HttpServer::Decisions(const HttpRequest& req, const Exchange& ex) {

@@ -6,15 +6,9 @@
 #include <chrono>
 
 #include "server/http_server.h"
+#include "util/seconds.h"
 
 namespace graft {
-namespace {
-
-double Since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 // vLLM's run-time LoRA endpoints. Load: {"lora_name", "lora_path"} (and "load_inplace": false);
 // unload: {"lora_name"}. Answers as vLLM's: 200 with a plain-text "Success: ..." line; 400 for a
@@ -23,7 +17,7 @@ double Since(std::chrono::steady_clock::time_point t0) {
 void HttpServer::RuntimeAdapter(bool load, const HttpRequest& req, const Exchange& ex) {
   const char* endpoint = load ? "/v1/load_lora_adapter" : "/v1/unload_lora_adapter";
   const auto t0 = std::chrono::steady_clock::now();
-  auto refuse = [&](const ApiError& e) { Refuse(*ex, e, endpoint, "-", Since(t0)); };
+  auto refuse = [&](const ApiError& e) { Refuse(*ex, e, endpoint, "-", SecondsSince(t0)); };
   if (runtime_ == nullptr) {
     return refuse({404, fmt::format("{} is off: start graft serve with --allow-runtime-adapters", endpoint), "not_found_error", ""});
   }
@@ -64,10 +58,10 @@ void HttpServer::RuntimeAdapter(bool load, const HttpRequest& req, const Exchang
           models_ = std::move(next);
         }
       }
-      if (!sa.ok()) return Refuse(*ex, {400, sa.status().message(), "invalid_request_error", "lora_path"}, endpoint, name, Since(t0));
+      if (!sa.ok()) return Refuse(*ex, {400, sa.status().message(), "invalid_request_error", "lora_path"}, endpoint, name, SecondsSince(t0));
       spdlog::info("adapter {} loaded from {} into slot {} ({:.2f} MB of factors)", name, path, sa->slots.lora, sa->lora_bytes / 1e6);
       ex->Reply(200, "text/plain; charset=utf-8", fmt::format("Success: LoRA adapter '{}' added successfully.", name), {});
-      Logged(endpoint, name, 200, Since(t0));
+      Logged(endpoint, name, 200, SecondsSince(t0));
     };
     return RunAdmin(std::move(job));
   }
@@ -89,10 +83,10 @@ void HttpServer::RuntimeAdapter(bool load, const HttpRequest& req, const Exchang
   }
   auto job = [this, ex, name, slot, t0, endpoint] {
     const Status st = runtime_->Unload(slot);  // waits for the work on it
-    if (!st.ok()) return Refuse(*ex, {503, st.message(), "service_unavailable", ""}, endpoint, name, Since(t0));
+    if (!st.ok()) return Refuse(*ex, {503, st.message(), "service_unavailable", ""}, endpoint, name, SecondsSince(t0));
     spdlog::info("adapter {} unloaded from slot {}", name, slot);
     ex->Reply(200, "text/plain; charset=utf-8", fmt::format("Success: LoRA adapter '{}' removed successfully.", name), {});
-    Logged(endpoint, name, 200, Since(t0));
+    Logged(endpoint, name, 200, SecondsSince(t0));
   };
   RunAdmin(std::move(job));
 }

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "util/seconds.h"
+
 namespace graft {
 namespace {
 
@@ -27,9 +29,6 @@ void AddIds(const nlohmann::json& v, int64_t vocab, std::set<int32_t>& out) {
   }
 }
 
-double Since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 }  // namespace
 
@@ -81,7 +80,7 @@ Result<GenerateResult> RunGenerate(const Model& model, Ops& ops, const Tokenizer
   auto t0 = std::chrono::steady_clock::now();
   GRAFT_RETURN_IF_ERROR(model.Forward(ops, ids.data(), static_cast<int>(ids.size()), st, logits.data(), job.adapter_slot,
                                       &adapters, LogitRows::Only({static_cast<int32_t>(ids.size() - 1)})));
-  r.prefill_seconds = Since(t0);
+  r.prefill_seconds = SecondsSince(t0);
   const float* last = logits.data();
   Sampler sampler(job.sampling, ids);
   if (job.min_tokens > 0 && !job.ignore_eos) sampler.BanUntil({stop.begin(), stop.end()}, job.min_tokens);
@@ -107,7 +106,7 @@ Result<GenerateResult> RunGenerate(const Model& model, Ops& ops, const Tokenizer
     last = step.data();
   }
   on_text(dec.Flush());
-  r.decode_seconds = Since(t0);
+  r.decode_seconds = SecondsSince(t0);
   return r;
 }
 

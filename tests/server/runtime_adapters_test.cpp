@@ -165,6 +165,15 @@ TEST_F(RuntimeAdapters, ALoadedAdapterAnswersAsOneGivenAtStartUpAndUnloadsCleanl
   std::tie(st, text) = PostRaw(*rt, "/v1/load_lora_adapter", R"({"lora_name": "z"})");
   EXPECT_EQ(st, 400);
   EXPECT_NE(text.find("'lora_path' must be a non-empty string"), std::string::npos) << text;
+  std::tie(st, text) = PostRaw(*rt, "/v1/load_lora_adapter", R"({"lora_name": 5, "lora_path": "/tmp"})");
+  EXPECT_EQ(st, 400);
+  EXPECT_NE(text.find("'lora_name' must be a non-empty string"), std::string::npos) << text;
+  std::tie(st, text) = PostRaw(*rt, "/v1/unload_lora_adapter", R"({"lora_name": "gdn", "lora_path": "/tmp"})");
+  EXPECT_EQ(st, 400);
+  EXPECT_NE(text.find("'lora_path' is not a field of /v1/unload_lora_adapter"), std::string::npos) << text;
+  std::tie(st, text) = PostRaw(*rt, "/v1/unload_lora_adapter", "[1]");
+  EXPECT_EQ(st, 400);
+  EXPECT_NE(text.find("must be a JSON object"), std::string::npos) << text;
 
   // Bad adapters: no directory; an adapter made for another base (the loader's own messages).
   std::tie(st, text) = PostRaw(*rt, "/v1/load_lora_adapter", Load("nodir", "/nonexistent/adapter"));
