@@ -30,11 +30,12 @@ enum class NormKind {
 };
 
 // Causal GQA attention of one sequence over its paged KV cache: key position j lives in page
-// page_table[j / page_size], row j % page_size of that page.
+// page_table[j / page_size], row j % page_size of that page. The pages hold the backend's KV
+// values (PoolMemory::kv_value_bytes of pool_memory(): fp32, or bf16 on a device in bf16 mode).
 struct AttentionArgs {
   const float* q;          // [n, num_heads, head_dim]
-  const float* k_pages;    // [num_pages, page_size, num_kv_heads, head_dim], post-RoPE
-  const float* v_pages;    // [num_pages, page_size, num_kv_heads, head_dim]
+  const void* k_pages;     // [num_pages, page_size, num_kv_heads, head_dim], post-RoPE
+  const void* v_pages;     // [num_pages, page_size, num_kv_heads, head_dim]
   const int32_t* page_table;  // the sequence's pages, covering positions 0..pos[n-1]
   int page_size;
   const int32_t* pos;      // [n] query positions; query t attends keys 0..pos[t]
@@ -192,6 +193,11 @@ class Ops {
   // array, distinct). Writes a step's K/V rows into the paged cache: the destinations are data,
   // not parameters, so a captured decode step stays valid as its sequences grow.
   virtual void ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst) = 0;
+  // ScatterRows into KV pages, which hold the backend's KV values (AttentionArgs): the same
+  // values, stored in that width (fp32 pages: ScatterRows itself, this default).
+  virtual void ScatterKv(const float* src, int64_t width, const int32_t* rows, int n, void* pages) {
+    ScatterRows(src, width, rows, n, static_cast<float*>(pages));
+  }
   // NeoX RoPE, in place, on the first rot_dim dims of each head of x [n, heads, head_dim]:
   // angle = float(pos) * inv_freq[i] (inv_freq [rot_dim/2]); c = r(cos(angle) * attn_scale),
   // s = r(sin(angle) * attn_scale); y[i] = r(r(x[i]c) + r(-x[i+R/2]s)), y[i+R/2] = r(r(x[i+R/2]c) + r(x[i]s)).

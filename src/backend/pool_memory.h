@@ -1,7 +1,10 @@
 // PoolMemory: where a KvPool keeps its KV pages and recurrent-state slots, in the backend's
 // memory space — host memory for the CPU backend (HostPoolMemory), device memory for CUDA.
 // Blocks come zeroed and never move; Free gives one back. Pools reserve their memory up front
-// (docs/design.md §3.5); only growable pools (offline tools) allocate later.
+// (docs/design.md §3.5); only growable pools (offline tools) allocate later. The memory also
+// says how its backend stores a cached K / V value (kv_value_bytes): 4 for fp32 (the CPU, and
+// CUDA with fp32 activations), 2 for bf16 (CUDA with bf16 activations: the values the cache
+// holds are bf16 values either way, so the narrower pages change no bit, only the memory).
 //
 // Thread-safety: none; the pool's thread only.
 #pragma once
@@ -19,6 +22,7 @@ class PoolMemory {
   virtual void Free(float* block) = 0;
   virtual void Copy(const float* src, float* dst, int64_t n) = 0;
   virtual void Zero(float* dst, int64_t n) = 0;
+  virtual int kv_value_bytes() const { return 4; }
 };
 
 // Host memory up to a limit (default: the machine's physical memory, so a pool sized past it is

@@ -303,7 +303,10 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       GRAFT_RETURN_IF_ERROR(MakeOps(s->m, *model, set, &ops));
       const auto& c = model->config();
       const int full = c.num_layers_of(LayerKind::kFullAttention), gdn = c.num_layers_of(LayerKind::kLinearAttention);
-      const double kv_per_token = 2.0 * c.num_kv_heads * c.head_dim * 4 * full;  // the CPU keeps KV in fp32
+      const int kv_value_bytes = ops->pool_memory() ? ops->pool_memory()->kv_value_bytes() : 4;
+      const int64_t kv_per_token = int64_t{2} * c.num_kv_heads * c.head_dim * kv_value_bytes * full;
+      served.kv_bytes_per_token = kv_per_token;
+      served.kv_dtype = kv_value_bytes == 2 ? "bfloat16" : "float32";
       const double state_per_seq = gdn * (4.0 * c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim * 2 +
                                           4.0 * c.conv_dim() * (c.linear_conv_kernel - 1));
       spdlog::info("graft serve: {} | {} backend, {} activations, {} threads", c.Summary(), s->m.device, s->m.dtype, s->m.threads);
@@ -326,9 +329,10 @@ void AddServeCommand(CLI::App& app, Runner& run) {
 #else
       (void)ops_view;
 #endif
-      spdlog::info("memory: KV + state pools {:.1f} MB, reserved now: chat {} tokens in pages of {} ({:.0f} B/token) and {} "
+      spdlog::info("memory: KV + state pools {:.1f} MB, reserved now: chat {} tokens in pages of {} ({} B/token, {}) and {} "
                    "state slots ({:.2f} MB each); decisions {} tokens",
                    engine.Stats().pool_bytes / 1e6, s->engine.kv_token_budget, s->engine.page_size, kv_per_token,
+                   served.kv_dtype,
                    s->engine.max_running, state_per_seq / 1e6, s->engine.decision_kv_tokens);
       std::unique_ptr<AdapterRegistry> registry;
       if (s->runtime_adapters) {

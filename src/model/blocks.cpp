@@ -116,8 +116,8 @@ void CachedAttention(Ops& ops, const StepContext& ctx, int layer, const float* q
       }
     }
     const int n = static_cast<int>(rows.size());
-    ops.ScatterRows(k + r_first * kv_w, kv_w, rows.data(), n, pool.k(layer));
-    ops.ScatterRows(v + r_first * kv_w, kv_w, rows.data(), n, pool.v(layer));
+    ops.ScatterKv(k + r_first * kv_w, kv_w, rows.data(), n, pool.k(layer));
+    ops.ScatterKv(v + r_first * kv_w, kv_w, rows.data(), n, pool.v(layer));
   }
   std::vector<AttentionArgs> seqs(static_cast<size_t>(b.num_seqs()));
   for (int s = 0; s < b.num_seqs(); ++s) {

@@ -10,7 +10,7 @@ KvPool::KvPool(const ModelConfig& c, int page_size, int num_pages, int num_slots
                std::shared_ptr<PoolMemory> mem)
     : cfg_(c),
       page_size_(page_size),
-      row_floats_(int64_t{c.num_kv_heads} * c.head_dim),
+      row_values_(int64_t{c.num_kv_heads} * c.head_dim),
       growable_(growable),
       has_gdn_(c.num_layers_of(LayerKind::kLinearAttention) > 0),
       mem_(mem ? std::move(mem) : std::make_shared<HostPoolMemory>()) {
@@ -20,6 +20,16 @@ KvPool::KvPool(const ModelConfig& c, int page_size, int num_pages, int num_slots
   slot_floats_ = slot_layout_.layer() * c.num_layers_of(LayerKind::kLinearAttention);
   k_.assign(static_cast<size_t>(c.num_layers), nullptr);
   v_.assign(static_cast<size_t>(c.num_layers), nullptr);
+  kv_value_bytes_ = mem_->kv_value_bytes();
+  // A page in whole floats of the memory: the kernels address pages by value, so a page's
+  // stride must be exact (bf16 pages of an odd value count would end mid-float).
+  const int64_t page_bytes = int64_t{page_size} * row_values_ * kv_value_bytes_;
+  page_floats_ = page_bytes / 4;
+  if (page_bytes % 4 != 0) {
+    reserved_ = InvalidArgument(fmt::format("KV pool: a page of {} tokens x {} values of {} bytes is not a whole "
+                                            "number of 4-byte words", page_size, row_values_, kv_value_bytes_));
+    return;
+  }
   reserved_ = AddPages(num_pages);
   if (reserved_.ok()) reserved_ = AddSlots(has_gdn_ ? num_slots : 0);
 }
@@ -32,7 +42,7 @@ KvPool::~KvPool() {
 
 Status KvPool::AddPages(int n) {
   const int old = num_pages();
-  const int64_t page_floats = int64_t{page_size_} * row_floats_;
+  const int64_t page_floats = page_floats_;
   // Allocate every grown block first, so that a refusal leaves the pool as it was.
   std::vector<float*> grown;
   for (int l = 0; l < cfg_.num_layers; ++l) {
@@ -110,7 +120,7 @@ void KvPool::Release(int32_t page) {
 }
 
 void KvPool::CopyPage(int32_t from, int32_t to) {
-  const int64_t n = int64_t{page_size_} * row_floats_;
+  const int64_t n = page_floats_;
   for (int l = 0; l < cfg_.num_layers; ++l) {
     if (!k_[l]) continue;
     mem_->Copy(k_[l] + from * n, k_[l] + to * n, n);
@@ -141,5 +151,9 @@ void KvPool::CopySlot(int32_t from, int32_t to) {
 }
 
 int64_t KvPool::bytes() const { return bytes_; }
+
+int64_t KvPool::kv_bytes_per_token() const {
+  return 2 * row_values_ * kv_value_bytes_ * cfg_.num_layers_of(LayerKind::kFullAttention);
+}
 
 }  // namespace graft

@@ -1,8 +1,9 @@
 // KvPool: the memory every sequence's cache lives in, reserved up front (docs/design.md §3.5).
 //
 //   KV pages   for each full-attention layer, K and V storage [num_pages][page_size][nkv][hd]
-//              (floats holding activation-dtype values). A sequence's page table maps its
-//              positions to pages and is shared by all layers.
+//              in the memory's KV width (PoolMemory::kv_value_bytes: fp32, or bf16 on a device in
+//              bf16 mode). A sequence's page table maps its positions to pages and is shared by
+//              all layers.
 //   state slots  for each Gated DeltaNet layer, one GdnState (conv + recurrent state) per slot.
 //
 // Pages are reference-counted: forking a sequence shares its pages, and the first write into
@@ -37,10 +38,13 @@ class KvPool {
   KvPool& operator=(const KvPool&) = delete;
 
   int page_size() const { return page_size_; }
-  int64_t row_floats() const { return row_floats_; }  // one token of one layer: nkv * hd
-  // K / V page storage of layer `layer` (a full-attention layer).
-  float* k(int layer) { return k_[static_cast<size_t>(layer)]; }
-  float* v(int layer) { return v_[static_cast<size_t>(layer)]; }
+  int64_t row_values() const { return row_values_; }  // one token of one layer: nkv * hd
+  int kv_value_bytes() const { return kv_value_bytes_; }
+  // K and V bytes a token takes in every full-attention layer.
+  int64_t kv_bytes_per_token() const;
+  // K / V page storage of layer `layer` (a full-attention layer), in the memory's KV width.
+  void* k(int layer) { return k_[static_cast<size_t>(layer)]; }
+  void* v(int layer) { return v_[static_cast<size_t>(layer)]; }
   GdnState& state(int32_t slot, int layer) { return slots_[static_cast<size_t>(slot)][static_cast<size_t>(layer)]; }
 
   Result<int32_t> AllocatePage();
@@ -69,13 +73,15 @@ class KvPool {
   Status AddSlots(int n);
   const ModelConfig cfg_;
   int page_size_;
-  int64_t row_floats_;
+  int64_t row_values_;
+  int kv_value_bytes_;
+  int64_t page_floats_;                            // one page of one layer's K (or V), in PoolMemory floats
   bool growable_;
   bool has_gdn_;
   std::shared_ptr<PoolMemory> mem_;
   int64_t bytes_ = 0;
   Status reserved_;
-  std::vector<float*> k_, v_;                      // [layer] -> [pages * page_size * row_floats]; null: not full attention
+  std::vector<float*> k_, v_;                      // [layer] -> pages * page_floats_; null: not full attention
   std::vector<int> refs_;                          // [pages]
   std::vector<int32_t> free_pages_;
   // One GDN layer's share of a slot block, in this order (floats).

@@ -38,6 +38,8 @@ struct ServedModels {
   int64_t exact_base_bytes = 0;     // --exact-base: the bf16 copy of touched projections, shared
   int context = 0;
   int64_t kv_tokens = 0;      // the engine's KV budget (0: none): a request reserves prompt + max_tokens of it
+  int64_t kv_bytes_per_token = 0;  // K and V of one token in every full-attention layer (GET /v1/models)
+  std::string kv_dtype;            // how the pages store a value: "float32" or "bfloat16"
   SamplingDefaults defaults;  // generation_config.json's (--generation-config): what a request leaves unset
   bool reasoning_parser = true;  // --reasoning-parser qwen3 (the default) or none: chat output's reasoning_content
   // The slot a request's "model" and "mode" select; a missing model means the base, a missing

@@ -339,6 +339,9 @@ void HttpServer::Models(const std::string* id, const Exchange& ex) {
   ojson data = ojson::array();
   data.push_back({{"id", sm.base_name}, {"object", "model"}, {"created", created}, {"owned_by", "graft"},
                   {"root", sm.base_name}, {"parent", nullptr}, {"max_model_len", sm.context}});
+  if (!sm.kv_dtype.empty()) {
+    data.back()["kv_cache"] = {{"dtype", sm.kv_dtype}, {"bytes_per_token", sm.kv_bytes_per_token}, {"tokens", sm.kv_tokens}};
+  }
   for (const auto& [name, a] : sm.adapters) {
     ojson modes = ojson::array(), memory = ojson::object();
     modes.push_back("lora");

@@ -375,6 +375,7 @@ TEST_P(CudaInvariance, GraphReplayedDecodeStepsAreTheEagerBits) {
   ASSERT_TRUE(cuda->Upload(b_).ok());
   auto pool = model_->NewPool(16, 128, 12, /*growable=*/false, cuda->pool_memory());
   ASSERT_TRUE(pool->reserved().ok());
+  EXPECT_EQ(pool->kv_value_bytes(), 2) << "bf16 mode keeps bf16 KV pages";
   std::mt19937 rng(9);
   const std::vector<int32_t> slots = {0, 1, 0, 2};
   std::vector<std::vector<int32_t>> prompts;

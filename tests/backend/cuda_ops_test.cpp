@@ -54,6 +54,23 @@ struct Dev {
   }
 };
 
+// KV pages on the device as cuda::Attention reads them: bf16 values in bf16 mode (the host
+// values are bf16 values then: exact), fp32 otherwise (attention.h).
+struct DevKv {
+  std::unique_ptr<Dev<float>> f;
+  std::unique_ptr<Dev<uint16_t>> b;
+  DevKv(const std::vector<float>& v, bool bf16) {
+    if (!bf16) {
+      f = std::make_unique<Dev<float>>(v);
+      return;
+    }
+    std::vector<uint16_t> bits(v.size());
+    for (size_t i = 0; i < v.size(); ++i) bits[i] = FloatToBf16(v[i]);
+    b = std::make_unique<Dev<uint16_t>>(bits);
+  }
+  const void* p() const { return f ? static_cast<const void*>(f->p) : static_cast<const void*>(b->p); }
+};
+
 // A host Weight and its device copy.
 struct DevW {
   Weight host;
@@ -475,9 +492,10 @@ TEST(CudaOps, AttentionMatchesCpu) {
       AttentionArgs a{c.q.data(), c.k.data(), c.v.data(), c.table.data(), c.page, c.pos.data(), n, heads, kvh, hd,
                       1.0f / std::sqrt(float(hd)), ref.data()};
       CpuOps(Act(bf16), 2).Attention(a);
-      Dev<float> dq(c.q), dk(c.k), dv(c.v), dout(ref.size());
+      Dev<float> dq(c.q), dout(ref.size());
+      DevKv dk(c.k, bf16), dv(c.v, bf16);
       Dev<int32_t> dt(c.table), dp(c.pos);
-      cuda::AttentionArgs g{dq.p, dk.p, dv.p, dt.p, c.page, dp.p, n, heads, kvh, hd, a.scale, bf16, dout.p};
+      cuda::AttentionArgs g{dq.p, dk.p(), dv.p(), dt.p, c.page, dp.p, n, heads, kvh, hd, a.scale, bf16, dout.p};
       ASSERT_TRUE(cuda::Attention(g, nullptr).ok());
       EXPECT_LT(RelErr(dout.Get(), ref), bf16 ? 1e-2 : 1e-5) << len << " " << n << " " << heads << "/" << kvh << "x" << hd;
     }
@@ -496,10 +514,11 @@ TEST(CudaOps, AttentionRowBitsIndependentOfChunking) {
            {4, 2, 64}, {6, 2, 256}, {8, 2, 256}, {8, 8, 128}, {2, 1, 96}, {8, 2, 64}, {16, 2, 128}}) {
     SCOPED_TRACE(::testing::Message() << heads << "/" << kvh << "x" << hd);
     AttnCase c = MakeAttn(700, 700, heads, kvh, hd, rng, true);
-    Dev<float> dq(c.q), dk(c.k), dv(c.v), dall(c.q.size());
+    Dev<float> dq(c.q), dall(c.q.size());
+    DevKv dk(c.k, true), dv(c.v, true);
     Dev<int32_t> dt(c.table), dp(c.pos);
     const float scale = 1.0f / std::sqrt(float(hd));
-    cuda::AttentionArgs all{dq.p, dk.p, dv.p, dt.p, c.page, dp.p, 700, heads, kvh, hd, scale, true, dall.p};
+    cuda::AttentionArgs all{dq.p, dk.p(), dv.p(), dt.p, c.page, dp.p, 700, heads, kvh, hd, scale, true, dall.p};
     ASSERT_TRUE(cuda::Attention(all, nullptr).ok());
     const auto whole = dall.Get();
     const int row = heads * hd;
@@ -507,7 +526,7 @@ TEST(CudaOps, AttentionRowBitsIndependentOfChunking) {
       Dev<float> dpart(c.q.size());
       for (int t0 = 0; t0 < 700; t0 += chunk) {
         const int n = std::min(chunk, 700 - t0);
-        cuda::AttentionArgs part{dq.p + size_t(t0) * row, dk.p, dv.p, dt.p, c.page, dp.p + t0, n, heads, kvh, hd, scale,
+        cuda::AttentionArgs part{dq.p + size_t(t0) * row, dk.p(), dv.p(), dt.p, c.page, dp.p + t0, n, heads, kvh, hd, scale,
                                  true, dpart.p + size_t(t0) * row};
         ASSERT_TRUE(cuda::Attention(part, nullptr).ok());
       }
@@ -528,7 +547,7 @@ TEST(CudaOps, AttentionRowBitsIndependentOfChunking) {
       cuda::AttnSeq* dseqs = nullptr;
       ASSERT_EQ(cudaMalloc(&dseqs, host.size() * sizeof(cuda::AttnSeq)), cudaSuccess);
       cudaMemcpy(dseqs, host.data(), host.size() * sizeof(cuda::AttnSeq), cudaMemcpyHostToDevice);
-      cuda::AttentionArgs shape{nullptr, dk.p, dv.p, nullptr, c.page, nullptr, 0, heads, kvh, hd, scale, true, nullptr};
+      cuda::AttentionArgs shape{nullptr, dk.p(), dv.p(), nullptr, c.page, nullptr, 0, heads, kvh, hd, scale, true, nullptr};
       cuda::AttentionArgs first = shape;
       first.q = host[0].q;
       first.n = 1;

@@ -87,6 +87,46 @@ TEST(KvPool, LivesInTheMemoryItIsGivenAndKeepsTheBits) {
   EXPECT_EQ(std::memcmp(fa.data(), fb.data(), fa.size() * sizeof(float)), 0);
 }
 
+// A memory whose backend keeps KV values in 2 bytes (a device in bf16 mode) gets pages of half
+// the floats: the pool's bytes, its per-token figure and every copy follow the memory's width.
+class NarrowKvMemory final : public PoolMemory {
+ public:
+  float* Allocate(int64_t n) override {
+    allocated += n;
+    return host.Allocate(n);
+  }
+  void Free(float* b) override { host.Free(b); }
+  void Copy(const float* s, float* d, int64_t n) override {
+    copied += n;
+    host.Copy(s, d, n);
+  }
+  void Zero(float* d, int64_t n) override { host.Zero(d, n); }
+  int kv_value_bytes() const override { return 2; }
+  HostPoolMemory host;
+  int64_t allocated = 0, copied = 0;
+};
+
+TEST(KvPool, PagesTakeTheMemorysKvWidth) {
+  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
+  ASSERT_NE(model, nullptr);
+  const ModelConfig& c = model->config();
+  const int full = c.num_layers_of(LayerKind::kFullAttention);
+  ASSERT_GT(full, 0);
+  const int64_t row = int64_t{c.num_kv_heads} * c.head_dim;
+  KvPool wide(c, 16, 8, 0, /*growable=*/false, nullptr);
+  auto narrow_mem = std::make_shared<NarrowKvMemory>();
+  KvPool narrow(c, 16, 8, 0, /*growable=*/false, narrow_mem);
+  ASSERT_TRUE(wide.reserved().ok() && narrow.reserved().ok());
+  EXPECT_EQ(wide.kv_value_bytes(), 4);
+  EXPECT_EQ(narrow.kv_value_bytes(), 2);
+  EXPECT_EQ(wide.kv_bytes_per_token(), 2 * row * 4 * full);
+  EXPECT_EQ(narrow.kv_bytes_per_token(), 2 * row * 2 * full);
+  EXPECT_EQ(narrow.bytes() * 2, wide.bytes()) << "no state slots: the pages are all of it";
+  EXPECT_EQ(narrow_mem->allocated * 4, narrow.bytes());
+  narrow.CopyPage(0, 1);
+  EXPECT_EQ(narrow_mem->copied, int64_t{2} * full * 16 * row * 2 / 4) << "a page's K and V of every layer, in floats";
+}
+
 TEST(KvPool, ForksShareThePrefixCopyOnWriteAndMatchLoneRuns) {
   for (const char* fixture : {"qwen3-tiny", "qwen3_5-wrapper"}) {
     auto model = test::LoadFixtureModel(fixture);

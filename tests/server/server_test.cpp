@@ -50,6 +50,9 @@ class Server : public ::testing::Test {
     served.adapters["gdn"].slots.lora = 1;
     served.context = model_->config().max_position_embeddings;
     served.kv_tokens = 8192;
+    served.kv_dtype = "float32";
+    served.kv_bytes_per_token = 2 * int64_t{model_->config().num_kv_heads} * model_->config().head_dim * 4 *
+                                model_->config().num_layers_of(LayerKind::kFullAttention);
     EngineConfig ec;
     ec.max_step_tokens = 64;
     ec.kv_token_budget = 8192;
@@ -353,6 +356,9 @@ TEST_F(Server, ChatCompletionShapesAndModels) {
   ASSERT_TRUE(m);
   const json models = json::parse(m->body);
   EXPECT_EQ(models["data"][0]["id"], "base");
+  EXPECT_EQ(models["data"][0]["kv_cache"]["dtype"], "float32") << "the base carries the KV cache's width and capacity";
+  EXPECT_GT(models["data"][0]["kv_cache"]["bytes_per_token"].get<int64_t>(), 0);
+  EXPECT_EQ(models["data"][0]["kv_cache"]["tokens"].get<int64_t>(), 8192);
   EXPECT_EQ(models["data"][1]["id"], "gdn");
   EXPECT_EQ(models["data"][1]["parent"], "base");
   // One model by id (the list's own object), an unknown one a 404 naming it; the version.

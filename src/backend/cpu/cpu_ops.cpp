@@ -272,6 +272,8 @@ void CpuOps::Attention(const AttentionArgs& a) {
   const int group = a.num_heads / a.num_kv_heads;
   const int hd = a.head_dim;
   const int64_t kv_stride = static_cast<int64_t>(a.num_kv_heads) * hd;
+  const float* k_pages = static_cast<const float*>(a.k_pages);  // the CPU's pages are fp32
+  const float* v_pages = static_cast<const float*>(a.v_pages);
   ParallelFor(static_cast<int64_t>(a.n) * a.num_heads, threads_, [&](int64_t b, int64_t e) {
     std::vector<float> p;
     std::vector<float> acc(static_cast<size_t>(hd));
@@ -284,7 +286,7 @@ void CpuOps::Attention(const AttentionArgs& a) {
       float mx = -INFINITY;
       auto row = [&](int j) { return static_cast<int64_t>(a.page_table[j / a.page_size]) * a.page_size + j % a.page_size; };
       for (int j = 0; j < len; ++j) {
-        const float* k = a.k_pages + row(j) * kv_stride + kvh * hd;
+        const float* k = k_pages + row(j) * kv_stride + kvh * hd;
         p[j] = R(R(DotF32(q, k, hd)) * a.scale);
         mx = std::max(mx, p[j]);
       }
@@ -297,7 +299,7 @@ void CpuOps::Attention(const AttentionArgs& a) {
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int j = 0; j < len; ++j) {
         const float pj = R(p[j] * inv);
-        const float* v = a.v_pages + row(j) * kv_stride + kvh * hd;
+        const float* v = v_pages + row(j) * kv_stride + kvh * hd;
         for (int d = 0; d < hd; ++d) acc[d] += pj * v[d];
       }
       float* o = a.out + (static_cast<int64_t>(t) * a.num_heads + h) * hd;

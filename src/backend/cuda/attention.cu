@@ -1,3 +1,4 @@
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "backend/cuda/attention.h"
@@ -25,7 +26,8 @@ __device__ float BlockReduce(float v, float* red, Op op) {
   return r;
 }
 
-// Query row t, head h: the whole block.
+// Query row t, head h: the whole block. KvT: the pages' type (attention.h).
+template <typename KvT>
 __device__ void AttentionRow(const AttentionArgs& a, int t, int h) {
   __shared__ float qs[kMaxHeadDim];
   __shared__ float p[kThreads];
@@ -44,9 +46,9 @@ __device__ void AttentionRow(const AttentionArgs& a, int t, int h) {
     float s = -INFINITY;
     if (j < len) {
       const int64_t row = int64_t{a.page_table[j / a.page_size]} * a.page_size + j % a.page_size;
-      const float* kr = a.k_pages + row * kv_stride + kvh * hd;
+      const KvT* kr = static_cast<const KvT*>(a.k_pages) + row * kv_stride + kvh * hd;
       float dot = 0.0f;
-      for (int d = 0; d < hd; ++d) dot = __fadd_rn(dot, __fmul_rn(qs[d], kr[d]));
+      for (int d = 0; d < hd; ++d) dot = __fadd_rn(dot, __fmul_rn(qs[d], KvValue(kr, d)));
       s = RoundAct(__fmul_rn(RoundAct(dot, a.bf16), a.scale), a.bf16);
     }
     const float tile_max = BlockReduce(s, red, [](float u, float v) { return fmaxf(u, v); });
@@ -62,9 +64,9 @@ __device__ void AttentionRow(const AttentionArgs& a, int t, int h) {
     for (int jj = 0; jj < count; ++jj) {
       const int jg = j0 + jj;
       const int64_t row = int64_t{a.page_table[jg / a.page_size]} * a.page_size + jg % a.page_size;
-      const float* vr = a.v_pages + row * kv_stride + kvh * hd;
-      if (d0 < hd) acc0 = __fadd_rn(acc0, __fmul_rn(p[jj], vr[d0]));
-      if (d1 < hd) acc1 = __fadd_rn(acc1, __fmul_rn(p[jj], vr[d1]));
+      const KvT* vr = static_cast<const KvT*>(a.v_pages) + row * kv_stride + kvh * hd;
+      if (d0 < hd) acc0 = __fadd_rn(acc0, __fmul_rn(p[jj], KvValue(vr, d0)));
+      if (d1 < hd) acc1 = __fadd_rn(acc1, __fmul_rn(p[jj], KvValue(vr, d1)));
     }
     mx = new_max;
     __syncthreads();
@@ -74,12 +76,14 @@ __device__ void AttentionRow(const AttentionArgs& a, int t, int h) {
   if (d1 < hd) o[d1] = RoundAct(__fdiv_rn(acc1, sum), a.bf16);
 }
 
+template <typename KvT>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
-  AttentionRow(a, blockIdx.x / a.num_heads, blockIdx.x % a.num_heads);
+  AttentionRow<KvT>(a, blockIdx.x / a.num_heads, blockIdx.x % a.num_heads);
 }
 
 // Block (h, y): head h of sequence y's one query row, as AttentionKernel.
+template <typename KvT>
 __global__ void __launch_bounds__(kThreads) AttentionSeqsKernel(AttentionArgs shape, const AttnSeq* seqs) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const AttnSeq& s = seqs[blockIdx.y];
@@ -89,7 +93,7 @@ __global__ void __launch_bounds__(kThreads) AttentionSeqsKernel(AttentionArgs sh
   a.pos = s.pos;
   a.n = 1;
   a.out = s.out;
-  AttentionRow(a, 0, blockIdx.x);
+  AttentionRow<KvT>(a, 0, blockIdx.x);
 }
 
 // The same arithmetic for kAttnGroup consecutive queries of one head per block: each key row
@@ -99,6 +103,7 @@ __global__ void __launch_bounds__(kThreads) AttentionSeqsKernel(AttentionArgs sh
 // the tiles past its own position, so its bits are AttentionKernel's whoever shares its block.
 constexpr int kAttnGroup = 16;
 
+template <typename KvT>
 __global__ void __launch_bounds__(kThreads) AttentionGroupKernel(AttentionArgs a) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   constexpr int G = kAttnGroup;
@@ -132,12 +137,12 @@ __global__ void __launch_bounds__(kThreads) AttentionGroupKernel(AttentionArgs a
     float sc[G];
     if (j < max_len) {
       const int64_t row = int64_t{a.page_table[j / a.page_size]} * a.page_size + j % a.page_size;
-      const float* kr = a.k_pages + row * kv_stride + kvh * hd;
+      const KvT* kr = static_cast<const KvT*>(a.k_pages) + row * kv_stride + kvh * hd;
       float dot[G];
 #pragma unroll
       for (int g = 0; g < G; ++g) dot[g] = 0.0f;
       for (int d = 0; d < hd; ++d) {
-        const float kd = kr[d];
+        const float kd = KvValue(kr, d);
 #pragma unroll
         for (int g = 0; g < G; ++g) dot[g] = __fadd_rn(dot[g], __fmul_rn(qs[g][d], kd));
       }
@@ -190,8 +195,8 @@ __global__ void __launch_bounds__(kThreads) AttentionGroupKernel(AttentionArgs a
     for (int jj = 0; jj < count; ++jj) {
       const int jg = j0 + jj;
       const int64_t row = int64_t{a.page_table[jg / a.page_size]} * a.page_size + jg % a.page_size;
-      const float* vr = a.v_pages + row * kv_stride + kvh * hd;
-      const float v0 = d0 < hd ? vr[d0] : 0.0f, v1 = d1 < hd ? vr[d1] : 0.0f;
+      const KvT* vr = static_cast<const KvT*>(a.v_pages) + row * kv_stride + kvh * hd;
+      const float v0 = d0 < hd ? KvValue(vr, d0) : 0.0f, v1 = d1 < hd ? KvValue(vr, d1) : 0.0f;
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         if (jg >= len[g]) continue;
@@ -221,8 +226,13 @@ Status AttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count,
   }
   if (count == 0) return Status::Ok();
   if (flash) return FlashAttentionSeqs(shape, seqs, count, stream);
-  LaunchPdl(AttentionSeqsKernel, dim3(static_cast<unsigned>(a.num_heads), static_cast<unsigned>(count)), kThreads, 0,
-            static_cast<cudaStream_t>(stream), shape, seqs);
+  const dim3 grid(static_cast<unsigned>(a.num_heads), static_cast<unsigned>(count));
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (a.bf16) {
+    LaunchPdl(AttentionSeqsKernel<__nv_bfloat16>, grid, kThreads, 0, s, shape, seqs);
+  } else {
+    LaunchPdl(AttentionSeqsKernel<float>, grid, kThreads, 0, s, shape, seqs);
+  }
   return Launched("AttentionSeqs");
 }
 
@@ -236,11 +246,13 @@ Status Attention(const AttentionArgs& a, void* stream) {
   if (a.n >= kAttnGroup) {  // prefill: queries share their key reads, same bits per query
     const int64_t blocks = int64_t{(a.n + kAttnGroup - 1) / kAttnGroup} * a.num_heads;
     if (blocks > 0x7fffffff) return InvalidArgument("cuda Attention: too many (row group, head) pairs");
-    LaunchPdl(AttentionGroupKernel, static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream), a);
+    LaunchPdl(a.bf16 ? AttentionGroupKernel<__nv_bfloat16> : AttentionGroupKernel<float>, static_cast<unsigned>(blocks),
+              kThreads, 0, static_cast<cudaStream_t>(stream), a);
   } else {
     const int64_t blocks = int64_t{a.n} * a.num_heads;
     if (blocks > 0x7fffffff) return InvalidArgument("cuda Attention: too many (row, head) pairs");
-    LaunchPdl(AttentionKernel, static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream), a);
+    LaunchPdl(a.bf16 ? AttentionKernel<__nv_bfloat16> : AttentionKernel<float>, static_cast<unsigned>(blocks), kThreads,
+              0, static_cast<cudaStream_t>(stream), a);
   }
   return Launched("Attention");
 }

@@ -23,10 +23,13 @@ namespace graft::cuda {
 
 inline constexpr int kAttnTile = 128;
 
+// The KV pages hold the activation dtype: fp32 values (float) when !bf16, bf16 values
+// (__nv_bfloat16) when bf16 — half the bytes to read, and the tensor-core kernels copy them into
+// their tiles without a conversion.
 struct AttentionArgs {
   const float* q;             // [n, num_heads, head_dim]
-  const float* k_pages;       // [num_pages, page_size, num_kv_heads, head_dim]
-  const float* v_pages;
+  const void* k_pages;        // [num_pages, page_size, num_kv_heads, head_dim], float or __nv_bfloat16 (above)
+  const void* v_pages;
   const int32_t* page_table;  // device
   int page_size;
   const int32_t* pos;         // [n] device

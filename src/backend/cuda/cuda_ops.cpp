@@ -57,7 +57,7 @@ Result<std::unique_ptr<CudaOps>> CudaOps::Create(const CudaOptions& o) {
   ops->device_name_ = prop.name;
   cudaStream_t stream = nullptr;
   GRAFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  ops->dev_ = std::make_shared<CudaPoolMemory>(stream, budget);
+  ops->dev_ = std::make_shared<CudaPoolMemory>(stream, budget, ops->bf16() ? 2 : 4);
   ops->stream_ = stream;
   GRAFT_ASSIGN_OR_RETURN(void* arena, ops->dev_->AllocateBytes(o.scratch_bytes, "the scratch arena"));
   ops->allocations_.push_back(arena);
@@ -421,6 +421,16 @@ void CudaOps::ScatterRows(const float* src, int64_t width, const int32_t* rows, 
   Sign(15, src, width, d_rows, n, dst);
   if (!Launches()) return;
   Note(cuda::ScatterRows(src, width, d_rows, n, dst, stream_));
+}
+
+void CudaOps::ScatterKv(const float* src, int64_t width, const int32_t* rows, int n, void* pages) {
+  if (!bf16()) return ScatterRows(src, width, rows, n, static_cast<float*>(pages));
+  const auto timer = Time("ScatterRows");
+  const int32_t* d_rows = StageInts(rows, n);
+  if (Failed() || n == 0) return;
+  Sign(35, src, width, d_rows, n, pages);
+  if (!Launches()) return;
+  Note(cuda::ScatterRowsBf16(src, width, d_rows, n, pages, stream_));
 }
 
 void CudaOps::Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,

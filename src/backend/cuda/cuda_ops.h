@@ -61,12 +61,15 @@ struct CudaMemoryUse {
 // slots. Pools keep it alive (shared_ptr), so it outlives the ops if a pool does.
 class CudaPoolMemory final : public PoolMemory {
  public:
-  CudaPoolMemory(void* stream, int64_t budget) : stream_(stream), budget_(budget) {}
+  // kv_value_bytes: 2 with bf16 activations (bf16 KV pages), 4 with fp32 ones.
+  CudaPoolMemory(void* stream, int64_t budget, int kv_value_bytes)
+      : stream_(stream), budget_(budget), kv_value_bytes_(kv_value_bytes) {}
   ~CudaPoolMemory() override;  // frees what is left and destroys the stream
   float* Allocate(int64_t n) override;  // nullptr past the budget or when cudaMalloc fails
   void Free(float* block) override;
   void Copy(const float* src, float* dst, int64_t n) override;
   void Zero(float* dst, int64_t n) override;
+  int kv_value_bytes() const override { return kv_value_bytes_; }
 
   void* stream() const { return stream_; }
   int64_t budget() const { return budget_; }
@@ -79,6 +82,7 @@ class CudaPoolMemory final : public PoolMemory {
  private:
   void* stream_;
   int64_t budget_, used_ = 0, pool_bytes_ = 0;
+  int kv_value_bytes_;
   std::unordered_map<void*, int64_t> sizes_;
 };
 
@@ -156,6 +160,7 @@ class CudaOps final : public Ops {
                   int64_t dst_stride, int64_t dst_col, int64_t dst_step, int64_t rows, int64_t cols,
                   int count) override;
   void ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst) override;
+  void ScatterKv(const float* src, int64_t width, const int32_t* rows, int n, void* pages) override;  // bf16 pages in bf16 mode
   void Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,
             float attn_scale) override;
   void Attention(const AttentionArgs& a) override;

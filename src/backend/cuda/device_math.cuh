@@ -14,6 +14,9 @@ namespace graft::cuda {
 __device__ __forceinline__ float RoundAct(float v, bool bf16) {
   return bf16 ? __bfloat162float(__float2bfloat16_rn(v)) : v;
 }
+// A KV page value as a float: pages hold fp32 values in fp32 mode, bf16 in bf16 mode.
+__device__ __forceinline__ float KvValue(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float KvValue(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
 __device__ __forceinline__ float SiluF(float u) { return __fdiv_rn(u, __fadd_rn(1.0f, expf(-u))); }
 __device__ __forceinline__ float SigmoidF(float u) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-u))); }
 __device__ __forceinline__ float SoftplusF(float u) { return u > 20.0f ? u : log1pf(expf(u)); }

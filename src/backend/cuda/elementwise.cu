@@ -1,3 +1,4 @@
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -118,23 +119,34 @@ Status SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t 
   return Launched("SigmoidGateMul");
 }
 
-__global__ void ScatterRowsKernel(const float* src, int64_t width, const int32_t* rows, int n, float* dst) {
+// T float: a copy; T __nv_bfloat16: the value rounded to nearest even (exact for bf16 values).
+template <typename T>
+__global__ void ScatterRowsKernel(const float* src, int64_t width, const int32_t* rows, int n, T* dst) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   for (int t = blockIdx.y; t < n; t += gridDim.y) {
     const int64_t to = int64_t{rows[t]} * width;
     for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < width; c += int64_t{gridDim.x} * blockDim.x) {
-      dst[to + c] = src[int64_t{t} * width + c];
+      dst[to + c] = static_cast<T>(src[int64_t{t} * width + c]);
     }
   }
 }
 
-Status ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst, void* stream) {
+template <typename T>
+Status ScatterRowsAs(const float* src, int64_t width, const int32_t* rows, int n, T* dst, void* stream) {
   if (n < 0 || width < 0) return InvalidArgument("cuda ScatterRows: bad shape");
   if (n == 0 || width == 0) return Status::Ok();
   const unsigned gx = static_cast<unsigned>(std::min<int64_t>((width + 255) / 256, 64));
   const unsigned gy = static_cast<unsigned>(std::min(n, 65535));
-  LaunchPdl(ScatterRowsKernel, dim3(gx, gy), 256, 0, S(stream), src, width, rows, n, dst);
+  LaunchPdl(ScatterRowsKernel<T>, dim3(gx, gy), 256, 0, S(stream), src, width, rows, n, dst);
   return Launched("ScatterRows");
+}
+
+Status ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst, void* stream) {
+  return ScatterRowsAs(src, width, rows, n, dst, stream);
+}
+
+Status ScatterRowsBf16(const float* src, int64_t width, const int32_t* rows, int n, void* dst, void* stream) {
+  return ScatterRowsAs(src, width, rows, n, static_cast<__nv_bfloat16*>(dst), stream);
 }
 
 __global__ void GatherRowsKernel(const float* src, int64_t width, const int32_t* rows, int n, float* dst) {

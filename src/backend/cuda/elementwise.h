@@ -38,6 +38,9 @@ Status RoundBlockBf16(float* x, int64_t ld, int64_t rows, int64_t cols, void* st
 Status GatherRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst, void* stream);
 // dst[rows[t] * width + c] = src[t * width + c]; rows [n] on the device.
 Status ScatterRows(const float* src, int64_t width, const int32_t* rows, int n, float* dst, void* stream);
+// The same into bf16 rows (dst: __nv_bfloat16, bf16 KV pages): each value rounded to nearest even — exact for the
+// bf16 values activations hold in bf16 mode.
+Status ScatterRowsBf16(const float* src, int64_t width, const int32_t* rows, int n, void* dst, void* stream);
 // NeoX RoPE in place on the first rot_dim dims of each head of x [n, heads, head_dim]; pos [n]
 // and inv_freq [rot_dim/2] on the device. Rounding as Ops::Rope.
 Status Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,

@@ -1,10 +1,8 @@
 // Attention on the tensor cores for bf16 activations (attention.h's contract; the dispatch is
 // there). One block per (64 consecutive queries, head), four warps of 16 queries — or, for
-// prefill where a key-value head serves an even number of query heads, per (64 queries, two
-// such heads), eight warps sharing each key / value tile (half the tile loads and bf16
-// conversions a query; the last query tiles first, since causal ones walk the most keys; heads
-// of 64 and 128 on wgmma instead, flash_wgmma.h, the same bits); keys in fixed tiles of 64
-// positions from position 0, for every query
+// prefill where a key-value head serves an even number of query heads, on wgmma (flash_wgmma.h,
+// two such heads a block, the same bits); keys in fixed tiles of 64 positions from position 0,
+// for every query
 // whatever its neighbours:
 //   S = Q Kᵀ   mma.sync m16n8k16, head_dim in 16-wide chunks ascending (Q, K bf16 — the values
 //              the cache holds in bf16 mode — fp32 sums), rounded as the CPU rounds scores:
@@ -38,7 +36,7 @@ namespace graft::cuda {
 namespace {
 
 constexpr int kQ = 64, kKeys = 64, kThreads = 128;
-constexpr int kBatch = 8;  // float4s of Q, or of K and of V, a thread loads before it stores them
+constexpr int kBatch = 8;  // float4s of Q, or 16-byte items of K and of V, a thread loads before it stores them
 
 template <int kHd, int kHeads>
 struct FlashSmem {
@@ -56,34 +54,37 @@ __device__ __forceinline__ void PutRow4(__nv_bfloat16* dst, const float4 v) {
 }
 
 // Keys j0 .. j0 + kKeys - 1 of key-value head kvh into k and v (rows[r]: key j0 + r's cache
-// row), by the block's kN threads (all calling), kB float4s a thread at a time with every load of
-// a batch issued before any store (the loads' latencies overlap: one after another, a 64-key tile
-// took ~10 us of DRAM round trips). Keys at or past len are zeros, never read from the cache.
+// row), by the block's kN threads (all calling), kB 16-byte items (8 bf16 values of the pages) a
+// thread at a time with every load of a batch issued before any store (the loads' latencies
+// overlap: one after another, a 64-key tile took ~10 us of DRAM round trips). The pages hold
+// bf16 values (attention.h), copied as they are. Keys at or past len are zeros, never read.
 template <int kHd, int kN, int kB, int kLd>
 __device__ __forceinline__ void LoadKvTile(const AttentionArgs& a, const int64_t* rows, int j0, int len, int kvh,
                                            __nv_bfloat16 (&k)[kKeys][kLd], __nv_bfloat16 (&v)[kKeys][kLd]) {
-  constexpr int kF4 = kHd / 4, kPer = kKeys * kF4 / kN;  // float4s a row; a thread's a tile
-  static_assert(kPer % kB == 0, "whole batches of float4s a thread");
+  constexpr int kC8 = kHd / 8, kPer = kKeys * kC8 / kN;  // items a row; a thread's a tile
+  static_assert(kPer % kB == 0, "whole batches of items a thread");
   const int64_t kv_stride = int64_t{a.num_kv_heads} * kHd;
+  const __nv_bfloat16* kp = static_cast<const __nv_bfloat16*>(a.k_pages);
+  const __nv_bfloat16* vp = static_cast<const __nv_bfloat16*>(a.v_pages);
   const int tid = threadIdx.x;
 #pragma unroll 1
   for (int i0 = 0; i0 < kPer; i0 += kB) {
-    float4 kv[kB], vv[kB];
+    uint4 kv[kB], vv[kB];
 #pragma unroll
     for (int b = 0; b < kB; ++b) {
-      const int e = tid + (i0 + b) * kN, r = e / kF4, c = (e % kF4) * 4;
-      kv[b] = vv[b] = make_float4(0.f, 0.f, 0.f, 0.f);
+      const int e = tid + (i0 + b) * kN, r = e / kC8, c = (e % kC8) * 8;
+      kv[b] = vv[b] = make_uint4(0u, 0u, 0u, 0u);
       if (j0 + r < len) {
         const int64_t off = rows[r] * kv_stride + int64_t{kvh} * kHd + c;
-        kv[b] = *reinterpret_cast<const float4*>(a.k_pages + off);
-        vv[b] = *reinterpret_cast<const float4*>(a.v_pages + off);
+        kv[b] = *reinterpret_cast<const uint4*>(kp + off);
+        vv[b] = *reinterpret_cast<const uint4*>(vp + off);
       }
     }
 #pragma unroll
     for (int b = 0; b < kB; ++b) {
-      const int e = tid + (i0 + b) * kN, r = e / kF4, c = (e % kF4) * 4;
-      PutRow4(&k[r][c], kv[b]);
-      PutRow4(&v[r][c], vv[b]);
+      const int e = tid + (i0 + b) * kN, r = e / kC8, c = (e % kC8) * 8;
+      *reinterpret_cast<uint4*>(&k[r][c]) = kv[b];
+      *reinterpret_cast<uint4*>(&v[r][c]) = vv[b];
     }
   }
 }
@@ -110,7 +111,7 @@ __device__ void FlashRows(const AttentionArgs& a, int qb, int h0) {
   // Q and each K / V tile are copied kBatch float4s a thread at a time, every load of a batch
   // issued before any store: the loads' latencies overlap (one after another, a 64-key tile
   // took ~10 us of DRAM round trips, whatever the number of queries).
-  constexpr int kQPer = kHeads * kQ * kF4 / kBlockThreads, kKvPer = kKeys * kF4 / kBlockThreads;
+  constexpr int kQPer = kHeads * kQ * kF4 / kBlockThreads, kKvPer = kKeys * (kHd / 8) / kBlockThreads;
   constexpr int kQB = kQPer < kBatch ? kQPer : kBatch, kKvB = kKvPer < kBatch ? kKvPer : kBatch;
   static_assert(kQPer % kQB == 0, "whole batches of float4s a thread");
 #pragma unroll 1
@@ -296,7 +297,7 @@ __device__ void FlashRow(const AttentionArgs& a, int h) {
   if (tid < kKeys && tid < len) key_row[0][tid] = cache_row(tid);
   __syncthreads();
 
-  constexpr int kKvPer = kKeys * kF4 / kThreads, kKvB = kKvPer < 2 * kBatch ? kKvPer : 2 * kBatch;
+  constexpr int kKvPer = kKeys * (kHd / 8) / kThreads, kKvB = kKvPer < 2 * kBatch ? kKvPer : 2 * kBatch;
   float acc[kDims / 8][4];
 #pragma unroll
   for (int j = 0; j < kDims / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -460,8 +461,8 @@ Status FlashAttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int c
 Status FlashAttention(const AttentionArgs& a, void* stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   // Two query heads a block where a key-value head serves an even number of them (they share
-  // every tile) and there is more than one tile of queries — on wgmma for heads 64 or 128 wide
-  // (flash_wgmma.h); one head a block for shorter calls (a single sequence's decode row: twice the
+  // every tile) and there is more than one tile of queries — on wgmma (flash_wgmma.h); one head a
+  // block for shorter calls (a single sequence's decode row: twice the
   // blocks). The bits of a row are the same either way.
   const bool pair = a.n > kQ && a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0 &&
                     (a.num_heads / a.num_kv_heads) % 2 == 0;
@@ -476,7 +477,7 @@ Status FlashAttention(const AttentionArgs& a, void* stream) {
   switch (a.head_dim) {
     case 64: return pair ? FlashWgmma(a, s) : Launch<64, 1>(a, s);
     case 128: return pair ? FlashWgmma(a, s) : Launch<128, 1>(a, s);
-    case 256: return pair ? Launch<256, 2>(a, s) : Launch<256, 1>(a, s);
+    case 256: return pair ? FlashWgmma(a, s) : Launch<256, 1>(a, s);
     default: return InvalidArgument("cuda FlashAttention: head_dim must be 64, 128 or 256");
   }
 }

@@ -20,16 +20,18 @@ constexpr int kSubBytes = 64 * 128;  // a swizzled [64 rows][64 bf16] sub-tile
 // Shared memory (byte offsets from a 1024-aligned base): each head's Q tile and two buffers of
 // the K tile, K-major in sub-tiles of 64 columns; two buffers of the V tile transposed ([head_dim
 // rows][64 keys], K-major for P V's B operand). All in the 128-byte swizzle (wgmma_ptx.cuh).
+// Head 256: 192 KB.
 template <int kHd>
 struct Layout {
   static constexpr int kSubs = kHd / 64;
   static constexpr int kQBytes = kSubs * kSubBytes, kKBytes = kSubs * kSubBytes, kVBytes = kHd * 128;
   static constexpr int kQ0 = 0, kK0 = kHeads * kQBytes, kV0 = kK0 + 2 * kKBytes, kEnd = kV0 + 2 * kVBytes;
   static constexpr size_t kSmem = 1024 + kEnd;
-  static constexpr int kF4 = kHd / 4;                          // float4s a row
-  static constexpr int kKPer = kKeys * kF4 / kThreads;         // K float4s a thread a tile
-  static constexpr int kVPer = (kKeys / 2) * kF4 / kThreads;   // V (key pair, 4 columns) items a thread
-  static_assert(kKPer * kThreads == kKeys * kF4 && kVPer * kThreads == kKeys / 2 * kF4, "whole items a thread");
+  static constexpr int kF4 = kHd / 4;                          // Q float4s a row
+  static constexpr int kC8 = kHd / 8;                          // 16-byte items (8 bf16) of a K / V row
+  static constexpr int kKPer = kKeys * kC8 / kThreads;         // K items a thread a tile (cp.async)
+  static constexpr int kVPer = kC8 / 8;                        // V column groups a thread a tile (a key pair each)
+  static_assert(kKPer * kThreads == kKeys * kC8 && kVPer * 8 * 32 == kC8 * 32, "whole items a thread");
 };
 
 // Row r, column c (< 64) of a swizzled sub-tile: 128-byte rows, 16-byte chunk c / 8 at chunk
@@ -39,6 +41,13 @@ __device__ __forceinline__ int Swz(int r, int c) { return r * 128 + ((((c >> 3) 
 // Four fp32 values as bf16 (exact for bf16-valued activations) at byte offset off of smem.
 __device__ __forceinline__ void Put4(unsigned char* smem, int off, float4 v) {
   *reinterpret_cast<uint2*>(smem + off) = make_uint2(PackBf16(v.x, v.y), PackBf16(v.z, v.w));
+}
+
+// bf16 value d (0..7) of a's eight in the low half, of b's in the high half.
+__device__ __forceinline__ unsigned PairBf16(const uint4& a, const uint4& b, int d) {
+  const unsigned x = d < 2 ? a.x : d < 4 ? a.y : d < 6 ? a.z : a.w;
+  const unsigned y = d < 2 ? b.x : d < 4 ? b.y : d < 6 ? b.z : b.w;
+  return __byte_perm(x, y, d % 2 == 0 ? 0x5410 : 0x7632);
 }
 
 template <int kHd>
@@ -55,6 +64,8 @@ __global__ void __launch_bounds__(kThreads, 1) FlashWgmmaKernel(AttentionArgs a)
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int h = h0 + wg;
   const int64_t kv_stride = int64_t{a.num_kv_heads} * kHd;
+  const __nv_bfloat16* k_pages = static_cast<const __nv_bfloat16*>(a.k_pages);
+  const __nv_bfloat16* v_pages = static_cast<const __nv_bfloat16*>(a.v_pages);
 
   if (tid == 0) block_len = 0;
   __syncthreads();
@@ -70,15 +81,16 @@ __global__ void __launch_bounds__(kThreads, 1) FlashWgmmaKernel(AttentionArgs a)
   const int len = block_len;
   const int tiles = (len + kKeys - 1) / kKeys;
 
-  // The next tile's K / V rows into registers (zeros at or past len: never read from the cache);
-  // then into buffer `buf` as bf16. K: item e is key e / (hd / 4), columns 4 (e % (hd / 4)) ..;
-  // V: item e is keys 2 kp, 2 kp + 1 at columns 4 dq .. (kp = (e / 2) % 32, dq = 2 (e / 64) +
-  // e % 2): two lanes read each row's 32 bytes, and the transposed stores of a warp fill 8
-  // distinct 16-byte chunks of two rows — no bank conflicts.
+  // The next tile's keys and values (bf16 pages, attention.h; zeros at or past len: never read
+  // from the cache). K: cp.async straight into buffer `buf`, 16 bytes an item (key e / kC8,
+  // columns 8 (e % kC8) ..), into the swizzle. V, transposed, through registers: lane l holds
+  // keys 2 l, 2 l + 1 at column group dq = kVPer · warp + i (8 columns), and stores their pairs
+  // — a warp's store fills one 128-byte row of the transposed tile, no bank conflicts.
   // The keys' cache offsets are looked up (page table) two tiles ahead into key_off, by the first
   // 64 threads: a K / V load then costs one shared-memory read for its address, not a page-table
   // load, a division and 64-bit products (those were most of the kernel's instructions).
-  float4 kr[L::kKPer], vr[2 * L::kVPer];
+  const int wid = tid / 32;  // the block's warp 0..7
+  uint4 vr[2 * L::kVPer];
   auto look_up = [&](int tile) {
     const int j = tile * kKeys + tid;
     if (tid < kKeys && j < len) {
@@ -86,42 +98,43 @@ __global__ void __launch_bounds__(kThreads, 1) FlashWgmmaKernel(AttentionArgs a)
           (int64_t{a.page_table[j / a.page_size]} * a.page_size + j % a.page_size) * kv_stride + int64_t{kvh} * kHd;
     }
   };
-  auto fetch = [&](int tile) {
+  auto fetch = [&](int tile, int buf) {
     const int j0 = tile * kKeys;
     const int64_t* off = key_off[tile & 1];
 #pragma unroll
     for (int i = 0; i < L::kKPer; ++i) {
-      const int e = tid + i * kThreads, r = e / L::kF4, c = e % L::kF4 * 4;
-      kr[i] = j0 + r < len ? *reinterpret_cast<const float4*>(a.k_pages + off[r] + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+      const int e = tid + i * kThreads, r = e / L::kC8, c = e % L::kC8 * 8;
+      const bool ok = j0 + r < len;
+      CpAsync16(sm + L::kK0 + buf * L::kKBytes + (c >> 6) * kSubBytes + Swz(r, c & 63), ok ? k_pages + off[r] + c : k_pages,
+                ok);
     }
+    CpAsyncCommit();
 #pragma unroll
     for (int i = 0; i < L::kVPer; ++i) {
-      const int e = tid + i * kThreads, kp = (e >> 1) & 31, dq = ((e >> 6) << 1) | (e & 1);
+      const int dq = L::kVPer * wid + i;
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
-        const int r = 2 * kp + u;
-        vr[2 * i + u] = j0 + r < len ? *reinterpret_cast<const float4*>(a.v_pages + off[r] + 4 * dq)
-                                     : make_float4(0.f, 0.f, 0.f, 0.f);
+        const int r = 2 * lane + u;
+        vr[2 * i + u] = j0 + r < len ? *reinterpret_cast<const uint4*>(v_pages + off[r] + 8 * dq) : make_uint4(0u, 0u, 0u, 0u);
       }
     }
   };
-  auto store = [&](int buf) {
-#pragma unroll
-    for (int i = 0; i < L::kKPer; ++i) {
-      const int e = tid + i * kThreads, r = e / L::kF4, c = e % L::kF4 * 4;
-      Put4(sm, L::kK0 + buf * L::kKBytes + (c >> 6) * kSubBytes + Swz(r, c & 63), kr[i]);
-    }
+  auto store_v = [&](int buf) {
 #pragma unroll
     for (int i = 0; i < L::kVPer; ++i) {
-      const int e = tid + i * kThreads, kp = (e >> 1) & 31, dq = ((e >> 6) << 1) | (e & 1);
-      const float lo[4] = {vr[2 * i].x, vr[2 * i].y, vr[2 * i].z, vr[2 * i].w};
-      const float hi[4] = {vr[2 * i + 1].x, vr[2 * i + 1].y, vr[2 * i + 1].z, vr[2 * i + 1].w};
+      const int dq = L::kVPer * wid + i;
 #pragma unroll
-      for (int d = 0; d < 4; ++d) {
-        *reinterpret_cast<unsigned*>(sm + L::kV0 + buf * L::kVBytes + Swz(4 * dq + d, 2 * kp)) = PackBf16(lo[d], hi[d]);
+      for (int d = 0; d < 8; ++d) {
+        *reinterpret_cast<unsigned*>(sm + L::kV0 + buf * L::kVBytes + Swz(8 * dq + d, 2 * lane)) =
+            PairBf16(vr[2 * i], vr[2 * i + 1], d);
       }
     }
-    FenceProxyAsync();  // generic-proxy stores that wgmma reads next
+  };
+  // The tile's K copies landed and every thread's V stores are done: visible to wgmma after the
+  // barrier that follows.
+  auto landed = [&]() {
+    CpAsyncWait<0>();
+    FenceProxyAsync();
   };
 
   // This thread's two query rows (g and g + 8 of its warp's 16) and their key counts (0: no query).
@@ -135,8 +148,9 @@ __global__ void __launch_bounds__(kThreads, 1) FlashWgmmaKernel(AttentionArgs a)
   look_up(1);
   __syncthreads();
   if (tiles > 0) {
-    fetch(0);
-    store(0);
+    fetch(0, 0);
+    store_v(0);
+    landed();
   }
   __syncthreads();
 
@@ -155,7 +169,10 @@ __global__ void __launch_bounds__(kThreads, 1) FlashWgmmaKernel(AttentionArgs a)
                     SwizzledTileDesc(sm + L::kK0 + cur * L::kKBytes + sub) + 2 * (kc % 4));
     }
     WgmmaCommit();
-    if (tile + 1 < tiles) fetch(tile + 1);  // the next tile's loads fly while the tensor cores work
+    // The next tile's loads fly while the tensor cores work: its K buffer was last read by the
+    // previous tile's S, its V buffer by the previous tile's P V, both waited for before the
+    // barrier that ended it.
+    if (tile + 1 < tiles) fetch(tile + 1, cur ^ 1);
     WgmmaWait<0>();
     FenceAccumulators(s);
     // Scores as the CPU rounds them, masked past each row's position; the tile's row max.
@@ -222,9 +239,10 @@ __global__ void __launch_bounds__(kThreads, 1) FlashWgmmaKernel(AttentionArgs a)
 #pragma unroll
     for (int kc = 0; kc < kKeys / 16; ++kc) WgmmaBf16Regs<kHd>(acc, p[kc], dv + 2 * kc);
     WgmmaCommit();
-    // The other buffer was last read by the previous tile's products, waited for before the
-    // barrier that ended it.
-    if (tile + 1 < tiles) store(cur ^ 1);
+    if (tile + 1 < tiles) {
+      store_v(cur ^ 1);
+      landed();
+    }
     // Tile + 2's offsets into the slot tile's used: every fetch from it was this tile's.
     look_up(tile + 2);
     WgmmaWait<0>();
@@ -262,17 +280,21 @@ Status Launch(const AttentionArgs& a, cudaStream_t s) {
 }  // namespace
 
 bool FlashWgmmaFits(const AttentionArgs& a) {
-  return FlashAttentionFits(a) && (a.head_dim == 64 || a.head_dim == 128) && a.n > 1 && a.num_kv_heads > 0 &&
+  return FlashAttentionFits(a) && (a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256) && a.n > 1 && a.num_kv_heads > 0 &&
          a.num_heads % a.num_kv_heads == 0 && (a.num_heads / a.num_kv_heads) % kHeads == 0 && a.page_size > 0;
 }
 
 Status FlashWgmma(const AttentionArgs& a, void* stream) {
   if (!FlashWgmmaFits(a)) {
-    return InvalidArgument("cuda FlashWgmma: needs bf16, head_dim 64 or 128, an even number of query heads a key-value "
-                           "head, more than one row and aligned pointers");
+    return InvalidArgument("cuda FlashWgmma: needs bf16, head_dim 64, 128 or 256, an even number of query heads a "
+                           "key-value head, more than one row and aligned pointers");
   }
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  return a.head_dim == 64 ? Launch<64>(a, s) : Launch<128>(a, s);
+  switch (a.head_dim) {
+    case 64: return Launch<64>(a, s);
+    case 128: return Launch<128>(a, s);
+    default: return Launch<256>(a, s);
+  }
 }
 
 }  // namespace graft::cuda
