@@ -23,6 +23,10 @@ class PoolMemory {
   virtual void Copy(const float* src, float* dst, int64_t n) = 0;
   virtual void Zero(float* dst, int64_t n) = 0;
   virtual int kv_value_bytes() const { return 4; }
+  // Bytes this memory can still hand out under a budget of its own (a device's --gpu-memory:
+  // what weights, adapters and scratch left), from which the pools are sized by default
+  // (engine/pool_plan.h); -1: no such budget (host memory: the pools keep fixed sizes).
+  virtual int64_t budget_left() const { return -1; }
 };
 
 // Host memory up to a limit (default: the machine's physical memory, so a pool sized past it is

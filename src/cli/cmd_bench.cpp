@@ -189,6 +189,7 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       if (s->concurrency > 0 || !s->chat_streams.empty()) {
         EngineConfig ec;  // serve's defaults, so chat beside decisions is what a server shows
         ec.decision_prefill_chunk = DefaultDecisionPrefillChunk(s->m.device);
+        GRAFT_RETURN_IF_ERROR(SizeEnginePools(*model, *ops, PoolAsk{}, &ec));
         Engine engine(ec, *model, std::move(ops), *tok, *tmpl, set, graphs.run);
         GRAFT_RETURN_IF_ERROR(engine.PoolsReserved());
         if (s->concurrency > 0) {

@@ -16,6 +16,7 @@
 #include "io/checkpoint.h"
 #include "io/identity.h"
 #include "io/weight_scan.h"
+#include "model/kv_pool.h"
 #include "server/http_server.h"
 #include "server/stats_log.h"
 #include "util/log_format.h"
@@ -75,6 +76,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
     bool runtime_adapters = false;
     int max_adapters = 4, max_adapter_rank = 64;
     int max_model_len = 0;  // 0: the model's context cut to --kv-tokens
+    PoolAsk pools;          // --kv-tokens, --decision-kv-tokens, --max-running (0: from the memory budget)
   };
   auto s = std::make_shared<S>();
   auto* cmd = app.add_subcommand("serve", "Serve the base and its adapters over HTTP (OpenAI chat/completions, decisions)");
@@ -126,12 +128,18 @@ void AddServeCommand(CLI::App& app, Runner& run) {
                   "Longest prompt + completion served (and /v1/models' max_model_len); default the model's context "
                   "cut to --kv-tokens; more than either is a start-up error")
       ->check(CLI::Range(1, 1 << 30));
-  cmd->add_option("--kv-tokens", s->engine.kv_token_budget, "KV budget in tokens across live sequences")->capture_default_str()
+  cmd->add_option("--kv-tokens", s->pools.chat_tokens,
+                  "KV budget in tokens across live chat sequences (default: cuda, sized from what --gpu-memory leaves "
+                  "after weights, adapters and scratch; cpu, 65536)")
       ->check(CLI::Range(16, 1 << 30));
-  cmd->add_option("--max-running", s->engine.max_running, "Chat sequences running at once (state slots)")->capture_default_str()
+  cmd->add_option("--max-running", s->pools.max_running,
+                  "Chat sequences running at once (state slots; default 64, on cuda fewer where 64 would take more "
+                  "than half the pools' memory)")
       ->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--decision-kv-tokens", s->engine.decision_kv_tokens, "KV pool for decisions and their prefix cache, in tokens")
-      ->capture_default_str()->check(CLI::Range(16, 1 << 30));
+  cmd->add_option("--decision-kv-tokens", s->pools.decision_tokens,
+                  "KV pool for decisions and their prefix cache, in tokens (default: cuda, a quarter of the KV "
+                  "memory, raised to the model's context where that fits in half; cpu, 16384)")
+      ->check(CLI::Range(16, 1 << 30));
   cmd->add_option("--page-size", s->engine.page_size, "KV page, in tokens")->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_option("--max-step-tokens", s->engine.max_step_tokens, "Rows per forward step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-queue", s->engine.max_queue, "Queued plus running requests before 429")->capture_default_str()->check(CLI::Range(1, 1 << 20));
@@ -231,10 +239,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       ServedModels served;
       served.base_name = !s->name.empty() ? s->name : std::filesystem::path(s->m.model).lexically_normal().filename().string();
       if (served.base_name.empty()) served.base_name = "base";
-      GRAFT_ASSIGN_OR_RETURN(served.context, ServedContext(s->max_model_len, model->config().max_position_embeddings,
-                                                           s->engine.kv_token_budget));
       served.reasoning_parser = s->reasoning_parser == "qwen3";
-      served.kv_tokens = s->engine.kv_token_budget;
       if (s->generation_config != "none") {
         const std::string dir = s->generation_config == "auto" ? s->m.model : s->generation_config;
         if (s->generation_config != "auto" && !std::filesystem::is_directory(dir)) {
@@ -301,14 +306,16 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       served.exact_base_bytes = model->exact_base() ? model->exact_base()->bytes() : 0;
       std::unique_ptr<Ops> ops;
       GRAFT_RETURN_IF_ERROR(MakeOps(s->m, *model, set, &ops));
+      GRAFT_RETURN_IF_ERROR(SizeEnginePools(*model, *ops, s->pools, &s->engine));
+      GRAFT_ASSIGN_OR_RETURN(served.context, ServedContext(s->max_model_len, model->config().max_position_embeddings,
+                                                           s->engine.kv_token_budget));
+      served.kv_tokens = s->engine.kv_token_budget;
       const auto& c = model->config();
-      const int full = c.num_layers_of(LayerKind::kFullAttention), gdn = c.num_layers_of(LayerKind::kLinearAttention);
       const int kv_value_bytes = ops->pool_memory() ? ops->pool_memory()->kv_value_bytes() : 4;
-      const int64_t kv_per_token = int64_t{2} * c.num_kv_heads * c.head_dim * kv_value_bytes * full;
+      const int64_t kv_per_token = KvPool::KvBytesPerToken(c, kv_value_bytes);
       served.kv_bytes_per_token = kv_per_token;
       served.kv_dtype = kv_value_bytes == 2 ? "bfloat16" : "float32";
-      const double state_per_seq = gdn * (4.0 * c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim * 2 +
-                                          4.0 * c.conv_dim() * (c.linear_conv_kernel - 1));
+      const double state_per_seq = static_cast<double>(KvPool::SlotBytes(c));
       spdlog::info("graft serve: {} | {} backend, {} activations, {} threads", c.Summary(), s->m.device, s->m.dtype, s->m.threads);
       spdlog::info("memory: base weights {:.1f} MB", model->weights().bytes() / 1e6);
       for (const auto& [name, sa] : served.adapters) {

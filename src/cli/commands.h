@@ -11,6 +11,7 @@
 #include "weights/lora.h"
 #include "backend/ops.h"
 #include "engine/engine.h"
+#include "engine/pool_plan.h"
 #include "model/model.h"
 #include "util/status.h"
 
@@ -41,6 +42,10 @@ void AddAdapterDtypeFlag(CLI::App* cmd, ModelSettings& s);
 // The decision record pieces a backend runs between chat steps by default (--decision-prefill-chunk):
 // 256 tokens on cpu, 1024 on cuda (~0.12 s of a 27B model on an H100).
 inline int DefaultDecisionPrefillChunk(const std::string& device) { return device == "cpu" ? 256 : 1024; }
+// The engine's pool sizes (kv_token_budget, decision_kv_tokens, max_running): the asked values,
+// and where they are 0, from what the backend's memory budget leaves (engine/pool_plan.h; a
+// device) or EngineConfig's fixed defaults (the CPU). Logs the plan.
+Status SizeEnginePools(const Model& model, Ops& ops, const PoolAsk& ask, EngineConfig* ec);
 void AddModelFlags(CLI::App* cmd, ModelSettings& s);
 // --device, --dtype, --threads, --gpu-memory, --gpu-scratch, --gemm.
 void AddBackendFlags(CLI::App* cmd, ModelSettings& s);

@@ -8,6 +8,7 @@
 #ifdef GRAFT_HAVE_CUDA
 #include "backend/cuda/cuda_ops.h"
 #include "engine/decode_graph.h"
+#include "model/kv_pool.h"
 #endif
 #include "io/checkpoint.h"
 #include "io/identity.h"
@@ -97,6 +98,31 @@ Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& ada
   (void)adapters;
   return Unsupported("--device cuda: this graft was built without the CUDA backend (nvcc was not found at build time)");
 #endif
+}
+
+Status SizeEnginePools(const Model& model, Ops& ops, const PoolAsk& ask, EngineConfig* ec) {
+  const std::shared_ptr<PoolMemory> mem = ops.pool_memory();
+  const int64_t left = mem ? mem->budget_left() : -1;
+  if (left < 0) {  // host memory: fixed defaults where not asked
+    if (ask.chat_tokens > 0) ec->kv_token_budget = ask.chat_tokens;
+    if (ask.decision_tokens > 0) ec->decision_kv_tokens = ask.decision_tokens;
+    if (ask.max_running > 0) ec->max_running = ask.max_running;
+    return Status::Ok();
+  }
+  const ModelConfig& c = model.config();
+  PoolNeeds needs;
+  needs.kv_bytes_per_token = KvPool::KvBytesPerToken(c, mem->kv_value_bytes());
+  needs.slot_bytes = c.num_layers_of(LayerKind::kLinearAttention) > 0 ? KvPool::SlotBytes(c) : 0;
+  needs.decision_slots = Engine::kDecisionSlots;
+  needs.context = c.max_position_embeddings;
+  needs.page_size = ec->page_size;
+  GRAFT_ASSIGN_OR_RETURN(const PoolPlan plan, PlanPools(left, needs, ask));
+  ec->kv_token_budget = plan.chat_tokens;
+  ec->decision_kv_tokens = plan.decision_tokens;
+  ec->max_running = plan.max_running;
+  spdlog::info("pools from the memory budget ({:.2f} GB left after weights, adapters and scratch): {}", left / 1e9,
+               plan.Describe());
+  return Status::Ok();
 }
 
 DecodeGraphs MakeDecodeGraphs(const Model& model, Ops& ops, bool enabled) {

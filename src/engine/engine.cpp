@@ -6,12 +6,6 @@
 #include <cmath>
 
 namespace graft {
-namespace {
-// A decision holds at most: the record prefix, the prefix cache's entries, a question's fork
-// and a choice's fork.
-constexpr int kDecisionSlots = 8;
-}  // namespace
-
 struct Engine::Live {
   int64_t id = 0;
   GenerationRequest req;

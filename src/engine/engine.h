@@ -126,6 +126,9 @@ using StepRunner = std::function<Status(const StepBatch&, const AdapterSet&, flo
 
 class Engine {
  public:
+  // The decision pool's state slots: a decision holds at most the record prefix, the prefix
+  // cache's entries, a question's fork and a choice's fork.
+  static constexpr int kDecisionSlots = 8;
   Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops> ops, const Tokenizer& tok,
          const ChatTemplate& tmpl, const AdapterSet& adapters, StepRunner run_step = nullptr);
   ~Engine();

@@ -14,9 +14,7 @@ KvPool::KvPool(const ModelConfig& c, int page_size, int num_pages, int num_slots
       growable_(growable),
       has_gdn_(c.num_layers_of(LayerKind::kLinearAttention) > 0),
       mem_(mem ? std::move(mem) : std::make_shared<HostPoolMemory>()) {
-  const int64_t hv = c.linear_num_value_heads, dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
-  slot_layout_ = {int64_t{c.conv_dim()} * (c.linear_conv_kernel - 1), hv * dk * dv, kGdnChunk * hv * dk,
-                  kGdnChunk * hv * dv, kGdnChunk * hv, kGdnChunk * hv};
+  slot_layout_ = LayoutOf(c);
   slot_floats_ = slot_layout_.layer() * c.num_layers_of(LayerKind::kLinearAttention);
   k_.assign(static_cast<size_t>(c.num_layers), nullptr);
   v_.assign(static_cast<size_t>(c.num_layers), nullptr);
@@ -152,8 +150,18 @@ void KvPool::CopySlot(int32_t from, int32_t to) {
 
 int64_t KvPool::bytes() const { return bytes_; }
 
-int64_t KvPool::kv_bytes_per_token() const {
-  return 2 * row_values_ * kv_value_bytes_ * cfg_.num_layers_of(LayerKind::kFullAttention);
+KvPool::SlotLayout KvPool::LayoutOf(const ModelConfig& c) {
+  const int64_t hv = c.linear_num_value_heads, dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
+  return {int64_t{c.conv_dim()} * (c.linear_conv_kernel - 1), hv * dk * dv, kGdnChunk * hv * dk, kGdnChunk * hv * dv,
+          kGdnChunk * hv, kGdnChunk * hv};
+}
+
+int64_t KvPool::KvBytesPerToken(const ModelConfig& c, int kv_value_bytes) {
+  return 2 * int64_t{c.num_kv_heads} * c.head_dim * kv_value_bytes * c.num_layers_of(LayerKind::kFullAttention);
+}
+
+int64_t KvPool::SlotBytes(const ModelConfig& c) {
+  return LayoutOf(c).layer() * c.num_layers_of(LayerKind::kLinearAttention) * 4;
 }
 
 }  // namespace graft

@@ -41,7 +41,10 @@ class KvPool {
   int64_t row_values() const { return row_values_; }  // one token of one layer: nkv * hd
   int kv_value_bytes() const { return kv_value_bytes_; }
   // K and V bytes a token takes in every full-attention layer.
-  int64_t kv_bytes_per_token() const;
+  int64_t kv_bytes_per_token() const { return KvBytesPerToken(cfg_, kv_value_bytes_); }
+  static int64_t KvBytesPerToken(const ModelConfig& c, int kv_value_bytes);
+  // Bytes of one recurrent-state slot (every Gated DeltaNet layer's state; 0 without such layers).
+  static int64_t SlotBytes(const ModelConfig& c);
   // K / V page storage of layer `layer` (a full-attention layer), in the memory's KV width.
   void* k(int layer) { return k_[static_cast<size_t>(layer)]; }
   void* v(int layer) { return v_[static_cast<size_t>(layer)]; }
@@ -89,6 +92,7 @@ class KvPool {
     int64_t conv, S, pk, pvn, pgam, pkinv;
     int64_t layer() const { return conv + S + pk + pvn + pgam + pkinv; }
   };
+  static SlotLayout LayoutOf(const ModelConfig& c);
   SlotLayout slot_layout_;
   int64_t slot_floats_;                            // slot_layout_.layer() * GDN layers
   std::vector<std::vector<GdnState>> slots_;       // [slot][layer], views into slot_blocks_

@@ -70,6 +70,7 @@ class CudaPoolMemory final : public PoolMemory {
   void Copy(const float* src, float* dst, int64_t n) override;
   void Zero(float* dst, int64_t n) override;
   int kv_value_bytes() const override { return kv_value_bytes_; }
+  int64_t budget_left() const override { return budget_ - used_; }
 
   void* stream() const { return stream_; }
   int64_t budget() const { return budget_; }

@@ -1,0 +1,67 @@
+#include "engine/pool_plan.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+
+namespace graft {
+
+namespace {
+constexpr int kDefaultRunning = 64;
+std::string Gb(int64_t b) { return fmt::format("{:.2f} GB", static_cast<double>(b) / 1e9); }
+}  // namespace
+
+std::string PoolPlan::Describe() const {
+  return fmt::format("chat {} KV tokens and {} state slots, decisions {} KV tokens ({} in all)", chat_tokens, max_running,
+                     decision_tokens, Gb(bytes));
+}
+
+Result<PoolPlan> PlanPools(int64_t available, const PoolNeeds& n, const PoolAsk& ask) {
+  if (n.kv_bytes_per_token < 0 || n.slot_bytes < 0 || n.decision_slots < 0 || n.page_size <= 0) {
+    return InvalidArgument("pool plan: bad sizes");
+  }
+  const int64_t margin = std::max<int64_t>(available / 50, int64_t{256} << 20);
+  const int64_t usable = available - margin;
+  if (usable <= 0) {
+    return ResourceExhausted(fmt::format("the memory budget leaves {} for KV and state pools after weights, adapters and "
+                                         "scratch: nothing once a {} margin is kept (raise --gpu-memory or lower "
+                                         "--gpu-scratch)", Gb(available), Gb(margin)));
+  }
+  PoolPlan p;
+  p.max_running = ask.max_running;
+  if (p.max_running == 0) {
+    p.max_running = kDefaultRunning;
+    if (n.slot_bytes > 0) {
+      p.max_running = static_cast<int>(std::clamp<int64_t>(usable / 2 / n.slot_bytes, 1, kDefaultRunning));
+    }
+  }
+  const int64_t state = (int64_t{p.max_running} + n.decision_slots) * n.slot_bytes;
+  const int64_t kv_room = usable - state;
+  const int64_t per_token = std::max<int64_t>(n.kv_bytes_per_token, 1);
+  // Whole pages of tokens.
+  const auto pages_of = [&](int64_t tokens) { return tokens / n.page_size * n.page_size; };
+  const int64_t tokens = kv_room > 0 ? pages_of(kv_room / per_token) : 0;
+  const int64_t asked = ask.chat_tokens + ask.decision_tokens;
+  if (kv_room <= 0 || tokens < 2 * n.page_size || (ask.chat_tokens > 0 && ask.decision_tokens > 0 && asked > tokens) ||
+      ask.chat_tokens >= tokens || ask.decision_tokens >= tokens) {
+    return ResourceExhausted(fmt::format(
+        "the memory budget leaves {} for KV and state pools (after weights, adapters, scratch and a {} margin): {} state "
+        "slots take {}, leaving KV for {} tokens at {} bytes a token{} (raise --gpu-memory, or lower --max-running, "
+        "--kv-tokens or --decision-kv-tokens)",
+        Gb(usable), Gb(margin), p.max_running + n.decision_slots, Gb(state), std::max<int64_t>(tokens, 0), per_token,
+        asked > 0 ? fmt::format("; {} were asked for", asked) : std::string()));
+  }
+  if (ask.decision_tokens > 0) {
+    p.decision_tokens = ask.decision_tokens;
+    p.chat_tokens = ask.chat_tokens > 0 ? ask.chat_tokens : tokens - p.decision_tokens;
+  } else {
+    const int64_t rest = ask.chat_tokens > 0 ? tokens - ask.chat_tokens : tokens;
+    int64_t d = ask.chat_tokens > 0 ? rest : std::max<int64_t>(tokens / 4, std::min<int64_t>(n.context, tokens / 2));
+    p.decision_tokens = std::max<int64_t>(pages_of(d), n.page_size);
+    p.chat_tokens = ask.chat_tokens > 0 ? ask.chat_tokens : tokens - p.decision_tokens;
+  }
+  p.bytes = state + (p.chat_tokens + p.decision_tokens) * n.kv_bytes_per_token;
+  return p;
+}
+
+}  // namespace graft

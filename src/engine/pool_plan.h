@@ -1,0 +1,47 @@
+// Pool sizes from a memory budget: how many chat KV tokens, decision KV tokens and chat state
+// slots the engine reserves when the flags leave them to the budget (as vLLM sizes its cache
+// from --gpu-memory-utilization). A pure function, so its rule is tested without a device.
+//
+// The rule, on what the budget leaves after weights, adapters and scratch (`available`):
+//   1. keep a margin of 2% (at least 256 MiB) for what is allocated outside the budget's
+//      count (graph instantiation, driver pools);
+//   2. chat state slots (--max-running) default to 64, fewer where 64 would take more than half
+//      of what is left (a Qwen3.5-27B slot is ~0.3 GB), at least one; the decision pool's slots
+//      come next;
+//   3. the rest is KV: the decision pool takes a quarter, raised to the model's context (one
+//      full-length record) where that fits in half; the chat pool takes the remainder.
+// An explicit value is kept as given (and the remainder computed around it); explicit values
+// that do not fit are an error naming what they need and what the budget leaves.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "util/status.h"
+
+namespace graft {
+
+struct PoolNeeds {
+  int64_t kv_bytes_per_token = 0;  // K and V of one token in every full-attention layer
+  int64_t slot_bytes = 0;          // one recurrent-state slot (0: no recurrent layers)
+  int decision_slots = 0;          // the decision pool's state slots
+  int context = 0;                 // the model's context: one record of this length should fit
+  int page_size = 16;
+};
+
+// What the flags asked for; 0: from the budget.
+struct PoolAsk {
+  int64_t chat_tokens = 0, decision_tokens = 0;
+  int max_running = 0;
+};
+
+struct PoolPlan {
+  int64_t chat_tokens = 0, decision_tokens = 0;
+  int max_running = 0;
+  int64_t bytes = 0;  // KV and state slots together
+  std::string Describe() const;  // one line for the start-up log
+};
+
+Result<PoolPlan> PlanPools(int64_t available, const PoolNeeds& needs, const PoolAsk& ask);
+
+}  // namespace graft
