@@ -184,8 +184,10 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       }
       if (!reqs.empty()) {
         DecisionScorer scorer(*model, *ops, *tok, *tmpl, set);
+        scorer.set_prefill_chunk(DefaultDecisionPrefillChunk(s->m.device));  // records in serve's pieces
         GRAFT_ASSIGN_OR_RETURN(rep.decisions, RunDecisionBench(scorer, reqs, set, *model, *ops));
       }
+      model->ReleaseOwnPools();  // the offline runs' pools: the engine's are sized from what is left
       if (s->concurrency > 0 || !s->chat_streams.empty()) {
         EngineConfig ec;  // serve's defaults, so chat beside decisions is what a server shows
         ec.decision_prefill_chunk = DefaultDecisionPrefillChunk(s->m.device);

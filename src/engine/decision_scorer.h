@@ -73,6 +73,7 @@ class DecisionScorer {
                              const std::atomic<bool>* cancelled = nullptr);
   Result<bool> Advance(DecisionTask& task);
   void set_prefill_chunk(int tokens) { prefill_chunk_ = tokens; }
+  int prefill_chunk() const { return prefill_chunk_; }
   const DecisionLayout& layout() const { return layout_; }
   // Forgets every cached prefix (their pages go back to the pool).
   void ClearCache() {

@@ -94,6 +94,10 @@ class Model {
   Result<SequenceState> NewState(Ops& ops) const;
   // The same in host memory (the CPU backend's; cannot fail).
   SequenceState NewState() const;
+  // Gives back what the growable pools of NewState() / NewState(ops) grew, so that fixed pools
+  // sized from a memory budget next can have it (graft bench: its offline runs, then an
+  // engine). Every sequence made in them must be gone.
+  void ReleaseOwnPools() const { own_pools_.clear(); }
   std::unique_ptr<KvPool> NewPool(int page_size, int num_pages, int num_slots, bool growable,
                                   std::shared_ptr<PoolMemory> mem = nullptr) const;
   // logits: [batch.logits.count(batch.rows()), vocab], the selected rows in order; a row's

@@ -190,15 +190,21 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, co
       auto r = scorer.Score(requests[i], slot);
       const double dt = Now() - t0;
       if (!r.ok()) return r.status().WithContext(fmt::format("decision {}", i + 1));
-      // The record's prefill alone: the decision's own prefix tokens, the last row's logits.
+      // The record's prefill alone: the decision's own prefix tokens in the scorer's pieces (as
+      // the decision runs them), the last row's logits.
       GRAFT_ASSIGN_OR_RETURN(DecisionTask task, scorer.Begin(requests[i], slot));
       const int n = static_cast<int>(task.prefix.size());
+      const int piece = scorer.prefill_chunk() > 0 ? scorer.prefill_chunk() : n;
       GRAFT_ASSIGN_OR_RETURN(SequenceState st, model.NewState(ops));
       std::vector<float> logits(static_cast<size_t>(vocab));
       const double p0 = Now();
-      GRAFT_RETURN_IF_ERROR(model.Forward(ops, task.prefix.data(), n, st, logits.data(), slot, &adapters,
-                                          LogitRows::Only({n - 1}))
-                                .WithContext(fmt::format("decision {}'s record prefill", i + 1)));
+      for (int at = 0; at < n; at += piece) {
+        const int len = std::min(piece, n - at);
+        GRAFT_RETURN_IF_ERROR(model.Forward(ops, task.prefix.data() + at, len, st, logits.data(), slot, &adapters,
+                                            LogitRows::Only(at + len == n ? std::vector<int32_t>{len - 1}
+                                                                          : std::vector<int32_t>{}))
+                                  .WithContext(fmt::format("decision {}'s record prefill", i + 1)));
+      }
       const double pt = Now() - p0;
       const int b = bucket(r->record_tokens);
       times[b].push_back(dt);
@@ -337,7 +343,7 @@ std::string BenchReport::Table() const {
                        r.adapter.empty() ? "-" : r.adapter, r.count, r.mean_record_tokens, r.p50, r.p95, r.prefill_p50,
                        r.ratio_p50);
     }
-    t += "x prefill: a decision's time over its record's prefill alone (median)\n";
+    t += "x prefill: a decision's time over its record's prefill alone in the same pieces (median)\n";
   }
   for (const DecisionConcurrency& r : concurrency) {
     t += fmt::format("\n{} decisions at once: {} unequal to each alone, {} failed, {:.3f} s ({:.2f}x the first alone, "

@@ -50,8 +50,8 @@ struct BenchRow {
 // Decision latency by record-length bucket (<=1K, 1-4K, 4-10K, >10K record tokens, as
 // `graft gate` buckets): each request scored once per slot from a cold prefix cache
 // (DecisionScorer::Score), p50 and p95 of its wall time; and its record's prefill alone (the
-// same tokens and slot through Model::Forward, the last row's logits), p50 of that and of the
-// ratio decision / prefill (issue 46 asks <= 1.15).
+// same tokens and slot through Model::Forward in the scorer's prefill pieces, the last row's
+// logits), p50 of that and of the ratio decision / prefill (issue 46 asks <= 1.15).
 struct DecisionLatency {
   std::string bucket, adapter;
   int count = 0;
