@@ -280,7 +280,7 @@ Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& p
   struct Done {
     std::promise<Status> p;
     int64_t tokens = 0;
-    std::vector<double> at;  // each token's arrival
+    std::vector<double> itl;  // the engine's gap before each token after the first (RequestTimes)
   };
   if (decisions > 0 && beside.empty()) return InvalidArgument("decisions beside the chat streams need requests");
   // The decisions first (each waits its turn in the engine), then the streams at once.
@@ -297,9 +297,14 @@ Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& p
     GenerationRequest r;
     r.prompt = prompt;
     r.max_tokens = max_tokens;
+    // The gaps as the engine times its tokens (not text deltas: a token whose text is empty or
+    // held back, as random ids of a dummy model often are, sends none).
     r.on_event = [d](const GenEvent& ev) {
-      if (ev.kind == GenEvent::Kind::kDelta) d->at.push_back(Now());
-      if (ev.kind == GenEvent::Kind::kDone) d->tokens = ev.completion_tokens, d->p.set_value(Status::Ok());
+      if (ev.kind == GenEvent::Kind::kDone) {
+        d->tokens = ev.completion_tokens;
+        d->itl = ev.times.itl;
+        d->p.set_value(Status::Ok());
+      }
       if (ev.kind == GenEvent::Kind::kError) d->p.set_value(ev.error);
     };
     GRAFT_RETURN_IF_ERROR(engine.Submit(std::move(r)).WithContext(fmt::format("chat stream {}", i + 1)));
@@ -311,7 +316,7 @@ Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& p
   for (auto& d : done) {
     GRAFT_RETURN_IF_ERROR(d->p.get_future().get());
     out.tokens += d->tokens;
-    for (size_t i = 1; i < d->at.size(); ++i) gaps.push_back(d->at[i] - d->at[i - 1]);
+    gaps.insert(gaps.end(), d->itl.begin(), d->itl.end());
   }
   out.seconds = Now() - t0;
   out.tokens_per_s = static_cast<double>(out.tokens) / out.seconds;
