@@ -182,14 +182,27 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, co
   const int vocab = model.config().vocab_size;
   Progress bar("decisions", slots.size() * requests.size(), /*bytes=*/false);
   for (int32_t slot : slots) {
-    std::vector<double> times[4], prefills[4], ratios[4];
+    std::vector<double> times[4], prefills[4], ratios[4], prepares[4], records[4], questions[4];
     double tokens[4] = {0, 0, 0, 0};
     for (size_t i = 0; i < requests.size(); ++i) {
       scorer.ClearCache();  // a cold record each time
+      // DecisionScorer::Score, its phases timed: Begin, then each Advance (a record piece until
+      // the prefix is ready, then question pieces).
       const double t0 = Now();
-      auto r = scorer.Score(requests[i], slot);
+      auto begun = scorer.Begin(requests[i], slot);
+      if (!begun.ok()) return begun.status().WithContext(fmt::format("decision {}", i + 1));
+      DecisionTask& run = *begun;
+      double prepare = Now() - t0, record = 0, asked = 0;
+      for (bool done = false; !done;) {
+        const bool on_record = !run.prefix_ready;
+        const double a0 = Now();
+        auto step = scorer.Advance(run);
+        if (!step.ok()) return step.status().WithContext(fmt::format("decision {}", i + 1));
+        done = *step;
+        (on_record ? record : asked) += Now() - a0;
+      }
       const double dt = Now() - t0;
-      if (!r.ok()) return r.status().WithContext(fmt::format("decision {}", i + 1));
+      const DecisionResult* r = &run.result;
       // The record's prefill alone: the decision's own prefix tokens in the scorer's pieces (as
       // the decision runs them), the last row's logits.
       GRAFT_ASSIGN_OR_RETURN(DecisionTask task, scorer.Begin(requests[i], slot));
@@ -208,6 +221,9 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, co
       const double pt = Now() - p0;
       const int b = bucket(r->record_tokens);
       times[b].push_back(dt);
+      prepares[b].push_back(prepare);
+      records[b].push_back(record);
+      questions[b].push_back(asked);
       prefills[b].push_back(pt);
       ratios[b].push_back(dt / pt);
       tokens[b] += r->record_tokens;
@@ -224,6 +240,9 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, co
       row.mean_record_tokens = tokens[b] / static_cast<double>(times[b].size());
       row.prefill_p50 = pct(prefills[b], 0.5);
       row.ratio_p50 = pct(ratios[b], 0.5);
+      row.prepare_p50 = pct(prepares[b], 0.5);
+      row.record_p50 = pct(records[b], 0.5);
+      row.questions_p50 = pct(questions[b], 0.5);
       out.push_back(row);
     }
   }
@@ -349,6 +368,11 @@ std::string BenchReport::Table() const {
                        r.ratio_p50);
     }
     t += "x prefill: a decision's time over its record's prefill alone in the same pieces (median)\n";
+    t += fmt::format("{:<8} {:<22} {:>12} {:>12} {:>12}\n", "bucket", "adapter", "prepare ms", "record s", "questions ms");
+    for (const DecisionLatency& r : decisions) {
+      t += fmt::format("{:<8} {:<22} {:>12.1f} {:>12.4f} {:>12.1f}\n", r.bucket, r.adapter.empty() ? "-" : r.adapter,
+                       1e3 * r.prepare_p50, r.record_p50, 1e3 * r.questions_p50);
+    }
   }
   for (const DecisionConcurrency& r : concurrency) {
     t += fmt::format("\n{} decisions at once: {} unequal to each alone, {} failed, {:.3f} s ({:.2f}x the first alone, "
@@ -378,7 +402,8 @@ std::string BenchReport::Json(const std::string& model, const std::string& devic
   for (const DecisionLatency& r : decisions) {
     j["decisions"].push_back({{"bucket", r.bucket}, {"adapter", r.adapter}, {"count", r.count},
                               {"mean_record_tokens", r.mean_record_tokens}, {"p50", r.p50}, {"p95", r.p95},
-                              {"prefill_p50", r.prefill_p50}, {"ratio_p50", r.ratio_p50}});
+                              {"prefill_p50", r.prefill_p50}, {"ratio_p50", r.ratio_p50}, {"prepare_p50", r.prepare_p50},
+                              {"record_p50", r.record_p50}, {"questions_p50", r.questions_p50}});
   }
   for (const DecisionConcurrency& r : concurrency) {
     j["concurrency"].push_back({{"n", r.n}, {"unequal", r.unequal}, {"failed", r.failed}, {"seconds", r.seconds},

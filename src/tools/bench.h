@@ -51,13 +51,16 @@ struct BenchRow {
 // `graft gate` buckets): each request scored once per slot from a cold prefix cache
 // (DecisionScorer::Score), p50 and p95 of its wall time; and its record's prefill alone (the
 // same tokens and slot through Model::Forward in the scorer's prefill pieces, the last row's
-// logits), p50 of that and of the ratio decision / prefill (issue 46 asks <= 1.15).
+// logits), p50 of that and of the ratio decision / prefill (issue 46 asks <= 1.15); and where a
+// decision's time goes (medians): preparing it (template, tokens, prefix cache: Begin), its
+// record pieces, its question pieces.
 struct DecisionLatency {
   std::string bucket, adapter;
   int count = 0;
   double p50 = 0, p95 = 0;
   double mean_record_tokens = 0;
   double prefill_p50 = 0, ratio_p50 = 0;
+  double prepare_p50 = 0, record_p50 = 0, questions_p50 = 0;
 };
 
 // N decisions submitted to the engine at once — the requests in turn (cycled) — against each
