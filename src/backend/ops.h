@@ -175,6 +175,26 @@ class Ops {
   // Reserves that scratch for fused weights of up to `elements` bf16 values (start-up; the
   // CPU also grows it on demand, a device backend refuses larger ones).
   virtual Status ReserveExact(int64_t elements) = 0;
+  // Run-time adapters (graft serve --allow-runtime-adapters). A backend whose weights live in
+  // its own memory reserves a region of `bytes_each` for each adapter slot in `slots` at
+  // start-up; PlaceAdapter puts an adapter's LoRA factors into its slot's region (no allocation:
+  // kResourceExhausted when they do not fit), ForgetAdapter drops them so the region takes the
+  // next adapter. Called between steps, on the ops' thread. FactorBytes: what `elements` values
+  // of a factor (bf16 or not) take in this backend's memory. The CPU reads the host's factors
+  // where they are: none of it is needed there.
+  virtual Status ReserveAdapterSlots(const std::vector<int32_t>& slots, int64_t bytes_each) {
+    (void)slots, (void)bytes_each;
+    return Status::Ok();
+  }
+  virtual Status PlaceAdapter(const LoraAdapter& a, int32_t slot) {
+    (void)a, (void)slot;
+    return Status::Ok();
+  }
+  virtual void ForgetAdapter(int32_t slot) { (void)slot; }
+  virtual int64_t FactorBytes(int64_t elements, bool is_bf16) const {
+    (void)elements, (void)is_bf16;
+    return 0;
+  }
   // Strided 2-D copy: dst[r, dst_col + c] = src[r, src_col + c], c < cols.
   virtual void CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                          int64_t dst_col, int64_t rows, int64_t cols) = 0;

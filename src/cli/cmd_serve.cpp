@@ -89,7 +89,8 @@ void AddServeCommand(CLI::App& app, Runner& run) {
                   "also serves \"mode\": \"exact\" (the merged release's arithmetic)");
   cmd->add_flag("--allow-runtime-adapters", s->runtime_adapters,
                 "Serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's): adapters loaded while the "
-                "server runs, into --max-adapters slots reserved at start-up (cpu backend for now)");
+                "server runs, into --max-adapters slots reserved at start-up (on cuda, device memory for a "
+                "--max-adapter-rank adapter on every projection each)");
   auto* max_adapters = cmd->add_option("--max-adapters", s->max_adapters, "Run-time adapter slots (with --allow-runtime-adapters)")
       ->capture_default_str()->check(CLI::Range(1, 1024));
   auto* max_rank = cmd->add_option("--max-adapter-rank", s->max_adapter_rank,
@@ -221,10 +222,6 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       if (sized && !s->runtime_adapters) {
         return InvalidArgument("--max-adapters and --max-adapter-rank size run-time adapter slots: they need --allow-runtime-adapters");
       }
-      if (s->runtime_adapters && s->m.device != "cpu") {
-        return InvalidArgument("--allow-runtime-adapters: run-time adapters are served by the cpu backend only for now (the cuda "
-                               "backend reserves adapter memory at start-up and has no slots for them yet)");
-      }
       {
         GRAFT_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(s->m.model));
         if (s->check_weights || ck.total_bytes() <= kCheckWeightsBytes) {
@@ -306,6 +303,14 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       served.exact_base_bytes = model->exact_base() ? model->exact_base()->bytes() : 0;
       std::unique_ptr<Ops> ops;
       GRAFT_RETURN_IF_ERROR(MakeOps(s->m, *model, set, &ops));
+      if (s->runtime_adapters) {  // device memory for the run-time adapter slots, before the pools take the rest
+        const int64_t each = RuntimeAdapterSlotBytes(model->config(), runtime.max_rank, runtime.bf16_factors, *ops);
+        GRAFT_RETURN_IF_ERROR(ops->ReserveAdapterSlots(runtime.slots, each).WithContext("--max-adapters"));
+        if (each > 0) {
+          spdlog::info("memory: {} run-time adapter slots of {:.1f} MB (rank {} on every projection)", runtime.slots.size(),
+                       each / 1e6, runtime.max_rank);
+        }
+      }
       GRAFT_RETURN_IF_ERROR(SizeEnginePools(*model, *ops, s->pools, &s->engine));
       GRAFT_ASSIGN_OR_RETURN(served.context, ServedContext(s->max_model_len, model->config().max_position_embeddings,
                                                            s->engine.kv_token_budget));

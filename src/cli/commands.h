@@ -46,6 +46,10 @@ inline int DefaultDecisionPrefillChunk(const std::string& device) { return devic
 // and where they are 0, from what the backend's memory budget leaves (engine/pool_plan.h; a
 // device) or EngineConfig's fixed defaults (the CPU). Logs the plan.
 Status SizeEnginePools(const Model& model, Ops& ops, const PoolAsk& ask, EngineConfig* ec);
+// Backend memory one run-time adapter slot needs: a max_rank adapter on every projection of every
+// layer, its factors as `ops` stores them (bf16_factors: rounded to bf16 at load; else the widest
+// form), with room for each copy's alignment. 0 where the backend reads the host's factors.
+int64_t RuntimeAdapterSlotBytes(const ModelConfig& c, int max_rank, bool bf16_factors, const Ops& ops);
 void AddModelFlags(CLI::App* cmd, ModelSettings& s);
 // --device, --dtype, --threads, --gpu-memory, --gpu-scratch, --gemm.
 void AddBackendFlags(CLI::App* cmd, ModelSettings& s);

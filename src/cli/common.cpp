@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "engine/decode_graph.h"
 #include "model/kv_pool.h"
+#include "model/projections.h"
 #endif
 #include "io/checkpoint.h"
 #include "io/identity.h"
@@ -123,6 +124,18 @@ Status SizeEnginePools(const Model& model, Ops& ops, const PoolAsk& ask, EngineC
   spdlog::info("pools from the memory budget ({:.2f} GB left after weights, adapters and scratch): {}", left / 1e9,
                plan.Describe());
   return Status::Ok();
+}
+
+int64_t RuntimeAdapterSlotBytes(const ModelConfig& c, int max_rank, bool bf16_factors, const Ops& ops) {
+  int64_t bytes = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    for (const Projection& p : LayerProjections(c, c.layer_kinds[static_cast<size_t>(l)])) {
+      const int64_t a = ops.FactorBytes(int64_t{max_rank} * p.cols, bf16_factors);
+      const int64_t b = ops.FactorBytes(p.rows * int64_t{max_rank}, bf16_factors);
+      if (a > 0 || b > 0) bytes += a + b + 2 * 256;
+    }
+  }
+  return bytes;
 }
 
 DecodeGraphs MakeDecodeGraphs(const Model& model, Ops& ops, bool enabled) {

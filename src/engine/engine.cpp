@@ -201,11 +201,19 @@ void Engine::ApplyAdapterCommands() {
   for (auto it = adapter_commands_.begin(); it != adapter_commands_.end();) {
     const size_t slot = static_cast<size_t>(it->slot);
     if (it->adapter != nullptr) {
+      // The factors into the slot's reserved device memory first (Ops::PlaceAdapter): an
+      // adapter the backend cannot hold never reaches a row.
+      if (Status placed = ops_->PlaceAdapter(*it->adapter, it->slot); !placed.ok()) {
+        it->done.set_value(placed);
+        it = adapter_commands_.erase(it);
+        continue;
+      }
       adapters_.slots[slot] = it->adapter;
       if (adapters_.exact.size() > slot) adapters_.exact[slot] = 0;
     } else if (!SlotInUse(it->slot)) {
       adapters_.slots[slot] = nullptr;
       scorer_.ForgetSlot(it->slot);
+      ops_->ForgetAdapter(it->slot);
       closed_slots_.erase(it->slot);
     } else {
       ++it;  // still in use: looked at again after the next step

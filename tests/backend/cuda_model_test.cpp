@@ -439,6 +439,96 @@ TEST_P(CudaInvariance, GraphReplayedDecodeStepsAreTheEagerBits) {
   EXPECT_EQ(cand_cache.replays(), 39);
 }
 
+// Run-time adapters (Ops::PlaceAdapter): factors placed into a slot's region reserved up front
+// give the rows an adapter uploaded at start-up gives, eager and replayed from graphs; emptied
+// (ForgetAdapter) and given the other adapter, the slot's rows are that adapter's; base rows never
+// move; an adapter that does not fit its region is refused and leaves it empty.
+TEST_P(CudaInvariance, RunTimeAdapterSlotsGiveTheStartUpBits) {
+  auto ref = test::MakeCuda(ActDtype::kBF16), rt = test::MakeCuda(ActDtype::kBF16);
+  ASSERT_NE(ref, nullptr);
+  ASSERT_NE(rt, nullptr);
+  ASSERT_TRUE(ref->Upload(model_->weights()).ok());
+  ASSERT_TRUE(ref->Upload(a_).ok());
+  ASSERT_TRUE(ref->Upload(b_).ok());
+  ASSERT_TRUE(rt->Upload(model_->weights()).ok());
+  auto need = [&](const LoraAdapter& x) {
+    int64_t bytes = 0;
+    for (const LoraLayer& l : x.layers) {
+      for (const auto& mods : l.targets) {
+        for (const LoraModule& m : mods) {
+          for (const Weight* f : {&m.a, &m.b}) bytes += rt->FactorBytes(f->rows * f->cols, f->is_bf16) + 256;
+        }
+      }
+    }
+    return bytes;
+  };
+  const int64_t region = std::max(need(a_), need(b_));
+  ASSERT_TRUE(rt->ReserveAdapterSlots({1}, region).ok());
+  EXPECT_FALSE(rt->ReserveAdapterSlots({1}, region).ok()) << "a slot has one region";
+  AdapterSet rt_set;
+  rt_set.slots = {nullptr, nullptr};
+  std::mt19937 rng(12);
+  const auto prompt = RandomIds(rng, 70);
+  const auto base_ref = Run(*ref, prompt, 0, &set_, {64});
+  // Decode steps of a base and an adapter row, replayed from graphs on rt, against eager steps on ref.
+  auto decode_matches = [&](int32_t rt_slot, int32_t ref_slot, const char* what) {
+    auto pool_rt = model_->NewPool(16, 32, 4, /*growable=*/false, rt->pool_memory());
+    auto pool_ref = model_->NewPool(16, 32, 4, /*growable=*/false, ref->pool_memory());
+    std::vector<SequenceState> g, e;
+    for (int i = 0; i < 2; ++i) {
+      g.push_back(std::move(model_->NewState(*pool_rt)).value());
+      e.push_back(std::move(model_->NewState(*pool_ref)).value());
+    }
+    StepBatch pg, pe;
+    for (int i = 0; i < 2; ++i) {
+      pg.Add(&g[i], prompt.data(), 40, i == 0 ? 0 : rt_slot);
+      pe.Add(&e[i], prompt.data(), 40, i == 0 ? 0 : ref_slot);
+    }
+    pg.logits = pe.logits = LogitRows::None();
+    ASSERT_TRUE(model_->Forward(*rt, pg, rt_set, nullptr).ok());
+    ASSERT_TRUE(model_->Forward(*ref, pe, set_, nullptr).ok());
+    DecodeGraphCache cache(*model_, *rt);
+    for (int step = 0; step < 6; ++step) {
+      const auto toks = RandomIds(rng, 2);
+      StepBatch sg, se;
+      for (int i = 0; i < 2; ++i) {
+        sg.Add(&g[i], &toks[i], 1, i == 0 ? 0 : rt_slot);
+        se.Add(&e[i], &toks[i], 1, i == 0 ? 0 : ref_slot);
+      }
+      sg.logits = se.logits = LogitRows::Only({0, 1});
+      std::vector<float> lg(2 * static_cast<size_t>(vocab_)), le(lg.size());
+      Status s = cache.Run(sg, rt_set, lg.data());
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      ASSERT_TRUE(model_->Forward(*ref, se, set_, le.data()).ok());
+      ASSERT_TRUE(SameBits(lg.data(), le.data(), lg.size())) << what << ", decode step " << step;
+    }
+  };
+  ASSERT_TRUE(rt->PlaceAdapter(a_, 1).ok());
+  rt_set.slots[1] = &a_;
+  EXPECT_TRUE(SameBits(Run(*rt, prompt, 1, &rt_set, {64}).data(), Run(*ref, prompt, 1, &set_, {64}).data(),
+                       prompt.size() * vocab_))
+      << "a placed adapter's prefill rows are the start-up adapter's";
+  decode_matches(1, 1, "adapter a in the slot");
+  EXPECT_FALSE(rt->PlaceAdapter(b_, 1).ok()) << "the region still holds a";
+  rt->ForgetAdapter(1);
+  rt_set.slots[1] = nullptr;
+  ASSERT_TRUE(rt->PlaceAdapter(b_, 1).ok());
+  rt_set.slots[1] = &b_;
+  EXPECT_TRUE(SameBits(Run(*rt, prompt, 1, &rt_set, {64}).data(), Run(*ref, prompt, 2, &set_, {64}).data(),
+                       prompt.size() * vocab_))
+      << "after a swap the slot's rows are the new adapter's";
+  decode_matches(1, 2, "adapter b in the slot after a");
+  EXPECT_TRUE(SameBits(Run(*rt, prompt, 0, &rt_set, {64}).data(), base_ref.data(), base_ref.size())) << "base rows";
+  // Too small a region: refused, and the slot left empty for the next try.
+  auto small = test::MakeCuda(ActDtype::kBF16);
+  ASSERT_NE(small, nullptr);
+  ASSERT_TRUE(small->ReserveAdapterSlots({3}, 1024).ok());
+  const Status s = small->PlaceAdapter(a_, 3);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find("does not fit"), std::string::npos) << s.message();
+  EXPECT_FALSE(small->PlaceAdapter(a_, 4).ok()) << "a slot without a region";
+}
+
 // The adapter guard: a graph captured for base rows refuses a step with an adapter row, with
 // a clear error and no state touched; a step of another shape is refused too.
 TEST_P(CudaInvariance, ABaseGraphNeverRunsAnAdapterRow) {

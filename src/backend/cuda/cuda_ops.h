@@ -153,6 +153,10 @@ class CudaOps final : public Ops {
   void LoraAdd(const LoraArgs& a) override;
   const Weight& ExactWeight(const Weight& base, const std::vector<LoraModule>& modules) override;
   Status ReserveExact(int64_t elements) override;
+  Status ReserveAdapterSlots(const std::vector<int32_t>& slots, int64_t bytes_each) override;
+  Status PlaceAdapter(const LoraAdapter& a, int32_t slot) override;
+  void ForgetAdapter(int32_t slot) override;
+  int64_t FactorBytes(int64_t elements, bool is_bf16) const override;
   void TopK(const float* x, int64_t rows, int vocab, const float* temperature, int k, float* values,
             int32_t* ids) override;
   void CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
@@ -288,6 +292,17 @@ class CudaOps final : public Ops {
     return OpProfile::Scope(mode_ == Mode::kEager ? profile_.get() : nullptr, name, flops);
   }
   std::vector<void*> allocations_;  // weight copies and the arena, freed with the ops
+  // Run-time adapters: a region by engine slot (ReserveAdapterSlots), the factors placed in it.
+  struct AdapterRegion {
+    char* base = nullptr;
+    int64_t size = 0, used = 0;
+    std::vector<const Weight*> factors;
+  };
+  std::unordered_map<int32_t, AdapterRegion> adapter_regions_;
+  AdapterRegion* filling_ = nullptr;  // PlaceAdapter's region while it uploads
+  // Device bytes for a weight copy: from filling_ while an adapter is placed, else a new
+  // allocation inside the budget (counted as weights).
+  Result<void*> WeightMemory(int64_t bytes, const std::string& what);
   int64_t tensor_core_lora_rows_ = 0;
   Mode mode_ = Mode::kEager;
   std::string signature_;

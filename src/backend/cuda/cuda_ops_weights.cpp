@@ -35,14 +35,12 @@ const CudaOps::DevCopy* CudaOps::Dev(const Weight& w) {
   }
   if (w.quant) return DevQuantized(w);
   const int64_t bytes = w.bytes();
-  auto mem = dev_->AllocateBytes(bytes, w.name.empty() ? "a weight" : w.name.c_str());
+  auto mem = WeightMemory(bytes, w.name.empty() ? "a weight" : w.name);
   if (!mem.ok()) {
     Note(mem.status());
     return nullptr;
   }
   void* p = mem.value();
-  allocations_.push_back(p);
-  weight_bytes_ += bytes;
   const void* src = w.is_bf16 ? static_cast<const void*>(w.bf16.data()) : static_cast<const void*>(w.f32.data());
   Status s = CopyIn(p, src, bytes);
   if (!s.ok()) {
@@ -74,13 +72,11 @@ const cuda::DevWeight* CudaOps::DevSplit(const Weight& w) {
     }
   }
   const int64_t bytes = static_cast<int64_t>(host.size()) * 2;
-  auto mem = dev_->AllocateBytes(bytes, w.name.empty() ? "a LoRA factor" : w.name.c_str());
+  auto mem = WeightMemory(bytes, w.name.empty() ? "a LoRA factor" : w.name);
   if (!mem.ok()) {
     Note(mem.status());
     return nullptr;
   }
-  allocations_.push_back(mem.value());
-  weight_bytes_ += bytes;
   Status s = CopyIn(mem.value(), host.data(), bytes);
   if (!s.ok()) {
     Note(s);
@@ -228,6 +224,80 @@ Status CudaOps::Upload(const LoraAdapter& a) {
     }
   }
   return TakeError().WithContext("uploading adapter " + a.name + " to the device");
+}
+
+Result<void*> CudaOps::WeightMemory(int64_t bytes, const std::string& what) {
+  if (filling_ != nullptr) {
+    constexpr int64_t kAlign = 256;
+    const int64_t at = (filling_->used + kAlign - 1) / kAlign * kAlign;
+    if (at + bytes > filling_->size) {
+      return ResourceExhausted(fmt::format("{} does not fit the adapter slot's reserved {} ({} used)", what,
+                                           Mb(filling_->size), Mb(at)));
+    }
+    filling_->used = at + bytes;
+    return static_cast<void*>(filling_->base + at);
+  }
+  GRAFT_ASSIGN_OR_RETURN(void* p, dev_->AllocateBytes(bytes, what.c_str()));
+  allocations_.push_back(p);
+  weight_bytes_ += bytes;
+  return p;
+}
+
+int64_t CudaOps::FactorBytes(int64_t elements, bool is_bf16) const {
+  // bf16 factors as they are; float factors as three bf16 pieces with bf16 activations (DevSplit),
+  // as floats with fp32 activations.
+  return elements * (is_bf16 ? 2 : bf16() ? 6 : 4);
+}
+
+Status CudaOps::ReserveAdapterSlots(const std::vector<int32_t>& slots, int64_t bytes_each) {
+  for (int32_t slot : slots) {
+    if (adapter_regions_.count(slot)) return InvalidArgument(fmt::format("adapter slot {} already has a region", slot));
+    GRAFT_ASSIGN_OR_RETURN(void* p, dev_->AllocateBytes(bytes_each, "a run-time adapter slot (--max-adapters)"));
+    allocations_.push_back(p);
+    weight_bytes_ += bytes_each;
+    adapter_regions_[slot] = AdapterRegion{static_cast<char*>(p), bytes_each, 0, {}};
+  }
+  return Status::Ok();
+}
+
+Status CudaOps::PlaceAdapter(const LoraAdapter& a, int32_t slot) {
+  auto it = adapter_regions_.find(slot);
+  if (it == adapter_regions_.end()) return Internal(fmt::format("adapter slot {} has no reserved region", slot));
+  AdapterRegion& region = it->second;
+  if (!region.factors.empty()) return Internal(fmt::format("adapter slot {}'s region still holds an adapter", slot));
+  GRAFT_RETURN_IF_ERROR(TakeError());
+  filling_ = &region;
+  for (const LoraLayer& l : a.layers) {
+    for (const auto& mods : l.targets) {
+      for (const LoraModule& m : mods) {
+        for (const Weight* f : {&m.a, &m.b}) {
+          if (bf16() && !f->is_bf16) DevSplit(*f);
+          else Dev(*f);
+          region.factors.push_back(f);
+        }
+      }
+    }
+  }
+  filling_ = nullptr;
+  Status s = TakeError();
+  if (!s.ok()) {
+    ForgetAdapter(slot);
+    return s.WithContext("placing adapter " + a.name + " on the device");
+  }
+  return cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)) == cudaSuccess
+             ? Status::Ok()
+             : Internal("placing adapter " + a.name + ": the copies failed");
+}
+
+void CudaOps::ForgetAdapter(int32_t slot) {
+  auto it = adapter_regions_.find(slot);
+  if (it == adapter_regions_.end()) return;
+  for (const Weight* f : it->second.factors) {
+    weights_.erase(f);
+    split_.erase(f);
+  }
+  it->second.factors.clear();
+  it->second.used = 0;
 }
 
 Status CudaOps::UploadExactBase(const ModelWeights& copy) {
