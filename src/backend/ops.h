@@ -126,6 +126,9 @@ class Ops {
   // CPU; a device backend can (a launch, an exhausted scratch arena), and then skips the rest
   // of the step's work: Model::Forward reports it.
   virtual Status TakeError() { return Status::Ok(); }
+  // Waits until every op issued so far has run (a device backend runs them asynchronously; for
+  // timing a phase of work). The CPU's ops are done when they return.
+  virtual void Synchronize() {}
 
   // Scratch memory in the backend's space, as a stack: Alloc(n) hands out n floats that stay
   // valid until Release(m) with a mark taken before them. Their contents are unspecified: every

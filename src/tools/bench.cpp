@@ -187,7 +187,8 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, co
     for (size_t i = 0; i < requests.size(); ++i) {
       scorer.ClearCache();  // a cold record each time
       // DecisionScorer::Score, its phases timed: Begin, then each Advance (a record piece until
-      // the prefix is ready, then question pieces).
+      // the prefix is ready, then question pieces), each waited for (a device runs a record
+      // piece after Advance returns: its time would show in the questions).
       const double t0 = Now();
       auto begun = scorer.Begin(requests[i], slot);
       if (!begun.ok()) return begun.status().WithContext(fmt::format("decision {}", i + 1));
@@ -198,6 +199,7 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, co
         const double a0 = Now();
         auto step = scorer.Advance(run);
         if (!step.ok()) return step.status().WithContext(fmt::format("decision {}", i + 1));
+        ops.Synchronize();
         done = *step;
         (on_record ? record : asked) += Now() - a0;
       }

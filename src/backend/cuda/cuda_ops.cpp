@@ -86,6 +86,10 @@ CudaOps::~CudaOps() {
   if (pinned_) cudaFreeHost(pinned_);
 }
 
+void CudaOps::Synchronize() {
+  Note(CudaStatus(cudaStreamSynchronize(S(stream_)), "cudaStreamSynchronize", __FILE__, __LINE__));
+}
+
 CudaMemoryUse CudaOps::memory() const {
   CudaMemoryUse m;
   m.budget = dev_->budget();

@@ -153,6 +153,7 @@ class CudaOps final : public Ops {
   void LoraAdd(const LoraArgs& a) override;
   const Weight& ExactWeight(const Weight& base, const std::vector<LoraModule>& modules) override;
   Status ReserveExact(int64_t elements) override;
+  void Synchronize() override;
   Status ReserveAdapterSlots(const std::vector<int32_t>& slots, int64_t bytes_each) override;
   Status PlaceAdapter(const LoraAdapter& a, int32_t slot) override;
   void ForgetAdapter(int32_t slot) override;
