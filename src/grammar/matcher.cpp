@@ -102,6 +102,10 @@ TokenTrie::TokenTrie(std::vector<std::string> token_bytes) : bytes_(std::move(to
   for (size_t i = 0; i < order_.size(); ++i) off_[i + 1] = off_[i] + bytes_[static_cast<size_t>(order_[i])].size();
   flat_.reserve(off_.back());
   for (int32_t id : order_) flat_ += bytes_[static_cast<size_t>(id)];
+  for (int b = 0, i = 0; b <= 256; ++b) {
+    while (static_cast<size_t>(i) < order_.size() && static_cast<unsigned char>(bytes_[static_cast<size_t>(order_[i])][0]) < b) ++i;
+    first_at_[static_cast<size_t>(b)] = static_cast<size_t>(i);
+  }
   byte_sets_.assign(order_.size(), {});
   for (size_t i = 0; i < order_.size(); ++i) {
     for (unsigned char c : bytes_[static_cast<size_t>(order_[i])]) byte_sets_[i][c >> 6] |= uint64_t{1} << (c & 63);
@@ -135,6 +139,27 @@ int MaskCache::Find(const GrammarMatcher& m, int id, uint8_t byte) {
   return r;
 }
 
+std::shared_ptr<const TokenTrie::Split> TokenTrie::SplitBy(const std::array<uint64_t, 4>& set) const {
+  {
+    std::lock_guard<std::mutex> l(split_mu_);
+    auto it = splits_.find(set);
+    if (it != splits_.end()) return it->second;
+  }
+  auto split = std::make_shared<Split>();
+  split->inside.assign(bytes_.size(), 0);
+  for (size_t i = 0; i < order_.size(); ++i) {
+    const auto& b = byte_sets_[i];
+    if ((b[0] & ~set[0]) == 0 && (b[1] & ~set[1]) == 0 && (b[2] & ~set[2]) == 0 && (b[3] & ~set[3]) == 0) {
+      split->inside[static_cast<size_t>(order_[i])] = 1;
+    } else {
+      split->outside.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  std::lock_guard<std::mutex> l(split_mu_);
+  if (splits_.size() >= kMaxSplits) splits_.clear();
+  return splits_.emplace(set, std::move(split)).first->second;
+}
+
 void MaskCache::Clear() {
   ids_.clear();
   states_.clear();
@@ -158,34 +183,39 @@ void TokenMask(const GrammarMatcher& m, const TokenTrie& trie, std::vector<uint8
     if (cache.Next(m, ids[0], static_cast<uint8_t>(b)) == ids[0]) loop[b >> 6] |= uint64_t{1} << (b & 63);
   }
   const bool loops = (loop[0] | loop[1] | loop[2] | loop[3]) != 0;
-  for (size_t i = 0; i < order.size();) {
-    if (loops) {
-      const auto& set = trie.byte_set(i);
-      if ((set[0] & ~loop[0]) == 0 && (set[1] & ~loop[1]) == 0 && (set[2] & ~loop[2]) == 0 && (set[3] & ~loop[3]) == 0) {
-        allowed[static_cast<size_t>(order[i])] = 1;
-        known = 0;  // the walk's states are not this token's
-        ++i;
-        continue;
-      }
-    }
+  // With such bytes, the tokens made of them only come allowed from the trie's split by that set
+  // (made once a set), and only the others are walked; without, every token is.
+  std::shared_ptr<const TokenTrie::Split> split;
+  if (loops) {
+    split = trie.SplitBy(loop);
+    allowed = split->inside;
+  }
+  const size_t count = split ? split->outside.size() : order.size();
+  const auto index = [&](size_t k) -> size_t { return split ? split->outside[k] : k; };
+  size_t last = 0;  // the order() index walked last (its states are ids[0..known])
+  for (size_t k = 0; k < count;) {
+    const size_t i = index(k);
     const std::string_view t = trie.sorted(i);
     if (ids.size() < t.size() + 1) ids.resize(t.size() + 1);
-    size_t d = std::min<size_t>(shared[i], known);
+    size_t d = i == last + 1 ? std::min<size_t>(shared[i], known) : 0;  // tokens skipped between: none known
     for (; d < t.size(); ++d) {
       const int n = cache.Next(m, ids[d], static_cast<uint8_t>(t[d]));
       if (n < 0) break;
       ids[d + 1] = n;
     }
     known = d;
+    last = i;
     if (d == t.size()) {
       allowed[static_cast<size_t>(order[i])] = 1;
-      ++i;
+      ++k;
       continue;
     }
     // t's first d + 1 bytes are refused: so is every following token that starts with them — in
-    // byte order a run right after t, found by bisection rather than token by token.
+    // byte order a run right after t, found by bisection rather than token by token (none of it
+    // is in the split's inside: a refused prefix holds a byte outside the set).
     const std::string_view dead = t.substr(0, d + 1);
     size_t lo = i + 1, hi = order.size();  // the first index past the run that starts with `dead`
+    if (d == 0) lo = hi = trie.first_at(static_cast<unsigned char>(t[0]) + 1);  // a refused first byte: its whole run
     while (lo < hi) {
       const size_t mid = lo + (hi - lo) / 2;
       if (trie.sorted(mid).starts_with(dead)) {
@@ -194,7 +224,16 @@ void TokenMask(const GrammarMatcher& m, const TokenTrie& trie, std::vector<uint8
         hi = mid;
       }
     }
-    i = lo;
+    // The walk goes on at the first token at or past lo; its shared prefix with order[lo - 1]
+    // lies inside `dead`, so the states known for t still serve it (last = lo - 1).
+    last = lo - 1;
+    if (split) {
+      k = static_cast<size_t>(std::lower_bound(split->outside.begin() + static_cast<std::ptrdiff_t>(k) + 1,
+                                               split->outside.end(), static_cast<uint32_t>(lo)) -
+                              split->outside.begin());
+    } else {
+      k = lo;
+    }
   }
 }
 

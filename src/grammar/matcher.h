@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,8 +65,20 @@ class TokenTrie {
   // The bytes of order()[i], from one buffer laid out in that order (a walk reads it front to
   // back instead of jumping between the tokens' own strings).
   std::string_view sorted(size_t i) const { return std::string_view(flat_).substr(off_[i], off_[i + 1] - off_[i]); }
+  // The first order() index whose token starts with a byte >= b (b <= 256): the tokens starting
+  // with b are [first_at(b), first_at(b + 1)).
+  size_t first_at(int b) const { return first_at_[static_cast<size_t>(b)]; }
   // The set of byte values order()[i] holds (bit b of word b / 64).
   const std::array<uint64_t, 4>& byte_set(size_t i) const { return byte_sets_[i]; }
+  // The vocabulary split by a byte set: `inside`, an allowed-mask with 1 for every token made
+  // only of bytes in the set; `outside`, the order() indices of the rest, ascending. Made once a
+  // set and kept (a few sets recur — a JSON string's inside — and a mask of a state whose bytes
+  // in the set lead back to it starts from `inside`); thread-safe.
+  struct Split {
+    std::vector<uint8_t> inside;
+    std::vector<uint32_t> outside;
+  };
+  std::shared_ptr<const Split> SplitBy(const std::array<uint64_t, 4>& set) const;
 
  private:
   std::vector<std::string> bytes_;
@@ -74,6 +87,10 @@ class TokenTrie {
   std::string flat_;
   std::vector<size_t> off_;
   std::vector<std::array<uint64_t, 4>> byte_sets_;
+  std::array<size_t, 257> first_at_{};
+  static constexpr size_t kMaxSplits = 16;  // ~0.2 MB each at a 151K vocabulary; cleared when full
+  mutable std::mutex split_mu_;
+  mutable std::map<std::array<uint64_t, 4>, std::shared_ptr<const Split>> splits_;
 };
 
 // The matcher's states interned, with the transitions found so far, so that a mask walks a
