@@ -304,6 +304,9 @@ class CudaOps final : public Ops {
   // Device bytes for a weight copy: from filling_ while an adapter is placed, else a new
   // allocation inside the budget (counted as weights).
   Result<void*> WeightMemory(int64_t bytes, const std::string& what);
+  // A LoRA factor on the device as the LoRA kernels read it: fp32 factors as three bf16 pieces
+  // with bf16 activations (DevSplit), the rest as stored (Dev).
+  void DevFactor(const Weight& f);
   int64_t tensor_core_lora_rows_ = 0;
   Mode mode_ = Mode::kEager;
   std::string signature_;

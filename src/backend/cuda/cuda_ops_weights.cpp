@@ -211,18 +211,27 @@ Status CudaOps::Upload(const ModelWeights& w) {
   return TakeError().WithContext("uploading the model to the device");
 }
 
-Status CudaOps::Upload(const LoraAdapter& a) {
+// f(m) for every LoRA module of `a`.
+template <typename F>
+static void ForEachModule(const LoraAdapter& a, F f) {
   for (const LoraLayer& l : a.layers) {
     for (const auto& mods : l.targets) {
-      for (const LoraModule& m : mods) {
-        for (const Weight* f : {&m.a, &m.b}) {
-          if (bf16() && !f->is_bf16) DevSplit(*f);
-          else Dev(*f);
-        }
-        if (m.exact && !residuals_.count(m.exact.get())) UploadResidual(*m.exact);
-      }
+      for (const LoraModule& m : mods) f(m);
     }
   }
+}
+
+void CudaOps::DevFactor(const Weight& f) {
+  if (bf16() && !f.is_bf16) DevSplit(f);
+  else Dev(f);
+}
+
+Status CudaOps::Upload(const LoraAdapter& a) {
+  ForEachModule(a, [&](const LoraModule& m) {
+    DevFactor(m.a);
+    DevFactor(m.b);
+    if (m.exact && !residuals_.count(m.exact.get())) UploadResidual(*m.exact);
+  });
   return TakeError().WithContext("uploading adapter " + a.name + " to the device");
 }
 
@@ -267,17 +276,12 @@ Status CudaOps::PlaceAdapter(const LoraAdapter& a, int32_t slot) {
   if (!region.factors.empty()) return Internal(fmt::format("adapter slot {}'s region still holds an adapter", slot));
   GRAFT_RETURN_IF_ERROR(TakeError());
   filling_ = &region;
-  for (const LoraLayer& l : a.layers) {
-    for (const auto& mods : l.targets) {
-      for (const LoraModule& m : mods) {
-        for (const Weight* f : {&m.a, &m.b}) {
-          if (bf16() && !f->is_bf16) DevSplit(*f);
-          else Dev(*f);
-          region.factors.push_back(f);
-        }
-      }
+  ForEachModule(a, [&](const LoraModule& m) {
+    for (const Weight* f : {&m.a, &m.b}) {
+      DevFactor(*f);
+      region.factors.push_back(f);
     }
-  }
+  });
   filling_ = nullptr;
   Status s = TakeError();
   if (!s.ok()) {
