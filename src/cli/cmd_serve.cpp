@@ -147,7 +147,8 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--decision-prefill-chunk", s->decision_prefill_chunk,
                   "Prefill a decision's record in pieces of this many tokens (a multiple of 64; 0: at once); a piece "
                   "runs between two chat steps, so chat waits for one piece at most and a decision whose client hangs "
-                  "up stops within one; default 256 on cpu, 1024 on cuda (bits are the same either way)")
+                  "up stops within one; while chat runs, pieces keep to --max-step-tokens too; default 256 on cpu, "
+                  "1024 on cuda (bits are the same either way)")
       ->check(CLI::Validator(
           [](std::string& v) {
             char* end = nullptr;

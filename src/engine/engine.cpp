@@ -301,6 +301,13 @@ void Engine::FinishDecision(Result<DecisionResult> r) {
   --decisions_pending_;
 }
 
+int Engine::DecisionPieceTokens() const {
+  const int alone = cfg_.decision_prefill_chunk;
+  if (live_.empty()) return alone;
+  const int budget = std::max(64, cfg_.max_step_tokens / 64 * 64);
+  return alone > 0 ? std::min(alone, budget) : budget;
+}
+
 void Engine::AdvanceDecision() {
   DecisionJob& j = *active_decision_;
   if (!j.task) {
@@ -308,6 +315,7 @@ void Engine::AdvanceDecision() {
     if (!t.ok()) return FinishDecision(t.status());
     j.task = std::make_unique<DecisionTask>(std::move(*t));
   }
+  scorer_.set_prefill_chunk(DecisionPieceTokens());
   Result<bool> done = scorer_.Advance(*j.task);
   {
     std::lock_guard<std::mutex> l(mu_);

@@ -52,7 +52,8 @@ struct EngineConfig {
   int max_queue = 256;                // waiting + running sequences and decisions before 429
   // A decision's record is prefilled in pieces of this many tokens (a multiple of 64; 0: at once),
   // each its own piece of work between chat steps, so a hung-up client's decision stops within a
-  // piece and chat waits for at most one. The bits do not depend on it.
+  // piece and chat waits for at most one; while chat sequences run, pieces are also capped at
+  // max_step_tokens (whole 64-token tiles). The bits do not depend on it.
   int decision_prefill_chunk = 0;
   // Sample from each row's best candidates picked by the backend (Ops::TopK) when every row of
   // a step allows it (greedy, or top_k <= Ops::kMaxTopK, and no logprobs), instead of copying
@@ -185,6 +186,10 @@ class Engine {
   Status SlotOpen(int32_t slot) const;  // mu_ held: kNotFound for a slot being detached or empty
   // One piece of the active decision's work (begun first if it is new); finishes it when done.
   void AdvanceDecision();
+  // The tokens of a decision piece (the record's, or its questions'): --decision-prefill-chunk,
+  // capped beside running chat at the step budget (--max-step-tokens in whole 64-token tiles, at
+  // least one), so a chat token waits for one such piece at most.
+  int DecisionPieceTokens() const;
   void FinishDecision(Result<DecisionResult> r);
   void Finish(Live& s, const std::string& reason);
 

@@ -488,6 +488,60 @@ namespace {
 // ends inside a character sends no text) — so a gap is a step and a piece; the decision takes a
 // piece a record chunk and one for its (independent) questions together; its answer is the bits
 // of the same decision on an idle engine.
+// Beside running chat a decision's pieces keep to the step budget (--max-step-tokens, in whole
+// 64-token tiles), whatever --decision-prefill-chunk allows alone; alone they take the chunk. The
+// bits are the same either way.
+TEST(Engine, DecisionPiecesKeepToTheStepBudgetBesideChat) {
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
+  AdapterSet none;
+  EngineConfig cfg;
+  cfg.decision_prefill_chunk = 1024;
+  cfg.max_step_tokens = 130;  // pieces of 128 beside chat
+  DecisionRequest d = SmallDecision();
+  for (int i = 0; i < 120; ++i) d.record += fmt::format(" GET /page/{}.html 200", i);
+  // Alone, on an idle engine with a cold cache.
+  Result<DecisionResult> alone = Status::Ok();
+  int64_t alone_pieces = 0;
+  {
+    Engine idle(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+    alone = idle.Decide(d, 0);
+    alone_pieces = idle.Stats().decision_pieces;
+    idle.Stop();
+  }
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  const int64_t record = alone->record_tokens;
+  ASSERT_GT(record, 256) << "a record of several 128-token pieces";
+  EXPECT_LE(alone_pieces, (record + 1023) / 1024 + 1) << "alone: --decision-prefill-chunk pieces, then the questions";
+  // Beside a long chat stream, on another engine with a cold cache.
+  Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  auto started = std::make_shared<std::promise<void>>();
+  auto finished = std::make_shared<std::promise<void>>();
+  GenerationRequest r;
+  r.prompt = Wrapper::Prompt(8);
+  r.max_tokens = 600;
+  r.stop_tokens.clear();
+  r.on_event = [started, finished, first = std::make_shared<bool>(true)](const GenEvent& ev) {
+    if (ev.kind == GenEvent::Kind::kDelta && *first) *first = false, started->set_value();
+    if (ev.kind != GenEvent::Kind::kDelta) finished->set_value();
+  };
+  ASSERT_TRUE(engine.Submit(std::move(r)).ok());
+  started->get_future().wait();
+  auto beside = engine.Decide(d, 0);
+  const int64_t beside_pieces = engine.Stats().decision_pieces;
+  finished->get_future().wait();
+  ASSERT_TRUE(beside.ok()) << beside.status().ToString();
+  EXPECT_GE(beside_pieces, (record + 127) / 128 + 1) << "beside chat: 128-token pieces, then the questions";
+  ASSERT_EQ(beside->questions.size(), alone->questions.size());
+  for (size_t q = 0; q < beside->questions.size(); ++q) {
+    for (size_t c = 0; c < beside->questions[q].scores.size(); ++c) {
+      EXPECT_EQ(beside->questions[q].scores[c].logprob, alone->questions[q].scores[c].logprob) << "question " << q;
+    }
+  }
+  engine.Stop();
+}
+
 TEST(Engine, ADecisionRunsAPieceBetweenTwoChatTokens) {
   Wrapper w;
   ASSERT_NE(w.model, nullptr);
