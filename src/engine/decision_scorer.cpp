@@ -185,21 +185,40 @@ Status DecisionScorer::ScoreQuestionsTogether(DecisionTask& t) {
   }
   // Not even the next question with all its choices' forks at once: it alone, a choice at a time.
   if (qts.empty()) return ScoreQuestion(t);
-  const size_t first_q = t.question, n = qts.size();
-  // Step 1: every question's tokens, each on its own fork of the record.
-  std::vector<SequenceState> states(n);
+  const size_t n = qts.size();
+  // Step 1 (this piece): every question's tokens, each on its own fork of the record.
+  DecisionTask::AskedQuestions asked;
+  asked.first = t.question;
+  asked.states.resize(n);
   StepBatch batch;
   std::vector<int32_t> last_rows;
   for (size_t i = 0; i < n; ++i) {
-    GRAFT_ASSIGN_OR_RETURN(states[i], t.prefix_state.Fork());
+    GRAFT_ASSIGN_OR_RETURN(asked.states[i], t.prefix_state.Fork());
   }
   for (size_t i = 0; i < n; ++i) {
-    batch.Add(&states[i], qts[i].rest.data(), static_cast<int>(qts[i].rest.size()), t.slot);
+    batch.Add(&asked.states[i], qts[i].rest.data(), static_cast<int>(qts[i].rest.size()), t.slot);
     last_rows.push_back(batch.rows() - 1);
   }
   batch.logits = LogitRows::Only(last_rows);
-  std::vector<float> first(n * static_cast<size_t>(vocab));
-  GRAFT_RETURN_IF_ERROR(model_.Forward(ops_, batch, adapters_, first.data()));
+  asked.first_rows.resize(n * static_cast<size_t>(vocab));
+  GRAFT_RETURN_IF_ERROR(model_.Forward(ops_, batch, adapters_, asked.first_rows.data()));
+  asked.tokens = std::move(qts);
+  t.question = asked.first + n;
+  t.asked = std::move(asked);
+  // Without multi-token choices there are no heads to run: the questions are scored now.
+  bool heads = false;
+  for (const auto& qt : t.asked->tokens) {
+    for (const auto& c : qt.choices) heads |= c.size() > 1;
+  }
+  return heads ? Status::Ok() : ChoiceHeads(t);
+}
+
+Status DecisionScorer::ChoiceHeads(DecisionTask& t) {
+  const int vocab = model_.config().vocab_size;
+  DecisionTask::AskedQuestions asked = std::move(*t.asked);
+  t.asked.reset();
+  const size_t n = asked.tokens.size();
+  const auto& qts = asked.tokens;
   // Step 2: every choice longer than a token, its tokens but the last on a fork of its question;
   // head_row0[i][c] is where its rows start.
   std::vector<std::vector<int>> head_row0(n);
@@ -209,7 +228,7 @@ Status DecisionScorer::ScoreQuestionsTogether(DecisionTask& t) {
     head_row0[i].assign(qts[i].choices.size(), -1);
     for (size_t c = 0; c < qts[i].choices.size(); ++c) {
       if (qts[i].choices[c].size() < 2) continue;
-      GRAFT_ASSIGN_OR_RETURN(SequenceState cs, states[i].Fork());
+      GRAFT_ASSIGN_OR_RETURN(SequenceState cs, asked.states[i].Fork());
       head_states.push_back(std::move(cs));
       head_tokens.emplace_back(qts[i].choices[c].begin(), qts[i].choices[c].end() - 1);
     }
@@ -232,24 +251,27 @@ Status DecisionScorer::ScoreQuestionsTogether(DecisionTask& t) {
     auto head_rows = [&](size_t c) -> Result<const float*> {
       return more.data() + static_cast<size_t>(head_row0[i][c]) * static_cast<size_t>(vocab);
     };
-    GRAFT_RETURN_IF_ERROR(AddQuestion(t, first_q + i, qts[i], first.data() + i * static_cast<size_t>(vocab), head_rows));
+    GRAFT_RETURN_IF_ERROR(
+        AddQuestion(t, asked.first + i, qts[i], asked.first_rows.data() + i * static_cast<size_t>(vocab), head_rows));
   }
-  t.question = first_q + n;
   return Status::Ok();
 }
 
 Result<bool> DecisionScorer::Advance(DecisionTask& t) {
-  if (t.question >= t.request.questions.size() && t.prefix_ready) return true;
+  const auto done = [&] { return t.prefix_ready && t.question >= t.request.questions.size() && !t.asked; };
+  if (done()) return true;
   if (t.cancelled && t.cancelled->load()) return Cancelled("the client went away before the decision was done");
   ++t.pieces;
-  if (!t.prefix_ready) {
+  if (t.asked) {
+    GRAFT_RETURN_IF_ERROR(ChoiceHeads(t));
+  } else if (!t.prefix_ready) {
     GRAFT_RETURN_IF_ERROR(PrefillPiece(t));
   } else if (!t.request.joint && t.share_prefix) {
     GRAFT_RETURN_IF_ERROR(ScoreQuestionsTogether(t));
   } else {
     GRAFT_RETURN_IF_ERROR(ScoreQuestion(t));
   }
-  return t.prefix_ready && t.question >= t.request.questions.size();
+  return done();
 }
 
 Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t slot, bool share_prefix,

@@ -16,6 +16,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "weights/lora.h"
@@ -42,6 +43,15 @@ struct DecisionTask {
   bool prefix_ready = false;       // the prefix is computed (or came from the cache)
   SequenceState prefix_state;
   size_t question = 0;             // questions scored so far
+  // Questions run together whose tokens are done and whose multi-token choices' heads are the
+  // next piece (ScoreQuestionsTogether's two steps are two pieces).
+  struct AskedQuestions {
+    size_t first = 0;                  // the first one's index
+    std::vector<QuestionTokens> tokens;
+    std::vector<SequenceState> states;  // each on its fork of the record, after its tokens
+    std::vector<float> first_rows;      // [questions, vocab] the row after each question
+  };
+  std::optional<AskedQuestions> asked;
   std::vector<std::string> answers;
   DecisionResult result;           // complete once Advance returns true
   int pieces = 0;                  // Advance calls that did work
@@ -65,8 +75,8 @@ class DecisionScorer {
   // the record (its cache entry made after the last; a cached record is one piece), else the
   // questions: as many together as the pool holds and (with prefill_chunk > 0) as fit in
   // prefill_chunk tokens, at least one, when they are independent (not joint, on a shared
-  // record), one at a time in joint mode — and returns true once every question is scored
-  // (task.result).
+  // record) — their tokens one piece, their multi-token choices' heads the next — one at a time
+  // in joint mode; and returns true once every question is scored (task.result).
   // The result's bits do not depend on how the work was split. `cancelled` is checked at the
   // start of every piece (kCancelled).
   Result<DecisionTask> Begin(const DecisionRequest& r, int32_t adapter_slot, bool share_prefix = true,
@@ -101,10 +111,12 @@ class DecisionScorer {
                      const std::function<Result<const float*>(size_t)>& head_rows);
   Status ScoreQuestion(DecisionTask& t);
   // The next independent questions (not joint, on a shared record) at once — as many as the
-  // pool's free state slots and pages hold: their tokens in one step, then the heads of their
-  // multi-token choices in a second (when not even one question fits so, ScoreQuestion). The bits
-  // of ScoreQuestion's, one by one (a row's bits do not depend on its batch).
+  // pool's free state slots and pages hold: their tokens in one step (this piece; t.asked holds
+  // them after it), then the heads of their multi-token choices in a second (ChoiceHeads, the next
+  // piece; when not even one question fits so, ScoreQuestion). The bits of ScoreQuestion's, one by
+  // one (a row's bits do not depend on its batch).
   Status ScoreQuestionsTogether(DecisionTask& t);
+  Status ChoiceHeads(DecisionTask& t);
   const Model& model_;
   Ops& ops_;
   DecisionLayout layout_;
