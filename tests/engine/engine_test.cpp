@@ -480,14 +480,6 @@ TEST(Engine, AsyncDecisionsAnswerByCallbackAndACancelledOneStops) {
 namespace graft {
 namespace {
 
-// --request-timeout: a generation still running past its deadline ends with kDeadlineExceeded;
-// one within it is untouched.
-// A decision no longer freezes chat: the engine runs one piece of it (a 64-token chunk of the
-// record, or the questions) between two chat steps. Counted in pieces and steps, not time: between
-// two tokens of a stream that runs throughout, no more pieces than chat steps (a step whose token
-// ends inside a character sends no text) — so a gap is a step and a piece; the decision takes a
-// piece a record chunk and one for its (independent) questions together; its answer is the bits
-// of the same decision on an idle engine.
 // Beside running chat a decision's pieces keep to the step budget (--max-step-tokens, in whole
 // 64-token tiles), whatever --decision-prefill-chunk allows alone; alone they take the chunk. The
 // bits are the same either way.
@@ -542,6 +534,12 @@ TEST(Engine, DecisionPiecesKeepToTheStepBudgetBesideChat) {
   engine.Stop();
 }
 
+// A decision no longer freezes chat: the engine runs one piece of it (a 64-token chunk of the
+// record, or the questions) between two chat steps. Counted in pieces and steps, not time: between
+// two tokens of a stream that runs throughout, no more pieces than chat steps (a step whose token
+// ends inside a character sends no text) — so a gap is a step and a piece; the decision takes a
+// piece a record chunk and two for its (independent) questions together (their tokens, then
+// their choices' heads); its answer is the bits of the same decision on an idle engine.
 TEST(Engine, ADecisionRunsAPieceBetweenTwoChatTokens) {
   Wrapper w;
   ASSERT_NE(w.model, nullptr);
@@ -669,6 +667,8 @@ TEST(Engine, ConcurrentDecisionsGiveEachTheBitsItGetsAlone) {
   }
 }
 
+// --request-timeout: a generation still running past its deadline ends with kDeadlineExceeded;
+// one within it is untouched.
 TEST(Engine, ARequestPastItsDeadlineEndsWithDeadlineExceeded) {
   Wrapper w;
   ASSERT_NE(w.model, nullptr);
