@@ -414,6 +414,13 @@ DecisionRequest SmallDecision() {
   return d;
 }
 
+// SmallDecision with a record of ~2,400 tokens: many pieces.
+DecisionRequest PagesDecision() {
+  DecisionRequest d = SmallDecision();
+  for (int i = 0; i < 120; ++i) d.record += fmt::format(" GET /page/{}.html 200", i);
+  return d;
+}
+
 // Decisions in admission: they count in max_queue with chat (429 past it), and one too big for
 // the decision pool even with its cache emptied is a 400 naming the pool, not a retryable 429.
 TEST(Engine, DecisionsCountInTheQueueAndOneThatCanNeverFitIsInvalid) {
@@ -491,8 +498,7 @@ TEST(Engine, DecisionPiecesKeepToTheStepBudgetBesideChat) {
   EngineConfig cfg;
   cfg.decision_prefill_chunk = 1024;
   cfg.max_step_tokens = 130;  // pieces of 128 beside chat
-  DecisionRequest d = SmallDecision();
-  for (int i = 0; i < 120; ++i) d.record += fmt::format(" GET /page/{}.html 200", i);
+  DecisionRequest d = PagesDecision();
   // Alone, on an idle engine with a cold cache.
   Result<DecisionResult> alone = Status::Ok();
   int64_t alone_pieces = 0;
@@ -547,8 +553,7 @@ TEST(Engine, ADecisionRunsAPieceBetweenTwoChatTokens) {
   AdapterSet none;
   EngineConfig cfg;
   cfg.decision_prefill_chunk = 64;
-  DecisionRequest d = SmallDecision();
-  for (int i = 0; i < 120; ++i) d.record += fmt::format(" GET /page/{}.html 200", i);
+  DecisionRequest d = PagesDecision();
   d.questions.push_back({"q2", "Which method?", {"GET", "POST"}});
   Result<DecisionResult> alone = Status::Ok();
   {
