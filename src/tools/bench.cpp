@@ -216,8 +216,7 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, co
       for (int at = 0; at < n; at += piece) {
         const int len = std::min(piece, n - at);
         GRAFT_RETURN_IF_ERROR(model.Forward(ops, task.prefix.data() + at, len, st, logits.data(), slot, &adapters,
-                                            LogitRows::Only(at + len == n ? std::vector<int32_t>{len - 1}
-                                                                          : std::vector<int32_t>{}))
+                                            at + len == n ? LogitRows::Only({len - 1}) : LogitRows::None())
                                   .WithContext(fmt::format("decision {}'s record prefill", i + 1)));
       }
       const double pt = Now() - p0;

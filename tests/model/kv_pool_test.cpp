@@ -125,6 +125,14 @@ TEST(KvPool, PagesTakeTheMemorysKvWidth) {
   EXPECT_EQ(narrow_mem->allocated * 4, narrow.bytes());
   narrow.CopyPage(0, 1);
   EXPECT_EQ(narrow_mem->copied, int64_t{2} * full * 16 * row * 2 / 4) << "a page's K and V of every layer, in floats";
+  // A page of an odd number of 2-byte values would end mid-float: refused, saying why.
+  ModelConfig odd = c;
+  odd.num_kv_heads = 1;
+  odd.head_dim = 5;
+  KvPool bad(odd, 3, 8, 0, /*growable=*/false, std::make_shared<NarrowKvMemory>());
+  ASSERT_FALSE(bad.reserved().ok());
+  EXPECT_NE(bad.reserved().message().find("not a whole number of 4-byte words"), std::string::npos)
+      << bad.reserved().message();
 }
 
 TEST(KvPool, ForksShareThePrefixCopyOnWriteAndMatchLoneRuns) {
