@@ -236,6 +236,21 @@ class Ops {
   }
   // out[t, i] = r(r(silu(gu[t, i])) * gu[t, I + i]), gu: [n, 2I], out: [n, I]
   virtual void SiluMul(const float* gu, int64_t n, int64_t inter, float* out) = 0;
+  // The SwiGLU MLP of n rows x [n, gate_up.cols]: out [n, down.rows] = down · SiluMul(gate_up · x),
+  // both products rounded — MatMul, SiluMul, MatMul, which is what this default does. A backend
+  // may fuse them (CUDA past 64 rows in bf16: the activation never leaves the GEMM as fp32; the
+  // same bits). Rows that need a LoRA delta or an exact weight on either projection take the ops
+  // one at a time instead (model/blocks.cpp).
+  virtual void SwiGluMlp(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out) {
+    const size_t mark = Mark();
+    const int64_t inter = down.cols;
+    float* gu = Alloc(n * 2 * inter);
+    float* act = Alloc(n * inter);
+    MatMul(x, n, gate_up, gu, true);
+    SiluMul(gu, n, inter, act);
+    MatMul(act, n, down, out, true);
+    Release(mark);
+  }
   // x = r(x + y), [n]
   virtual void Add(float* x, const float* y, int64_t n) = 0;
   // x[r, c] = r(x[r, c] * r(sigmoid(gate[r, gate_col + c]))), x: [rows, cols], gate rows of gate_stride

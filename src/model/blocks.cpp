@@ -64,9 +64,26 @@ void Project(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, con
   AddLora(ops, ctx, layer, target, x, k, y, w.rows);
 }
 
+namespace {
+// Whether every row of the step runs `target` on the base weight alone: no row's adapter has a
+// module there (LoRA or exact).
+bool PlainProjection(const StepContext& ctx, int layer, LoraTarget target) {
+  const auto& slots = ctx.adapters.slots;
+  for (int32_t slot : ctx.batch.row_adapter) {
+    if (slot <= 0 || static_cast<size_t>(slot) >= slots.size() || !slots[static_cast<size_t>(slot)]) continue;
+    if (!slots[static_cast<size_t>(slot)]->layers[static_cast<size_t>(layer)].at(target).empty()) return false;
+  }
+  return true;
+}
+}  // namespace
+
 void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, const float* x, int hidden, int inter,
          float* out) {
   const int n = ctx.batch.rows();
+  if (PlainProjection(ctx, layer, LoraTarget::kMlpGateUp) && PlainProjection(ctx, layer, LoraTarget::kMlpDown)) {
+    ops.SwiGluMlp(x, n, l.gate_up, l.down, out);  // the same ops, which a backend may fuse
+    return;
+  }
   Scratch scratch(ops);
   float* gu = scratch(int64_t{n} * 2 * inter);
   float* act = scratch(int64_t{n} * inter);

@@ -1,7 +1,8 @@
 // The wgmma prefill GEMM (gemm_wgmma.h): its tile choice as a table (host only, runs without a
 // GPU), and on the device its outputs bit for bit the mma.sync forms' (the prefill kernel and, one
 // row at a time and in decode-sized batches, the decode form) over a sweep of shapes and row
-// counts, in both tile shapes, with every output written and nothing past N.
+// counts, in both tile shapes, with every output written and nothing past N; its gated form
+// (the MLP's gate|up with SiluMul in the epilogue) bit for bit the product then SiluMul.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cuda/elementwise.h"
 #include "backend/cuda/gemm_decode.h"
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/gemm_wgmma.h"
@@ -136,6 +138,45 @@ TEST(GemmWgmma, OutputsAreTheMmaSyncFormsBits) {
       }
     }
   }
+}
+
+// The gated form: act = SiluMul of GemmWgmma's rounded gate and up outputs, bit for bit, every
+// activation written and nothing past inter — widths not a multiple of the 128-column tile (the
+// gate box then reads up rows, the up box zeros past 2 inter), odd and even row pitches (scalar
+// and paired stores), K past one stage and not a multiple of 64.
+TEST(GemmWgmma, SwiGluIsTheProductThenSiluMulBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(45);
+  for (auto [m, inter, k] : std::vector<std::array<int, 3>>{
+           {65, 8, 72}, {129, 200, 264}, {300, 1024, 1040}, {1100, 136, 80}, {2100, 1280, 512}}) {
+    for (int pad : {0, 1}) {
+      SCOPED_TRACE(::testing::Message() << m << "x" << inter << "x" << k << " pad " << pad);
+      const auto xh = RandomBf16(static_cast<size_t>(m) * k, rng, 1.0f);
+      const auto wh = RandomBf16(static_cast<size_t>(2 * inter) * k, rng, 0.1f);
+      Buf<uint16_t> x(xh), w(wh);
+      Buf<float> gu(static_cast<size_t>(m) * 2 * inter), act_ref(static_cast<size_t>(m) * inter);
+      ASSERT_TRUE(cuda::GemmWgmma(x.p, m, w.p, 2 * inter, k, gu.p, 2 * inter, true, nullptr).ok());
+      ASSERT_TRUE(cuda::SiluMul(gu.p, m, inter, true, act_ref.p, nullptr).ok());
+      const int64_t ld = inter + pad;
+      Buf<uint16_t> act(static_cast<size_t>(m) * ld);  // 0xffff: a NaN until written
+      ASSERT_TRUE(cuda::GemmWgmmaSwiGlu(x.p, m, w.p, inter, k, act.p, ld, nullptr).ok());
+      const auto r = act_ref.Get();
+      const auto a = act.Get();
+      for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < inter; ++j) {
+          const float got = Bf16ToFloat(a[static_cast<size_t>(i) * ld + j]);
+          const float want = r[static_cast<size_t>(i) * inter + j];
+          ASSERT_FALSE(std::isnan(got)) << "unwritten: row " << i << " col " << j;
+          ASSERT_EQ(Bits(got), Bits(want)) << "row " << i << " col " << j << ": " << got << " vs " << want;
+        }
+        for (int j = inter; j < ld; ++j) ASSERT_EQ(a[static_cast<size_t>(i) * ld + j], 0xffff) << "wrote past inter";
+      }
+    }
+  }
+  Buf<uint16_t> x(size_t{130} * 72), w(size_t{64} * 72), act(size_t{130} * 32);
+  const Status s = cuda::GemmWgmmaSwiGlu(x.p, 130, w.p, 32, 72, act.p, 31, nullptr);  // ld_act < inter
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("GemmWgmmaSwiGlu"), std::string::npos) << s.message();
 }
 
 TEST(GemmWgmma, BadShapesAreRefusedByName) {

@@ -20,6 +20,7 @@
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/lora.h"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/mlp.h"
 #include "backend/cuda/rmsnorm.h"
 #include "backend/cuda/topk.h"
 #include "backend/cuda_test_util.h"
@@ -103,6 +104,12 @@ std::unique_ptr<DevW> MakeW(int64_t rows, int64_t cols, std::mt19937& rng, bool 
     w->f = std::make_unique<Dev<float>>(w->host.f32);
   }
   return w;
+}
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
 }
 
 // ‖got − ref‖ / ‖ref‖, and every value written.
@@ -346,6 +353,57 @@ TEST(CudaOps, PrefillFormCoversEveryTileAndKeepsRowBits) {
     EXPECT_FALSE(missing.ok());
     EXPECT_NE(missing.message().find("scratch"), std::string::npos) << missing.message();
   }
+}
+
+// The fused MLP (cuda/mlp.h) against MatMul, SiluMul, MatMul on the device: the same bits, a row
+// alone through the unfused decode forms too; shapes it does not take are told apart by
+// SwiGluMlpFits and refused by name.
+TEST(CudaOps, SwiGluMlpIsTheThreeOpsBitForBit) {
+  REQUIRE_GPU();
+  std::mt19937 rng(46);
+  for (auto [m, hidden, inter, out_w] : std::vector<std::array<int, 4>>{
+           {65, 96, 200, 96}, {300, 264, 1024, 520}, {1100, 128, 136, 128}, {129, 72, 8, 80}}) {
+    SCOPED_TRACE(::testing::Message() << m << " rows, " << hidden << " -> " << inter << " -> " << out_w);
+    auto gate_up = MakeW(2 * inter, hidden, rng, true);
+    auto down = MakeW(out_w, inter, rng, true);
+    ASSERT_TRUE(cuda::SwiGluMlpFits(m, gate_up->dev(), down->dev(), true));
+    const auto x = Random(static_cast<size_t>(m) * hidden, rng);
+    Dev<float> d_x(x), gu(static_cast<size_t>(m) * 2 * inter), act(static_cast<size_t>(m) * inter);
+    Dev<float> ref(static_cast<size_t>(m) * out_w), got(static_cast<size_t>(m) * out_w);
+    ASSERT_TRUE(MatMulScratched(d_x.p, m, gate_up->dev(), gu.p, true).ok());
+    ASSERT_TRUE(cuda::SiluMul(gu.p, m, inter, true, act.p, nullptr).ok());
+    ASSERT_TRUE(MatMulScratched(act.p, m, down->dev(), ref.p, true).ok());
+    Dev<uint8_t> scratch(static_cast<size_t>(cuda::SwiGluMlpScratchBytes(m, gate_up->dev())));
+    ASSERT_TRUE(cuda::SwiGluMlp(d_x.p, m, gate_up->dev(), down->dev(), got.p, out_w, nullptr, scratch.p).ok());
+    const auto r = ref.Get(), g = got.Get();
+    for (size_t e = 0; e < r.size(); ++e) {
+      ASSERT_FALSE(std::isnan(g[e])) << "unwritten output " << e;
+      ASSERT_EQ(Bits(g[e]), Bits(r[e])) << "output " << e << ": " << g[e] << " vs " << r[e];
+    }
+    // A row alone runs the decode forms (MatMul, SiluMul, MatMul): its bits inside the fused batch.
+    const int row = m - 1;
+    Dev<float> gu1(static_cast<size_t>(2 * inter)), act1(static_cast<size_t>(inter)), one(static_cast<size_t>(out_w));
+    ASSERT_TRUE(MatMulScratched(d_x.p + static_cast<size_t>(row) * hidden, 1, gate_up->dev(), gu1.p, true).ok());
+    ASSERT_TRUE(cuda::SiluMul(gu1.p, 1, inter, true, act1.p, nullptr).ok());
+    ASSERT_TRUE(MatMulScratched(act1.p, 1, down->dev(), one.p, true).ok());
+    const auto o = one.Get();
+    for (int j = 0; j < out_w; ++j) ASSERT_EQ(Bits(o[j]), Bits(g[static_cast<size_t>(row) * out_w + j])) << "col " << j;
+  }
+  std::mt19937 rng2(47);
+  auto gate_up = MakeW(2 * 64, 96, rng2, true), down = MakeW(96, 64, rng2, true), odd_down = MakeW(96, 60, rng2, true);
+  auto gate_up_f32 = MakeW(2 * 64, 96, rng2, false);
+  EXPECT_FALSE(cuda::SwiGluMlpFits(64, gate_up->dev(), down->dev(), true)) << "64 rows are the decode forms'";
+  EXPECT_FALSE(cuda::SwiGluMlpFits(200, gate_up->dev(), down->dev(), false)) << "fp32 activations";
+  EXPECT_FALSE(cuda::SwiGluMlpFits(200, gate_up_f32->dev(), down->dev(), true)) << "fp32 weights";
+  EXPECT_FALSE(cuda::SwiGluMlpFits(200, gate_up->dev(), odd_down->dev(), true)) << "gate_up is not 2 x down's K";
+  Dev<float> x(size_t{200} * 96), y(size_t{200} * 96);
+  Dev<uint8_t> scratch(static_cast<size_t>(cuda::SwiGluMlpScratchBytes(200, gate_up->dev())));
+  const Status bad = cuda::SwiGluMlp(x.p, 200, gate_up->dev(), odd_down->dev(), y.p, 96, nullptr, scratch.p);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("SwiGluMlp"), std::string::npos) << bad.message();
+  const Status none = cuda::SwiGluMlp(x.p, 200, gate_up->dev(), down->dev(), y.p, 96, nullptr, nullptr);
+  EXPECT_FALSE(none.ok());
+  EXPECT_NE(none.message().find("scratch"), std::string::npos) << none.message();
 }
 
 // --gemm cublas (the yardstick for what invariance costs): cuBLAS's product of the same bf16

@@ -17,6 +17,7 @@
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/lora.h"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/mlp.h"
 #include "backend/cuda/rmsnorm.h"
 #include "backend/cuda/topk.h"
 #include "util/bf16.h"
@@ -554,6 +555,24 @@ void CudaOps::SiluMul(const float* gu, int64_t n, int64_t inter, float* out) {
   Sign(8, gu, n, inter, out);
   if (!Launches()) return;
   Note(cuda::SiluMul(gu, n, inter, bf16(), out, stream_));
+}
+
+void CudaOps::SwiGluMlp(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out) {
+  // Fused past 64 rows (cuda/mlp.h); cuBLAS (CudaOptions::cublas) and every other case run the
+  // three ops.
+  const DevCopy* gu = gate_up.parts.empty() && down.parts.empty() && !cublas_ ? Dev(gate_up) : nullptr;
+  const DevCopy* dn = gu != nullptr ? Dev(down) : nullptr;
+  if (Failed()) return;
+  if (dn == nullptr || !cuda::SwiGluMlpFits(n, gu->w, dn->w, bf16())) {
+    Ops::SwiGluMlp(x, n, gate_up, down, out);
+    return;
+  }
+  const auto timer = Time("SwiGluMlp (m > 64)", 6.0 * static_cast<double>(n) * down.cols * down.rows);
+  const size_t mark = Mark();
+  void* scratch = AllocRaw((cuda::SwiGluMlpScratchBytes(n, gu->w) + 3) / 4);
+  Sign(36, x, n, gu->w.data, dn->w.data, out);
+  if (!Failed() && Launches()) Note(cuda::SwiGluMlp(x, n, gu->w, dn->w, out, down.rows, stream_, scratch));
+  Release(mark);
 }
 
 void CudaOps::Add(float* x, const float* y, int64_t n) {

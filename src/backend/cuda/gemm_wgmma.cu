@@ -1,6 +1,7 @@
 #include "backend/cuda/gemm_wgmma.h"
 
 #include <cuda.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <string>
@@ -40,11 +41,17 @@ __device__ __forceinline__ void TileAt(int id, int mtiles, int ntiles, int& row0
   col0 = (in / gsize) * bn;
 }
 
-template <int kBN>
+// kSwiGlu (kBN 256 only): a tile's B rows are two 128-row boxes, gate rows [col0, col0 + 128) and
+// up rows [up_row + col0, ...) of w, and the epilogue writes act[r][col0 + c] (bf16, ldy apart) =
+// SiluMul's arithmetic on the two rounded outputs; n is then the activation's width (the up rows'
+// offset). Otherwise y (fp32) gets the products as they are or rounded.
+template <int kBN, bool kSwiGlu>
 __global__ void __launch_bounds__(kThreads, 1)
     GemmWgmmaKernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w, int64_t m,
-                    int64_t n, int64_t k, float* __restrict__ y, int64_t ldy, bool round_bf16, bool vec2, int mtiles,
+                    int64_t n, int64_t k, void* __restrict__ yv, int64_t ldy, bool round_bf16, bool vec2, int mtiles,
                     int ntiles) {
+  static_assert(!kSwiGlu || kBN == 256, "the gated form pairs two 128-row boxes");
+  constexpr int kColsOut = kSwiGlu ? kBN / 2 : kBN;  // output columns a tile
   using S = Shape<kBN>;
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   extern __shared__ unsigned char raw[];
@@ -65,14 +72,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     int it = 0;  // stages filled so far: slot it % kStages, its use (it / kStages)
     for (int id = blockIdx.x; id < tiles; id += gridDim.x) {
       int row0, col0;
-      TileAt(id, mtiles, ntiles, row0, col0, kBN);
+      TileAt(id, mtiles, ntiles, row0, col0, kColsOut);
       for (int kb = 0; kb < ksteps; ++kb, ++it) {
         const int s = it % S::kStages;
         MbarWait(&empty[s], ((it / S::kStages) & 1) ^ 1);  // the slot's previous use was read
         unsigned char* base = stages + s * S::kStageBytes;
         MbarExpectTx(&full[s], S::kStageBytes);
         TmaLoad2d(base, &map_x, kb * kBK, row0, &full[s]);
-        TmaLoad2d(base + kABytes, &map_w, kb * kBK, col0, &full[s]);
+        if constexpr (kSwiGlu) {
+          TmaLoad2d(base + kABytes, &map_w, kb * kBK, col0, &full[s]);
+          TmaLoad2d(base + kABytes + S::kBBytes / 2, &map_w, kb * kBK, static_cast<int>(n) + col0, &full[s]);
+        } else {
+          TmaLoad2d(base + kABytes, &map_w, kb * kBK, col0, &full[s]);
+        }
       }
     }
     return;
@@ -84,7 +96,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   int it = 0;
   for (int id = blockIdx.x; id < tiles; id += gridDim.x) {
     int row0, col0;
-    TileAt(id, mtiles, ntiles, row0, col0, kBN);
+    TileAt(id, mtiles, ntiles, row0, col0, kColsOut);
 #pragma unroll
     for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
     int prev = -1;  // the slot whose products are still in flight
@@ -111,20 +123,50 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (lane == 0 && prev >= 0) MbarArrive(&empty[prev]);
     // acc[4j + e]: row 16 warp + g (e < 2) or + 8, output 8j + 2t + e % 2 (wgmma_ptx.cuh).
     const int64_t r_lo = int64_t{row0} + 64 * c + 16 * warp + g, r_hi = r_lo + 8;
+    if constexpr (kSwiGlu) {
+      // Gate output 8j + 2t + e and its up output 128 + 8j + 2t + e are in the same thread:
+      // acc[4j + e'] and acc[4(j + 16) + e'].
+      auto* act = static_cast<__nv_bfloat16*>(yv);
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
-      const int64_t col = int64_t{col0} + 8 * j + 2 * t;
+      for (int j = 0; j < kBN / 16; ++j) {
+        const int64_t col = int64_t{col0} + 8 * j + 2 * t;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t r = h == 0 ? r_lo : r_hi;
-        if (r >= m) continue;
-        const float v0 = RoundAct(acc[4 * j + 2 * h], round_bf16), v1 = RoundAct(acc[4 * j + 2 * h + 1], round_bf16);
-        float* dst = y + r * ldy + col;
-        if (vec2 && col + 1 < n) {
-          *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
-        } else {
-          if (col < n) dst[0] = v0;
-          if (col + 1 < n) dst[1] = v1;
+        for (int h = 0; h < 2; ++h) {
+          const int64_t r = h == 0 ? r_lo : r_hi;
+          if (r >= m) continue;
+          float a[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float gate = RoundAct(acc[4 * j + 2 * h + e], true);
+            const float up = RoundAct(acc[4 * (j + kBN / 16) + 2 * h + e], true);
+            a[e] = RoundAct(__fmul_rn(RoundAct(SiluF(gate), true), up), true);  // SiluMulKernel's
+          }
+          __nv_bfloat16* dst = act + r * ldy + col;
+          if (vec2 && col + 1 < n) {
+            *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(a[0], a[1]);
+          } else {
+            if (col < n) dst[0] = __float2bfloat16_rn(a[0]);
+            if (col + 1 < n) dst[1] = __float2bfloat16_rn(a[1]);
+          }
+        }
+      }
+    } else {
+      float* y = static_cast<float*>(yv);
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        const int64_t col = int64_t{col0} + 8 * j + 2 * t;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t r = h == 0 ? r_lo : r_hi;
+          if (r >= m) continue;
+          const float v0 = RoundAct(acc[4 * j + 2 * h], round_bf16), v1 = RoundAct(acc[4 * j + 2 * h + 1], round_bf16);
+          float* dst = y + r * ldy + col;
+          if (vec2 && col + 1 < n) {
+            *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+          } else {
+            if (col < n) dst[0] = v0;
+            if (col + 1 < n) dst[1] = v1;
+          }
         }
       }
     }
@@ -139,27 +181,30 @@ int Multiprocessors() {
   return sms;
 }
 
-template <int kBN>
-Status Launch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
+// n: the product's outputs, or with kSwiGlu the activation's width (w then has 2n rows).
+template <int kBN, bool kSwiGlu>
+Status Launch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, void* y, int64_t ldy,
               bool round_output, int sms, cudaStream_t s) {
   using S = Shape<kBN>;
-  static const cudaError_t ready = cudaFuncSetAttribute(GemmWgmmaKernel<kBN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                        static_cast<int>(S::kSmem));
+  constexpr int kColsOut = kSwiGlu ? kBN / 2 : kBN;
+  static const cudaError_t ready = cudaFuncSetAttribute(
+      GemmWgmmaKernel<kBN, kSwiGlu>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmem));
   if (ready != cudaSuccess) return Internal(std::string("cuda GemmWgmma: shared memory: ") + cudaGetErrorString(ready));
-  const int64_t mtiles = (m + kBM - 1) / kBM, ntiles = (n + kBN - 1) / kBN;
+  const int64_t mtiles = (m + kBM - 1) / kBM, ntiles = (n + kColsOut - 1) / kColsOut;
   if (mtiles * ntiles > (int64_t{1} << 31) - 1 || kGroupM * ntiles > (int64_t{1} << 30) || m > (int64_t{1} << 31) - 1 ||
-      n > (int64_t{1} << 31) - 1) {
+      (kSwiGlu ? 2 * n : n) > (int64_t{1} << 31) - 1) {
     return InvalidArgument("cuda GemmWgmma: too many output tiles for one launch");
   }
   CUtensorMap map_x, map_w;
   GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&map_x, xb, 2, m, k, kBK, kBM, "GemmWgmma"));
-  GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&map_w, w, 2, n, k, kBK, kBN, "GemmWgmma"));
-  const bool vec2 = ldy % 2 == 0 && reinterpret_cast<uintptr_t>(y) % 8 == 0;
+  GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&map_w, w, 2, kSwiGlu ? 2 * n : n, k, kBK, kColsOut, "GemmWgmma"));
+  const int64_t align = kSwiGlu ? 4 : 8;  // a pair of outputs: bf16x2 or float2
+  const bool vec2 = ldy % 2 == 0 && reinterpret_cast<uintptr_t>(y) % align == 0;
   const int64_t tiles = mtiles * ntiles;
   const unsigned grid = static_cast<unsigned>(tiles < sms ? tiles : sms);
-  LaunchSerialized(GemmWgmmaKernel<kBN>, grid, kThreads, S::kSmem, s, map_x, map_w, m, n, k, y, ldy, round_output, vec2,
-            static_cast<int>(mtiles), static_cast<int>(ntiles));
-  return Launched("GemmWgmma");
+  LaunchSerialized(GemmWgmmaKernel<kBN, kSwiGlu>, grid, kThreads, S::kSmem, s, map_x, map_w, m, n, k, y, ldy,
+                   round_output, vec2, static_cast<int>(mtiles), static_cast<int>(ntiles));
+  return Launched(kSwiGlu ? "GemmWgmmaSwiGlu" : "GemmWgmma");
 }
 
 }  // namespace
@@ -196,10 +241,20 @@ Status GemmWgmma(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, in
   if (sms <= 0) return Internal("cuda GemmWgmma: no multiprocessor count for the current device");
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (form != nullptr ? *form : ChooseWgmmaForm(m, n, sms)) {
-    case WgmmaForm::kTile128x256: return Launch<256>(xb, m, w, n, k, y, ldy, round_output, sms, s);
-    case WgmmaForm::kTile128x128: return Launch<128>(xb, m, w, n, k, y, ldy, round_output, sms, s);
+    case WgmmaForm::kTile128x256: return Launch<256, false>(xb, m, w, n, k, y, ldy, round_output, sms, s);
+    case WgmmaForm::kTile128x128: return Launch<128, false>(xb, m, w, n, k, y, ldy, round_output, sms, s);
   }
   return Internal("cuda GemmWgmma: unknown tile form");
+}
+
+Status GemmWgmmaSwiGlu(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,
+                       int64_t ld_act, void* stream) {
+  if (!GemmWgmmaFits(m, 2 * inter, k, xb, w) || ld_act < inter) {
+    return InvalidArgument("cuda GemmWgmmaSwiGlu: needs m, inter >= 1, K % 8 == 0, ld_act >= inter and 16-byte aligned operands");
+  }
+  const int sms = Multiprocessors();
+  if (sms <= 0) return Internal("cuda GemmWgmmaSwiGlu: no multiprocessor count for the current device");
+  return Launch<256, true>(xb, m, w, inter, k, act, ld_act, true, sms, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace graft::cuda

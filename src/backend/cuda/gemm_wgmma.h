@@ -39,4 +39,13 @@ bool GemmWgmmaFits(int64_t m, int64_t n, int64_t k, const void* xb, const void* 
 Status GemmWgmma(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
                  bool round_output, void* stream, const WgmmaForm* form = nullptr);
 
+// The MLP's gate|up product and its activation in one pass: w is [2 inter, K] (gate rows, then up
+// rows) and act[m, inter] (bf16 words, rows ld_act apart) = r(r(silu(g)) · u) with g, u the
+// rounded outputs GemmWgmma(..., round_output = true) gives for gate row c and up row inter + c —
+// the arithmetic of SiluMul (elementwise.h) on them, so bit for bit those two ops, without the
+// 2·inter fp32 outputs written and read back. A tile pairs 128 gate rows with their 128 up rows
+// (two copies into the 256-row B stage); wgmma 128x256 always. Needs GemmWgmmaFits(m, 2 inter, K).
+Status GemmWgmmaSwiGlu(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,
+                       int64_t ld_act, void* stream);
+
 }  // namespace graft::cuda
