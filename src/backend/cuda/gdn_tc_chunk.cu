@@ -1,10 +1,11 @@
 // The tensor-core form's chunk kernels (gdn.h, gdn_tc.cuh): GdnCore from 16 tokens on.
 //
-// 1. GdnTcPrepKernel, one block a (chunk, value head), every chunk of the call at once: the rows'
-//    key and query norms, the cumulative log-decay, and the coefficient matrices
-//      Ckk[i][m] = Coef(k_i·k_m) (m < i),  Cqk[i][m] = Coef(q_i·k_m) (m <= i)
-//    from one mma product each over the chunk's raw bf16 keys and queries; the chunk's keys and
-//    queries as bf16 tiles (one copy a key head). All into the scratch (GdnTcChunkScratchFloats).
+// 1. GdnTcPrepKernel, one block a (chunk, key head), every chunk of the call at once: the rows'
+//    key and query norms and the products Kr·Krᵀ, Qr·Krᵀ over the chunk's raw bf16 keys and
+//    queries (one mma product each, shared by the key head's value heads); then for each of its
+//    value heads the cumulative log-decay and the coefficient matrices
+//      Ckk[i][m] = Coef(k_i·k_m) (m < i),  Cqk[i][m] = Coef(q_i·k_m) (m <= i);
+//    the chunk's keys and queries as bf16 tiles. All into the scratch (GdnTcChunkScratchFloats).
 // 2. GdnTcStateKernel, one block a (value head, BW value columns), walking the call's chunks in
 //    order with the state S in its warps' mma accumulators:
 //    A. Sᵀk_raw and Sᵀq_raw for the chunk's 64 rows (mma, S split in three);
@@ -56,24 +57,29 @@ struct Scratch {
   }
 };
 
-// 4 blocks a multiprocessor: at most 128 registers (the two 64-row accumulator sets) and ~36 KB of
-// shared memory each.
+// The prep kernel's shared memory: the bf16 key and query tiles, the rows' inv and fq, and each
+// value head's cumulative log-decay.
+int PrepSharedBytes(int dk, int group) { return 2 * kC * RowStride(PaddedDk(dk)) * 2 + (2 + group) * kC * 4; }
+
+// 4 blocks a multiprocessor: at most 128 registers (the two 64-row accumulator sets) and ~37 KB of
+// shared memory each (three value heads a key head).
 __global__ void __launch_bounds__(kPrepThreads, 4) GdnTcPrepKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int dk = a.dk, hv = a.hv, hk = a.hk, h = blockIdx.y, c = blockIdx.x, group = hv / hk, kh = h / group;
+  const int dk = a.dk, hv = a.hv, hk = a.hk, kh = blockIdx.y, c = blockIdx.x, group = hv / hk, h0 = kh * group;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int dkp = PaddedDk(dk), rs = RowStride(dkp), ks_n = dkp / 16;
   bf16_t* kr = reinterpret_cast<bf16_t*>(smem_raw);
   bf16_t* qr = kr + kC * rs;
-  float* gam = reinterpret_cast<float*>(qr + kC * rs);
-  float* inv = gam + kC;
+  float* inv = reinterpret_cast<float*>(qr + kC * rs);
   float* fq = inv + kC;
+  float* gams = fq + kC;  // [group][kC]
   const int p0 = a.pending_dev ? *a.pending_dev : pending0;
   int t0, pstart, pend;
   if (!ChunkRows(c, p0, a.n, t0, pstart, pend)) return;
   const int64_t conv_dim = 2LL * hk * dk + int64_t{hv} * a.dv;
-  // The chunk's keys (the open chunk's earlier ones from the state) and new queries as bf16,
+  // The chunk's keys (the open chunk's earlier ones from the state, where every value head of the
+  // key head holds the same copy: h0's is read) and new queries as bf16,
   // zero past dk and past the rows; four columns a thread, their loads side by side (one 16-byte
   // load each where the rows allow it).
   const int quads = dkp / 4;
@@ -83,7 +89,7 @@ __global__ void __launch_bounds__(kPrepThreads, 4) GdnTcPrepKernel(GdnCoreArgs a
   for (int x = tid; x < kC * quads; x += kPrepThreads) {
     const int i = x / quads, r0 = 4 * (x % quads);
     float kv[4] = {}, qv[4] = {};
-    const float* krow = i < pstart ? st.pk + (int64_t{i} * hv + h) * dk
+    const float* krow = i < pstart ? st.pk + (int64_t{i} * hv + h0) * dk
                                    : a.qkv + int64_t{t0 + i - pstart} * conv_dim + int64_t{hk} * dk + kh * dk;
     const float* qrow = a.qkv + int64_t{t0 + i - pstart} * conv_dim + kh * dk;
     if (vec) {
@@ -111,13 +117,15 @@ __global__ void __launch_bounds__(kPrepThreads, 4) GdnTcPrepKernel(GdnCoreArgs a
       qr[i * rs + r0 + e] = __float2bfloat16_rn(qv[e]);
     }
   }
-  // The rows' log-decays, read side by side, before thread 0 sums them in order.
-  for (int i = tid; i < pend; i += kPrepThreads) {
-    gam[i] = i < pstart ? st.pgam[int64_t{i} * hv + h] : a.g[int64_t{t0 + i - pstart} * hv + h];
-    if (i < pstart) inv[i] = st.pkinv[int64_t{i} * hv + h];
+  // Each value head's log-decays, read side by side, before thread hh sums head hh's in order.
+  for (int x = tid; x < group * pend; x += kPrepThreads) {
+    const int hh = x / pend, i = x % pend, h = h0 + hh;
+    gams[hh * kC + i] = i < pstart ? st.pgam[int64_t{i} * hv + h] : a.g[int64_t{t0 + i - pstart} * hv + h];
   }
+  for (int i = tid; i < pstart; i += kPrepThreads) inv[i] = st.pkinv[int64_t{i} * hv + h0];
   __syncthreads();
-  if (tid == 0) {  // the running sum in a register, so only the adds wait on each other
+  for (int hh = tid; hh < group; hh += kPrepThreads) {  // the running sum in a register: only the adds wait
+    float* gam = gams + hh * kC;
     float run = pstart == 0 ? 0.0f : gam[pstart - 1];
 #pragma unroll 8
     for (int i = pstart; i < pend; ++i) {
@@ -158,32 +166,36 @@ __global__ void __launch_bounds__(kPrepThreads, 4) GdnTcPrepKernel(GdnCoreArgs a
     }
   }
   const Scratch sc(a.scratch, MaxChunks(a.n), hv);
-  float* coef = sc.Coefs(c, hv, h);
   const int g = lane / 4, t = lane % 4;
+  for (int hh = 0; hh < group; ++hh) {  // each value head's coefficients from the shared products
+    const int h = h0 + hh;
+    const float* gam = gams + hh * kC;
+    float* coef = sc.Coefs(c, hv, h);
 #pragma unroll
-  for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = 16 * warp + g + 8 * half, m = 8 * nt + 2 * t;
-      const bool row = i >= pstart && i < pend;
-      float ck[2], cq[2];
+      for (int half = 0; half < 2; ++half) {
+        const int i = 16 * warp + g + 8 * half, m = 8 * nt + 2 * t;
+        const bool row = i >= pstart && i < pend;
+        float ck[2], cq[2];
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        ck[e] = row && m + e < i ? Coef(kk[nt][2 * half + e], inv[i], inv[m + e], gam[i], gam[m + e]) : 0.0f;
-        cq[e] = row && m + e <= i ? Coef(qk[nt][2 * half + e], fq[i], inv[m + e], gam[i], gam[m + e]) : 0.0f;
+        for (int e = 0; e < 2; ++e) {
+          ck[e] = row && m + e < i ? Coef(kk[nt][2 * half + e], inv[i], inv[m + e], gam[i], gam[m + e]) : 0.0f;
+          cq[e] = row && m + e <= i ? Coef(qk[nt][2 * half + e], fq[i], inv[m + e], gam[i], gam[m + e]) : 0.0f;
+        }
+        *reinterpret_cast<float2*>(coef + i * kC + m) = make_float2(ck[0], ck[1]);
+        *reinterpret_cast<float2*>(coef + kC * kC + i * kC + m) = make_float2(cq[0], cq[1]);
       }
-      *reinterpret_cast<float2*>(coef + i * kC + m) = make_float2(ck[0], ck[1]);
-      *reinterpret_cast<float2*>(coef + kC * kC + i * kC + m) = make_float2(cq[0], cq[1]);
+    float* info = coef + 2 * kC * kC;  // gam, inv, fq, beta
+    for (int i = tid; i < kC; i += kPrepThreads) {
+      const bool row = i < pend;
+      info[i] = row ? gam[i] : 0.0f;
+      info[kC + i] = row ? inv[i] : 0.0f;
+      info[2 * kC + i] = i >= pstart && row ? fq[i] : 0.0f;
+      info[3 * kC + i] = i >= pstart && row ? a.beta[int64_t{t0 + i - pstart} * hv + h] : 0.0f;
     }
-  float* info = coef + 2 * kC * kC;  // gam, inv, fq, beta
-  for (int i = tid; i < kC; i += kPrepThreads) {
-    const bool row = i < pend;
-    info[i] = row ? gam[i] : 0.0f;
-    info[kC + i] = row ? inv[i] : 0.0f;
-    info[2 * kC + i] = i >= pstart && row ? fq[i] : 0.0f;
-    info[3 * kC + i] = i >= pstart && row ? a.beta[int64_t{t0 + i - pstart} * hv + h] : 0.0f;
   }
-  if (h % group == 0) {  // one copy of the tiles a key head
+  {  // the key head's tiles
     bf16_t* keys = sc.Keys(c, hk, kh, dkp);
     const int per_row = dkp / 8;  // 16-byte pieces (rows of both tiles start 16-byte aligned)
     for (int x = tid; x < kC * per_row; x += kPrepThreads) {
@@ -395,7 +407,10 @@ __global__ void __launch_bounds__(kStateThreads, 1) GdnTcStateKernel(GdnCoreArgs
       CpAsyncCommit();
     }
     // B. The recurrence: thread j < BW its value column, the 64 rows' running w in registers,
-    // each row's terms subtracted in ascending m (gdn_tc_tokens.cu's chain).
+    // each row's terms subtracted in ascending m (gdn_tc_tokens.cu's chain). A row's finished
+    // Vn_m replaces its w_m in the same register and all of them go to shared memory after the
+    // loop: with no store inside it, the loop's shared-memory loads (Ckk's rows, beta) do not wait
+    // behind stores they might alias, and are issued ahead of the chain that needs them.
     if (tid < BW) {
       const int j = tid;
       float w[kC];
@@ -408,12 +423,8 @@ __global__ void __launch_bounds__(kStateThreads, 1) GdnTcStateKernel(GdnCoreArgs
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int m = 4 * m4 + e;
-          if (m < pstart) {
-            vm[e] = vn[m * BW + j];
-          } else {
-            vm[e] = __fmul_rn(beta[m], w[m]);
-            vn[m * BW + j] = vm[e];
-          }
+          vm[e] = m < pstart ? vn[m * BW + j] : __fmul_rn(beta[m], w[m]);  // the open chunk's earlier rows: stored
+          w[m] = vm[e];
 #pragma unroll
           for (int e2 = e + 1; e2 < 4; ++e2) {
             const int i = 4 * m4 + e2;
@@ -428,6 +439,10 @@ __global__ void __launch_bounds__(kStateThreads, 1) GdnTcStateKernel(GdnCoreArgs
           w[i] = __fmaf_rn(-cf.z, vm[2], w[i]);
           w[i] = __fmaf_rn(-cf.w, vm[3], w[i]);
         }
+      }
+#pragma unroll
+      for (int i = 0; i < kC; ++i) {
+        if (i >= pstart && i < pend) vn[i * BW + j] = w[i];
       }
     }
     __syncthreads();
@@ -580,12 +595,11 @@ Status GdnCoreTcChunked(const GdnCoreArgs& a, void* stream) {
   if (a.scratch == nullptr) return InvalidArgument("cuda GdnCore (tensor-core chunks): no scratch");
   if (a.dk > kGdnTcMaxDk) return InvalidArgument("cuda GdnCore (tensor-core chunks): keys wider than 128");
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  const int dkp = PaddedDk(a.dk);
-  const int prep_smem = 2 * kC * RowStride(dkp) * 2 + 3 * kC * 4;
+  const int prep_smem = PrepSharedBytes(a.dk, a.hv / a.hk);
   const cudaError_t err =
       cudaFuncSetAttribute(GdnTcPrepKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, prep_smem);
   if (err != cudaSuccess) return Internal(std::string("cuda GdnCore (tensor-core prep): shared memory: ") + cudaGetErrorString(err));
-  LaunchPdl(GdnTcPrepKernel, dim3(static_cast<unsigned>(MaxChunks(a.n)), a.hv), kPrepThreads, prep_smem, s, a,
+  LaunchPdl(GdnTcPrepKernel, dim3(static_cast<unsigned>(MaxChunks(a.n)), a.hk), kPrepThreads, prep_smem, s, a,
             *a.state, a.state->pending);
   GRAFT_RETURN_IF_ERROR(Launched("GdnCore (tensor-core prep)"));
   return TcColumns(a.hv, a.dv) == 64 ? LaunchState<64>(a, s) : LaunchState<32>(a, s);
