@@ -1,8 +1,7 @@
 // The wgmma prefill GEMM (gemm_wgmma.h): its tile choice as a table (host only, runs without a
 // GPU), and on the device its outputs bit for bit the mma.sync forms' (the prefill kernel and, one
 // row at a time and in decode-sized batches, the decode form) over a sweep of shapes and row
-// counts, in both tile shapes paired and not (odd row-tile counts: a pair's second tile past m),
-// with every output written and nothing past N; its gated form
+// counts, in both tile shapes, with every output written and nothing past N; its gated form
 // (the MLP's gate|up with SiluMul in the epilogue) bit for bit the product then SiluMul.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -36,29 +35,22 @@ TEST(GemmWgmma, FormTableForTheModelsShapes) {
     for (int64_t n : widths) {
       const WgmmaForm f = cuda::ChooseWgmmaForm(m, n, 132);
       EXPECT_EQ(f, cuda::ChooseWgmmaForm(m, n, 132)) << "a pure function";
-      const bool wide = f == WgmmaForm::kTile128x256 || f == WgmmaForm::kPair128x256;
-      const bool pair = f == WgmmaForm::kPair128x256 || f == WgmmaForm::kPair128x128;
-      table += std::string(wide ? "\t256" : "\t128") + (pair ? "p" : "");
+      table += f == WgmmaForm::kTile128x256 ? "\t256" : "\t128";
     }
   }
-  std::printf("wgmma tile width by rows and N (132 multiprocessors; p: row tiles paired):\n%s\n", table.c_str());
-  // 4K rows of down (N 5120): 640 wide tiles are 5 waves (10 tile-times), 1280 narrow ones 10:
-  // wide; 32 row tiles: paired.
-  EXPECT_EQ(cuda::ChooseWgmmaForm(4096, 5120, 132), WgmmaForm::kPair128x256);
+  std::printf("wgmma tile width by rows and N (132 multiprocessors):\n%s\n", table.c_str());
+  // 4K rows of down (N 5120): 640 wide tiles are 5 waves (10 tile-times), 1280 narrow ones 10: wide.
+  EXPECT_EQ(cuda::ChooseWgmmaForm(4096, 5120, 132), WgmmaForm::kTile128x256);
   // 1K rows: 160 wide tiles are two waves (4 tile-times), 320 narrow ones three: narrow.
-  EXPECT_EQ(cuda::ChooseWgmmaForm(1024, 5120, 132), WgmmaForm::kPair128x128);
-  // One row tile: nothing to pair; three: a tile of zeros would be a third of the work.
+  EXPECT_EQ(cuda::ChooseWgmmaForm(1024, 5120, 132), WgmmaForm::kTile128x128);
   EXPECT_EQ(cuda::ChooseWgmmaForm(65, 256, 132), WgmmaForm::kTile128x128);
-  EXPECT_EQ(cuda::ChooseWgmmaForm(300, 5120, 132), WgmmaForm::kTile128x128);
-  EXPECT_EQ(cuda::ChooseWgmmaForm(1100, 5120, 132), WgmmaForm::kPair128x128) << "9 row tiles: paired";
   // 4K rows of Qwen3-32B's gate|up (N 51200): 6400 wide tiles are 98 tile-times, 12800 narrow ones
   // 97 — within the wide tile's 10%: wide (measured 716 against 617 TFLOP/s).
-  EXPECT_EQ(cuda::ChooseWgmmaForm(4096, 51200, 132), WgmmaForm::kPair128x256);
-  EXPECT_EQ(cuda::ChooseWgmmaForm(16384, 51200, 132), WgmmaForm::kPair128x256);
+  EXPECT_EQ(cuda::ChooseWgmmaForm(4096, 51200, 132), WgmmaForm::kTile128x256);
+  EXPECT_EQ(cuda::ChooseWgmmaForm(16384, 51200, 132), WgmmaForm::kTile128x256);
   // No multiprocessor count: counted as one, never a division by zero.
-  EXPECT_EQ(cuda::ChooseWgmmaForm(4096, 5120, 0), WgmmaForm::kPair128x256);
+  EXPECT_EQ(cuda::ChooseWgmmaForm(4096, 5120, 0), WgmmaForm::kTile128x256);
   EXPECT_STREQ(cuda::WgmmaFormName(WgmmaForm::kTile128x128), "wgmma 128x128");
-  EXPECT_STREQ(cuda::WgmmaFormName(WgmmaForm::kPair128x256), "wgmma 128x256, paired");
 }
 
 // A device buffer of n elements, poisoned with 0xff bytes (NaN for floats).
@@ -113,8 +105,7 @@ TEST(GemmWgmma, OutputsAreTheMmaSyncFormsBits) {
     Buf<float> ref(static_cast<size_t>(m) * ldy);
     ASSERT_TRUE(cuda::GemmPipeMmaSync(x.p, m, w.p, n, k, ref.p, ldy, true, nullptr).ok());
     const auto r = ref.Get();
-    for (WgmmaForm form :
-         {WgmmaForm::kTile128x256, WgmmaForm::kTile128x128, WgmmaForm::kPair128x256, WgmmaForm::kPair128x128}) {
+    for (WgmmaForm form : {WgmmaForm::kTile128x256, WgmmaForm::kTile128x128}) {
       SCOPED_TRACE(cuda::WgmmaFormName(form));
       Buf<float> got(static_cast<size_t>(m) * ldy);
       ASSERT_TRUE(cuda::GemmWgmma(x.p, m, w.p, n, k, got.p, ldy, true, nullptr, &form).ok());
@@ -159,28 +150,26 @@ TEST(GemmWgmma, SwiGluIsTheProductThenSiluMulBits) {
   for (auto [m, inter, k] : std::vector<std::array<int, 3>>{
            {65, 8, 72}, {129, 200, 264}, {300, 1024, 1040}, {1100, 136, 80}, {2100, 1280, 512}}) {
     for (int pad : {0, 1}) {
-      for (bool paired : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << m << "x" << inter << "x" << k << " pad " << pad << (paired ? " paired" : ""));
-        const auto xh = RandomBf16(static_cast<size_t>(m) * k, rng, 1.0f);
-        const auto wh = RandomBf16(static_cast<size_t>(2 * inter) * k, rng, 0.1f);
-        Buf<uint16_t> x(xh), w(wh);
-        Buf<float> gu(static_cast<size_t>(m) * 2 * inter), act_ref(static_cast<size_t>(m) * inter);
-        ASSERT_TRUE(cuda::GemmWgmma(x.p, m, w.p, 2 * inter, k, gu.p, 2 * inter, true, nullptr).ok());
-        ASSERT_TRUE(cuda::SiluMul(gu.p, m, inter, true, act_ref.p, nullptr).ok());
-        const int64_t ld = inter + pad;
-        Buf<uint16_t> act(static_cast<size_t>(m) * ld);  // 0xffff: a NaN until written
-        ASSERT_TRUE(cuda::GemmWgmmaSwiGlu(x.p, m, w.p, inter, k, act.p, ld, nullptr, &paired).ok());
-        const auto r = act_ref.Get();
-        const auto a = act.Get();
-        for (int i = 0; i < m; ++i) {
-          for (int j = 0; j < inter; ++j) {
-            const float got = Bf16ToFloat(a[static_cast<size_t>(i) * ld + j]);
-            const float want = r[static_cast<size_t>(i) * inter + j];
-            ASSERT_FALSE(std::isnan(got)) << "unwritten: row " << i << " col " << j;
-            ASSERT_EQ(Bits(got), Bits(want)) << "row " << i << " col " << j << ": " << got << " vs " << want;
-          }
-          for (int j = inter; j < ld; ++j) ASSERT_EQ(a[static_cast<size_t>(i) * ld + j], 0xffff) << "wrote past inter";
+      SCOPED_TRACE(::testing::Message() << m << "x" << inter << "x" << k << " pad " << pad);
+      const auto xh = RandomBf16(static_cast<size_t>(m) * k, rng, 1.0f);
+      const auto wh = RandomBf16(static_cast<size_t>(2 * inter) * k, rng, 0.1f);
+      Buf<uint16_t> x(xh), w(wh);
+      Buf<float> gu(static_cast<size_t>(m) * 2 * inter), act_ref(static_cast<size_t>(m) * inter);
+      ASSERT_TRUE(cuda::GemmWgmma(x.p, m, w.p, 2 * inter, k, gu.p, 2 * inter, true, nullptr).ok());
+      ASSERT_TRUE(cuda::SiluMul(gu.p, m, inter, true, act_ref.p, nullptr).ok());
+      const int64_t ld = inter + pad;
+      Buf<uint16_t> act(static_cast<size_t>(m) * ld);  // 0xffff: a NaN until written
+      ASSERT_TRUE(cuda::GemmWgmmaSwiGlu(x.p, m, w.p, inter, k, act.p, ld, nullptr).ok());
+      const auto r = act_ref.Get();
+      const auto a = act.Get();
+      for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < inter; ++j) {
+          const float got = Bf16ToFloat(a[static_cast<size_t>(i) * ld + j]);
+          const float want = r[static_cast<size_t>(i) * inter + j];
+          ASSERT_FALSE(std::isnan(got)) << "unwritten: row " << i << " col " << j;
+          ASSERT_EQ(Bits(got), Bits(want)) << "row " << i << " col " << j << ": " << got << " vs " << want;
         }
+        for (int j = inter; j < ld; ++j) ASSERT_EQ(a[static_cast<size_t>(i) * ld + j], 0xffff) << "wrote past inter";
       }
     }
   }

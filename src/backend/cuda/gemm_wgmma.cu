@@ -32,13 +32,12 @@ struct Shape {
   static constexpr size_t kSmem = 1024 + size_t{kStages} * kStageBytes + 2 * kStages * sizeof(uint64_t);
 };
 
-// Tile `id` of the grouped order over `units` row units (a row tile, or a pair of them) and ntiles
-// column tiles: groups of `group` units, units fastest inside a group, so that the tiles in flight
-// share a few weight tiles through the L2.
-__device__ __forceinline__ void TileAt(int id, int units, int ntiles, int group, int& unit, int& col0, int bn) {
-  const int per_group = group * ntiles, first = id / per_group * group;
-  const int gsize = min(group, units - first), in = id % per_group;
-  unit = first + in % gsize;
+// Tile `id` of the grouped order: groups of kGroupM row tiles, rows fastest inside a group, so
+// that the tiles in flight share a few weight tiles through the L2.
+__device__ __forceinline__ void TileAt(int id, int mtiles, int ntiles, int& row0, int& col0, int bn) {
+  const int per_group = kGroupM * ntiles, group = id / per_group, first = group * kGroupM;
+  const int gsize = min(kGroupM, mtiles - first), in = id % per_group;
+  row0 = (first + in % gsize) * kBM;
   col0 = (in / gsize) * bn;
 }
 
@@ -46,73 +45,47 @@ __device__ __forceinline__ void TileAt(int id, int units, int ntiles, int group,
 // up rows [up_row + col0, ...) of w, and the epilogue writes act[r][col0 + c] (bf16, ldy apart) =
 // SiluMul's arithmetic on the two rounded outputs; n is then the activation's width (the up rows'
 // offset). Otherwise y (fp32) gets the products as they are or rounded.
-// kPair: the grid is clusters of two blocks; cluster c walks pairs of row tiles (units = row-tile
-// pairs), block rank r taking row tile 2u + r of the pair's column tile. Each block copies its
-// own A tile and half r of the shared B tile, that half multicast into both blocks' stage (L2
-// reads of the weight halved); a slot is free again once both blocks' consumers released it
-// (each consumer warp arrives on its own block's barrier and its peer's). A row tile past m is
-// the copy engine's zeros, its rows never stored. The same products in the same order: the same
-// bits as the unpaired form.
-template <int kBN, bool kSwiGlu, bool kPair>
+template <int kBN, bool kSwiGlu>
 __global__ void __launch_bounds__(kThreads, 1)
     GemmWgmmaKernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w, int64_t m,
-                    int64_t n, int64_t k, void* __restrict__ yv, int64_t ldy, bool round_bf16, bool vec2, int units,
+                    int64_t n, int64_t k, void* __restrict__ yv, int64_t ldy, bool round_bf16, bool vec2, int mtiles,
                     int ntiles) {
   static_assert(!kSwiGlu || kBN == 256, "the gated form pairs two 128-row boxes");
   constexpr int kColsOut = kSwiGlu ? kBN / 2 : kBN;  // output columns a tile
-  constexpr int kGroup = kPair ? kGroupM / 2 : kGroupM;  // row units a group of the visiting order
   using S = Shape<kBN>;
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   extern __shared__ unsigned char raw[];
   unsigned char* stages = raw + ((1024 - (SmemAddr(raw) & 1023)) & 1023);
   uint64_t* full = reinterpret_cast<uint64_t*>(stages + S::kStages * S::kStageBytes);  // copies landed
-  uint64_t* empty = full + S::kStages;  // slot read by both consumers (of both blocks when kPair)
+  uint64_t* empty = full + S::kStages;                                                  // slot read by both consumers
   const int tid = threadIdx.x, wg = tid / 128;
-  const unsigned rank = kPair ? ClusterRank() : 0;
-  const int first_id = kPair ? static_cast<int>(blockIdx.x / 2) : static_cast<int>(blockIdx.x);
-  const int id_step = kPair ? static_cast<int>(gridDim.x / 2) : static_cast<int>(gridDim.x);
   if (tid == 0) {
-    for (int s = 0; s < S::kStages; ++s) MbarInit(&full[s], 1), MbarInit(&empty[s], kPair ? 2 * kReleases : kReleases);
+    for (int s = 0; s < S::kStages; ++s) MbarInit(&full[s], 1), MbarInit(&empty[s], kReleases);
     FenceProxyAsync();
-    if constexpr (kPair) asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  if constexpr (kPair) {
-    ClusterSync();  // both blocks' barriers exist before either copies into the other
-  } else {
-    __syncthreads();
-  }
-  const int tiles = units * ntiles, ksteps = static_cast<int>((k + kBK - 1) / kBK);
-  auto row_of = [&](int unit) { return (kPair ? 2 * unit + static_cast<int>(rank) : unit) * kBM; };
+  __syncthreads();
+  const int tiles = mtiles * ntiles, ksteps = static_cast<int>((k + kBK - 1) / kBK);
 
   if (wg == 0) {
     SetMaxRegistersDec<kProducerRegs>();
     if (tid != 0) return;
     int it = 0;  // stages filled so far: slot it % kStages, its use (it / kStages)
-    for (int id = first_id; id < tiles; id += id_step) {
-      int unit, col0;
-      TileAt(id, units, ntiles, kGroup, unit, col0, kColsOut);
-      const int row0 = row_of(unit);
+    for (int id = blockIdx.x; id < tiles; id += gridDim.x) {
+      int row0, col0;
+      TileAt(id, mtiles, ntiles, row0, col0, kColsOut);
       for (int kb = 0; kb < ksteps; ++kb, ++it) {
         const int s = it % S::kStages;
         MbarWait(&empty[s], ((it / S::kStages) & 1) ^ 1);  // the slot's previous use was read
         unsigned char* base = stages + s * S::kStageBytes;
         MbarExpectTx(&full[s], S::kStageBytes);
         TmaLoad2d(base, &map_x, kb * kBK, row0, &full[s]);
-        if constexpr (kPair) {  // B half `rank` into both blocks: gate / up, or rows [128 r, 128 r + 128)
-          const int brow = kSwiGlu ? (rank == 0 ? col0 : static_cast<int>(n) + col0) : col0 + static_cast<int>(rank) * (kBN / 2);
-          TmaLoad2dMulticast(base + kABytes + rank * (S::kBBytes / 2), &map_w, kb * kBK, brow, &full[s], 0x3);
-        } else if constexpr (kSwiGlu) {
+        if constexpr (kSwiGlu) {
           TmaLoad2d(base + kABytes, &map_w, kb * kBK, col0, &full[s]);
           TmaLoad2d(base + kABytes + S::kBBytes / 2, &map_w, kb * kBK, static_cast<int>(n) + col0, &full[s]);
         } else {
           TmaLoad2d(base + kABytes, &map_w, kb * kBK, col0, &full[s]);
         }
       }
-    }
-    if constexpr (kPair) {
-      // Stay until every slot's last use was released by both blocks' consumers: the peer's
-      // consumers arrive on this block's barriers until then.
-      for (int i = 0; i < S::kStages; ++i, ++it) MbarWait(&empty[it % S::kStages], ((it / S::kStages) & 1) ^ 1);
     }
     return;
   }
@@ -121,16 +94,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int c = wg - 1, warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   float acc[kBN / 2];
   int it = 0;
-  // Slot s's products are read: one arrival a warp on this block's barrier (and the peer's).
-  auto release = [&](int s) {
-    if (lane != 0) return;
-    MbarArrive(&empty[s]);
-    if constexpr (kPair) MbarArriveRemote(&empty[s], rank ^ 1u);
-  };
-  for (int id = first_id; id < tiles; id += id_step) {
-    int unit, col0;
-    TileAt(id, units, ntiles, kGroup, unit, col0, kColsOut);
-    const int row0 = row_of(unit);
+  for (int id = blockIdx.x; id < tiles; id += gridDim.x) {
+    int row0, col0;
+    TileAt(id, mtiles, ntiles, row0, col0, kColsOut);
 #pragma unroll
     for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
     int prev = -1;  // the slot whose products are still in flight
@@ -148,13 +114,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       WgmmaCommit();
       if (prev >= 0) {  // the stage before is done (the tensor cores keep the chain's order)
         WgmmaWait<1>();
-        release(prev);
+        if (lane == 0) MbarArrive(&empty[prev]);
       }
       prev = s;
     }
     WgmmaWait<0>();
     FenceAccumulators(acc);
-    if (prev >= 0) release(prev);
+    if (lane == 0 && prev >= 0) MbarArrive(&empty[prev]);
     // acc[4j + e]: row 16 warp + g (e < 2) or + 8, output 8j + 2t + e % 2 (wgmma_ptx.cuh).
     const int64_t r_lo = int64_t{row0} + 64 * c + 16 * warp + g, r_hi = r_lo + 8;
     if constexpr (kSwiGlu) {
@@ -216,68 +182,29 @@ int Multiprocessors() {
 }
 
 // n: the product's outputs, or with kSwiGlu the activation's width (w then has 2n rows).
-template <int kBN, bool kSwiGlu, bool kPair>
+template <int kBN, bool kSwiGlu>
 Status Launch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, void* y, int64_t ldy,
               bool round_output, int sms, cudaStream_t s) {
   using S = Shape<kBN>;
   constexpr int kColsOut = kSwiGlu ? kBN / 2 : kBN;
-  auto* kernel = GemmWgmmaKernel<kBN, kSwiGlu, kPair>;
-  static const cudaError_t ready =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmem));
+  static const cudaError_t ready = cudaFuncSetAttribute(
+      GemmWgmmaKernel<kBN, kSwiGlu>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmem));
   if (ready != cudaSuccess) return Internal(std::string("cuda GemmWgmma: shared memory: ") + cudaGetErrorString(ready));
   const int64_t mtiles = (m + kBM - 1) / kBM, ntiles = (n + kColsOut - 1) / kColsOut;
-  const int64_t units = kPair ? (mtiles + 1) / 2 : mtiles;
   if (mtiles * ntiles > (int64_t{1} << 31) - 1 || kGroupM * ntiles > (int64_t{1} << 30) || m > (int64_t{1} << 31) - 1 ||
       (kSwiGlu ? 2 * n : n) > (int64_t{1} << 31) - 1) {
     return InvalidArgument("cuda GemmWgmma: too many output tiles for one launch");
   }
-  // Clusters of two blocks that fit at once (one block a multiprocessor, both in one GPC); none:
-  // the unpaired form, the same bits.
-  static const int max_clusters = [&] {
-    if (!kPair) return 0;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 2;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(2 * static_cast<unsigned>(sms > 0 ? sms : 1));
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = S::kSmem;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    int count = 0;
-    if (cudaOccupancyMaxActiveClusters(&count, kernel, &cfg) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;
-    }
-    return count;
-  }();
-  if (kPair && max_clusters <= 0) return Launch<kBN, kSwiGlu, false>(xb, m, w, n, k, y, ldy, round_output, sms, s);
   CUtensorMap map_x, map_w;
   GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&map_x, xb, 2, m, k, kBK, kBM, "GemmWgmma"));
-  GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&map_w, w, 2, kSwiGlu ? 2 * n : n, k, kBK, kPair || kSwiGlu ? kBN / 2 : kBN,
-                                          "GemmWgmma"));
+  GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&map_w, w, 2, kSwiGlu ? 2 * n : n, k, kBK, kColsOut, "GemmWgmma"));
   const int64_t align = kSwiGlu ? 4 : 8;  // a pair of outputs: bf16x2 or float2
   const bool vec2 = ldy % 2 == 0 && reinterpret_cast<uintptr_t>(y) % align == 0;
-  const int64_t tiles = units * ntiles;
-  if constexpr (kPair) {
-    const int64_t clusters = tiles < max_clusters ? tiles : max_clusters;
-    LaunchSerializedCluster(kernel, static_cast<unsigned>(2 * clusters), kThreads, S::kSmem, s, dim3(2, 1, 1), map_x,
-                            map_w, m, n, k, y, ldy, round_output, vec2, static_cast<int>(units), static_cast<int>(ntiles));
-  } else {
-    const unsigned grid = static_cast<unsigned>(tiles < sms ? tiles : sms);
-    LaunchSerialized(kernel, grid, kThreads, S::kSmem, s, map_x, map_w, m, n, k, y, ldy, round_output, vec2,
-                     static_cast<int>(units), static_cast<int>(ntiles));
-  }
+  const int64_t tiles = mtiles * ntiles;
+  const unsigned grid = static_cast<unsigned>(tiles < sms ? tiles : sms);
+  LaunchSerialized(GemmWgmmaKernel<kBN, kSwiGlu>, grid, kThreads, S::kSmem, s, map_x, map_w, m, n, k, y, ldy,
+                   round_output, vec2, static_cast<int>(mtiles), static_cast<int>(ntiles));
   return Launched(kSwiGlu ? "GemmWgmmaSwiGlu" : "GemmWgmma");
-}
-
-// Whether the row tiles go in pairs (clusters of two sharing the weight tile): an even count, or
-// enough that one tile of zeros beside the last costs little.
-bool PairRows(int64_t m) {
-  const int64_t mt = (m + kBM - 1) / kBM;
-  return mt >= 2 && (mt % 2 == 0 || mt >= 9);
 }
 
 }  // namespace
@@ -289,17 +216,13 @@ WgmmaForm ChooseWgmmaForm(int64_t m, int64_t n, int multiprocessors) {
   // products ~10% faster (half the B reads a product; measured at 4K rows on the H200, 700-800
   // against 620-750 TFLOP/s), so it wins ties within that margin.
   const int64_t big_time = 2 * ((big + sms - 1) / sms), small_time = (small + sms - 1) / sms;
-  const bool wide = 9 * big_time <= 10 * small_time, pair = PairRows(m);
-  if (wide) return pair ? WgmmaForm::kPair128x256 : WgmmaForm::kTile128x256;
-  return pair ? WgmmaForm::kPair128x128 : WgmmaForm::kTile128x128;
+  return 9 * big_time <= 10 * small_time ? WgmmaForm::kTile128x256 : WgmmaForm::kTile128x128;
 }
 
 const char* WgmmaFormName(WgmmaForm form) {
   switch (form) {
     case WgmmaForm::kTile128x256: return "wgmma 128x256";
     case WgmmaForm::kTile128x128: return "wgmma 128x128";
-    case WgmmaForm::kPair128x256: return "wgmma 128x256, paired";
-    case WgmmaForm::kPair128x128: return "wgmma 128x128, paired";
   }
   return "wgmma ?";
 }
@@ -318,24 +241,20 @@ Status GemmWgmma(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, in
   if (sms <= 0) return Internal("cuda GemmWgmma: no multiprocessor count for the current device");
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (form != nullptr ? *form : ChooseWgmmaForm(m, n, sms)) {
-    case WgmmaForm::kTile128x256: return Launch<256, false, false>(xb, m, w, n, k, y, ldy, round_output, sms, s);
-    case WgmmaForm::kTile128x128: return Launch<128, false, false>(xb, m, w, n, k, y, ldy, round_output, sms, s);
-    case WgmmaForm::kPair128x256: return Launch<256, false, true>(xb, m, w, n, k, y, ldy, round_output, sms, s);
-    case WgmmaForm::kPair128x128: return Launch<128, false, true>(xb, m, w, n, k, y, ldy, round_output, sms, s);
+    case WgmmaForm::kTile128x256: return Launch<256, false>(xb, m, w, n, k, y, ldy, round_output, sms, s);
+    case WgmmaForm::kTile128x128: return Launch<128, false>(xb, m, w, n, k, y, ldy, round_output, sms, s);
   }
   return Internal("cuda GemmWgmma: unknown tile form");
 }
 
 Status GemmWgmmaSwiGlu(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,
-                       int64_t ld_act, void* stream, const bool* paired) {
+                       int64_t ld_act, void* stream) {
   if (!GemmWgmmaFits(m, 2 * inter, k, xb, w) || ld_act < inter) {
     return InvalidArgument("cuda GemmWgmmaSwiGlu: needs m, inter >= 1, K % 8 == 0, ld_act >= inter and 16-byte aligned operands");
   }
   const int sms = Multiprocessors();
   if (sms <= 0) return Internal("cuda GemmWgmmaSwiGlu: no multiprocessor count for the current device");
-  const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (paired != nullptr ? *paired : PairRows(m)) return Launch<256, true, true>(xb, m, w, inter, k, act, ld_act, true, sms, s);
-  return Launch<256, true, false>(xb, m, w, inter, k, act, ld_act, true, sms, s);
+  return Launch<256, true>(xb, m, w, inter, k, act, ld_act, true, sms, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace graft::cuda

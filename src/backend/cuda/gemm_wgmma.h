@@ -8,10 +8,7 @@
 // swizzled, zeros past m, N and K) completing on mbarriers, and two consumer warpgroups, each
 // owning 64 rows of the 128-row tile, that run wgmma m64nNk16 on the stages and hand each slot
 // back through a second mbarrier. Registers move from the producer to the consumers
-// (setmaxnreg). Tiles: 128 x 256 or 128 x 128 outputs; paired or not (WgmmaForm, by m and N
-// only): paired, the blocks run as clusters of two on row tiles 2u and 2u + 1 of one column
-// tile, each copying half of the shared weight tile into both blocks' stages (TMA multicast), so
-// the weight is read from L2 half as often.
+// (setmaxnreg). Tiles: 128 x 256 or 128 x 128 outputs (WgmmaForm, by m and N only).
 //
 // Bits: every output has one fp32 accumulator, zeroed, that gains its products as the ascending
 // sequence of K's 16-wide chunks (zeros past K add nothing: see the kernel), one wgmma k16 step a
@@ -31,9 +28,9 @@ namespace graft::cuda {
 
 // The tile shape for a product: 128 x 256 outputs a tile unless 128 x 128 tiles fill the
 // multiprocessors in over 10% fewer tile-times (one 128 x 256 tile costs two 128 x 128 ones, less
-// the wide tile's ~10%); paired where the row tiles are an even count or at least 9. A pure
-// function of (m, N, multiprocessors): it never changes a bit, only the speed.
-enum class WgmmaForm { kTile128x256, kTile128x128, kPair128x256, kPair128x128 };
+// the wide tile's ~10%). A pure function of (m, N, multiprocessors): it never changes a bit, only
+// the speed.
+enum class WgmmaForm { kTile128x256, kTile128x128 };
 WgmmaForm ChooseWgmmaForm(int64_t m, int64_t n, int multiprocessors);
 const char* WgmmaFormName(WgmmaForm form);
 
@@ -47,9 +44,8 @@ Status GemmWgmma(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, in
 // rounded outputs GemmWgmma(..., round_output = true) gives for gate row c and up row inter + c —
 // the arithmetic of SiluMul (elementwise.h) on them, so bit for bit those two ops, without the
 // 2·inter fp32 outputs written and read back. A tile pairs 128 gate rows with their 128 up rows
-// (two copies into the 256-row B stage); wgmma 128x256 always, paired as ChooseWgmmaForm pairs
-// unless `paired` says (the tests run both). Needs GemmWgmmaFits(m, 2 inter, K).
+// (two copies into the 256-row B stage); wgmma 128x256 always. Needs GemmWgmmaFits(m, 2 inter, K).
 Status GemmWgmmaSwiGlu(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,
-                       int64_t ld_act, void* stream, const bool* paired = nullptr);
+                       int64_t ld_act, void* stream);
 
 }  // namespace graft::cuda

@@ -42,24 +42,21 @@ __device__ __forceinline__ void PdlBegin() {
 }
 
 namespace pdl_detail {
-// The launch of LaunchPdl, LaunchPdlCluster and LaunchSerializedCluster: programmatic stream
-// serialization allowed when `programmatic`, and a cluster shape when cluster.x > 0.
+// The launch of LaunchPdl and LaunchPdlCluster: programmatic stream serialization allowed, and a
+// cluster shape when cluster.x > 0.
 template <typename... Params, typename... Args>
 void Launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, dim3 cluster,
-            bool programmatic, Args&&... args) {
+            Args&&... args) {
   cudaLaunchAttribute attr[2];
-  unsigned count = 0;
-  if (programmatic) {
-    attr[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[count].val.programmaticStreamSerializationAllowed = 1;
-    ++count;
-  }
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  unsigned count = 1;
   if (cluster.x > 0) {
-    attr[count].id = cudaLaunchAttributeClusterDimension;
-    attr[count].val.clusterDim.x = cluster.x;
-    attr[count].val.clusterDim.y = cluster.y;
-    attr[count].val.clusterDim.z = cluster.z;
-    ++count;
+    attr[1].id = cudaLaunchAttributeClusterDimension;
+    attr[1].val.clusterDim.x = cluster.x;
+    attr[1].val.clusterDim.y = cluster.y;
+    attr[1].val.clusterDim.z = cluster.z;
+    count = 2;
   }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
@@ -77,7 +74,7 @@ void Launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
 // launch's do (launched.h: Launched).
 template <typename... Params, typename... Args>
 void LaunchPdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-  pdl_detail::Launch(kernel, grid, block, smem, stream, dim3(0, 0, 0), true, std::forward<Args>(args)...);
+  pdl_detail::Launch(kernel, grid, block, smem, stream, dim3(0, 0, 0), std::forward<Args>(args)...);
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...) as an ordinary launch: the kernel starts once its
@@ -96,14 +93,7 @@ void LaunchSerialized(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
 template <typename... Params, typename... Args>
 void LaunchPdlCluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, dim3 cluster,
                       Args&&... args) {
-  pdl_detail::Launch(kernel, grid, block, smem, stream, cluster, true, std::forward<Args>(args)...);
-}
-
-// LaunchSerialized for a grid of thread-block clusters of `cluster` blocks (grid a multiple of it).
-template <typename... Params, typename... Args>
-void LaunchSerializedCluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                             dim3 cluster, Args&&... args) {
-  pdl_detail::Launch(kernel, grid, block, smem, stream, cluster, false, std::forward<Args>(args)...);
+  pdl_detail::Launch(kernel, grid, block, smem, stream, cluster, std::forward<Args>(args)...);
 }
 
 }  // namespace graft::cuda

@@ -79,33 +79,6 @@ __device__ __forceinline__ void TmaLoad2d(void* dst, const void* map, int c0, in
       : "memory");
 }
 
-// Thread-block clusters: the block's rank in its cluster, a barrier over every thread of the
-// cluster (release / acquire: shared-memory writes before it, an mbarrier's initialization
-// included, are seen by the other blocks after it), the box copy delivered to the same offset of
-// every block in `mask` (each block's mbarrier at bar's offset gets the bytes that land there),
-// and one arrival on the mbarrier at bar's offset in block `rank` of the cluster.
-__device__ __forceinline__ unsigned ClusterRank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void ClusterSync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void TmaLoad2dMulticast(void* dst, const void* map, int c0, int c1, uint64_t* bar,
-                                                   uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
-      "%3}], [%4], %5;\n" ::"r"(SmemAddr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(SmemAddr(bar)), "h"(mask)
-      : "memory");
-}
-__device__ __forceinline__ void MbarArriveRemote(uint64_t* bar, unsigned rank) {
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(SmemAddr(bar)), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-}
-
 // A warpgroup gives up (Dec) or takes (Inc) registers: each thread's count becomes kRegs (a
 // multiple of 8, 24..256). Needs a register cap at entry (__launch_bounds__(threads, 1)); every
 // thread of the warpgroup executes it.
