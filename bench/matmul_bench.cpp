@@ -7,7 +7,7 @@
 //   graft_matmul_bench CONFIG_DIR [--formats bf16,w4a16,nvfp4,fp8-block,fp8-channel] [--rows 1,16,64]
 //                      [--iters 50] [--threads 16] [--kernels]
 // --kernels: instead, for prefill row counts (> 64), each bf16 projection shape through each
-// prefill kernel on bf16 operands — the mma.sync form, the wgmma form in both tile shapes, and
+// prefill kernel on bf16 operands — the mma.sync form, the wgmma form in each tile shape, and
 // cuBLAS's default GEMM (not batch invariant: the yardstick) — TFLOP/s each, timed by events.
 #include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
@@ -127,8 +127,8 @@ int RunKernels(const Options& o, const ModelConfig& cfg, const ModelWeights& w) 
   for (LayerKind k : cfg.layer_kinds) counts[k]++;
   for (int m : o.rows) {
     if (m <= 64) continue;
-    fmt::print("\nprefill kernels, bf16, rows={}  (TFLOP/s; wgmma's own pick marked *)\n{:<44} {:>9} {:>9} {:>9} {:>9}\n", m,
-               "projection", "mma.sync", "wg 256", "wg 128", "cuBLAS");
+    fmt::print("\nprefill kernels, bf16, rows={}  (TFLOP/s; wgmma's own pick marked *)\n{:<44} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+               m, "projection", "mma.sync", "wg 256", "wg 160", "wg 128", "cuBLAS");
     std::map<std::string, double> step;  // kernel -> seconds over the layers x their counts
     std::map<LayerKind, bool> seen;
     for (const LayerWeights& l : w.layers) {
@@ -146,7 +146,8 @@ int RunKernels(const Options& o, const ModelConfig& cfg, const ModelWeights& w) 
           return 1;
         }
         const double flops = 2.0 * m * n * k;
-        const cuda::WgmmaForm big = cuda::WgmmaForm::kTile128x256, small = cuda::WgmmaForm::kTile128x128;
+        const cuda::WgmmaForm big = cuda::WgmmaForm::kTile128x256, mid = cuda::WgmmaForm::kTile128x160,
+                              small = cuda::WgmmaForm::kTile128x128;
         int sms = 0;
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
         const cuda::WgmmaForm pick = cuda::ChooseWgmmaForm(m, n, sms);
@@ -157,18 +158,20 @@ int RunKernels(const Options& o, const ModelConfig& cfg, const ModelWeights& w) 
         };
         const double t_mma = time([&] { return cuda::GemmPipeMmaSync(x, m, wd, n, k, y, n, true, nullptr); });
         const double t_big = time([&] { return cuda::GemmWgmma(x, m, wd, n, k, y, n, true, nullptr, &big); });
+        const double t_mid = time([&] { return cuda::GemmWgmma(x, m, wd, n, k, y, n, true, nullptr, &mid); });
         const double t_small = time([&] { return cuda::GemmWgmma(x, m, wd, n, k, y, n, true, nullptr, &small); });
         const double t_blas = blas.ok() ? time([&] { return (*blas)->Gemm(x, m, wd, n, k, y, n); }) : 0;
-        if (t_mma == 0 || t_big == 0 || t_small == 0) return 1;
+        if (t_mma == 0 || t_big == 0 || t_mid == 0 || t_small == 0) return 1;
         const int c = counts[l.kind];
         step["mma.sync"] += c * t_mma;
-        step["wgmma"] += c * (pick == big ? t_big : t_small);
+        step["wgmma"] += c * (pick == big ? t_big : pick == mid ? t_mid : t_small);
         step["cuBLAS"] += c * t_blas;
-        fmt::print("{:<44} {:>9.1f} {:>8.1f}{} {:>8.1f}{} {:>9.1f}\n",
+        auto mark = [&](cuda::WgmmaForm f) { return pick == f ? "*" : " "; };
+        fmt::print("{:<44} {:>9.1f} {:>8.1f}{} {:>8.1f}{} {:>8.1f}{} {:>9.1f}\n",
                    fmt::format("{} {} [{}, {}]", l.kind == LayerKind::kLinearAttention ? "gdn" : "attn",
                                LoraTargetName(static_cast<LoraTarget>(t)), n, k),
-                   flops / t_mma / 1e12, flops / t_big / 1e12, pick == big ? "*" : " ", flops / t_small / 1e12,
-                   pick == small ? "*" : " ", t_blas > 0 ? flops / t_blas / 1e12 : 0.0);
+                   flops / t_mma / 1e12, flops / t_big / 1e12, mark(big), flops / t_mid / 1e12, mark(mid),
+                   flops / t_small / 1e12, mark(small), t_blas > 0 ? flops / t_blas / 1e12 : 0.0);
         cudaFree(x);
         cudaFree(wd);
         cudaFree(y);

@@ -1,7 +1,7 @@
 // The wgmma prefill GEMM (gemm_wgmma.h): its tile choice as a table (host only, runs without a
 // GPU), and on the device its outputs bit for bit the mma.sync forms' (the prefill kernel and, one
 // row at a time and in decode-sized batches, the decode form) over a sweep of shapes and row
-// counts, in both tile shapes, with every output written and nothing past N; its gated form
+// counts, in every tile shape, with every output written and nothing past N; its gated form
 // (the MLP's gate|up with SiluMul in the epilogue) bit for bit the product then SiluMul.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -35,14 +35,15 @@ TEST(GemmWgmma, FormTableForTheModelsShapes) {
     for (int64_t n : widths) {
       const WgmmaForm f = cuda::ChooseWgmmaForm(m, n, 132);
       EXPECT_EQ(f, cuda::ChooseWgmmaForm(m, n, 132)) << "a pure function";
-      table += f == WgmmaForm::kTile128x256 ? "\t256" : "\t128";
+      table += f == WgmmaForm::kTile128x256 ? "\t256" : f == WgmmaForm::kTile128x160 ? "\t160" : "\t128";
     }
   }
   std::printf("wgmma tile width by rows and N (132 multiprocessors):\n%s\n", table.c_str());
   // 4K rows of down (N 5120): 640 wide tiles are 5 waves (10 tile-times), 1280 narrow ones 10: wide.
   EXPECT_EQ(cuda::ChooseWgmmaForm(4096, 5120, 132), WgmmaForm::kTile128x256);
-  // 1K rows: 160 wide tiles are two waves (4 tile-times), 320 narrow ones three: narrow.
-  EXPECT_EQ(cuda::ChooseWgmmaForm(1024, 5120, 132), WgmmaForm::kTile128x128);
+  // 1K rows: 160 wide tiles are two waves (3.6 tile-times), 320 narrow ones three (3), 256 of
+  // 128 x 160 two (2.4): 160.
+  EXPECT_EQ(cuda::ChooseWgmmaForm(1024, 5120, 132), WgmmaForm::kTile128x160);
   EXPECT_EQ(cuda::ChooseWgmmaForm(65, 256, 132), WgmmaForm::kTile128x128);
   // 4K rows of Qwen3-32B's gate|up (N 51200): 6400 wide tiles are 98 tile-times, 12800 narrow ones
   // 97 — within the wide tile's 10%: wide (measured 716 against 617 TFLOP/s).
@@ -51,6 +52,7 @@ TEST(GemmWgmma, FormTableForTheModelsShapes) {
   // No multiprocessor count: counted as one, never a division by zero.
   EXPECT_EQ(cuda::ChooseWgmmaForm(4096, 5120, 0), WgmmaForm::kTile128x256);
   EXPECT_STREQ(cuda::WgmmaFormName(WgmmaForm::kTile128x128), "wgmma 128x128");
+  EXPECT_STREQ(cuda::WgmmaFormName(WgmmaForm::kTile128x160), "wgmma 128x160");
 }
 
 // A device buffer of n elements, poisoned with 0xff bytes (NaN for floats).
@@ -105,7 +107,7 @@ TEST(GemmWgmma, OutputsAreTheMmaSyncFormsBits) {
     Buf<float> ref(static_cast<size_t>(m) * ldy);
     ASSERT_TRUE(cuda::GemmPipeMmaSync(x.p, m, w.p, n, k, ref.p, ldy, true, nullptr).ok());
     const auto r = ref.Get();
-    for (WgmmaForm form : {WgmmaForm::kTile128x256, WgmmaForm::kTile128x128}) {
+    for (WgmmaForm form : {WgmmaForm::kTile128x256, WgmmaForm::kTile128x160, WgmmaForm::kTile128x128}) {
       SCOPED_TRACE(cuda::WgmmaFormName(form));
       Buf<float> got(static_cast<size_t>(m) * ldy);
       ASSERT_TRUE(cuda::GemmWgmma(x.p, m, w.p, n, k, got.p, ldy, true, nullptr, &form).ok());

@@ -28,7 +28,7 @@ template <int kBN>
 struct Shape {
   static constexpr int kBBytes = kBN * kBK * 2;
   static constexpr int kStageBytes = kABytes + kBBytes;  // a multiple of 1024 (the swizzle's period)
-  static constexpr int kStages = kBN == 256 ? 4 : 6;    // 192 KB of ring either way
+  static constexpr int kStages = kBN == 256 ? 4 : kBN == 160 ? 5 : 6;  // 192, 180, 192 KB of ring
   static constexpr size_t kSmem = 1024 + size_t{kStages} * kStageBytes + 2 * kStages * sizeof(uint64_t);
 };
 
@@ -211,17 +211,22 @@ Status Launch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64
 
 WgmmaForm ChooseWgmmaForm(int64_t m, int64_t n, int multiprocessors) {
   const int64_t sms = multiprocessors > 0 ? multiprocessors : 1, mt = (m + kBM - 1) / kBM;
-  const int64_t big = mt * ((n + 255) / 256), small = mt * ((n + 127) / 128);
-  // Tile-times of the busiest multiprocessor, in units of a 128 x 128 tile; a wide tile does its
-  // products ~10% faster (half the B reads a product; measured at 4K rows on the H200, 700-800
-  // against 620-750 TFLOP/s), so it wins ties within that margin.
-  const int64_t big_time = 2 * ((big + sms - 1) / sms), small_time = (small + sms - 1) / sms;
-  return 9 * big_time <= 10 * small_time ? WgmmaForm::kTile128x256 : WgmmaForm::kTile128x128;
+  // Tile-times of the busiest multiprocessor in tenths of a 128 x 128 tile's: a tile of width w
+  // costs w / 128 of one, less what fewer B reads a product save — ~10% at 256 (measured at 4K
+  // rows on the H200, 700-800 against 620-750 TFLOP/s), ~5% at 160 — so wider tiles win ties.
+  auto time = [&](int64_t width, int64_t tenths) {
+    const int64_t tiles = mt * ((n + width - 1) / width);
+    return (tiles + sms - 1) / sms * tenths;
+  };
+  const int64_t t256 = time(256, 18), t160 = time(160, 12), t128 = time(128, 10);
+  if (t256 <= t160 && t256 <= t128) return WgmmaForm::kTile128x256;
+  return t160 <= t128 ? WgmmaForm::kTile128x160 : WgmmaForm::kTile128x128;
 }
 
 const char* WgmmaFormName(WgmmaForm form) {
   switch (form) {
     case WgmmaForm::kTile128x256: return "wgmma 128x256";
+    case WgmmaForm::kTile128x160: return "wgmma 128x160";
     case WgmmaForm::kTile128x128: return "wgmma 128x128";
   }
   return "wgmma ?";
@@ -242,6 +247,7 @@ Status GemmWgmma(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, in
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (form != nullptr ? *form : ChooseWgmmaForm(m, n, sms)) {
     case WgmmaForm::kTile128x256: return Launch<256, false>(xb, m, w, n, k, y, ldy, round_output, sms, s);
+    case WgmmaForm::kTile128x160: return Launch<160, false>(xb, m, w, n, k, y, ldy, round_output, sms, s);
     case WgmmaForm::kTile128x128: return Launch<128, false>(xb, m, w, n, k, y, ldy, round_output, sms, s);
   }
   return Internal("cuda GemmWgmma: unknown tile form");

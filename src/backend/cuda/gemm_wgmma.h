@@ -8,7 +8,7 @@
 // swizzled, zeros past m, N and K) completing on mbarriers, and two consumer warpgroups, each
 // owning 64 rows of the 128-row tile, that run wgmma m64nNk16 on the stages and hand each slot
 // back through a second mbarrier. Registers move from the producer to the consumers
-// (setmaxnreg). Tiles: 128 x 256 or 128 x 128 outputs (WgmmaForm, by m and N only).
+// (setmaxnreg). Tiles: 128 x 256, 128 x 160 or 128 x 128 outputs (WgmmaForm, by m and N only).
 //
 // Bits: every output has one fp32 accumulator, zeroed, that gains its products as the ascending
 // sequence of K's 16-wide chunks (zeros past K add nothing: see the kernel), one wgmma k16 step a
@@ -26,11 +26,13 @@
 
 namespace graft::cuda {
 
-// The tile shape for a product: 128 x 256 outputs a tile unless 128 x 128 tiles fill the
-// multiprocessors in over 10% fewer tile-times (one 128 x 256 tile costs two 128 x 128 ones, less
-// the wide tile's ~10%). A pure function of (m, N, multiprocessors): it never changes a bit, only
-// the speed.
-enum class WgmmaForm { kTile128x256, kTile128x128 };
+// The tile shape for a product: the one whose tiles fill the multiprocessors in the fewest
+// tile-times, a tile of width w costing w / 128 of a 128 x 128 one less the wider tile's saving
+// (~10% at 256, ~5% at 160), ties to the wider. 160 is for the widths the others leave a partial
+// wave of (N = 5120 at 1K rows: 256 tiles are 1.94 waves on 132 multiprocessors, where 320 narrow
+// ones are 2.4 and 160 wide ones 1.2). A pure function of (m, N, multiprocessors): it never
+// changes a bit, only the speed.
+enum class WgmmaForm { kTile128x256, kTile128x160, kTile128x128 };
 WgmmaForm ChooseWgmmaForm(int64_t m, int64_t n, int multiprocessors);
 const char* WgmmaFormName(WgmmaForm form);
 
