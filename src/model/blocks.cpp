@@ -66,12 +66,16 @@ void Project(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, con
 
 namespace {
 // Whether every row of the step runs `target` on the base weight alone: no row's adapter has a
-// module there (LoRA or exact).
+// module there (LoRA or exact). A run of rows on one slot is looked up once (a sequence's rows are
+// consecutive; this runs twice a layer every step).
 bool PlainProjection(const StepContext& ctx, int layer, LoraTarget target) {
   const auto& slots = ctx.adapters.slots;
+  int32_t checked = 0;
   for (int32_t slot : ctx.batch.row_adapter) {
-    if (slot <= 0 || static_cast<size_t>(slot) >= slots.size() || !slots[static_cast<size_t>(slot)]) continue;
-    if (!slots[static_cast<size_t>(slot)]->layers[static_cast<size_t>(layer)].at(target).empty()) return false;
+    const size_t s = static_cast<size_t>(slot);
+    if (slot == checked || slot <= 0 || s >= slots.size() || !slots[s]) continue;
+    if (!slots[s]->layers[static_cast<size_t>(layer)].at(target).empty()) return false;
+    checked = slot;
   }
   return true;
 }
