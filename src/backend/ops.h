@@ -168,6 +168,13 @@ class Ops {
                     int32_t* ids) = 0;
   // y += LoRA deltas, per row by its adapter (LoraArgs).
   virtual void LoraAdd(const LoraArgs& a) = 0;
+  // A projection and its LoRA deltas: MatMul(x, m, w, y, round_output = true), then LoraAdd(lora)
+  // (lora.x == x, lora.m == m, lora.y == y) — the two ops, which a backend may fuse with the
+  // same bits (CUDA: the deltas in the product's epilogue where every row is on one adapter).
+  virtual void MatMulLora(const float* x, int64_t m, const Weight& w, float* y, const LoraArgs& lora) {
+    MatMul(x, m, w, y, true);
+    LoraAdd(lora);
+  }
   // Exact mode: the fused bf16 weight `base` with the rows of every module in `modules`
   // (one fused slot of one adapter, each carrying its residual) replaced by the merged
   // release's rows, reconstructed as weights/exact.h defines bit for bit — so it equals the

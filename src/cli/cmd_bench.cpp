@@ -30,7 +30,7 @@ namespace graft::cli {
 void AddBenchCommand(CLI::App& app, Runner& run) {
   struct S {
     ModelSettings m;
-    std::string load_format = "auto", json, adapter_dtype = "float32", decisions, tokenizer, dummy_quant = "none";
+    std::string load_format = "auto", json, adapter_dtype = "auto", decisions, tokenizer, dummy_quant = "none";
     int dummy_rank = 0, dummy_layers = 24, concurrency = 0, chat_tokens = 32;
     double dummy_exact = 0;
     std::vector<int> chat_streams;
@@ -55,8 +55,10 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       ->capture_default_str()->check(CLI::Range(0, 1024));
   cmd->add_option("--dummy-adapter-layers", s->dummy_layers, "... on every projection of this many upper layers")
       ->capture_default_str()->check(CLI::Range(1, 1 << 10));
-  cmd->add_option("--dummy-adapter-dtype", s->adapter_dtype, "... with factors in this dtype")->capture_default_str()
-      ->check(CLI::IsMember({"float32", "bfloat16"}));
+  cmd->add_option("--dummy-adapter-dtype", s->adapter_dtype,
+                  "... with factors in this dtype (auto: as a checkpoint's float32 factors are served, "
+                  "--adapter-dtype's rule: bfloat16 with bfloat16 activations)")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "float32", "bfloat16"}));
   cmd->add_option("--dummy-adapter-exact", s->dummy_exact,
                   "... and a synthetic exact representation whose residual touches this share of each projection's "
                   "elements (0: none); measured in exact mode too")
@@ -159,7 +161,9 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
         adapter = std::make_unique<LoraAdapter>(std::move(a));
       } else if (s->dummy_rank > 0) {
         adapter = std::make_unique<LoraAdapter>(DummyAdapter(model->config(), s->dummy_rank, s->dummy_layers,
-                                                             s->adapter_dtype == "bfloat16", s->job.seed));
+                                                             s->adapter_dtype == "auto" ? s->m.bf16_factors()
+                                                                                        : s->adapter_dtype == "bfloat16",
+                                                             s->job.seed));
         if (s->dummy_exact > 0) AddDummyExact(*adapter, s->dummy_exact, s->job.seed);
       }
       AdapterSet set;

@@ -7,21 +7,23 @@
 
 namespace graft {
 
-void AddLora(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, const float* x, int64_t k, float* y,
-             int64_t y_stride) {
+namespace {
+// The LoRA modules of each slot on `target` (nullptr: none; exact slots have none here), and
+// whether any row of the step selects one.
+bool LoraModules(const StepContext& ctx, int layer, LoraTarget target,
+                 std::vector<const std::vector<LoraModule>*>& modules) {
   const auto& slots = ctx.adapters.slots;
-  std::vector<const std::vector<LoraModule>*> modules(slots.size(), nullptr);
-  bool any = false;
+  modules.assign(slots.size(), nullptr);
   for (size_t s = 1; s < slots.size(); ++s) {
     if (!slots[s] || ctx.adapters.is_exact(s)) continue;
     const auto& mods = slots[s]->layers[static_cast<size_t>(layer)].at(target);
     if (!mods.empty()) modules[s] = &mods;
   }
+  bool any = false;
   for (int32_t slot : ctx.batch.row_adapter) any |= slot > 0 && modules[static_cast<size_t>(slot)] != nullptr;
-  if (!any) return;  // base rows never see a LoRA op
-  LoraArgs a{x, ctx.batch.rows(), k, ctx.batch.row_adapter.data(), &modules, y, y_stride};
-  ops.LoraAdd(a);
+  return any;
 }
+}  // namespace
 
 void Project(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, const float* x, int64_t k, const Weight& w,
              float* y) {
@@ -43,25 +45,33 @@ void Project(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, con
   };
   std::map<int32_t, std::vector<int32_t>> groups;  // group -> its rows, ascending
   for (int r = 0; r < n; ++r) groups[group_of(ctx.batch.row_adapter[static_cast<size_t>(r)])].push_back(r);
+  // Base rows never see a LoRA op.
+  std::vector<const std::vector<LoraModule>*> modules;
+  const bool lora = LoraModules(ctx, layer, target, modules);
+  const LoraArgs deltas{x, n, k, ctx.batch.row_adapter.data(), &modules, y, w.rows};
   if (groups.size() == 1) {
-    ops.MatMul(x, n, weight_of(groups.begin()->first), y, true);
-  } else {
-    for (const auto& [group, rows] : groups) {
-      Scratch scratch(ops);
-      const int m = static_cast<int>(rows.size());
-      float* xs = scratch(int64_t{m} * k);
-      float* ys = scratch(int64_t{m} * w.rows);
-      for (int i = 0; i < m;) {  // gather runs of consecutive rows
-        int j = i + 1;
-        while (j < m && rows[static_cast<size_t>(j)] == rows[static_cast<size_t>(j - 1)] + 1) ++j;
-        ops.CopyBlock(x + int64_t{rows[static_cast<size_t>(i)]} * k, k, 0, xs + int64_t{i} * k, k, 0, j - i, k);
-        i = j;
-      }
-      ops.MatMul(xs, m, weight_of(group), ys, true);
-      ops.ScatterRows(ys, w.rows, rows.data(), m, y);
+    if (lora) {
+      ops.MatMulLora(x, n, weight_of(groups.begin()->first), y, deltas);
+    } else {
+      ops.MatMul(x, n, weight_of(groups.begin()->first), y, true);
     }
+    return;
   }
-  AddLora(ops, ctx, layer, target, x, k, y, w.rows);
+  for (const auto& [group, rows] : groups) {
+    Scratch scratch(ops);
+    const int m = static_cast<int>(rows.size());
+    float* xs = scratch(int64_t{m} * k);
+    float* ys = scratch(int64_t{m} * w.rows);
+    for (int i = 0; i < m;) {  // gather runs of consecutive rows
+      int j = i + 1;
+      while (j < m && rows[static_cast<size_t>(j)] == rows[static_cast<size_t>(j - 1)] + 1) ++j;
+      ops.CopyBlock(x + int64_t{rows[static_cast<size_t>(i)]} * k, k, 0, xs + int64_t{i} * k, k, 0, j - i, k);
+      i = j;
+    }
+    ops.MatMul(xs, m, weight_of(group), ys, true);
+    ops.ScatterRows(ys, w.rows, rows.data(), m, y);
+  }
+  if (lora) ops.LoraAdd(deltas);
 }
 
 namespace {

@@ -26,17 +26,12 @@ class Scratch {
 // y [rows, w.rows] = x [rows, k] · Wᵀ (rounded) for one fused projection of one layer, each row
 // with the weights its adapter slot serves: rows of an exact slot that touches this projection
 // run on the merged weight reconstructed from `w` (Ops::ExactWeight), every other row on `w`;
-// then LoRA slots add their deltas (AddLora). When rows need different weights each group is
+// then LoRA slots add their deltas (Ops::LoraAdd; with one weight for every row, Ops::MatMulLora
+// does both). Exact slots add no delta. When rows need different weights each group is
 // gathered, multiplied and scattered back: a matmul's rows are independent, so every row gets
 // the bits it would get alone.
 void Project(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, const float* x, int64_t k, const Weight& w,
              float* y);
-
-// y [rows, y_stride] += the LoRA deltas of each row's adapter on one fused projection of one
-// layer; x [rows, k] is that projection's input. A no-op when no row's adapter touches it.
-// Exact slots add nothing here (Project gave their rows the merged weights).
-void AddLora(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, const float* x, int64_t k, float* y,
-             int64_t y_stride);
 
 // SwiGLU MLP with its LoRA deltas: out [n, H] = down(r(r(silu(gate(x))) * up(x))), x [n, H].
 void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, const float* x, int hidden, int inter,

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "backend/cuda/gemm_decode.h"
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/gemm_wgmma.h"
+#include "backend/cuda/lora.h"
 #include "backend/cuda_test_util.h"
 #include "util/bf16.h"
 
@@ -53,6 +55,54 @@ TEST(GemmWgmma, FormTableForTheModelsShapes) {
   EXPECT_EQ(cuda::ChooseWgmmaForm(4096, 5120, 0), WgmmaForm::kTile128x256);
   EXPECT_STREQ(cuda::WgmmaFormName(WgmmaForm::kTile128x128), "wgmma 128x128");
   EXPECT_STREQ(cuda::WgmmaFormName(WgmmaForm::kTile128x160), "wgmma 128x160");
+}
+
+TEST(GemmWgmma, LoraFormKeepsSegmentsToWholeTiles) {
+  using F = WgmmaForm;
+  // A segment starts on a tile edge and ends on one or at the last column.
+  EXPECT_TRUE(cuda::WgmmaLoraCovers(F::kTile128x256, 14336, 12288, 1024));
+  EXPECT_TRUE(cuda::WgmmaLoraCovers(F::kTile128x128, 1000, 512, 488));  // ends at N
+  EXPECT_FALSE(cuda::WgmmaLoraCovers(F::kTile128x160, 14336, 12288, 1024)) << "12288 is no multiple of 160";
+  EXPECT_FALSE(cuda::WgmmaLoraCovers(F::kTile128x128, 16480, 16384, 48)) << "ends inside a tile, before N";
+  EXPECT_FALSE(cuda::WgmmaLoraCovers(F::kTile128x128, 1000, 896, 200)) << "past N";
+  EXPECT_FALSE(cuda::WgmmaLoraCovers(F::kTile128x128, 1000, 0, 0)) << "empty";
+  // The models' fused projections at 1K rows on 132 multiprocessors, by what each covers.
+  struct Case {
+    const char* what;
+    int64_t n;
+    std::vector<std::array<int64_t, 2>> spans;
+    unsigned want;
+  };
+  const std::vector<Case> cases = {
+      {"Qwen3.5-27B attention q|k|v", 14336, {{0, 12288}, {12288, 1024}, {13312, 1024}}, 0b111},
+      {"Qwen3.5-27B GDN in qkv|z|b|a", 16480, {{0, 10240}, {10240, 6144}, {16384, 48}, {16432, 48}}, 0b0011},
+      {"Qwen3.5-27B o / out / down", 5120, {{0, 5120}}, 0b1},
+      {"Qwen3.5-27B gate|up", 34816, {{0, 17408}, {17408, 17408}}, 0b11},
+      {"Qwen3-32B q|k|v", 10240, {{0, 8192}, {8192, 1024}, {9216, 1024}}, 0b111},
+  };
+  for (const Case& c : cases) {
+    for (int64_t m : {1024, 4096}) {
+      unsigned covered = 0;
+      const F f = cuda::ChooseWgmmaLoraForm(m, c.n, reinterpret_cast<const int64_t(*)[2]>(c.spans.data()),
+                                            static_cast<int>(c.spans.size()), 132, &covered);
+      std::printf("%-30s %5lld rows: %s, segments covered 0x%x\n", c.what, static_cast<long long>(m),
+                  cuda::WgmmaFormName(f), covered);
+      EXPECT_EQ(covered, c.want) << c.what << " at " << m << " rows";
+      for (size_t i = 0; i < c.spans.size(); ++i) {
+        EXPECT_EQ(cuda::WgmmaLoraCovers(f, c.n, c.spans[i][0], c.spans[i][1]), (covered >> i & 1) != 0);
+      }
+      // All covered: the plain product's form whenever it covers them (a form never changes a bit,
+      // but the fastest one should stay).
+      unsigned plain_covers = 0;
+      const F plain = cuda::ChooseWgmmaForm(m, c.n, 132);
+      for (size_t i = 0; i < c.spans.size(); ++i) {
+        plain_covers |= cuda::WgmmaLoraCovers(plain, c.n, c.spans[i][0], c.spans[i][1]) ? 1u << i : 0u;
+      }
+      if (plain_covers == c.want) {
+        EXPECT_EQ(f, plain) << c.what;
+      }
+    }
+  }
 }
 
 // A device buffer of n elements, poisoned with 0xff bytes (NaN for floats).
@@ -179,6 +229,95 @@ TEST(GemmWgmma, SwiGluIsTheProductThenSiluMulBits) {
   const Status s = cuda::GemmWgmmaSwiGlu(x.p, 130, w.p, 32, 72, act.p, 31, nullptr);  // ld_act < inter
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("GemmWgmmaSwiGlu"), std::string::npos) << s.message();
+}
+
+// The LoRA form: each tile inside a segment adds t · Bᵀ's rounded, scaled, rounded delta to its
+// rounded base output — bit for bit GemmWgmma (rounded), the mma.sync product of t and B (rounded)
+// and LoraScatterAdd; columns outside every segment the plain product's bits; nothing past N.
+// Ranks below one stage (8), not a multiple of 64 (200) and over several (256); K not a multiple
+// of 64; partial row tiles; a segment ending at N inside a tile; scalar and paired stores.
+TEST(GemmWgmma, LoraIsTheProductThenTheDeltaBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(48);
+  struct Seg {
+    int64_t begin, cols;
+    int rank;
+    float scale;
+  };
+  struct Case {
+    int m, n, k;
+    std::vector<Seg> segs;
+    std::vector<WgmmaForm> forms;
+  };
+  const std::vector<Case> cases = {
+      {65, 1000, 72, {{0, 256, 64, 2.0f}, {512, 488, 8, 0.5f}}, {WgmmaForm::kTile128x256, WgmmaForm::kTile128x128}},
+      {300, 640, 264, {{0, 640, 200, 0.125f}}, {WgmmaForm::kTile128x256, WgmmaForm::kTile128x160, WgmmaForm::kTile128x128}},
+      {1100, 1024, 1024, {{0, 256, 256, 1.0f}, {256, 128, 16, 3.0f}, {384, 384, 64, 0.25f}, {768, 256, 8, 2.0f}},
+       {WgmmaForm::kTile128x128}},
+  };
+  for (const Case& c : cases) {
+    for (int pad : {0, 1}) {
+      SCOPED_TRACE(::testing::Message() << c.m << "x" << c.n << "x" << c.k << " pad " << pad);
+      const int64_t ldy = c.n + pad;
+      Buf<uint16_t> x(RandomBf16(static_cast<size_t>(c.m) * c.k, rng, 1.0f)), w(RandomBf16(static_cast<size_t>(c.n) * c.k, rng, 0.1f));
+      std::vector<std::unique_ptr<Buf<uint16_t>>> ts, bs;
+      std::vector<cuda::WgmmaLoraSegment> segs;
+      for (const Seg& g : c.segs) {
+        ts.push_back(std::make_unique<Buf<uint16_t>>(RandomBf16(static_cast<size_t>(c.m) * g.rank, rng, 1.0f)));
+        bs.push_back(std::make_unique<Buf<uint16_t>>(RandomBf16(static_cast<size_t>(g.cols) * g.rank, rng, 0.1f)));
+        segs.push_back({ts.back()->p, bs.back()->p, g.begin, g.cols, g.rank, g.scale});
+      }
+      // The reference: the rounded product, each delta's rounded product, LoraScatterAdd.
+      Buf<float> ref(static_cast<size_t>(c.m) * ldy);
+      ASSERT_TRUE(cuda::GemmPipeMmaSync(x.p, c.m, w.p, c.n, c.k, ref.p, ldy, true, nullptr).ok());
+      std::vector<int32_t> rows_h(static_cast<size_t>(c.m));
+      for (int i = 0; i < c.m; ++i) rows_h[static_cast<size_t>(i)] = i;
+      Buf<int32_t> rows(rows_h);
+      for (size_t i = 0; i < segs.size(); ++i) {
+        Buf<float> u(static_cast<size_t>(c.m) * segs[i].cols);
+        ASSERT_TRUE(cuda::GemmPipeMmaSync(segs[i].t, c.m, segs[i].b, segs[i].cols, segs[i].rank, u.p, segs[i].cols, true,
+                                          nullptr).ok());
+        ASSERT_TRUE(cuda::LoraScatterAdd(u.p, c.m, segs[i].cols, rows.p, segs[i].scale, segs[i].col_begin, ref.p, ldy,
+                                         true, nullptr).ok());
+      }
+      const auto r = ref.Get();
+      for (WgmmaForm form : c.forms) {
+        SCOPED_TRACE(cuda::WgmmaFormName(form));
+        Buf<float> got(static_cast<size_t>(c.m) * ldy);
+        const Status st = cuda::GemmWgmmaLora(x.p, c.m, w.p, c.n, c.k, got.p, ldy, segs.data(),
+                                              static_cast<int>(segs.size()), form, nullptr);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        const auto g = got.Get();
+        for (int i = 0; i < c.m; ++i) {
+          for (int j = 0; j < c.n; ++j) {
+            const size_t e = static_cast<size_t>(i) * ldy + j;
+            ASSERT_FALSE(std::isnan(g[e])) << "unwritten: row " << i << " col " << j;
+            ASSERT_EQ(Bits(g[e]), Bits(r[e])) << "row " << i << " col " << j << ": " << g[e] << " vs " << r[e];
+          }
+          for (int j = c.n; j < ldy; ++j) ASSERT_TRUE(std::isnan(g[static_cast<size_t>(i) * ldy + j])) << "wrote past N";
+        }
+      }
+    }
+  }
+  // Refused by name: a segment straddling tiles, a rank that is no multiple of 8, overlapping
+  // segments, none or too many.
+  Buf<uint16_t> x(size_t{130} * 72), w(size_t{512} * 72), t(size_t{130} * 64), b(size_t{512} * 64);
+  Buf<float> y(size_t{130} * 512);
+  auto run = [&](std::vector<cuda::WgmmaLoraSegment> segs, WgmmaForm form) {
+    return cuda::GemmWgmmaLora(x.p, 130, w.p, 512, 72, y.p, 512, segs.data(), static_cast<int>(segs.size()), form, nullptr);
+  };
+  const cuda::WgmmaLoraSegment ok{t.p, b.p, 0, 128, 64, 1.0f};
+  for (const auto& [what, st] : std::vector<std::pair<std::string, Status>>{
+           {"straddles", run({{t.p, b.p, 0, 200, 64, 1.0f}}, WgmmaForm::kTile128x128)},
+           {"straddles", run({ok}, WgmmaForm::kTile128x160)},
+           {"multiple of 8", run({{t.p, b.p, 0, 128, 12, 1.0f}}, WgmmaForm::kTile128x128)},
+           {"overlap", run({ok, ok}, WgmmaForm::kTile128x128)},
+           {"segments", run({}, WgmmaForm::kTile128x128)},
+           {"segments", run({ok, ok, ok, ok, ok}, WgmmaForm::kTile128x128)}}) {
+    EXPECT_FALSE(st.ok()) << what;
+    EXPECT_NE(st.message().find("GemmWgmmaLora"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+  }
 }
 
 TEST(GemmWgmma, BadShapesAreRefusedByName) {

@@ -784,6 +784,92 @@ TEST(CudaLora, WideAdaptersMatchTheCpuAndKeepRowBits) {
   }
 }
 
+// MatMulLora where every row is on one adapter (a decision's record): the modules whose columns
+// are whole tiles add their deltas in the product's epilogue (cuda/gemm_wgmma.h), the rest
+// (an fp32 factor, columns a tile straddles) through LoraAdd after — bit for bit MatMul then
+// LoraAdd. With a base row among them, or 64 rows and fewer, it is those two ops.
+TEST(CudaLora, FusedProjectionIsMatMulThenLoraAddBitForBit) {
+  REQUIRE_GPU();
+  std::mt19937 rng(33);
+  auto weight = [&](int64_t rows, int64_t cols, bool bf16, float sd) {
+    Weight w;
+    w.rows = rows;
+    w.cols = cols;
+    w.is_bf16 = bf16;
+    std::normal_distribution<float> d(0.0f, sd);
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      if (bf16) w.bf16.push_back(FloatToBf16(d(rng)));
+      else w.f32.push_back(d(rng));
+    }
+    return w;
+  };
+  const int64_t k = 264, n = 600;
+  const Weight w = weight(n, k, true, 0.05f);
+  // [0, 256) and [256, 512): whole tiles; [512, 560): fp32 factors; [560, 600): ends at N but
+  // starts inside a tile.
+  struct Spec {
+    int64_t off, cols;
+    int rank;
+    float scale;
+    bool bf16;
+  };
+  std::vector<LoraModule> mods;
+  for (const Spec& sp : std::vector<Spec>{{0, 256, 64, 2.0f, true}, {256, 256, 16, 0.5f, true},
+                                          {512, 48, 8, 1.0f, false}, {560, 40, 24, 0.25f, true}}) {
+    LoraModule mod;
+    mod.a = weight(sp.rank, k, sp.bf16, 0.05f);
+    mod.b = weight(sp.cols, sp.rank, sp.bf16, 0.05f);
+    mod.rank = sp.rank;
+    mod.scale = sp.scale;
+    mod.row_offset = sp.off;
+    mods.push_back(std::move(mod));
+  }
+  std::vector<const std::vector<LoraModule>*> by_slot{nullptr, &mods};
+  CudaOptions o;
+  o.act = ActDtype::kBF16;
+  o.budget_bytes = int64_t{4} << 30;
+  o.scratch_bytes = int64_t{256} << 20;
+  o.poison_scratch = true;
+  o.op_profile = true;
+  auto made = CudaOps::Create(o);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  CudaOps& cuda = **made;
+  for (int64_t m : {40, 65, 300}) {
+    for (bool base_row : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << m << " rows" << (base_row ? ", row 3 on the base" : ""));
+      std::vector<float> x(static_cast<size_t>(m * k));
+      std::normal_distribution<float> d(0.0f, 1.0f);
+      for (auto& v : x) v = RoundBf16(d(rng));
+      std::vector<int32_t> slots(static_cast<size_t>(m), 1);
+      if (base_row) slots[3] = 0;
+      const size_t mark = cuda.Mark();
+      float* dx = cuda.Alloc(m * k);
+      float* fused = cuda.Alloc(m * n);
+      float* ref = cuda.Alloc(m * n);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      const int64_t before = cuda.op_profile()->Calls("MatMul+LoRA (m > 64)");
+      const size_t held = cuda.Mark();
+      cuda.MatMulLora(dx, m, w, fused, LoraArgs{dx, m, k, slots.data(), &by_slot, fused, n});
+      EXPECT_EQ(cuda.Mark(), held) << "MatMulLora hands its scratch back";
+      const bool took_fused = cuda.op_profile()->Calls("MatMul+LoRA (m > 64)") > before;
+      EXPECT_EQ(took_fused, m > 64 && !base_row);
+      cuda.MatMul(dx, m, w, ref, true);
+      cuda.LoraAdd(LoraArgs{dx, m, k, slots.data(), &by_slot, ref, n});
+      ASSERT_TRUE(cuda.TakeError().ok());
+      std::vector<float> got(static_cast<size_t>(m * n)), want(got.size());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(got.data(), fused, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(want.data(), ref, want.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      for (size_t e = 0; e < got.size(); ++e) {
+        ASSERT_FALSE(std::isnan(got[e])) << "unwritten: row " << e / n << " col " << e % n;
+        ASSERT_TRUE(SameBits(&got[e], &want[e], 1)) << "row " << e / n << " col " << e % n << ": " << got[e] << " vs " << want[e];
+      }
+      cuda.Release(mark);
+    }
+  }
+}
+
 // ---- errors ---------------------------------------------------------------------------------
 
 // A Qwen3.5 decode step runs each Gated DeltaNet layer's gates, delta rule and gated norm as one

@@ -151,6 +151,7 @@ class CudaOps final : public Ops {
                   float* out) override;
   void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) override;
   void LoraAdd(const LoraArgs& a) override;
+  void MatMulLora(const float* x, int64_t m, const Weight& w, float* y, const LoraArgs& lora) override;
   const Weight& ExactWeight(const Weight& base, const std::vector<LoraModule>& modules) override;
   Status ReserveExact(int64_t elements) override;
   void Synchronize() override;
@@ -244,7 +245,7 @@ class CudaOps final : public Ops {
   // activations, the tensor cores: bf16 factors as they are, fp32 factors as three exact bf16
   // pieces against the input repeated three times; with fp32 activations the SIMT kernels in
   // the CPU's order), then the deltas scattered back.
-  void LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<LoraModule>& modules, bool tensor);
+  void LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<const LoraModule*>& modules, bool tensor);
   // Exact mode: device copies of raw host bytes (counted as exact memory) and of a residual.
   void* UploadBytes(const void* host, int64_t bytes, const char* what);
   void UploadResidual(const IndexedResidual& r);

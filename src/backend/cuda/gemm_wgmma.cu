@@ -32,6 +32,25 @@ struct Shape {
   static constexpr size_t kSmem = 1024 + size_t{kStages} * kStageBytes + 2 * kStages * sizeof(uint64_t);
 };
 
+// The fused LoRA segments of a GemmWgmmaLora launch (a kernel parameter: the tensor maps must
+// live in parameter, constant or global memory for TMA). t[i]: the rows' bf16 t [m, rank], boxes
+// of 128 rows; b[i]: B [cols, rank], boxes of a tile's width; ksteps: rank's 64-wide stages.
+struct LoraSegs {
+  CUtensorMap t[kWgmmaMaxLoraSegments];
+  CUtensorMap b[kWgmmaMaxLoraSegments];
+  int col_begin[kWgmmaMaxLoraSegments], col_end[kWgmmaMaxLoraSegments], ksteps[kWgmmaMaxLoraSegments];
+  float scale[kWgmmaMaxLoraSegments];
+  int count;
+};
+
+// The segment holding the tile that starts at col0 (the host made every tile lie in one or none).
+__device__ __forceinline__ int SegmentOf(const LoraSegs& l, int col0) {
+  for (int i = 0; i < l.count; ++i) {
+    if (col0 >= l.col_begin[i] && col0 < l.col_end[i]) return i;
+  }
+  return -1;
+}
+
 // Tile `id` of the grouped order: groups of kGroupM row tiles, rows fastest inside a group, so
 // that the tiles in flight share a few weight tiles through the L2.
 __device__ __forceinline__ void TileAt(int id, int mtiles, int ntiles, int& row0, int& col0, int bn) {
@@ -44,13 +63,16 @@ __device__ __forceinline__ void TileAt(int id, int mtiles, int ntiles, int& row0
 // kSwiGlu (kBN 256 only): a tile's B rows are two 128-row boxes, gate rows [col0, col0 + 128) and
 // up rows [up_row + col0, ...) of w, and the epilogue writes act[r][col0 + c] (bf16, ldy apart) =
 // SiluMul's arithmetic on the two rounded outputs; n is then the activation's width (the up rows'
-// offset). Otherwise y (fp32) gets the products as they are or rounded.
-template <int kBN, bool kSwiGlu>
+// offset). Otherwise y (fp32) gets the products as they are or rounded. kLora (round_bf16 then
+// true): a tile inside a segment of `lora` runs the segment's rank stages after K's into a second
+// accumulator and writes r(r(base) + r(r(delta) · scale)) (GemmWgmmaLora).
+template <int kBN, bool kSwiGlu, bool kLora>
 __global__ void __launch_bounds__(kThreads, 1)
     GemmWgmmaKernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w, int64_t m,
                     int64_t n, int64_t k, void* __restrict__ yv, int64_t ldy, bool round_bf16, bool vec2, int mtiles,
-                    int ntiles) {
+                    int ntiles, const __grid_constant__ LoraSegs lora) {
   static_assert(!kSwiGlu || kBN == 256, "the gated form pairs two 128-row boxes");
+  static_assert(!(kSwiGlu && kLora), "the gated form takes no LoRA delta");
   constexpr int kColsOut = kSwiGlu ? kBN / 2 : kBN;  // output columns a tile
   using S = Shape<kBN>;
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
@@ -73,11 +95,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int id = blockIdx.x; id < tiles; id += gridDim.x) {
       int row0, col0;
       TileAt(id, mtiles, ntiles, row0, col0, kColsOut);
-      for (int kb = 0; kb < ksteps; ++kb, ++it) {
+      const int seg = kLora ? SegmentOf(lora, col0) : -1, steps = ksteps + (seg >= 0 ? lora.ksteps[seg] : 0);
+      for (int kb = 0; kb < steps; ++kb, ++it) {
         const int s = it % S::kStages;
         MbarWait(&empty[s], ((it / S::kStages) & 1) ^ 1);  // the slot's previous use was read
         unsigned char* base = stages + s * S::kStageBytes;
         MbarExpectTx(&full[s], S::kStageBytes);
+        if (kLora && kb >= ksteps) {  // the delta's stages: t's rows and B's, rank chunk by chunk
+          const int r0 = (kb - ksteps) * kBK;
+          TmaLoad2d(base, &lora.t[seg], r0, row0, &full[s]);
+          TmaLoad2d(base + kABytes, &lora.b[seg], r0, col0 - lora.col_begin[seg], &full[s]);
+          continue;
+        }
         TmaLoad2d(base, &map_x, kb * kBK, row0, &full[s]);
         if constexpr (kSwiGlu) {
           TmaLoad2d(base + kABytes, &map_w, kb * kBK, col0, &full[s]);
@@ -93,14 +122,28 @@ __global__ void __launch_bounds__(kThreads, 1)
   SetMaxRegistersInc<kConsumerRegs>();
   const int c = wg - 1, warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   float acc[kBN / 2];
+  unsigned based[kBN / 4];  // kLora: the base product's rounded outputs, bf16 pairs
   int it = 0;
   for (int id = blockIdx.x; id < tiles; id += gridDim.x) {
     int row0, col0;
     TileAt(id, mtiles, ntiles, row0, col0, kColsOut);
+    const int seg = kLora ? SegmentOf(lora, col0) : -1, steps = ksteps + (seg >= 0 ? lora.ksteps[seg] : 0);
 #pragma unroll
     for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
     int prev = -1;  // the slot whose products are still in flight
-    for (int kb = 0; kb < ksteps; ++kb, ++it) {
+    for (int kb = 0; kb < steps; ++kb, ++it) {
+      if constexpr (kLora) {
+        if (kb == ksteps) {  // the base product is done: keep it rounded, start the delta's chain at zero
+          WgmmaWait<0>();
+          FenceAccumulators(acc);
+          if (lane == 0) MbarArrive(&empty[prev]);
+          prev = -1;
+#pragma unroll
+          for (int i = 0; i < kBN / 4; ++i) based[i] = PackBf16(acc[2 * i], acc[2 * i + 1]);
+#pragma unroll
+          for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+        }
+      }
       const int s = it % S::kStages;
       MbarWait(&full[s], (it / S::kStages) & 1);
       const unsigned char* base = stages + s * S::kStageBytes;
@@ -150,6 +193,31 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
       }
+    } else if (kLora && seg >= 0) {
+      // The rounded base output, plus the rounded delta scaled and rounded (LoraScatterAdd's).
+      float* y = static_cast<float*>(yv);
+      const float scale = lora.scale[seg];
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        const int64_t col = int64_t{col0} + 8 * j + 2 * t;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t r = h == 0 ? r_lo : r_hi;
+          if (r >= m) continue;
+          const unsigned packed = based[2 * j + h];
+          const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&packed));
+          const float d0 = RoundAct(__fmul_rn(RoundAct(acc[4 * j + 2 * h], true), scale), true);
+          const float d1 = RoundAct(__fmul_rn(RoundAct(acc[4 * j + 2 * h + 1], true), scale), true);
+          const float v0 = RoundAct(__fadd_rn(b.x, d0), true), v1 = RoundAct(__fadd_rn(b.y, d1), true);
+          float* dst = y + r * ldy + col;
+          if (vec2 && col + 1 < n) {
+            *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+          } else {
+            if (col < n) dst[0] = v0;
+            if (col + 1 < n) dst[1] = v1;
+          }
+        }
+      }
     } else {
       float* y = static_cast<float*>(yv);
 #pragma unroll
@@ -182,13 +250,13 @@ int Multiprocessors() {
 }
 
 // n: the product's outputs, or with kSwiGlu the activation's width (w then has 2n rows).
-template <int kBN, bool kSwiGlu>
+template <int kBN, bool kSwiGlu, bool kLora = false>
 Status Launch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, void* y, int64_t ldy,
-              bool round_output, int sms, cudaStream_t s) {
+              bool round_output, int sms, cudaStream_t s, const LoraSegs* lora = nullptr) {
   using S = Shape<kBN>;
   constexpr int kColsOut = kSwiGlu ? kBN / 2 : kBN;
   static const cudaError_t ready = cudaFuncSetAttribute(
-      GemmWgmmaKernel<kBN, kSwiGlu>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmem));
+      GemmWgmmaKernel<kBN, kSwiGlu, kLora>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmem));
   if (ready != cudaSuccess) return Internal(std::string("cuda GemmWgmma: shared memory: ") + cudaGetErrorString(ready));
   const int64_t mtiles = (m + kBM - 1) / kBM, ntiles = (n + kColsOut - 1) / kColsOut;
   if (mtiles * ntiles > (int64_t{1} << 31) - 1 || kGroupM * ntiles > (int64_t{1} << 30) || m > (int64_t{1} << 31) - 1 ||
@@ -202,9 +270,10 @@ Status Launch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64
   const bool vec2 = ldy % 2 == 0 && reinterpret_cast<uintptr_t>(y) % align == 0;
   const int64_t tiles = mtiles * ntiles;
   const unsigned grid = static_cast<unsigned>(tiles < sms ? tiles : sms);
-  LaunchSerialized(GemmWgmmaKernel<kBN, kSwiGlu>, grid, kThreads, S::kSmem, s, map_x, map_w, m, n, k, y, ldy,
-                   round_output, vec2, static_cast<int>(mtiles), static_cast<int>(ntiles));
-  return Launched(kSwiGlu ? "GemmWgmmaSwiGlu" : "GemmWgmma");
+  static const LoraSegs kNone{};
+  LaunchSerialized(GemmWgmmaKernel<kBN, kSwiGlu, kLora>, grid, kThreads, S::kSmem, s, map_x, map_w, m, n, k, y, ldy,
+                   round_output, vec2, static_cast<int>(mtiles), static_cast<int>(ntiles), lora ? *lora : kNone);
+  return Launched(kSwiGlu ? "GemmWgmmaSwiGlu" : kLora ? "GemmWgmmaLora" : "GemmWgmma");
 }
 
 }  // namespace
@@ -221,6 +290,83 @@ WgmmaForm ChooseWgmmaForm(int64_t m, int64_t n, int multiprocessors) {
   const int64_t t256 = time(256, 18), t160 = time(160, 12), t128 = time(128, 10);
   if (t256 <= t160 && t256 <= t128) return WgmmaForm::kTile128x256;
   return t160 <= t128 ? WgmmaForm::kTile128x160 : WgmmaForm::kTile128x128;
+}
+
+namespace {
+int FormWidth(WgmmaForm form) {
+  return form == WgmmaForm::kTile128x256 ? 256 : form == WgmmaForm::kTile128x160 ? 160 : 128;
+}
+}  // namespace
+
+bool WgmmaLoraCovers(WgmmaForm form, int64_t n, int64_t col_begin, int64_t cols) {
+  const int64_t w = FormWidth(form), end = col_begin + cols;
+  return col_begin >= 0 && cols >= 1 && end <= n && col_begin % w == 0 && (end % w == 0 || end == n);
+}
+
+WgmmaForm ChooseWgmmaLoraForm(int64_t m, int64_t n, const int64_t (*spans)[2], int count, int multiprocessors,
+                              unsigned* covered) {
+  const WgmmaForm first = ChooseWgmmaForm(m, n, multiprocessors);
+  const WgmmaForm order[4] = {first, WgmmaForm::kTile128x256, WgmmaForm::kTile128x128, WgmmaForm::kTile128x160};
+  WgmmaForm best = first;
+  unsigned best_mask = 0;
+  int best_count = -1;
+  for (WgmmaForm f : order) {
+    unsigned mask = 0;
+    int c = 0;
+    for (int i = 0; i < count; ++i) {
+      if (WgmmaLoraCovers(f, n, spans[i][0], spans[i][1])) mask |= 1u << i, ++c;
+    }
+    if (c > best_count) best = f, best_mask = mask, best_count = c;
+  }
+  if (covered) *covered = best_mask;
+  return best;
+}
+
+int WgmmaMultiprocessors() { return Multiprocessors(); }
+
+Status GemmWgmmaLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
+                     const WgmmaLoraSegment* segs, int count, WgmmaForm form, void* stream) {
+  if (!GemmWgmmaFits(m, n, k, xb, w) || ldy < n) {
+    return InvalidArgument("cuda GemmWgmmaLora: needs m, N >= 1, K % 8 == 0, ldy >= N and 16-byte aligned operands");
+  }
+  if (count < 1 || count > kWgmmaMaxLoraSegments) {
+    return InvalidArgument("cuda GemmWgmmaLora: 1 to " + std::to_string(kWgmmaMaxLoraSegments) + " segments, not " +
+                           std::to_string(count));
+  }
+  const int width = FormWidth(form);
+  LoraSegs l{};
+  l.count = count;
+  for (int i = 0; i < count; ++i) {
+    const WgmmaLoraSegment& g = segs[i];
+    if (!WgmmaLoraCovers(form, n, g.col_begin, g.cols)) {
+      return InvalidArgument("cuda GemmWgmmaLora: segment " + std::to_string(i) + " (columns " +
+                             std::to_string(g.col_begin) + " + " + std::to_string(g.cols) + ") straddles " +
+                             std::to_string(width) + "-wide tiles");
+    }
+    if (g.rank < 8 || g.rank % 8 != 0) {
+      return InvalidArgument("cuda GemmWgmmaLora: rank " + std::to_string(g.rank) + " is not a positive multiple of 8");
+    }
+    for (int j = 0; j < i; ++j) {
+      if (g.col_begin < segs[j].col_begin + segs[j].cols && segs[j].col_begin < g.col_begin + g.cols) {
+        return InvalidArgument("cuda GemmWgmmaLora: segments overlap");
+      }
+    }
+    GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&l.t[i], g.t, 2, m, g.rank, kBK, kBM, "GemmWgmmaLora"));
+    GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&l.b[i], g.b, 2, g.cols, g.rank, kBK, width, "GemmWgmmaLora"));
+    l.col_begin[i] = static_cast<int>(g.col_begin);
+    l.col_end[i] = static_cast<int>(g.col_begin + g.cols);
+    l.ksteps[i] = (g.rank + kBK - 1) / kBK;
+    l.scale[i] = g.scale;
+  }
+  const int sms = Multiprocessors();
+  if (sms <= 0) return Internal("cuda GemmWgmmaLora: no multiprocessor count for the current device");
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (form) {
+    case WgmmaForm::kTile128x256: return Launch<256, false, true>(xb, m, w, n, k, y, ldy, true, sms, s, &l);
+    case WgmmaForm::kTile128x160: return Launch<160, false, true>(xb, m, w, n, k, y, ldy, true, sms, s, &l);
+    case WgmmaForm::kTile128x128: return Launch<128, false, true>(xb, m, w, n, k, y, ldy, true, sms, s, &l);
+  }
+  return Internal("cuda GemmWgmmaLora: unknown tile form");
 }
 
 const char* WgmmaFormName(WgmmaForm form) {

@@ -41,6 +41,35 @@ bool GemmWgmmaFits(int64_t m, int64_t n, int64_t k, const void* xb, const void* 
 Status GemmWgmma(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
                  bool round_output, void* stream, const WgmmaForm* form = nullptr);
 
+// A LoRA module's delta fused into the product (the contract of Ops::MatMulLora, weights/lora.h):
+// for the output columns [col_begin, col_begin + cols) the tile runs, after the base product's
+// K steps, the delta's own — t[m, rank] · Bᵀ, B [cols, rank], ascending 16-wide rank chunks into a
+// second accumulator from zero — and writes y = r(r(base) + r(r(delta) · scale)): the bits of
+// GemmWgmma(..., round_output = true), a MatMulBf16 of t against B (one fp32 chain over rank)
+// and LoraScatterAdd, without the delta's fp32 outputs going through memory.
+struct WgmmaLoraSegment {
+  const uint16_t* t = nullptr;  // [m, rank] bf16: the rows' r(x · Aᵀ), 16-byte aligned
+  const uint16_t* b = nullptr;  // [cols, rank] bf16, 16-byte aligned
+  int64_t col_begin = 0, cols = 0;
+  int rank = 0;                 // a multiple of 8 (TMA's row pitch)
+  float scale = 1.0f;
+};
+inline constexpr int kWgmmaMaxLoraSegments = 4;
+// Whether tiles of `form` never straddle the segment's edges: it starts on a tile edge and ends
+// on one or at the product's last column (tile widths 256, 160 or 128). Each tile then adds at
+// most one segment's delta.
+bool WgmmaLoraCovers(WgmmaForm form, int64_t n, int64_t col_begin, int64_t cols);
+// The form for a product whose fused segments are `spans` (col_begin, cols pairs): ChooseWgmmaForm's
+// when it covers them all, else the form covering the most (ties to ChooseWgmmaForm's order:
+// 256, 128, 160). `covered` gets one bit a span. A pure function: it changes no bit.
+WgmmaForm ChooseWgmmaLoraForm(int64_t m, int64_t n, const int64_t (*spans)[2], int count, int multiprocessors,
+                              unsigned* covered);
+int WgmmaMultiprocessors();  // the current device's (0 when unknown)
+// y = r(xb · Wᵀ) with each segment's delta added as above. Segments disjoint, each covered by
+// `form` (WgmmaLoraCovers), at most kWgmmaMaxLoraSegments; otherwise GemmWgmmaFits' needs.
+Status GemmWgmmaLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
+                     const WgmmaLoraSegment* segs, int count, WgmmaForm form, void* stream);
+
 // The MLP's gate|up product and its activation in one pass: w is [2 inter, K] (gate rows, then up
 // rows) and act[m, inter] (bf16 words, rows ld_act apart) = r(r(silu(g)) · u) with g, u the
 // rounded outputs GemmWgmma(..., round_output = true) gives for gate row c and up row inter + c —

@@ -1,0 +1,297 @@
+// CudaOps' adapter ops: LoRA deltas (LoraAdd, gathered by adapter onto the tensor cores with
+// bf16 activations) and the projection with its deltas fused (MatMulLora: cuda/gemm_wgmma.h's
+// GemmWgmmaLora where every row is on one adapter, the same bits as MatMul then LoraAdd).
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_ops_detail.h"
+#include "backend/cuda/elementwise.h"
+#include "backend/cuda/gemm_pipe.h"
+#include "backend/cuda/gemm_wgmma.h"
+#include "backend/cuda/lora.h"
+#include "backend/cuda/matmul.h"
+
+namespace graft {
+
+using namespace cuda_ops_detail;
+
+void CudaOps::LoraAdd(const LoraArgs& a) {
+  const auto timer = Time("LoraAdd");
+  if (Failed() || a.m == 0) return;
+  // Everything LoraAdd allocates (gathered and tripled inputs, staged module tables, per-module
+  // buffers) is spent once the deltas are enqueued: handed back on every way out, so that a
+  // forward pass with adapters on many layers needs one layer's worth, not all of them.
+  struct GiveBack {
+    CudaOps& ops;
+    size_t mark;
+    ~GiveBack() { ops.Release(mark); }
+  } give_back{*this, Mark()};
+  const auto& by_slot = *a.modules;
+  // With bf16 activations every adapter runs on the tensor cores: its rows gathered, two
+  // projections (fp32 factors as three exact bf16 pieces), the deltas scattered back — the
+  // same route at every row count, so a row's bits never depend on how many rows share it.
+  // With fp32 activations, adapters with more than 8 rows here take the gathered route through
+  // the tiled SIMT matmul, which sums in the CPU reference's order exactly as the per-row
+  // kernel does (same bits, shared loads); the rest run the per-row kernel. Either way a row
+  // only reads and writes itself.
+  std::vector<char> tensor(by_slot.size(), 0), gathered(by_slot.size(), 0);
+  std::vector<int64_t> rows_of(by_slot.size(), 0);
+  for (int64_t r = 0; r < a.m; ++r) {
+    if (a.row_slot[r] > 0 && static_cast<size_t>(a.row_slot[r]) < by_slot.size()) rows_of[static_cast<size_t>(a.row_slot[r])]++;
+  }
+  for (size_t s = 1; s < by_slot.size(); ++s) {
+    if (!by_slot[s] || by_slot[s]->empty() || rows_of[s] == 0) continue;
+    tensor[s] = bf16();
+    gathered[s] = tensor[s] || rows_of[s] > 8;
+  }
+  for (size_t s = 1; s < by_slot.size(); ++s) {
+    if (!gathered[s]) continue;
+    std::vector<const LoraModule*> mods;
+    for (const LoraModule& m : *by_slot[s]) mods.push_back(&m);
+    LoraGathered(a, static_cast<int32_t>(s), mods, tensor[s] != 0);
+  }
+  std::vector<cuda::DevLoraModule> mods;
+  std::vector<int32_t> begin(by_slot.size() + 1, 0);
+  int max_rank = 0, max_modules = 0;
+  int64_t max_out = 0;
+  for (size_t s = 0; s < by_slot.size(); ++s) {
+    begin[s] = static_cast<int32_t>(mods.size());
+    if (!by_slot[s] || gathered[s]) continue;
+    for (const LoraModule& m : *by_slot[s]) {
+      const DevCopy* da = Dev(m.a);
+      const DevCopy* db = Dev(m.b);
+      if (Failed()) return;
+      mods.push_back({da->w, db->w, m.rank, m.scale, m.row_offset});
+      max_rank = std::max(max_rank, m.rank);
+      max_out = std::max(max_out, m.b.rows);
+    }
+    max_modules = std::max(max_modules, static_cast<int>(mods.size()) - begin[s]);
+  }
+  begin[by_slot.size()] = static_cast<int32_t>(mods.size());
+  if (mods.empty()) return;
+  cuda::LoraArgs d{};
+  d.x = a.x;
+  d.m = a.m;
+  d.k = a.k;
+  d.row_slot = StageInts(a.row_slot, a.m);
+  d.modules = static_cast<const cuda::DevLoraModule*>(
+      Stage(mods.data(), static_cast<int64_t>(mods.size() * sizeof(cuda::DevLoraModule))));
+  d.slot_begin = StageInts(begin.data(), static_cast<int64_t>(begin.size()));
+  d.num_slots = static_cast<int>(by_slot.size());
+  d.max_rank = max_rank;
+  d.y = a.y;
+  d.y_stride = a.y_stride;
+  d.bf16 = bf16();
+  d.max_modules = max_modules;
+  d.max_out = max_out;
+  d.scratch = Alloc(a.m * max_modules * int64_t{max_rank});
+  if (Failed()) return;
+  Sign(4, d.x, d.m, d.k, d.row_slot, d.modules, d.slot_begin, d.num_slots, d.max_rank, d.y, d.y_stride, d.max_modules,
+       d.max_out, d.scratch);
+  for (const auto& md : mods) Sign(md.a.data, md.b.data, md.rank, md.scale, md.row_offset);
+  if (!Launches()) return;
+  Note(cuda::LoraAdd(d, stream_));
+}
+
+void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<const LoraModule*>& modules, bool tensor) {
+  std::vector<int32_t> rows;
+  for (int64_t r = 0; r < a.m; ++r) {
+    if (a.row_slot[r] == slot) rows.push_back(static_cast<int32_t>(r));
+  }
+  if (rows.empty() || Failed()) return;
+  const int ms = static_cast<int>(rows.size());
+  const int32_t* d_rows = StageInts(rows.data(), ms);
+  // Every row on this adapter (a decision's prefill): x as it is, no gathered copy.
+  const bool all_rows = ms == a.m;
+  const float* xs = all_rows ? a.x : AllocRaw(int64_t{ms} * a.k);
+  if (Failed()) return;
+  if (!all_rows) {
+    Sign(17, a.x, a.k, d_rows, ms, xs);
+    if (Launches()) Note(cuda::GatherRows(a.x, a.k, d_rows, ms, const_cast<float*>(xs), stream_));
+  }
+  // in [ms, width] repeated three times side by side (the input of a split factor), for the
+  // kernels that cannot read a repeated bf16 copy (cuda::MatMulBf16).
+  auto tripled = [&](const float* in, int64_t width) -> float* {
+    float* out = AllocRaw(int64_t{ms} * width * 3);
+    if (Failed()) return nullptr;
+    Sign(19, in, width, out);
+    if (Launches()) Note(cuda::RepeatCols(in, ms, width, 3, out, stream_));
+    return out;
+  };
+  // bf16 copy of in [ms, width] (16-byte aligned arena blocks).
+  auto as_bf16 = [&](const float* in, int64_t width) -> const uint16_t* {
+    auto* out = reinterpret_cast<uint16_t*>(AllocRaw((int64_t{ms} * width + 1) / 2));
+    if (Failed()) return nullptr;
+    Sign(20, in, width, out);
+    if (Launches()) Note(cuda::ToBf16(in, ms * width, out, stream_));
+    return out;
+  };
+  // A factor on the device: fp32 factors on the tensor cores as their three bf16 pieces.
+  auto factor = [&](const Weight& f) -> const cuda::DevWeight* {
+    if (tensor && !f.is_bf16) return DevSplit(f);
+    const DevCopy* d = Dev(f);
+    return d ? &d->w : nullptr;
+  };
+  // The A side's inputs, made once for all modules: bf16 x for the modules the mma.sync forms
+  // take (a split factor's three pieces read it repeated), tripled fp32 x for any others.
+  const uint16_t* xsb = nullptr;
+  float* xs3 = nullptr;
+  for (const LoraModule* mp : modules) {
+    const LoraModule& m = *mp;
+    if (!tensor) break;
+    const cuda::DevWeight* wa = factor(m.a);
+    if (Failed() || wa == nullptr) return;
+    if (cuda::Bf16FormsFit(ms, *wa, a.k)) {
+      if (!xsb) xsb = as_bf16(xs, a.k);
+    } else if (!m.a.is_bf16 && !xs3) {
+      xs3 = tripled(xs, a.k);
+    }
+  }
+  for (const LoraModule* mp : modules) {
+    const LoraModule& m = *mp;
+    // A module's buffers are free again once its deltas are enqueued (the stream orders reuse).
+    const size_t mark = Mark();
+    const bool split_a = tensor && !m.a.is_bf16, split_b = tensor && !m.b.is_bf16;
+    const cuda::DevWeight* wa = factor(m.a);
+    const cuda::DevWeight* wb = factor(m.b);
+    if (Failed() || wa == nullptr || wb == nullptr) return;
+    float* t = AllocRaw(int64_t{ms} * m.rank);
+    float* u = AllocRaw(int64_t{ms} * m.b.rows);
+    // The down projection has only `rank` outputs: on the tensor cores it runs split along K
+    // (slices fixed by K alone, summed in order) so that even one row spreads over the GPU.
+    const int64_t splits = tensor ? (wa->cols + cuda::SplitKColumns(wa->cols) - 1) / cuda::SplitKColumns(wa->cols) : 0;
+    float* partial = tensor ? AllocRaw(splits * ms * m.rank) : nullptr;
+    // (With --gemm cublas the B product stays with DevMatMul, which gives it to cuBLAS as it
+    // does the base's products; the split A product has no cuBLAS form.)
+    const bool bf16_a = tensor && cuda::Bf16FormsFit(ms, *wa, a.k);
+    const bool bf16_b = tensor && !cublas_ && cuda::Bf16FormsFit(ms, *wb, m.rank);
+    const int64_t split_scratch = tensor && !bf16_a ? cuda::MatMulSplitKScratchBytes(ms, *wa) : 0;
+    void* xb = split_scratch > 0 ? AllocRaw((split_scratch + 3) / 4) : nullptr;
+    if (Failed()) return;
+    Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride, partial, xb, bf16_a, bf16_b);
+    if (!tensor) {
+      DevMatMul(xs, ms, *wa, t, m.rank, /*round_output=*/true);
+    } else if (Launches()) {
+      if (bf16_a) Note(cuda::MatMulBf16(xsb, a.k, ms, *wa, partial, m.rank, false, /*split_k=*/true, stream_));
+      else Note(cuda::MatMulSplitK(split_a ? xs3 : xs, ms, *wa, partial, stream_, xb));
+      Note(cuda::SumSplits(partial, ms, *wa, t, /*round_output=*/true, stream_));
+    }
+    if (bf16_b) {
+      const uint16_t* tb = as_bf16(t, m.rank);
+      if (Failed()) return;
+      if (Launches()) Note(cuda::MatMulBf16(tb, m.rank, ms, *wb, u, m.b.rows, true, /*split_k=*/false, stream_));
+    } else {
+      const float* t_in = split_b ? tripled(t, m.rank) : t;
+      if (Failed()) return;
+      DevMatMul(t_in, ms, *wb, u, m.b.rows, /*round_output=*/true);
+    }
+    if (Launches()) {
+      Note(cuda::LoraScatterAdd(u, ms, m.b.rows, d_rows, m.scale, m.row_offset, a.y, a.y_stride, bf16(), stream_));
+    }
+    Release(mark);
+  }
+  if (tensor) tensor_core_lora_rows_ += ms;
+}
+
+void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, const LoraArgs& a) {
+  // Fused where every row is on one adapter slot (a decision's record, a batch of one adapter),
+  // with bf16 activations, graft's own GEMMs (not --gemm cublas) and w one dense bf16 tensor on
+  // the plain prefill form (wgmma): each module there with bf16 factors and a rank that is a
+  // multiple of 8 whose columns are whole tiles of the form chosen adds its delta in the
+  // product's epilogue; any other module goes through LoraAdd after. Elsewhere the two ops.
+  const auto& by_slot = *a.modules;
+  const int32_t slot = m > 0 ? a.row_slot[0] : 0;
+  const bool one_slot = slot > 0 && static_cast<size_t>(slot) < by_slot.size() && by_slot[static_cast<size_t>(slot)] &&
+                        !by_slot[static_cast<size_t>(slot)]->empty() &&
+                        std::all_of(a.row_slot, a.row_slot + m, [&](int32_t s) { return s == slot; });
+  const DevCopy* d = one_slot && bf16() && !cublas_ && w.parts.empty() && a.x == x && a.m == m && a.k == w.cols &&
+                             a.y == y && a.y_stride == w.rows
+                         ? Dev(w)
+                         : nullptr;
+  if (Failed()) return;
+  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  if (d == nullptr || cuda::ChooseMatMulForm(m, d->w, true, aligned) != cuda::MatMulForm::kBf16Prefill ||
+      !cuda::GemmWgmmaFits(m, w.rows, w.cols, d->w.data, d->w.data)) {
+    Ops::MatMulLora(x, m, w, y, a);
+    return;
+  }
+  const std::vector<LoraModule>& modules = *by_slot[static_cast<size_t>(slot)];
+  std::vector<const LoraModule*> fusable;
+  std::vector<std::array<int64_t, 2>> spans;
+  for (const LoraModule& mod : modules) {
+    if (!mod.a.is_bf16 || !mod.b.is_bf16 || mod.rank % 8 != 0 || static_cast<int>(fusable.size()) == cuda::kWgmmaMaxLoraSegments) {
+      continue;
+    }
+    const DevCopy* da = Dev(mod.a);
+    if (Failed()) return;
+    if (!cuda::Bf16FormsFit(m, da->w, w.cols)) continue;
+    fusable.push_back(&mod);
+    spans.push_back({mod.row_offset, mod.b.rows});
+  }
+  unsigned covered = 0;
+  const cuda::WgmmaForm form = cuda::ChooseWgmmaLoraForm(
+      m, w.rows, reinterpret_cast<const int64_t(*)[2]>(spans.data()), static_cast<int>(spans.size()),
+      cuda::WgmmaMultiprocessors(), &covered);
+  if (covered == 0) {
+    Ops::MatMulLora(x, m, w, y, a);
+    return;
+  }
+  double flops = 2.0 * static_cast<double>(m) * w.rows * w.cols;
+  for (size_t i = 0; i < fusable.size(); ++i) {
+    if (covered >> i & 1) flops += 2.0 * static_cast<double>(m) * fusable[i]->rank * (w.cols + fusable[i]->b.rows);
+  }
+  struct GiveBack {  // every way out hands the arena back (LoraAdd's)
+    CudaOps& ops;
+    size_t mark;
+    ~GiveBack() { ops.Release(mark); }
+  } give_back{*this, Mark()};
+  std::vector<const LoraModule*> rest;  // the modules whose columns the form's tiles straddle: after the product
+  {
+    const auto timer = Time("MatMul+LoRA (m > 64)", flops);
+    auto* xb = reinterpret_cast<uint16_t*>(AllocRaw((m * w.cols + 1) / 2));
+    if (Failed()) return;
+    Sign(37, x, m, d->w.data, y, w.rows, w.cols);
+    if (Launches()) Note(cuda::ToBf16(x, m * w.cols, xb, stream_));
+    // Each fused module's t = r(x · Aᵀ) as LoraAdd makes it (MatMulSplitK's slices, summed and
+    // rounded), then in bf16 for the product's delta stages.
+    std::vector<cuda::WgmmaLoraSegment> segs;
+    for (size_t i = 0; i < modules.size(); ++i) {
+      const LoraModule& mod = modules[i];
+      const auto it = std::find(fusable.begin(), fusable.end(), &mod);
+      if (it == fusable.end() || !(covered >> (it - fusable.begin()) & 1)) {
+        rest.push_back(&mod);
+        continue;
+      }
+      const DevCopy* da = Dev(mod.a);
+      const DevCopy* db = Dev(mod.b);
+      auto* tb = reinterpret_cast<uint16_t*>(AllocRaw((m * mod.rank + 1) / 2));
+      if (Failed()) return;
+      const size_t inner = Mark();  // t and the slices' partials are spent once tb is enqueued
+      const int64_t splits = (da->w.cols + cuda::SplitKColumns(da->w.cols) - 1) / cuda::SplitKColumns(da->w.cols);
+      float* partial = AllocRaw(splits * m * mod.rank);
+      float* t = AllocRaw(m * mod.rank);
+      if (Failed()) return;
+      Sign(da->w.data, db->w.data, tb, partial, t, mod.rank, mod.scale, mod.row_offset, mod.b.rows);
+      if (Launches()) {
+        Note(cuda::MatMulBf16(xb, w.cols, m, da->w, partial, mod.rank, false, /*split_k=*/true, stream_));
+        Note(cuda::SumSplits(partial, m, da->w, t, /*round_output=*/true, stream_));
+        Note(cuda::ToBf16(t, m * mod.rank, tb, stream_));
+      }
+      Release(inner);
+      segs.push_back({tb, static_cast<const uint16_t*>(db->w.data), mod.row_offset, mod.b.rows, mod.rank, mod.scale});
+    }
+    if (Launches()) {
+      Note(cuda::GemmWgmmaLora(xb, m, static_cast<const uint16_t*>(d->w.data), w.rows, w.cols, y, w.rows, segs.data(),
+                               static_cast<int>(segs.size()), form, stream_));
+    }
+  }
+  if (rest.empty()) tensor_core_lora_rows_ += m;  // (else LoraGathered counts them)
+  if (!rest.empty()) {
+    const auto timer = Time("LoraAdd");
+    LoraGathered(a, slot, rest, /*tensor=*/true);
+  }
+}
+
+}  // namespace graft
