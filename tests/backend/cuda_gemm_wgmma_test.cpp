@@ -320,6 +320,81 @@ TEST(GemmWgmma, LoraIsTheProductThenTheDeltaBits) {
   }
 }
 
+// The gated form with LoRA deltas: act = SiluMul of (gate|up rounded, each half plus its delta
+// as LoraScatterAdd adds it), bit for bit — either delta alone or both, ranks under and over a
+// stage, widths not a multiple of the 128-column tile, odd and even pitches.
+TEST(GemmWgmma, SwiGluLoraIsTheProductTheDeltasThenSiluMulBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(49);
+  struct Case {
+    int m, inter, k, rank_gate, rank_up;
+  };
+  for (const Case& c : std::vector<Case>{{65, 200, 72, 8, 16}, {300, 1024, 264, 64, 0}, {1100, 136, 80, 0, 200},
+                                         {2100, 1280, 512, 256, 256}}) {
+    for (int pad : {0, 1}) {
+      SCOPED_TRACE(::testing::Message() << c.m << "x" << c.inter << "x" << c.k << " ranks " << c.rank_gate << "/"
+                                        << c.rank_up << " pad " << pad);
+      Buf<uint16_t> x(RandomBf16(static_cast<size_t>(c.m) * c.k, rng, 1.0f));
+      Buf<uint16_t> w(RandomBf16(static_cast<size_t>(2 * c.inter) * c.k, rng, 0.1f));
+      std::vector<std::unique_ptr<Buf<uint16_t>>> keep;
+      cuda::WgmmaLoraSegment halves[2];
+      const float scales[2] = {2.0f, 0.25f};
+      for (int i = 0; i < 2; ++i) {
+        const int rank = i == 0 ? c.rank_gate : c.rank_up;
+        if (rank == 0) continue;
+        keep.push_back(std::make_unique<Buf<uint16_t>>(RandomBf16(static_cast<size_t>(c.m) * rank, rng, 1.0f)));
+        const uint16_t* t = keep.back()->p;
+        keep.push_back(std::make_unique<Buf<uint16_t>>(RandomBf16(static_cast<size_t>(c.inter) * rank, rng, 0.1f)));
+        halves[i] = {t, keep.back()->p, 0, c.inter, rank, scales[i]};
+      }
+      // The reference: gate|up rounded, each delta's rounded product added (LoraScatterAdd), SiluMul.
+      Buf<float> gu(static_cast<size_t>(c.m) * 2 * c.inter), act_ref(static_cast<size_t>(c.m) * c.inter);
+      ASSERT_TRUE(cuda::GemmPipeMmaSync(x.p, c.m, w.p, 2 * c.inter, c.k, gu.p, 2 * c.inter, true, nullptr).ok());
+      std::vector<int32_t> rows_h(static_cast<size_t>(c.m));
+      for (int i = 0; i < c.m; ++i) rows_h[static_cast<size_t>(i)] = i;
+      Buf<int32_t> rows(rows_h);
+      for (int i = 0; i < 2; ++i) {
+        if (halves[i].rank == 0) continue;
+        Buf<float> u(static_cast<size_t>(c.m) * c.inter);
+        ASSERT_TRUE(cuda::GemmPipeMmaSync(halves[i].t, c.m, halves[i].b, c.inter, halves[i].rank, u.p, c.inter, true,
+                                          nullptr).ok());
+        ASSERT_TRUE(cuda::LoraScatterAdd(u.p, c.m, c.inter, rows.p, halves[i].scale, i * int64_t{c.inter}, gu.p,
+                                         2 * c.inter, true, nullptr).ok());
+      }
+      ASSERT_TRUE(cuda::SiluMul(gu.p, c.m, c.inter, true, act_ref.p, nullptr).ok());
+      const int64_t ld = c.inter + pad;
+      Buf<uint16_t> act(static_cast<size_t>(c.m) * ld);
+      const Status st = cuda::GemmWgmmaSwiGluLora(x.p, c.m, w.p, c.inter, c.k, act.p, ld,
+                                                  c.rank_gate ? &halves[0] : nullptr, c.rank_up ? &halves[1] : nullptr,
+                                                  nullptr);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      const auto r = act_ref.Get();
+      const auto a = act.Get();
+      for (int i = 0; i < c.m; ++i) {
+        for (int j = 0; j < c.inter; ++j) {
+          const float got = Bf16ToFloat(a[static_cast<size_t>(i) * ld + j]);
+          const float want = r[static_cast<size_t>(i) * c.inter + j];
+          ASSERT_FALSE(std::isnan(got)) << "unwritten: row " << i << " col " << j;
+          ASSERT_EQ(Bits(got), Bits(want)) << "row " << i << " col " << j << ": " << got << " vs " << want;
+        }
+        for (int j = c.inter; j < ld; ++j) ASSERT_EQ(a[static_cast<size_t>(i) * ld + j], 0xffff) << "wrote past inter";
+      }
+    }
+  }
+  // Refused by name: a delta that does not cover its projection, a rank that is no multiple of 8,
+  // no delta at all.
+  Buf<uint16_t> x(size_t{130} * 72), w(size_t{256} * 72), t(size_t{130} * 64), b(size_t{128} * 64), act(size_t{130} * 128);
+  const cuda::WgmmaLoraSegment part{t.p, b.p, 0, 100, 64, 1.0f}, odd{t.p, b.p, 0, 128, 12, 1.0f};
+  for (const auto& [what, st] : std::vector<std::pair<std::string, Status>>{
+           {"cover", cuda::GemmWgmmaSwiGluLora(x.p, 130, w.p, 128, 72, act.p, 128, &part, nullptr, nullptr)},
+           {"multiple of 8", cuda::GemmWgmmaSwiGluLora(x.p, 130, w.p, 128, 72, act.p, 128, nullptr, &odd, nullptr)},
+           {"no delta", cuda::GemmWgmmaSwiGluLora(x.p, 130, w.p, 128, 72, act.p, 128, nullptr, nullptr, nullptr)}}) {
+    EXPECT_FALSE(st.ok()) << what;
+    EXPECT_NE(st.message().find("GemmWgmmaSwiGluLora"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+  }
+}
+
 TEST(GemmWgmma, BadShapesAreRefusedByName) {
   REQUIRE_GPU();
   Buf<uint16_t> x(size_t{130} * 72), w(size_t{64} * 72);

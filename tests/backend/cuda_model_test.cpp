@@ -870,6 +870,92 @@ TEST(CudaLora, FusedProjectionIsMatMulThenLoraAddBitForBit) {
   }
 }
 
+// SwiGluMlpLora where every row is on one adapter: x to bf16 once, the gate's and up's deltas in
+// the gated product's epilogue, down's in its product's — bit for bit the ops one by one
+// (Ops::SwiGluMlpLora: MatMulLora, SiluMul, MatMulLora). Modules on gate and down only, on all
+// three; fp32 factors or a base row among the rows: the ops one by one.
+TEST(CudaLora, FusedMlpIsTheOpsOneByOneBitForBit) {
+  REQUIRE_GPU();
+  std::mt19937 rng(34);
+  auto weight = [&](int64_t rows, int64_t cols, bool bf16) {
+    Weight w;
+    w.rows = rows;
+    w.cols = cols;
+    w.is_bf16 = bf16;
+    std::normal_distribution<float> d(0.0f, 0.05f);
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      if (bf16) w.bf16.push_back(FloatToBf16(d(rng)));
+      else w.f32.push_back(d(rng));
+    }
+    return w;
+  };
+  const int64_t hidden = 264, inter = 200;
+  const Weight gate_up = weight(2 * inter, hidden, true), down = weight(hidden, inter, true);
+  auto module = [&](int64_t k, int64_t off, int64_t cols, int rank, float scale, bool bf16) {
+    LoraModule mod;
+    mod.a = weight(rank, k, bf16);
+    mod.b = weight(cols, rank, bf16);
+    mod.rank = rank;
+    mod.scale = scale;
+    mod.row_offset = off;
+    return mod;
+  };
+  CudaOptions o;
+  o.act = ActDtype::kBF16;
+  o.budget_bytes = int64_t{4} << 30;
+  o.scratch_bytes = int64_t{256} << 20;
+  o.poison_scratch = true;
+  o.op_profile = true;
+  auto made = CudaOps::Create(o);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  CudaOps& cuda = **made;
+  for (bool bf16_factors : {true, false}) {
+    for (bool up_too : {false, true}) {
+      std::vector<LoraModule> gu_mods, dn_mods;
+      gu_mods.push_back(module(hidden, 0, inter, 16, 2.0f, bf16_factors));
+      if (up_too) gu_mods.push_back(module(hidden, inter, inter, 64, 0.5f, bf16_factors));
+      dn_mods.push_back(module(inter, 0, hidden, 8, 1.0f, bf16_factors));
+      const Ops::LoraModulesBySlot gu_by{nullptr, &gu_mods}, dn_by{nullptr, &dn_mods};
+      for (int64_t m : {40, 65, 300}) {
+        for (bool base_row : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << m << " rows" << (base_row ? ", row 3 on the base" : "")
+                                            << (bf16_factors ? ", bf16 factors" : ", fp32 factors")
+                                            << (up_too ? ", gate, up, down" : ", gate, down"));
+          std::vector<float> x(static_cast<size_t>(m * hidden));
+          std::normal_distribution<float> d(0.0f, 1.0f);
+          for (auto& v : x) v = RoundBf16(d(rng));
+          std::vector<int32_t> slots(static_cast<size_t>(m), 1);
+          if (base_row) slots[3] = 0;
+          const size_t mark = cuda.Mark();
+          float* dx = cuda.Alloc(m * hidden);
+          float* fused = cuda.Alloc(m * hidden);
+          float* ref = cuda.Alloc(m * hidden);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+          const int64_t before = cuda.op_profile()->Calls("SwiGluMlp+LoRA (m > 64)");
+          const size_t held = cuda.Mark();
+          cuda.SwiGluMlpLora(dx, m, gate_up, down, fused, slots.data(), &gu_by, &dn_by);
+          EXPECT_EQ(cuda.Mark(), held) << "SwiGluMlpLora hands its scratch back";
+          const bool took_fused = cuda.op_profile()->Calls("SwiGluMlp+LoRA (m > 64)") > before;
+          EXPECT_EQ(took_fused, m > 64 && !base_row && bf16_factors);
+          cuda.Ops::SwiGluMlpLora(dx, m, gate_up, down, ref, slots.data(), &gu_by, &dn_by);
+          ASSERT_TRUE(cuda.TakeError().ok());
+          std::vector<float> got(static_cast<size_t>(m * hidden)), want(got.size());
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(got.data(), fused, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(want.data(), ref, want.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+          for (size_t e = 0; e < got.size(); ++e) {
+            ASSERT_FALSE(std::isnan(got[e])) << "unwritten: row " << e / hidden << " col " << e % hidden;
+            ASSERT_TRUE(SameBits(&got[e], &want[e], 1))
+                << "row " << e / hidden << " col " << e % hidden << ": " << got[e] << " vs " << want[e];
+          }
+          cuda.Release(mark);
+        }
+      }
+    }
+  }
+}
+
 // ---- errors ---------------------------------------------------------------------------------
 
 // A Qwen3.5 decode step runs each Gated DeltaNet layer's gates, delta rule and gated norm as one

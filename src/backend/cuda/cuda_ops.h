@@ -173,6 +173,9 @@ class CudaOps final : public Ops {
   void Attention(const AttentionArgs& a) override;
   void SiluMul(const float* gu, int64_t n, int64_t inter, float* out) override;
   void SwiGluMlp(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out) override;
+  void SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
+                     const int32_t* row_slot, const LoraModulesBySlot* gate_up_lora,
+                     const LoraModulesBySlot* down_lora) override;
   void Add(float* x, const float* y, int64_t n) override;
   void SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols) override;
   void CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, const Weight& w, float* conv_state,
@@ -246,6 +249,13 @@ class CudaOps final : public Ops {
   // pieces against the input repeated three times; with fp32 activations the SIMT kernels in
   // the CPU's order), then the deltas scattered back.
   void LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<const LoraModule*>& modules, bool tensor);
+  // A LoRA module's t = r(x · Aᵀ) for m rows of bf16 x [m, k], as LoraAdd makes it (MatMulSplitK's
+  // slices, summed and rounded), in bf16 [m, rank] in the arena (held until the caller releases)
+  // for the fused delta stages (GemmWgmmaLora); nullptr after an error.
+  const uint16_t* LoraT(const uint16_t* xb, int64_t k, int64_t m, const LoraModule& mod);
+  // Whether a module's factors can go into a fused delta: bf16, a rank that is a multiple of 8,
+  // A [rank, k] on the bf16 mma.sync forms at m rows.
+  bool FusableFactor(int64_t m, int64_t k, const LoraModule& mod);
   // Exact mode: device copies of raw host bytes (counted as exact memory) and of a residual.
   void* UploadBytes(const void* host, int64_t bytes, const char* what);
   void UploadResidual(const IndexedResidual& r);
