@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "adapters/lora_loader.h"
@@ -784,47 +785,32 @@ TEST(CudaLora, WideAdaptersMatchTheCpuAndKeepRowBits) {
   }
 }
 
-// MatMulLora where every row is on one adapter (a decision's record): the modules whose columns
-// are whole tiles add their deltas in the product's epilogue (cuda/gemm_wgmma.h), the rest
-// (an fp32 factor, columns a tile straddles) through LoraAdd after — bit for bit MatMul then
-// LoraAdd. With a base row among them, or 64 rows and fewer, it is those two ops.
-TEST(CudaLora, FusedProjectionIsMatMulThenLoraAddBitForBit) {
-  REQUIRE_GPU();
-  std::mt19937 rng(33);
-  auto weight = [&](int64_t rows, int64_t cols, bool bf16, float sd) {
-    Weight w;
-    w.rows = rows;
-    w.cols = cols;
-    w.is_bf16 = bf16;
-    std::normal_distribution<float> d(0.0f, sd);
-    for (int64_t i = 0; i < rows * cols; ++i) {
-      if (bf16) w.bf16.push_back(FloatToBf16(d(rng)));
-      else w.f32.push_back(d(rng));
-    }
-    return w;
-  };
-  const int64_t k = 264, n = 600;
-  const Weight w = weight(n, k, true, 0.05f);
-  // [0, 256) and [256, 512): whole tiles; [512, 560): fp32 factors; [560, 600): ends at N but
-  // starts inside a tile.
-  struct Spec {
-    int64_t off, cols;
-    int rank;
-    float scale;
-    bool bf16;
-  };
-  std::vector<LoraModule> mods;
-  for (const Spec& sp : std::vector<Spec>{{0, 256, 64, 2.0f, true}, {256, 256, 16, 0.5f, true},
-                                          {512, 48, 8, 1.0f, false}, {560, 40, 24, 0.25f, true}}) {
-    LoraModule mod;
-    mod.a = weight(sp.rank, k, sp.bf16, 0.05f);
-    mod.b = weight(sp.cols, sp.rank, sp.bf16, 0.05f);
-    mod.rank = sp.rank;
-    mod.scale = sp.scale;
-    mod.row_offset = sp.off;
-    mods.push_back(std::move(mod));
+// A random host weight [rows, cols] (bf16 values, or fp32), values N(0, 0.05).
+Weight RandomWeight(std::mt19937& rng, int64_t rows, int64_t cols, bool bf16) {
+  Weight w;
+  w.rows = rows;
+  w.cols = cols;
+  w.is_bf16 = bf16;
+  std::normal_distribution<float> d(0.0f, 0.05f);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    if (bf16) w.bf16.push_back(FloatToBf16(d(rng)));
+    else w.f32.push_back(d(rng));
   }
-  std::vector<const std::vector<LoraModule>*> by_slot{nullptr, &mods};
+  return w;
+}
+
+LoraModule RandomModule(std::mt19937& rng, int64_t k, int64_t off, int64_t cols, int rank, float scale, bool bf16) {
+  LoraModule mod;
+  mod.a = RandomWeight(rng, rank, k, bf16);
+  mod.b = RandomWeight(rng, cols, rank, bf16);
+  mod.rank = rank;
+  mod.scale = scale;
+  mod.row_offset = off;
+  return mod;
+}
+
+// bf16 CudaOps that counts its ops (the fused routes' lines say whether they ran).
+std::unique_ptr<CudaOps> MakeProfiledCuda() {
   CudaOptions o;
   o.act = ActDtype::kBF16;
   o.budget_bytes = int64_t{4} << 30;
@@ -832,40 +818,75 @@ TEST(CudaLora, FusedProjectionIsMatMulThenLoraAddBitForBit) {
   o.poison_scratch = true;
   o.op_profile = true;
   auto made = CudaOps::Create(o);
-  ASSERT_TRUE(made.ok()) << made.status().ToString();
-  CudaOps& cuda = **made;
+  EXPECT_TRUE(made.ok()) << made.status().ToString();
+  return made.ok() ? std::move(made).value() : nullptr;
+}
+
+// On m rows of random bf16 x [m, in_w] in device memory: `fused` and `reference` each write
+// y [m, out_w]; expects the same bits everywhere (every output written), `fused` to hand its
+// scratch back and to have run op-profile line `op` exactly when want_fused.
+using RowsOp = std::function<void(const float* x, float* y)>;
+void ExpectFusedBits(CudaOps& cuda, std::mt19937& rng, int64_t m, int64_t in_w, int64_t out_w, const char* op,
+                     bool want_fused, const RowsOp& fused, const RowsOp& reference) {
+  std::vector<float> x(static_cast<size_t>(m * in_w));
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (auto& v : x) v = RoundBf16(d(rng));
+  const size_t mark = cuda.Mark();
+  float* dx = cuda.Alloc(m * in_w);
+  float* got_d = cuda.Alloc(m * out_w);
+  float* want_d = cuda.Alloc(m * out_w);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  const int64_t before = cuda.op_profile()->Calls(op);
+  const size_t held = cuda.Mark();
+  fused(dx, got_d);
+  EXPECT_EQ(cuda.Mark(), held) << "the fused op hands its scratch back";
+  EXPECT_EQ(cuda.op_profile()->Calls(op) > before, want_fused) << op;
+  reference(dx, want_d);
+  ASSERT_TRUE(cuda.TakeError().ok());
+  std::vector<float> got(static_cast<size_t>(m * out_w)), want(got.size());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got.data(), got_d, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(want.data(), want_d, want.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (size_t e = 0; e < got.size(); ++e) {
+    ASSERT_FALSE(std::isnan(got[e])) << "unwritten: row " << e / out_w << " col " << e % out_w;
+    ASSERT_TRUE(SameBits(&got[e], &want[e], 1))
+        << "row " << e / out_w << " col " << e % out_w << ": " << got[e] << " vs " << want[e];
+  }
+  cuda.Release(mark);
+}
+
+// MatMulLora where every row is on one adapter (a decision's record): the modules whose columns
+// are whole tiles add their deltas in the product's epilogue (cuda/gemm_wgmma.h), the rest
+// (an fp32 factor, columns a tile straddles) through LoraAdd after — bit for bit MatMul then
+// LoraAdd. With a base row among them, or 64 rows and fewer, it is those two ops.
+TEST(CudaLora, FusedProjectionIsMatMulThenLoraAddBitForBit) {
+  REQUIRE_GPU();
+  std::mt19937 rng(33);
+  const int64_t k = 264, n = 600;
+  const Weight w = RandomWeight(rng, n, k, true);
+  // [0, 256) and [256, 512): whole tiles; [512, 560): fp32 factors; [560, 600): ends at N but
+  // starts inside a tile.
+  std::vector<LoraModule> mods;
+  mods.push_back(RandomModule(rng, k, 0, 256, 64, 2.0f, true));
+  mods.push_back(RandomModule(rng, k, 256, 256, 16, 0.5f, true));
+  mods.push_back(RandomModule(rng, k, 512, 48, 8, 1.0f, false));
+  mods.push_back(RandomModule(rng, k, 560, 40, 24, 0.25f, true));
+  std::vector<const std::vector<LoraModule>*> by_slot{nullptr, &mods};
+  auto cuda = MakeProfiledCuda();
+  ASSERT_NE(cuda, nullptr);
   for (int64_t m : {40, 65, 300}) {
     for (bool base_row : {false, true}) {
       SCOPED_TRACE(::testing::Message() << m << " rows" << (base_row ? ", row 3 on the base" : ""));
-      std::vector<float> x(static_cast<size_t>(m * k));
-      std::normal_distribution<float> d(0.0f, 1.0f);
-      for (auto& v : x) v = RoundBf16(d(rng));
       std::vector<int32_t> slots(static_cast<size_t>(m), 1);
       if (base_row) slots[3] = 0;
-      const size_t mark = cuda.Mark();
-      float* dx = cuda.Alloc(m * k);
-      float* fused = cuda.Alloc(m * n);
-      float* ref = cuda.Alloc(m * n);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-      const int64_t before = cuda.op_profile()->Calls("MatMul+LoRA (m > 64)");
-      const size_t held = cuda.Mark();
-      cuda.MatMulLora(dx, m, w, fused, LoraArgs{dx, m, k, slots.data(), &by_slot, fused, n});
-      EXPECT_EQ(cuda.Mark(), held) << "MatMulLora hands its scratch back";
-      const bool took_fused = cuda.op_profile()->Calls("MatMul+LoRA (m > 64)") > before;
-      EXPECT_EQ(took_fused, m > 64 && !base_row);
-      cuda.MatMul(dx, m, w, ref, true);
-      cuda.LoraAdd(LoraArgs{dx, m, k, slots.data(), &by_slot, ref, n});
-      ASSERT_TRUE(cuda.TakeError().ok());
-      std::vector<float> got(static_cast<size_t>(m * n)), want(got.size());
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(got.data(), fused, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(want.data(), ref, want.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-      for (size_t e = 0; e < got.size(); ++e) {
-        ASSERT_FALSE(std::isnan(got[e])) << "unwritten: row " << e / n << " col " << e % n;
-        ASSERT_TRUE(SameBits(&got[e], &want[e], 1)) << "row " << e / n << " col " << e % n << ": " << got[e] << " vs " << want[e];
-      }
-      cuda.Release(mark);
+      ExpectFusedBits(
+          *cuda, rng, m, k, n, "MatMul+LoRA (m > 64)", m > 64 && !base_row,
+          [&](const float* x, float* y) { cuda->MatMulLora(x, m, w, y, LoraArgs{x, m, k, slots.data(), &by_slot, y, n}); },
+          [&](const float* x, float* y) {
+            cuda->MatMul(x, m, w, y, true);
+            cuda->LoraAdd(LoraArgs{x, m, k, slots.data(), &by_slot, y, n});
+          });
     }
   }
 }
@@ -877,79 +898,30 @@ TEST(CudaLora, FusedProjectionIsMatMulThenLoraAddBitForBit) {
 TEST(CudaLora, FusedMlpIsTheOpsOneByOneBitForBit) {
   REQUIRE_GPU();
   std::mt19937 rng(34);
-  auto weight = [&](int64_t rows, int64_t cols, bool bf16) {
-    Weight w;
-    w.rows = rows;
-    w.cols = cols;
-    w.is_bf16 = bf16;
-    std::normal_distribution<float> d(0.0f, 0.05f);
-    for (int64_t i = 0; i < rows * cols; ++i) {
-      if (bf16) w.bf16.push_back(FloatToBf16(d(rng)));
-      else w.f32.push_back(d(rng));
-    }
-    return w;
-  };
   const int64_t hidden = 264, inter = 200;
-  const Weight gate_up = weight(2 * inter, hidden, true), down = weight(hidden, inter, true);
-  auto module = [&](int64_t k, int64_t off, int64_t cols, int rank, float scale, bool bf16) {
-    LoraModule mod;
-    mod.a = weight(rank, k, bf16);
-    mod.b = weight(cols, rank, bf16);
-    mod.rank = rank;
-    mod.scale = scale;
-    mod.row_offset = off;
-    return mod;
-  };
-  CudaOptions o;
-  o.act = ActDtype::kBF16;
-  o.budget_bytes = int64_t{4} << 30;
-  o.scratch_bytes = int64_t{256} << 20;
-  o.poison_scratch = true;
-  o.op_profile = true;
-  auto made = CudaOps::Create(o);
-  ASSERT_TRUE(made.ok()) << made.status().ToString();
-  CudaOps& cuda = **made;
+  const Weight gate_up = RandomWeight(rng, 2 * inter, hidden, true), down = RandomWeight(rng, hidden, inter, true);
+  auto cuda = MakeProfiledCuda();
+  ASSERT_NE(cuda, nullptr);
   for (bool bf16_factors : {true, false}) {
     for (bool up_too : {false, true}) {
       std::vector<LoraModule> gu_mods, dn_mods;
-      gu_mods.push_back(module(hidden, 0, inter, 16, 2.0f, bf16_factors));
-      if (up_too) gu_mods.push_back(module(hidden, inter, inter, 64, 0.5f, bf16_factors));
-      dn_mods.push_back(module(inter, 0, hidden, 8, 1.0f, bf16_factors));
+      gu_mods.push_back(RandomModule(rng, hidden, 0, inter, 16, 2.0f, bf16_factors));
+      if (up_too) gu_mods.push_back(RandomModule(rng, hidden, inter, inter, 64, 0.5f, bf16_factors));
+      dn_mods.push_back(RandomModule(rng, inter, 0, hidden, 8, 1.0f, bf16_factors));
       const Ops::LoraModulesBySlot gu_by{nullptr, &gu_mods}, dn_by{nullptr, &dn_mods};
       for (int64_t m : {40, 65, 300}) {
         for (bool base_row : {false, true}) {
           SCOPED_TRACE(::testing::Message() << m << " rows" << (base_row ? ", row 3 on the base" : "")
                                             << (bf16_factors ? ", bf16 factors" : ", fp32 factors")
                                             << (up_too ? ", gate, up, down" : ", gate, down"));
-          std::vector<float> x(static_cast<size_t>(m * hidden));
-          std::normal_distribution<float> d(0.0f, 1.0f);
-          for (auto& v : x) v = RoundBf16(d(rng));
           std::vector<int32_t> slots(static_cast<size_t>(m), 1);
           if (base_row) slots[3] = 0;
-          const size_t mark = cuda.Mark();
-          float* dx = cuda.Alloc(m * hidden);
-          float* fused = cuda.Alloc(m * hidden);
-          float* ref = cuda.Alloc(m * hidden);
-          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-          const int64_t before = cuda.op_profile()->Calls("SwiGluMlp+LoRA (m > 64)");
-          const size_t held = cuda.Mark();
-          cuda.SwiGluMlpLora(dx, m, gate_up, down, fused, slots.data(), &gu_by, &dn_by);
-          EXPECT_EQ(cuda.Mark(), held) << "SwiGluMlpLora hands its scratch back";
-          const bool took_fused = cuda.op_profile()->Calls("SwiGluMlp+LoRA (m > 64)") > before;
-          EXPECT_EQ(took_fused, m > 64 && !base_row && bf16_factors);
-          cuda.Ops::SwiGluMlpLora(dx, m, gate_up, down, ref, slots.data(), &gu_by, &dn_by);
-          ASSERT_TRUE(cuda.TakeError().ok());
-          std::vector<float> got(static_cast<size_t>(m * hidden)), want(got.size());
-          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          ASSERT_EQ(cudaMemcpy(got.data(), fused, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-          ASSERT_EQ(cudaMemcpy(want.data(), ref, want.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-          for (size_t e = 0; e < got.size(); ++e) {
-            ASSERT_FALSE(std::isnan(got[e])) << "unwritten: row " << e / hidden << " col " << e % hidden;
-            ASSERT_TRUE(SameBits(&got[e], &want[e], 1))
-                << "row " << e / hidden << " col " << e % hidden << ": " << got[e] << " vs " << want[e];
-          }
-          cuda.Release(mark);
+          ExpectFusedBits(
+              *cuda, rng, m, hidden, hidden, "SwiGluMlp+LoRA (m > 64)", m > 64 && !base_row && bf16_factors,
+              [&](const float* x, float* y) { cuda->SwiGluMlpLora(x, m, gate_up, down, y, slots.data(), &gu_by, &dn_by); },
+              [&](const float* x, float* y) {
+                cuda->Ops::SwiGluMlpLora(x, m, gate_up, down, y, slots.data(), &gu_by, &dn_by);
+              });
         }
       }
     }
