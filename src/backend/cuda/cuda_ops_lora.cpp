@@ -158,7 +158,6 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<co
     const cuda::DevWeight* wa = factor(m.a);
     const cuda::DevWeight* wb = factor(m.b);
     if (Failed() || wa == nullptr || wb == nullptr) return;
-    float* t = AllocRaw(int64_t{ms} * m.rank);
     float* u = AllocRaw(int64_t{ms} * m.b.rows);
     // The down projection has only `rank` outputs: on the tensor cores it runs split along K
     // (slices fixed by K alone, summed in order) so that even one row spreads over the GPU.
@@ -170,18 +169,20 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<co
     const bool bf16_b = tensor && !cublas_ && cuda::Bf16FormsFit(ms, *wb, m.rank);
     const int64_t split_scratch = tensor && !bf16_a ? cuda::MatMulSplitKScratchBytes(ms, *wa) : 0;
     void* xb = split_scratch > 0 ? AllocRaw((split_scratch + 3) / 4) : nullptr;
+    // The B product on the bf16 forms reads t as bf16: the slices summed straight into it.
+    auto* tb = bf16_b ? reinterpret_cast<uint16_t*>(AllocRaw((int64_t{ms} * m.rank + 1) / 2)) : nullptr;
+    float* t = bf16_b ? nullptr : AllocRaw(int64_t{ms} * m.rank);
     if (Failed()) return;
-    Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride, partial, xb, bf16_a, bf16_b);
+    Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride, partial, xb, bf16_a, bf16_b, tb);
     if (!tensor) {
       DevMatMul(xs, ms, *wa, t, m.rank, /*round_output=*/true);
     } else if (Launches()) {
       if (bf16_a) Note(cuda::MatMulBf16(xsb, a.k, ms, *wa, partial, m.rank, false, /*split_k=*/true, stream_));
       else Note(cuda::MatMulSplitK(split_a ? xs3 : xs, ms, *wa, partial, stream_, xb));
-      Note(cuda::SumSplits(partial, ms, *wa, t, /*round_output=*/true, stream_));
+      if (bf16_b) Note(cuda::SumSplitsBf16(partial, ms, *wa, tb, stream_));
+      else Note(cuda::SumSplits(partial, ms, *wa, t, /*round_output=*/true, stream_));
     }
     if (bf16_b) {
-      const uint16_t* tb = as_bf16(t, m.rank);
-      if (Failed()) return;
       if (Launches()) Note(cuda::MatMulBf16(tb, m.rank, ms, *wb, u, m.b.rows, true, /*split_k=*/false, stream_));
     } else {
       const float* t_in = split_b ? tripled(t, m.rank) : t;
@@ -280,16 +281,14 @@ const uint16_t* CudaOps::LoraT(const uint16_t* xb, int64_t k, int64_t m, const L
   const DevCopy* da = Dev(mod.a);
   auto* tb = reinterpret_cast<uint16_t*>(AllocRaw((m * mod.rank + 1) / 2));
   if (Failed()) return nullptr;
-  const size_t inner = Mark();  // t and the slices' partials are spent once tb is enqueued
+  const size_t inner = Mark();  // the slices' partials are spent once tb is enqueued
   const int64_t splits = (da->w.cols + cuda::SplitKColumns(da->w.cols) - 1) / cuda::SplitKColumns(da->w.cols);
   float* partial = AllocRaw(splits * m * mod.rank);
-  float* t = AllocRaw(m * mod.rank);
   if (Failed()) return nullptr;
-  Sign(38, xb, k, m, da->w.data, tb, partial, t, mod.rank);
+  Sign(38, xb, k, m, da->w.data, tb, partial, mod.rank);
   if (Launches()) {
     Note(cuda::MatMulBf16(xb, k, m, da->w, partial, mod.rank, false, /*split_k=*/true, stream_));
-    Note(cuda::SumSplits(partial, m, da->w, t, /*round_output=*/true, stream_));
-    Note(cuda::ToBf16(t, m * mod.rank, tb, stream_));
+    Note(cuda::SumSplitsBf16(partial, m, da->w, tb, stream_));
   }
   Release(inner);
   return tb;

@@ -427,6 +427,18 @@ __global__ void SumSplitsKernel(const float* __restrict__ partial, int64_t split
   }
 }
 
+// SumSplitsKernel rounded to bf16 and stored as bf16 words (a LoRA t for the bf16 B product).
+__global__ void SumSplitsBf16Kernel(const float* __restrict__ partial, int64_t splits, int64_t m, int64_t cols,
+                                    __nv_bfloat16* __restrict__ y) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
+  const int64_t count = m * cols;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < count; e += int64_t{gridDim.x} * blockDim.x) {
+    float sum = partial[e];
+    for (int64_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, partial[z * count + e]);
+    y[e] = __float2bfloat16_rn(sum);
+  }
+}
+
 // W4A16 past the 4-bit decode form's 16 rows: the weight dequantized to bf16 `chunk` output rows
 // at a time into scratch (after x's bf16 copy), each chunk through the bf16 mma.sync forms
 // (decode form up to 64 rows, prefill form beyond) in MatMulSplitK's slices into `partial`
@@ -694,6 +706,15 @@ Status SumSplitsInto(const float* partial, int64_t m, const DevWeight& w, float*
   LaunchPdl(SumSplitsKernel, static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0,
             static_cast<cudaStream_t>(stream), partial, splits, m, w.rows, y, ldy, round_output);
   return Launched("SumSplits");
+}
+
+Status SumSplitsBf16(const float* partial, int64_t m, const DevWeight& w, uint16_t* y, void* stream) {
+  const int64_t kz = SplitKColumns(w.cols), splits = (w.cols + kz - 1) / kz, count = m * w.rows;
+  if (count == 0) return Status::Ok();
+  const int64_t blocks = (count + 255) / 256;
+  LaunchPdl(SumSplitsBf16Kernel, static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0,
+            static_cast<cudaStream_t>(stream), partial, splits, m, w.rows, reinterpret_cast<__nv_bfloat16*>(y));
+  return Launched("SumSplitsBf16");
 }
 
 }  // namespace graft::cuda

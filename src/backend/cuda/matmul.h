@@ -93,6 +93,9 @@ int64_t SplitKColumns(int64_t k);
 int64_t MatMulSplitKScratchBytes(int64_t m, const DevWeight& w);
 Status MatMulSplitK(const float* x, int64_t m, const DevWeight& w, float* partial, void* stream, void* scratch);
 Status SumSplits(const float* partial, int64_t m, const DevWeight& w, float* y, bool round_output, void* stream);
+// SumSplits rounded to bf16, into bf16 words y [m, N] (a LoRA t for its bf16 B product: the
+// values SumSplits(..., round_output = true) gives, without an fp32 copy and a ToBf16).
+Status SumSplitsBf16(const float* partial, int64_t m, const DevWeight& w, uint16_t* y, void* stream);
 // SumSplits into y with rows ldy (>= N) apart: one tensor of a fused weight filling its columns.
 Status SumSplitsInto(const float* partial, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
                      void* stream);
