@@ -30,6 +30,14 @@ namespace graft {
 // infinity (the model's weights, an adapter or the arithmetic went wrong: no probability from
 // such a row is meaningful, so the decision fails rather than answer with null probabilities).
 Result<double> ChoiceLogProb(const float* row, int vocab, int32_t token, const std::string& what);
+// The row's part of ChoiceLogProb, made once for all the tokens read from one row (a question's
+// choices all start from the row after it): LogProb(token) is ChoiceLogProb's value, bit for bit.
+struct RowLogSoftmax {
+  const float* row = nullptr;
+  double max = 0, log_z = 0;
+  double LogProb(int32_t token) const { return static_cast<double>(row[token]) - max - log_z; }
+};
+Result<RowLogSoftmax> LogSoftmaxOf(const float* row, int vocab, const std::string& what);
 
 // A decision in progress: what Begin made of the request and how far Advance has taken it.
 // Owns its states (their pages go back to the pool when it is destroyed).
