@@ -315,6 +315,9 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
   };
   const std::vector<LoraModule>* gu_mods = of(gate_up_lora);
   const std::vector<LoraModule>* dn_mods = of(down_lora);
+  const std::vector<LoraModule> none;  // (both operands lvalues: the lists below are references, never copies)
+  const std::vector<LoraModule>& gu_list = gu_mods ? *gu_mods : none;
+  const std::vector<LoraModule>& dn_list = dn_mods ? *dn_mods : none;
   const bool one_slot = slot > 0 && std::all_of(row_slot, row_slot + n, [&](int32_t s) { return s == slot; });
   const DevCopy* gu = one_slot && bf16() && !cublas_ && gate_up.parts.empty() && down.parts.empty() ? Dev(gate_up) : nullptr;
   const DevCopy* dn = gu != nullptr ? Dev(down) : nullptr;
@@ -323,13 +326,13 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
   const int64_t hidden = gate_up.cols, inter = down.cols;
   const LoraModule* gate = nullptr;
   const LoraModule* up = nullptr;
-  for (const LoraModule& mod : gu_mods ? *gu_mods : std::vector<LoraModule>{}) {
+  for (const LoraModule& mod : gu_list) {
     const LoraModule** half = mod.row_offset == 0 ? &gate : mod.row_offset == inter ? &up : nullptr;
     if (half == nullptr || *half != nullptr || mod.b.rows != inter || !FusableFactor(n, hidden, mod)) return ops_one_by_one();
     *half = &mod;
   }
   std::vector<std::array<int64_t, 2>> spans;
-  for (const LoraModule& mod : dn_mods ? *dn_mods : std::vector<LoraModule>{}) {
+  for (const LoraModule& mod : dn_list) {
     if (!FusableFactor(n, inter, mod)) return ops_one_by_one();
     spans.push_back({mod.row_offset, mod.b.rows});
   }
@@ -345,7 +348,7 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
   for (const LoraModule* mod : {gate, up}) {
     if (mod) flops += 2.0 * static_cast<double>(n) * mod->rank * (hidden + inter);
   }
-  for (const LoraModule& mod : dn_mods ? *dn_mods : std::vector<LoraModule>{}) {
+  for (const LoraModule& mod : dn_list) {
     flops += 2.0 * static_cast<double>(n) * mod.rank * (inter + mod.b.rows);
   }
   const auto timer = Time("SwiGluMlp+LoRA (m > 64)", flops);
@@ -375,7 +378,7 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
                     : cuda::GemmWgmmaSwiGlu(xb, n, w, inter, hidden, act, inter, stream_));
   }
   std::vector<cuda::WgmmaLoraSegment> segs;
-  for (const LoraModule& mod : dn_mods ? *dn_mods : std::vector<LoraModule>{}) {
+  for (const LoraModule& mod : dn_list) {
     const uint16_t* tb = LoraT(act, inter, n, mod);
     const DevCopy* db = Dev(mod.b);
     if (Failed()) return;

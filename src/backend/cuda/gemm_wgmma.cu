@@ -65,12 +65,6 @@ __device__ __forceinline__ int DeltaSteps(const LoraSegs& l, int col0, int& seg)
   }
 }
 
-// WgmmaBf16Half for the 256-wide tile (the only one that has halves: the gated form's).
-template <int kBN, int kOff>
-__device__ __forceinline__ void WgmmaHalf(float (&d)[kBN / 2], uint64_t a, uint64_t b) {
-  if constexpr (kBN == 256) WgmmaBf16Half<kOff>(d, a, b);
-}
-
 // Tile `id` of the grouped order: groups of kGroupM row tiles, rows fastest inside a group, so
 // that the tiles in flight share a few weight tiles through the L2.
 __device__ __forceinline__ void TileAt(int id, int mtiles, int ntiles, int& row0, int& col0, int bn) {
@@ -86,8 +80,8 @@ __device__ __forceinline__ void TileAt(int id, int mtiles, int ntiles, int& row0
 // offset). Otherwise y (fp32) gets the products as they are or rounded. kLora (round_bf16 then
 // true): a tile inside a segment of `lora` runs the segment's rank stages after K's into a second
 // accumulator and writes r(r(base) + r(r(delta) · scale)) (GemmWgmmaLora); with kSwiGlu the gate
-// half's delta stages (its t against its B, the up half idle) and then the up half's, and SiluMul
-// on the two outputs so made (GemmWgmmaSwiGluLora).
+// half's delta stages (its t against its B, zeros for the up half) and then the up half's, and
+// SiluMul on the two outputs so made (GemmWgmmaSwiGluLora).
 template <int kBN, bool kSwiGlu, bool kLora>
 __global__ void __launch_bounds__(kThreads, 1)
     GemmWgmmaKernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w, int64_t m,
@@ -124,11 +118,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         unsigned char* base = stages + s * S::kStageBytes;
         if (kLora && kb >= ksteps) {  // the delta's stages: t's rows and B's, rank chunk by chunk
           const int j = kb - ksteps;
-          if constexpr (kSwiGlu) {  // gate's stages, then up's: one 128-row half of the B stage each
+          if constexpr (kSwiGlu) {
+            // Gate's stages, then up's: the active half's t and B rows; the idle half's B rows are
+            // zeros (a box past the active B's last column), so its products are zeros, which
+            // leave its accumulators' bits as they are (finite t).
             const int half = j >= lora.ksteps[0] ? 1 : 0, r0 = (j - half * lora.ksteps[0]) * kBK;
-            MbarExpectTx(&full[s], kABytes + S::kBBytes / 2);
+            MbarExpectTx(&full[s], S::kStageBytes);
             TmaLoad2d(base, &lora.t[half], r0, row0, &full[s]);
             TmaLoad2d(base + kABytes + half * (S::kBBytes / 2), &lora.b[half], r0, col0, &full[s]);
+            TmaLoad2d(base + kABytes + (1 - half) * (S::kBBytes / 2), &lora.b[half], lora.ksteps[half] * kBK, col0,
+                      &full[s]);
           } else {
             MbarExpectTx(&full[s], S::kStageBytes);
             TmaLoad2d(base, &lora.t[seg], j * kBK, row0, &full[s]);
@@ -183,19 +182,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       // accumulator's bits as they are (it is never -0: it starts at +0, and a fused add that
       // sums to zero gives +0 unless every term is -0), so a chunk past K is the chunk not issued.
       WgmmaFence();
-      if (kSwiGlu && kLora && kb >= ksteps) {  // a delta stage: the gate half's, or (past gate's) the up half's
-        if (kb - ksteps < lora.ksteps[0]) {
 #pragma unroll
-          for (int kk = 0; kk < kBK / 16; ++kk) WgmmaHalf<kBN, 0>(acc, da + 2 * kk, db + 2 * kk);
-        } else {
-          const uint64_t du = SwizzledTileDesc(base + kABytes + S::kBBytes / 2);
-#pragma unroll
-          for (int kk = 0; kk < kBK / 16; ++kk) WgmmaHalf<kBN, 64>(acc, da + 2 * kk, du + 2 * kk);
-        }
-      } else {
-#pragma unroll
-        for (int kk = 0; kk < kBK / 16; ++kk) WgmmaBf16<kBN>(acc, da + 2 * kk, db + 2 * kk);
-      }
+      for (int kk = 0; kk < kBK / 16; ++kk) WgmmaBf16<kBN>(acc, da + 2 * kk, db + 2 * kk);
       WgmmaCommit();
       if (prev >= 0) {  // the stage before is done (the tensor cores keep the chain's order)
         WgmmaWait<1>();
