@@ -258,31 +258,6 @@ class Ops {
     MatMul(act, n, down, out, true);
     Release(mark);
   }
-  // SwiGluMlp with LoRA deltas: the MLP's two projections as MatMulLora (gate_up's deltas from
-  // gate_up_lora, down's from down_lora; either null: MatMul alone), SiluMul between — the same
-  // ops, which a backend may fuse (CUDA: the gate's and up's deltas in the gated product's epilogue).
-  // row_slot [n]: each row's adapter slot; the module lists by slot as LoraArgs::modules.
-  using LoraModulesBySlot = std::vector<const std::vector<LoraModule>*>;
-  virtual void SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
-                             const int32_t* row_slot, const LoraModulesBySlot* gate_up_lora,
-                             const LoraModulesBySlot* down_lora) {
-    const size_t mark = Mark();
-    const int64_t inter = down.cols;
-    float* gu = Alloc(n * 2 * inter);
-    float* act = Alloc(n * inter);
-    if (gate_up_lora) {
-      MatMulLora(x, n, gate_up, gu, LoraArgs{x, n, gate_up.cols, row_slot, gate_up_lora, gu, gate_up.rows});
-    } else {
-      MatMul(x, n, gate_up, gu, true);
-    }
-    SiluMul(gu, n, inter, act);
-    if (down_lora) {
-      MatMulLora(act, n, down, out, LoraArgs{act, n, inter, row_slot, down_lora, out, down.rows});
-    } else {
-      MatMul(act, n, down, out, true);
-    }
-    Release(mark);
-  }
   // x = r(x + y), [n]
   virtual void Add(float* x, const float* y, int64_t n) = 0;
   // x[r, c] = r(x[r, c] * r(sigmoid(gate[r, gate_col + c]))), x: [rows, cols], gate rows of gate_stride

@@ -89,20 +89,6 @@ bool PlainProjection(const StepContext& ctx, int layer, LoraTarget target) {
   }
   return true;
 }
-
-// Whether no row of the step selects an exact slot with a module on `target` (its rows would
-// need the merged weight).
-bool NoExactRows(const StepContext& ctx, int layer, LoraTarget target) {
-  const auto& slots = ctx.adapters.slots;
-  for (int32_t slot : ctx.batch.row_adapter) {
-    const size_t s = static_cast<size_t>(slot);
-    if (slot > 0 && s < slots.size() && slots[s] && ctx.adapters.is_exact(s) &&
-        !slots[s]->layers[static_cast<size_t>(layer)].at(target).empty()) {
-      return false;
-    }
-  }
-  return true;
-}
 }  // namespace
 
 void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, const float* x, int hidden, int inter,
@@ -110,15 +96,6 @@ void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, con
   const int n = ctx.batch.rows();
   if (PlainProjection(ctx, layer, LoraTarget::kMlpGateUp) && PlainProjection(ctx, layer, LoraTarget::kMlpDown)) {
     ops.SwiGluMlp(x, n, l.gate_up, l.down, out);  // the same ops, which a backend may fuse
-    return;
-  }
-  if (NoExactRows(ctx, layer, LoraTarget::kMlpGateUp) && NoExactRows(ctx, layer, LoraTarget::kMlpDown)) {
-    // LoRA rows (and base rows) only: Project's ops, which a backend may fuse.
-    Ops::LoraModulesBySlot gu_mods, down_mods;
-    const bool gu = LoraModules(ctx, layer, LoraTarget::kMlpGateUp, gu_mods);
-    const bool dn = LoraModules(ctx, layer, LoraTarget::kMlpDown, down_mods);
-    ops.SwiGluMlpLora(x, n, l.gate_up, l.down, out, ctx.batch.row_adapter.data(), gu ? &gu_mods : nullptr,
-                      dn ? &down_mods : nullptr);
     return;
   }
   Scratch scratch(ops);

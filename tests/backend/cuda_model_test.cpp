@@ -891,43 +891,6 @@ TEST(CudaLora, FusedProjectionIsMatMulThenLoraAddBitForBit) {
   }
 }
 
-// SwiGluMlpLora where every row is on one adapter: x to bf16 once, the gate's and up's deltas in
-// the gated product's epilogue, down's in its product's — bit for bit the ops one by one
-// (Ops::SwiGluMlpLora: MatMulLora, SiluMul, MatMulLora). Modules on gate and down only, on all
-// three; fp32 factors or a base row among the rows: the ops one by one.
-TEST(CudaLora, FusedMlpIsTheOpsOneByOneBitForBit) {
-  REQUIRE_GPU();
-  std::mt19937 rng(34);
-  const int64_t hidden = 264, inter = 200;
-  const Weight gate_up = RandomWeight(rng, 2 * inter, hidden, true), down = RandomWeight(rng, hidden, inter, true);
-  auto cuda = MakeProfiledCuda();
-  ASSERT_NE(cuda, nullptr);
-  for (bool bf16_factors : {true, false}) {
-    for (bool up_too : {false, true}) {
-      std::vector<LoraModule> gu_mods, dn_mods;
-      gu_mods.push_back(RandomModule(rng, hidden, 0, inter, 16, 2.0f, bf16_factors));
-      if (up_too) gu_mods.push_back(RandomModule(rng, hidden, inter, inter, 64, 0.5f, bf16_factors));
-      dn_mods.push_back(RandomModule(rng, inter, 0, hidden, 8, 1.0f, bf16_factors));
-      const Ops::LoraModulesBySlot gu_by{nullptr, &gu_mods}, dn_by{nullptr, &dn_mods};
-      for (int64_t m : {40, 65, 300}) {
-        for (bool base_row : {false, true}) {
-          SCOPED_TRACE(::testing::Message() << m << " rows" << (base_row ? ", row 3 on the base" : "")
-                                            << (bf16_factors ? ", bf16 factors" : ", fp32 factors")
-                                            << (up_too ? ", gate, up, down" : ", gate, down"));
-          std::vector<int32_t> slots(static_cast<size_t>(m), 1);
-          if (base_row) slots[3] = 0;
-          ExpectFusedBits(
-              *cuda, rng, m, hidden, hidden, "SwiGluMlp+LoRA (m > 64)", m > 64 && !base_row && bf16_factors,
-              [&](const float* x, float* y) { cuda->SwiGluMlpLora(x, m, gate_up, down, y, slots.data(), &gu_by, &dn_by); },
-              [&](const float* x, float* y) {
-                cuda->Ops::SwiGluMlpLora(x, m, gate_up, down, y, slots.data(), &gu_by, &dn_by);
-              });
-        }
-      }
-    }
-  }
-}
-
 // ---- errors ---------------------------------------------------------------------------------
 
 // A Qwen3.5 decode step runs each Gated DeltaNet layer's gates, delta rule and gated norm as one

@@ -173,9 +173,6 @@ class CudaOps final : public Ops {
   void Attention(const AttentionArgs& a) override;
   void SiluMul(const float* gu, int64_t n, int64_t inter, float* out) override;
   void SwiGluMlp(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out) override;
-  void SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
-                     const int32_t* row_slot, const LoraModulesBySlot* gate_up_lora,
-                     const LoraModulesBySlot* down_lora) override;
   void Add(float* x, const float* y, int64_t n) override;
   void SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols) override;
   void CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, const Weight& w, float* conv_state,

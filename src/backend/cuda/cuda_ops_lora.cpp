@@ -12,7 +12,6 @@
 #include "backend/cuda/gemm_wgmma.h"
 #include "backend/cuda/lora.h"
 #include "backend/cuda/matmul.h"
-#include "backend/cuda/mlp.h"
 
 namespace graft {
 
@@ -298,98 +297,6 @@ bool CudaOps::FusableFactor(int64_t m, int64_t k, const LoraModule& mod) {
   if (!mod.a.is_bf16 || !mod.b.is_bf16 || mod.rank % 8 != 0 || mod.a.cols != k) return false;
   const DevCopy* da = Dev(mod.a);
   return !Failed() && cuda::Bf16FormsFit(m, da->w, k);
-}
-
-void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
-                            const int32_t* row_slot, const LoraModulesBySlot* gate_up_lora,
-                            const LoraModulesBySlot* down_lora) {
-  // Fused where every row is on one adapter slot, with SwiGluMlp's conditions (cuda/mlp.h), the
-  // gate's and up's modules (bf16 factors, ranks a multiple of 8) each covering its whole
-  // projection and down's all taken by GemmWgmmaLora's tiles: x to bf16 once, each module's t, the
-  // gated product with the gate's and up's deltas in its epilogue, the down product with its own.
-  // Elsewhere the ops one by one (Ops::SwiGluMlpLora: MatMulLora, SiluMul, MatMulLora).
-  auto ops_one_by_one = [&] { Ops::SwiGluMlpLora(x, n, gate_up, down, out, row_slot, gate_up_lora, down_lora); };
-  const int32_t slot = n > 0 ? row_slot[0] : 0;
-  auto of = [&](const LoraModulesBySlot* by) -> const std::vector<LoraModule>* {
-    return by && slot > 0 && static_cast<size_t>(slot) < by->size() ? (*by)[static_cast<size_t>(slot)] : nullptr;
-  };
-  const std::vector<LoraModule>* gu_mods = of(gate_up_lora);
-  const std::vector<LoraModule>* dn_mods = of(down_lora);
-  const std::vector<LoraModule> none;  // (both operands lvalues: the lists below are references, never copies)
-  const std::vector<LoraModule>& gu_list = gu_mods ? *gu_mods : none;
-  const std::vector<LoraModule>& dn_list = dn_mods ? *dn_mods : none;
-  const bool one_slot = slot > 0 && std::all_of(row_slot, row_slot + n, [&](int32_t s) { return s == slot; });
-  const DevCopy* gu = one_slot && bf16() && !cublas_ && gate_up.parts.empty() && down.parts.empty() ? Dev(gate_up) : nullptr;
-  const DevCopy* dn = gu != nullptr ? Dev(down) : nullptr;
-  if (Failed()) return;
-  if (dn == nullptr || !cuda::SwiGluMlpFits(n, gu->w, dn->w, true) || (!gu_mods && !dn_mods)) return ops_one_by_one();
-  const int64_t hidden = gate_up.cols, inter = down.cols;
-  const LoraModule* gate = nullptr;
-  const LoraModule* up = nullptr;
-  for (const LoraModule& mod : gu_list) {
-    const LoraModule** half = mod.row_offset == 0 ? &gate : mod.row_offset == inter ? &up : nullptr;
-    if (half == nullptr || *half != nullptr || mod.b.rows != inter || !FusableFactor(n, hidden, mod)) return ops_one_by_one();
-    *half = &mod;
-  }
-  std::vector<std::array<int64_t, 2>> spans;
-  for (const LoraModule& mod : dn_list) {
-    if (!FusableFactor(n, inter, mod)) return ops_one_by_one();
-    spans.push_back({mod.row_offset, mod.b.rows});
-  }
-  if (Failed()) return;
-  unsigned covered = 0;
-  const cuda::WgmmaForm form = cuda::ChooseWgmmaLoraForm(n, down.rows, reinterpret_cast<const int64_t(*)[2]>(spans.data()),
-                                                         static_cast<int>(spans.size()), cuda::WgmmaMultiprocessors(),
-                                                         &covered);
-  if (spans.size() > static_cast<size_t>(cuda::kWgmmaMaxLoraSegments) || covered != (1u << spans.size()) - 1) {
-    return ops_one_by_one();
-  }
-  double flops = 6.0 * static_cast<double>(n) * inter * down.rows;
-  for (const LoraModule* mod : {gate, up}) {
-    if (mod) flops += 2.0 * static_cast<double>(n) * mod->rank * (hidden + inter);
-  }
-  for (const LoraModule& mod : dn_list) {
-    flops += 2.0 * static_cast<double>(n) * mod.rank * (inter + mod.b.rows);
-  }
-  const auto timer = Time("SwiGluMlp+LoRA (m > 64)", flops);
-  struct GiveBack {
-    CudaOps& ops;
-    size_t mark;
-    ~GiveBack() { ops.Release(mark); }
-  } give_back{*this, Mark()};
-  auto* xb = reinterpret_cast<uint16_t*>(AllocRaw((n * hidden + 1) / 2));
-  auto* act = reinterpret_cast<uint16_t*>(AllocRaw((n * inter + 1) / 2));
-  if (Failed()) return;
-  Sign(39, x, n, gu->w.data, dn->w.data, out, xb, act);
-  if (Launches()) Note(cuda::ToBf16(x, n * hidden, xb, stream_));
-  cuda::WgmmaLoraSegment halves[2];
-  for (int i = 0; i < 2; ++i) {
-    const LoraModule* mod = i == 0 ? gate : up;
-    if (!mod) continue;
-    const uint16_t* tb = LoraT(xb, hidden, n, *mod);
-    const DevCopy* db = Dev(mod->b);
-    if (Failed()) return;
-    halves[i] = {tb, static_cast<const uint16_t*>(db->w.data), 0, inter, mod->rank, mod->scale};
-  }
-  if (Launches()) {
-    const auto* w = static_cast<const uint16_t*>(gu->w.data);
-    Note(gate || up ? cuda::GemmWgmmaSwiGluLora(xb, n, w, inter, hidden, act, inter, gate ? &halves[0] : nullptr,
-                                               up ? &halves[1] : nullptr, stream_)
-                    : cuda::GemmWgmmaSwiGlu(xb, n, w, inter, hidden, act, inter, stream_));
-  }
-  std::vector<cuda::WgmmaLoraSegment> segs;
-  for (const LoraModule& mod : dn_list) {
-    const uint16_t* tb = LoraT(act, inter, n, mod);
-    const DevCopy* db = Dev(mod.b);
-    if (Failed()) return;
-    segs.push_back({tb, static_cast<const uint16_t*>(db->w.data), mod.row_offset, mod.b.rows, mod.rank, mod.scale});
-  }
-  if (Launches()) {
-    Note(segs.empty() ? cuda::MatMulBf16(act, inter, n, dn->w, out, down.rows, /*round_output=*/true, /*split_k=*/false, stream_)
-                      : cuda::GemmWgmmaLora(act, n, static_cast<const uint16_t*>(dn->w.data), down.rows, inter, out,
-                                            down.rows, segs.data(), static_cast<int>(segs.size()), form, stream_));
-  }
-  tensor_core_lora_rows_ += n;
 }
 
 }  // namespace graft

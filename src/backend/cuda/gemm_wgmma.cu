@@ -51,20 +51,6 @@ __device__ __forceinline__ int SegmentOf(const LoraSegs& l, int col0) {
   return -1;
 }
 
-// The delta stages of the tile at col0 after K's: its segment's (seg, or -1: none) — or in the
-// gated form both halves', gate's (segment 0) then up's (segment 1), seg 0 when there are any.
-template <bool kSwiGlu>
-__device__ __forceinline__ int DeltaSteps(const LoraSegs& l, int col0, int& seg) {
-  if constexpr (kSwiGlu) {
-    const int steps = l.ksteps[0] + l.ksteps[1];
-    seg = steps > 0 ? 0 : -1;
-    return steps;
-  } else {
-    seg = SegmentOf(l, col0);
-    return seg >= 0 ? l.ksteps[seg] : 0;
-  }
-}
-
 // Tile `id` of the grouped order: groups of kGroupM row tiles, rows fastest inside a group, so
 // that the tiles in flight share a few weight tiles through the L2.
 __device__ __forceinline__ void TileAt(int id, int mtiles, int ntiles, int& row0, int& col0, int bn) {
@@ -79,15 +65,14 @@ __device__ __forceinline__ void TileAt(int id, int mtiles, int ntiles, int& row0
 // SiluMul's arithmetic on the two rounded outputs; n is then the activation's width (the up rows'
 // offset). Otherwise y (fp32) gets the products as they are or rounded. kLora (round_bf16 then
 // true): a tile inside a segment of `lora` runs the segment's rank stages after K's into a second
-// accumulator and writes r(r(base) + r(r(delta) · scale)) (GemmWgmmaLora); with kSwiGlu the gate
-// half's delta stages (its t against its B, zeros for the up half) and then the up half's, and
-// SiluMul on the two outputs so made (GemmWgmmaSwiGluLora).
+// accumulator and writes r(r(base) + r(r(delta) · scale)) (GemmWgmmaLora).
 template <int kBN, bool kSwiGlu, bool kLora>
 __global__ void __launch_bounds__(kThreads, 1)
     GemmWgmmaKernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w, int64_t m,
                     int64_t n, int64_t k, void* __restrict__ yv, int64_t ldy, bool round_bf16, bool vec2, int mtiles,
                     int ntiles, const __grid_constant__ LoraSegs lora) {
   static_assert(!kSwiGlu || kBN == 256, "the gated form pairs two 128-row boxes");
+  static_assert(!(kSwiGlu && kLora), "the gated form takes no LoRA delta");
   constexpr int kColsOut = kSwiGlu ? kBN / 2 : kBN;  // output columns a tile
   using S = Shape<kBN>;
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
@@ -110,32 +95,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int id = blockIdx.x; id < tiles; id += gridDim.x) {
       int row0, col0;
       TileAt(id, mtiles, ntiles, row0, col0, kColsOut);
-      int seg = -1;
-      const int steps = ksteps + (kLora ? DeltaSteps<kSwiGlu>(lora, col0, seg) : 0);
+      const int seg = kLora ? SegmentOf(lora, col0) : -1, steps = ksteps + (seg >= 0 ? lora.ksteps[seg] : 0);
       for (int kb = 0; kb < steps; ++kb, ++it) {
         const int s = it % S::kStages;
         MbarWait(&empty[s], ((it / S::kStages) & 1) ^ 1);  // the slot's previous use was read
         unsigned char* base = stages + s * S::kStageBytes;
+        MbarExpectTx(&full[s], S::kStageBytes);
         if (kLora && kb >= ksteps) {  // the delta's stages: t's rows and B's, rank chunk by chunk
-          const int j = kb - ksteps;
-          if constexpr (kSwiGlu) {
-            // Gate's stages, then up's: the active half's t and B rows; the idle half's B rows are
-            // zeros (a box past the active B's last column), so its products are zeros, which
-            // leave its accumulators' bits as they are (finite t).
-            const int half = j >= lora.ksteps[0] ? 1 : 0, r0 = (j - half * lora.ksteps[0]) * kBK;
-            MbarExpectTx(&full[s], S::kStageBytes);
-            TmaLoad2d(base, &lora.t[half], r0, row0, &full[s]);
-            TmaLoad2d(base + kABytes + half * (S::kBBytes / 2), &lora.b[half], r0, col0, &full[s]);
-            TmaLoad2d(base + kABytes + (1 - half) * (S::kBBytes / 2), &lora.b[half], lora.ksteps[half] * kBK, col0,
-                      &full[s]);
-          } else {
-            MbarExpectTx(&full[s], S::kStageBytes);
-            TmaLoad2d(base, &lora.t[seg], j * kBK, row0, &full[s]);
-            TmaLoad2d(base + kABytes, &lora.b[seg], j * kBK, col0 - lora.col_begin[seg], &full[s]);
-          }
+          const int r0 = (kb - ksteps) * kBK;
+          TmaLoad2d(base, &lora.t[seg], r0, row0, &full[s]);
+          TmaLoad2d(base + kABytes, &lora.b[seg], r0, col0 - lora.col_begin[seg], &full[s]);
           continue;
         }
-        MbarExpectTx(&full[s], S::kStageBytes);
         TmaLoad2d(base, &map_x, kb * kBK, row0, &full[s]);
         if constexpr (kSwiGlu) {
           TmaLoad2d(base + kABytes, &map_w, kb * kBK, col0, &full[s]);
@@ -156,8 +127,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int id = blockIdx.x; id < tiles; id += gridDim.x) {
     int row0, col0;
     TileAt(id, mtiles, ntiles, row0, col0, kColsOut);
-    int seg = -1;
-    const int steps = ksteps + (kLora ? DeltaSteps<kSwiGlu>(lora, col0, seg) : 0);
+    const int seg = kLora ? SegmentOf(lora, col0) : -1, steps = ksteps + (seg >= 0 ? lora.ksteps[seg] : 0);
 #pragma unroll
     for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
     int prev = -1;  // the slot whose products are still in flight
@@ -194,21 +164,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     WgmmaWait<0>();
     FenceAccumulators(acc);
     if (lane == 0 && prev >= 0) MbarArrive(&empty[prev]);
-    if constexpr (kLora) {
-      // The outputs with their deltas (LoraScatterAdd's arithmetic): r(base + r(r(delta) · scale)),
-      // base already rounded; each packed base pair is spent as it is read, before the epilogue's
-      // own work, which then rounds values that are bf16 already (no change).
-      if (seg >= 0) {
-#pragma unroll
-        for (int i = 0; i < kBN / 4; ++i) {
-          const float scale = kSwiGlu ? lora.scale[i < kBN / 8 ? 0 : 1] : lora.scale[seg];
-          const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&based[i]));
-          acc[2 * i] = RoundAct(__fadd_rn(b.x, RoundAct(__fmul_rn(RoundAct(acc[2 * i], true), scale), true)), true);
-          acc[2 * i + 1] = RoundAct(__fadd_rn(b.y, RoundAct(__fmul_rn(RoundAct(acc[2 * i + 1], true), scale), true)), true);
-        }
-        FenceAccumulators(acc);  // all of it before the epilogue (keeps the packed pairs' lives short)
-      }
-    }
     // acc[4j + e]: row 16 warp + g (e < 2) or + 8, output 8j + 2t + e % 2 (wgmma_ptx.cuh).
     const int64_t r_lo = int64_t{row0} + 64 * c + 16 * warp + g, r_hi = r_lo + 8;
     if constexpr (kSwiGlu) {
@@ -235,6 +190,31 @@ __global__ void __launch_bounds__(kThreads, 1)
           } else {
             if (col < n) dst[0] = __float2bfloat16_rn(a[0]);
             if (col + 1 < n) dst[1] = __float2bfloat16_rn(a[1]);
+          }
+        }
+      }
+    } else if (kLora && seg >= 0) {
+      // The rounded base output, plus the rounded delta scaled and rounded (LoraScatterAdd's).
+      float* y = static_cast<float*>(yv);
+      const float scale = lora.scale[seg];
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        const int64_t col = int64_t{col0} + 8 * j + 2 * t;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t r = h == 0 ? r_lo : r_hi;
+          if (r >= m) continue;
+          const unsigned packed = based[2 * j + h];
+          const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&packed));
+          const float d0 = RoundAct(__fmul_rn(RoundAct(acc[4 * j + 2 * h], true), scale), true);
+          const float d1 = RoundAct(__fmul_rn(RoundAct(acc[4 * j + 2 * h + 1], true), scale), true);
+          const float v0 = RoundAct(__fadd_rn(b.x, d0), true), v1 = RoundAct(__fadd_rn(b.y, d1), true);
+          float* dst = y + r * ldy + col;
+          if (vec2 && col + 1 < n) {
+            *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+          } else {
+            if (col < n) dst[0] = v0;
+            if (col + 1 < n) dst[1] = v1;
           }
         }
       }
@@ -293,7 +273,7 @@ Status Launch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64
   static const LoraSegs kNone{};
   LaunchSerialized(GemmWgmmaKernel<kBN, kSwiGlu, kLora>, grid, kThreads, S::kSmem, s, map_x, map_w, m, n, k, y, ldy,
                    round_output, vec2, static_cast<int>(mtiles), static_cast<int>(ntiles), lora ? *lora : kNone);
-  return Launched(kSwiGlu ? (kLora ? "GemmWgmmaSwiGluLora" : "GemmWgmmaSwiGlu") : kLora ? "GemmWgmmaLora" : "GemmWgmma");
+  return Launched(kSwiGlu ? "GemmWgmmaSwiGlu" : kLora ? "GemmWgmmaLora" : "GemmWgmma");
 }
 
 }  // namespace
@@ -387,40 +367,6 @@ Status GemmWgmmaLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n
     case WgmmaForm::kTile128x128: return Launch<128, false, true>(xb, m, w, n, k, y, ldy, true, sms, s, &l);
   }
   return Internal("cuda GemmWgmmaLora: unknown tile form");
-}
-
-Status GemmWgmmaSwiGluLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,
-                           int64_t ld_act, const WgmmaLoraSegment* gate, const WgmmaLoraSegment* up, void* stream) {
-  if (!GemmWgmmaFits(m, 2 * inter, k, xb, w) || ld_act < inter) {
-    return InvalidArgument("cuda GemmWgmmaSwiGluLora: needs m, inter >= 1, K % 8 == 0, ld_act >= inter and 16-byte "
-                           "aligned operands");
-  }
-  if (gate == nullptr && up == nullptr) return InvalidArgument("cuda GemmWgmmaSwiGluLora: no delta (gate and up both null)");
-  LoraSegs l{};
-  l.count = 2;
-  const WgmmaLoraSegment* halves[2] = {gate, up};
-  for (int i = 0; i < 2; ++i) {
-    l.scale[i] = 1.0f;
-    const WgmmaLoraSegment* g = halves[i];
-    if (g == nullptr) continue;
-    const char* what = i == 0 ? "gate" : "up";
-    if (g->col_begin != 0 || g->cols != inter) {
-      return InvalidArgument(std::string("cuda GemmWgmmaSwiGluLora: the ") + what + " delta must cover its " +
-                             std::to_string(inter) + " columns (columns " + std::to_string(g->col_begin) + " + " +
-                             std::to_string(g->cols) + ")");
-    }
-    if (g->rank < 8 || g->rank % 8 != 0) {
-      return InvalidArgument(std::string("cuda GemmWgmmaSwiGluLora: ") + what + " rank " + std::to_string(g->rank) +
-                             " is not a positive multiple of 8");
-    }
-    GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&l.t[i], g->t, 2, m, g->rank, kBK, kBM, "GemmWgmmaSwiGluLora"));
-    GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&l.b[i], g->b, 2, inter, g->rank, kBK, 128, "GemmWgmmaSwiGluLora"));
-    l.ksteps[i] = (g->rank + kBK - 1) / kBK;
-    l.scale[i] = g->scale;
-  }
-  const int sms = Multiprocessors();
-  if (sms <= 0) return Internal("cuda GemmWgmmaSwiGluLora: no multiprocessor count for the current device");
-  return Launch<256, true, true>(xb, m, w, inter, k, act, ld_act, true, sms, static_cast<cudaStream_t>(stream), &l);
 }
 
 const char* WgmmaFormName(WgmmaForm form) {

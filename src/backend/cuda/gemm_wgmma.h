@@ -79,13 +79,4 @@ Status GemmWgmmaLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n
 Status GemmWgmmaSwiGlu(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,
                        int64_t ld_act, void* stream);
 
-// GemmWgmmaSwiGlu with the gate's and the up projection's LoRA deltas (either may be null): each
-// tile runs, after K's stages, the gate delta's rank stages (its t against the gate's B rows and
-// zeros for the up columns), then the up delta's likewise, and applies SiluMul to
-// r(r(base) + r(r(delta) · scale)) of each — bit for bit GemmWgmmaLora over gate|up then SiluMul
-// for finite t (a zero product leaves an accumulator as it is; inf · 0 would not).
-// A segment's t is [m, rank], its B [inter, rank] (col_begin 0, cols inter).
-Status GemmWgmmaSwiGluLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,
-                           int64_t ld_act, const WgmmaLoraSegment* gate, const WgmmaLoraSegment* up, void* stream);
-
 }  // namespace graft::cuda
