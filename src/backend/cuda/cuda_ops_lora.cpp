@@ -259,7 +259,7 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
         rest.push_back(&mod);
         continue;
       }
-        const uint16_t* tb = LoraT(xb, w.cols, m, mod);
+      const uint16_t* tb = LoraT(xb, w.cols, m, mod);
       const DevCopy* db = Dev(mod.b);
       if (Failed()) return;
       segs.push_back({tb, static_cast<const uint16_t*>(db->w.data), mod.row_offset, mod.b.rows, mod.rank, mod.scale});
