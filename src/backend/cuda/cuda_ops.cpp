@@ -16,7 +16,6 @@
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/gemm_decode_w4.h"
 #include "backend/cuda/gemm_pipe.h"
-#include "backend/cuda/lora.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/mlp.h"
 #include "backend/cuda/rmsnorm.h"

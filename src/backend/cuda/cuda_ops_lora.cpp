@@ -269,11 +269,12 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
                                static_cast<int>(segs.size()), form, stream_));
     }
   }
-  if (rest.empty()) tensor_core_lora_rows_ += m;  // (else LoraGathered counts them)
-  if (!rest.empty()) {
-    const auto timer = Time("LoraAdd");
-    LoraGathered(a, slot, rest, /*tensor=*/true);
+  if (rest.empty()) {
+    tensor_core_lora_rows_ += m;
+    return;
   }
+  const auto timer = Time("LoraAdd");
+  LoraGathered(a, slot, rest, /*tensor=*/true);  // (counts the rows)
 }
 
 const uint16_t* CudaOps::LoraT(const uint16_t* xb, int64_t k, int64_t m, const LoraModule& mod) {
