@@ -187,9 +187,20 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
 #endif
       }
       if (!reqs.empty()) {
+#ifdef GRAFT_HAVE_CUDA
+        OpProfile* profile = nullptr;
+        if (auto* cuda = dynamic_cast<CudaOps*>(ops.get()); cuda && cuda->op_profile()) profile = cuda->op_profile();
+        if (profile) profile->Clear();  // the decisions' own ops next
+#endif
         DecisionScorer scorer(*model, *ops, *tok, *tmpl, set);
         scorer.set_prefill_chunk(DefaultDecisionPrefillChunk(s->m.device));  // records in serve's pieces
         GRAFT_ASSIGN_OR_RETURN(rep.decisions, RunDecisionBench(scorer, reqs, set, *model, *ops));
+#ifdef GRAFT_HAVE_CUDA
+        if (profile) {
+          std::fputs(("op profile of the decisions (each decision and its record's prefill alone; each op waited "
+                      "for):\n" + profile->Table()).c_str(), stdout);
+        }
+#endif
       }
       model->ReleaseOwnPools();  // the offline runs' pools: the engine's are sized from what is left
       if (s->concurrency > 0 || !s->chat_streams.empty()) {
