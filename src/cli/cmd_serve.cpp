@@ -142,13 +142,14 @@ void AddServeCommand(CLI::App& app, Runner& run) {
                   "memory, raised to the model's context where that fits in half; cpu, 16384)")
       ->check(CLI::Range(16, 1 << 30));
   cmd->add_option("--page-size", s->engine.page_size, "KV page, in tokens")->capture_default_str()->check(CLI::Range(1, 4096));
-  cmd->add_option("--max-step-tokens", s->engine.max_step_tokens, "Rows per forward step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-step-tokens", s->engine.max_step_tokens, "Rows per forward step, chat and decision rows together (the bound on a chat stream's gap "
+                  "while prompts and decisions are prefilled)")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-queue", s->engine.max_queue, "Queued plus running requests before 429")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--decision-prefill-chunk", s->decision_prefill_chunk,
                   "Prefill a decision's record in pieces of this many tokens (a multiple of 64; 0: at once); a piece "
-                  "runs between two chat steps, so chat waits for one piece at most and a decision whose client hangs "
-                  "up stops within one; while chat runs, pieces keep to --max-step-tokens too; default 256 on cpu, "
-                  "1024 on cuda (bits are the same either way)")
+                  "runs inside a chat step and, while chat runs, keeps to what --max-step-tokens leaves after the "
+                  "decode rows, so chat waits for one step at most and a decision whose client hangs up stops within "
+                  "a piece; default 256 on cpu, 1024 on cuda (bits are the same either way)")
       ->check(CLI::Validator(
           [](std::string& v) {
             char* end = nullptr;

@@ -39,7 +39,7 @@ struct ModelSettings {
 };
 // --adapter-dtype (commands that load adapters).
 void AddAdapterDtypeFlag(CLI::App* cmd, ModelSettings& s);
-// The decision record pieces a backend runs between chat steps by default (--decision-prefill-chunk):
+// The decision record pieces a backend runs by default when no chat runs (--decision-prefill-chunk):
 // 256 tokens on cpu, 1024 on cuda (~0.12 s of a 27B model on an H100).
 inline int DefaultDecisionPrefillChunk(const std::string& device) { return device == "cpu" ? 256 : 1024; }
 // The engine's pool sizes (kv_token_budget, decision_kv_tokens, max_running): the asked values,

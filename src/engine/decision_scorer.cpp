@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <utility>
 
 namespace graft {
 Result<RowLogSoftmax> LogSoftmaxOf(const float* row, int vocab, const std::string& what) {
@@ -25,15 +26,6 @@ Result<RowLogSoftmax> LogSoftmaxOf(const float* row, int vocab, const std::strin
 Result<double> ChoiceLogProb(const float* row, int vocab, int32_t token, const std::string& what) {
   GRAFT_ASSIGN_OR_RETURN(const RowLogSoftmax ls, LogSoftmaxOf(row, vocab, what));
   return ls.LogProb(token);
-}
-
-Status DecisionScorer::Forward(const std::vector<int32_t>& ids, SequenceState& st, int32_t slot, const LogitRows& which,
-                               std::vector<float>* logits) {
-  const int vocab = model_.config().vocab_size;
-  std::vector<float> local;
-  std::vector<float>& out = logits ? *logits : local;
-  out.resize(static_cast<size_t>(which.count(static_cast<int>(ids.size()))) * vocab);
-  return model_.Forward(ops_, ids.data(), static_cast<int>(ids.size()), st, out.data(), slot, &adapters_, which);
 }
 
 Result<SequenceState> DecisionScorer::NewState() {
@@ -58,38 +50,6 @@ Result<DecisionTask> DecisionScorer::Begin(const DecisionRequest& r, int32_t slo
   GRAFT_ASSIGN_OR_RETURN(t.prefix_state, NewState());
   t.prefix_ready = !share_prefix || t.prefix.empty();
   return t;
-}
-
-Status DecisionScorer::PrefillPiece(DecisionTask& t) {
-  auto key = std::make_pair(t.slot, t.prefix);
-  if (t.prefilled == 0) {
-    auto hit = cache_.find(key);
-    if (hit != cache_.end()) {
-      GRAFT_ASSIGN_OR_RETURN(t.prefix_state, hit->second.Fork());
-      t.result.cached_tokens = static_cast<int>(t.prefix.size());
-      t.prefilled = t.prefix.size();
-      t.prefix_ready = true;
-      return Status::Ok();
-    }
-  }
-  const size_t piece = prefill_chunk_ > 0 ? static_cast<size_t>(prefill_chunk_) : t.prefix.size();
-  const size_t end = std::min(t.prefix.size(), t.prefilled + piece);
-  const std::vector<int32_t> part(t.prefix.begin() + static_cast<std::ptrdiff_t>(t.prefilled),
-                                  t.prefix.begin() + static_cast<std::ptrdiff_t>(end));
-  GRAFT_RETURN_IF_ERROR(Forward(part, t.prefix_state, t.slot, LogitRows::None(), nullptr));
-  t.prefilled = end;
-  if (t.prefilled < t.prefix.size()) return Status::Ok();
-  t.prefix_ready = true;
-  if (cache_capacity_ > 0) {
-    if (cache_.size() >= cache_capacity_) {
-      cache_.erase(cache_order_.front());
-      cache_order_.pop_front();
-    }
-    GRAFT_ASSIGN_OR_RETURN(SequenceState kept, t.prefix_state.Fork());
-    cache_.emplace(key, std::move(kept));
-    cache_order_.push_back(std::move(key));
-  }
-  return Status::Ok();
 }
 
 Status DecisionScorer::CheckContext(const DecisionTask& t, size_t i, const QuestionTokens& qt) const {
@@ -135,48 +95,49 @@ Status DecisionScorer::AddQuestion(DecisionTask& t, size_t i, const QuestionToke
   return Status::Ok();
 }
 
-Status DecisionScorer::ScoreQuestion(DecisionTask& t) {
-  const size_t i = t.question;
-  GRAFT_ASSIGN_OR_RETURN(QuestionTokens qt, layout_.Question(t.request, i, t.answers));
-  GRAFT_RETURN_IF_ERROR(CheckContext(t, i, qt));
-  SequenceState st;
-  if (t.share_prefix) {
-    GRAFT_ASSIGN_OR_RETURN(st, t.prefix_state.Fork());
-  } else {
-    GRAFT_ASSIGN_OR_RETURN(st, NewState());
-  }
-  std::vector<int32_t> run = qt.rest;
-  if (!t.share_prefix) run.insert(run.begin(), t.prefix.begin(), t.prefix.end());
-  std::vector<float> logits, more;
-  GRAFT_RETURN_IF_ERROR(Forward(run, st, t.slot, LogitRows::Only({static_cast<int32_t>(run.size() - 1)}), &logits));
-  // A multi-token choice's rows: its tokens but the last on a fork of the question, one at a time.
-  auto head_rows = [&](size_t c) -> Result<const float*> {
-    GRAFT_ASSIGN_OR_RETURN(SequenceState cs, st.Fork());
-    const std::vector<int32_t> head(qt.choices[c].begin(), qt.choices[c].end() - 1);
-    GRAFT_RETURN_IF_ERROR(Forward(head, cs, t.slot, LogitRows{}, &more));
-    return more.data();
-  };
-  GRAFT_RETURN_IF_ERROR(AddQuestion(t, i, qt, logits.data(), head_rows));
-  ++t.question;
-  return Status::Ok();
+Status DecisionScorer::ReservePages(const DecisionRows& rows) const {
+  StepBatch b;
+  for (const auto& s : rows.seqs) b.Add(s.state, s.ids, s.n, 0);
+  return model_.ReserveRows(b);
 }
 
-Status DecisionScorer::ScoreQuestionsTogether(DecisionTask& t) {
+Result<DecisionRows> DecisionScorer::PlanRecord(DecisionTask& t, int max_rows) {
+  DecisionRows rows;
+  if (t.prefilled == 0) {
+    auto hit = cache_.find(std::make_pair(t.slot, t.prefix));
+    if (hit != cache_.end()) {  // no rows at all: the record's state is a fork of the cached one
+      GRAFT_ASSIGN_OR_RETURN(t.prefix_state, hit->second.Fork());
+      t.result.cached_tokens = static_cast<int>(t.prefix.size());
+      t.prefilled = t.prefix.size();
+      t.prefix_ready = true;
+      return rows;
+    }
+  }
+  const size_t piece = max_rows > 0 ? static_cast<size_t>(max_rows) : t.prefix.size();
+  const size_t end = std::min(t.prefix.size(), t.prefilled + piece);
+  rows.seqs.push_back({&t.prefix_state, t.prefix.data() + t.prefilled, static_cast<int>(end - t.prefilled)});
+  GRAFT_RETURN_IF_ERROR(ReservePages(rows));
+  t.planned = 1;
+  t.record_end = end;
+  return rows;
+}
+
+Result<DecisionRows> DecisionScorer::PlanQuestions(DecisionTask& t, int max_rows) {
   const DecisionRequest& r = t.request;
-  const int vocab = model_.config().vocab_size;
-  // The questions from t.question on that fit the pool's free state slots and pages at once
-  // (each its fork and one a multi-token choice; pages for their tokens, a partial page each
-  // copied on write).
-  // With prefill pieces (prefill_chunk > 0) a piece of questions also keeps to that many tokens
-  // (at least one question), so the chat steps between pieces wait for no more than a record piece.
+  // Independent questions on a shared record run together; joint ones (each after the answers
+  // before it) and those without a shared record one at a time.
+  const bool together = !r.joint && t.share_prefix;
+  // The questions from t.question on whose forks fit the pool's free state slots and pages at
+  // once, their multi-token choices' forks too (a fork each; pages for their tokens, a partial
+  // page each copied on write), and (max_rows > 0) max_rows tokens — at least one question.
   std::vector<QuestionTokens> qts;
   int64_t slots = 0, pages = 0, tokens = 0;
   for (size_t i = t.question; i < r.questions.size(); ++i) {
-    GRAFT_ASSIGN_OR_RETURN(QuestionTokens qt, layout_.Question(r, i, {}));
+    GRAFT_ASSIGN_OR_RETURN(QuestionTokens qt, layout_.Question(r, i, together ? std::vector<std::string>{} : t.answers));
     GRAFT_RETURN_IF_ERROR(CheckContext(t, i, qt));
     int64_t q_tokens = static_cast<int64_t>(qt.rest.size());
     for (const auto& c : qt.choices) q_tokens += c.size() < 2 ? 0 : static_cast<int64_t>(c.size()) - 1;
-    if (prefill_chunk_ > 0 && !qts.empty() && tokens + q_tokens > prefill_chunk_) break;
+    if (max_rows > 0 && !qts.empty() && tokens + q_tokens > max_rows) break;
     int64_t s = 1, p = 0;
     if (pool_ != nullptr) p = static_cast<int64_t>(qt.rest.size()) / pool_->page_size() + 2;
     for (const auto& c : qt.choices) {
@@ -186,101 +147,164 @@ Status DecisionScorer::ScoreQuestionsTogether(DecisionTask& t) {
     }
     const bool fits = pool_ == nullptr || ((!pool_->has_gdn() || slots + s <= pool_->free_slots()) &&
                                            pages + p <= pool_->free_pages());
-    if (!fits) break;
+    if (!fits && !qts.empty()) break;  // the first goes alone (its heads then run as the pool allows)
     slots += s;
     pages += p;
     tokens += q_tokens;
     qts.push_back(std::move(qt));
+    if (!together) break;
   }
-  // Not even the next question with all its choices' forks at once: it alone, a choice at a time.
-  if (qts.empty()) return ScoreQuestion(t);
   const size_t n = qts.size();
-  // Step 1 (this piece): every question's tokens, each on its own fork of the record.
+  // Every question's tokens on its own fork of the record (without a shared record: the record
+  // and the question on a fresh state), the row after each read.
   DecisionTask::AskedQuestions asked;
   asked.first = t.question;
   asked.states.resize(n);
-  StepBatch batch;
-  std::vector<int32_t> last_rows;
   for (size_t i = 0; i < n; ++i) {
-    GRAFT_ASSIGN_OR_RETURN(asked.states[i], t.prefix_state.Fork());
+    if (t.share_prefix) {
+      GRAFT_ASSIGN_OR_RETURN(asked.states[i], t.prefix_state.Fork());
+    } else {
+      GRAFT_ASSIGN_OR_RETURN(asked.states[i], NewState());
+      asked.run = t.prefix;
+      asked.run.insert(asked.run.end(), qts[i].rest.begin(), qts[i].rest.end());
+    }
+  }
+  DecisionRows rows;
+  int row = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const std::vector<int32_t>& ids = t.share_prefix ? qts[i].rest : asked.run;
+    rows.seqs.push_back({&asked.states[i], ids.data(), static_cast<int>(ids.size())});
+    row += static_cast<int>(ids.size());
+    rows.logit_rows.push_back(row - 1);
   }
   for (size_t i = 0; i < n; ++i) {
-    batch.Add(&asked.states[i], qts[i].rest.data(), static_cast<int>(qts[i].rest.size()), t.slot);
-    last_rows.push_back(batch.rows() - 1);
-  }
-  batch.logits = LogitRows::Only(last_rows);
-  asked.first_rows.resize(n * static_cast<size_t>(vocab));
-  GRAFT_RETURN_IF_ERROR(model_.Forward(ops_, batch, adapters_, asked.first_rows.data()));
-  asked.tokens = std::move(qts);
-  t.question = asked.first + n;
-  t.asked = std::move(asked);
-  // Without multi-token choices there are no heads to run: the questions are scored now.
-  bool heads = false;
-  for (const auto& qt : t.asked->tokens) {
-    for (const auto& c : qt.choices) heads |= c.size() > 1;
-  }
-  return heads ? Status::Ok() : ChoiceHeads(t);
-}
-
-Status DecisionScorer::ChoiceHeads(DecisionTask& t) {
-  const int vocab = model_.config().vocab_size;
-  DecisionTask::AskedQuestions asked = std::move(*t.asked);
-  t.asked.reset();
-  const size_t n = asked.tokens.size();
-  const auto& qts = asked.tokens;
-  // Step 2: every choice longer than a token, its tokens but the last on a fork of its question;
-  // head_row0[i][c] is where its rows start.
-  std::vector<std::vector<int>> head_row0(n);
-  std::vector<SequenceState> head_states;
-  std::vector<std::vector<int32_t>> head_tokens;
-  for (size_t i = 0; i < n; ++i) {
-    head_row0[i].assign(qts[i].choices.size(), -1);
     for (size_t c = 0; c < qts[i].choices.size(); ++c) {
       if (qts[i].choices[c].size() < 2) continue;
-      GRAFT_ASSIGN_OR_RETURN(SequenceState cs, asked.states[i].Fork());
-      head_states.push_back(std::move(cs));
-      head_tokens.emplace_back(qts[i].choices[c].begin(), qts[i].choices[c].end() - 1);
+      DecisionTask::AskedQuestions::Head h;
+      h.q = i;
+      h.c = c;
+      h.ids.assign(qts[i].choices[c].begin(), qts[i].choices[c].end() - 1);
+      asked.heads.push_back(std::move(h));
     }
   }
-  std::vector<float> more;
-  if (!head_states.empty()) {
-    StepBatch hb;
-    for (size_t i = 0, h = 0; i < n; ++i) {
-      for (size_t c = 0; c < qts[i].choices.size(); ++c) {
-        if (qts[i].choices[c].size() < 2) continue;
-        head_row0[i][c] = hb.rows();
-        hb.Add(&head_states[h], head_tokens[h].data(), static_cast<int>(head_tokens[h].size()), t.slot);
-        ++h;
-      }
-    }
-    more.resize(static_cast<size_t>(hb.rows()) * vocab);
-    GRAFT_RETURN_IF_ERROR(model_.Forward(ops_, hb, adapters_, more.data()));
+  GRAFT_RETURN_IF_ERROR(ReservePages(rows));
+  asked.tokens = std::move(qts);  // the rows point at the vectors' heap storage: moving keeps it
+  t.asked = std::move(asked);
+  t.question += n;
+  t.planned = 2;
+  return rows;
+}
+
+Result<DecisionRows> DecisionScorer::PlanHeads(DecisionTask& t) {
+  DecisionTask::AskedQuestions& a = *t.asked;
+  // The next heads whose forks the pool's free slots and pages hold, at least one.
+  size_t k = a.heads_done;
+  int64_t slots = 0, pages = 0;
+  for (; k < a.heads.size(); ++k) {
+    const int64_t p = pool_ != nullptr ? static_cast<int64_t>(a.heads[k].ids.size()) / pool_->page_size() + 2 : 0;
+    const bool fits = pool_ == nullptr || ((!pool_->has_gdn() || slots + 1 <= pool_->free_slots()) &&
+                                           pages + p <= pool_->free_pages());
+    if (!fits && k > a.heads_done) break;
+    ++slots;
+    pages += p;
   }
-  for (size_t i = 0; i < n; ++i) {
+  DecisionRows rows;
+  int row = 0;
+  for (size_t h = a.heads_done; h < k; ++h) {
+    DecisionTask::AskedQuestions::Head& head = a.heads[h];
+    GRAFT_ASSIGN_OR_RETURN(head.state, a.states[head.q].Fork());
+    rows.seqs.push_back({&head.state, head.ids.data(), static_cast<int>(head.ids.size())});
+    for (size_t j = 0; j < head.ids.size(); ++j) rows.logit_rows.push_back(row++);
+  }
+  GRAFT_RETURN_IF_ERROR(ReservePages(rows));
+  a.heads_running = k - a.heads_done;
+  t.planned = 3;
+  return rows;
+}
+
+Status DecisionScorer::ScoreAsked(DecisionTask& t) {
+  const int vocab = model_.config().vocab_size;
+  DecisionTask::AskedQuestions a = std::move(*t.asked);
+  t.asked.reset();
+  for (size_t i = 0; i < a.tokens.size(); ++i) {
     auto head_rows = [&](size_t c) -> Result<const float*> {
-      return more.data() + static_cast<size_t>(head_row0[i][c]) * static_cast<size_t>(vocab);
+      for (const auto& h : a.heads) {
+        if (h.q == i && h.c == c) return h.rows.data();
+      }
+      return Internal("a multi-token choice's head rows are missing");
     };
-    GRAFT_RETURN_IF_ERROR(
-        AddQuestion(t, asked.first + i, qts[i], asked.first_rows.data() + i * static_cast<size_t>(vocab), head_rows));
+    GRAFT_RETURN_IF_ERROR(AddQuestion(t, a.first + i, a.tokens[i], a.first_rows.data() + i * static_cast<size_t>(vocab),
+                                      head_rows));
   }
   return Status::Ok();
 }
 
-Result<bool> DecisionScorer::Advance(DecisionTask& t) {
-  const auto done = [&] { return t.prefix_ready && t.question >= t.request.questions.size() && !t.asked; };
-  if (done()) return true;
+Result<DecisionRows> DecisionScorer::Plan(DecisionTask& t, int max_rows) {
+  if (t.planned != 0) return Internal("a decision piece is already planned and not finished");
+  if (t.done()) return Internal("the decision has no work left");
   if (t.cancelled && t.cancelled->load()) return Cancelled("the client went away before the decision was done");
   ++t.pieces;
-  if (t.asked) {
-    GRAFT_RETURN_IF_ERROR(ChoiceHeads(t));
-  } else if (!t.prefix_ready) {
-    GRAFT_RETURN_IF_ERROR(PrefillPiece(t));
-  } else if (!t.request.joint && t.share_prefix) {
-    GRAFT_RETURN_IF_ERROR(ScoreQuestionsTogether(t));
-  } else {
-    GRAFT_RETURN_IF_ERROR(ScoreQuestion(t));
+  if (t.asked) return PlanHeads(t);
+  if (!t.prefix_ready) return PlanRecord(t, max_rows);
+  return PlanQuestions(t, max_rows);
+}
+
+Result<bool> DecisionScorer::Finish(DecisionTask& t, const float* logits) {
+  const int vocab = model_.config().vocab_size;
+  switch (std::exchange(t.planned, 0)) {
+    case 1:  // a record piece: the prefix cached once whole
+      t.prefilled = t.record_end;
+      if (t.prefilled < t.prefix.size()) break;
+      t.prefix_ready = true;
+      if (cache_capacity_ > 0) {
+        auto key = std::make_pair(t.slot, t.prefix);
+        if (cache_.size() >= cache_capacity_) {
+          cache_.erase(cache_order_.front());
+          cache_order_.pop_front();
+        }
+        GRAFT_ASSIGN_OR_RETURN(SequenceState kept, t.prefix_state.Fork());
+        cache_.emplace(key, std::move(kept));
+        cache_order_.push_back(std::move(key));
+      }
+      break;
+    case 2: {  // the questions' tokens: the row after each
+      DecisionTask::AskedQuestions& a = *t.asked;
+      a.first_rows.assign(logits, logits + a.tokens.size() * static_cast<size_t>(vocab));
+      if (a.heads.empty()) GRAFT_RETURN_IF_ERROR(ScoreAsked(t));
+      break;
+    }
+    case 3: {  // heads: each its rows, its fork given back
+      DecisionTask::AskedQuestions& a = *t.asked;
+      const float* at = logits;
+      for (size_t h = a.heads_done; h < a.heads_done + a.heads_running; ++h) {
+        const size_t n = a.heads[h].ids.size() * static_cast<size_t>(vocab);
+        a.heads[h].rows.assign(at, at + n);
+        at += n;
+        a.heads[h].state = SequenceState();
+      }
+      a.heads_done += a.heads_running;
+      a.heads_running = 0;
+      if (a.heads_done == a.heads.size()) GRAFT_RETURN_IF_ERROR(ScoreAsked(t));
+      break;
+    }
+    default:  // nothing planned (a cached record)
+      break;
   }
-  return done();
+  return t.done();
+}
+
+Result<bool> DecisionScorer::Advance(DecisionTask& t) {
+  if (t.done()) return true;
+  GRAFT_ASSIGN_OR_RETURN(const DecisionRows rows, Plan(t, prefill_chunk_));
+  std::vector<float> logits;
+  if (!rows.seqs.empty()) {
+    StepBatch b;
+    for (const auto& s : rows.seqs) b.Add(s.state, s.ids, s.n, t.slot);
+    b.logits = LogitRows::Only(rows.logit_rows);
+    logits.resize(rows.logit_rows.size() * static_cast<size_t>(model_.config().vocab_size));
+    GRAFT_RETURN_IF_ERROR(model_.Forward(ops_, b, adapters_, logits.data()));
+  }
+  return Finish(t, logits.data());
 }
 
 Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t slot, bool share_prefix,

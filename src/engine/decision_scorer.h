@@ -2,10 +2,13 @@
 //
 // The record prefix is computed once per request and every question forks its state (shared
 // KV pages, a copy of the recurrent state); with share_prefix = false every question runs from
-// scratch instead. A decision is a task (Begin) advanced one piece of work at a time (Advance:
-// a piece of the record's prefill, or one question with its choices), so that the engine can
-// run other work between pieces; Score runs a task to its end.
-// Both give the same bits: a row's logits do not depend on how its sequence is split.
+// scratch instead. A decision is a task (Begin) advanced one piece of work at a time: a piece of
+// the record's prefill, a group of questions' tokens, or their multi-token choices' heads. A piece
+// is rows of a step (Plan says which, on which sequences, and which rows' logits it reads; Finish
+// takes those logits), so the engine runs it inside a step beside chat rows; Advance runs one
+// piece on its own and Score a whole task.
+// Every way gives the same bits: a row's logits do not depend on how its sequence is split or on
+// the rows beside it.
 // A small prefix cache keyed by (adapter slot, prefix tokens) lets repeated records skip the
 // prefix entirely (usage.cached_tokens counts those tokens).
 //
@@ -39,7 +42,7 @@ struct RowLogSoftmax {
 };
 Result<RowLogSoftmax> LogSoftmaxOf(const float* row, int vocab, const std::string& what);
 
-// A decision in progress: what Begin made of the request and how far Advance has taken it.
+// A decision in progress: what Begin made of the request and how far its pieces have taken it.
 // Owns its states (their pages go back to the pool when it is destroyed).
 struct DecisionTask {
   DecisionRequest request;
@@ -50,19 +53,51 @@ struct DecisionTask {
   size_t prefilled = 0;            // prefix tokens already in prefix_state
   bool prefix_ready = false;       // the prefix is computed (or came from the cache)
   SequenceState prefix_state;
-  size_t question = 0;             // questions scored so far
-  // Questions run together whose tokens are done and whose multi-token choices' heads are the
-  // next piece (ScoreQuestionsTogether's two steps are two pieces).
+  size_t question = 0;             // questions asked so far (their tokens run)
+  // The questions asked together and not yet scored: their tokens ran on forks of the record
+  // (one piece), then the heads of their multi-token choices run (as many pieces as the pool's
+  // free slots need, usually one).
   struct AskedQuestions {
-    size_t first = 0;                  // the first one's index
+    size_t first = 0;                    // the first one's index
     std::vector<QuestionTokens> tokens;
-    std::vector<SequenceState> states;  // each on its fork of the record, after its tokens
-    std::vector<float> first_rows;      // [questions, vocab] the row after each question
+    std::vector<SequenceState> states;   // each on its fork of the record, after its tokens
+    std::vector<int32_t> run;            // share_prefix = false: the one question's prefix and tokens
+    std::vector<float> first_rows;       // [questions, vocab] the row after each question
+    struct Head {
+      size_t q, c;                       // question (within the group) and choice
+      std::vector<int32_t> ids;          // the choice's tokens but the last
+      SequenceState state;               // a fork of the question's state, while it runs
+      std::vector<float> rows;           // [ids.size(), vocab], once run
+    };
+    std::vector<Head> heads;             // every multi-token choice of the group
+    size_t heads_done = 0;               // heads run so far (in order)
+    size_t heads_running = 0;            // heads in the planned piece
   };
   std::optional<AskedQuestions> asked;
+  // The planned piece's kind, until Finish: 0 none, 1 record, 2 questions, 3 heads.
+  int planned = 0;
+  size_t record_end = 0;           // a planned record piece's end
   std::vector<std::string> answers;
-  DecisionResult result;           // complete once Advance returns true
-  int pieces = 0;                  // Advance calls that did work
+  DecisionResult result;           // complete once every question is scored
+  int pieces = 0;                  // pieces planned that did work
+  bool done() const { return prefix_ready && question >= request.questions.size() && !asked; }
+};
+
+// A piece's rows: sequences in row order, each with its tokens, and the rows (counted from the
+// piece's first) whose logits Finish reads, increasing. The states and tokens belong to the task.
+struct DecisionRows {
+  struct Seq {
+    SequenceState* state;
+    const int32_t* ids;
+    int n;
+  };
+  std::vector<Seq> seqs;
+  std::vector<int32_t> logit_rows;
+  int rows() const {
+    int r = 0;
+    for (const auto& s : seqs) r += s.n;
+    return r;
+  }
 };
 
 class DecisionScorer {
@@ -75,20 +110,26 @@ class DecisionScorer {
 
   // Scores every question of `r` with the rows selecting `adapter_slot`. The record is prefilled
   // in pieces of prefill_chunk tokens (0: at once; a row's bits do not depend on it), and
-  // `cancelled`, when set, stops the work between pieces and questions with kCancelled.
+  // `cancelled`, when set, stops the work between pieces with kCancelled.
   Result<DecisionResult> Score(const DecisionRequest& r, int32_t adapter_slot, bool share_prefix = true,
                                const std::atomic<bool>* cancelled = nullptr);
-  // Score in steps: Begin lays the request out (errors: a record or question longer than the
-  // context, a bad request), then each Advance runs one piece — the next prefill_chunk tokens of
-  // the record (its cache entry made after the last; a cached record is one piece), else the
-  // questions: as many together as the pool holds and (with prefill_chunk > 0) as fit in
-  // prefill_chunk tokens, at least one, when they are independent (not joint, on a shared
-  // record) — their tokens one piece, their multi-token choices' heads the next — one at a time
-  // in joint mode; and returns true once every question is scored (task.result).
-  // The result's bits do not depend on how the work was split. `cancelled` is checked at the
-  // start of every piece (kCancelled).
+  // Begin lays the request out (errors: a record or question longer than the context, a bad
+  // request).
   Result<DecisionTask> Begin(const DecisionRequest& r, int32_t adapter_slot, bool share_prefix = true,
                              const std::atomic<bool>* cancelled = nullptr);
+  // The task's next piece in at most max_rows rows (0: no limit): the record's next max_rows
+  // tokens (a cached record: no rows at all); else the next questions together, as many as the
+  // pool's free state slots and pages hold with their choices' forks and (max_rows > 0) as fit in
+  // max_rows tokens — at least one, whose tokens may pass max_rows — one at a time in joint mode
+  // or without a shared record; else the heads of their multi-token choices, as many as the pool's
+  // slots hold (at least one). The pages its rows need are taken here (kResourceExhausted when
+  // the pool cannot give them; nothing is planned then), so the step it runs in cannot fail for
+  // them. kCancelled once `cancelled` is set. The task must not be done, nor have a piece planned.
+  Result<DecisionRows> Plan(DecisionTask& t, int max_rows);
+  // The planned piece ran: logits [rows.logit_rows.size(), vocab], the rows Plan asked for.
+  // Returns whether the task is done (t.result complete).
+  Result<bool> Finish(DecisionTask& t, const float* logits);
+  // Plan, the piece's rows on their own (prefill_chunk rows at most), Finish.
   Result<bool> Advance(DecisionTask& task);
   void set_prefill_chunk(int tokens) { prefill_chunk_ = tokens; }
   int prefill_chunk() const { return prefill_chunk_; }
@@ -105,11 +146,12 @@ class DecisionScorer {
   }
 
  private:
-  // Runs ids on st; logits (resized) receives the rows `which` selects.
-  Status Forward(const std::vector<int32_t>& ids, SequenceState& st, int32_t slot, const LogitRows& which,
-                 std::vector<float>* logits);
   Result<SequenceState> NewState();
-  Status PrefillPiece(DecisionTask& t);
+  Result<DecisionRows> PlanRecord(DecisionTask& t, int max_rows);
+  Result<DecisionRows> PlanQuestions(DecisionTask& t, int max_rows);
+  Result<DecisionRows> PlanHeads(DecisionTask& t);
+  // Takes the pages `rows` need now (Model::ReserveRows on a batch of them alone).
+  Status ReservePages(const DecisionRows& rows) const;
   // Question i's tokens fit the context after the record (an error naming the question if not).
   Status CheckContext(const DecisionTask& t, size_t i, const QuestionTokens& qt) const;
   // Question i's result into t: each choice's log-likelihood from the row after the question
@@ -117,14 +159,8 @@ class DecisionScorer {
   // the last.
   Status AddQuestion(DecisionTask& t, size_t i, const QuestionTokens& qt, const float* first_row,
                      const std::function<Result<const float*>(size_t)>& head_rows);
-  Status ScoreQuestion(DecisionTask& t);
-  // The next independent questions (not joint, on a shared record) at once — as many as the
-  // pool's free state slots and pages hold: their tokens in one step (this piece; t.asked holds
-  // them after it), then the heads of their multi-token choices in a second (ChoiceHeads, the next
-  // piece; when not even one question fits so, ScoreQuestion). The bits of ScoreQuestion's, one by
-  // one (a row's bits do not depend on its batch).
-  Status ScoreQuestionsTogether(DecisionTask& t);
-  Status ChoiceHeads(DecisionTask& t);
+  // Every question of t.asked scored (its heads all run); t.asked cleared.
+  Status ScoreAsked(DecisionTask& t);
   const Model& model_;
   Ops& ops_;
   DecisionLayout layout_;

@@ -224,6 +224,11 @@ void Engine::ApplyAdapterCommands() {
   }
 }
 
+void Engine::ForgetDecisionPrefixes() {
+  std::lock_guard<std::mutex> l(mu_);
+  forget_prefixes_ = true;
+}
+
 EngineStats Engine::Stats() const {
   std::lock_guard<std::mutex> l(mu_);
   return stats_;
@@ -301,30 +306,47 @@ void Engine::FinishDecision(Result<DecisionResult> r) {
   --decisions_pending_;
 }
 
-int Engine::DecisionPieceTokens() const {
-  const int alone = cfg_.decision_prefill_chunk;
-  if (live_.empty()) return alone;
-  const int budget = std::max(64, cfg_.max_step_tokens / 64 * 64);
-  return alone > 0 ? std::min(alone, budget) : budget;
+int Engine::DecisionRowsFor(int decode_rows, bool chat_prefill_waiting) const {
+  if (live_.empty()) return cfg_.decision_prefill_chunk;
+  int left = std::max(cfg_.max_step_tokens - decode_rows, 0);
+  if (chat_prefill_waiting) left /= 2;
+  const int rows = std::max(64, left / 64 * 64);
+  return cfg_.decision_prefill_chunk > 0 ? std::min(cfg_.decision_prefill_chunk, rows) : rows;
 }
 
-void Engine::AdvanceDecision() {
+bool Engine::PlanDecision(int max_rows, DecisionRows* piece) {
+  if (!active_decision_) return false;
   DecisionJob& j = *active_decision_;
   if (!j.task) {
     Result<DecisionTask> t = scorer_.Begin(j.request, j.slot, true, j.cancelled.get());
-    if (!t.ok()) return FinishDecision(t.status());
+    if (!t.ok()) {
+      FinishDecision(t.status());
+      return false;
+    }
     j.task = std::make_unique<DecisionTask>(std::move(*t));
   }
-  scorer_.set_prefill_chunk(DecisionPieceTokens());
-  Result<bool> done = scorer_.Advance(*j.task);
+  Result<DecisionRows> planned = scorer_.Plan(*j.task, max_rows);
+  if (!planned.ok()) {
+    FinishDecisionPiece(planned.status(), nullptr);
+    return false;
+  }
   {
     std::lock_guard<std::mutex> l(mu_);
     ++stats_.decision_pieces;
   }
+  j.planned = true;
+  *piece = std::move(*planned);
+  return true;
+}
+
+void Engine::FinishDecisionPiece(const Status& st, const float* logits) {
+  DecisionJob& j = *active_decision_;
+  j.planned = false;
+  Result<bool> done = st.ok() ? scorer_.Finish(*j.task, logits) : Result<bool>(st);
   if (!done.ok() && done.status().code() == StatusCode::kResourceExhausted) {
     j.task.reset();
     if (!j.retried) {
-      // The prefix cache may hold the memory: drop it and start over at the next piece.
+      // The prefix cache may hold the memory: drop it and start over at the next step.
       scorer_.ClearCache();
       j.retried = true;
       return;
@@ -354,14 +376,17 @@ void Engine::Loop() {
         incoming_.pop_front();
       }
       ApplyAdapterCommands();  // between steps: no forward pass reads the slots now
+      if (forget_prefixes_) {
+        scorer_.ClearCache();  // the active decision keeps its own fork of a cached record
+        forget_prefixes_ = false;
+      }
       if (!active_decision_ && !decisions_.empty()) {  // the next decision, in arrival order
         active_decision_ = std::move(decisions_.front());
         decisions_.pop_front();
       }
     }
-    // One piece of decision work, then one chat step: neither waits for the other's whole job.
-    if (active_decision_) AdvanceDecision();
-    if (!live_.empty()) RunStep();
+    // One step: chat rows and a piece of the active decision together.
+    if (active_decision_ || !live_.empty()) RunStep();
     // Drop finished and cancelled sequences.
     int removed = 0;
     for (auto& s : live_) {
@@ -427,7 +452,13 @@ void Engine::RunStep() {
     seqs.push_back(s->sched);
     by_id[s->id] = s.get();
   }
-  StepPlan plan = sched_.Plan(seqs);
+  // The active decision's next piece takes its rows after the decode rows; chat prompts get the
+  // rest of the budget.
+  bool prefill_waiting = false;
+  for (const auto& ss : seqs) prefill_waiting |= ss.prefilled < ss.prompt_tokens;
+  DecisionRows piece;
+  const bool decide = PlanDecision(DecisionRowsFor(sched_.DecodeRows(seqs), prefill_waiting), &piece);
+  StepPlan plan = sched_.Plan(seqs, decide ? piece.rows() : 0);
   for (const auto& ss : seqs) by_id[ss.id]->sched.admitted = ss.admitted;
   for (int64_t id : plan.admitted) {
     // The scheduler keeps admissions within the pool's slots and pages: this cannot fail.
@@ -440,7 +471,10 @@ void Engine::RunStep() {
     by_id[id]->req.on_event(e);
     by_id[id]->done = true;
   }
-  if (plan.entries.empty()) return;
+  if (plan.entries.empty() && (!decide || piece.seqs.empty())) {
+    if (decide) FinishDecisionPiece(Status::Ok(), nullptr);  // a piece without rows (a cached record)
+    return;
+  }
   StepBatch batch;
   std::vector<Live*> order;
   const auto step_start = std::chrono::steady_clock::now();
@@ -475,9 +509,18 @@ void Engine::RunStep() {
       batch.logits.rows.push_back(batch.seq_start[i + 1] - 1);
     }
   }
-  // Candidates instead of whole rows when every sampled row can draw from its best few.
+  // The decision's rows after the chat rows, and the rows whose logits it reads.
+  const int decision_row0 = batch.rows();
+  const int decision_logit0 = static_cast<int>(batch.logits.rows.size());
+  if (decide) {
+    for (const auto& ds : piece.seqs) batch.Add(ds.state, ds.ids, ds.n, active_decision_->slot);
+    for (int32_t r : piece.logit_rows) batch.logits.rows.push_back(decision_row0 + r);
+  }
+  // Candidates instead of whole rows when every sampled row can draw from its best few (never
+  // beside a decision's rows: it reads whole rows).
   int k = 0;
-  bool whole_rows = !cfg_.candidate_sampling || batch.logits.rows.empty() || prompt_rows_wanted;
+  bool whole_rows = !cfg_.candidate_sampling || batch.logits.rows.empty() || prompt_rows_wanted ||
+                    (decide && !piece.logit_rows.empty());
   for (size_t i = 0; i < order.size() && !whole_rows; ++i) {
     if (logit_index[i] < 0) continue;
     const int need = order[i]->sampler->CandidatesNeeded(Ops::kMaxTopK);
@@ -494,8 +537,11 @@ void Engine::RunStep() {
   }
   std::vector<float> logits(batch.logits.rows.size() * static_cast<size_t>(width));
   std::vector<int32_t> ids(whole_rows ? 0 : logits.size());
-  const Status st = run_step_ ? run_step_(batch, adapters_, logits.data(), ids.data())
-                              : model_.Forward(*ops_, batch, adapters_, logits.data(), ids.data());
+  // Steps with decision rows run eagerly (a graph for each of their shapes would be captured
+  // once and never replayed).
+  const Status st = run_step_ && !decide ? run_step_(batch, adapters_, logits.data(), ids.data())
+                                         : model_.Forward(*ops_, batch, adapters_, logits.data(), ids.data());
+  if (decide) FinishDecisionPiece(st, logits.data() + static_cast<size_t>(decision_logit0) * width);
   int64_t prompt_rows = 0, sampled = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     Live& s = *order[i];
@@ -591,6 +637,7 @@ void Engine::RunStep() {
   }
   std::lock_guard<std::mutex> l(mu_);
   stats_.steps++;
+  stats_.largest_step = std::max(stats_.largest_step, batch.rows());
   stats_.prompt_tokens += prompt_rows;
   stats_.generated_tokens += sampled;
 }

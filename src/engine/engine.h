@@ -1,12 +1,15 @@
 // Engine: one thread that owns the model and runs every step; requests reach it through a
 // queue and results leave through per-request callbacks (called on the engine thread).
 //
-// Chat and completion sequences are continuously batched: each step mixes the decode rows of
-// running sequences with prefill chunks of waiting ones (Scheduler), every row selecting its
-// sequence's adapter slot. Decisions run on the same thread, one at a time in arrival order,
-// a piece of work between two chat steps (DecisionScorer::Advance: a decision_prefill_chunk of
-// the record, or one question with its choices), so a chat stream's gap while a decision runs is
-// one such piece, not the whole decision.
+// One scheduler for chat and decisions: each step holds at most max_step_tokens rows — the
+// decode rows of running sequences first, then the active decision's next piece
+// (DecisionScorer::Plan: a chunk of its record, its questions' tokens, or their choices' heads),
+// then prefill chunks of waiting chat sequences (Scheduler) — every row selecting its sequence's
+// adapter slot, all in one forward pass. A chat stream's gap while a decision runs is one step
+// of the budget, never the decision. Beside chat a decision's piece takes the rows the decode
+// rows leave (whole 64-token tiles, at least one; half of them while chat prompts wait to be
+// prefilled); alone it takes decision_prefill_chunk. Decisions run one at a time in arrival
+// order.
 // All cache memory is reserved when the engine starts: a chat pool (KV pages and state slots
 // that the scheduler hands out) and a decision pool (the record prefix, its forks and the
 // prefix cache), so decisions never take memory a chat sequence was promised. A sequence
@@ -50,10 +53,10 @@ struct EngineConfig {
   int max_running = 64;               // chat sequences running at once (one state slot each)
   int64_t decision_kv_tokens = 16384; // a separate pool for decisions and their prefix cache
   int max_queue = 256;                // waiting + running sequences and decisions before 429
-  // A decision's record is prefilled in pieces of this many tokens (a multiple of 64; 0: at once),
-  // each its own piece of work between chat steps, so a hung-up client's decision stops within a
-  // piece and chat waits for at most one; while chat sequences run, pieces are also capped at
-  // max_step_tokens (whole 64-token tiles). The bits do not depend on it.
+  // A decision's record is prefilled in pieces of at most this many tokens (a multiple of 64; 0:
+  // at once), so a hung-up client's decision stops within a piece; while chat sequences run, a
+  // piece also keeps to what max_step_tokens leaves after the decode rows (whole 64-token tiles).
+  // The bits do not depend on it.
   int decision_prefill_chunk = 0;
   // Sample from each row's best candidates picked by the backend (Ops::TopK) when every row of
   // a step allows it (greedy, or top_k <= Ops::kMaxTopK, and no logprobs), instead of copying
@@ -117,7 +120,8 @@ struct EngineStats {
   int64_t kv_reserved = 0, kv_budget = 0;
   int64_t pool_bytes = 0;  // both pools, reserved at start-up
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
-  int64_t decision_pieces = 0;  // pieces of decision work run (record prefill chunks, questions)
+  int64_t decision_pieces = 0;  // pieces of decision work run (record prefill chunks, questions, heads)
+  int largest_step = 0;         // the most rows one step has held (chat and decision rows together)
   // Sequences by adapter slot (0: the base), running (holding KV) and waiting.
   std::map<int32_t, int> running_by_slot, waiting_by_slot;
 };
@@ -159,6 +163,9 @@ class Engine {
   // its detachment.
   Status AttachAdapter(int32_t slot, const LoraAdapter* a);
   Status DetachAdapter(int32_t slot);
+  // Empties the decisions' prefix cache before the next decision starts (benchmarks: a cold
+  // record on purpose). Returns at once.
+  void ForgetDecisionPrefixes();
   // Whether both KV pools got all the memory they asked for (a device can run out).
   Status PoolsReserved() const;
   void Stop();
@@ -171,6 +178,7 @@ class Engine {
     DecisionDone done;
     std::shared_ptr<std::atomic<bool>> cancelled;
     std::unique_ptr<DecisionTask> task;  // null until begun (and again while it starts over)
+    bool planned = false;                // a piece of it is in the step being built
     bool retried = false;                // started over once with the prefix cache emptied
   };
   struct AdapterCommand {
@@ -184,12 +192,16 @@ class Engine {
   void ApplyAdapterCommands();  // engine thread, mu_ held
   bool SlotInUse(int32_t slot) const;  // engine thread, mu_ held
   Status SlotOpen(int32_t slot) const;  // mu_ held: kNotFound for a slot being detached or empty
-  // One piece of the active decision's work (begun first if it is new); finishes it when done.
-  void AdvanceDecision();
-  // The tokens of a decision piece (the record's, or its questions'): --decision-prefill-chunk,
-  // capped beside running chat at the step budget (--max-step-tokens in whole 64-token tiles, at
-  // least one), so a chat token waits for one such piece at most.
-  int DecisionPieceTokens() const;
+  // The active decision's next piece for a step (begun first if it is new), in at most
+  // max_rows rows (0: no limit); false when there is none (no decision, or it ended: finished,
+  // failed, or started over with the prefix cache emptied).
+  bool PlanDecision(int max_rows, DecisionRows* piece);
+  // The rows a decision piece may take in this step: decision_prefill_chunk alone; beside chat
+  // no more than that and what the decode rows leave of the budget in whole 64-token tiles (at
+  // least one), half of that while chat prompts wait.
+  int DecisionRowsFor(int decode_rows, bool chat_prefill_waiting) const;
+  // The planned piece ran (its logits) or failed (`st`): the decision goes on or ends.
+  void FinishDecisionPiece(const Status& st, const float* logits);
   void FinishDecision(Result<DecisionResult> r);
   void Finish(Live& s, const std::string& reason);
 
@@ -216,6 +228,7 @@ class Engine {
   EngineStats stats_;                                   // GUARDED_BY(mu_)
   std::deque<AdapterCommand> adapter_commands_;         // GUARDED_BY(mu_)
   std::set<int32_t> closed_slots_;                      // GUARDED_BY(mu_): being detached
+  bool forget_prefixes_ = false;                        // GUARDED_BY(mu_): ForgetDecisionPrefixes asked
 
   std::vector<std::unique_ptr<Live>> live_;  // engine thread only
   std::unique_ptr<DecisionJob> active_decision_;  // engine thread only; the rest wait in decisions_

@@ -9,7 +9,13 @@ int64_t Scheduler::Need(const SchedSeq& s) const {
   return (tokens + page_size_ - 1) / page_size_ * page_size_;
 }
 
-StepPlan Scheduler::Plan(std::vector<SchedSeq>& seqs) {
+int Scheduler::DecodeRows(const std::vector<SchedSeq>& seqs) const {
+  int rows = 0;
+  for (const auto& s : seqs) rows += s.admitted && s.prefilled >= s.prompt_tokens;
+  return std::min(rows, max_step_tokens_);
+}
+
+StepPlan Scheduler::Plan(std::vector<SchedSeq>& seqs, int reserved) {
   StepPlan plan;
   int rows = 0;
   // Decode rows first: every admitted sequence whose prompt is done brings one token.
@@ -20,8 +26,9 @@ StepPlan Scheduler::Plan(std::vector<SchedSeq>& seqs) {
     }
   }
   // Then prefill chunks, admitting waiting sequences in order while the budgets allow.
+  const int limit = max_step_tokens_ - std::max(reserved, 0);
   for (auto& s : seqs) {
-    if (rows >= max_step_tokens_) break;
+    if (rows >= limit) break;
     if (s.prefilled >= s.prompt_tokens && s.admitted) continue;
     if (!s.admitted) {
       const int64_t need = Need(s);
@@ -35,7 +42,7 @@ StepPlan Scheduler::Plan(std::vector<SchedSeq>& seqs) {
       s.admitted = true;
       plan.admitted.push_back(s.id);
     }
-    const int chunk = std::min(s.prompt_tokens - s.prefilled, max_step_tokens_ - rows);
+    const int chunk = std::min(s.prompt_tokens - s.prefilled, limit - rows);
     if (chunk > 0) {
       plan.entries.push_back({s.id, chunk});
       rows += chunk;

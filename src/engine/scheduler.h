@@ -38,8 +38,14 @@ class Scheduler {
   Scheduler(int max_step_tokens, int64_t kv_token_budget, int page_size = 1, int max_running = 1 << 30)
       : max_step_tokens_(max_step_tokens), kv_budget_(kv_token_budget), page_size_(page_size), max_running_(max_running) {}
 
-  // seqs: every live sequence, in arrival order. Marks admissions in `seqs`.
-  StepPlan Plan(std::vector<SchedSeq>& seqs);
+  // seqs: every live sequence, in arrival order. Marks admissions in `seqs`. `reserved` rows of
+  // the budget are kept for other work in the step (a decision's piece): prefill chunks get what
+  // is left after the decode rows and them.
+  StepPlan Plan(std::vector<SchedSeq>& seqs, int reserved = 0);
+  // The decode rows Plan would give `seqs` (every admitted sequence whose prompt is done, up to
+  // the budget).
+  int DecodeRows(const std::vector<SchedSeq>& seqs) const;
+  int max_step_tokens() const { return max_step_tokens_; }
   // A finished or cancelled sequence gives its reservation back.
   void Release(const SchedSeq& s);
   int64_t kv_reserved() const { return kv_reserved_; }

@@ -123,6 +123,11 @@ class Model {
                  int32_t adapter_slot = 0, const AdapterSet* adapters = nullptr,
                  const LogitRows& which = LogitRows{}) const;
 
+  // Makes room for each sequence's rows of `b` (pages, copy-on-write); all or nothing. Forward
+  // does it itself; a caller that must know before the step whether its rows fit calls it first
+  // (calling it again for the same rows takes nothing more).
+  Status ReserveRows(const StepBatch& b) const;
+
  protected:
   Model(ModelConfig c, ModelWeights w);
   // The architecture's forward pass; inputs already validated.
@@ -130,8 +135,6 @@ class Model {
 
   // ExactScratchElements for one adapter.
   Result<int64_t> ExactElements(const LoraAdapter& a) const;
-  // Makes room for n more positions of every sequence (pages, copy-on-write); all or nothing.
-  Status ReserveRows(const StepBatch& b) const;
 
   // The growable pool NewState() and NewState(ops) use for memory `mem` (nullptr: host).
   KvPool& OwnPool(std::shared_ptr<PoolMemory> mem) const;

@@ -280,6 +280,8 @@ Result<DecisionConcurrency> RunDecisionConcurrency(Engine& engine, const std::ve
     if (i == 0) out.alone_seconds = Now() - t0;
     alone.push_back(std::move(r));
   }
+  // The N at once from a cold cache: a record they share is computed once, by the first.
+  engine.ForgetDecisionPrefixes();
   std::vector<std::future<Result<DecisionResult>>> futures;
   const double t0 = Now();
   for (int i = 0; i < n; ++i) {
@@ -303,7 +305,9 @@ Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& p
     std::vector<double> itl;  // the engine's gap before each token after the first (RequestTimes)
   };
   if (decisions > 0 && beside.empty()) return InvalidArgument("decisions beside the chat streams need requests");
-  // The decisions first (each waits its turn in the engine), then the streams at once.
+  // The decisions first (each waits its turn in the engine; their records cold), then the streams
+  // at once.
+  if (decisions > 0) engine.ForgetDecisionPrefixes();
   std::vector<std::future<Result<DecisionResult>>> work;
   for (int i = 0; i < decisions; ++i) {
     const DecisionRequest& r = beside[static_cast<size_t>(i) % beside.size()];

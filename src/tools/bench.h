@@ -103,10 +103,13 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer,
                                                       const AdapterSet& adapters, const Model& model, Ops& ops);
 
 class Engine;
+// Each of the first min(n, requests) requests alone on `engine`, then n of them (in turn) at once
+// from a cold prefix cache (a record they share is computed once, by the first): the time against
+// the first alone, and how many differ from their lone run or fail.
 Result<DecisionConcurrency> RunDecisionConcurrency(Engine& engine, const std::vector<DecisionRequest>& requests,
                                                    int32_t slot, int n);
-// beside: decisions to run on the engine while the streams generate (the requests in turn; none:
-// the streams alone); their results are waited for, a failure is an error.
+// beside: decisions to run on the engine while the streams generate (the requests in turn, from a
+// cold prefix cache; none: the streams alone); their results are waited for, a failure is an error.
 Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& prompt, int streams, int max_tokens,
                                    const std::vector<DecisionRequest>& beside = {}, int decisions = 0, int32_t slot = 0);
 

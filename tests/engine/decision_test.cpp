@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "adapters/lora_loader.h"
@@ -141,9 +142,10 @@ TEST(Decisions, PrefillPiecesChangeNoBitsAndCancellationStops) {
 
 // Independent questions run together, as many as the pool's free state slots hold: with room for
 // all, two pieces after the record (every question's tokens, then their multi-token choices'
-// heads); in a pool of three slots (the record's state holds one, each
-// question a fork and one more for each multi-token choice) a piece a question — and either way
-// the bits of the questions run one by one from scratch.
+// heads); in a pool of three slots (the record's state holds one, each question a fork and one
+// more for each multi-token choice) a piece a question's tokens, then a piece each of its
+// multi-token choices' heads — and either way the bits of the questions run one by one from
+// scratch.
 TEST(Decisions, QuestionsRunTogetherAsThePoolAllowsWithTheSameBits) {
   World w;
   CpuOps ops(ActDtype::kBF16, 2);
@@ -170,7 +172,14 @@ TEST(Decisions, QuestionsRunTogetherAsThePoolAllowsWithTheSameBits) {
   };
   EXPECT_EQ(pieces_of(nullptr), 3) << "the record, every question's tokens, then their choices' heads";
   auto pool = w.model->NewPool(16, 256, 3, /*growable=*/false);
-  EXPECT_EQ(pieces_of(pool.get()), 4) << "the record, then the questions one by one";
+  int one_by_one = 1;
+  for (size_t i = 0; i < r.questions.size(); ++i) {
+    const auto qt = lone.layout().Question(r, i, {}).value();
+    one_by_one += 1 + static_cast<int>(std::count_if(qt.choices.begin(), qt.choices.end(),
+                                                     [](const auto& c) { return c.size() > 1; }));
+  }
+  ASSERT_GT(one_by_one, 1 + 2 * static_cast<int>(r.questions.size())) << "a question with two multi-token choices";
+  EXPECT_EQ(pieces_of(pool.get()), one_by_one) << "the record, then each question's tokens and its heads one by one";
   // Prefill pieces of 64 tokens: the questions' pieces keep to 64 tokens too (at least one each).
   const int64_t record = lone.Begin(r, 1).value().prefix.size();
   int64_t longest = 0, total = 0;

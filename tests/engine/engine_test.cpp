@@ -540,12 +540,13 @@ TEST(Engine, DecisionPiecesKeepToTheStepBudgetBesideChat) {
   engine.Stop();
 }
 
-// A decision no longer freezes chat: the engine runs one piece of it (a 64-token chunk of the
-// record, or the questions) between two chat steps. Counted in pieces and steps, not time: between
-// two tokens of a stream that runs throughout, no more pieces than chat steps (a step whose token
-// ends inside a character sends no text) — so a gap is a step and a piece; the decision takes a
-// piece a record chunk and two for its (independent) questions together (their tokens, then
-// their choices' heads); its answer is the bits of the same decision on an idle engine.
+// A decision no longer freezes chat: its pieces (a 64-token chunk of the record, the questions'
+// tokens, their choices' heads) run inside the chat steps, one a step. Counted in pieces, steps and
+// rows, not time: between two tokens of a stream that runs throughout, no more pieces than steps
+// and at most four steps (a step whose token ends inside a character sends no text; a character
+// is at most four bytes), and no step ever held more than the step budget's rows — so a chat gap
+// is bounded by the budget; the decision takes a piece a record chunk and two for its
+// (independent) questions together; its answer is the bits of the same decision on an idle engine.
 TEST(Engine, ADecisionRunsAPieceBetweenTwoChatTokens) {
   Wrapper w;
   ASSERT_NE(w.model, nullptr);
@@ -596,10 +597,12 @@ TEST(Engine, ADecisionRunsAPieceBetweenTwoChatTokens) {
   for (size_t i = 1; i < seen->size(); ++i) {
     const auto [p0, s0] = (*seen)[i - 1];
     const auto [p1, s1] = (*seen)[i];
-    EXPECT_LE(p1 - p0, s1 - s0) << "pieces and chat steps between chat tokens " << i - 1 << " and " << i;
+    EXPECT_LE(p1 - p0, s1 - s0) << "pieces and steps between chat tokens " << i - 1 << " and " << i;
+    EXPECT_LE(s1 - s0, 4) << "steps between chat tokens " << i - 1 << " and " << i;
     if (p1 > 0 && p1 < pieces) ++during;
   }
   EXPECT_GE(during, pieces / 2) << "chat tokens while the decision ran";
+  EXPECT_LE(engine.Stats().largest_step, cfg.max_step_tokens) << "rows in one step, chat and decision together";
   ASSERT_EQ(got->questions.size(), alone->questions.size());
   for (size_t q = 0; q < got->questions.size(); ++q) {
     for (size_t c = 0; c < got->questions[q].scores.size(); ++c) {

@@ -1291,5 +1291,25 @@ TEST(Scheduler, DecodesFirstThenAdmitsInOrderWithinBudgets) {
   EXPECT_EQ(s.Plan(huge).rejected, (std::vector<int64_t>{9}));
 }
 
+// Rows reserved for a decision's piece come out of the prefill's share of the budget, never the
+// decode rows': a step holds decode rows, the reserved rows, then prefill chunks in what is left.
+TEST(Scheduler, ReservedRowsComeAfterTheDecodeRowsAndBeforePrefill) {
+  Scheduler s(8, 1000);
+  std::vector<SchedSeq> seqs = {{1, 2, 2, 10, true}, {2, 3, 3, 10, true}, {3, 50, 0, 10, false}};
+  // Sequences 1 and 2 are running (admitted, prompts done); 3 waits.
+  EXPECT_EQ(s.DecodeRows(seqs), 2);
+  StepPlan p = s.Plan(seqs, 4);  // 2 decode rows, 4 reserved: 2 left for seq 3's prefill
+  ASSERT_EQ(p.entries.size(), 3u);
+  EXPECT_EQ(p.entries[2].id, 3);
+  EXPECT_EQ(p.entries[2].tokens, 2);
+  seqs[2].prefilled = 2;
+  p = s.Plan(seqs, 6);  // nothing left for the prefill; the decode rows keep their place
+  ASSERT_EQ(p.entries.size(), 2u);
+  EXPECT_EQ(p.entries[0].tokens + p.entries[1].tokens, 2);
+  p = s.Plan(seqs, 100);  // more reserved than the budget: still the decode rows
+  EXPECT_EQ(p.entries.size(), 2u);
+  EXPECT_EQ(s.Plan(seqs, 0).entries.back().tokens, 6);
+}
+
 }  // namespace
 }  // namespace graft
