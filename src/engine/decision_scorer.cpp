@@ -122,103 +122,84 @@ Result<DecisionRows> DecisionScorer::PlanRecord(DecisionTask& t, int max_rows) {
   return rows;
 }
 
-Result<DecisionRows> DecisionScorer::PlanQuestions(DecisionTask& t, int max_rows) {
+Status DecisionScorer::AskQuestions(DecisionTask& t) {
   const DecisionRequest& r = t.request;
-  // Independent questions on a shared record run together; joint ones (each after the answers
-  // before it) and those without a shared record one at a time.
+  // Independent questions on a shared record are asked together; joint ones (each after the
+  // answers before it) and those without a shared record one at a time.
   const bool together = !r.joint && t.share_prefix;
-  // The questions from t.question on whose forks fit the pool's free state slots and pages at
-  // once, their multi-token choices' forks too (a fork each; pages for their tokens, a partial
-  // page each copied on write), and (max_rows > 0) max_rows tokens — at least one question.
-  std::vector<QuestionTokens> qts;
-  int64_t slots = 0, pages = 0, tokens = 0;
+  DecisionTask::AskedQuestions asked;
+  asked.first = t.question;
   for (size_t i = t.question; i < r.questions.size(); ++i) {
     GRAFT_ASSIGN_OR_RETURN(QuestionTokens qt, layout_.Question(r, i, together ? std::vector<std::string>{} : t.answers));
     GRAFT_RETURN_IF_ERROR(CheckContext(t, i, qt));
-    int64_t q_tokens = static_cast<int64_t>(qt.rest.size());
-    for (const auto& c : qt.choices) q_tokens += c.size() < 2 ? 0 : static_cast<int64_t>(c.size()) - 1;
-    if (max_rows > 0 && !qts.empty() && tokens + q_tokens > max_rows) break;
-    int64_t s = 1, p = 0;
-    if (pool_ != nullptr) p = static_cast<int64_t>(qt.rest.size()) / pool_->page_size() + 2;
-    for (const auto& c : qt.choices) {
-      if (c.size() < 2) continue;
-      ++s;
-      if (pool_ != nullptr) p += static_cast<int64_t>(c.size()) / pool_->page_size() + 2;
+    const size_t q = asked.tokens.size();
+    std::vector<int32_t> head = t.share_prefix ? std::vector<int32_t>{} : t.prefix;
+    head.insert(head.end(), qt.rest.begin(), qt.rest.end());
+    bool first = true;
+    for (size_t c = 0; c < qt.choices.size(); ++c) {
+      if (qt.choices[c].size() < 2) continue;
+      DecisionTask::AskedQuestions::Run run;
+      run.q = q;
+      run.c = static_cast<int>(c);
+      run.first = std::exchange(first, false);
+      run.ids = head;
+      run.ids.insert(run.ids.end(), qt.choices[c].begin(), qt.choices[c].end() - 1);
+      asked.runs.push_back(std::move(run));
     }
-    const bool fits = pool_ == nullptr || ((!pool_->has_gdn() || slots + s <= pool_->free_slots()) &&
-                                           pages + p <= pool_->free_pages());
-    if (!fits && !qts.empty()) break;  // the first goes alone (its heads then run as the pool allows)
-    slots += s;
-    pages += p;
-    tokens += q_tokens;
-    qts.push_back(std::move(qt));
+    if (first) {  // single-token choices only: the question alone
+      DecisionTask::AskedQuestions::Run run;
+      run.q = q;
+      run.first = true;
+      run.ids = std::move(head);
+      asked.runs.push_back(std::move(run));
+    }
+    asked.tokens.push_back(std::move(qt));
     if (!together) break;
   }
-  const size_t n = qts.size();
-  // Every question's tokens on its own fork of the record (without a shared record: the record
-  // and the question on a fresh state), the row after each read.
-  DecisionTask::AskedQuestions asked;
-  asked.first = t.question;
-  asked.states.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (t.share_prefix) {
-      GRAFT_ASSIGN_OR_RETURN(asked.states[i], t.prefix_state.Fork());
-    } else {
-      GRAFT_ASSIGN_OR_RETURN(asked.states[i], NewState());
-      asked.run = t.prefix;
-      asked.run.insert(asked.run.end(), qts[i].rest.begin(), qts[i].rest.end());
-    }
-  }
-  DecisionRows rows;
-  int row = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const std::vector<int32_t>& ids = t.share_prefix ? qts[i].rest : asked.run;
-    rows.seqs.push_back({&asked.states[i], ids.data(), static_cast<int>(ids.size())});
-    row += static_cast<int>(ids.size());
-    rows.logit_rows.push_back(row - 1);
-  }
-  for (size_t i = 0; i < n; ++i) {
-    for (size_t c = 0; c < qts[i].choices.size(); ++c) {
-      if (qts[i].choices[c].size() < 2) continue;
-      DecisionTask::AskedQuestions::Head h;
-      h.q = i;
-      h.c = c;
-      h.ids.assign(qts[i].choices[c].begin(), qts[i].choices[c].end() - 1);
-      asked.heads.push_back(std::move(h));
-    }
-  }
-  GRAFT_RETURN_IF_ERROR(ReservePages(rows));
-  asked.tokens = std::move(qts);  // the rows point at the vectors' heap storage: moving keeps it
+  asked.first_rows.resize(asked.tokens.size() * static_cast<size_t>(model_.config().vocab_size));
+  t.question += asked.tokens.size();
   t.asked = std::move(asked);
-  t.question += n;
-  t.planned = 2;
-  return rows;
+  return Status::Ok();
 }
 
-Result<DecisionRows> DecisionScorer::PlanHeads(DecisionTask& t) {
+Result<DecisionRows> DecisionScorer::PlanRuns(DecisionTask& t, int max_rows) {
   DecisionTask::AskedQuestions& a = *t.asked;
-  // The next heads whose forks the pool's free slots and pages hold, at least one.
-  size_t k = a.heads_done;
-  int64_t slots = 0, pages = 0;
-  for (; k < a.heads.size(); ++k) {
-    const int64_t p = pool_ != nullptr ? static_cast<int64_t>(a.heads[k].ids.size()) / pool_->page_size() + 2 : 0;
-    const bool fits = pool_ == nullptr || ((!pool_->has_gdn() || slots + 1 <= pool_->free_slots()) &&
-                                           pages + p <= pool_->free_pages());
-    if (!fits && k > a.heads_done) break;
+  // The next runs whose forks the pool's free state slots and pages hold (pages for their tokens,
+  // a partial page each copied on write) and, with max_rows > 0, whose rows fit in it: at least one.
+  size_t k = a.runs_done;
+  int64_t slots = 0, pages = 0, rows_in = 0;
+  for (; k < a.runs.size(); ++k) {
+    const int64_t n = static_cast<int64_t>(a.runs[k].ids.size());
+    const int64_t p = pool_ != nullptr ? n / pool_->page_size() + 2 : 0;
+    const bool fits = (max_rows <= 0 || rows_in + n <= max_rows) &&
+                      (pool_ == nullptr || ((!pool_->has_gdn() || slots + 1 <= pool_->free_slots()) &&
+                                            pages + p <= pool_->free_pages()));
+    if (!fits && k > a.runs_done) break;
     ++slots;
     pages += p;
+    rows_in += n;
   }
   DecisionRows rows;
   int row = 0;
-  for (size_t h = a.heads_done; h < k; ++h) {
-    DecisionTask::AskedQuestions::Head& head = a.heads[h];
-    GRAFT_ASSIGN_OR_RETURN(head.state, a.states[head.q].Fork());
-    rows.seqs.push_back({&head.state, head.ids.data(), static_cast<int>(head.ids.size())});
-    for (size_t j = 0; j < head.ids.size(); ++j) rows.logit_rows.push_back(row++);
+  for (size_t j = a.runs_done; j < k; ++j) {
+    DecisionTask::AskedQuestions::Run& run = a.runs[j];
+    if (t.share_prefix) {
+      GRAFT_ASSIGN_OR_RETURN(run.state, t.prefix_state.Fork());
+    } else {
+      GRAFT_ASSIGN_OR_RETURN(run.state, NewState());
+    }
+    const int n = static_cast<int>(run.ids.size());
+    rows.seqs.push_back({&run.state, run.ids.data(), n});
+    // The row after the question (its last token) where this run gives it, then the choice's rows.
+    const int choice_rows =
+        run.c < 0 ? 0 : static_cast<int>(a.tokens[run.q].choices[static_cast<size_t>(run.c)].size()) - 1;
+    const int after_question = row + n - 1 - choice_rows;
+    for (int r = run.first ? after_question : after_question + 1; r < row + n; ++r) rows.logit_rows.push_back(r);
+    row += n;
   }
   GRAFT_RETURN_IF_ERROR(ReservePages(rows));
-  a.heads_running = k - a.heads_done;
-  t.planned = 3;
+  a.runs_running = k - a.runs_done;
+  t.planned = 2;
   return rows;
 }
 
@@ -228,10 +209,10 @@ Status DecisionScorer::ScoreAsked(DecisionTask& t) {
   t.asked.reset();
   for (size_t i = 0; i < a.tokens.size(); ++i) {
     auto head_rows = [&](size_t c) -> Result<const float*> {
-      for (const auto& h : a.heads) {
-        if (h.q == i && h.c == c) return h.rows.data();
+      for (const auto& run : a.runs) {
+        if (run.q == i && run.c == static_cast<int>(c)) return run.rows.data();
       }
-      return Internal("a multi-token choice's head rows are missing");
+      return Internal("a multi-token choice's rows are missing");
     };
     GRAFT_RETURN_IF_ERROR(AddQuestion(t, a.first + i, a.tokens[i], a.first_rows.data() + i * static_cast<size_t>(vocab),
                                       head_rows));
@@ -244,9 +225,9 @@ Result<DecisionRows> DecisionScorer::Plan(DecisionTask& t, int max_rows) {
   if (t.done()) return Internal("the decision has no work left");
   if (t.cancelled && t.cancelled->load()) return Cancelled("the client went away before the decision was done");
   ++t.pieces;
-  if (t.asked) return PlanHeads(t);
   if (!t.prefix_ready) return PlanRecord(t, max_rows);
-  return PlanQuestions(t, max_rows);
+  if (!t.asked) GRAFT_RETURN_IF_ERROR(AskQuestions(t));
+  return PlanRuns(t, max_rows);
 }
 
 Result<bool> DecisionScorer::Finish(DecisionTask& t, const float* logits) {
@@ -267,24 +248,25 @@ Result<bool> DecisionScorer::Finish(DecisionTask& t, const float* logits) {
         cache_order_.push_back(std::move(key));
       }
       break;
-    case 2: {  // the questions' tokens: the row after each
-      DecisionTask::AskedQuestions& a = *t.asked;
-      a.first_rows.assign(logits, logits + a.tokens.size() * static_cast<size_t>(vocab));
-      if (a.heads.empty()) GRAFT_RETURN_IF_ERROR(ScoreAsked(t));
-      break;
-    }
-    case 3: {  // heads: each its rows, its fork given back
+    case 2: {  // runs of the questions: the row after each question, each choice's rows
       DecisionTask::AskedQuestions& a = *t.asked;
       const float* at = logits;
-      for (size_t h = a.heads_done; h < a.heads_done + a.heads_running; ++h) {
-        const size_t n = a.heads[h].ids.size() * static_cast<size_t>(vocab);
-        a.heads[h].rows.assign(at, at + n);
-        at += n;
-        a.heads[h].state = SequenceState();
+      for (size_t j = a.runs_done; j < a.runs_done + a.runs_running; ++j) {
+        DecisionTask::AskedQuestions::Run& run = a.runs[j];
+        if (run.first) {
+          std::copy(at, at + vocab, a.first_rows.begin() + static_cast<std::ptrdiff_t>(run.q * static_cast<size_t>(vocab)));
+          at += vocab;
+        }
+        if (run.c >= 0) {
+          const size_t n = (a.tokens[run.q].choices[static_cast<size_t>(run.c)].size() - 1) * static_cast<size_t>(vocab);
+          run.rows.assign(at, at + n);
+          at += n;
+        }
+        run.state = SequenceState();  // its pages and slot back to the pool
       }
-      a.heads_done += a.heads_running;
-      a.heads_running = 0;
-      if (a.heads_done == a.heads.size()) GRAFT_RETURN_IF_ERROR(ScoreAsked(t));
+      a.runs_done += a.runs_running;
+      a.runs_running = 0;
+      if (a.runs_done == a.runs.size()) GRAFT_RETURN_IF_ERROR(ScoreAsked(t));
       break;
     }
     default:  // nothing planned (a cached record)

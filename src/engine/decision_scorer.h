@@ -3,7 +3,7 @@
 // The record prefix is computed once per request and every question forks its state (shared
 // KV pages, a copy of the recurrent state); with share_prefix = false every question runs from
 // scratch instead. A decision is a task (Begin) advanced one piece of work at a time: a piece of
-// the record's prefill, a group of questions' tokens, or their multi-token choices' heads. A piece
+// the record's prefill, or its questions (with their multi-token choices' rows) in one. A piece
 // is rows of a step (Plan says which, on which sequences, and which rows' logits it reads; Finish
 // takes those logits), so the engine runs it inside a step beside chat rows; Advance runs one
 // piece on its own and Score a whole task.
@@ -53,28 +53,30 @@ struct DecisionTask {
   size_t prefilled = 0;            // prefix tokens already in prefix_state
   bool prefix_ready = false;       // the prefix is computed (or came from the cache)
   SequenceState prefix_state;
-  size_t question = 0;             // questions asked so far (their tokens run)
-  // The questions asked together and not yet scored: their tokens ran on forks of the record
-  // (one piece), then the heads of their multi-token choices run (as many pieces as the pool's
-  // free slots need, usually one).
+  size_t question = 0;             // questions taken into a group so far
+  // The questions being asked together and not yet scored. Each is one or more runs, each a fork
+  // of the record with the question's tokens and, for a multi-token choice, that choice's tokens
+  // but the last: one run per multi-token choice (each gives the choice's rows, and the first
+  // the row after the question), or one run of the question alone when every choice is a single
+  // token. A piece runs as many runs as fit (usually all of them: one step for the questions).
   struct AskedQuestions {
-    size_t first = 0;                    // the first one's index
+    size_t first = 0;                    // the first question's index
     std::vector<QuestionTokens> tokens;
-    std::vector<SequenceState> states;   // each on its fork of the record, after its tokens
-    std::vector<int32_t> run;            // share_prefix = false: the one question's prefix and tokens
     std::vector<float> first_rows;       // [questions, vocab] the row after each question
-    struct Head {
-      size_t q, c;                       // question (within the group) and choice
-      std::vector<int32_t> ids;          // the choice's tokens but the last
-      SequenceState state;               // a fork of the question's state, while it runs
-      std::vector<float> rows;           // [ids.size(), vocab], once run
+    struct Run {
+      size_t q = 0;                      // the question (within the group)
+      int c = -1;                        // its multi-token choice, or -1: the question alone
+      bool first = false;                // gives the row after the question (first_rows)
+      std::vector<int32_t> ids;          // the tokens it runs (share_prefix = false: the record's too)
+      SequenceState state;               // its fork, while it runs
+      std::vector<float> rows;           // [choice tokens - 1, vocab]: the choice's rows, once run
     };
-    std::vector<Head> heads;             // every multi-token choice of the group
-    size_t heads_done = 0;               // heads run so far (in order)
-    size_t heads_running = 0;            // heads in the planned piece
+    std::vector<Run> runs;
+    size_t runs_done = 0;                // runs finished so far (in order)
+    size_t runs_running = 0;             // runs in the planned piece
   };
   std::optional<AskedQuestions> asked;
-  // The planned piece's kind, until Finish: 0 none, 1 record, 2 questions, 3 heads.
+  // The planned piece's kind, until Finish: 0 none, 1 record, 2 questions' runs.
   int planned = 0;
   size_t record_end = 0;           // a planned record piece's end
   std::vector<std::string> answers;
@@ -118,13 +120,14 @@ class DecisionScorer {
   Result<DecisionTask> Begin(const DecisionRequest& r, int32_t adapter_slot, bool share_prefix = true,
                              const std::atomic<bool>* cancelled = nullptr);
   // The task's next piece in at most max_rows rows (0: no limit): the record's next max_rows
-  // tokens (a cached record: no rows at all); else the next questions together, as many as the
-  // pool's free state slots and pages hold with their choices' forks and (max_rows > 0) as fit in
-  // max_rows tokens — at least one, whose tokens may pass max_rows — one at a time in joint mode
-  // or without a shared record; else the heads of their multi-token choices, as many as the pool's
-  // slots hold (at least one). The pages its rows need are taken here (kResourceExhausted when
-  // the pool cannot give them; nothing is planned then), so the step it runs in cannot fail for
-  // them. kCancelled once `cancelled` is set. The task must not be done, nor have a piece planned.
+  // tokens (a cached record: no rows at all); else runs of the questions (each question's tokens
+  // on a fork of the record, one fork per multi-token choice with the choice's tokens but the last
+  // after them): every remaining independent question together (joint mode or without a shared
+  // record: one question at a time), a piece taking as many runs as the pool's free state slots
+  // and pages hold and as fit in max_rows — at least one run, which may pass max_rows. The pages
+  // its rows need are taken here (kResourceExhausted when the pool cannot give them), so the step
+  // it runs in cannot fail for them. kCancelled once `cancelled` is set. The task must not be
+  // done, nor have a piece planned.
   Result<DecisionRows> Plan(DecisionTask& t, int max_rows);
   // The planned piece ran: logits [rows.logit_rows.size(), vocab], the rows Plan asked for.
   // Returns whether the task is done (t.result complete).
@@ -148,8 +151,9 @@ class DecisionScorer {
  private:
   Result<SequenceState> NewState();
   Result<DecisionRows> PlanRecord(DecisionTask& t, int max_rows);
-  Result<DecisionRows> PlanQuestions(DecisionTask& t, int max_rows);
-  Result<DecisionRows> PlanHeads(DecisionTask& t);
+  // The next group of questions into t.asked (its runs laid out; nothing run yet).
+  Status AskQuestions(DecisionTask& t);
+  Result<DecisionRows> PlanRuns(DecisionTask& t, int max_rows);
   // Takes the pages `rows` need now (Model::ReserveRows on a batch of them alone).
   Status ReservePages(const DecisionRows& rows) const;
   // Question i's tokens fit the context after the record (an error naming the question if not).
@@ -159,7 +163,7 @@ class DecisionScorer {
   // the last.
   Status AddQuestion(DecisionTask& t, size_t i, const QuestionTokens& qt, const float* first_row,
                      const std::function<Result<const float*>(size_t)>& head_rows);
-  // Every question of t.asked scored (its heads all run); t.asked cleared.
+  // Every question of t.asked scored (its runs all done); t.asked cleared.
   Status ScoreAsked(DecisionTask& t);
   const Model& model_;
   Ops& ops_;

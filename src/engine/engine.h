@@ -3,7 +3,7 @@
 //
 // One scheduler for chat and decisions: each step holds at most max_step_tokens rows — the
 // decode rows of running sequences first, then the active decision's next piece
-// (DecisionScorer::Plan: a chunk of its record, its questions' tokens, or their choices' heads),
+// (DecisionScorer::Plan: a chunk of its record, or its questions with their choices' rows),
 // then prefill chunks of waiting chat sequences (Scheduler) — every row selecting its sequence's
 // adapter slot, all in one forward pass. A chat stream's gap while a decision runs is one step
 // of the budget, never the decision. Beside chat a decision's piece takes the rows the decode
@@ -120,7 +120,7 @@ struct EngineStats {
   int64_t kv_reserved = 0, kv_budget = 0;
   int64_t pool_bytes = 0;  // both pools, reserved at start-up
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
-  int64_t decision_pieces = 0;  // pieces of decision work run (record prefill chunks, questions, heads)
+  int64_t decision_pieces = 0;  // pieces of decision work run (record prefill chunks, questions)
   int largest_step = 0;         // the most rows one step has held (chat and decision rows together)
   // Sequences by adapter slot (0: the base), running (holding KV) and waiting.
   std::map<int32_t, int> running_by_slot, waiting_by_slot;

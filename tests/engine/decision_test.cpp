@@ -140,12 +140,12 @@ TEST(Decisions, PrefillPiecesChangeNoBitsAndCancellationStops) {
   EXPECT_EQ(gone.status().code(), StatusCode::kCancelled);
 }
 
-// Independent questions run together, as many as the pool's free state slots hold: with room for
-// all, two pieces after the record (every question's tokens, then their multi-token choices'
-// heads); in a pool of three slots (the record's state holds one, each question a fork and one
-// more for each multi-token choice) a piece a question's tokens, then a piece each of its
-// multi-token choices' heads — and either way the bits of the questions run one by one from
-// scratch.
+// Independent questions run together: each question's tokens on a fork of the record, one fork
+// per multi-token choice with that choice's tokens but the last after them (a run), as many runs
+// a piece as the pool's free state slots hold. With room for all, one piece after the record; in
+// a pool of three slots (the record's state holds one) two runs a piece; in 64-row pieces as many
+// runs as fit (at least one a piece) — and every way the bits of the questions run one by one
+// from scratch.
 TEST(Decisions, QuestionsRunTogetherAsThePoolAllowsWithTheSameBits) {
   World w;
   CpuOps ops(ActDtype::kBF16, 2);
@@ -170,31 +170,30 @@ TEST(Decisions, QuestionsRunTogetherAsThePoolAllowsWithTheSameBits) {
     }
     return t.pieces;
   };
-  EXPECT_EQ(pieces_of(nullptr), 3) << "the record, every question's tokens, then their choices' heads";
-  auto pool = w.model->NewPool(16, 256, 3, /*growable=*/false);
-  int one_by_one = 1;
-  for (size_t i = 0; i < r.questions.size(); ++i) {
-    const auto qt = lone.layout().Question(r, i, {}).value();
-    one_by_one += 1 + static_cast<int>(std::count_if(qt.choices.begin(), qt.choices.end(),
-                                                     [](const auto& c) { return c.size() > 1; }));
-  }
-  ASSERT_GT(one_by_one, 1 + 2 * static_cast<int>(r.questions.size())) << "a question with two multi-token choices";
-  EXPECT_EQ(pieces_of(pool.get()), one_by_one) << "the record, then each question's tokens and its heads one by one";
-  // Prefill pieces of 64 tokens: the questions' pieces keep to 64 tokens too (at least one each).
-  const int64_t record = lone.Begin(r, 1).value().prefix.size();
+  EXPECT_EQ(pieces_of(nullptr), 2) << "the record, then every question with its choices' rows";
+  // The runs: a question's multi-token choices, or the question alone.
+  int runs = 0;
   int64_t longest = 0, total = 0;
   for (size_t i = 0; i < r.questions.size(); ++i) {
     const auto qt = lone.layout().Question(r, i, {}).value();
-    int64_t n = static_cast<int64_t>(qt.rest.size());
-    for (const auto& c : qt.choices) n += c.size() < 2 ? 0 : static_cast<int64_t>(c.size()) - 1;
-    longest = std::max(longest, n);
-    total += n;
+    const int multi = static_cast<int>(std::count_if(qt.choices.begin(), qt.choices.end(), [](const auto& c) { return c.size() > 1; }));
+    runs += std::max(multi, 1);
+    for (const auto& c : qt.choices) {
+      const int64_t n = static_cast<int64_t>(qt.rest.size() + c.size()) - 1;
+      if (c.size() > 1) longest = std::max(longest, n), total += n;
+    }
+    if (multi == 0) longest = std::max<int64_t>(longest, static_cast<int64_t>(qt.rest.size())), total += static_cast<int64_t>(qt.rest.size());
   }
-  ASSERT_GT(total, 64) << "the request's questions must overflow one 64-token piece for this to test anything";
+  ASSERT_GT(runs, static_cast<int>(r.questions.size()) + 1) << "a question with two multi-token choices";
+  auto pool = w.model->NewPool(16, 256, 3, /*growable=*/false);
+  EXPECT_EQ(pieces_of(pool.get()), 1 + (runs + 1) / 2) << "the record, then two runs a piece";
+  // Pieces of 64 rows: the runs in pieces of up to 64 rows, at least one a piece.
+  const int64_t record = lone.Begin(r, 1).value().prefix.size();
+  ASSERT_GT(total, 64) << "the request's runs must overflow one 64-row piece for this to test anything";
   const int record_pieces = static_cast<int>((record + 63) / 64);
   const int question_pieces = pieces_of(nullptr, 64) - record_pieces;
-  EXPECT_GE(question_pieces, 2) << "questions of " << total << " tokens in pieces of 64 (longest " << longest << ")";
-  EXPECT_LE(question_pieces, 2 * static_cast<int>(r.questions.size())) << "a group's tokens, then its heads";
+  EXPECT_GE(question_pieces, 2) << "runs of " << total << " rows (longest " << longest << ")";
+  EXPECT_LE(question_pieces, runs) << "at least a run a piece";
 }
 
 TEST(Decisions, JointConditionsLaterQuestionsOnEarlierAnswers) {
