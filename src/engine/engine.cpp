@@ -20,6 +20,9 @@ struct Engine::Live {
   std::vector<TokenLogprob> held_logprobs;
   std::vector<TokenLogprob> prompt_lps;  // prompt_logprobs: gathered over the prefill chunks
   bool done = false;
+  bool failed = false;       // a step failed on it: its cache is not kept
+  int cached_tokens = 0;     // prompt tokens continued from the prefix cache
+  std::vector<int32_t> fed;  // generated tokens that went through the model (every one but the last)
   // The timeline (RequestTimes): submitted, first scheduled, first and last token.
   std::chrono::steady_clock::time_point submitted, scheduled, first_token, last_token;
   bool was_scheduled = false;
@@ -40,7 +43,8 @@ Engine::Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops>
                                    static_cast<int>((cfg.decision_kv_tokens + cfg.page_size - 1) / cfg.page_size),
                                    kDecisionSlots, /*growable=*/false, ops_->pool_memory())),
       scorer_(model, *ops_, tok, tmpl, adapters_, decision_pool_.get()),
-      sched_(cfg.max_step_tokens, cfg.kv_token_budget, cfg.page_size, cfg.max_running) {
+      sched_(cfg.max_step_tokens, cfg.kv_token_budget, cfg.page_size, cfg.max_running),
+      prefix_cache_(static_cast<size_t>(std::max(cfg.prefix_cache_entries, 0))) {
   scorer_.set_prefill_chunk(cfg.decision_prefill_chunk);
   stats_.kv_budget = cfg.kv_token_budget;
   stats_.pool_bytes = chat_pool_->bytes() + decision_pool_->bytes();
@@ -213,6 +217,7 @@ void Engine::ApplyAdapterCommands() {
     } else if (!SlotInUse(it->slot)) {
       adapters_.slots[slot] = nullptr;
       scorer_.ForgetSlot(it->slot);
+      prefix_cache_.ForgetSlot(it->slot);
       ops_->ForgetAdapter(it->slot);
       closed_slots_.erase(it->slot);
     } else {
@@ -248,6 +253,7 @@ void Engine::Finish(Live& s, const std::string& reason) {
   e.finish_reason = reason;
   e.prompt_tokens = s.sched.prompt_tokens;
   e.completion_tokens = s.generated;
+  e.cached_tokens = s.cached_tokens;
   auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   const auto now = std::chrono::steady_clock::now();
   const auto scheduled = s.was_scheduled ? s.scheduled : now;
@@ -297,6 +303,54 @@ size_t HeldForStops(const std::string& text, const std::vector<std::string>& sto
 }
 
 }  // namespace
+
+void Engine::Admit(Live& s) {
+  KvPool& pool = *chat_pool_;
+  // The scheduler keeps admissions within the pool's slots; the prefix cache may hold the one
+  // this sequence needs.
+  while (pool.has_gdn() && pool.free_slots() == 0 && prefix_cache_.EvictOldest()) {
+  }
+  // prompt_logprobs needs every prompt row's logits: such a prompt runs whole.
+  if (prefix_cache_.capacity() > 0 && !s.req.prompt_logprobs) {
+    SequenceState continued;
+    Result<int> n = prefix_cache_.Continue(s.req.adapter_slot, s.req.prompt, !pool.has_gdn(), &continued);
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.prefix_cache_queries;
+    stats_.prefix_cache_query_tokens += static_cast<int64_t>(s.req.prompt.size());
+    if (n.ok() && *n > 0) {
+      s.state = std::move(continued);
+      s.sched.prefilled = *n;
+      s.cached_tokens = *n;
+      ++stats_.prefix_cache_hits;
+      stats_.prefix_cache_hit_tokens += *n;
+      return;
+    }
+  }
+  s.state = std::move(model_.NewState(pool)).value();  // a slot is free (above): cannot fail
+}
+
+void Engine::MakeRoom(const StepBatch& batch) {
+  // Pages for every row first (Model::ReserveRows: all or nothing); what the prefix cache holds
+  // goes until they fit. Running sequences' reservations never exceed the pool, so with the
+  // cache empty they fit.
+  while (true) {
+    const Status room = model_.ReserveRows(batch);
+    if (room.ok() || room.code() != StatusCode::kResourceExhausted || !prefix_cache_.EvictOldest()) return;
+  }
+}
+
+void Engine::Retire(Live& s) {
+  const int fed = static_cast<int>(s.fed.size());
+  const bool whole_prompt = s.sched.prefilled >= s.sched.prompt_tokens;
+  const int known = whole_prompt ? s.sched.prompt_tokens + fed : s.sched.prefilled;
+  if (s.failed || !s.sched.admitted || s.state.pool != chat_pool_.get() || s.state.pos != known || known == 0) {
+    s.state.Clear();
+    return;
+  }
+  std::vector<int32_t> tokens(s.req.prompt.begin(), s.req.prompt.begin() + std::min(known, s.sched.prompt_tokens));
+  if (whole_prompt) tokens.insert(tokens.end(), s.fed.begin(), s.fed.end());
+  prefix_cache_.Insert(s.req.adapter_slot, std::move(tokens), std::move(s.state));
+}
 
 void Engine::FinishDecision(Result<DecisionResult> r) {
   std::unique_ptr<DecisionJob> j = std::move(active_decision_);
@@ -393,7 +447,7 @@ void Engine::Loop() {
       if (!s->done && s->req.cancelled->load()) s->done = true;  // the client is gone: no more events
       if (s->done) {
         sched_.Release(s->sched);
-        s->state.Clear();
+        Retire(*s);
         ++removed;
       }
     }
@@ -460,10 +514,7 @@ void Engine::RunStep() {
   const bool decide = PlanDecision(DecisionRowsFor(sched_.DecodeRows(seqs), prefill_waiting), &piece);
   StepPlan plan = sched_.Plan(seqs, decide ? piece.rows() : 0);
   for (const auto& ss : seqs) by_id[ss.id]->sched.admitted = ss.admitted;
-  for (int64_t id : plan.admitted) {
-    // The scheduler keeps admissions within the pool's slots and pages: this cannot fail.
-    by_id[id]->state = std::move(model_.NewState(*chat_pool_)).value();
-  }
+  for (int64_t id : plan.admitted) Admit(*by_id[id]);
   for (int64_t id : plan.rejected) {
     GenEvent e;
     e.kind = GenEvent::Kind::kError;
@@ -482,7 +533,9 @@ void Engine::RunStep() {
     Live* s = by_id[e.id];
     if (!s->was_scheduled) s->was_scheduled = true, s->scheduled = step_start;
     if (s->sched.prefilled < s->sched.prompt_tokens) {
-      batch.Add(&s->state, s->req.prompt.data() + s->sched.prefilled, e.tokens, s->req.adapter_slot);
+      // (A prompt continued from the prefix cache brings fewer rows than were planned for it.)
+      batch.Add(&s->state, s->req.prompt.data() + s->sched.prefilled,
+                std::min(e.tokens, s->sched.prompt_tokens - s->sched.prefilled), s->req.adapter_slot);
     } else {
       batch.Add(&s->state, &s->next_token, 1, s->req.adapter_slot);
     }
@@ -537,6 +590,7 @@ void Engine::RunStep() {
   }
   std::vector<float> logits(batch.logits.rows.size() * static_cast<size_t>(width));
   std::vector<int32_t> ids(whole_rows ? 0 : logits.size());
+  MakeRoom(batch);
   // Steps with decision rows run eagerly (a graph for each of their shapes would be captured
   // once and never replayed).
   const Status st = run_step_ && !decide ? run_step_(batch, adapters_, logits.data(), ids.data())
@@ -552,8 +606,10 @@ void Engine::RunStep() {
       e.error = st;
       s.req.on_event(e);
       s.done = true;
+      s.failed = true;
       continue;
     }
+    if (s.sched.prefilled >= s.sched.prompt_tokens) s.fed.push_back(s.next_token);  // its decode row ran
     if (s.sched.prefilled < s.sched.prompt_tokens) {
       if (prompt_index[i] >= 0) {  // row r predicts the prompt's token at prefilled + r + 1
         for (int r = 0; r < rows && s.sched.prefilled + r + 1 < s.sched.prompt_tokens; ++r) {

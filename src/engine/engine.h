@@ -10,6 +10,9 @@
 // rows leave (whole 64-token tiles, at least one; half of them while chat prompts wait to be
 // prefilled); alone it takes decision_prefill_chunk. Decisions run one at a time in arrival
 // order.
+// Prefix caching (engine/prefix_cache.h): a chat sequence's cache is kept when it ends, and a
+// later prompt that starts with its tokens continues from it (usage's cached_tokens); the
+// entries give their room back whenever a step or an admission needs it.
 // All cache memory is reserved when the engine starts: a chat pool (KV pages and state slots
 // that the scheduler hands out) and a decision pool (the record prefix, its forks and the
 // prefix cache), so decisions never take memory a chat sequence was promised. A sequence
@@ -37,6 +40,7 @@
 #include "weights/lora.h"
 #include "backend/ops.h"
 #include "engine/decision_scorer.h"
+#include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/token_constraint.h"
@@ -62,6 +66,9 @@ struct EngineConfig {
   // a step allows it (greedy, or top_k <= Ops::kMaxTopK, and no logprobs), instead of copying
   // whole rows of logits to the host. Draws the very same tokens either way.
   bool candidate_sampling = true;
+  // Chat caches kept for prefix caching (0: none). They only use pool room no running sequence
+  // needs.
+  int prefix_cache_entries = 32;
 };
 
 struct TokenLogprob {
@@ -89,6 +96,7 @@ struct GenEvent {
   std::vector<TokenLogprob> prompt_logprobs;
   std::string finish_reason;           // kDone: "stop" or "length"
   int prompt_tokens = 0, completion_tokens = 0;
+  int cached_tokens = 0;               // kDone: prompt tokens continued from the prefix cache
   RequestTimes times;                  // kDone
   Status error;                        // kError
 };
@@ -120,6 +128,10 @@ struct EngineStats {
   int64_t kv_reserved = 0, kv_budget = 0;
   int64_t pool_bytes = 0;  // both pools, reserved at start-up
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
+  // Prefix caching: admitted prompts looked up and those continued from an entry; their tokens,
+  // and the tokens continued (not computed).
+  int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;
+  int64_t prefix_cache_query_tokens = 0, prefix_cache_hit_tokens = 0;
   int64_t decision_pieces = 0;  // pieces of decision work run (record prefill chunks, questions)
   int largest_step = 0;         // the most rows one step has held (chat and decision rows together)
   // Sequences by adapter slot (0: the base), running (holding KV) and waiting.
@@ -204,6 +216,15 @@ class Engine {
   void FinishDecisionPiece(const Status& st, const float* logits);
   void FinishDecision(Result<DecisionResult> r);
   void Finish(Live& s, const std::string& reason);
+  // s's state for its admission: continued from the prefix cache where an entry covers part of
+  // its prompt (s.sched.prefilled moves past those tokens), else fresh; entries give up the slot
+  // it needs.
+  void Admit(Live& s);
+  // Evicts prefix-cache entries until the step's pages fit the chat pool (or none are left).
+  void MakeRoom(const StepBatch& batch);
+  // A sequence that ended: its cache into the prefix cache (when its tokens are known and no
+  // step failed on it), else back to the pool.
+  void Retire(Live& s);
 
   EngineConfig cfg_;
   const Model& model_;
@@ -217,6 +238,7 @@ class Engine {
   std::shared_ptr<const TokenVocab> vocab_;
   DecisionScorer scorer_;
   Scheduler sched_;
+  PrefixCache prefix_cache_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

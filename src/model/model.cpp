@@ -54,6 +54,20 @@ Result<SequenceState> SequenceState::Fork() const {
   return f;
 }
 
+Result<SequenceState> SequenceState::ForkPrefix(int n) const {
+  if (n == pos) return Fork();
+  if (n < 0 || n > pos) return InvalidArgument(fmt::format("fork: {} tokens of a sequence of {}", n, pos));
+  if (slot >= 0) return InvalidArgument("fork: a recurrent state cannot be cut back to fewer tokens");
+  if (!pool) return InvalidArgument("fork: the sequence has no pool");
+  SequenceState f;
+  f.pool = pool;
+  f.pos = n;
+  const size_t keep = static_cast<size_t>((n + pool->page_size() - 1) / pool->page_size());
+  f.pages.assign(pages.begin(), pages.begin() + static_cast<std::ptrdiff_t>(keep));
+  for (int32_t p : f.pages) pool->Retain(p);
+  return f;
+}
+
 Model::Model(ModelConfig c, ModelWeights w) : config_(std::move(c)), weights_(std::move(w)) {}
 
 std::unique_ptr<KvPool> Model::NewPool(int page_size, int num_pages, int num_slots, bool growable,

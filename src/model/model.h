@@ -40,6 +40,9 @@ struct SequenceState {
   SequenceState& operator=(const SequenceState&) = delete;
   ~SequenceState() { Clear(); }
   Result<SequenceState> Fork() const;
+  // A fork holding only the first n tokens (n <= pos): the pages for them are shared, the rest
+  // left out. A recurrent state cannot be cut back, so with a slot only n == pos (Fork) works.
+  Result<SequenceState> ForkPrefix(int n) const;
   void Clear();
 };
 

@@ -521,8 +521,16 @@ bool Blank(const std::string& s) { return s.find_first_not_of(" \n\r\t") == std:
 
 }  // namespace
 
+ojson UsageJson(int prompt_tokens, int completion_tokens, int cached_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
+}
+
 ojson CompletionJson(const GenerationApiRequest& r, const std::string& id, int64_t created,
-                     const std::vector<ChoiceResult>& choices, int prompt_tokens, int completion_tokens) {
+                     const std::vector<ChoiceResult>& choices, int prompt_tokens, int completion_tokens,
+                     int cached_tokens) {
   ojson list = ojson::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChatOutput& out = choices[i].out;
@@ -546,8 +554,7 @@ ojson CompletionJson(const GenerationApiRequest& r, const std::string& id, int64
           {"created", created},
           {"model", r.model},
           {"choices", list},
-          {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
-                     {"total_tokens", prompt_tokens + completion_tokens}}}};
+          {"usage", UsageJson(prompt_tokens, completion_tokens, cached_tokens)}};
 }
 
 ojson ChunkJson(const GenerationApiRequest& r, const std::string& id, int64_t created, int index,

@@ -106,8 +106,12 @@ struct ChoiceResult {
   std::vector<TokenLogprob> logprobs;
   std::string finish_reason;
 };
+// The usage object (OpenAI's): prompt, completion and total tokens, and the prompt tokens that
+// came from the prefix cache (prompt_tokens_details.cached_tokens).
+nlohmann::ordered_json UsageJson(int prompt_tokens, int completion_tokens, int cached_tokens);
 nlohmann::ordered_json CompletionJson(const GenerationApiRequest& r, const std::string& id, int64_t created,
-                                      const std::vector<ChoiceResult>& choices, int prompt_tokens, int completion_tokens);
+                                      const std::vector<ChoiceResult>& choices, int prompt_tokens, int completion_tokens,
+                                      int cached_tokens = 0);
 nlohmann::ordered_json ChunkJson(const GenerationApiRequest& r, const std::string& id, int64_t created, int index,
                                  const std::string* role, const ChatOutput& out, int first_call,
                                  const std::vector<TokenLogprob>* lps, const std::string* finish_reason);

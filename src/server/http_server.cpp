@@ -155,7 +155,7 @@ struct GenerationCall : Call {
   int64_t created = 0;
   int count = 0;          // choices
   int remaining = 0;      // choices not yet done
-  int prompt_tokens = 0, completion_tokens = 0;
+  int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
   void Finish(Metrics& m, int status) {
     summary.prompt_tokens = prompt_tokens;
     summary.completion_tokens = completion_tokens;
@@ -396,7 +396,10 @@ void HttpServer::Generation(bool chat, const HttpRequest& req, const Exchange& e
     auto done_counts = [&] {
       metrics_.ObserveGeneration(api.model, e.times, e.prompt_tokens, e.completion_tokens, e.finish_reason);
       if (i == 0) call->summary.times = e.times, call->summary.finish = e.finish_reason;
-      if (i % api.n == 0) call->prompt_tokens += e.prompt_tokens;  // a prompt once for its n choices, as vLLM counts
+      if (i % api.n == 0) {  // a prompt once for its n choices, as vLLM counts
+        call->prompt_tokens += e.prompt_tokens;
+        call->cached_tokens += e.cached_tokens;
+      }
       call->completion_tokens += e.completion_tokens;
     };
     auto complete = [&](int status) { call->Finish(metrics_, status); };
@@ -427,7 +430,8 @@ void HttpServer::Generation(bool chat, const HttpRequest& req, const Exchange& e
           cr.out.content = std::move(call->texts[static_cast<size_t>(c)]);
         }
       }
-      Reply(*ex, 200, CompletionJson(api, call->id, call->created, call->results, call->prompt_tokens, call->completion_tokens));
+      Reply(*ex, 200, CompletionJson(api, call->id, call->created, call->results, call->prompt_tokens, call->completion_tokens,
+                                      call->cached_tokens));
       return complete(200);
     }
     GenerationCall::Streamed& st = call->streams[static_cast<size_t>(i)];
@@ -466,8 +470,7 @@ void HttpServer::Generation(bool chat, const HttpRequest& req, const Exchange& e
         if (api.include_usage) {
           ojson u = ChunkJson(api, call->id, call->created, 0, nullptr, ChatOutput{}, 0, nullptr, nullptr);
           u["choices"] = ojson::array();
-          u["usage"] = {{"prompt_tokens", call->prompt_tokens}, {"completion_tokens", call->completion_tokens},
-                        {"total_tokens", call->prompt_tokens + call->completion_tokens}};
+          u["usage"] = UsageJson(call->prompt_tokens, call->completion_tokens, call->cached_tokens);
           out += Sse(u);
         }
         out += "data: [DONE]\n\n";
@@ -581,7 +584,7 @@ void HttpServer::Responses(const HttpRequest& req, const Exchange& ex) {
       ChatOutput out = c.parser.Feed(c.text);
       out.Append(c.parser.Finish());
       const std::string status = e.finish_reason == "length" ? "incomplete" : "completed";
-      Reply(*ex, 200, ResponseJson(c.head, status, &out, e.prompt_tokens, e.completion_tokens));
+      Reply(*ex, 200, ResponseJson(c.head, status, &out, e.prompt_tokens, e.completion_tokens, e.cached_tokens));
       c.summary = {e.prompt_tokens, e.completion_tokens, e.times, e.finish_reason};
       return complete(c, 200);
     }
@@ -603,7 +606,7 @@ void HttpServer::Responses(const HttpRequest& req, const Exchange& ex) {
       c.summary = {e.prompt_tokens, e.completion_tokens, e.times, e.finish_reason};
       release(c.parser.Finish());
       const std::string status = e.finish_reason == "length" ? "incomplete" : "completed";
-      const ojson r = ResponseJson(c.head, status, &c.all, e.prompt_tokens, e.completion_tokens);
+      const ojson r = ResponseJson(c.head, status, &c.all, e.prompt_tokens, e.completion_tokens, e.cached_tokens);
       const ojson& message = r["output"].back();
       ojson text_done = at;
       text_done["text"] = c.all.content;

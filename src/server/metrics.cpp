@@ -162,6 +162,10 @@ std::string Metrics::Render(const EngineStats& e, const std::map<int32_t, std::s
     }
     scalar(p + "kv_cache_usage_perc", "gauge", "KV cache usage (reserved over the budget; 1 is full).", base,
            e.kv_budget > 0 ? static_cast<double>(e.kv_reserved) / static_cast<double>(e.kv_budget) : 0.0);
+    scalar(p + "prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", base,
+           e.prefix_cache_query_tokens);
+    scalar(p + "prefix_cache_hits_total", "counter", "Prompt tokens continued from the prefix cache (not computed).",
+           base, e.prefix_cache_hit_tokens);
     scalar(p + "num_preemptions_total", "counter", "Preemptions (graft never preempts: a request waits for room).",
            base, 0);
     if (vllm) {

@@ -137,7 +137,7 @@ std::optional<ApiError> ResponsesToChat(const std::string& raw_body, std::string
 }
 
 ojson ResponseJson(const ResponseHead& h, const std::string& status, const ChatOutput* out, int input_tokens,
-                   int output_tokens) {
+                   int output_tokens, int cached_tokens) {
   ojson output = ojson::array();
   if (out) {
     if (!out->reasoning.empty()) {
@@ -164,6 +164,7 @@ ojson ResponseJson(const ResponseHead& h, const std::string& status, const ChatO
              {"store", false},
              {"metadata", h.metadata}};
   r["usage"] = out ? ojson{{"input_tokens", input_tokens},
+                           {"input_tokens_details", {{"cached_tokens", cached_tokens}}},
                            {"output_tokens", output_tokens},
                            {"total_tokens", input_tokens + output_tokens}}
                    : ojson();

@@ -47,8 +47,9 @@ struct ResponseHead {
 };
 
 // The response object. status: "in_progress" (no output yet), "completed", "incomplete".
+// cached_tokens: input tokens continued from the prefix cache (usage.input_tokens_details).
 nlohmann::ordered_json ResponseJson(const ResponseHead& h, const std::string& status, const ChatOutput* out,
-                                    int input_tokens, int output_tokens);
+                                    int input_tokens, int output_tokens, int cached_tokens = 0);
 // One server-sent event of the stream: "event: TYPE\ndata: {...,"type": TYPE, "sequence_number": N}\n\n".
 std::string ResponseEvent(const std::string& type, nlohmann::ordered_json payload, int* sequence);
 

@@ -757,3 +757,148 @@ TEST(Engine, PromptLogprobsAreTheModelsOverAnyChunking) {
 
 }  // namespace
 }  // namespace graft
+
+namespace graft {
+namespace {
+
+struct Ended {
+  std::string text;
+  int cached = 0;
+  Status error;
+};
+
+// Runs a greedy request to its end: its text, the prompt tokens it continued from the prefix
+// cache, or its error.
+Ended Greedy(Engine& e, std::vector<int32_t> prompt, int max_tokens, int32_t slot = 0) {
+  auto done = std::make_shared<std::promise<Ended>>();
+  auto acc = std::make_shared<Ended>();
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.adapter_slot = slot;
+  r.on_event = [done, acc](const GenEvent& ev) {
+    if (ev.kind == GenEvent::Kind::kDelta) acc->text += ev.text;
+    if (ev.kind == GenEvent::Kind::kDone) acc->cached = ev.cached_tokens, done->set_value(*acc);
+    if (ev.kind == GenEvent::Kind::kError) acc->error = ev.error, done->set_value(*acc);
+  };
+  const Status st = e.Submit(std::move(r));
+  if (!st.ok()) return Ended{"", 0, st};
+  return done->get_future().get();
+}
+
+std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Prefix caching on a model with Gated DeltaNet layers: a conversation's next turn (the first
+// turn's prompt and reply, then more) continues from the first turn's cache — all of it but the
+// reply's last token, which never ran — and draws the tokens a lone run draws; a prompt that only
+// shares a start with an entry, or names another adapter slot, starts fresh (a recurrent state
+// cannot be cut back); with the cache off nothing is continued.
+TEST(Engine, PrefixCacheContinuesAConversationWithTheSameTokens) {
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
+  auto a = LoadLoraAdapter(test::Fixture("adapters/qwen3_5-wrapper-lora-gdn"), model->config(), {"gdn", false, nullptr});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  AdapterSet set;
+  set.slots.push_back(&*a);
+  const auto noop = [](std::vector<float>&, const std::vector<int32_t>&) {};
+  const std::vector<int32_t> first = Wrapper::Prompt(40);
+  const std::vector<int32_t> reply = GreedyLoneRun(*model, first, 6, noop);
+  // The next turn: the first prompt, the reply, then more tokens.
+  const std::vector<int32_t> next = Concat(Concat(first, reply), {11, 12, 13, 14, 15});
+  const std::vector<int32_t> want = GreedyLoneRun(*model, next, 5, noop);
+  for (int entries : {32, 0}) {
+    SCOPED_TRACE(fmt::format("--prefix-cache-entries {}", entries));
+    EngineConfig cfg;
+    cfg.prefix_cache_entries = entries;
+    Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, set);
+    const Ended one = Greedy(engine, first, 6);
+    ASSERT_TRUE(one.error.ok()) << one.error.ToString();
+    EXPECT_EQ(one.text, TextOf(*tok, reply, reply.size()));
+    EXPECT_EQ(one.cached, 0);
+    const Ended two = Greedy(engine, next, 5);
+    ASSERT_TRUE(two.error.ok()) << two.error.ToString();
+    EXPECT_EQ(two.text, TextOf(*tok, want, want.size())) << "the next turn's tokens";
+    EXPECT_EQ(two.cached, entries > 0 ? static_cast<int>(first.size() + reply.size()) - 1 : 0);
+    // Another adapter slot, and a prompt that leaves the first turn's tokens early: fresh.
+    const Ended other = Greedy(engine, next, 5, 1);
+    ASSERT_TRUE(other.error.ok()) << other.error.ToString();
+    EXPECT_EQ(other.cached, 0) << "an entry serves its own adapter slot only";
+    std::vector<int32_t> forked = first;
+    forked[20] = forked[20] == 5 ? 6 : 5;
+    const Ended apart = Greedy(engine, Concat(forked, {7, 8}), 3);
+    ASSERT_TRUE(apart.error.ok()) << apart.error.ToString();
+    EXPECT_EQ(apart.cached, 0) << "a recurrent state cannot be cut back to a shared start";
+    const EngineStats st = engine.Stats();
+    EXPECT_EQ(st.prefix_cache_hits, entries > 0 ? 1 : 0);
+    engine.Stop();
+  }
+}
+
+// On a model without recurrent layers an entry is cut back to the longest start it shares with a
+// prompt: a repeated prompt continues from all but its last token, a prompt that shares a start
+// from that start — each with the tokens a lone run draws.
+TEST(Engine, PrefixCacheCutsAttentionCachesBackToASharedStart) {
+  auto model = test::LoadFixtureModel("qwen3-tiny");
+  ASSERT_NE(model, nullptr);
+  auto tok = Tokenizer::FromFile(test::Fixture("qwen3-tiny/tokenizer.json")).value();
+  auto tmpl = ChatTemplate::Load(test::Fixture("qwen3-tiny"), "").value();
+  std::vector<int32_t> ids;  // the fixture's longest input
+  for (const auto& [name, t] : test::ReadIntTensors(test::Fixture("qwen3-tiny/inputs.safetensors"))) {
+    if (t.size() > ids.size()) ids.assign(t.begin(), t.end());
+  }
+  ASSERT_GE(ids.size(), 30u);
+  const auto noop = [](std::vector<float>&, const std::vector<int32_t>&) {};
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 30);
+  std::vector<int32_t> shared(ids.begin(), ids.begin() + 20);
+  shared.insert(shared.end(), {3, 4, 5});
+  AdapterSet none;
+  Engine engine(EngineConfig{}, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  const Ended one = Greedy(engine, prompt, 4);
+  ASSERT_TRUE(one.error.ok()) << one.error.ToString();
+  const Ended again = Greedy(engine, prompt, 4);
+  ASSERT_TRUE(again.error.ok()) << again.error.ToString();
+  EXPECT_EQ(again.text, one.text);
+  EXPECT_EQ(again.cached, 29) << "all but the prompt's last token";
+  const Ended part = Greedy(engine, shared, 4);
+  ASSERT_TRUE(part.error.ok()) << part.error.ToString();
+  EXPECT_EQ(part.cached, 20);
+  const auto want = GreedyLoneRun(*model, shared, 4, noop);
+  EXPECT_EQ(part.text, TextOf(*tok, want, want.size()));
+  engine.Stop();
+}
+
+// The cache never costs a request its room: with one state slot and a KV pool of a few pages,
+// every entry is evicted as a new sequence needs its slot or pages, and every request completes
+// with the tokens it draws on an engine without a cache.
+TEST(Engine, PrefixCacheGivesItsRoomBackToNewSequences) {
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
+  AdapterSet none;
+  EngineConfig tight;
+  tight.max_running = 1;
+  tight.kv_token_budget = 96;
+  tight.page_size = 16;
+  EngineConfig off = tight;
+  off.prefix_cache_entries = 0;
+  Engine cached(tight, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  Engine plain(off, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int32_t> p = Wrapper::Prompt(30 + i);
+    p[0] = 100 + i;  // distinct starts: no entry serves another
+    const Ended a = Greedy(cached, p, 40);
+    const Ended b = Greedy(plain, p, 40);
+    ASSERT_TRUE(a.error.ok()) << "request " << i << ": " << a.error.ToString();
+    ASSERT_TRUE(b.error.ok()) << b.error.ToString();
+    EXPECT_EQ(a.text, b.text) << "request " << i;
+  }
+  cached.Stop();
+  plain.Stop();
+}
+
+}  // namespace
+}  // namespace graft

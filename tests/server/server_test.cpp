@@ -350,6 +350,11 @@ TEST_F(Server, ChatCompletionShapesAndModels) {
   EXPECT_EQ(j["object"], "chat.completion");
   EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(j["usage"]["completion_tokens"].get<int>() + j["usage"]["prompt_tokens"].get<int>(), j["usage"]["total_tokens"].get<int>());
+  // OpenAI's prompt_tokens_details.cached_tokens: the prompt tokens continued from the prefix cache.
+  ASSERT_TRUE(j["usage"].contains("prompt_tokens_details")) << j["usage"].dump();
+  const int cached = j["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+  EXPECT_GE(cached, 0);
+  EXPECT_LT(cached, j["usage"]["prompt_tokens"].get<int>());
   EXPECT_TRUE(j["choices"][0]["finish_reason"] == "length" || j["choices"][0]["finish_reason"] == "stop");
   auto c = Client();
   auto m = c.Get("/v1/models");
