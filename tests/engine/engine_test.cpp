@@ -25,6 +25,7 @@ struct Collected {
   std::string text;
   std::string finish;
   Status error;
+  int cached = 0;  // prompt tokens continued from the prefix cache
 };
 
 std::future<Collected> Generate(Engine& e, std::vector<int32_t> prompt, int max_tokens, Status* submit,
@@ -56,13 +57,14 @@ struct Wrapper {
   }
 };
 
-// Submits r and waits for its end: the text, the finish reason or the error.
+// Submits r and waits for its end: the text, the finish reason (and cached prompt tokens) or the
+// error.
 Collected RunToEnd(Engine& e, GenerationRequest r) {
   auto done = std::make_shared<std::promise<Collected>>();
   auto acc = std::make_shared<Collected>();
   r.on_event = [done, acc](const GenEvent& ev) {
     if (ev.kind == GenEvent::Kind::kDelta) acc->text += ev.text;
-    if (ev.kind == GenEvent::Kind::kDone) acc->finish = ev.finish_reason, done->set_value(*acc);
+    if (ev.kind == GenEvent::Kind::kDone) acc->finish = ev.finish_reason, acc->cached = ev.cached_tokens, done->set_value(*acc);
     if (ev.kind == GenEvent::Kind::kError) acc->error = ev.error, done->set_value(*acc);
   };
   const Status st = e.Submit(std::move(r));
@@ -761,29 +763,13 @@ TEST(Engine, PromptLogprobsAreTheModelsOverAnyChunking) {
 namespace graft {
 namespace {
 
-struct Ended {
-  std::string text;
-  int cached = 0;
-  Status error;
-};
-
-// Runs a greedy request to its end: its text, the prompt tokens it continued from the prefix
-// cache, or its error.
-Ended Greedy(Engine& e, std::vector<int32_t> prompt, int max_tokens, int32_t slot = 0) {
-  auto done = std::make_shared<std::promise<Ended>>();
-  auto acc = std::make_shared<Ended>();
+// A greedy request of max_tokens run to its end on `slot`.
+Collected Greedy(Engine& e, std::vector<int32_t> prompt, int max_tokens, int32_t slot = 0) {
   GenerationRequest r;
   r.prompt = std::move(prompt);
   r.max_tokens = max_tokens;
   r.adapter_slot = slot;
-  r.on_event = [done, acc](const GenEvent& ev) {
-    if (ev.kind == GenEvent::Kind::kDelta) acc->text += ev.text;
-    if (ev.kind == GenEvent::Kind::kDone) acc->cached = ev.cached_tokens, done->set_value(*acc);
-    if (ev.kind == GenEvent::Kind::kError) acc->error = ev.error, done->set_value(*acc);
-  };
-  const Status st = e.Submit(std::move(r));
-  if (!st.ok()) return Ended{"", 0, st};
-  return done->get_future().get();
+  return RunToEnd(e, std::move(r));
 }
 
 std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
@@ -815,21 +801,21 @@ TEST(Engine, PrefixCacheContinuesAConversationWithTheSameTokens) {
     EngineConfig cfg;
     cfg.prefix_cache_entries = entries;
     Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, set);
-    const Ended one = Greedy(engine, first, 6);
+    const Collected one = Greedy(engine, first, 6);
     ASSERT_TRUE(one.error.ok()) << one.error.ToString();
     EXPECT_EQ(one.text, TextOf(*tok, reply, reply.size()));
     EXPECT_EQ(one.cached, 0);
-    const Ended two = Greedy(engine, next, 5);
+    const Collected two = Greedy(engine, next, 5);
     ASSERT_TRUE(two.error.ok()) << two.error.ToString();
     EXPECT_EQ(two.text, TextOf(*tok, want, want.size())) << "the next turn's tokens";
     EXPECT_EQ(two.cached, entries > 0 ? static_cast<int>(first.size() + reply.size()) - 1 : 0);
     // Another adapter slot, and a prompt that leaves the first turn's tokens early: fresh.
-    const Ended other = Greedy(engine, next, 5, 1);
+    const Collected other = Greedy(engine, next, 5, 1);
     ASSERT_TRUE(other.error.ok()) << other.error.ToString();
     EXPECT_EQ(other.cached, 0) << "an entry serves its own adapter slot only";
     std::vector<int32_t> forked = first;
     forked[20] = forked[20] == 5 ? 6 : 5;
-    const Ended apart = Greedy(engine, Concat(forked, {7, 8}), 3);
+    const Collected apart = Greedy(engine, Concat(forked, {7, 8}), 3);
     ASSERT_TRUE(apart.error.ok()) << apart.error.ToString();
     EXPECT_EQ(apart.cached, 0) << "a recurrent state cannot be cut back to a shared start";
     const EngineStats st = engine.Stats();
@@ -857,13 +843,13 @@ TEST(Engine, PrefixCacheCutsAttentionCachesBackToASharedStart) {
   shared.insert(shared.end(), {3, 4, 5});
   AdapterSet none;
   Engine engine(EngineConfig{}, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
-  const Ended one = Greedy(engine, prompt, 4);
+  const Collected one = Greedy(engine, prompt, 4);
   ASSERT_TRUE(one.error.ok()) << one.error.ToString();
-  const Ended again = Greedy(engine, prompt, 4);
+  const Collected again = Greedy(engine, prompt, 4);
   ASSERT_TRUE(again.error.ok()) << again.error.ToString();
   EXPECT_EQ(again.text, one.text);
   EXPECT_EQ(again.cached, 29) << "all but the prompt's last token";
-  const Ended part = Greedy(engine, shared, 4);
+  const Collected part = Greedy(engine, shared, 4);
   ASSERT_TRUE(part.error.ok()) << part.error.ToString();
   EXPECT_EQ(part.cached, 20);
   const auto want = GreedyLoneRun(*model, shared, 4, noop);
@@ -890,8 +876,8 @@ TEST(Engine, PrefixCacheGivesItsRoomBackToNewSequences) {
   for (int i = 0; i < 6; ++i) {
     std::vector<int32_t> p = Wrapper::Prompt(30 + i);
     p[0] = 100 + i;  // distinct starts: no entry serves another
-    const Ended a = Greedy(cached, p, 40);
-    const Ended b = Greedy(plain, p, 40);
+    const Collected a = Greedy(cached, p, 40);
+    const Collected b = Greedy(plain, p, 40);
     ASSERT_TRUE(a.error.ok()) << "request " << i << ": " << a.error.ToString();
     ASSERT_TRUE(b.error.ok()) << b.error.ToString();
     EXPECT_EQ(a.text, b.text) << "request " << i;
