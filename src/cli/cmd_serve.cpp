@@ -145,10 +145,10 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--max-step-tokens", s->engine.max_step_tokens, "Rows per forward step, chat and decision rows together (the bound on a chat stream's gap "
                   "while prompts and decisions are prefilled)")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--prefix-cache-entries", s->engine.prefix_cache_entries,
-                  "Chat caches kept for prefix caching: a prompt that starts with an ended sequence's tokens (a "
-                  "conversation's next turn; on models without linear-attention layers any shared start, a repeated "
-                  "prompt too) continues from its cache (usage.prompt_tokens_details.cached_tokens); they use only "
-                  "room no running request needs; 0: off")
+                  "Chat caches kept for prefix caching: a prompt that starts with an ended sequence's tokens "
+                  "continues from its cache (usage.prompt_tokens_details.cached_tokens); on models without "
+                  "linear-attention layers any shared start counts (a system prompt, a repeated prompt), on Qwen3.5 "
+                  "only a whole earlier sequence; they use only room no running request needs; 0: off")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--max-queue", s->engine.max_queue, "Queued plus running requests before 429")->capture_default_str()->check(CLI::Range(1, 1 << 20));

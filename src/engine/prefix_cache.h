@@ -7,7 +7,9 @@
 // covers most of it, never all of it (its last token must run to give the first token's logits):
 // an entry whose tokens are all a prefix of the prompt, or — for models without recurrent layers,
 // whose attention cache can be cut back to any length — the longest common prefix of an entry
-// and the prompt. Continuing changes no bits: a row's logits do not depend on how its sequence
+// and the prompt. (Qwen's chat templates render an earlier assistant turn without the empty
+// think block its generation prompt held, so with recurrent layers a chat's next turn does not
+// extend the earlier sequence: there the cache serves prompts that extend one token for token.) Continuing changes no bits: a row's logits do not depend on how its sequence
 // was split into steps (docs/design.md, batch invariance).
 // The entries hold pool pages and state slots that no running sequence needs; the engine evicts
 // the least recently used whenever a step or an admission needs them, so the cache never costs a
