@@ -189,7 +189,7 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       if (!reqs.empty()) {
 #ifdef GRAFT_HAVE_CUDA
         OpProfile* profile = nullptr;
-        if (auto* cuda = dynamic_cast<CudaOps*>(ops.get()); cuda && cuda->op_profile()) profile = cuda->op_profile();
+        if (auto* cuda = dynamic_cast<CudaOps*>(ops.get())) profile = cuda->op_profile();
         if (profile) profile->Clear();  // the decisions' own ops next
 #endif
         DecisionScorer scorer(*model, *ops, *tok, *tmpl, set);

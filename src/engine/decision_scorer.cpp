@@ -117,7 +117,7 @@ Result<DecisionRows> DecisionScorer::PlanRecord(DecisionTask& t, int max_rows) {
   const size_t end = std::min(t.prefix.size(), t.prefilled + piece);
   rows.seqs.push_back({&t.prefix_state, t.prefix.data() + t.prefilled, static_cast<int>(end - t.prefilled)});
   GRAFT_RETURN_IF_ERROR(ReservePages(rows));
-  t.planned = 1;
+  t.planned = DecisionTask::Planned::kRecord;
   t.record_end = end;
   return rows;
 }
@@ -199,7 +199,7 @@ Result<DecisionRows> DecisionScorer::PlanRuns(DecisionTask& t, int max_rows) {
   }
   GRAFT_RETURN_IF_ERROR(ReservePages(rows));
   a.runs_running = k - a.runs_done;
-  t.planned = 2;
+  t.planned = DecisionTask::Planned::kRuns;
   return rows;
 }
 
@@ -221,7 +221,7 @@ Status DecisionScorer::ScoreAsked(DecisionTask& t) {
 }
 
 Result<DecisionRows> DecisionScorer::Plan(DecisionTask& t, int max_rows) {
-  if (t.planned != 0) return Internal("a decision piece is already planned and not finished");
+  if (t.planned != DecisionTask::Planned::kNone) return Internal("a decision piece is already planned and not finished");
   if (t.done()) return Internal("the decision has no work left");
   if (t.cancelled && t.cancelled->load()) return Cancelled("the client went away before the decision was done");
   ++t.pieces;
@@ -232,8 +232,8 @@ Result<DecisionRows> DecisionScorer::Plan(DecisionTask& t, int max_rows) {
 
 Result<bool> DecisionScorer::Finish(DecisionTask& t, const float* logits) {
   const int vocab = model_.config().vocab_size;
-  switch (std::exchange(t.planned, 0)) {
-    case 1:  // a record piece: the prefix cached once whole
+  switch (std::exchange(t.planned, DecisionTask::Planned::kNone)) {
+    case DecisionTask::Planned::kRecord:  // a record piece: the prefix cached once whole
       t.prefilled = t.record_end;
       if (t.prefilled < t.prefix.size()) break;
       t.prefix_ready = true;
@@ -248,7 +248,7 @@ Result<bool> DecisionScorer::Finish(DecisionTask& t, const float* logits) {
         cache_order_.push_back(std::move(key));
       }
       break;
-    case 2: {  // runs of the questions: the row after each question, each choice's rows
+    case DecisionTask::Planned::kRuns: {  // the questions' runs: the row after each question, each choice's rows
       DecisionTask::AskedQuestions& a = *t.asked;
       const float* at = logits;
       for (size_t j = a.runs_done; j < a.runs_done + a.runs_running; ++j) {
@@ -269,7 +269,7 @@ Result<bool> DecisionScorer::Finish(DecisionTask& t, const float* logits) {
       if (a.runs_done == a.runs.size()) GRAFT_RETURN_IF_ERROR(ScoreAsked(t));
       break;
     }
-    default:  // nothing planned (a cached record)
+    case DecisionTask::Planned::kNone:  // nothing planned (a cached record)
       break;
   }
   return t.done();

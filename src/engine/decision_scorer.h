@@ -76,8 +76,8 @@ struct DecisionTask {
     size_t runs_running = 0;             // runs in the planned piece
   };
   std::optional<AskedQuestions> asked;
-  // The planned piece's kind, until Finish: 0 none, 1 record, 2 questions' runs.
-  int planned = 0;
+  // The planned piece's kind, until Finish.
+  enum class Planned { kNone, kRecord, kRuns } planned = Planned::kNone;
   size_t record_end = 0;           // a planned record piece's end
   std::vector<std::string> answers;
   DecisionResult result;           // complete once every question is scored

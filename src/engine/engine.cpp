@@ -333,23 +333,23 @@ void Engine::MakeRoom(const StepBatch& batch) {
   // Pages for every row first (Model::ReserveRows: all or nothing); what the prefix cache holds
   // goes until they fit. Running sequences' reservations never exceed the pool, so with the
   // cache empty they fit.
-  while (true) {
+  while (prefix_cache_.size() > 0) {
     const Status room = model_.ReserveRows(batch);
     if (room.ok() || room.code() != StatusCode::kResourceExhausted || !prefix_cache_.EvictOldest()) return;
   }
 }
 
 void Engine::Retire(Live& s) {
-  const int fed = static_cast<int>(s.fed.size());
-  const bool whole_prompt = s.sched.prefilled >= s.sched.prompt_tokens;
-  const int known = whole_prompt ? s.sched.prompt_tokens + fed : s.sched.prefilled;
-  if (s.failed || !s.sched.admitted || s.state.pool != chat_pool_.get() || s.state.pos != known || known == 0) {
+  // The tokens its state holds: the prompt so far, then (once the prompt is whole) those fed.
+  std::vector<int32_t> tokens(s.req.prompt.begin(),
+                              s.req.prompt.begin() + std::min(s.sched.prefilled, s.sched.prompt_tokens));
+  tokens.insert(tokens.end(), s.fed.begin(), s.fed.end());
+  if (s.failed || !s.sched.admitted || s.state.pool != chat_pool_.get() ||
+      s.state.pos != static_cast<int>(tokens.size())) {
     s.state.Clear();
     return;
   }
-  std::vector<int32_t> tokens(s.req.prompt.begin(), s.req.prompt.begin() + std::min(known, s.sched.prompt_tokens));
-  if (whole_prompt) tokens.insert(tokens.end(), s.fed.begin(), s.fed.end());
-  prefix_cache_.Insert(s.req.adapter_slot, std::move(tokens), std::move(s.state));
+  prefix_cache_.Insert(s.req.adapter_slot, std::move(tokens), std::move(s.state));  // (drops an empty one)
 }
 
 void Engine::FinishDecision(Result<DecisionResult> r) {
@@ -388,14 +388,12 @@ bool Engine::PlanDecision(int max_rows, DecisionRows* piece) {
     std::lock_guard<std::mutex> l(mu_);
     ++stats_.decision_pieces;
   }
-  j.planned = true;
   *piece = std::move(*planned);
   return true;
 }
 
 void Engine::FinishDecisionPiece(const Status& st, const float* logits) {
   DecisionJob& j = *active_decision_;
-  j.planned = false;
   Result<bool> done = st.ok() ? scorer_.Finish(*j.task, logits) : Result<bool>(st);
   if (!done.ok() && done.status().code() == StatusCode::kResourceExhausted) {
     j.task.reset();

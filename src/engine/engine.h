@@ -190,7 +190,6 @@ class Engine {
     DecisionDone done;
     std::shared_ptr<std::atomic<bool>> cancelled;
     std::unique_ptr<DecisionTask> task;  // null until begun (and again while it starts over)
-    bool planned = false;                // a piece of it is in the step being built
     bool retried = false;                // started over once with the prefix cache emptied
   };
   struct AdapterCommand {

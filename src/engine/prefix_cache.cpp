@@ -11,9 +11,7 @@ Result<int> PrefixCache::Continue(int32_t slot, const std::vector<int32_t>& prom
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if (it->slot != slot) continue;
     const auto& t = it->tokens;
-    const size_t common = static_cast<size_t>(
-        std::mismatch(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(std::min(t.size(), prompt.size())), prompt.begin())
-            .first - t.begin());
+    const size_t common = static_cast<size_t>(std::mismatch(t.begin(), t.end(), prompt.begin(), prompt.end()).first - t.begin());
     const size_t n = can_cut ? std::min(common, most) : (common == t.size() && common <= most ? common : 0);
     if (n > best_n) best = it, best_n = n;
   }

@@ -542,13 +542,13 @@ TEST(Engine, DecisionPiecesKeepToTheStepBudgetBesideChat) {
   engine.Stop();
 }
 
-// A decision no longer freezes chat: its pieces (a 64-token chunk of the record, the questions'
-// tokens, their choices' heads) run inside the chat steps, one a step. Counted in pieces, steps and
+// A decision no longer freezes chat: its pieces (a 64-token chunk of the record, its questions
+// with their choices' rows) run inside the chat steps, one a step. Counted in pieces, steps and
 // rows, not time: between two tokens of a stream that runs throughout, no more pieces than steps
 // and at most four steps (a step whose token ends inside a character sends no text; a character
 // is at most four bytes), and no step ever held more than the step budget's rows — so a chat gap
-// is bounded by the budget; the decision takes a piece a record chunk and two for its
-// (independent) questions together; its answer is the bits of the same decision on an idle engine.
+// is bounded by the budget; the decision takes a piece a record chunk and at least one for its
+// (independent) questions; its answer is the bits of the same decision on an idle engine.
 TEST(Engine, ADecisionRunsAPieceBetweenTwoChatTokens) {
   Wrapper w;
   ASSERT_NE(w.model, nullptr);
