@@ -194,11 +194,22 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
 #endif
         DecisionScorer scorer(*model, *ops, *tok, *tmpl, set);
         scorer.set_prefill_chunk(DefaultDecisionPrefillChunk(s->m.device));  // records in serve's pieces
-        GRAFT_ASSIGN_OR_RETURN(rep.decisions, RunDecisionBench(scorer, reqs, set, *model, *ops));
+        std::function<void(bool)> on_questions;
+#ifdef GRAFT_HAVE_CUDA
+        OpProfile::Lines before, asked;  // the question pieces' own lines
+        if (profile) {
+          on_questions = [&](bool starting) {
+            if (starting) before = profile->lines();
+            else OpProfile::AddSince(profile->lines(), before, asked);
+          };
+        }
+#endif
+        GRAFT_ASSIGN_OR_RETURN(rep.decisions, RunDecisionBench(scorer, reqs, set, *model, *ops, on_questions));
 #ifdef GRAFT_HAVE_CUDA
         if (profile) {
           std::fputs(("op profile of the decisions (each decision and its record's prefill alone; each op waited "
                       "for):\n" + profile->Table()).c_str(), stdout);
+          std::fputs(("op profile of their question pieces alone:\n" + OpProfile::TableOf(asked)).c_str(), stdout);
         }
 #endif
       }

@@ -170,7 +170,8 @@ Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& ada
 }
 
 Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, const std::vector<DecisionRequest>& requests,
-                                                      const AdapterSet& adapters, const Model& model, Ops& ops) {
+                                                      const AdapterSet& adapters, const Model& model, Ops& ops,
+                                                      const std::function<void(bool)>& on_questions) {
   static const char* kBuckets[] = {"<=1K", "1K-4K", "4K-10K", ">10K"};
   auto bucket = [](int t) { return t <= 1000 ? 0 : t <= 4000 ? 1 : t <= 10000 ? 2 : 3; };
   auto pct = [](std::vector<double> v, double q) {
@@ -196,10 +197,12 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, co
       double prepare = Now() - t0, record = 0, asked = 0;
       for (bool done = false; !done;) {
         const bool on_record = !run.prefix_ready;
+        if (!on_record && on_questions) on_questions(true);
         const double a0 = Now();
         auto step = scorer.Advance(run);
         if (!step.ok()) return step.status().WithContext(fmt::format("decision {}", i + 1));
         ops.Synchronize();
+        if (!on_record && on_questions) on_questions(false);
         done = *step;
         (on_record ? record : asked) += Now() - a0;
       }

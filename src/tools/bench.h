@@ -16,6 +16,7 @@
 //              alone and (with --concurrency) while decisions run.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -97,10 +98,13 @@ class DecisionScorer;
 struct DecisionRequest;
 // DecisionLatency rows for base and (slot 1, when present) the adapter. A request that fails
 // is an error naming its place.
-// model and ops run the prefills alone (the scorer's own).
+// model and ops run the prefills alone (the scorer's own). on_questions, when given, is called
+// with true before each of a decision's question pieces and false after it (an op profile of the
+// questions alone).
 Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer,
                                                       const std::vector<DecisionRequest>& requests,
-                                                      const AdapterSet& adapters, const Model& model, Ops& ops);
+                                                      const AdapterSet& adapters, const Model& model, Ops& ops,
+                                                      const std::function<void(bool)>& on_questions = nullptr);
 
 class Engine;
 // Each of the first min(n, requests) requests alone on `engine`, then n of them (in turn) at once

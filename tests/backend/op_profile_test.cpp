@@ -30,5 +30,28 @@ TEST(OpProfile, CountsScopesAndOrdersTheTableByTime) {
   EXPECT_EQ(p.Table().find("MatMul"), std::string::npos);
 }
 
+// AddSince: what ran between a snapshot and now, phase by phase into one set of lines (graft
+// bench's table of a decision's question pieces alone).
+TEST(OpProfile, AddsWhatRanSinceASnapshot) {
+  OpProfile p([] {});
+  OpProfile::Lines phase;
+  { OpProfile::Scope s(&p, "MatMul", 5); }
+  for (int round = 0; round < 2; ++round) {
+    const OpProfile::Lines before = p.lines();
+    { OpProfile::Scope s(&p, "MatMul", 7); }
+    { OpProfile::Scope s(&p, "Attention", 0); }
+    OpProfile::AddSince(p.lines(), before, phase);
+    { OpProfile::Scope s(&p, "Embed", 0); }  // outside the phase
+  }
+  EXPECT_EQ(phase.size(), 2u);
+  EXPECT_EQ(phase["MatMul"].calls, 2);
+  EXPECT_DOUBLE_EQ(phase["MatMul"].flops, 14);
+  EXPECT_EQ(phase["Attention"].calls, 2);
+  EXPECT_EQ(phase.count("Embed"), 0u);
+  const std::string t = OpProfile::TableOf(phase);
+  EXPECT_NE(t.find("Attention"), std::string::npos) << t;
+  EXPECT_EQ(t.find("Embed"), std::string::npos) << t;
+}
+
 }  // namespace
 }  // namespace graft

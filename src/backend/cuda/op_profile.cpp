@@ -7,8 +7,8 @@
 
 namespace graft {
 
-std::string OpProfile::Table() const {
-  std::vector<std::pair<std::string, Line>> v(lines_.begin(), lines_.end());
+std::string OpProfile::TableOf(const Lines& lines) {
+  std::vector<std::pair<std::string, Line>> v(lines.begin(), lines.end());
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
   double total = 0;
   for (const auto& [n, l] : v) total += l.seconds;
@@ -19,6 +19,18 @@ std::string OpProfile::Table() const {
   }
   t += fmt::format("{:<28} {:>9} {:>11.4f}\n", "total", "", total);
   return t;
+}
+
+void OpProfile::AddSince(const Lines& now, const Lines& before, Lines& into) {
+  for (const auto& [name, l] : now) {
+    const auto it = before.find(name);
+    const Line b = it == before.end() ? Line{} : it->second;
+    if (l.calls == b.calls) continue;
+    Line& d = into[name];
+    d.calls += l.calls - b.calls;
+    d.seconds += l.seconds - b.seconds;
+    d.flops += l.flops - b.flops;
+  }
 }
 
 }  // namespace graft

@@ -42,8 +42,14 @@ class OpProfile {
     double flops_;
     std::chrono::steady_clock::time_point t0_;
   };
+  using Lines = std::map<std::string, Line>;
   // One line per op, by time: calls, seconds, share, TFLOP/s where FLOPs were counted.
-  std::string Table() const;
+  std::string Table() const { return TableOf(lines_); }
+  static std::string TableOf(const Lines& lines);
+  // What was recorded so far, and (AddSince) what was recorded after such a snapshot, added to
+  // `into`: one phase's lines (a decision's question pieces) out of a longer run.
+  const Lines& lines() const { return lines_; }
+  static void AddSince(const Lines& now, const Lines& before, Lines& into);
   // Times the op named `op` ran (0: never).
   int64_t Calls(const std::string& op) const {
     const auto it = lines_.find(op);
@@ -53,7 +59,7 @@ class OpProfile {
 
  private:
   std::function<void()> sync_;
-  std::map<std::string, Line> lines_;
+  Lines lines_;
 };
 
 }  // namespace graft
