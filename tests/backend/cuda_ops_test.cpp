@@ -619,6 +619,32 @@ TEST(CudaOps, AttentionRowBitsIndependentOfChunking) {
             << "row " << t << " as one of a batch's sequences";
       }
     }
+    // A step's short prefill pieces in one launch (FlashAttentionPieces, the tensor-core kernel's
+    // shapes): rows 3..9, 100..163 (a whole tile) and 650..651, each a sequence's piece on its own
+    // copy of the page table — each row's bits.
+    if (hd != 96) {
+      const std::vector<std::array<int, 2>> pieces = {{3, 7}, {100, 64}, {650, 2}};
+      std::vector<std::unique_ptr<Dev<int32_t>>> tables;
+      std::vector<cuda::AttnPiece> host;
+      Dev<float> dout(c.q.size());
+      for (auto [t0, n] : pieces) {
+        tables.push_back(std::make_unique<Dev<int32_t>>(c.table));
+        host.push_back({dq.p + size_t(t0) * row, tables.back()->p, dp.p + t0, n, dout.p + size_t(t0) * row});
+      }
+      cuda::AttnPiece* dpieces = nullptr;
+      ASSERT_EQ(cudaMalloc(&dpieces, host.size() * sizeof(cuda::AttnPiece)), cudaSuccess);
+      cudaMemcpy(dpieces, host.data(), host.size() * sizeof(cuda::AttnPiece), cudaMemcpyHostToDevice);
+      cuda::AttentionArgs shape{nullptr, dk.p(), dv.p(), nullptr, c.page, nullptr, 0, heads, kvh, hd, scale, true, nullptr};
+      ASSERT_TRUE(cuda::FlashAttentionPieces(shape, dpieces, static_cast<int>(host.size()), nullptr).ok());
+      EXPECT_FALSE(cuda::FlashAttentionPieces(shape, dpieces, 70000, nullptr).ok()) << "more pieces than a grid";
+      cudaFree(dpieces);
+      const auto got = dout.Get();
+      for (auto [t0, n] : pieces) {
+        EXPECT_TRUE(std::equal(whole.begin() + size_t(t0) * row, whole.begin() + size_t(t0 + n) * row,
+                               got.begin() + size_t(t0) * row))
+            << "rows " << t0 << ".." << t0 + n - 1 << " as one of a step's pieces";
+      }
+    }
   }
 }
 
@@ -785,6 +811,69 @@ TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
       }
       cudaFree(dseqs);
       EXPECT_FALSE(cuda::GdnCoreSeqs(dseqs, 70000, hk, hv, dk, dv, bf16, nullptr).ok()) << "more sequences than a grid";
+    }
+    if (cuda::GdnTensorCoreForm(bf16, dk)) {
+      // A step's prefill pieces in one launch of the chunk kernels (GdnCoreTcChunkedSeqs):
+      // sequence s (rows from 5s on) runs 20s rows alone first, so its open chunk holds 0, 20 or
+      // 40 rows, then a piece of 16, 41 or 100 rows beside the others; every sequence's outputs
+      // and state equal its own GdnCore calls.
+      const int seqs = 3, lens[seqs] = {16, 41, 100};
+      struct Seq {
+        Dev<float> S, pk, pvn, pgam, pkinv, out, scratch;
+        cuda::DevGdnState ds;
+      };
+      auto fresh = [&](int s) {
+        const int rows = 20 * s + lens[s];
+        auto q = std::unique_ptr<Seq>(new Seq{Dev<float>(S0.size()), Dev<float>(pk0.size()), Dev<float>(pvn0.size()),
+                                              Dev<float>(pgam0.size()), Dev<float>(pgam0.size()),
+                                              Dev<float>(static_cast<size_t>(rows) * hv * dv),
+                                              Dev<float>(static_cast<size_t>(cuda::GdnChunkScratchFloats(lens[s], hk, hv, dk))),
+                                              {}});
+        cudaMemset(q->S.p, 0, q->S.n * 4);
+        q->ds = {nullptr, q->S.p, q->pk.p, q->pvn.p, q->pgam.p, q->pkinv.p, 0};
+        return q;
+      };
+      auto args = [&](Seq& q, int s, int t, int m, float* scratch) {
+        const size_t r = size_t(5 * s + t);
+        return cuda::GdnCoreArgs{dmix.p + r * conv_dim, dbeta.p + r * hv, dg.p + r * hv, m, hk, hv, dk, dv, &q.ds, bf16,
+                                 q.out.p + size_t(t) * hv * dv, nullptr, scratch};
+      };
+      std::vector<std::unique_ptr<Seq>> alone, batched;
+      std::vector<cuda::GdnChunkSeq> host;
+      for (int s = 0; s < seqs; ++s) {
+        alone.push_back(fresh(s));
+        batched.push_back(fresh(s));
+        for (Seq* q : {alone.back().get(), batched.back().get()}) {
+          if (s > 0) {
+            ASSERT_TRUE(cuda::GdnCore(args(*q, s, 0, 20 * s, nullptr), nullptr).ok());
+          }
+        }
+        ASSERT_TRUE(cuda::GdnCore(args(*alone[s], s, 20 * s, lens[s], alone[s]->scratch.p), nullptr).ok());
+        cuda::GdnChunkSeq piece{args(*batched[s], s, 20 * s, lens[s], batched[s]->scratch.p), batched[s]->ds,
+                                batched[s]->ds.pending};
+        piece.a.state = nullptr;
+        host.push_back(piece);
+      }
+      cuda::GdnChunkSeq* dpieces = nullptr;
+      ASSERT_EQ(cudaMalloc(&dpieces, host.size() * sizeof(cuda::GdnChunkSeq)), cudaSuccess);
+      cudaMemcpy(dpieces, host.data(), host.size() * sizeof(cuda::GdnChunkSeq), cudaMemcpyHostToDevice);
+      ASSERT_TRUE(cuda::GdnCoreTcChunkedSeqs(dpieces, host.data(), seqs, nullptr).ok());
+      for (int s = 0; s < seqs; ++s) {
+        SCOPED_TRACE(::testing::Message() << "piece of " << lens[s] << " after " << 20 * s << " rows");
+        EXPECT_EQ(batched[s]->out.Get(), alone[s]->out.Get()) << "outputs";
+        EXPECT_EQ(batched[s]->S.Get(), alone[s]->S.Get()) << "state";
+        for (auto [b, a] : {std::pair{&batched[s]->pk, &alone[s]->pk}, std::pair{&batched[s]->pvn, &alone[s]->pvn},
+                            std::pair{&batched[s]->pgam, &alone[s]->pgam}, std::pair{&batched[s]->pkinv, &alone[s]->pkinv}}) {
+          const auto got = b->Get(), want = a->Get();
+          const int open = (20 * s + lens[s]) % kGdnChunk;  // rows of the open chunk the state holds
+          const size_t per_row = got.size() / kGdnChunk;
+          EXPECT_TRUE(std::equal(want.begin(), want.begin() + open * per_row, got.begin())) << "open chunk rows";
+        }
+      }
+      host[1].a.scratch = nullptr;
+      cudaMemcpy(dpieces, host.data(), host.size() * sizeof(cuda::GdnChunkSeq), cudaMemcpyHostToDevice);
+      EXPECT_FALSE(cuda::GdnCoreTcChunkedSeqs(dpieces, host.data(), seqs, nullptr).ok()) << "a piece without scratch";
+      cudaFree(dpieces);
     }
     // Gated norm.
     auto nw = MakeW(dv, 1, rng, false, 1.0f);

@@ -55,6 +55,25 @@ struct AttnSeq {
 // as Attention would decide them), else the SIMT row kernel's.
 Status AttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count, bool flash, void* stream);
 
+// One piece of a FlashAttentionPieces call: a sequence's rows (device pointers, as AttnSeq's)
+// and how many.
+struct AttnPiece {
+  const float* q;
+  const int32_t* page_table;
+  const int32_t* pos;
+  int n;
+  float* out;
+};
+// The most rows a FlashAttentionPieces piece holds: one query tile (Attention gives 2 to 64 rows
+// the tensor-core kernel's one-head block).
+inline constexpr int kAttnPieceMaxRows = 64;
+// Attention for `count` sequences' pieces of 2 to kAttnPieceMaxRows rows each in one launch
+// (pieces a device array; shape's q, page_table, pos, n and out unused; FlashAttentionFits of
+// every piece's arguments): each row exactly Attention's bits for its piece alone. A step's short
+// prefill pieces (a decision's question runs) would otherwise leave the device idle, one
+// launch of num_heads blocks after another.
+Status FlashAttentionPieces(const AttentionArgs& shape, const AttnPiece* pieces, int count, void* stream);
+
 // The tensor-core kernel alone (Attention picks it where FlashAttentionFits).
 bool FlashAttentionFits(const AttentionArgs& a);
 Status FlashAttention(const AttentionArgs& a, void* stream);

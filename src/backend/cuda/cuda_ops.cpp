@@ -317,18 +317,36 @@ void CudaOps::Attention(const AttentionArgs& a) {
   Note(cuda::Attention(d, stream_));
 }
 
+// Whether a and b share the pages and the shape a batched attention launch is made of.
+static bool SameAttentionShape(const AttentionArgs& a, const AttentionArgs& b) {
+  return a.num_heads == b.num_heads && a.num_kv_heads == b.num_kv_heads && a.head_dim == b.head_dim &&
+         a.page_size == b.page_size && a.scale == b.scale && a.k_pages == b.k_pages && a.v_pages == b.v_pages;
+}
+
 void CudaOps::AttentionSeqs(const AttentionArgs* seqs, int count) {
   // A decode step's sequences (one query row each, one shape, the kernel Attention would pick
-  // for each) share one launch; the rest run one by one.
+  // for each) share one launch; in an eager step so do pieces of 2 to 64 rows on the tensor-core
+  // kernel (AttentionPieces: a decision's question runs); the rest run one by one.
   const auto flash = [&](const AttentionArgs& a) { return cuda::FlashAttentionFits(DeviceAttentionArgs(a, bf16())); };
+  if (mode_ == Mode::kEager && count >= 2) {
+    std::vector<AttentionArgs> pieces, rest;
+    for (int i = 0; i < count; ++i) {
+      const AttentionArgs& a = seqs[i];
+      const bool piece = a.n >= 2 && a.n <= cuda::kAttnPieceMaxRows && SameAttentionShape(a, seqs[0]) && flash(a);
+      (piece ? pieces : rest).push_back(a);
+    }
+    if (pieces.size() >= 2) {
+      AttentionPieces(pieces);
+      if (!rest.empty()) AttentionSeqs(rest.data(), static_cast<int>(rest.size()));  // (no pieces left)
+      return;
+    }
+  }
   const bool flash0 = count > 0 && flash(seqs[0]);
   std::vector<char> shares(static_cast<size_t>(std::max(count, 0)));  // whether sequence i joins the launch
   int sharing = 0;
   for (int i = 0; i < count; ++i) {
     const AttentionArgs& a = seqs[i];
-    shares[i] = a.n == 1 && a.num_heads == seqs[0].num_heads && a.num_kv_heads == seqs[0].num_kv_heads &&
-                a.head_dim == seqs[0].head_dim && a.page_size == seqs[0].page_size && a.scale == seqs[0].scale &&
-                a.k_pages == seqs[0].k_pages && a.v_pages == seqs[0].v_pages && flash(a) == flash0;
+    shares[i] = a.n == 1 && SameAttentionShape(a, seqs[0]) && flash(a) == flash0;
     sharing += shares[i] ? 1 : 0;
   }
   if (sharing < 2) {
@@ -374,6 +392,37 @@ void CudaOps::AttentionSeqs(const AttentionArgs* seqs, int count) {
   for (const cuda::AttnSeq& q : batch) Sign(q.q, q.out);
   if (!Launches()) return;
   Note(cuda::AttentionSeqs(shape, d, static_cast<int>(batch.size()), flash0, stream_));
+}
+
+void CudaOps::AttentionPieces(const std::vector<AttentionArgs>& pieces) {
+  double keys = 0;
+  std::vector<int32_t> ints;  // each piece's page table, then its positions
+  std::vector<size_t> at;
+  for (const AttentionArgs& a : pieces) {
+    for (int t = 0; t < a.n; ++t) keys += static_cast<double>(a.pos[t]) + 1;
+    at.push_back(ints.size());
+    ints.insert(ints.end(), a.page_table, a.page_table + a.pos[a.n - 1] / a.page_size + 1);
+    ints.insert(ints.end(), a.pos, a.pos + a.n);
+  }
+  const AttentionArgs& a0 = pieces[0];
+  const auto timer = Time("Attention", 4.0 * keys * a0.num_heads * a0.head_dim);
+  const int32_t* d_ints = StageInts(ints.data(), static_cast<int64_t>(ints.size()));
+  if (Failed()) return;
+  std::vector<cuda::AttnPiece> host;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const AttentionArgs& a = pieces[i];
+    const int32_t* table = d_ints + at[i];
+    host.push_back({a.q, table, table + (a.pos[a.n - 1] / a.page_size + 1), a.n, a.out});
+  }
+  const auto* d = static_cast<const cuda::AttnPiece*>(Stage(host.data(), static_cast<int64_t>(host.size() * sizeof(host[0]))));
+  if (Failed()) return;
+  cuda::AttentionArgs shape = DeviceAttentionArgs(a0, bf16());  // q, page_table, pos, n, out per piece
+  shape.q = nullptr;
+  shape.page_table = nullptr;
+  shape.pos = nullptr;
+  shape.n = 0;
+  shape.out = nullptr;
+  Note(cuda::FlashAttentionPieces(shape, d, static_cast<int>(host.size()), stream_));
 }
 
 void CudaOps::SiluMul(const float* gu, int64_t n, int64_t inter, float* out) {
@@ -513,9 +562,27 @@ static cuda::GdnSeq DeviceSeq(const GdnCoreArgs& a) {
   return {a.qkv, a.beta, a.g, a.out, a.n, {st.conv, st.S, st.pk, st.pvn, st.pgam, st.pkinv, st.pending}};
 }
 
+// Whether a is a chunk-kernel piece (16 tokens or more) of first's shape in the tensor-core form:
+// in an eager step such pieces share one launch of cuda::GdnCoreTcChunkedSeqs.
+static bool ChunkPiece(const GdnCoreArgs& a, const GdnCoreArgs& first, bool bf16) {
+  return a.n >= cuda::kGdnParallelMinTokens && cuda::GdnTensorCoreForm(bf16, a.dk) && a.hk == first.hk &&
+         a.hv == first.hv && a.dk == first.dk && a.dv == first.dv;
+}
+
 void CudaOps::GdnCoreSeqs(const GdnCoreArgs* seqs, int count) {
-  // A decode step's sequences (pieces under 16 tokens: the token kernel's) share one launch;
-  // longer pieces take GdnCore's chunk-parallel kernel one by one.
+  // A decode step's sequences (pieces under 16 tokens: the token kernel's) share one launch; in an
+  // eager step, so do the pieces of 16 tokens and more (a decision's question runs, several chat
+  // prompts), in the chunk kernels' launch (GdnChunkPieces). Graphs take the longer pieces one by
+  // one, as GdnCore.
+  if (mode_ == Mode::kEager && count >= 2) {
+    std::vector<GdnCoreArgs> chunked, rest;
+    for (int i = 0; i < count; ++i) (ChunkPiece(seqs[i], seqs[0], bf16()) ? chunked : rest).push_back(seqs[i]);
+    if (chunked.size() >= 2) {
+      GdnChunkPieces(chunked);
+      if (!rest.empty()) GdnCoreSeqs(rest.data(), static_cast<int>(rest.size()));  // (no chunk pieces left)
+      return;
+    }
+  }
   const auto shares = [&](const GdnCoreArgs& a) { return TokenPiece(a, seqs[0]); };
   int sharing = 0;
   for (int i = 0; i < count; ++i) sharing += shares(seqs[i]) ? 1 : 0;
@@ -545,6 +612,26 @@ void CudaOps::GdnCoreSeqs(const GdnCoreArgs* seqs, int count) {
   for (int i = 0; i < count; ++i) {
     if (shares(seqs[i])) seqs[i].state->pending = (seqs[i].state->pending + seqs[i].n) % kGdnChunk;
   }
+}
+
+void CudaOps::GdnChunkPieces(const std::vector<GdnCoreArgs>& pieces) {
+  const auto timer = Time("GdnCore");
+  std::vector<cuda::GdnChunkSeq> host;
+  for (const GdnCoreArgs& a : pieces) {
+    GdnState& st = *a.state;
+    if (st.pending < 0 || st.pending >= kGdnChunk) Note(Internal("GDN state: bad chunk counter"));
+    cuda::GdnChunkSeq q{};
+    q.a = {.qkv = a.qkv, .beta = a.beta, .g = a.g, .n = a.n, .hk = a.hk, .hv = a.hv, .dk = a.dk, .dv = a.dv,
+           .state = nullptr, .bf16 = bf16(), .out = a.out};
+    q.a.scratch = AllocRaw(cuda::GdnChunkScratchFloats(a.n, a.hk, a.hv, a.dk));
+    q.st = {st.conv, st.S, st.pk, st.pvn, st.pgam, st.pkinv, st.pending};
+    q.pending = st.pending;
+    host.push_back(q);
+  }
+  const auto* d = static_cast<const cuda::GdnChunkSeq*>(Stage(host.data(), static_cast<int64_t>(host.size() * sizeof(host[0]))));
+  if (Failed()) return;
+  Note(cuda::GdnCoreTcChunkedSeqs(d, host.data(), static_cast<int>(host.size()), stream_));
+  for (const GdnCoreArgs& a : pieces) a.state->pending = (a.state->pending + a.n) % kGdnChunk;
 }
 
 void CudaOps::GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,

@@ -253,6 +253,12 @@ class CudaOps final : public Ops {
   // Whether a module's factors can go into a fused delta: bf16, a rank that is a multiple of 8,
   // A [rank, k] on the bf16 mma.sync forms at m rows.
   bool FusableFactor(int64_t m, int64_t k, const LoraModule& mod);
+  // GdnCoreSeqs' pieces of 16 tokens and more (two or more, one head shape, the tensor-core
+  // form, an eager step): one launch of the chunk kernels for them all.
+  void GdnChunkPieces(const std::vector<GdnCoreArgs>& pieces);
+  // AttentionSeqs' pieces of 2 to 64 rows (two or more, one shape, the tensor-core kernel, an
+  // eager step): one cuda::FlashAttentionPieces launch.
+  void AttentionPieces(const std::vector<AttentionArgs>& pieces);
   // Exact mode: device copies of raw host bytes (counted as exact memory) and of a residual.
   void* UploadBytes(const void* host, int64_t bytes, const char* what);
   void UploadResidual(const IndexedResidual& r);

@@ -36,6 +36,7 @@ namespace graft::cuda {
 namespace {
 
 constexpr int kQ = 64, kKeys = 64, kThreads = 128;
+static_assert(kQ == kAttnPieceMaxRows, "a FlashAttentionPieces piece is one query tile");
 constexpr int kBatch = 8;  // float4s of Q, or 16-byte items of K and of V, a thread loads before it stores them
 
 template <int kHd, int kHeads>
@@ -402,6 +403,21 @@ __global__ void __launch_bounds__(kThreads) FlashRowSeqsKernel(AttentionArgs sha
   FlashRow<kHd>(a, blockIdx.y);
 }
 
+// Block (0, h, y): head h of sequence y's rows (one tile: 2 to kQ rows), as FlashAttentionKernel
+// with one head a block takes them alone.
+template <int kHd>
+__global__ void __launch_bounds__(kThreads) FlashPiecesKernel(AttentionArgs shape, const AttnPiece* pieces) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
+  const AttnPiece& p = pieces[blockIdx.z];
+  AttentionArgs a = shape;
+  a.q = p.q;
+  a.page_table = p.page_table;
+  a.pos = p.pos;
+  a.n = p.n;
+  a.out = p.out;
+  FlashRows<kHd, 1>(a, 0, blockIdx.y);
+}
+
 template <int kHd, int kHeads>
 __global__ void __launch_bounds__(kThreads* kHeads) FlashAttentionKernel(AttentionArgs a) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
@@ -416,6 +432,16 @@ Status LaunchSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int count, cu
   if (ready != cudaSuccess) return Internal(std::string("cuda FlashAttention: shared memory: ") + cudaGetErrorString(ready));
   const dim3 grid(1, static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(count));
   LaunchPdl(FlashRowSeqsKernel<kHd>, grid, kThreads, sizeof(RowSmem<kHd>), s, shape, seqs);
+  return Launched("FlashAttention");
+}
+
+template <int kHd>
+Status LaunchPieces(const AttentionArgs& shape, const AttnPiece* pieces, int count, cudaStream_t s) {
+  static const cudaError_t ready = cudaFuncSetAttribute(
+      FlashPiecesKernel<kHd>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FlashSmem<kHd, 1>)));
+  if (ready != cudaSuccess) return Internal(std::string("cuda FlashAttention: shared memory: ") + cudaGetErrorString(ready));
+  const dim3 grid(1, static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(count));
+  LaunchPdl(FlashPiecesKernel<kHd>, grid, kThreads, sizeof(FlashSmem<kHd, 1>), s, shape, pieces);
   return Launched("FlashAttention");
 }
 
@@ -456,6 +482,20 @@ Status FlashAttentionSeqs(const AttentionArgs& shape, const AttnSeq* seqs, int c
     case 256: return LaunchSeqs<256>(shape, seqs, count, s);
   }
   return InvalidArgument("cuda FlashAttention: head_dim must be 64, 128 or 256");
+}
+
+Status FlashAttentionPieces(const AttentionArgs& shape, const AttnPiece* pieces, int count, void* stream) {
+  if (count < 0 || count > 65535 || (count > 0 && pieces == nullptr)) {
+    return InvalidArgument("cuda FlashAttentionPieces: 0 to 65535 pieces");
+  }
+  if (count == 0) return Status::Ok();
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (shape.head_dim) {
+    case 64: return LaunchPieces<64>(shape, pieces, count, s);
+    case 128: return LaunchPieces<128>(shape, pieces, count, s);
+    case 256: return LaunchPieces<256>(shape, pieces, count, s);
+  }
+  return InvalidArgument("cuda FlashAttentionPieces: head_dim must be 64, 128 or 256");
 }
 
 Status FlashAttention(const AttentionArgs& a, void* stream) {

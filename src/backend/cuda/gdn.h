@@ -133,6 +133,21 @@ int64_t GdnChunkScratchFloats(int64_t n, int hk, int hv, int dk);
 // that form); they leave a.state->pending for the caller to advance.
 Status GdnCoreTcChunked(const GdnCoreArgs& a, void* stream);
 int64_t GdnTcChunkScratchFloats(int64_t n, int hk, int hv, int dk);
+// One sequence of a GdnCoreTcChunkedSeqs call: GdnCoreTcChunked's arguments (a.scratch its own
+// GdnTcChunkScratchFloats(a.n) floats, a.state and a.pending_dev unused), its state, and the
+// open chunk's rows before the call.
+struct GdnChunkSeq {
+  GdnCoreArgs a;
+  DevGdnState st;
+  int pending;
+};
+// GdnCoreTcChunked for `count` sequences of one head shape, 16 tokens or more each, in one launch
+// of each kernel (the sequence a grid dimension): each sequence's rows and state get exactly
+// GdnCoreTcChunked's bits — a block computes what it would alone. For a step's several prefill
+// pieces (a decision's question runs), whose short pieces alone would leave most of the device
+// idle, launch after launch. seqs on the device, host the same array on the host (shapes, the
+// longest sequence); the caller advances each state's pending.
+Status GdnCoreTcChunkedSeqs(const GdnChunkSeq* seqs, const GdnChunkSeq* host, int count, void* stream);
 // The tensor-core form's token kernel over `count` sequences (gdn_tc_tokens.cu): GdnCoreSeqs'
 // contract (the caller advances each state's pending), and for one sequence GdnCore's.
 Status GdnCoreTcSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int dv, void* stream,

@@ -63,8 +63,15 @@ int PrepSharedBytes(int dk, int group) { return 2 * kC * RowStride(PaddedDk(dk))
 
 // 4 blocks a multiprocessor: at most 128 registers (the two 64-row accumulator sets) and ~37 KB of
 // shared memory each (three value heads a key head).
-__global__ void __launch_bounds__(kPrepThreads, 4) GdnTcPrepKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
+// kSeqs: blockIdx.z picks the call's sequence from `seqs` (GdnCoreTcChunkedSeqs); else the one
+// sequence of the arguments.
+template <bool kSeqs>
+__global__ void __launch_bounds__(kPrepThreads, 4)
+    GdnTcPrepKernel(GdnCoreArgs a_in, DevGdnState st_in, int pending_in, const GdnChunkSeq* __restrict__ seqs) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
+  const GdnCoreArgs a = kSeqs ? seqs[blockIdx.z].a : a_in;
+  const DevGdnState st = kSeqs ? seqs[blockIdx.z].st : st_in;
+  const int pending0 = kSeqs ? seqs[blockIdx.z].pending : pending_in;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int dk = a.dk, hv = a.hv, hk = a.hk, kh = blockIdx.y, c = blockIdx.x, group = hv / hk, h0 = kh * group;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -240,12 +247,16 @@ struct StateLayout {
   }
 };
 
-template <int BW>
-__global__ void __launch_bounds__(kStateThreads, 1) GdnTcStateKernel(GdnCoreArgs a, DevGdnState st, int pending0) {
+template <int BW, bool kSeqs>
+__global__ void __launch_bounds__(kStateThreads, 1)
+    GdnTcStateKernel(GdnCoreArgs a_in, DevGdnState st_in, int pending_in, const GdnChunkSeq* __restrict__ seqs) {
   static_assert(BW == 32 || BW == 64, "32 or 64 value columns a block");
   static_assert(3 * kC * StateLayout<BW>::kSs * 2 <= 2 * kC * StateLayout<BW>::kSks * 4, "W's tiles fit Sᵀk / Sᵀq's space");
   constexpr int kNt = BW / 8, kSs = StateLayout<BW>::kSs, kSks = StateLayout<BW>::kSks;
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
+  const GdnCoreArgs a = kSeqs ? seqs[blockIdx.z].a : a_in;
+  const DevGdnState st = kSeqs ? seqs[blockIdx.z].st : st_in;
+  const int pending0 = kSeqs ? seqs[blockIdx.z].pending : pending_in;
   extern __shared__ __align__(128) unsigned char sm[];
   const StateLayout<BW> L(a.dk);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
@@ -572,15 +583,32 @@ int TcColumns(int hv, int dv) {
   return sms > 0 && int64_t{hv} * ((dv + 31) / 32) > sms && dv > 32 ? 64 : 32;
 }
 
-template <int BW>
-Status LaunchState(const GdnCoreArgs& a, cudaStream_t s) {
+// The state kernel over `count` sequences: one (seqs null, the arguments') or seqs' (device).
+template <int BW, bool kSeqs>
+Status LaunchState(const GdnCoreArgs& a, const GdnChunkSeq* seqs, int count, cudaStream_t s) {
   const int smem = StateLayout<BW>(a.dk).total;
   const cudaError_t err =
-      cudaFuncSetAttribute(GdnTcStateKernel<BW>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      cudaFuncSetAttribute(GdnTcStateKernel<BW, kSeqs>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return Internal(std::string("cuda GdnCore (tensor-core chunks): shared memory: ") + cudaGetErrorString(err));
-  const dim3 grid(a.hv, (a.dv + BW - 1) / BW);
-  LaunchPdl(GdnTcStateKernel<BW>, grid, kStateThreads, smem, s, a, *a.state, a.state->pending);
+  const dim3 grid(a.hv, (a.dv + BW - 1) / BW, static_cast<unsigned>(count));
+  const DevGdnState st = kSeqs ? DevGdnState{} : *a.state;
+  LaunchPdl(GdnTcStateKernel<BW, kSeqs>, grid, kStateThreads, smem, s, a, st, st.pending, seqs);
   return Launched("GdnCore (tensor-core chunks)");
+}
+
+// Both kernels for one sequence (a, seqs null) or `count` of a's shape (seqs on the device, the
+// longest of max_n tokens).
+template <bool kSeqs>
+Status LaunchChunked(const GdnCoreArgs& a, const GdnChunkSeq* seqs, int count, int max_n, cudaStream_t s) {
+  const int prep_smem = PrepSharedBytes(a.dk, a.hv / a.hk);
+  const cudaError_t err =
+      cudaFuncSetAttribute(GdnTcPrepKernel<kSeqs>, cudaFuncAttributeMaxDynamicSharedMemorySize, prep_smem);
+  if (err != cudaSuccess) return Internal(std::string("cuda GdnCore (tensor-core prep): shared memory: ") + cudaGetErrorString(err));
+  const DevGdnState st = kSeqs ? DevGdnState{} : *a.state;
+  LaunchPdl(GdnTcPrepKernel<kSeqs>, dim3(static_cast<unsigned>(MaxChunks(max_n)), a.hk, static_cast<unsigned>(count)),
+            kPrepThreads, prep_smem, s, a, st, st.pending, seqs);
+  GRAFT_RETURN_IF_ERROR(Launched("GdnCore (tensor-core prep)"));
+  return TcColumns(a.hv, a.dv) == 64 ? LaunchState<64, kSeqs>(a, seqs, count, s) : LaunchState<32, kSeqs>(a, seqs, count, s);
 }
 
 }  // namespace
@@ -594,15 +622,26 @@ Status GdnCoreTcChunked(const GdnCoreArgs& a, void* stream) {
   static_assert(kGdnChunk == 64, "the chunk kernels' layouts assume 64-row chunks");
   if (a.scratch == nullptr) return InvalidArgument("cuda GdnCore (tensor-core chunks): no scratch");
   if (a.dk > kGdnTcMaxDk) return InvalidArgument("cuda GdnCore (tensor-core chunks): keys wider than 128");
-  const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  const int prep_smem = PrepSharedBytes(a.dk, a.hv / a.hk);
-  const cudaError_t err =
-      cudaFuncSetAttribute(GdnTcPrepKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, prep_smem);
-  if (err != cudaSuccess) return Internal(std::string("cuda GdnCore (tensor-core prep): shared memory: ") + cudaGetErrorString(err));
-  LaunchPdl(GdnTcPrepKernel, dim3(static_cast<unsigned>(MaxChunks(a.n)), a.hk), kPrepThreads, prep_smem, s, a,
-            *a.state, a.state->pending);
-  GRAFT_RETURN_IF_ERROR(Launched("GdnCore (tensor-core prep)"));
-  return TcColumns(a.hv, a.dv) == 64 ? LaunchState<64>(a, s) : LaunchState<32>(a, s);
+  return LaunchChunked<false>(a, nullptr, 1, a.n, static_cast<cudaStream_t>(stream));
+}
+
+Status GdnCoreTcChunkedSeqs(const GdnChunkSeq* seqs, const GdnChunkSeq* host, int count, void* stream) {
+  if (count < 1 || count > 65535 || seqs == nullptr || host == nullptr) {
+    return InvalidArgument("cuda GdnCoreTcChunkedSeqs: 1 to 65535 sequences, on the device and the host");
+  }
+  const GdnCoreArgs& a0 = host[0].a;
+  if (a0.dk > kGdnTcMaxDk) return InvalidArgument("cuda GdnCoreTcChunkedSeqs: keys wider than 128");
+  int max_n = 0;
+  for (int i = 0; i < count; ++i) {
+    const GdnCoreArgs& a = host[i].a;
+    if (a.hk != a0.hk || a.hv != a0.hv || a.dk != a0.dk || a.dv != a0.dv || a.scratch == nullptr ||
+        a.pending_dev != nullptr || a.n < 1 || host[i].pending < 0 || host[i].pending >= kGdnChunk) {
+      return InvalidArgument("cuda GdnCoreTcChunkedSeqs: sequence " + std::to_string(i) +
+                             " differs in heads, lacks its scratch, has no rows or a bad open-chunk count");
+    }
+    max_n = std::max(max_n, a.n);
+  }
+  return LaunchChunked<true>(a0, seqs, count, max_n, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace graft::cuda
