@@ -392,6 +392,11 @@ bool Engine::PlanDecision(int max_rows, DecisionRows* piece) {
   return true;
 }
 
+void Engine::ForgetSlowestSteps() {
+  std::lock_guard<std::mutex> l(mu_);
+  stats_.slowest_steps.clear();
+}
+
 void Engine::FinishDecisionPiece(const Status& st, const float* logits) {
   DecisionJob& j = *active_decision_;
   Result<bool> done = st.ok() ? scorer_.Finish(*j.task, logits) : Result<bool>(st);
@@ -526,11 +531,13 @@ void Engine::RunStep() {
   }
   StepBatch batch;
   std::vector<Live*> order;
+  int prompt_seqs = 0;
   const auto step_start = std::chrono::steady_clock::now();
   for (const auto& e : plan.entries) {
     Live* s = by_id[e.id];
     if (!s->was_scheduled) s->was_scheduled = true, s->scheduled = step_start;
     if (s->sched.prefilled < s->sched.prompt_tokens) {
+      ++prompt_seqs;
       // (A prompt continued from the prefix cache brings fewer rows than were planned for it.)
       batch.Add(&s->state, s->req.prompt.data() + s->sched.prefilled,
                 std::min(e.tokens, s->sched.prompt_tokens - s->sched.prefilled), s->req.adapter_slot);
@@ -689,9 +696,21 @@ void Engine::RunStep() {
       s.req.on_event(d);
     }
   }
+  StepRecord rec;
+  rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - now).count();
+  rec.decode_rows = static_cast<int>(order.size()) - prompt_seqs;
+  rec.prompt_rows = decision_row0 - rec.decode_rows;
+  rec.decision_rows = batch.rows() - decision_row0;
+  rec.decision_seqs = decide ? static_cast<int>(piece.seqs.size()) : 0;
+  rec.questions = decide && !piece.logit_rows.empty();
   std::lock_guard<std::mutex> l(mu_);
   stats_.steps++;
   stats_.largest_step = std::max(stats_.largest_step, batch.rows());
+  auto& slow = stats_.slowest_steps;
+  slow.insert(std::upper_bound(slow.begin(), slow.end(), rec,
+                               [](const StepRecord& a, const StepRecord& b) { return a.seconds > b.seconds; }),
+              rec);
+  if (slow.size() > EngineStats::kSlowestSteps) slow.pop_back();
   stats_.prompt_tokens += prompt_rows;
   stats_.generated_tokens += sampled;
 }

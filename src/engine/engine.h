@@ -123,6 +123,16 @@ struct GenerationRequest {
   std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
 };
 
+// One engine step as it ran: its wall time (planning, the forward pass and what reads its
+// logits) and its rows by kind. EngineStats keeps the slowest (graft bench prints them beside
+// its chat gaps: the step behind a p99).
+struct StepRecord {
+  double seconds = 0;
+  int decode_rows = 0, prompt_rows = 0;  // chat
+  int decision_rows = 0, decision_seqs = 0;
+  bool questions = false;  // the decision rows are its questions' runs (else a record piece)
+};
+
 struct EngineStats {
   int waiting = 0, running = 0;
   int64_t kv_reserved = 0, kv_budget = 0;
@@ -134,6 +144,8 @@ struct EngineStats {
   int64_t prefix_cache_query_tokens = 0, prefix_cache_hit_tokens = 0;
   int64_t decision_pieces = 0;  // pieces of decision work run (record prefill chunks, questions)
   int largest_step = 0;         // the most rows one step has held (chat and decision rows together)
+  static constexpr size_t kSlowestSteps = 8;
+  std::vector<StepRecord> slowest_steps;  // the slowest steps since start-up or ForgetSlowestSteps, slowest first
   // Sequences by adapter slot (0: the base), running (holding KV) and waiting.
   std::map<int32_t, int> running_by_slot, waiting_by_slot;
 };
@@ -163,6 +175,8 @@ class Engine {
   using DecisionDone = std::function<void(Result<DecisionResult>)>;
   Status DecideAsync(DecisionRequest r, int32_t adapter_slot, DecisionDone done,
                      std::shared_ptr<std::atomic<bool>> cancelled = nullptr);
+  // Empties EngineStats::slowest_steps (a benchmark's phase starts afresh).
+  void ForgetSlowestSteps();
   // DecideAsync, waiting for the result.
   Result<DecisionResult> Decide(const DecisionRequest& r, int32_t adapter_slot);
   EngineStats Stats() const;

@@ -317,6 +317,7 @@ Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& p
     work.push_back(std::async(std::launch::async, [&engine, &r, slot] { return engine.Decide(r, slot); }));
   }
   std::vector<std::unique_ptr<Done>> done;
+  engine.ForgetSlowestSteps();
   const double t0 = Now();
   for (int i = 0; i < streams; ++i) {
     done.push_back(std::make_unique<Done>());
@@ -347,6 +348,7 @@ Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& p
   }
   out.seconds = Now() - t0;
   out.tokens_per_s = static_cast<double>(out.tokens) / out.seconds;
+  out.slowest = engine.Stats().slowest_steps;
   if (!gaps.empty()) {
     std::sort(gaps.begin(), gaps.end());
     out.gap_p50 = gaps[gaps.size() / 2];
@@ -396,6 +398,20 @@ std::string BenchReport::Table() const {
     t += fmt::format("{:<8} {:>10} {:>10} {:>10.3f} {:>12.1f} {:>12.2f} {:>12.2f}\n", r.streams, r.decisions, r.tokens,
                      r.seconds, r.tokens_per_s, 1e3 * r.gap_p50, 1e3 * r.gap_p99);
   }
+  for (const ChatStreams& r : chat) {
+    if (r.slowest.empty()) continue;
+    t += fmt::format("slowest steps, {} streams beside {} decisions:", r.streams, r.decisions);
+    for (size_t i = 0; i < std::min<size_t>(r.slowest.size(), 4); ++i) {
+      const StepRecord& s = r.slowest[i];
+      t += fmt::format(" {:.1f} ms ({} decode, {} prompt", 1e3 * s.seconds, s.decode_rows, s.prompt_rows);
+      if (s.decision_rows > 0) {
+        t += s.questions ? fmt::format(", {} question rows in {} runs", s.decision_rows, s.decision_seqs)
+                         : fmt::format(", {} record rows", s.decision_rows);
+      }
+      t += ")";
+      t += i + 1 < std::min<size_t>(r.slowest.size(), 4) ? ";" : "\n";
+    }
+  }
   return t;
 }
 
@@ -418,8 +434,15 @@ std::string BenchReport::Json(const std::string& model, const std::string& devic
                                 {"alone_seconds", r.alone_seconds}});
   }
   for (const ChatStreams& r : chat) {
+    nlohmann::json slowest = nlohmann::json::array();
+    for (const StepRecord& s : r.slowest) {
+      slowest.push_back({{"seconds", s.seconds}, {"decode_rows", s.decode_rows}, {"prompt_rows", s.prompt_rows},
+                         {"decision_rows", s.decision_rows}, {"decision_seqs", s.decision_seqs},
+                         {"questions", s.questions}});
+    }
     j["chat"].push_back({{"streams", r.streams}, {"decisions", r.decisions}, {"tokens", r.tokens}, {"seconds", r.seconds},
-                         {"tokens_per_s", r.tokens_per_s}, {"gap_p50", r.gap_p50}, {"gap_p99", r.gap_p99}});
+                         {"tokens_per_s", r.tokens_per_s}, {"gap_p50", r.gap_p50}, {"gap_p99", r.gap_p99},
+                         {"slowest_steps", slowest}});
   }
   return j.dump(2);
 }

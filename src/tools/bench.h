@@ -83,6 +83,7 @@ struct ChatStreams {
   double seconds = 0;
   double tokens_per_s = 0;
   double gap_p50 = 0, gap_p99 = 0;
+  std::vector<StepRecord> slowest;  // the run's slowest engine steps, slowest first
 };
 
 struct BenchReport {

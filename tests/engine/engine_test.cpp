@@ -508,6 +508,26 @@ TEST(Engine, DecisionPiecesKeepToTheStepBudgetBesideChat) {
     Engine idle(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
     alone = idle.Decide(d, 0);
     alone_pieces = idle.Stats().decision_pieces;
+    // Its steps as the engine recorded them, slowest first: decision rows only, the record's
+    // pieces and the questions' runs among them (a few steps in all, so every one is kept).
+    const std::vector<StepRecord> slow = idle.Stats().slowest_steps;
+    ASSERT_FALSE(slow.empty());
+    EXPECT_LE(slow.size(), EngineStats::kSlowestSteps);
+    bool record_seen = false, questions_seen = false;
+    for (size_t i = 0; i < slow.size(); ++i) {
+      if (i > 0) {
+        EXPECT_LE(slow[i].seconds, slow[i - 1].seconds);
+      }
+      EXPECT_EQ(slow[i].decode_rows + slow[i].prompt_rows, 0);
+      EXPECT_GT(slow[i].decision_rows, 0);
+      EXPECT_GE(slow[i].decision_seqs, 1);
+      (slow[i].questions ? questions_seen : record_seen) = true;
+    }
+    if (alone_pieces <= static_cast<int64_t>(EngineStats::kSlowestSteps)) {
+      EXPECT_TRUE(record_seen && questions_seen) << "both kinds of piece among the steps";
+    }
+    idle.ForgetSlowestSteps();
+    EXPECT_TRUE(idle.Stats().slowest_steps.empty());
     idle.Stop();
   }
   ASSERT_TRUE(alone.ok()) << alone.status().ToString();
@@ -533,6 +553,9 @@ TEST(Engine, DecisionPiecesKeepToTheStepBudgetBesideChat) {
   finished->get_future().wait();
   ASSERT_TRUE(beside.ok()) << beside.status().ToString();
   EXPECT_GE(beside_pieces, (record + 127) / 128 + 1) << "beside chat: 128-token pieces, then the questions";
+  for (const StepRecord& s : engine.Stats().slowest_steps) {
+    EXPECT_LE(s.decode_rows + s.prompt_rows + s.decision_rows, cfg.max_step_tokens) << "a recorded step within the budget";
+  }
   ASSERT_EQ(beside->questions.size(), alone->questions.size());
   for (size_t q = 0; q < beside->questions.size(); ++q) {
     for (size_t c = 0; c < beside->questions[q].scores.size(); ++c) {
