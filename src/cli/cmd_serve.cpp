@@ -67,6 +67,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
     ServerConfig server;
     EngineConfig engine;
     bool no_graphs = false;
+    bool no_turn_snapshots = false;
     std::string reasoning_parser = "qwen3";
     std::string generation_config = "auto";
     std::string log_format = "text";
@@ -100,6 +101,9 @@ void AddServeCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--served-model-name", s->name, "The base's name in requests and /v1/models (default: the directory's name)");
   AddBackendFlags(cmd, s->m);
   cmd->add_flag("--no-cuda-graphs", s->no_graphs, "cuda: run decode steps eagerly instead of replaying CUDA graphs");
+  cmd->add_flag("--no-turn-snapshots", s->no_turn_snapshots,
+                "Qwen3.5: keep no cache copy where a chat prompt's next turn will part (without it a chat's next "
+                "turn is computed whole; with it each chat prompt's prefill pauses there for one step)");
   cmd->add_flag("--force", s->m.force, "Load adapters whose manifest names a different base");
   cmd->add_option("--exact-base", s->m.exact_base,
                   "Exact mode on a base not stored in bf16: the bf16 checkpoint the adapters were extracted against; "
@@ -148,7 +152,8 @@ void AddServeCommand(CLI::App& app, Runner& run) {
                   "Chat caches kept for prefix caching: a prompt that starts with an ended sequence's tokens "
                   "continues from its cache (usage.prompt_tokens_details.cached_tokens); on models without "
                   "linear-attention layers any shared start counts (a system prompt, a repeated prompt), on Qwen3.5 "
-                  "only a whole earlier sequence; they use only room no running request needs; 0: off")
+                  "a whole earlier sequence or a chat's next turn (--no-turn-snapshots); they use only room no running "
+                  "request needs; 0: off")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--max-queue", s->engine.max_queue, "Queued plus running requests before 429")->capture_default_str()->check(CLI::Range(1, 1 << 20));
@@ -329,6 +334,8 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       const int64_t kv_per_token = KvPool::KvBytesPerToken(c, kv_value_bytes);
       served.kv_bytes_per_token = kv_per_token;
       served.kv_dtype = kv_value_bytes == 2 ? "bfloat16" : "float32";
+      served.turn_snapshots = !s->no_turn_snapshots && s->engine.prefix_cache_entries > 0 &&
+                              c.num_layers_of(LayerKind::kLinearAttention) > 0;
       const double state_per_seq = static_cast<double>(KvPool::SlotBytes(c));
       spdlog::info("graft serve: {} | {} backend, {} activations, {} threads", c.Summary(), s->m.device, s->m.dtype, s->m.threads);
       spdlog::info("memory: base weights {:.1f} MB", model->weights().bytes() / 1e6);

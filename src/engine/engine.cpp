@@ -94,10 +94,17 @@ Status Engine::Submit(GenerationRequest req) {
   if (req.min_tokens < 0 || req.min_tokens > req.max_tokens) {
     return InvalidArgument(fmt::format("min_tokens {} must be in [0, max_tokens = {}]", req.min_tokens, req.max_tokens));
   }
+  if (req.snapshot_at < 0 || req.snapshot_at >= static_cast<int>(req.prompt.size())) {
+    return InvalidArgument(fmt::format("snapshot_at {} must be in [0, the prompt's {} tokens)", req.snapshot_at,
+                                       req.prompt.size()));
+  }
   auto s = std::make_unique<Live>();
   s->submitted = std::chrono::steady_clock::now();
   s->sched.prompt_tokens = static_cast<int>(req.prompt.size());
   s->sched.max_new_tokens = req.max_tokens;
+  // A snapshot serves only a recurrent model's prefix cache (an attention cache is cut back to
+  // any shared start); a prompt_logprobs prompt runs whole and is never cached.
+  if (prefix_cache_.capacity() > 0 && chat_pool_->has_gdn() && !req.prompt_logprobs) s->sched.stop_at = req.snapshot_at;
   s->sampler = std::make_unique<Sampler>(req.sampling, req.prompt);
   if (req.min_tokens > 0) s->sampler->BanUntil({req.stop_tokens.begin(), req.stop_tokens.end()}, req.min_tokens);
   if (req.grammar) {
@@ -337,6 +344,20 @@ void Engine::MakeRoom(const StepBatch& batch) {
     const Status room = model_.ReserveRows(batch);
     if (room.ok() || room.code() != StatusCode::kResourceExhausted || !prefix_cache_.EvictOldest()) return;
   }
+}
+
+void Engine::KeepSnapshot(Live& s) {
+  // A copy of the cache after prompt[0, stop_at) for the prefix cache: a state slot of its own
+  // (the cache's least recently used entries give theirs when none is free; none: no copy) and
+  // the pages shared, the running sequence copying its partial page when it next writes.
+  KvPool& pool = *chat_pool_;
+  while (pool.free_slots() == 0 && prefix_cache_.EvictOldest()) {
+  }
+  Result<SequenceState> copy = s.state.Fork();
+  if (!copy.ok()) return;
+  prefix_cache_.Insert(s.req.adapter_slot,
+                       std::vector<int32_t>(s.req.prompt.begin(), s.req.prompt.begin() + s.sched.stop_at),
+                       std::move(copy).value());
 }
 
 void Engine::Retire(Live& s) {
@@ -625,6 +646,7 @@ void Engine::RunStep() {
       }
       s.sched.prefilled += rows;
       prompt_rows += rows;
+      if (s.sched.stop_at > 0 && s.sched.prefilled == s.sched.stop_at) KeepSnapshot(s);
       if (s.sched.prefilled < s.sched.prompt_tokens) continue;  // more prompt to go
       if (s.req.prompt_logprobs) {  // the whole prompt's, before any generated text
         GenEvent d;

@@ -121,6 +121,13 @@ struct GenerationRequest {
   std::chrono::steady_clock::time_point deadline{};
   std::function<void(const GenEvent&)> on_event;
   std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+  // A prompt position (0 < p < the prompt's length) where the engine keeps a copy of the
+  // sequence's cache in the prefix cache, so that a later prompt starting with prompt[0, p)
+  // continues from it. For recurrent models (Gated DeltaNet), whose state cannot be cut back to
+  // a shorter prefix: the server sets it where a chat's next turn will part from this prompt.
+  // Ignored (0) without a prefix cache or on attention-only models, whose ended sequences serve
+  // any shared start.
+  int snapshot_at = 0;
 };
 
 // One engine step as it ran: its wall time (planning, the forward pass and what reads its
@@ -238,6 +245,8 @@ class Engine {
   // A sequence that ended: its cache into the prefix cache (when its tokens are known and no
   // step failed on it), else back to the pool.
   void Retire(Live& s);
+  // Keeps a copy of s's cache, its prompt prefilled up to stop_at, in the prefix cache.
+  void KeepSnapshot(Live& s);
 
   EngineConfig cfg_;
   const Model& model_;

@@ -9,8 +9,10 @@
 // whose attention cache can be cut back to any length — the longest common prefix of an entry
 // and the prompt. (Qwen's chat templates render an earlier assistant turn without the empty
 // think block its generation prompt held, so with recurrent layers a chat's next turn does not
-// extend the earlier sequence: there the cache serves prompts that extend one token for token.) Continuing changes no bits: a row's logits do not depend on how its sequence
-// was split into steps (docs/design.md, batch invariance).
+// extend the earlier sequence: the engine also keeps a copy taken inside a prompt, where the
+// server says its next turn will part — GenerationRequest::snapshot_at.) Continuing changes no
+// bits: a row's logits do not depend on how its sequence was split into steps (docs/design.md,
+// batch invariance).
 // The entries hold pool pages and state slots that no running sequence needs; the engine evicts
 // the least recently used whenever a step or an admission needs them, so the cache never costs a
 // request its room.

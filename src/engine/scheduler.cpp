@@ -42,7 +42,8 @@ StepPlan Scheduler::Plan(std::vector<SchedSeq>& seqs, int reserved) {
       s.admitted = true;
       plan.admitted.push_back(s.id);
     }
-    const int chunk = std::min(s.prompt_tokens - s.prefilled, limit - rows);
+    int chunk = std::min(s.prompt_tokens - s.prefilled, limit - rows);
+    if (s.stop_at > s.prefilled) chunk = std::min(chunk, s.stop_at - s.prefilled);
     if (chunk > 0) {
       plan.entries.push_back({s.id, chunk});
       rows += chunk;

@@ -6,7 +6,8 @@
 // budget, the KV budget (`kv_token_budget` tokens, each sequence reserving its prompt plus
 // max_tokens rounded up to whole pages of `page_size`) and the running limit (`max_running`,
 // one recurrent-state slot each) allow; an admitted sequence prefills in chunks of whatever
-// rows are left. A sequence whose reservation exceeds the whole budget is rejected.
+// rows are left, never past its stop_at (where the engine keeps a copy of its cache). A
+// sequence whose reservation exceeds the whole budget is rejected.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@ struct SchedSeq {
   int prefilled = 0;        // prompt tokens already processed
   int max_new_tokens = 0;
   bool admitted = false;    // holds a KV reservation
+  int stop_at = 0;          // a prefill chunk ends at this prompt position (0: none)
 };
 
 struct StepPlanEntry {

@@ -5,6 +5,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include <random>
 
 namespace graft {
@@ -98,6 +100,24 @@ std::optional<ApiError> RenderMessages(const json& body, const ChatTemplate& tmp
   if (!rendered.ok()) return Bad(rendered.status().message(), "messages");
   *out = rendered.value();
   return std::nullopt;
+}
+
+// Where a chat's next turn will part from `prompt` (its tokens): the template renders the same
+// body with an assistant reply and a user turn after its messages, and the two agree up to
+// there — Qwen's templates, for one, render a past assistant turn without the empty think block
+// the generation prompt holds. At most the prompt's length less one (its last token runs for the
+// first token's logits); 0 when they agree on nothing or the longer rendering fails (the request
+// itself is unaffected).
+int NextTurnPart(const json& body, const ChatTemplate& tmpl, const Tokenizer& tok, const std::vector<int32_t>& prompt) {
+  json next = body;
+  next["messages"].push_back({{"role", "assistant"}, {"content", "."}});
+  next["messages"].push_back({{"role", "user"}, {"content", "."}});
+  std::string text;
+  if (RenderMessages(next, tmpl, /*add_generation_prompt=*/true, &text)) return 0;
+  auto ids = tok.Encode(text);
+  if (!ids.ok()) return 0;
+  const auto n = std::mismatch(prompt.begin(), prompt.end(), ids->begin(), ids->end()).first - prompt.begin();
+  return static_cast<int>(std::min<std::ptrdiff_t>(n, static_cast<std::ptrdiff_t>(prompt.size()) - 1));
 }
 
 // A JSON array of token ids (each an integer below the tokenizer's vocabulary) into ids; an
@@ -224,6 +244,7 @@ std::optional<ApiError> ParseGenerationRequest(const json& body, bool chat, cons
     auto ids = tok.Encode(out->prompt_text);
     if (!ids.ok()) return Bad(ids.status().message(), "messages");
     if (ids->empty()) return Bad("the prompt encodes to no tokens", "messages");
+    if (models.turn_snapshots) out->gen.snapshot_at = NextTurnPart(body, tmpl, tok, *ids);
     prompts.push_back(std::move(ids).value());
   } else {
     // OpenAI's forms: a string, token ids, or an array of either (one batch of prompts).

@@ -42,6 +42,9 @@ struct ServedModels {
   std::string kv_dtype;            // how the pages store a value: "float32" or "bfloat16"
   SamplingDefaults defaults;  // generation_config.json's (--generation-config): what a request leaves unset
   bool reasoning_parser = true;  // --reasoning-parser qwen3 (the default) or none: chat output's reasoning_content
+  // A recurrent model with prefix caching: each chat prompt marks where the conversation's next
+  // turn will part from it (GenerationRequest::snapshot_at), so that turn continues from there.
+  bool turn_snapshots = false;
   // The slot a request's "model" and "mode" select; a missing model means the base, a missing
   // mode the adapter's default (AdapterSlots::Select). *mode receives the mode served ("" on
   // the base).

@@ -847,6 +847,52 @@ TEST(Engine, PrefixCacheContinuesAConversationWithTheSameTokens) {
   }
 }
 
+// A snapshot where a chat's next turn parts (GenerationRequest::snapshot_at): the first turn's
+// prefill stops there a step, a copy of its cache goes into the prefix cache, and a next turn that
+// shares only those tokens (a chat template re-renders the reply without what followed them)
+// continues from it — with the tokens a lone run draws, the first turn's own tokens unchanged. A
+// snapshot_at outside the prompt is refused.
+TEST(Engine, ASnapshotLetsTheNextTurnContinueWhereItParts) {
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
+  AdapterSet none;
+  const auto noop = [](std::vector<float>&, const std::vector<int32_t>&) {};
+  const std::vector<int32_t> first = Wrapper::Prompt(40);
+  const int part = 33;  // the next turn parts here
+  const std::vector<int32_t> reply = GreedyLoneRun(*model, first, 6, noop);
+  const std::vector<int32_t> next =
+      Concat(std::vector<int32_t>(first.begin(), first.begin() + part), {21, 22, 23, 24, 25, 26, 27});
+  const std::vector<int32_t> want = GreedyLoneRun(*model, next, 5, noop);
+  for (int entries : {32, 0}) {
+    SCOPED_TRACE(fmt::format("--prefix-cache-entries {}", entries));
+    EngineConfig cfg;
+    cfg.prefix_cache_entries = entries;
+    Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+    GenerationRequest r;
+    r.prompt = first;
+    r.max_tokens = 6;
+    r.snapshot_at = part;
+    const Collected one = RunToEnd(engine, std::move(r));
+    ASSERT_TRUE(one.error.ok()) << one.error.ToString();
+    EXPECT_EQ(one.text, TextOf(*tok, reply, reply.size())) << "the first turn's tokens, split at the snapshot";
+    const Collected two = Greedy(engine, next, 5);
+    ASSERT_TRUE(two.error.ok()) << two.error.ToString();
+    EXPECT_EQ(two.text, TextOf(*tok, want, want.size())) << "the next turn's tokens";
+    EXPECT_EQ(two.cached, entries > 0 ? part : 0);
+    for (int bad : {-1, static_cast<int>(first.size())}) {
+      GenerationRequest b;
+      b.prompt = first;
+      b.snapshot_at = bad;
+      b.on_event = [](const GenEvent&) {};
+      const Status s = engine.Submit(std::move(b));
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+      EXPECT_NE(s.message().find("snapshot_at"), std::string::npos) << s.message();
+    }
+    engine.Stop();
+  }
+}
+
 // On a model without recurrent layers an entry is cut back to the longest start it shares with a
 // prompt: a repeated prompt continues from all but its last token, a prompt that shares a start
 // from that start — each with the tokens a lone run draws.
