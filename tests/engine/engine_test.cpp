@@ -509,7 +509,9 @@ TEST(Engine, DecisionPiecesKeepToTheStepBudgetBesideChat) {
     alone = idle.Decide(d, 0);
     alone_pieces = idle.Stats().decision_pieces;
     // Its steps as the engine recorded them, slowest first: decision rows only, the record's
-    // pieces and the questions' runs among them (a few steps in all, so every one is kept).
+    // pieces and the questions' runs among them (a few steps in all, so every one is kept). A
+    // step is recorded after its decision's answer goes out: read once the engine has stopped.
+    idle.Stop();
     const std::vector<StepRecord> slow = idle.Stats().slowest_steps;
     ASSERT_FALSE(slow.empty());
     EXPECT_LE(slow.size(), EngineStats::kSlowestSteps);
@@ -528,7 +530,6 @@ TEST(Engine, DecisionPiecesKeepToTheStepBudgetBesideChat) {
     }
     idle.ForgetSlowestSteps();
     EXPECT_TRUE(idle.Stats().slowest_steps.empty());
-    idle.Stop();
   }
   ASSERT_TRUE(alone.ok()) << alone.status().ToString();
   const int64_t record = alone->record_tokens;
