@@ -311,12 +311,17 @@ size_t HeldForStops(const std::string& text, const std::vector<std::string>& sto
 
 }  // namespace
 
+void Engine::FreeStateSlot() {
+  KvPool& pool = *chat_pool_;
+  while (pool.has_gdn() && pool.free_slots() == 0 && prefix_cache_.EvictOldest()) {
+  }
+}
+
 void Engine::Admit(Live& s) {
   KvPool& pool = *chat_pool_;
   // The scheduler keeps admissions within the pool's slots; the prefix cache may hold the one
   // this sequence needs.
-  while (pool.has_gdn() && pool.free_slots() == 0 && prefix_cache_.EvictOldest()) {
-  }
+  FreeStateSlot();
   // prompt_logprobs needs every prompt row's logits: such a prompt runs whole.
   if (prefix_cache_.capacity() > 0 && !s.req.prompt_logprobs) {
     SequenceState continued;
@@ -350,9 +355,7 @@ void Engine::KeepSnapshot(Live& s) {
   // A copy of the cache after prompt[0, stop_at) for the prefix cache: a state slot of its own
   // (the cache's least recently used entries give theirs when none is free; none: no copy) and
   // the pages shared, the running sequence copying its partial page when it next writes.
-  KvPool& pool = *chat_pool_;
-  while (pool.free_slots() == 0 && prefix_cache_.EvictOldest()) {
-  }
+  FreeStateSlot();
   Result<SequenceState> copy = s.state.Fork();
   if (!copy.ok()) return;
   prefix_cache_.Insert(s.req.adapter_slot,

@@ -247,6 +247,9 @@ class Engine {
   void Retire(Live& s);
   // Keeps a copy of s's cache, its prompt prefilled up to stop_at, in the prefix cache.
   void KeepSnapshot(Live& s);
+  // On a pool with recurrent state, evicts prefix-cache entries (least recently used first) until
+  // a state slot is free or the cache is empty.
+  void FreeStateSlot();
 
   EngineConfig cfg_;
   const Model& model_;

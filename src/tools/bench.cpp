@@ -401,7 +401,8 @@ std::string BenchReport::Table() const {
   for (const ChatStreams& r : chat) {
     if (r.slowest.empty()) continue;
     t += fmt::format("slowest steps, {} streams beside {} decisions:", r.streams, r.decisions);
-    for (size_t i = 0; i < std::min<size_t>(r.slowest.size(), 4); ++i) {
+    const size_t shown = std::min<size_t>(r.slowest.size(), 4);
+    for (size_t i = 0; i < shown; ++i) {
       const StepRecord& s = r.slowest[i];
       t += fmt::format(" {:.1f} ms ({} decode, {} prompt", 1e3 * s.seconds, s.decode_rows, s.prompt_rows);
       if (s.decision_rows > 0) {
@@ -409,7 +410,7 @@ std::string BenchReport::Table() const {
                          : fmt::format(", {} record rows", s.decision_rows);
       }
       t += ")";
-      t += i + 1 < std::min<size_t>(r.slowest.size(), 4) ? ";" : "\n";
+      t += i + 1 < shown ? ";" : "\n";
     }
   }
   return t;

@@ -96,6 +96,18 @@ std::vector<int32_t> GreedyLoneRun(const Model& model, const std::vector<int32_t
 }
 
 // The text of the first n tokens, as a request streams it (an unfinished character: U+FFFD).
+// Every choice's score of `got` is the bits of `want`'s (the same decision run elsewhere).
+void ExpectSameScores(const DecisionResult& got, const DecisionResult& want, const std::string& what) {
+  ASSERT_EQ(got.questions.size(), want.questions.size()) << what;
+  for (size_t q = 0; q < want.questions.size(); ++q) {
+    ASSERT_EQ(got.questions[q].scores.size(), want.questions[q].scores.size()) << what << ", question " << q;
+    for (size_t c = 0; c < want.questions[q].scores.size(); ++c) {
+      EXPECT_EQ(got.questions[q].scores[c].logprob, want.questions[q].scores[c].logprob)
+          << what << ", question " << q << " choice " << c;
+    }
+  }
+}
+
 std::string TextOf(const Tokenizer& tok, const std::vector<int32_t>& ids, size_t n) {
   StreamDecoder dec(tok);
   std::string s;
@@ -557,12 +569,7 @@ TEST(Engine, DecisionPiecesKeepToTheStepBudgetBesideChat) {
   for (const StepRecord& s : engine.Stats().slowest_steps) {
     EXPECT_LE(s.decode_rows + s.prompt_rows + s.decision_rows, cfg.max_step_tokens) << "a recorded step within the budget";
   }
-  ASSERT_EQ(beside->questions.size(), alone->questions.size());
-  for (size_t q = 0; q < beside->questions.size(); ++q) {
-    for (size_t c = 0; c < beside->questions[q].scores.size(); ++c) {
-      EXPECT_EQ(beside->questions[q].scores[c].logprob, alone->questions[q].scores[c].logprob) << "question " << q;
-    }
-  }
+  ExpectSameScores(*beside, *alone, "beside chat");
   engine.Stop();
 }
 
@@ -629,12 +636,7 @@ TEST(Engine, ADecisionRunsAPieceBetweenTwoChatTokens) {
   }
   EXPECT_GE(during, pieces / 2) << "chat tokens while the decision ran";
   EXPECT_LE(engine.Stats().largest_step, cfg.max_step_tokens) << "rows in one step, chat and decision together";
-  ASSERT_EQ(got->questions.size(), alone->questions.size());
-  for (size_t q = 0; q < got->questions.size(); ++q) {
-    for (size_t c = 0; c < got->questions[q].scores.size(); ++c) {
-      EXPECT_EQ(got->questions[q].scores[c].logprob, alone->questions[q].scores[c].logprob) << "question " << q;
-    }
-  }
+  ExpectSameScores(*got, *alone, "in pieces between chat tokens");
   engine.Stop();
 }
 
@@ -682,15 +684,7 @@ TEST(Engine, ConcurrentDecisionsGiveEachTheBitsItGetsAlone) {
       auto got = done[static_cast<size_t>(i)].get_future().get();
       ASSERT_TRUE(got.ok()) << got.status().ToString();
       hits += got->cached_tokens > 0;
-      const auto& want = *alone[static_cast<size_t>(i)];
-      ASSERT_EQ(got->questions.size(), want.questions.size());
-      for (size_t q = 0; q < want.questions.size(); ++q) {
-        ASSERT_EQ(got->questions[q].scores.size(), want.questions[q].scores.size());
-        for (size_t c = 0; c < want.questions[q].scores.size(); ++c) {
-          EXPECT_EQ(got->questions[q].scores[c].logprob, want.questions[q].scores[c].logprob)
-              << "decision " << i << " (slot " << slot_of(i) << ") question " << q << " choice " << c;
-        }
-      }
+      ExpectSameScores(*got, *alone[static_cast<size_t>(i)], fmt::format("decision {} (slot {})", i, slot_of(i)));
     }
     // Both kinds ran: a run's second shared record hits, every own record misses.
     if (n >= 4) {
