@@ -3,24 +3,68 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
+#include <thread>
 #include <utility>
 
+#include "util/parallel.h"
+
 namespace graft {
-Result<RowLogSoftmax> LogSoftmaxOf(const float* row, int vocab, const std::string& what) {
-  double mx = row[0];
+namespace {
+
+// A row's normaliser, or the first non-finite logit's index in `bad`.
+struct RowNorm {
+  double max = 0, log_z = 0;
+  int bad = -1;
+};
+
+RowNorm NormOf(const float* row, int vocab) {
+  RowNorm n;
+  n.max = row[0];
   for (int v = 0; v < vocab; ++v) {
     if (!std::isfinite(row[v])) {
-      return Internal(fmt::format("{}: the model's logit for token {} is {} (non-finite: the weights, the adapter or "
-                                  "the arithmetic produced it), so no probability can be given",
-                                  what, v, std::isnan(row[v]) ? "NaN" : row[v] > 0 ? "+inf" : "-inf"));
+      n.bad = v;
+      return n;
     }
-    mx = std::max<double>(mx, row[v]);
+    n.max = std::max<double>(n.max, row[v]);
   }
   double z = 0;
-  for (int v = 0; v < vocab; ++v) z += std::exp(static_cast<double>(row[v]) - mx);
-  return RowLogSoftmax{row, mx, std::log(z)};
+  for (int v = 0; v < vocab; ++v) z += std::exp(static_cast<double>(row[v]) - n.max);
+  n.log_z = std::log(z);
+  return n;
+}
+
+Result<RowLogSoftmax> Normalised(const float* row, const RowNorm& n, const std::string& what) {
+  if (n.bad >= 0) {
+    const float x = row[n.bad];
+    return Internal(fmt::format("{}: the model's logit for token {} is {} (non-finite: the weights, the adapter or "
+                                "the arithmetic produced it), so no probability can be given",
+                                what, n.bad, std::isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf"));
+  }
+  return RowLogSoftmax{row, n.max, n.log_z};
+}
+
+}  // namespace
+
+Result<RowLogSoftmax> LogSoftmaxOf(const float* row, int vocab, const std::string& what) {
+  return Normalised(row, NormOf(row, vocab), what);
+}
+
+Result<std::vector<RowLogSoftmax>> LogSoftmaxOfRows(const std::vector<const float*>& rows, int vocab, int threads,
+                                                    const std::function<std::string(size_t)>& what) {
+  std::vector<RowNorm> norms(rows.size());
+  ParallelFor(static_cast<int64_t>(rows.size()), threads, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) norms[static_cast<size_t>(i)] = NormOf(rows[static_cast<size_t>(i)], vocab);
+  });
+  std::vector<RowLogSoftmax> out;
+  out.reserve(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    GRAFT_ASSIGN_OR_RETURN(RowLogSoftmax r, Normalised(rows[i], norms[i], norms[i].bad >= 0 ? what(i) : std::string()));
+    out.push_back(r);
+  }
+  return out;
 }
 
 Result<double> ChoiceLogProb(const float* row, int vocab, int32_t token, const std::string& what) {
@@ -64,27 +108,18 @@ Status DecisionScorer::CheckContext(const DecisionTask& t, size_t i, const Quest
   return Status::Ok();
 }
 
-Status DecisionScorer::AddQuestion(DecisionTask& t, size_t i, const QuestionTokens& qt, const float* first_row,
-                                   const std::function<Result<const float*>(size_t)>& head_rows) {
-  const int vocab = model_.config().vocab_size;
+Status DecisionScorer::AddQuestion(DecisionTask& t, size_t i, const QuestionTokens& qt, const RowLogSoftmax& first,
+                                   const std::function<Result<const RowLogSoftmax*>(size_t)>& head_rows) {
   const DecisionQuestion& dq = t.request.questions[i];
   t.result.question_tokens += static_cast<int>(qt.rest.size());
   QuestionResult q;
   q.id = dq.id;
-  // The row after the question is every choice's first: normalised once (a vocabulary's worth of
-  // exponentials on the host, ~1 ms at 248K tokens).
-  GRAFT_ASSIGN_OR_RETURN(const RowLogSoftmax first,
-                         LogSoftmaxOf(first_row, vocab, fmt::format("question '{}', choice '{}'", dq.id, dq.choices[0])));
   for (size_t c = 0; c < qt.choices.size(); ++c) {
     const auto& toks = qt.choices[c];
-    const std::string what = fmt::format("question '{}', choice '{}'", dq.id, dq.choices[c]);
-    double lp = first.LogProb(toks[0]);
+    double lp = first.LogProb(toks[0]);  // the row after the question is every choice's first
     if (toks.size() > 1) {
-      GRAFT_ASSIGN_OR_RETURN(const float* rows, head_rows(c));
-      for (size_t k = 1; k < toks.size(); ++k) {
-        GRAFT_ASSIGN_OR_RETURN(double more_lp, ChoiceLogProb(rows + (k - 1) * static_cast<size_t>(vocab), vocab, toks[k], what));
-        lp += more_lp;
-      }
+      GRAFT_ASSIGN_OR_RETURN(const RowLogSoftmax* rows, head_rows(c));
+      for (size_t k = 1; k < toks.size(); ++k) lp += rows[k - 1].LogProb(toks[k]);
       t.result.question_tokens += static_cast<int>(toks.size() - 1);
     }
     q.scores.push_back({dq.choices[c], lp, 0.0});
@@ -207,15 +242,39 @@ Status DecisionScorer::ScoreAsked(DecisionTask& t) {
   const int vocab = model_.config().vocab_size;
   DecisionTask::AskedQuestions a = std::move(*t.asked);
   t.asked.reset();
+  // Every row read, normalised at once on the host's threads: the row after each question, then
+  // each multi-token choice's rows (run j's from at[j]), each named for an error by its question
+  // and choice.
+  std::vector<const float*> rows;
+  std::vector<std::string> names;
+  auto name = [&](size_t q, size_t c) {
+    const DecisionQuestion& dq = t.request.questions[a.first + q];
+    return fmt::format("question '{}', choice '{}'", dq.id, dq.choices[c]);
+  };
   for (size_t i = 0; i < a.tokens.size(); ++i) {
-    auto head_rows = [&](size_t c) -> Result<const float*> {
-      for (const auto& run : a.runs) {
-        if (run.q == i && run.c == static_cast<int>(c)) return run.rows.data();
+    rows.push_back(a.first_rows.data() + i * static_cast<size_t>(vocab));
+    names.push_back(name(i, 0));
+  }
+  std::vector<size_t> at(a.runs.size(), 0);
+  for (size_t j = 0; j < a.runs.size(); ++j) {
+    at[j] = rows.size();
+    const auto& run = a.runs[j];
+    for (size_t r = 0; r * static_cast<size_t>(vocab) < run.rows.size(); ++r) {
+      rows.push_back(run.rows.data() + r * static_cast<size_t>(vocab));
+      names.push_back(name(run.q, static_cast<size_t>(run.c)));
+    }
+  }
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  GRAFT_ASSIGN_OR_RETURN(const std::vector<RowLogSoftmax> norms,
+                         LogSoftmaxOfRows(rows, vocab, threads, [&](size_t i) { return names[i]; }));
+  for (size_t i = 0; i < a.tokens.size(); ++i) {
+    auto head_rows = [&](size_t c) -> Result<const RowLogSoftmax*> {
+      for (size_t j = 0; j < a.runs.size(); ++j) {
+        if (a.runs[j].q == i && a.runs[j].c == static_cast<int>(c)) return norms.data() + at[j];
       }
       return Internal("a multi-token choice's rows are missing");
     };
-    GRAFT_RETURN_IF_ERROR(AddQuestion(t, a.first + i, a.tokens[i], a.first_rows.data() + i * static_cast<size_t>(vocab),
-                                      head_rows));
+    GRAFT_RETURN_IF_ERROR(AddQuestion(t, a.first + i, a.tokens[i], norms[i], head_rows));
   }
   return Status::Ok();
 }
@@ -275,9 +334,16 @@ Result<bool> DecisionScorer::Finish(DecisionTask& t, const float* logits) {
   return t.done();
 }
 
-Result<bool> DecisionScorer::Advance(DecisionTask& t) {
+Result<bool> DecisionScorer::Advance(DecisionTask& t, PieceTimes* times) {
   if (t.done()) return true;
+  using Clock = std::chrono::steady_clock;
+  auto add = [&](double PieceTimes::*phase, Clock::time_point since) {
+    if (times != nullptr) times->*phase += std::chrono::duration<double>(Clock::now() - since).count();
+  };
+  auto t0 = Clock::now();
   GRAFT_ASSIGN_OR_RETURN(const DecisionRows rows, Plan(t, prefill_chunk_));
+  add(&PieceTimes::plan, t0);
+  t0 = Clock::now();
   std::vector<float> logits;
   if (!rows.seqs.empty()) {
     StepBatch b;
@@ -286,7 +352,11 @@ Result<bool> DecisionScorer::Advance(DecisionTask& t) {
     logits.resize(rows.logit_rows.size() * static_cast<size_t>(model_.config().vocab_size));
     GRAFT_RETURN_IF_ERROR(model_.Forward(ops_, b, adapters_, logits.data()));
   }
-  return Finish(t, logits.data());
+  add(&PieceTimes::forward, t0);
+  t0 = Clock::now();
+  Result<bool> done = Finish(t, logits.data());
+  add(&PieceTimes::finish, t0);
+  return done;
 }
 
 Result<DecisionResult> DecisionScorer::Score(const DecisionRequest& r, int32_t slot, bool share_prefix,

@@ -41,6 +41,17 @@ struct RowLogSoftmax {
   double LogProb(int32_t token) const { return static_cast<double>(row[token]) - max - log_z; }
 };
 Result<RowLogSoftmax> LogSoftmaxOf(const float* row, int vocab, const std::string& what);
+// LogSoftmaxOf for many rows at once, spread over up to `threads` host threads (each row's sums
+// run in the same order as LogSoftmaxOf's, so the values are its bits); what(i) names row i in an
+// error. A decision's question rows: each a vocabulary's worth of exponentials (~1 ms at 248K).
+Result<std::vector<RowLogSoftmax>> LogSoftmaxOfRows(const std::vector<const float*>& rows, int vocab, int threads,
+                                                    const std::function<std::string(size_t)>& what);
+
+// Where a decision piece's time went (DecisionScorer::Advance): planning it (forks, pages), the
+// forward pass with its logits' copy to the host, and reading them (the scores).
+struct PieceTimes {
+  double plan = 0, forward = 0, finish = 0;
+};
 
 // A decision in progress: what Begin made of the request and how far its pieces have taken it.
 // Owns its states (their pages go back to the pool when it is destroyed).
@@ -132,8 +143,9 @@ class DecisionScorer {
   // The planned piece ran: logits [rows.logit_rows.size(), vocab], the rows Plan asked for.
   // Returns whether the task is done (t.result complete).
   Result<bool> Finish(DecisionTask& t, const float* logits);
-  // Plan, the piece's rows on their own (prefill_chunk rows at most), Finish.
-  Result<bool> Advance(DecisionTask& task);
+  // Plan, the piece's rows on their own (prefill_chunk rows at most), Finish; with `times`, each
+  // phase's wall time added to it.
+  Result<bool> Advance(DecisionTask& task, PieceTimes* times = nullptr);
   void set_prefill_chunk(int tokens) { prefill_chunk_ = tokens; }
   int prefill_chunk() const { return prefill_chunk_; }
   const DecisionLayout& layout() const { return layout_; }
@@ -159,10 +171,10 @@ class DecisionScorer {
   // Question i's tokens fit the context after the record (an error naming the question if not).
   Status CheckContext(const DecisionTask& t, size_t i, const QuestionTokens& qt) const;
   // Question i's result into t: each choice's log-likelihood from the row after the question
-  // (first_row) and, for a multi-token choice c, the rows head_rows(c) gives after its tokens but
-  // the last.
-  Status AddQuestion(DecisionTask& t, size_t i, const QuestionTokens& qt, const float* first_row,
-                     const std::function<Result<const float*>(size_t)>& head_rows);
+  // (first, normalised) and, for a multi-token choice c, the rows head_rows(c) gives after its
+  // tokens but the last (normalised too).
+  Status AddQuestion(DecisionTask& t, size_t i, const QuestionTokens& qt, const RowLogSoftmax& first,
+                     const std::function<Result<const RowLogSoftmax*>(size_t)>& head_rows);
   // Every question of t.asked scored (its runs all done); t.asked cleared.
   Status ScoreAsked(DecisionTask& t);
   const Model& model_;

@@ -538,7 +538,11 @@ void Engine::RunStep() {
   bool prefill_waiting = false;
   for (const auto& ss : seqs) prefill_waiting |= ss.prefilled < ss.prompt_tokens;
   DecisionRows piece;
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  auto t0 = Clock::now();
   const bool decide = PlanDecision(DecisionRowsFor(sched_.DecodeRows(seqs), prefill_waiting), &piece);
+  double decision_host = since(t0);
   StepPlan plan = sched_.Plan(seqs, decide ? piece.rows() : 0);
   for (const auto& ss : seqs) by_id[ss.id]->sched.admitted = ss.admitted;
   for (int64_t id : plan.admitted) Admit(*by_id[id]);
@@ -617,14 +621,19 @@ void Engine::RunStep() {
       if (logit_index[i] >= 0) batch.logits.temperature.push_back(order[i]->req.sampling.temperature);
     }
   }
-  std::vector<float> logits(batch.logits.rows.size() * static_cast<size_t>(width));
+  std::vector<float>& logits = step_logits_;  // kept between steps: a question step's are ~10 MB
+  logits.resize(batch.logits.rows.size() * static_cast<size_t>(width));
   std::vector<int32_t> ids(whole_rows ? 0 : logits.size());
   MakeRoom(batch);
   // Steps with decision rows run eagerly (a graph for each of their shapes would be captured
   // once and never replayed).
+  t0 = Clock::now();
   const Status st = run_step_ && !decide ? run_step_(batch, adapters_, logits.data(), ids.data())
                                          : model_.Forward(*ops_, batch, adapters_, logits.data(), ids.data());
+  const double forward = since(t0);
+  t0 = Clock::now();
   if (decide) FinishDecisionPiece(st, logits.data() + static_cast<size_t>(decision_logit0) * width);
+  decision_host += since(t0);
   int64_t prompt_rows = 0, sampled = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     Live& s = *order[i];
@@ -728,6 +737,8 @@ void Engine::RunStep() {
   rec.decision_rows = batch.rows() - decision_row0;
   rec.decision_seqs = decide ? static_cast<int>(piece.seqs.size()) : 0;
   rec.questions = decide && !piece.logit_rows.empty();
+  rec.forward_seconds = forward;
+  rec.decision_host_seconds = decision_host;
   std::lock_guard<std::mutex> l(mu_);
   stats_.steps++;
   stats_.largest_step = std::max(stats_.largest_step, batch.rows());

@@ -138,6 +138,9 @@ struct StepRecord {
   int decode_rows = 0, prompt_rows = 0;  // chat
   int decision_rows = 0, decision_seqs = 0;
   bool questions = false;  // the decision rows are its questions' runs (else a record piece)
+  // Of `seconds`: the forward pass (with its logits' copy to the host), and the decision's host
+  // work (planning its piece: forks, pages; reading its logits: the scores).
+  double forward_seconds = 0, decision_host_seconds = 0;
 };
 
 struct EngineStats {
@@ -262,6 +265,7 @@ class Engine {
   std::once_flag vocab_once_;
   std::shared_ptr<const TokenVocab> vocab_;
   DecisionScorer scorer_;
+  std::vector<float> step_logits_;  // RunStep's logits, the buffer kept (no fresh pages each step)
   Scheduler sched_;
   PrefixCache prefix_cache_;
 

@@ -184,6 +184,7 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, co
   Progress bar("decisions", slots.size() * requests.size(), /*bytes=*/false);
   for (int32_t slot : slots) {
     std::vector<double> times[4], prefills[4], ratios[4], prepares[4], records[4], questions[4];
+    std::vector<PieceTimes> question_phases[4];
     double tokens[4] = {0, 0, 0, 0};
     for (size_t i = 0; i < requests.size(); ++i) {
       scorer.ClearCache();  // a cold record each time
@@ -195,11 +196,12 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, co
       if (!begun.ok()) return begun.status().WithContext(fmt::format("decision {}", i + 1));
       DecisionTask& run = *begun;
       double prepare = Now() - t0, record = 0, asked = 0;
+      PieceTimes phases;
       for (bool done = false; !done;) {
         const bool on_record = !run.prefix_ready;
         if (!on_record && on_questions) on_questions(true);
         const double a0 = Now();
-        auto step = scorer.Advance(run);
+        auto step = scorer.Advance(run, on_record ? nullptr : &phases);
         if (!step.ok()) return step.status().WithContext(fmt::format("decision {}", i + 1));
         ops.Synchronize();
         if (!on_record && on_questions) on_questions(false);
@@ -228,6 +230,7 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, co
       prepares[b].push_back(prepare);
       records[b].push_back(record);
       questions[b].push_back(asked);
+      question_phases[b].push_back(phases);
       prefills[b].push_back(pt);
       ratios[b].push_back(dt / pt);
       tokens[b] += r->record_tokens;
@@ -247,6 +250,11 @@ Result<std::vector<DecisionLatency>> RunDecisionBench(DecisionScorer& scorer, co
       row.prepare_p50 = pct(prepares[b], 0.5);
       row.record_p50 = pct(records[b], 0.5);
       row.questions_p50 = pct(questions[b], 0.5);
+      for (double PieceTimes::*phase : {&PieceTimes::plan, &PieceTimes::forward, &PieceTimes::finish}) {
+        std::vector<double> v;
+        for (const PieceTimes& p : question_phases[b]) v.push_back(p.*phase);
+        row.questions_times.*phase = pct(v, 0.5);
+      }
       out.push_back(row);
     }
   }
@@ -378,11 +386,14 @@ std::string BenchReport::Table() const {
                        r.ratio_p50);
     }
     t += "x prefill: a decision's time over its record's prefill alone in the same pieces (median)\n";
-    t += fmt::format("{:<8} {:<22} {:>12} {:>12} {:>12}\n", "bucket", "adapter", "prepare ms", "record s", "questions ms");
+    t += fmt::format("{:<8} {:<22} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10}\n", "bucket", "adapter", "prepare ms",
+                     "record s", "questions ms", "plan ms", "forward ms", "score ms");
     for (const DecisionLatency& r : decisions) {
-      t += fmt::format("{:<8} {:<22} {:>12.1f} {:>12.4f} {:>12.1f}\n", r.bucket, r.adapter.empty() ? "-" : r.adapter,
-                       1e3 * r.prepare_p50, r.record_p50, 1e3 * r.questions_p50);
+      t += fmt::format("{:<8} {:<22} {:>12.1f} {:>12.4f} {:>12.1f} {:>10.1f} {:>10.1f} {:>10.1f}\n", r.bucket,
+                       r.adapter.empty() ? "-" : r.adapter, 1e3 * r.prepare_p50, r.record_p50, 1e3 * r.questions_p50,
+                       1e3 * r.questions_times.plan, 1e3 * r.questions_times.forward, 1e3 * r.questions_times.finish);
     }
+    t += "questions: planning them (forks, pages), the forward pass with its logits' copy, scoring (medians)\n";
   }
   for (const DecisionConcurrency& r : concurrency) {
     t += fmt::format("\n{} decisions at once: {} unequal to each alone, {} failed, {:.3f} s ({:.2f}x the first alone, "
@@ -409,6 +420,8 @@ std::string BenchReport::Table() const {
         t += s.questions ? fmt::format(", {} question rows in {} runs", s.decision_rows, s.decision_seqs)
                          : fmt::format(", {} record rows", s.decision_rows);
       }
+      t += fmt::format("; forward {:.1f} ms", 1e3 * s.forward_seconds);
+      if (s.decision_rows > 0) t += fmt::format(", decision host {:.1f} ms", 1e3 * s.decision_host_seconds);
       t += ")";
       t += i + 1 < shown ? ";" : "\n";
     }
@@ -428,7 +441,10 @@ std::string BenchReport::Json(const std::string& model, const std::string& devic
     j["decisions"].push_back({{"bucket", r.bucket}, {"adapter", r.adapter}, {"count", r.count},
                               {"mean_record_tokens", r.mean_record_tokens}, {"p50", r.p50}, {"p95", r.p95},
                               {"prefill_p50", r.prefill_p50}, {"ratio_p50", r.ratio_p50}, {"prepare_p50", r.prepare_p50},
-                              {"record_p50", r.record_p50}, {"questions_p50", r.questions_p50}});
+                              {"record_p50", r.record_p50}, {"questions_p50", r.questions_p50},
+                              {"questions_plan_p50", r.questions_times.plan},
+                              {"questions_forward_p50", r.questions_times.forward},
+                              {"questions_score_p50", r.questions_times.finish}});
   }
   for (const DecisionConcurrency& r : concurrency) {
     j["concurrency"].push_back({{"n", r.n}, {"unequal", r.unequal}, {"failed", r.failed}, {"seconds", r.seconds},
@@ -439,7 +455,8 @@ std::string BenchReport::Json(const std::string& model, const std::string& devic
     for (const StepRecord& s : r.slowest) {
       slowest.push_back({{"seconds", s.seconds}, {"decode_rows", s.decode_rows}, {"prompt_rows", s.prompt_rows},
                          {"decision_rows", s.decision_rows}, {"decision_seqs", s.decision_seqs},
-                         {"questions", s.questions}});
+                         {"questions", s.questions}, {"forward_seconds", s.forward_seconds},
+                         {"decision_host_seconds", s.decision_host_seconds}});
     }
     j["chat"].push_back({{"streams", r.streams}, {"decisions", r.decisions}, {"tokens", r.tokens}, {"seconds", r.seconds},
                          {"tokens_per_s", r.tokens_per_s}, {"gap_p50", r.gap_p50}, {"gap_p99", r.gap_p99},

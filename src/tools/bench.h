@@ -62,6 +62,7 @@ struct DecisionLatency {
   double mean_record_tokens = 0;
   double prefill_p50 = 0, ratio_p50 = 0;
   double prepare_p50 = 0, record_p50 = 0, questions_p50 = 0;
+  PieceTimes questions_times;  // the questions' phases (each phase's median)
 };
 
 // N decisions submitted to the engine at once — the requests in turn (cycled) — against each

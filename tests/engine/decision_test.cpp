@@ -291,5 +291,29 @@ TEST(Decision, ANonFiniteLogitIsAnErrorNotANullProbability) {
   }
 }
 
+TEST(Decision, RowsNormalisedOnThreadsAreEachRowsBitsAndNameTheBadRow) {
+  const int vocab = 1000, n = 7;
+  std::vector<float> rows(static_cast<size_t>(vocab) * n);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * 9.0);
+  std::vector<const float*> ptrs;
+  for (int r = 0; r < n; ++r) ptrs.push_back(rows.data() + static_cast<size_t>(r) * vocab);
+  auto name = [](size_t i) { return "row " + std::to_string(i); };
+  for (int threads : {1, 3, 16}) {
+    auto got = LogSoftmaxOfRows(ptrs, vocab, threads, name);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ASSERT_EQ(got->size(), static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      auto one = LogSoftmaxOf(ptrs[static_cast<size_t>(r)], vocab, "x");
+      ASSERT_TRUE(one.ok());
+      for (int32_t tok : {0, 17, vocab - 1}) EXPECT_EQ((*got)[static_cast<size_t>(r)].LogProb(tok), one->LogProb(tok));
+    }
+  }
+  rows[5 * static_cast<size_t>(vocab) + 3] = std::nanf("");
+  auto bad = LogSoftmaxOfRows(ptrs, vocab, 4, name);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("row 5: the model's logit for token 3 is NaN"), std::string::npos)
+      << bad.status().message();
+}
+
 }  // namespace
 }  // namespace graft
