@@ -722,6 +722,28 @@ TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
         EXPECT_TRUE(std::equal(oa.begin() + r0, oa.begin() + r1, ob.begin() + r0)) << "conv sequence " << q << " batched";
         EXPECT_EQ(st_batch[q]->Get(), st_alone[q]->Get()) << "conv state of sequence " << q;
       }
+      // A step's pieces of 16 tokens and more in one launch each of the token-parallel kernels
+      // (CausalConvSiluPieces), each from its own non-zero state: each piece's outputs and state
+      // are its lone call's, bit for bit.
+      const std::vector<std::pair<int, int>> pieces = {{0, 16}, {16, 17}, {33, 64}, {97, 53}};
+      Dev<float> p_alone(mixed.size()), p_batch(mixed.size());
+      std::vector<std::unique_ptr<Dev<float>>> ps_alone, ps_batch;
+      std::vector<cuda::ConvSeq> host;
+      int longest = 0;
+      for (const auto& [row0, m] : pieces) {
+        const auto init = Random(cstate.size(), rng, 1.0f, bf16);
+        ps_alone.push_back(std::make_unique<Dev<float>>(init));
+        ps_batch.push_back(std::make_unique<Dev<float>>(init));
+        ASSERT_TRUE(cuda::CausalConvSilu(dx.p + size_t(row0) * stride, stride, m, conv_dim, conv_w->dev(),
+                                         ps_alone.back()->p, bf16, p_alone.p + size_t(row0) * conv_dim, nullptr).ok());
+        host.push_back({row0, m, ps_batch.back()->p});
+        longest = std::max(longest, m);
+      }
+      Dev<cuda::ConvSeq> dpieces(host);
+      ASSERT_TRUE(cuda::CausalConvSiluPieces(dx.p, stride, dpieces.p, static_cast<int>(host.size()), longest, conv_dim,
+                                             conv_w->dev(), bf16, p_batch.p, nullptr).ok());
+      EXPECT_EQ(p_batch.Get(), p_alone.Get()) << "conv pieces in one launch";
+      for (size_t q = 0; q < pieces.size(); ++q) EXPECT_EQ(ps_batch[q]->Get(), ps_alone[q]->Get()) << "conv piece " << q;
     }
     // The delta rule on the CPU's conv output (the same input for both).
     auto beta = Random(static_cast<size_t>(n) * hv, rng, 1.0f, false);

@@ -86,14 +86,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
 template <typename KvT>
 __global__ void __launch_bounds__(kThreads) AttentionSeqsKernel(AttentionArgs shape, const AttnSeq* seqs) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
-  const AttnSeq& s = seqs[blockIdx.y];
-  AttentionArgs a = shape;
-  a.q = s.q;
-  a.page_table = s.page_table;
-  a.pos = s.pos;
-  a.n = 1;
-  a.out = s.out;
-  AttentionRow<KvT>(a, 0, blockIdx.x);
+  AttentionRow<KvT>(PieceArgs(shape, seqs[blockIdx.y], 1), 0, blockIdx.x);
 }
 
 // The same arithmetic for kAttnGroup consecutive queries of one head per block: each key row

@@ -64,6 +64,20 @@ struct AttnPiece {
   int n;
   float* out;
 };
+#ifdef __CUDACC__
+// `shape` with one sequence's own pointers and its n rows (an AttnSeq's 1, an AttnPiece's n):
+// what a block of a batch kernel computes, as the lone call would.
+template <typename Seq>
+__device__ inline AttentionArgs PieceArgs(const AttentionArgs& shape, const Seq& s, int n) {
+  AttentionArgs a = shape;
+  a.q = s.q;
+  a.page_table = s.page_table;
+  a.pos = s.pos;
+  a.n = n;
+  a.out = s.out;
+  return a;
+}
+#endif
 // The most rows a FlashAttentionPieces piece holds: one query tile (Attention gives 2 to 64 rows
 // the tensor-core kernel's one-head block).
 inline constexpr int kAttnPieceMaxRows = 64;

@@ -397,11 +397,12 @@ void CudaOps::AttentionSeqs(const AttentionArgs* seqs, int count) {
 void CudaOps::AttentionPieces(const std::vector<AttentionArgs>& pieces) {
   double keys = 0;
   std::vector<int32_t> ints;  // each piece's page table, then its positions
-  std::vector<size_t> at;
+  std::vector<size_t> at, pages;
   for (const AttentionArgs& a : pieces) {
     for (int t = 0; t < a.n; ++t) keys += static_cast<double>(a.pos[t]) + 1;
     at.push_back(ints.size());
-    ints.insert(ints.end(), a.page_table, a.page_table + a.pos[a.n - 1] / a.page_size + 1);
+    pages.push_back(static_cast<size_t>(a.pos[a.n - 1] / a.page_size + 1));
+    ints.insert(ints.end(), a.page_table, a.page_table + pages.back());
     ints.insert(ints.end(), a.pos, a.pos + a.n);
   }
   const AttentionArgs& a0 = pieces[0];
@@ -412,7 +413,7 @@ void CudaOps::AttentionPieces(const std::vector<AttentionArgs>& pieces) {
   for (size_t i = 0; i < pieces.size(); ++i) {
     const AttentionArgs& a = pieces[i];
     const int32_t* table = d_ints + at[i];
-    host.push_back({a.q, table, table + (a.pos[a.n - 1] / a.page_size + 1), a.n, a.out});
+    host.push_back({a.q, table, table + pages[i], a.n, a.out});
   }
   const auto* d = static_cast<const cuda::AttnPiece*>(Stage(host.data(), static_cast<int64_t>(host.size() * sizeof(host[0]))));
   if (Failed()) return;
@@ -479,33 +480,44 @@ void CudaOps::CausalConvSilu(const float* x, int64_t x_stride, int n, int channe
 
 void CudaOps::CausalConvSiluSeqs(const float* x, int64_t x_stride, const int* seq_start, int count, int channels,
                                  const Weight& w, float* const* conv_states, float* out) {
-  // A decode step's sequences (pieces under 16 tokens: the token kernel's) share one launch;
-  // longer pieces take CausalConvSilu's token-parallel kernels one by one.
-  std::vector<cuda::ConvSeq> batch;
+  // A decode step's sequences (pieces under 16 tokens: the token kernel's) share one launch; in an
+  // eager step, so do the pieces of 16 tokens and more (the token-parallel kernels'). Alone, or
+  // longer pieces under a graph, a piece takes CausalConvSilu's launch.
+  std::vector<cuda::ConvSeq> shorts, longs;
+  int longest = 0;
   for (int i = 0; i < count; ++i) {
     const int n = seq_start[i + 1] - seq_start[i];
-    if (n > 0 && n < cuda::kGdnParallelMinTokens) batch.push_back({seq_start[i], n, conv_states[i]});
+    if (n <= 0) continue;
+    (n < cuda::kGdnParallelMinTokens ? shorts : longs).push_back({seq_start[i], n, conv_states[i]});
+    if (n >= cuda::kGdnParallelMinTokens) longest = std::max(longest, n);
   }
-  if (batch.size() < 2) {
-    Ops::CausalConvSiluSeqs(x, x_stride, seq_start, count, channels, w, conv_states, out);
-    return;
-  }
-  for (int i = 0; i < count; ++i) {
-    const int n = seq_start[i + 1] - seq_start[i];
-    if (n >= cuda::kGdnParallelMinTokens) {
-      CausalConvSilu(x + int64_t{seq_start[i]} * x_stride, x_stride, n, channels, w, conv_states[i],
-                     out + int64_t{seq_start[i]} * channels);
+  const bool long_together = mode_ == Mode::kEager && longs.size() >= 2;
+  for (auto* group : {&shorts, &longs}) {
+    if (group->size() >= 2 && (group == &shorts || long_together)) continue;
+    for (const cuda::ConvSeq& q : *group) {
+      CausalConvSilu(x + int64_t{q.row0} * x_stride, x_stride, q.n, channels, w, q.conv_state, out + int64_t{q.row0} * channels);
     }
+    group->clear();
   }
-  const auto timer = Time("CausalConvSilu");
   const DevCopy* d = Dev(w);
-  const auto* seqs =
-      static_cast<const cuda::ConvSeq*>(Stage(batch.data(), static_cast<int64_t>(batch.size() * sizeof(cuda::ConvSeq))));
   if (Failed()) return;
-  Sign(15, x, x_stride, seqs, batch.size(), channels, d->w.data, out);
-  for (const cuda::ConvSeq& q : batch) Sign(q.row0, q.n, q.conv_state);
+  if (!longs.empty()) {
+    const auto timer = Time("CausalConvSilu");
+    const auto* seqs =
+        static_cast<const cuda::ConvSeq*>(Stage(longs.data(), static_cast<int64_t>(longs.size() * sizeof(cuda::ConvSeq))));
+    if (Failed()) return;
+    Note(cuda::CausalConvSiluPieces(x, x_stride, seqs, static_cast<int>(longs.size()), longest, channels, d->w, bf16(),
+                                    out, stream_));
+  }
+  if (shorts.empty()) return;
+  const auto timer = Time("CausalConvSilu");
+  const auto* seqs =
+      static_cast<const cuda::ConvSeq*>(Stage(shorts.data(), static_cast<int64_t>(shorts.size() * sizeof(cuda::ConvSeq))));
+  if (Failed()) return;
+  Sign(15, x, x_stride, seqs, shorts.size(), channels, d->w.data, out);
+  for (const cuda::ConvSeq& q : shorts) Sign(q.row0, q.n, q.conv_state);
   if (!Launches()) return;
-  Note(cuda::CausalConvSiluSeqs(x, x_stride, seqs, static_cast<int>(batch.size()), channels, d->w, bf16(), out, stream_));
+  Note(cuda::CausalConvSiluSeqs(x, x_stride, seqs, static_cast<int>(shorts.size()), channels, d->w, bf16(), out, stream_));
 }
 
 void CudaOps::GdnGates(const float* in, int64_t stride, int64_t b_col, int64_t a_col, int n, int hv,

@@ -393,14 +393,7 @@ __global__ void __launch_bounds__(kThreads) FlashRowKernel(AttentionArgs a) {
 template <int kHd>
 __global__ void __launch_bounds__(kThreads) FlashRowSeqsKernel(AttentionArgs shape, const AttnSeq* seqs) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
-  const AttnSeq& s = seqs[blockIdx.z];
-  AttentionArgs a = shape;
-  a.q = s.q;
-  a.page_table = s.page_table;
-  a.pos = s.pos;
-  a.n = 1;
-  a.out = s.out;
-  FlashRow<kHd>(a, blockIdx.y);
+  FlashRow<kHd>(PieceArgs(shape, seqs[blockIdx.z], 1), blockIdx.y);
 }
 
 // Block (0, h, y): head h of sequence y's rows (one tile: 2 to kQ rows), as FlashAttentionKernel
@@ -409,13 +402,7 @@ template <int kHd>
 __global__ void __launch_bounds__(kThreads) FlashPiecesKernel(AttentionArgs shape, const AttnPiece* pieces) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const AttnPiece& p = pieces[blockIdx.z];
-  AttentionArgs a = shape;
-  a.q = p.q;
-  a.page_table = p.page_table;
-  a.pos = p.pos;
-  a.n = p.n;
-  a.out = p.out;
-  FlashRows<kHd, 1>(a, 0, blockIdx.y);
+  FlashRows<kHd, 1>(PieceArgs(shape, p, p.n), 0, blockIdx.y);
 }
 
 template <int kHd, int kHeads>

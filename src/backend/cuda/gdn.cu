@@ -59,12 +59,12 @@ __global__ void ConvSeqsKernel(const float* x, int64_t x_stride, const ConvSeq* 
 // run's rows or, before token 0, the old conv_state — ConvStateKernel, launched after, advances
 // it).
 constexpr int kConvRun = 32;
-__global__ void ConvTokensKernel(const float* x, int64_t x_stride, int n, int channels, DevWeight w,
-                                 const float* conv_state, bool bf16, float* out) {
-  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
+__device__ void ConvTokensRun(const float* x, int64_t x_stride, int n, int channels, const DevWeight& w,
+                              const float* conv_state, bool bf16, float* out) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= channels) return;
-  const int K = static_cast<int>(w.cols), hist = K - 1, t0 = blockIdx.y * kConvRun;
+  const int t0 = blockIdx.y * kConvRun;
+  if (c >= channels || t0 >= n) return;
+  const int K = static_cast<int>(w.cols), hist = K - 1;
   // Every array index below is a compile-time one (unrolled to kMaxConvK with tests of K):
   // registers, not local memory.
   float wc[kMaxConvK], win[kMaxConvK];
@@ -100,9 +100,14 @@ __global__ void ConvTokensKernel(const float* x, int64_t x_stride, int n, int ch
   }
 }
 
-// conv_state [c, K-1] = the last K-1 inputs after n more tokens (one thread per channel).
-__global__ void ConvStateKernel(const float* x, int64_t x_stride, int n, int channels, int hist, float* conv_state) {
+__global__ void ConvTokensKernel(const float* x, int64_t x_stride, int n, int channels, DevWeight w,
+                                 const float* conv_state, bool bf16, float* out) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
+  ConvTokensRun(x, x_stride, n, channels, w, conv_state, bf16, out);
+}
+
+// conv_state [c, K-1] = the last K-1 inputs after n more tokens (one thread per channel).
+__device__ void ConvStateAdvance(const float* x, int64_t x_stride, int n, int channels, int hist, float* conv_state) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= channels) return;
   float win[kMaxConvK];
@@ -111,6 +116,27 @@ __global__ void ConvStateKernel(const float* x, int64_t x_stride, int n, int cha
     win[j] = s < 0 ? conv_state[int64_t{c} * hist + hist + s] : x[int64_t{s} * x_stride + c];
   }
   for (int j = 0; j < hist; ++j) conv_state[int64_t{c} * hist + j] = win[j];
+}
+
+__global__ void ConvStateKernel(const float* x, int64_t x_stride, int n, int channels, int hist, float* conv_state) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
+  ConvStateAdvance(x, x_stride, n, channels, hist, conv_state);
+}
+
+// The two kernels above for several pieces at once: block layer z is piece z (its rows from
+// row0), its token runs past its own length idle.
+__global__ void ConvTokensPiecesKernel(const float* x, int64_t x_stride, const ConvSeq* seqs, int channels, DevWeight w,
+                                       bool bf16, float* out) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
+  const ConvSeq s = seqs[blockIdx.z];
+  ConvTokensRun(x + int64_t{s.row0} * x_stride, x_stride, s.n, channels, w, s.conv_state, bf16,
+                out + int64_t{s.row0} * channels);
+}
+
+__global__ void ConvStatePiecesKernel(const float* x, int64_t x_stride, const ConvSeq* seqs, int channels, int hist) {
+  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
+  const ConvSeq s = seqs[blockIdx.y];
+  ConvStateAdvance(x + int64_t{s.row0} * x_stride, x_stride, s.n, channels, hist, s.conv_state);
 }
 
 // The token kernel's work for value head h of one sequence (its rows and state in `a` and st,
@@ -303,6 +329,23 @@ Status CausalConvSiluSeqs(const float* x, int64_t x_stride, const ConvSeq* seqs,
   LaunchPdl(ConvSeqsKernel, dim3(static_cast<unsigned>((channels + 127) / 128), static_cast<unsigned>(count)), 128, 0,
             static_cast<cudaStream_t>(stream), x, x_stride, seqs, channels, w, bf16, out);
   return Launched("CausalConvSiluSeqs");
+}
+
+Status CausalConvSiluPieces(const float* x, int64_t x_stride, const ConvSeq* seqs, int count, int max_n, int channels,
+                            const DevWeight& w, bool bf16, float* out, void* stream) {
+  if (count < 0 || count > 65535 || channels <= 0 || w.cols < 1 || w.cols > kMaxConvK || w.rows != channels ||
+      (count > 0 && seqs == nullptr) || max_n < 0 || (max_n + kConvRun - 1) / kConvRun > 65535) {
+    return InvalidArgument("cuda CausalConvSiluPieces: bad shape or count (kernel width 1..8, one row per channel, up "
+                           "to 65535 pieces of up to 2,097,120 tokens)");
+  }
+  if (count == 0 || max_n == 0) return Status::Ok();
+  const auto st = static_cast<cudaStream_t>(stream);
+  const dim3 grid(static_cast<unsigned>((channels + 255) / 256), static_cast<unsigned>((max_n + kConvRun - 1) / kConvRun),
+                  static_cast<unsigned>(count));
+  LaunchPdl(ConvTokensPiecesKernel, grid, 256, 0, st, x, x_stride, seqs, channels, w, bf16, out);
+  LaunchPdl(ConvStatePiecesKernel, dim3(static_cast<unsigned>((channels + 127) / 128), static_cast<unsigned>(count)), 128,
+            0, st, x, x_stride, seqs, channels, static_cast<int>(w.cols) - 1);
+  return Launched("CausalConvSiluPieces");
 }
 
 Status GdnCoreSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int dv, bool bf16, void* stream,

@@ -66,6 +66,12 @@ struct ConvSeq {
 Status CausalConvSiluSeqs(const float* x, int64_t x_stride, const ConvSeq* seqs, int count, int channels,
                           const DevWeight& w, bool bf16, float* out, void* stream);
 
+// CausalConvSilu's token-parallel kernels over `count` pieces (seqs a device array, each piece
+// max_n tokens or fewer) in one launch each: every piece gets exactly the bits CausalConvSilu gives
+// it alone, whatever its length (a step's question runs, several prompts' chunks).
+Status CausalConvSiluPieces(const float* x, int64_t x_stride, const ConvSeq* seqs, int count, int max_n, int channels,
+                            const DevWeight& w, bool bf16, float* out, void* stream);
+
 struct GdnCoreArgs {
   const float* qkv;   // [n, conv_dim] post-conv: q [Hk*dk] | k [Hk*dk] | v [Hv*dv]
   const float* beta;  // [n, Hv]
