@@ -57,6 +57,25 @@ TEST(GemmWgmma, FormTableForTheModelsShapes) {
   EXPECT_STREQ(cuda::WgmmaFormName(WgmmaForm::kTile128x160), "wgmma 128x160");
 }
 
+TEST(GemmWgmma, SwiGluFormFillsTheWaves) {
+  using F = cuda::SwiGluForm;
+  std::string table = "rows \\ inter";
+  const std::vector<int64_t> inters = {12288, 17408, 25600};  // Qwen3-8B, Qwen3.5-27B, Qwen3-32B
+  for (int64_t i : inters) table += "\t" + std::to_string(i);
+  for (int64_t m : {65, 189, 280, 1024, 4096, 16384}) {
+    table += "\n" + std::to_string(m);
+    for (int64_t i : inters) table += std::string("\t") + (cuda::ChooseSwiGluForm(m, i, 132) == F::kPairs136 ? "136" : "128");
+  }
+  std::printf("gated MLP tile pairing by rows and activations (132 multiprocessors):\n%s\n", table.c_str());
+  // Qwen3.5-27B's 17,408 activations: 136 tiles of 128 (one past a wave of 132) or 128 of 136.
+  EXPECT_EQ(cuda::ChooseSwiGluForm(100, 17408, 132), F::kPairs136);   // one wave against two
+  EXPECT_EQ(cuda::ChooseSwiGluForm(280, 17408, 132), F::kPairs136);   // 408 tiles: 4 waves; 384: 3
+  EXPECT_EQ(cuda::ChooseSwiGluForm(4096, 17408, 132), F::kPairs128);  // 33 waves of 128 against 32 of 136
+  EXPECT_EQ(cuda::ChooseSwiGluForm(65, 12288, 132), F::kPairs128);    // 96 tiles either way: the narrower
+  EXPECT_EQ(cuda::ChooseSwiGluForm(65, 17408, 0), F::kPairs128) << "no multiprocessor count: counted as one";
+  EXPECT_STREQ(cuda::SwiGluFormName(F::kPairs136), "wgmma 128x(2x136)");
+}
+
 TEST(GemmWgmma, LoraFormKeepsSegmentsToWholeTiles) {
   using F = WgmmaForm;
   // A segment starts on a tile edge and ends on one or at the last column.
@@ -192,15 +211,15 @@ TEST(GemmWgmma, OutputsAreTheMmaSyncFormsBits) {
   }
 }
 
-// The gated form: act = SiluMul of GemmWgmma's rounded gate and up outputs, bit for bit, every
-// activation written and nothing past inter — widths not a multiple of the 128-column tile (the
-// gate box then reads up rows, the up box zeros past 2 inter), odd and even row pitches (scalar
+// The gated form: act = SiluMul of GemmWgmma's rounded gate and up outputs, bit for bit, in both
+// pairings, every activation written and nothing past inter — widths not a multiple of the 128- or
+// 136-column tile (the gate box then reads up rows, the up box zeros past 2 inter), odd and even row pitches (scalar
 // and paired stores), K past one stage and not a multiple of 64.
 TEST(GemmWgmma, SwiGluIsTheProductThenSiluMulBits) {
   REQUIRE_GPU();
   std::mt19937 rng(45);
   for (auto [m, inter, k] : std::vector<std::array<int, 3>>{
-           {65, 8, 72}, {129, 200, 264}, {300, 1024, 1040}, {1100, 136, 80}, {2100, 1280, 512}}) {
+           {65, 8, 72}, {129, 200, 264}, {300, 1024, 1040}, {1100, 136, 80}, {2100, 1280, 512}, {189, 544, 320}}) {
     for (int pad : {0, 1}) {
       SCOPED_TRACE(::testing::Message() << m << "x" << inter << "x" << k << " pad " << pad);
       const auto xh = RandomBf16(static_cast<size_t>(m) * k, rng, 1.0f);
@@ -210,18 +229,21 @@ TEST(GemmWgmma, SwiGluIsTheProductThenSiluMulBits) {
       ASSERT_TRUE(cuda::GemmWgmma(x.p, m, w.p, 2 * inter, k, gu.p, 2 * inter, true, nullptr).ok());
       ASSERT_TRUE(cuda::SiluMul(gu.p, m, inter, true, act_ref.p, nullptr).ok());
       const int64_t ld = inter + pad;
-      Buf<uint16_t> act(static_cast<size_t>(m) * ld);  // 0xffff: a NaN until written
-      ASSERT_TRUE(cuda::GemmWgmmaSwiGlu(x.p, m, w.p, inter, k, act.p, ld, nullptr).ok());
       const auto r = act_ref.Get();
-      const auto a = act.Get();
-      for (int i = 0; i < m; ++i) {
-        for (int j = 0; j < inter; ++j) {
-          const float got = Bf16ToFloat(a[static_cast<size_t>(i) * ld + j]);
-          const float want = r[static_cast<size_t>(i) * inter + j];
-          ASSERT_FALSE(std::isnan(got)) << "unwritten: row " << i << " col " << j;
-          ASSERT_EQ(Bits(got), Bits(want)) << "row " << i << " col " << j << ": " << got << " vs " << want;
+      for (cuda::SwiGluForm form : {cuda::SwiGluForm::kPairs128, cuda::SwiGluForm::kPairs136}) {
+        SCOPED_TRACE(cuda::SwiGluFormName(form));
+        Buf<uint16_t> act(static_cast<size_t>(m) * ld);  // 0xffff: a NaN until written
+        ASSERT_TRUE(cuda::GemmWgmmaSwiGlu(x.p, m, w.p, inter, k, act.p, ld, nullptr, &form).ok());
+        const auto a = act.Get();
+        for (int i = 0; i < m; ++i) {
+          for (int j = 0; j < inter; ++j) {
+            const float got = Bf16ToFloat(a[static_cast<size_t>(i) * ld + j]);
+            const float want = r[static_cast<size_t>(i) * inter + j];
+            ASSERT_FALSE(std::isnan(got)) << "unwritten: row " << i << " col " << j;
+            ASSERT_EQ(Bits(got), Bits(want)) << "row " << i << " col " << j << ": " << got << " vs " << want;
+          }
+          for (int j = inter; j < ld; ++j) ASSERT_EQ(a[static_cast<size_t>(i) * ld + j], 0xffff) << "wrote past inter";
         }
-        for (int j = inter; j < ld; ++j) ASSERT_EQ(a[static_cast<size_t>(i) * ld + j], 0xffff) << "wrote past inter";
       }
     }
   }

@@ -28,7 +28,7 @@ template <int kBN>
 struct Shape {
   static constexpr int kBBytes = kBN * kBK * 2;
   static constexpr int kStageBytes = kABytes + kBBytes;  // a multiple of 1024 (the swizzle's period)
-  static constexpr int kStages = kBN == 256 ? 4 : kBN == 160 ? 5 : 6;  // 192, 180, 192 KB of ring
+  static constexpr int kStages = kBN >= 256 ? 4 : kBN == 160 ? 5 : 6;  // 192 (200 at 272), 180, 192 KB of ring
   static constexpr size_t kSmem = 1024 + size_t{kStages} * kStageBytes + 2 * kStages * sizeof(uint64_t);
 };
 
@@ -60,8 +60,8 @@ __device__ __forceinline__ void TileAt(int id, int mtiles, int ntiles, int& row0
   col0 = (in / gsize) * bn;
 }
 
-// kSwiGlu (kBN 256 only): a tile's B rows are two 128-row boxes, gate rows [col0, col0 + 128) and
-// up rows [up_row + col0, ...) of w, and the epilogue writes act[r][col0 + c] (bf16, ldy apart) =
+// kSwiGlu (kBN 256 or 272): a tile's B rows are two boxes of kBN / 2 rows, gate rows [col0, col0 +
+// kBN / 2) and up rows [up_row + col0, ...) of w (one wgmma over both at 256, one a box at 272), and the epilogue writes act[r][col0 + c] (bf16, ldy apart) =
 // SiluMul's arithmetic on the two rounded outputs; n is then the activation's width (the up rows'
 // offset). Otherwise y (fp32) gets the products as they are or rounded. kLora (round_bf16 then
 // true): a tile inside a segment of `lora` runs the segment's rank stages after K's into a second
@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     GemmWgmmaKernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w, int64_t m,
                     int64_t n, int64_t k, void* __restrict__ yv, int64_t ldy, bool round_bf16, bool vec2, int mtiles,
                     int ntiles, const __grid_constant__ LoraSegs lora) {
-  static_assert(!kSwiGlu || kBN == 256, "the gated form pairs two 128-row boxes");
+  static_assert(!kSwiGlu || kBN == 256 || kBN == 272, "the gated form pairs two 128- or 136-row boxes");
   static_assert(!(kSwiGlu && kLora), "the gated form takes no LoRA delta");
   constexpr int kColsOut = kSwiGlu ? kBN / 2 : kBN;  // output columns a tile
   using S = Shape<kBN>;
@@ -152,8 +152,20 @@ __global__ void __launch_bounds__(kThreads, 1)
       // accumulator's bits as they are (it is never -0: it starts at +0, and a fused add that
       // sums to zero gives +0 unless every term is -0), so a chunk past K is the chunk not issued.
       WgmmaFence();
+      if constexpr (kBN > 256) {  // kSwiGlu's 136-row boxes: gate outputs in acc's first half, up's in the second
+        static_assert(kSwiGlu && kBN == 272, "past 256 columns only the gated form's two boxes");
+        auto& gate = *reinterpret_cast<float(*)[kBN / 4]>(&acc[0]);
+        auto& up = *reinterpret_cast<float(*)[kBN / 4]>(&acc[kBN / 4]);
+        const uint64_t du = SwizzledTileDesc(base + kABytes + S::kBBytes / 2);
 #pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk) WgmmaBf16<kBN>(acc, da + 2 * kk, db + 2 * kk);
+        for (int kk = 0; kk < kBK / 16; ++kk) {
+          WgmmaBf16<kBN / 2>(gate, da + 2 * kk, db + 2 * kk);
+          WgmmaBf16<kBN / 2>(up, da + 2 * kk, du + 2 * kk);
+        }
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < kBK / 16; ++kk) WgmmaBf16<kBN>(acc, da + 2 * kk, db + 2 * kk);
+      }
       WgmmaCommit();
       if (prev >= 0) {  // the stage before is done (the tensor cores keep the chain's order)
         WgmmaWait<1>();
@@ -167,8 +179,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // acc[4j + e]: row 16 warp + g (e < 2) or + 8, output 8j + 2t + e % 2 (wgmma_ptx.cuh).
     const int64_t r_lo = int64_t{row0} + 64 * c + 16 * warp + g, r_hi = r_lo + 8;
     if constexpr (kSwiGlu) {
-      // Gate output 8j + 2t + e and its up output 128 + 8j + 2t + e are in the same thread:
-      // acc[4j + e'] and acc[4(j + 16) + e'].
+      // Gate output 8j + 2t + e and its up output kBN / 2 + 8j + 2t + e are in the same thread:
+      // acc[4j + e'] and acc[4(j + kBN / 16) + e'] (at 272, the two boxes' wgmmas laid out so).
       auto* act = static_cast<__nv_bfloat16*>(yv);
 #pragma unroll
       for (int j = 0; j < kBN / 16; ++j) {
@@ -400,13 +412,29 @@ Status GemmWgmma(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, in
 }
 
 Status GemmWgmmaSwiGlu(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,
-                       int64_t ld_act, void* stream) {
+                       int64_t ld_act, void* stream, const SwiGluForm* form) {
   if (!GemmWgmmaFits(m, 2 * inter, k, xb, w) || ld_act < inter) {
     return InvalidArgument("cuda GemmWgmmaSwiGlu: needs m, inter >= 1, K % 8 == 0, ld_act >= inter and 16-byte aligned operands");
   }
   const int sms = Multiprocessors();
   if (sms <= 0) return Internal("cuda GemmWgmmaSwiGlu: no multiprocessor count for the current device");
-  return Launch<256, true>(xb, m, w, inter, k, act, ld_act, true, sms, static_cast<cudaStream_t>(stream));
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (form != nullptr ? *form : ChooseSwiGluForm(m, inter, sms)) {
+    case SwiGluForm::kPairs128: return Launch<256, true>(xb, m, w, inter, k, act, ld_act, true, sms, s);
+    case SwiGluForm::kPairs136: return Launch<272, true>(xb, m, w, inter, k, act, ld_act, true, sms, s);
+  }
+  return Internal("cuda GemmWgmmaSwiGlu: unknown tile form");
+}
+
+SwiGluForm ChooseSwiGluForm(int64_t m, int64_t inter, int multiprocessors) {
+  const int64_t sms = multiprocessors > 0 ? multiprocessors : 1, mt = (m + kBM - 1) / kBM;
+  // Waves of tiles times a tile's width (its time: the same K steps, proportionally more columns).
+  auto cost = [&](int64_t width) { return (mt * ((inter + width - 1) / width) + sms - 1) / sms * width; };
+  return cost(136) < cost(128) ? SwiGluForm::kPairs136 : SwiGluForm::kPairs128;
+}
+
+const char* SwiGluFormName(SwiGluForm form) {
+  return form == SwiGluForm::kPairs136 ? "wgmma 128x(2x136)" : "wgmma 128x(2x128)";
 }
 
 }  // namespace graft::cuda

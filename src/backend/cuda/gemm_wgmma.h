@@ -74,9 +74,17 @@ Status GemmWgmmaLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n
 // rows) and act[m, inter] (bf16 words, rows ld_act apart) = r(r(silu(g)) · u) with g, u the
 // rounded outputs GemmWgmma(..., round_output = true) gives for gate row c and up row inter + c —
 // the arithmetic of SiluMul (elementwise.h) on them, so bit for bit those two ops, without the
-// 2·inter fp32 outputs written and read back. A tile pairs 128 gate rows with their 128 up rows
-// (two copies into the 256-row B stage); wgmma 128x256 always. Needs GemmWgmmaFits(m, 2 inter, K).
+// 2·inter fp32 outputs written and read back. A tile pairs 128 or 136 gate rows with their up
+// rows (two copies into the B stage): SwiGluForm, ChooseSwiGluForm's unless `form` names one.
+// Needs GemmWgmmaFits(m, 2 inter, K).
+enum class SwiGluForm { kPairs128, kPairs136 };
+// The pairing whose tiles fill the multiprocessors in the fewest tile-times (a tile's time its
+// width): 136 where 128's tiles just overflow a wave — Qwen3.5-27B's 17,408 activations are 136
+// tiles of 128 against 132 multiprocessors, 128 of 136 — else 128. A pure function of m, inter
+// and the count; it changes no bit.
+SwiGluForm ChooseSwiGluForm(int64_t m, int64_t inter, int multiprocessors);
+const char* SwiGluFormName(SwiGluForm form);
 Status GemmWgmmaSwiGlu(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,
-                       int64_t ld_act, void* stream);
+                       int64_t ld_act, void* stream, const SwiGluForm* form = nullptr);
 
 }  // namespace graft::cuda
