@@ -108,28 +108,6 @@ Status DecisionScorer::CheckContext(const DecisionTask& t, size_t i, const Quest
   return Status::Ok();
 }
 
-Status DecisionScorer::AddQuestion(DecisionTask& t, size_t i, const QuestionTokens& qt, const RowLogSoftmax& first,
-                                   const std::function<Result<const RowLogSoftmax*>(size_t)>& head_rows) {
-  const DecisionQuestion& dq = t.request.questions[i];
-  t.result.question_tokens += static_cast<int>(qt.rest.size());
-  QuestionResult q;
-  q.id = dq.id;
-  for (size_t c = 0; c < qt.choices.size(); ++c) {
-    const auto& toks = qt.choices[c];
-    double lp = first.LogProb(toks[0]);  // the row after the question is every choice's first
-    if (toks.size() > 1) {
-      GRAFT_ASSIGN_OR_RETURN(const RowLogSoftmax* rows, head_rows(c));
-      for (size_t k = 1; k < toks.size(); ++k) lp += rows[k - 1].LogProb(toks[k]);
-      t.result.question_tokens += static_cast<int>(toks.size() - 1);
-    }
-    q.scores.push_back({dq.choices[c], lp, 0.0});
-  }
-  FinishQuestion(q);
-  t.answers.push_back(q.choice);
-  t.result.questions.push_back(std::move(q));
-  return Status::Ok();
-}
-
 Status DecisionScorer::ReservePages(const DecisionRows& rows) const {
   StepBatch b;
   for (const auto& s : rows.seqs) b.Add(s.state, s.ids, s.n, 0);
@@ -191,7 +169,7 @@ Status DecisionScorer::AskQuestions(DecisionTask& t) {
     asked.tokens.push_back(std::move(qt));
     if (!together) break;
   }
-  asked.first_rows.resize(asked.tokens.size() * static_cast<size_t>(model_.config().vocab_size));
+  asked.first_lp.resize(asked.tokens.size());
   t.question += asked.tokens.size();
   t.asked = std::move(asked);
   return Status::Ok();
@@ -238,43 +216,71 @@ Result<DecisionRows> DecisionScorer::PlanRuns(DecisionTask& t, int max_rows) {
   return rows;
 }
 
-Status DecisionScorer::ScoreAsked(DecisionTask& t) {
+Status DecisionScorer::ReadRuns(DecisionTask& t, const float* logits) {
   const int vocab = model_.config().vocab_size;
-  DecisionTask::AskedQuestions a = std::move(*t.asked);
-  t.asked.reset();
-  // Every row read, normalised at once on the host's threads: the row after each question, then
-  // each multi-token choice's rows (run j's from at[j]), each named for an error by its question
-  // and choice.
-  std::vector<const float*> rows;
-  std::vector<std::string> names;
-  auto name = [&](size_t q, size_t c) {
-    const DecisionQuestion& dq = t.request.questions[a.first + q];
-    return fmt::format("question '{}', choice '{}'", dq.id, dq.choices[c]);
+  DecisionTask::AskedQuestions& a = *t.asked;
+  // The piece's logit rows in order: per run, the row after the question where it gives it, then
+  // its choice's rows; each row's token and what it scores.
+  struct Read {
+    size_t run;
+    int k;  // -1: the row after the question (every choice's first token); else the choice's token k + 1
   };
-  for (size_t i = 0; i < a.tokens.size(); ++i) {
-    rows.push_back(a.first_rows.data() + i * static_cast<size_t>(vocab));
-    names.push_back(name(i, 0));
-  }
-  std::vector<size_t> at(a.runs.size(), 0);
-  for (size_t j = 0; j < a.runs.size(); ++j) {
-    at[j] = rows.size();
-    const auto& run = a.runs[j];
-    for (size_t r = 0; r * static_cast<size_t>(vocab) < run.rows.size(); ++r) {
-      rows.push_back(run.rows.data() + r * static_cast<size_t>(vocab));
-      names.push_back(name(run.q, static_cast<size_t>(run.c)));
+  std::vector<const float*> rows;
+  std::vector<Read> reads;
+  const float* at = logits;
+  for (size_t j = a.runs_done; j < a.runs_done + a.runs_running; ++j) {
+    const DecisionTask::AskedQuestions::Run& run = a.runs[j];
+    const int more = run.c < 0 ? 0 : static_cast<int>(a.tokens[run.q].choices[static_cast<size_t>(run.c)].size()) - 1;
+    for (int k = run.first ? -1 : 0; k < more; ++k, at += vocab) {
+      rows.push_back(at);
+      reads.push_back({j, k});
     }
   }
+  auto name = [&](size_t i) {
+    const DecisionTask::AskedQuestions::Run& run = a.runs[reads[i].run];
+    const DecisionQuestion& dq = t.request.questions[a.first + run.q];
+    return fmt::format("question '{}', choice '{}'", dq.id, dq.choices[run.c < 0 ? 0 : static_cast<size_t>(run.c)]);
+  };
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  GRAFT_ASSIGN_OR_RETURN(const std::vector<RowLogSoftmax> norms,
-                         LogSoftmaxOfRows(rows, vocab, threads, [&](size_t i) { return names[i]; }));
+  GRAFT_ASSIGN_OR_RETURN(const std::vector<RowLogSoftmax> norms, LogSoftmaxOfRows(rows, vocab, threads, name));
+  for (size_t i = 0; i < reads.size(); ++i) {
+    DecisionTask::AskedQuestions::Run& run = a.runs[reads[i].run];
+    const QuestionTokens& qt = a.tokens[run.q];
+    if (reads[i].k < 0) {
+      for (const auto& toks : qt.choices) a.first_lp[run.q].push_back(norms[i].LogProb(toks[0]));
+    } else {
+      run.more_lp.push_back(norms[i].LogProb(qt.choices[static_cast<size_t>(run.c)][static_cast<size_t>(reads[i].k) + 1]));
+    }
+  }
+  return Status::Ok();
+}
+
+Status DecisionScorer::ScoreAsked(DecisionTask& t) {
+  DecisionTask::AskedQuestions a = std::move(*t.asked);
+  t.asked.reset();
   for (size_t i = 0; i < a.tokens.size(); ++i) {
-    auto head_rows = [&](size_t c) -> Result<const RowLogSoftmax*> {
-      for (size_t j = 0; j < a.runs.size(); ++j) {
-        if (a.runs[j].q == i && a.runs[j].c == static_cast<int>(c)) return norms.data() + at[j];
+    const QuestionTokens& qt = a.tokens[i];
+    const DecisionQuestion& dq = t.request.questions[a.first + i];
+    if (a.first_lp[i].size() != qt.choices.size()) return Internal("a question's row was not read");
+    t.result.question_tokens += static_cast<int>(qt.rest.size());
+    QuestionResult q;
+    q.id = dq.id;
+    for (size_t c = 0; c < qt.choices.size(); ++c) {
+      double lp = a.first_lp[i][c];
+      if (qt.choices[c].size() > 1) {
+        const auto run = std::find_if(a.runs.begin(), a.runs.end(),
+                                      [&](const auto& r) { return r.q == i && r.c == static_cast<int>(c); });
+        if (run == a.runs.end() || run->more_lp.size() + 1 != qt.choices[c].size()) {
+          return Internal("a multi-token choice's rows are missing");
+        }
+        for (double more : run->more_lp) lp += more;
+        t.result.question_tokens += static_cast<int>(qt.choices[c].size() - 1);
       }
-      return Internal("a multi-token choice's rows are missing");
-    };
-    GRAFT_RETURN_IF_ERROR(AddQuestion(t, a.first + i, a.tokens[i], norms[i], head_rows));
+      q.scores.push_back({dq.choices[c], lp, 0.0});
+    }
+    FinishQuestion(q);
+    t.answers.push_back(q.choice);
+    t.result.questions.push_back(std::move(q));
   }
   return Status::Ok();
 }
@@ -290,7 +296,6 @@ Result<DecisionRows> DecisionScorer::Plan(DecisionTask& t, int max_rows) {
 }
 
 Result<bool> DecisionScorer::Finish(DecisionTask& t, const float* logits) {
-  const int vocab = model_.config().vocab_size;
   switch (std::exchange(t.planned, DecisionTask::Planned::kNone)) {
     case DecisionTask::Planned::kRecord:  // a record piece: the prefix cached once whole
       t.prefilled = t.record_end;
@@ -308,20 +313,10 @@ Result<bool> DecisionScorer::Finish(DecisionTask& t, const float* logits) {
       }
       break;
     case DecisionTask::Planned::kRuns: {  // the questions' runs: the row after each question, each choice's rows
+      GRAFT_RETURN_IF_ERROR(ReadRuns(t, logits));
       DecisionTask::AskedQuestions& a = *t.asked;
-      const float* at = logits;
       for (size_t j = a.runs_done; j < a.runs_done + a.runs_running; ++j) {
-        DecisionTask::AskedQuestions::Run& run = a.runs[j];
-        if (run.first) {
-          std::copy(at, at + vocab, a.first_rows.begin() + static_cast<std::ptrdiff_t>(run.q * static_cast<size_t>(vocab)));
-          at += vocab;
-        }
-        if (run.c >= 0) {
-          const size_t n = (a.tokens[run.q].choices[static_cast<size_t>(run.c)].size() - 1) * static_cast<size_t>(vocab);
-          run.rows.assign(at, at + n);
-          at += n;
-        }
-        run.state = SequenceState();  // its pages and slot back to the pool
+        a.runs[j].state = SequenceState();  // its pages and slot back to the pool
       }
       a.runs_done += a.runs_running;
       a.runs_running = 0;

@@ -73,14 +73,16 @@ struct DecisionTask {
   struct AskedQuestions {
     size_t first = 0;                    // the first question's index
     std::vector<QuestionTokens> tokens;
-    std::vector<float> first_rows;       // [questions, vocab] the row after each question
+    // [question][choice]: the choice's first token's log-probability in the row after the
+    // question, read as soon as that row's step has run (the rows themselves are not kept).
+    std::vector<std::vector<double>> first_lp;
     struct Run {
       size_t q = 0;                      // the question (within the group)
       int c = -1;                        // its multi-token choice, or -1: the question alone
-      bool first = false;                // gives the row after the question (first_rows)
+      bool first = false;                // gives the row after the question (first_lp)
       std::vector<int32_t> ids;          // the tokens it runs (share_prefix = false: the record's too)
       SequenceState state;               // its fork, while it runs
-      std::vector<float> rows;           // [choice tokens - 1, vocab]: the choice's rows, once run
+      std::vector<double> more_lp;       // the choice's tokens after its first: each one's log-probability, once run
     };
     std::vector<Run> runs;
     size_t runs_done = 0;                // runs finished so far (in order)
@@ -170,12 +172,11 @@ class DecisionScorer {
   Status ReservePages(const DecisionRows& rows) const;
   // Question i's tokens fit the context after the record (an error naming the question if not).
   Status CheckContext(const DecisionTask& t, size_t i, const QuestionTokens& qt) const;
-  // Question i's result into t: each choice's log-likelihood from the row after the question
-  // (first, normalised) and, for a multi-token choice c, the rows head_rows(c) gives after its
-  // tokens but the last (normalised too).
-  Status AddQuestion(DecisionTask& t, size_t i, const QuestionTokens& qt, const RowLogSoftmax& first,
-                     const std::function<Result<const RowLogSoftmax*>(size_t)>& head_rows);
-  // Every question of t.asked scored (its runs all done); t.asked cleared.
+  // The planned runs' logits read: each run's rows normalised at once on the host's threads, the
+  // log-probabilities the choices need kept (first_lp, more_lp).
+  Status ReadRuns(DecisionTask& t, const float* logits);
+  // Every question of t.asked scored (its runs all done): each choice's log-likelihood, its first
+  // token's log-probability plus its later tokens' in order; t.asked cleared.
   Status ScoreAsked(DecisionTask& t);
   const Model& model_;
   Ops& ops_;

@@ -384,10 +384,11 @@ void Engine::FinishDecision(Result<DecisionResult> r) {
   --decisions_pending_;
 }
 
-int Engine::DecisionRowsFor(int decode_rows, bool chat_prefill_waiting) const {
+int Engine::DecisionRowsFor(int decode_rows, bool chat_prefill_waiting, bool questions) const {
   if (live_.empty()) return cfg_.decision_prefill_chunk;
   int left = std::max(cfg_.max_step_tokens - decode_rows, 0);
   if (chat_prefill_waiting) left /= 2;
+  if (questions) return std::max(1, left / 2);
   const int rows = std::max(64, left / 64 * 64);
   return cfg_.decision_prefill_chunk > 0 ? std::min(cfg_.decision_prefill_chunk, rows) : rows;
 }
@@ -541,7 +542,8 @@ void Engine::RunStep() {
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   auto t0 = Clock::now();
-  const bool decide = PlanDecision(DecisionRowsFor(sched_.DecodeRows(seqs), prefill_waiting), &piece);
+  const bool questions_next = active_decision_ && active_decision_->task && active_decision_->task->prefix_ready;
+  const bool decide = PlanDecision(DecisionRowsFor(sched_.DecodeRows(seqs), prefill_waiting, questions_next), &piece);
   double decision_host = since(t0);
   StepPlan plan = sched_.Plan(seqs, decide ? piece.rows() : 0);
   for (const auto& ss : seqs) by_id[ss.id]->sched.admitted = ss.admitted;

@@ -568,6 +568,10 @@ TEST(Engine, DecisionPiecesKeepToTheStepBudgetBesideChat) {
   EXPECT_GE(beside_pieces, (record + 127) / 128 + 1) << "beside chat: 128-token pieces, then the questions";
   for (const StepRecord& s : engine.Stats().slowest_steps) {
     EXPECT_LE(s.decode_rows + s.prompt_rows + s.decision_rows, cfg.max_step_tokens) << "a recorded step within the budget";
+    // Questions beside chat: half the rows a record piece would take, or one run alone.
+    if (s.questions && s.decode_rows > 0 && s.decision_seqs > 1) {
+      EXPECT_LE(s.decision_rows, (cfg.max_step_tokens - s.decode_rows) / 2) << "questions beside chat: half the budget";
+    }
   }
   ExpectSameScores(*beside, *alone, "beside chat");
   engine.Stop();
