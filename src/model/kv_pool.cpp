@@ -126,7 +126,7 @@ void KvPool::CopyPage(int32_t from, int32_t to) {
   }
 }
 
-Result<int32_t> KvPool::AllocateSlot() {
+Result<int32_t> KvPool::AllocateSlot(bool zeroed) {
   if (free_slots_.empty()) {
     if (!growable_) return ResourceExhausted(fmt::format("the {} recurrent-state slots are all in use", num_slots()));
     GRAFT_RETURN_IF_ERROR(AddSlots(std::max(4, num_slots())));
@@ -135,7 +135,7 @@ Result<int32_t> KvPool::AllocateSlot() {
   free_slots_.pop_back();
   for (auto& g : slots_[static_cast<size_t>(s)]) {
     if (!g.conv) continue;
-    mem_->Zero(g.conv, slot_layout_.conv + slot_layout_.S);  // adjacent; the chunk rows are unused at pending 0
+    if (zeroed) mem_->Zero(g.conv, slot_layout_.conv + slot_layout_.S);  // adjacent; the chunk rows are unused at pending 0
     g.pending = 0;
   }
   return s;

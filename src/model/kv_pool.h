@@ -56,7 +56,10 @@ class KvPool {
   int refcount(int32_t page) const { return refs_[static_cast<size_t>(page)]; }
   void CopyPage(int32_t from, int32_t to);  // every layer's K and V
 
-  Result<int32_t> AllocateSlot();  // a zeroed state
+  // A state slot: zeroed, or (zeroed = false) as its last owner left it, for a caller that
+  // overwrites it whole (a fork's CopySlot) — a slot is ~300 MB at Qwen3.5-27B dims, and zeroing
+  // it is one call a layer.
+  Result<int32_t> AllocateSlot(bool zeroed = true);
   void ReleaseSlot(int32_t slot) { free_slots_.push_back(slot); }
   void CopySlot(int32_t from, int32_t to);
 

@@ -44,8 +44,8 @@ Result<SequenceState> SequenceState::Fork() const {
   if (!pool) return InvalidArgument("fork: the sequence has no pool");
   SequenceState f;
   if (slot >= 0) {
-    GRAFT_ASSIGN_OR_RETURN(f.slot, pool->AllocateSlot());
-    pool->CopySlot(slot, f.slot);
+    GRAFT_ASSIGN_OR_RETURN(f.slot, pool->AllocateSlot(/*zeroed=*/false));
+    pool->CopySlot(slot, f.slot);  // the whole slot: conv, S and the open chunk's rows
   }
   f.pool = pool;
   f.pos = pos;
