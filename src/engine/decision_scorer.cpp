@@ -14,55 +14,87 @@
 namespace graft {
 namespace {
 
-// A row's normaliser, or the first non-finite logit's index in `bad`.
-struct RowNorm {
-  double max = 0, log_z = 0;
+// The vocabulary in kNormSlices fixed slices: a row's Σ exp(x − max) is each slice's sum in
+// order, the slices' sums then added in order — fixed by the vocabulary alone, so a row's value
+// never depends on the threads that computed it, and 16 threads can share one row.
+constexpr int kNormSlices = 16;
+
+struct Slice {
+  int begin, end;
+};
+Slice SliceOf(int vocab, int s) {
+  const int per = (vocab + kNormSlices - 1) / kNormSlices;
+  return {std::min(vocab, s * per), std::min(vocab, (s + 1) * per)};
+}
+
+// One slice's part of a row: its largest logit and first non-finite one (-1: none), then (a
+// second pass, given the row's max) its Σ exp(x − max).
+struct SlicePart {
+  double max = -INFINITY, sum = 0;
   int bad = -1;
 };
 
-RowNorm NormOf(const float* row, int vocab) {
-  RowNorm n;
-  n.max = row[0];
-  for (int v = 0; v < vocab; ++v) {
-    if (!std::isfinite(row[v])) {
-      n.bad = v;
-      return n;
-    }
-    n.max = std::max<double>(n.max, row[v]);
-  }
-  double z = 0;
-  for (int v = 0; v < vocab; ++v) z += std::exp(static_cast<double>(row[v]) - n.max);
-  n.log_z = std::log(z);
-  return n;
-}
-
-Result<RowLogSoftmax> Normalised(const float* row, const RowNorm& n, const std::string& what) {
-  if (n.bad >= 0) {
-    const float x = row[n.bad];
+Result<RowLogSoftmax> Normalised(const float* row, double max, double log_z, int bad, const std::string& what) {
+  if (bad >= 0) {
+    const float x = row[bad];
     return Internal(fmt::format("{}: the model's logit for token {} is {} (non-finite: the weights, the adapter or "
                                 "the arithmetic produced it), so no probability can be given",
-                                what, n.bad, std::isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf"));
+                                what, bad, std::isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf"));
   }
-  return RowLogSoftmax{row, n.max, n.log_z};
+  return RowLogSoftmax{row, max, log_z};
 }
 
 }  // namespace
 
 Result<RowLogSoftmax> LogSoftmaxOf(const float* row, int vocab, const std::string& what) {
-  return Normalised(row, NormOf(row, vocab), what);
+  GRAFT_ASSIGN_OR_RETURN(std::vector<RowLogSoftmax> one,
+                         LogSoftmaxOfRows({row}, vocab, 1, [&](size_t) { return what; }));
+  return one[0];
 }
 
 Result<std::vector<RowLogSoftmax>> LogSoftmaxOfRows(const std::vector<const float*>& rows, int vocab, int threads,
                                                     const std::function<std::string(size_t)>& what) {
-  std::vector<RowNorm> norms(rows.size());
-  ParallelFor(static_cast<int64_t>(rows.size()), threads, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) norms[static_cast<size_t>(i)] = NormOf(rows[static_cast<size_t>(i)], vocab);
+  if (vocab < 1) return InvalidArgument("log-softmax of an empty row");
+  const int64_t tasks = static_cast<int64_t>(rows.size()) * kNormSlices;
+  std::vector<SlicePart> parts(static_cast<size_t>(tasks));
+  std::vector<double> max(rows.size(), -INFINITY);
+  ParallelFor(tasks, threads, [&](int64_t b, int64_t e) {  // each slice's max and first non-finite logit
+    for (int64_t i = b; i < e; ++i) {
+      const float* row = rows[static_cast<size_t>(i / kNormSlices)];
+      const Slice sl = SliceOf(vocab, static_cast<int>(i % kNormSlices));
+      SlicePart& p = parts[static_cast<size_t>(i)];
+      for (int v = sl.begin; v < sl.end && p.bad < 0; ++v) {
+        if (!std::isfinite(row[v])) p.bad = v;
+        p.max = std::max<double>(p.max, row[v]);
+      }
+    }
+  });
+  std::vector<int> bad(rows.size(), -1);
+  for (int64_t i = 0; i < tasks; ++i) {
+    const size_t r = static_cast<size_t>(i / kNormSlices);
+    const SlicePart& p = parts[static_cast<size_t>(i)];
+    if (bad[r] < 0 && p.bad >= 0) bad[r] = p.bad;  // slices in order: the row's first
+    max[r] = std::max(max[r], p.max);               // exact in any order
+  }
+  ParallelFor(tasks, threads, [&](int64_t b, int64_t e) {  // each slice's Σ exp(x − max), in order
+    for (int64_t i = b; i < e; ++i) {
+      const size_t r = static_cast<size_t>(i / kNormSlices);
+      if (bad[r] >= 0) continue;
+      const float* row = rows[r];
+      const Slice sl = SliceOf(vocab, static_cast<int>(i % kNormSlices));
+      double z = 0;
+      for (int v = sl.begin; v < sl.end; ++v) z += std::exp(static_cast<double>(row[v]) - max[r]);
+      parts[static_cast<size_t>(i)].sum = z;
+    }
   });
   std::vector<RowLogSoftmax> out;
   out.reserve(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    GRAFT_ASSIGN_OR_RETURN(RowLogSoftmax r, Normalised(rows[i], norms[i], norms[i].bad >= 0 ? what(i) : std::string()));
-    out.push_back(r);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    double z = 0;
+    for (int s = 0; s < kNormSlices; ++s) z += parts[r * kNormSlices + static_cast<size_t>(s)].sum;
+    GRAFT_ASSIGN_OR_RETURN(RowLogSoftmax n,
+                           Normalised(rows[r], max[r], std::log(z), bad[r], bad[r] >= 0 ? what(r) : std::string()));
+    out.push_back(n);
   }
   return out;
 }

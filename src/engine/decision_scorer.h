@@ -41,9 +41,10 @@ struct RowLogSoftmax {
   double LogProb(int32_t token) const { return static_cast<double>(row[token]) - max - log_z; }
 };
 Result<RowLogSoftmax> LogSoftmaxOf(const float* row, int vocab, const std::string& what);
-// LogSoftmaxOf for many rows at once, spread over up to `threads` host threads (each row's sums
-// run in the same order as LogSoftmaxOf's, so the values are its bits); what(i) names row i in an
-// error. A decision's question rows: each a vocabulary's worth of exponentials (~1 ms at 248K).
+// LogSoftmaxOf for many rows at once, spread over up to `threads` host threads, each row in 16
+// fixed slices of the vocabulary (its Σ exp summed slice by slice in order, then the slices in
+// order: LogSoftmaxOf's bits, whatever the thread count); what(i) names row i in an error. A
+// decision's question rows: each a vocabulary's worth of exponentials (~1 ms at 248K alone).
 Result<std::vector<RowLogSoftmax>> LogSoftmaxOfRows(const std::vector<const float*>& rows, int vocab, int threads,
                                                     const std::function<std::string(size_t)>& what);
 
