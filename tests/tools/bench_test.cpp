@@ -137,6 +137,13 @@ TEST(Bench, DecisionLatencyByRecordBucket) {
     EXPECT_EQ(r.bucket, r.mean_record_tokens <= 1000 ? "<=1K" : r.mean_record_tokens <= 4000 ? "1K-4K" : "4K-10K");
     EXPECT_GT(r.prefill_p50, 0);
     EXPECT_GT(r.ratio_p50, 0.5) << "a decision prefills its record and more: not much less than the record alone";
+    // The questions' phases (medians of each): the forward pass is there, and no phase is longer
+    // than the questions' whole time can be.
+    EXPECT_GT(r.questions_times.forward, 0);
+    for (double phase : {r.questions_times.plan, r.questions_times.forward, r.questions_times.finish}) {
+      EXPECT_GE(phase, 0);
+      EXPECT_LE(phase, r.p95);
+    }
   }
   EXPECT_EQ(base, 3);
   EXPECT_EQ(adapter, 3);
@@ -174,7 +181,10 @@ TEST(Bench, DecisionLatencyByRecordBucket) {
   EXPECT_NE(table.find("x prefill"), std::string::npos);
   EXPECT_NE(table.find("0 unequal"), std::string::npos);
   EXPECT_NE(table.find("gap p99 ms"), std::string::npos);
-  for (const char* key : {"\"ratio_p50\"", "\"alone_seconds\"", "\"gap_p99\""}) EXPECT_NE(json.find(key), std::string::npos) << key;
+  EXPECT_NE(table.find("forward ms"), std::string::npos) << "the questions' phases";
+  for (const char* key : {"\"ratio_p50\"", "\"alone_seconds\"", "\"gap_p99\"", "\"questions_score_p50\""}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key;
+  }
   for (const char* key : {"\"decisions\"", "\"concurrency\"", "\"chat\""}) EXPECT_NE(json.find(key), std::string::npos) << key;
 }
 
