@@ -31,7 +31,7 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
   struct S {
     ModelSettings m;
     std::string load_format = "auto", json, adapter_dtype = "auto", decisions, tokenizer, dummy_quant = "none";
-    int dummy_rank = 0, dummy_layers = 24, concurrency = 0, chat_tokens = 32;
+    int dummy_rank = 0, dummy_layers = 24, concurrency = 0, chat_tokens = 32, turn_prompt = 0;
     double dummy_exact = 0;
     std::vector<int> chat_streams;
     bool no_graphs = false;
@@ -87,6 +87,11 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       ->delimiter(',')->check(CLI::Range(1, 4096));
   cmd->add_option("--chat-tokens", s->chat_tokens, "Tokens each chat stream generates")->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--turn-snapshot-prompt", s->turn_prompt,
+                  "Also time what serve's turn snapshots cost and save (Qwen3.5): a chat prompt of N random tokens' "
+                  "first token alone and with the engine keeping the next turn's copy of its cache, then the next "
+                  "turn's recomputed and continued (medians of 3)")
+      ->check(CLI::Range(16, 1 << 20));
   cmd->add_option("--json", s->json, "Also write the results as JSON to this file");
   cmd->add_flag("--no-cuda-graphs", s->no_graphs, "cuda: run decode steps eagerly");
   AddBackendFlags(cmd, s->m);
@@ -99,7 +104,7 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
         return InvalidArgument("--dummy-adapter-exact gives the dummy adapter an exact representation: it needs "
                                "--dummy-adapter-rank (and no --adapter)");
       }
-      const bool engine_work = !s->decisions.empty() || !s->chat_streams.empty();
+      const bool engine_work = !s->decisions.empty() || !s->chat_streams.empty() || s->turn_prompt > 0;
       const std::string tdir = s->tokenizer.empty() ? s->m.model : s->tokenizer;
       std::shared_ptr<const Tokenizer> tok;
       std::shared_ptr<const ChatTemplate> tmpl;
@@ -214,7 +219,7 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
 #endif
       }
       model->ReleaseOwnPools();  // the offline runs' pools: the engine's are sized from what is left
-      if (s->concurrency > 0 || !s->chat_streams.empty()) {
+      if (s->concurrency > 0 || !s->chat_streams.empty() || s->turn_prompt > 0) {
         EngineConfig ec;  // serve's defaults, so chat beside decisions is what a server shows
         ec.decision_prefill_chunk = DefaultDecisionPrefillChunk(s->m.device);
         GRAFT_RETURN_IF_ERROR(SizeEnginePools(*model, *ops, PoolAsk{}, &ec));
@@ -236,6 +241,10 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
                                    RunChatStreams(engine, prompt, n, s->chat_tokens, reqs, s->concurrency, adapter ? 1 : 0));
             rep.chat.push_back(with);
           }
+        }
+        if (s->turn_prompt > 0) {
+          GRAFT_ASSIGN_OR_RETURN(TurnSnapshotCost tc, RunTurnSnapshotCost(engine, tok->vocab_size(), s->turn_prompt));
+          rep.turns.push_back(tc);
         }
         engine.Stop();
       }

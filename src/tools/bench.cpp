@@ -369,6 +369,67 @@ Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& p
   return out;
 }
 
+Result<TurnSnapshotCost> RunTurnSnapshotCost(Engine& engine, int vocab, int prompt_tokens, int next_tokens,
+                                             int repeats) {
+  constexpr int kPart = TurnSnapshotCost::kTurnPartFromEnd;
+  if (prompt_tokens <= kPart || next_tokens < 1 || repeats < 1 || vocab < 1) {
+    return InvalidArgument(fmt::format("a turn's snapshot cost needs a prompt of more than {} tokens, a next turn and "
+                                       "a run",
+                                       kPart));
+  }
+  std::mt19937 rng(11);
+  auto random_ids = [&](int n) {
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (auto& t : ids) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+    return ids;
+  };
+  // One request's first-token time (the engine's), its cached tokens into *cached.
+  auto first_token = [&](std::vector<int32_t> prompt, int snapshot_at, int* cached) -> Result<double> {
+    auto done = std::make_shared<std::promise<Result<std::pair<double, int>>>>();
+    GenerationRequest r;
+    r.prompt = std::move(prompt);
+    r.max_tokens = 1;
+    r.snapshot_at = snapshot_at;
+    r.on_event = [done](const GenEvent& ev) {
+      if (ev.kind == GenEvent::Kind::kDone) done->set_value(std::make_pair(ev.times.ttft, ev.cached_tokens));
+      if (ev.kind == GenEvent::Kind::kError) done->set_value(ev.error);
+    };
+    auto answer = done->get_future();
+    GRAFT_RETURN_IF_ERROR(engine.Submit(std::move(r)));
+    GRAFT_ASSIGN_OR_RETURN(const auto got, answer.get());
+    if (cached != nullptr) *cached = got.second;
+    return got.first;
+  };
+  const int part = prompt_tokens - kPart;
+  std::vector<double> plain, snap, recomputed, continued;
+  TurnSnapshotCost out;
+  out.prompt_tokens = prompt_tokens;
+  out.next_tokens = next_tokens;
+  for (int i = 0; i < repeats; ++i) {
+    for (bool snapshot : {false, true}) {
+      const std::vector<int32_t> first = random_ids(prompt_tokens);
+      std::vector<int32_t> next(first.begin(), first.begin() + part);
+      const std::vector<int32_t> more = random_ids(next_tokens);
+      next.insert(next.end(), more.begin(), more.end());
+      GRAFT_ASSIGN_OR_RETURN(const double t1, first_token(first, snapshot ? part : 0, nullptr));
+      int cached = 0;
+      GRAFT_ASSIGN_OR_RETURN(const double t2, first_token(next, 0, &cached));
+      (snapshot ? snap : plain).push_back(t1);
+      (snapshot ? continued : recomputed).push_back(t2);
+      if (snapshot) out.cached_tokens = cached;
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  out.first_plain = median(plain);
+  out.first_snapshot = median(snap);
+  out.next_recomputed = median(recomputed);
+  out.next_continued = median(continued);
+  return out;
+}
+
 std::string BenchReport::Table() const {
   std::string t = fmt::format("{:<8} {:<22} {:>7} {:>11} {:>11} {:>9} {:>12}\n", "kind", "adapter", "tokens", "seconds",
                               "TFLOP/s", "share", "tokens/s");
@@ -426,6 +487,14 @@ std::string BenchReport::Table() const {
       t += i + 1 < shown ? ";" : "\n";
     }
   }
+  for (const TurnSnapshotCost& r : turns) {
+    t += fmt::format("\nturn snapshots, a {}-token chat prompt: first token {:.1f} ms alone, {:.1f} ms keeping the next "
+                     "turn's copy ({:.2f}x); the next turn (+{} tokens) {:.1f} ms recomputed, {:.1f} ms continued "
+                     "({} tokens cached)\n",
+                     r.prompt_tokens, 1e3 * r.first_plain, 1e3 * r.first_snapshot,
+                     r.first_plain > 0 ? r.first_snapshot / r.first_plain : 0.0, r.next_tokens, 1e3 * r.next_recomputed,
+                     1e3 * r.next_continued, r.cached_tokens);
+  }
   return t;
 }
 
@@ -461,6 +530,12 @@ std::string BenchReport::Json(const std::string& model, const std::string& devic
     j["chat"].push_back({{"streams", r.streams}, {"decisions", r.decisions}, {"tokens", r.tokens}, {"seconds", r.seconds},
                          {"tokens_per_s", r.tokens_per_s}, {"gap_p50", r.gap_p50}, {"gap_p99", r.gap_p99},
                          {"slowest_steps", slowest}});
+  }
+  for (const TurnSnapshotCost& r : turns) {
+    j["turn_snapshots"].push_back({{"prompt_tokens", r.prompt_tokens}, {"next_tokens", r.next_tokens},
+                                   {"first_plain", r.first_plain}, {"first_snapshot", r.first_snapshot},
+                                   {"next_recomputed", r.next_recomputed}, {"next_continued", r.next_continued},
+                                   {"cached_tokens", r.cached_tokens}});
   }
   return j.dump(2);
 }

@@ -87,11 +87,25 @@ struct ChatStreams {
   std::vector<StepRecord> slowest;  // the run's slowest engine steps, slowest first
 };
 
+// A chat's next turn on a recurrent model (the server's turn snapshots, engine/prefix_cache.h):
+// a prompt's first-token time alone and with the engine keeping a copy of its cache where the
+// next turn would part (GenerationRequest::snapshot_at, kTurnPartFromEnd tokens before its end:
+// one more step), then the next turn's — the prompt up to there plus next_tokens new ones —
+// recomputed, or continued from that copy. Medians, seconds; each run a fresh random prompt.
+struct TurnSnapshotCost {
+  static constexpr int kTurnPartFromEnd = 9;  // Qwen's generation prompt, which a past turn drops
+  int prompt_tokens = 0, next_tokens = 0;
+  double first_plain = 0, first_snapshot = 0;
+  double next_recomputed = 0, next_continued = 0;
+  int cached_tokens = 0;  // the continued turn's (0: no copy kept: no prefix cache or no recurrent layers)
+};
+
 struct BenchReport {
   std::vector<BenchRow> rows;
   std::vector<DecisionLatency> decisions;  // RunDecisionBench's, when run
   std::vector<DecisionConcurrency> concurrency;
   std::vector<ChatStreams> chat;
+  std::vector<TurnSnapshotCost> turns;
   std::string Table() const;
   std::string Json(const std::string& model, const std::string& device) const;
 };
@@ -118,6 +132,11 @@ Result<DecisionConcurrency> RunDecisionConcurrency(Engine& engine, const std::ve
 // cold prefix cache; none: the streams alone); their results are waited for, a failure is an error.
 Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& prompt, int streams, int max_tokens,
                                    const std::vector<DecisionRequest>& beside = {}, int decisions = 0, int32_t slot = 0);
+
+// TurnSnapshotCost for prompts of prompt_tokens (> kTurnPartFromEnd) random ids below `vocab`,
+// `repeats` runs of each kind.
+Result<TurnSnapshotCost> RunTurnSnapshotCost(Engine& engine, int vocab, int prompt_tokens, int next_tokens = 64,
+                                             int repeats = 3);
 
 // adapters: slot 1, when present, is the adapter measured beside the base.
 Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& adapters, const BenchJob& job,

@@ -188,5 +188,30 @@ TEST(Bench, DecisionLatencyByRecordBucket) {
   for (const char* key : {"\"decisions\"", "\"concurrency\"", "\"chat\""}) EXPECT_NE(json.find(key), std::string::npos) << key;
 }
 
+// What serve's turn snapshots cost and save, on the bundled Qwen3.5 model: both first tokens and
+// both next turns timed, and the continued next turn reporting the first turn's part as cached
+// (the recomputed one has nothing to continue from). A bad shape is refused.
+TEST(Bench, TurnSnapshotCostTimesBothTurnsBothWays) {
+  auto model = LoadModel(Repo("models/base"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto tok = Tokenizer::FromFile(Repo("models/base/tokenizer.json"));
+  auto tmpl = ChatTemplate::Load(Repo("models/base"), "");
+  ASSERT_TRUE(tok.ok() && tmpl.ok());
+  AdapterSet none;
+  Engine engine(EngineConfig{}, **model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), **tok, **tmpl, none);
+  auto tc = RunTurnSnapshotCost(engine, (*tok)->vocab_size(), 40, 8, 1);
+  ASSERT_TRUE(tc.ok()) << tc.status().ToString();
+  EXPECT_EQ(tc->prompt_tokens, 40);
+  EXPECT_EQ(tc->cached_tokens, 40 - TurnSnapshotCost::kTurnPartFromEnd) << "the next turn continues where it parts";
+  for (double t : {tc->first_plain, tc->first_snapshot, tc->next_recomputed, tc->next_continued}) EXPECT_GT(t, 0);
+  BenchReport rep;
+  rep.turns.push_back(*tc);
+  EXPECT_NE(rep.Table().find("turn snapshots, a 40-token chat prompt"), std::string::npos) << rep.Table();
+  EXPECT_NE(rep.Json("m", "cpu").find("\"next_continued\""), std::string::npos);
+  auto bad = RunTurnSnapshotCost(engine, (*tok)->vocab_size(), TurnSnapshotCost::kTurnPartFromEnd, 8, 1);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  engine.Stop();
+}
+
 }  // namespace
 }  // namespace graft
