@@ -23,6 +23,12 @@ struct Engine::Live {
   bool failed = false;       // a step failed on it: its cache is not kept
   int cached_tokens = 0;     // prompt tokens continued from the prefix cache
   std::vector<int32_t> fed;  // generated tokens that went through the model (every one but the last)
+  // After a preemption: the tokens it prefills again (the prompt, then fed), the first fed_in_input
+  // of `fed` among them; empty before (the prompt itself).
+  std::vector<int32_t> input;
+  size_t fed_in_input = 0;
+  bool prompt_done = false;  // its prompt was prefilled once (prompt_logprobs sent: not again)
+  const std::vector<int32_t>& Input() const { return input.empty() ? req.prompt : input; }
   // The timeline (RequestTimes): submitted, first scheduled, first and last token.
   std::chrono::steady_clock::time_point submitted, scheduled, first_token, last_token;
   bool was_scheduled = false;
@@ -323,7 +329,7 @@ void Engine::Admit(Live& s) {
   // this sequence needs.
   FreeStateSlot();
   // prompt_logprobs needs every prompt row's logits: such a prompt runs whole.
-  if (prefix_cache_.capacity() > 0 && !s.req.prompt_logprobs) {
+  if (prefix_cache_.capacity() > 0 && !s.req.prompt_logprobs && s.input.empty()) {
     SequenceState continued;
     Result<int> n = prefix_cache_.Continue(s.req.adapter_slot, s.req.prompt, !pool.has_gdn(), &continued);
     std::lock_guard<std::mutex> l(mu_);
@@ -339,6 +345,30 @@ void Engine::Admit(Live& s) {
     }
   }
   s.state = std::move(model_.NewState(pool)).value();  // a slot is free (above): cannot fail
+}
+
+void Engine::Preempt(Live& s) {
+  // Its tokens so far become what it prefills again: with its prompt done, the prompt, the tokens
+  // it fed and the one it was about to feed (whose row then gives its next token, as that decode
+  // row would have); mid-prompt, the prompt from its start.
+  if (s.sched.prefilled >= s.sched.prompt_tokens) {
+    std::vector<int32_t> input = s.Input();
+    input.insert(input.end(), s.fed.begin() + static_cast<std::ptrdiff_t>(s.fed_in_input), s.fed.end());
+    input.push_back(s.next_token);
+    s.fed.push_back(s.next_token);
+    s.fed_in_input = s.fed.size();
+    s.input = std::move(input);
+  } else {
+    s.prompt_lps.clear();
+  }
+  if (s.sched.stop_at > 0 && s.sched.prefilled >= s.sched.stop_at) s.sched.stop_at = 0;  // its copy is kept
+  s.state.Clear();
+  s.sched.prompt_tokens = static_cast<int>(s.Input().size());
+  s.sched.prefilled = 0;
+  s.sched.decoded = 0;
+  s.sched.max_new_tokens = s.req.max_tokens - s.generated;
+  std::lock_guard<std::mutex> l(mu_);
+  ++stats_.preemptions;
 }
 
 void Engine::MakeRoom(const StepBatch& batch) {
@@ -365,9 +395,9 @@ void Engine::KeepSnapshot(Live& s) {
 
 void Engine::Retire(Live& s) {
   // The tokens its state holds: the prompt so far, then (once the prompt is whole) those fed.
-  std::vector<int32_t> tokens(s.req.prompt.begin(),
-                              s.req.prompt.begin() + std::min(s.sched.prefilled, s.sched.prompt_tokens));
-  tokens.insert(tokens.end(), s.fed.begin(), s.fed.end());
+  const std::vector<int32_t>& input = s.Input();
+  std::vector<int32_t> tokens(input.begin(), input.begin() + std::min(s.sched.prefilled, s.sched.prompt_tokens));
+  tokens.insert(tokens.end(), s.fed.begin() + static_cast<std::ptrdiff_t>(s.fed_in_input), s.fed.end());
   if (s.failed || !s.sched.admitted || s.state.pool != chat_pool_.get() ||
       s.state.pos != static_cast<int>(tokens.size())) {
     s.state.Clear();
@@ -546,7 +576,11 @@ void Engine::RunStep() {
   const bool decide = PlanDecision(DecisionRowsFor(sched_.DecodeRows(seqs), prefill_waiting, questions_next), &piece);
   double decision_host = since(t0);
   StepPlan plan = sched_.Plan(seqs, decide ? piece.rows() : 0);
-  for (const auto& ss : seqs) by_id[ss.id]->sched.admitted = ss.admitted;
+  for (const auto& ss : seqs) {
+    by_id[ss.id]->sched.admitted = ss.admitted;
+    by_id[ss.id]->sched.reserved = ss.reserved;
+  }
+  for (int64_t id : plan.preempted) Preempt(*by_id[id]);  // their pages and slots first: admissions may need them
   for (int64_t id : plan.admitted) Admit(*by_id[id]);
   for (int64_t id : plan.rejected) {
     GenEvent e;
@@ -569,7 +603,7 @@ void Engine::RunStep() {
     if (s->sched.prefilled < s->sched.prompt_tokens) {
       ++prompt_seqs;
       // (A prompt continued from the prefix cache brings fewer rows than were planned for it.)
-      batch.Add(&s->state, s->req.prompt.data() + s->sched.prefilled,
+      batch.Add(&s->state, s->Input().data() + s->sched.prefilled,
                 std::min(e.tokens, s->sched.prompt_tokens - s->sched.prefilled), s->req.adapter_slot);
     } else {
       batch.Add(&s->state, &s->next_token, 1, s->req.adapter_slot);
@@ -585,7 +619,7 @@ void Engine::RunStep() {
   for (size_t i = 0; i < order.size(); ++i) {
     const Live& s = *order[i];
     const int rows = batch.seq_start[i + 1] - batch.seq_start[i];
-    if (s.req.prompt_logprobs && s.sched.prefilled < s.sched.prompt_tokens) {
+    if (s.req.prompt_logprobs && !s.prompt_done && s.sched.prefilled < s.sched.prompt_tokens) {
       prompt_index[i] = static_cast<int>(batch.logits.rows.size());
       for (int r = 0; r < rows && s.sched.prefilled + r + 1 < s.sched.prompt_tokens; ++r) {
         batch.logits.rows.push_back(batch.seq_start[i] + r);
@@ -649,7 +683,10 @@ void Engine::RunStep() {
       s.failed = true;
       continue;
     }
-    if (s.sched.prefilled >= s.sched.prompt_tokens) s.fed.push_back(s.next_token);  // its decode row ran
+    if (s.sched.prefilled >= s.sched.prompt_tokens) {  // its decode row ran
+      s.fed.push_back(s.next_token);
+      ++s.sched.decoded;
+    }
     if (s.sched.prefilled < s.sched.prompt_tokens) {
       if (prompt_index[i] >= 0) {  // row r predicts the prompt's token at prefilled + r + 1
         for (int r = 0; r < rows && s.sched.prefilled + r + 1 < s.sched.prompt_tokens; ++r) {
@@ -662,7 +699,7 @@ void Engine::RunStep() {
       prompt_rows += rows;
       if (s.sched.stop_at > 0 && s.sched.prefilled == s.sched.stop_at) KeepSnapshot(s);
       if (s.sched.prefilled < s.sched.prompt_tokens) continue;  // more prompt to go
-      if (s.req.prompt_logprobs) {  // the whole prompt's, before any generated text
+      if (s.req.prompt_logprobs && !s.prompt_done) {  // the whole prompt's, before any generated text
         GenEvent d;
         TokenLogprob first;
         first.token = s.req.prompt[0];
@@ -673,6 +710,7 @@ void Engine::RunStep() {
         s.prompt_lps.clear();
         s.req.on_event(d);
       }
+      s.prompt_done = true;
     }
     ++sampled;
     const auto now = std::chrono::steady_clock::now();  // this row's token: its time

@@ -16,7 +16,10 @@
 // All cache memory is reserved when the engine starts: a chat pool (KV pages and state slots
 // that the scheduler hands out) and a decision pool (the record prefix, its forks and the
 // prefix cache), so decisions never take memory a chat sequence was promised. A sequence
-// whose prompt plus max_tokens exceeds the KV budget is refused; others wait for room.
+// whose prompt plus max_tokens exceeds the KV budget is refused; others are admitted when their
+// prompt fits and take KV pages as they grow; when the pool runs out the newest running
+// sequence is preempted — its cache freed, its tokens so far prefilled again later, the same
+// bits (Scheduler).
 // Cancelling a request (its flag) drops it at the next step. A request with a grammar draws only
 // the tokens its TokenConstraint allows (structured output).
 //
@@ -153,6 +156,7 @@ struct EngineStats {
   int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;
   int64_t prefix_cache_query_tokens = 0, prefix_cache_hit_tokens = 0;
   int64_t decision_pieces = 0;  // pieces of decision work run (record prefill chunks, questions)
+  int64_t preemptions = 0;      // running sequences that gave their KV back to start over (Scheduler)
   int largest_step = 0;         // the most rows one step has held (chat and decision rows together)
   static constexpr size_t kSlowestSteps = 8;
   std::vector<StepRecord> slowest_steps;  // the slowest steps since start-up or ForgetSlowestSteps, slowest first
@@ -249,6 +253,9 @@ class Engine {
   void Admit(Live& s);
   // Evicts prefix-cache entries until the step's pages fit the chat pool (or none are left).
   void MakeRoom(const StepBatch& batch);
+  // The scheduler took s's KV back: its cache goes to the pool and it will prefill its tokens so
+  // far again (a row's bits do not depend on how its sequence was split, so the same tokens).
+  void Preempt(Live& s);
   // A sequence that ended: its cache into the prefix cache (when its tokens are known and no
   // step failed on it), else back to the pool.
   void Retire(Live& s);

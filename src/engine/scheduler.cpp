@@ -4,40 +4,64 @@
 
 namespace graft {
 
-int64_t Scheduler::Need(const SchedSeq& s) const {
-  const int64_t tokens = int64_t{s.prompt_tokens} + s.max_new_tokens;
-  return (tokens + page_size_ - 1) / page_size_ * page_size_;
-}
-
 int Scheduler::DecodeRows(const std::vector<SchedSeq>& seqs) const {
   int rows = 0;
   for (const auto& s : seqs) rows += s.admitted && s.prefilled >= s.prompt_tokens;
   return std::min(rows, max_step_tokens_);
 }
 
+void Scheduler::Drop(SchedSeq& s) {
+  if (!s.admitted) return;
+  kv_reserved_ -= s.reserved;
+  --running_;
+  s.reserved = 0;
+  s.admitted = false;
+}
+
 StepPlan Scheduler::Plan(std::vector<SchedSeq>& seqs, int reserved) {
   StepPlan plan;
   int rows = 0;
-  // Decode rows first: every admitted sequence whose prompt is done brings one token.
-  for (const auto& s : seqs) {
-    if (s.admitted && s.prefilled >= s.prompt_tokens && rows < max_step_tokens_) {
-      plan.entries.push_back({s.id, 1});
-      ++rows;
+  std::vector<char> preempted(seqs.size(), 0);
+  // Decode rows first, oldest first: each brings one token, and a page more of KV where that
+  // token starts one. When the budget is full the newest admitted sequence gives its KV back (it
+  // may be this one).
+  for (size_t i = 0; i < seqs.size() && rows < max_step_tokens_; ++i) {
+    SchedSeq& s = seqs[i];
+    if (!s.admitted || s.prefilled < s.prompt_tokens) continue;
+    const int64_t grow = Pages(int64_t{s.prompt_tokens} + s.decoded + 1) - s.reserved;
+    while (grow > 0 && kv_reserved_ + grow > kv_budget_ && s.admitted) {
+      size_t victim = seqs.size();
+      while (victim-- > i && !seqs[victim].admitted) {
+      }
+      Drop(seqs[victim]);
+      preempted[victim] = 1;
+      plan.preempted.push_back(seqs[victim].id);
     }
+    if (!s.admitted) continue;
+    if (grow > 0) {
+      kv_reserved_ += grow;
+      s.reserved += grow;
+    }
+    plan.entries.push_back({s.id, 1});
+    ++rows;
   }
-  // Then prefill chunks, admitting waiting sequences in order while the budgets allow.
+  // Then prefill chunks, admitting waiting sequences in order while the budgets allow (with room
+  // for their prompt and first token).
   const int limit = max_step_tokens_ - std::max(reserved, 0);
-  for (auto& s : seqs) {
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    SchedSeq& s = seqs[i];
     if (rows >= limit) break;
+    if (preempted[i]) break;  // keep arrival order: it starts over in a later step
     if (s.prefilled >= s.prompt_tokens && s.admitted) continue;
     if (!s.admitted) {
-      const int64_t need = Need(s);
-      if (need > kv_budget_) {
+      if (Pages(int64_t{s.prompt_tokens} + s.max_new_tokens) > kv_budget_) {
         plan.rejected.push_back(s.id);
         continue;
       }
+      const int64_t need = Pages(int64_t{s.prompt_tokens} + 1);
       if (kv_reserved_ + need > kv_budget_ || running_ >= max_running_) break;  // keep arrival order
       kv_reserved_ += need;
+      s.reserved = need;
       ++running_;
       s.admitted = true;
       plan.admitted.push_back(s.id);
@@ -54,7 +78,7 @@ StepPlan Scheduler::Plan(std::vector<SchedSeq>& seqs, int reserved) {
 
 void Scheduler::Release(const SchedSeq& s) {
   if (s.admitted) {
-    kv_reserved_ -= Need(s);
+    kv_reserved_ -= s.reserved;
     --running_;
   }
 }

@@ -3,11 +3,15 @@
 //
 // Each step holds at most `max_step_tokens` rows. Running (decoding) sequences get one row
 // each, oldest first; then waiting sequences are admitted in arrival order while the row
-// budget, the KV budget (`kv_token_budget` tokens, each sequence reserving its prompt plus
-// max_tokens rounded up to whole pages of `page_size`) and the running limit (`max_running`,
-// one recurrent-state slot each) allow; an admitted sequence prefills in chunks of whatever
-// rows are left, never past its stop_at (where the engine keeps a copy of its cache). A
-// sequence whose reservation exceeds the whole budget is rejected.
+// budget, the KV budget (`kv_token_budget` tokens) and the running limit (`max_running`, one
+// recurrent-state slot each) allow; an admitted sequence prefills in chunks of whatever rows
+// are left, never past its stop_at (where the engine keeps a copy of its cache).
+// KV is held in whole pages of `page_size` tokens as a sequence needs it, as vLLM does: its
+// prompt and first token at admission, then a page whenever a decode row starts one. When a
+// decode row finds the budget full, the most recently admitted sequence gives all of its KV
+// back and starts over (preempted: recomputed from its tokens so far, the same bits — a row's
+// logits do not depend on how its sequence was split); the oldest always go on. A sequence
+// whose prompt and max_tokens exceed the whole budget can never finish and is rejected.
 #pragma once
 
 #include <cstdint>
@@ -17,11 +21,13 @@ namespace graft {
 
 struct SchedSeq {
   int64_t id = 0;
-  int prompt_tokens = 0;    // total prompt length
+  int prompt_tokens = 0;    // tokens to prefill (after a preemption: the prompt and what was generated)
   int prefilled = 0;        // prompt tokens already processed
-  int max_new_tokens = 0;
-  bool admitted = false;    // holds a KV reservation
+  int max_new_tokens = 0;   // tokens it may still generate after them
+  bool admitted = false;    // holds KV
   int stop_at = 0;          // a prefill chunk ends at this prompt position (0: none)
+  int decoded = 0;          // decode rows run since its prompt was prefilled (the caller counts them)
+  int64_t reserved = 0;     // KV tokens it holds, whole pages (the scheduler's)
 };
 
 struct StepPlanEntry {
@@ -33,6 +39,7 @@ struct StepPlan {
   std::vector<StepPlanEntry> entries;  // in row order
   std::vector<int64_t> admitted;       // sequences that got their reservation this step
   std::vector<int64_t> rejected;       // can never fit
+  std::vector<int64_t> preempted;      // gave their KV back this step: to start over (not in entries)
 };
 
 class Scheduler {
@@ -40,21 +47,23 @@ class Scheduler {
   Scheduler(int max_step_tokens, int64_t kv_token_budget, int page_size = 1, int max_running = 1 << 30)
       : max_step_tokens_(max_step_tokens), kv_budget_(kv_token_budget), page_size_(page_size), max_running_(max_running) {}
 
-  // seqs: every live sequence, in arrival order. Marks admissions in `seqs`. `reserved` rows of
-  // the budget are kept for other work in the step (a decision's piece): prefill chunks get what
-  // is left after the decode rows and them.
+  // seqs: every live sequence, in arrival order. Marks admissions, preemptions (admitted false,
+  // reserved 0) and KV held in `seqs`. `reserved` rows of the budget are kept for other work in
+  // the step (a decision's piece): prefill chunks get what is left after the decode rows and them.
   StepPlan Plan(std::vector<SchedSeq>& seqs, int reserved = 0);
   // The decode rows Plan would give `seqs` (every admitted sequence whose prompt is done, up to
   // the budget).
   int DecodeRows(const std::vector<SchedSeq>& seqs) const;
   int max_step_tokens() const { return max_step_tokens_; }
-  // A finished or cancelled sequence gives its reservation back.
+  // A finished or cancelled sequence gives its KV back.
   void Release(const SchedSeq& s);
   int64_t kv_reserved() const { return kv_reserved_; }
   int64_t kv_budget() const { return kv_budget_; }
 
  private:
-  int64_t Need(const SchedSeq& s) const;
+  int64_t Pages(int64_t tokens) const { return (tokens + page_size_ - 1) / page_size_ * page_size_; }
+  // Gives s's KV back (a preemption or a release).
+  void Drop(SchedSeq& s);
   int max_step_tokens_;
   int64_t kv_budget_;
   int page_size_;

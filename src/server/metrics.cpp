@@ -166,8 +166,9 @@ std::string Metrics::Render(const EngineStats& e, const std::map<int32_t, std::s
            e.prefix_cache_query_tokens);
     scalar(p + "prefix_cache_hits_total", "counter", "Prompt tokens continued from the prefix cache (not computed).",
            base, e.prefix_cache_hit_tokens);
-    scalar(p + "num_preemptions_total", "counter", "Preemptions (graft never preempts: a request waits for room).",
-           base, 0);
+    scalar(p + "num_preemptions_total", "counter",
+           "Preemptions: running requests that gave their KV back to start over (recomputed, the same tokens).", base,
+           e.preemptions);
     if (vllm) {
       out += "# HELP vllm:prompt_tokens_total Prompt tokens of finished requests.\n# TYPE vllm:prompt_tokens_total counter\n";
       for (const auto& [model, m] : models_) {

@@ -115,7 +115,7 @@ std::string TextOf(const Tokenizer& tok, const std::vector<int32_t>& ids, size_t
   return s + dec.Flush();
 }
 
-TEST(Engine, WaitsForKvRoomRefusesTheImpossibleAndKeepsBits) {
+TEST(Engine, PreemptsForKvRoomRefusesTheImpossibleAndKeepsBits) {
   auto model = test::LoadFixtureModel("qwen3_5-wrapper");
   ASSERT_NE(model, nullptr);
   auto tok = Tokenizer::FromFile(test::Fixture("qwen3_5-wrapper/tokenizer.json")).value();
@@ -123,7 +123,7 @@ TEST(Engine, WaitsForKvRoomRefusesTheImpossibleAndKeepsBits) {
   AdapterSet none;
   EngineConfig cfg;
   cfg.page_size = 16;
-  cfg.kv_token_budget = 64;  // one 20+40-token request at a time (64 tokens in whole pages)
+  cfg.kv_token_budget = 64;  // two 20-token prompts fit, not two 20+40-token requests: one is preempted
   cfg.max_running = 2;
   cfg.max_queue = 3;
   Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
@@ -145,6 +145,9 @@ TEST(Engine, WaitsForKvRoomRefusesTheImpossibleAndKeepsBits) {
   EXPECT_EQ(a.finish, "length");
   EXPECT_EQ(a.text, b.text);
   EXPECT_EQ(a.text, d.text);
+  // Both first prompts ran at once and the newer gave its KV back as the older grew: recomputed
+  // later from its tokens so far, with the same text (checked against a lone run below).
+  EXPECT_GT(engine.Stats().preemptions, 0);
   // The same greedy tokens as a lone run through the model.
   CpuOps ops(ActDtype::kBF16, 1);
   SequenceState st = model->NewState();
@@ -164,6 +167,47 @@ TEST(Engine, WaitsForKvRoomRefusesTheImpossibleAndKeepsBits) {
   for (int32_t t : out) want += dec.Push(t);
   want += dec.Flush();
   EXPECT_EQ(a.text, want);
+}
+
+// Preempted sampled requests keep their draws: three seeded top-k requests (hot: the fixture is
+// peaked) on a pool that holds their prompts but not their growth (96 tokens in pages of 16)
+// preempt one another, and each gives the text it gives on a roomy engine — its RNG is its own
+// and the recomputed rows are the rows it had. The engine counts the preemptions.
+TEST(Engine, PreemptedSampledRequestsKeepTheirText) {
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
+  AdapterSet none;
+  const std::vector<int32_t> prompt = Wrapper::Prompt(24);
+  auto run = [&](int64_t budget, int64_t* preemptions) {
+    EngineConfig cfg;
+    cfg.kv_token_budget = budget;
+    cfg.prefix_cache_entries = 0;
+    Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+    std::vector<std::future<Collected>> out;
+    for (uint64_t seed : {3u, 5u, 7u}) {
+      Status st;
+      out.push_back(Generate(engine, prompt, 40, &st, SamplingParams(4.0f, 50, 1.0f, seed)));  // a flat draw: the tiny model is peaked
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    }
+    std::vector<std::string> texts;
+    for (auto& f : out) {
+      const Collected c = f.get();
+      EXPECT_TRUE(c.error.ok()) << c.error.ToString();
+      EXPECT_EQ(c.finish, "length");
+      texts.push_back(c.text);
+    }
+    *preemptions = engine.Stats().preemptions;
+    engine.Stop();
+    return texts;
+  };
+  int64_t roomy_preemptions = 0, tight_preemptions = 0;
+  const auto roomy = run(4096, &roomy_preemptions);
+  const auto tight = run(96, &tight_preemptions);
+  EXPECT_EQ(roomy_preemptions, 0);
+  EXPECT_GT(tight_preemptions, 0);
+  EXPECT_EQ(tight, roomy);
+  EXPECT_NE(roomy[0], roomy[1]) << "different seeds, different draws";
 }
 
 // Sampling from the backend's candidates (Ops::TopK) draws the tokens whole rows draw: the

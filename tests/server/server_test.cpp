@@ -1297,10 +1297,11 @@ TEST(Scheduler, DecodesFirstThenAdmitsInOrderWithinBudgets) {
   Scheduler s(8, 40);
   std::vector<SchedSeq> seqs = {{1, 10, 0, 10, false}, {2, 30, 0, 10, false}, {3, 5, 0, 5, false}};
   StepPlan p = s.Plan(seqs);
-  ASSERT_EQ(p.entries.size(), 1u);  // seq 1 admitted (20 of 40), prefills 8 rows; seq 2 needs 40: waits
-  EXPECT_EQ(p.entries[0].id, 1);
+  ASSERT_EQ(p.entries.size(), 1u);  // seq 1 admitted (its prompt and first token: 11 of 40), prefills 8 rows;
+  EXPECT_EQ(p.entries[0].id, 1);     // seq 2 needs 31 more: waits
   EXPECT_EQ(p.entries[0].tokens, 8);
-  EXPECT_EQ(s.kv_reserved(), 20);
+  EXPECT_EQ(s.kv_reserved(), 11);
+  EXPECT_EQ(seqs[0].reserved, 11);
   seqs[0].prefilled = 8;
   p = s.Plan(seqs);
   EXPECT_EQ(p.entries[0].tokens, 2);  // the rest of seq 1's prompt; seq 2 still does not fit, so seq 3 waits behind it
@@ -1316,6 +1317,62 @@ TEST(Scheduler, DecodesFirstThenAdmitsInOrderWithinBudgets) {
   EXPECT_EQ(p.entries[0].tokens, 8);
   std::vector<SchedSeq> huge = {{9, 100, 0, 100, false}};
   EXPECT_EQ(s.Plan(huge).rejected, (std::vector<int64_t>{9}));
+}
+
+// KV as sequences grow, as vLLM holds it: admitted with room for the prompt and a first token,
+// a page more where a decode row starts one; with the budget full the newest running sequence
+// gives all of its KV back (preempted: it starts over later, behind the older ones) — itself when
+// it is the newest. Nothing is ever over the budget.
+TEST(Scheduler, AGrowingSequenceTakesItsPageFromTheNewest) {
+  Scheduler s(16, 16, /*page_size=*/4);
+  std::vector<SchedSeq> seqs = {{1, 4, 0, 8, false}, {2, 3, 0, 4, false}};
+  StepPlan p = s.Plan(seqs);
+  EXPECT_EQ(p.admitted, (std::vector<int64_t>{1, 2}));  // 8 + 4 of 16: both prompts fit
+  EXPECT_EQ(s.kv_reserved(), 12);
+  seqs[0].prefilled = 4;
+  seqs[1].prefilled = 3;
+  for (int step = 0; step < 4; ++step) {  // four decode rows each: 1 grows to 8 tokens, 2 to 8 (a page more)
+    p = s.Plan(seqs);
+    ASSERT_EQ(p.entries.size(), 2u) << step;
+    EXPECT_TRUE(p.preempted.empty()) << step;
+    ++seqs[0].decoded;
+    ++seqs[1].decoded;
+    EXPECT_LE(s.kv_reserved(), 16);
+  }
+  EXPECT_EQ(s.kv_reserved(), 16);
+  p = s.Plan(seqs);  // 1's ninth token starts a page: 2, the newest, gives its 8 back
+  EXPECT_EQ(p.preempted, (std::vector<int64_t>{2}));
+  ASSERT_EQ(p.entries.size(), 1u);
+  EXPECT_EQ(p.entries[0].id, 1);
+  EXPECT_FALSE(seqs[1].admitted);
+  EXPECT_EQ(seqs[1].reserved, 0);
+  EXPECT_EQ(seqs[0].reserved, 12);
+  EXPECT_EQ(s.kv_reserved(), 12);
+  // 2 starts over: its 3 prompt tokens and 4 generated, one of them not yet fed, to prefill.
+  seqs[1].prompt_tokens = 7;
+  seqs[1].prefilled = 0;
+  seqs[1].decoded = 0;
+  seqs[1].max_new_tokens = 0;
+  ++seqs[0].decoded;
+  p = s.Plan(seqs);
+  EXPECT_TRUE(p.admitted.empty()) << "8 more do not fit beside 12";
+  s.Release(seqs[0]);
+  seqs.erase(seqs.begin());
+  p = s.Plan(seqs);
+  EXPECT_EQ(p.admitted, (std::vector<int64_t>{2}));
+  EXPECT_EQ(p.entries.at(0).tokens, 7);
+  // The newest needing a page with the budget full gives up its own KV.
+  Scheduler u(16, 8, 4);
+  std::vector<SchedSeq> pair = {{1, 3, 0, 4, false}, {2, 3, 0, 4, false}};
+  u.Plan(pair);  // 4 + 4 of 8
+  pair[0].prefilled = pair[1].prefilled = 3;
+  pair[0].decoded = 0;
+  pair[1].decoded = 1;  // 2's next row starts a page; 1's does not
+  p = u.Plan(pair);
+  EXPECT_EQ(p.preempted, (std::vector<int64_t>{2}));
+  ASSERT_EQ(p.entries.size(), 1u);
+  EXPECT_EQ(p.entries[0].id, 1);
+  EXPECT_EQ(u.kv_reserved(), 4);
 }
 
 // Rows reserved for a decision's piece come out of the prefill's share of the budget, never the
