@@ -210,6 +210,48 @@ TEST(Engine, PreemptedSampledRequestsKeepTheirText) {
   EXPECT_NE(roomy[0], roomy[1]) << "different seeds, different draws";
 }
 
+// A preempted request whose prompt logprobs went out does not send them again: two greedy
+// requests on a pool that holds their prompts but not their growth, the newer asking for prompt
+// logprobs — one event of them, the prompt's length, and the lone run's text.
+TEST(Engine, PromptLogprobsGoOutOnceAcrossAPreemption) {
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
+  AdapterSet none;
+  EngineConfig cfg;
+  cfg.kv_token_budget = 64;
+  cfg.page_size = 16;
+  Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  const std::vector<int32_t> prompt = Wrapper::Prompt(20);
+  Status s1;
+  auto first = Generate(engine, prompt, 40, &s1);
+  ASSERT_TRUE(s1.ok());
+  auto done = std::make_shared<std::promise<void>>();
+  auto events = std::make_shared<int>(0);
+  auto entries = std::make_shared<size_t>(0);
+  auto text = std::make_shared<std::string>();
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.max_tokens = 40;
+  r.prompt_logprobs = true;
+  r.top_logprobs = 1;
+  r.on_event = [=](const GenEvent& ev) {
+    if (ev.kind == GenEvent::Kind::kDelta) {
+      if (!ev.prompt_logprobs.empty()) ++*events, *entries = ev.prompt_logprobs.size();
+      *text += ev.text;
+    }
+    if (ev.kind != GenEvent::Kind::kDelta) done->set_value();
+  };
+  ASSERT_TRUE(engine.Submit(std::move(r)).ok());
+  done->get_future().get();
+  const Collected a = first.get();
+  EXPECT_GT(engine.Stats().preemptions, 0);
+  EXPECT_EQ(*events, 1);
+  EXPECT_EQ(*entries, prompt.size());
+  EXPECT_EQ(*text, a.text);
+  engine.Stop();
+}
+
 // Sampling from the backend's candidates (Ops::TopK) draws the tokens whole rows draw: the
 // same requests — greedy, seeded top-k at two temperatures with top-p, and one without top_k
 // that forces whole rows on its steps — give the same text with candidate sampling on and off.
