@@ -160,7 +160,7 @@ std::string Metrics::Render(const EngineStats& e, const std::map<int32_t, std::s
       scalar(p + "num_requests_running", "gauge", "Requests running (holding KV).", base, e.running);
       scalar(p + "num_requests_waiting", "gauge", "Requests waiting to be scheduled.", base, e.waiting);
     }
-    scalar(p + "kv_cache_usage_perc", "gauge", "KV cache usage (reserved over the budget; 1 is full).", base,
+    scalar(p + "kv_cache_usage_perc", "gauge", "KV cache usage (held by running requests over the budget; 1 is full).", base,
            e.kv_budget > 0 ? static_cast<double>(e.kv_reserved) / static_cast<double>(e.kv_budget) : 0.0);
     scalar(p + "prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", base,
            e.prefix_cache_query_tokens);
