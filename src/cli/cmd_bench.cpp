@@ -31,7 +31,7 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
   struct S {
     ModelSettings m;
     std::string load_format = "auto", json, adapter_dtype = "auto", decisions, tokenizer, dummy_quant = "none";
-    int dummy_rank = 0, dummy_layers = 24, concurrency = 0, chat_tokens = 32, turn_prompt = 0;
+    int dummy_rank = 0, dummy_layers = 24, dummy_count = 1, concurrency = 0, chat_tokens = 32, turn_prompt = 0;
     double dummy_exact = 0;
     std::vector<int> chat_streams;
     bool no_graphs = false;
@@ -63,6 +63,11 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
                   "... and a synthetic exact representation whose residual touches this share of each projection's "
                   "elements (0: none); measured in exact mode too")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--dummy-adapter-count", s->dummy_count,
+                  "... this many such adapters (distinct seeds): above 1, steps whose sequences spread over all of "
+                  "them are timed against the same steps on one (prefill: one sequence an adapter; decode: the "
+                  "batch's rows in turn)")
+      ->capture_default_str()->check(CLI::Range(1, 16));
   cmd->add_flag("--op-profile", s->m.op_profile,
                 "cuda: wait for every op and print where the time went, op by op (eager steps only; slows the run)");
   cmd->add_option("--prefill", s->job.prefill_lengths, "Prefill lengths, in tokens")->capture_default_str()
@@ -100,6 +105,14 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
       // Inputs first: a bad flag or request file is refused before a model of tens of GB loads.
       if (s->concurrency > 0 && s->decisions.empty()) return InvalidArgument("--concurrency needs --decisions");
       if (s->m.op_profile && s->m.device != "cuda") return InvalidArgument("--op-profile times CUDA ops: it needs --device cuda");
+      if (s->dummy_count > 1 && (s->dummy_rank == 0 || !s->m.adapter.empty() || s->dummy_exact > 0)) {
+        return InvalidArgument("--dummy-adapter-count measures several dummy adapters: it needs --dummy-adapter-rank "
+                               "(and no --adapter or --dummy-adapter-exact)");
+      }
+      if (s->dummy_count > 1 && (!s->decisions.empty() || !s->chat_streams.empty() || s->turn_prompt > 0)) {
+        return InvalidArgument("--dummy-adapter-count times prefill and decode steps only: leave out --decisions, "
+                               "--chat-streams and --turn-snapshot-prompt");
+      }
       if (s->dummy_exact > 0 && (s->dummy_rank == 0 || !s->m.adapter.empty())) {
         return InvalidArgument("--dummy-adapter-exact gives the dummy adapter an exact representation: it needs "
                                "--dummy-adapter-rank (and no --adapter)");
@@ -171,9 +184,18 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
                                                              s->job.seed));
         if (s->dummy_exact > 0) AddDummyExact(*adapter, s->dummy_exact, s->job.seed);
       }
+      std::vector<std::unique_ptr<LoraAdapter>> more;  // --dummy-adapter-count's others, slots 2..
+      for (int i = 1; adapter && i < s->dummy_count; ++i) {
+        more.push_back(std::make_unique<LoraAdapter>(DummyAdapter(
+            model->config(), s->dummy_rank, s->dummy_layers,
+            s->adapter_dtype == "auto" ? s->m.bf16_factors() : s->adapter_dtype == "bfloat16", s->job.seed + static_cast<uint64_t>(i))));
+        more.back()->name += fmt::format("-{}", i + 1);
+      }
+      s->job.mixed_adapters = s->dummy_count > 1 ? s->dummy_count : 0;
       AdapterSet set;
       if (adapter) {
         set.Add(adapter.get(), false);
+        for (const auto& a : more) set.Add(a.get(), false);
         if (adapter->has_exact) set.Add(adapter.get(), true);
         spdlog::info("adapter {}: {} modules, rank {}..{}, {:.1f} MB of factors{}", adapter->name, adapter->num_modules(),
                      adapter->min_rank(), adapter->max_rank(), adapter->bytes() / 1e6,

@@ -93,12 +93,36 @@ std::vector<int32_t> RandomIds(std::mt19937_64& rng, int n, int vocab) {
 
 }  // namespace
 
+namespace {
+
+// The mixed-adapter pair of (kind, tokens): its one-adapter time first, then the spread one.
+void AddMixed(BenchReport& rep, const std::string& kind, int adapters, int tokens, bool spread, double seconds) {
+  for (MixedAdapters& m : rep.mixed) {
+    if (m.kind == kind && m.tokens == tokens) {
+      (spread ? m.spread : m.one) = seconds;
+      return;
+    }
+  }
+  MixedAdapters m{kind, adapters, tokens};
+  (spread ? m.spread : m.one) = seconds;
+  rep.mixed.push_back(m);
+}
+
+}  // namespace
+
 Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& adapters, const BenchJob& job,
                              const StepRunner& run_step) {
   const int vocab = model.config().vocab_size;
   std::mt19937_64 rng(job.seed);
   BenchReport rep;
-  const std::vector<int32_t> slots = BenchSlots(adapters);
+  std::vector<int32_t> slots = BenchSlots(adapters);
+  const int mixed = job.mixed_adapters;
+  if (mixed > 1) {
+    if (static_cast<int>(adapters.slots.size()) <= mixed) {
+      return InvalidArgument(fmt::format("mixed adapters: {} asked for, {} in the set", mixed, adapters.slots.size() - 1));
+    }
+    slots = {0, 1};
+  }
   const uint64_t units = slots.size() * (job.prefill_lengths.size() * (job.repeats + 1) + job.decode_batches.size());
   Progress bar("bench", units, /*bytes=*/false);
   for (int32_t slot : slots) {
@@ -166,6 +190,76 @@ Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& ada
     }
   }
   bar.Finish();
+  // Mixed adapters: `mixed` sequences in one step, sequence i on slot 1 + i % mixed, against the
+  // same step with every sequence on slot 1 — prefill (each sequence L / mixed tokens) and decode
+  // (batch B's rows). The same random tokens both ways; the medians of `repeats` (after a warm-up).
+  for (int pass = 0; mixed > 1 && pass < 2; ++pass) {
+    const bool spread = pass == 1;
+    const std::string name = spread ? fmt::format("{} adapters", mixed) : "1 adapter";
+    for (int L : job.prefill_lengths) {
+      const int each = L / mixed;
+      if (each < 1) continue;
+      std::mt19937_64 ids_rng(job.seed + static_cast<uint64_t>(L));
+      std::vector<double> times;
+      for (int r = 0; r <= job.repeats; ++r) {
+        std::vector<SequenceState> states;
+        std::vector<std::vector<int32_t>> ids;
+        StepBatch b;
+        for (int i = 0; i < mixed; ++i) {
+          GRAFT_ASSIGN_OR_RETURN(SequenceState st, model.NewState(ops));
+          states.push_back(std::move(st));
+          ids.push_back(RandomIds(ids_rng, each, vocab));
+        }
+        for (int i = 0; i < mixed; ++i) b.Add(&states[static_cast<size_t>(i)], ids[static_cast<size_t>(i)].data(), each, spread ? 1 + i : 1);
+        b.logits = LogitRows::None();
+        const double t0 = Now();
+        GRAFT_RETURN_IF_ERROR(model.Forward(ops, b, adapters, nullptr).WithContext("mixed adapters' prefill"));
+        ops.Synchronize();
+        if (r > 0) times.push_back(Now() - t0);
+      }
+      BenchRow row{"prefill", fmt::format("{} seqs, {}", mixed, name), each * mixed, Median(times)};
+      row.tokens_per_s = row.tokens / row.seconds;
+      rep.rows.push_back(row);
+      AddMixed(rep, "prefill", mixed, row.tokens, spread, row.seconds);
+    }
+    for (int B : job.decode_batches) {
+      if (B < mixed) continue;
+      std::mt19937_64 ids_rng(job.seed + 7 * static_cast<uint64_t>(B));
+      std::vector<SequenceState> states;
+      StepBatch prefill;
+      std::vector<std::vector<int32_t>> prompts;
+      for (int i = 0; i < B; ++i) {
+        GRAFT_ASSIGN_OR_RETURN(SequenceState st, model.NewState(ops));
+        states.push_back(std::move(st));
+        prompts.push_back(RandomIds(ids_rng, job.decode_prompt, vocab));
+      }
+      auto slot_of = [&](int i) { return spread ? 1 + i % mixed : 1; };
+      for (int i = 0; i < B; ++i) prefill.Add(&states[static_cast<size_t>(i)], prompts[static_cast<size_t>(i)].data(), job.decode_prompt, slot_of(i));
+      prefill.logits = LogitRows::None();
+      GRAFT_RETURN_IF_ERROR(model.Forward(ops, prefill, adapters, nullptr).WithContext("mixed adapters' decode prompts"));
+      std::vector<double> times;
+      std::vector<float> logits(static_cast<size_t>(B) * vocab);
+      for (int step = 0; step < job.decode_steps; ++step) {
+        const auto toks = RandomIds(ids_rng, B, vocab);
+        StepBatch b;
+        std::vector<int32_t> rows;
+        for (int i = 0; i < B; ++i) {
+          b.Add(&states[static_cast<size_t>(i)], &toks[static_cast<size_t>(i)], 1, slot_of(i));
+          rows.push_back(i);
+        }
+        b.logits = LogitRows::Only(rows);
+        const double t0 = Now();
+        GRAFT_RETURN_IF_ERROR((run_step ? run_step(b, adapters, logits.data(), nullptr)
+                                        : model.Forward(ops, b, adapters, logits.data()))
+                                  .WithContext(fmt::format("mixed adapters' decode step of batch {}", B)));
+        if (step > 0) times.push_back(Now() - t0);
+      }
+      BenchRow row{"decode", name, B, Median(times)};
+      row.tokens_per_s = B / row.seconds;
+      rep.rows.push_back(row);
+      AddMixed(rep, "decode", mixed, B, spread, row.seconds);
+    }
+  }
   return rep;
 }
 
@@ -438,6 +532,10 @@ std::string BenchReport::Table() const {
                      r.adapter.empty() ? "-" : r.adapter, r.tokens, r.seconds, r.tflops, 100 * r.share, r.tokens_per_s);
   }
   t += "share: prefill = of the bf16 peak; decode = weight-bytes floor at the copy bandwidth / step time\n";
+  for (const MixedAdapters& m : mixed) {
+    t += fmt::format("mixed adapters, {} {}: a step on {} adapters {:.3f}x the same step on one ({:.4f} against {:.4f} s)\n",
+                     m.kind, m.tokens, m.adapters, m.one > 0 ? m.spread / m.one : 0.0, m.spread, m.one);
+  }
   if (!decisions.empty()) {
     t += fmt::format("\n{:<8} {:<22} {:>6} {:>14} {:>10} {:>10} {:>12} {:>12}\n", "bucket", "adapter", "count",
                      "record tokens", "p50 s", "p95 s", "prefill p50", "x prefill");
@@ -530,6 +628,10 @@ std::string BenchReport::Json(const std::string& model, const std::string& devic
     j["chat"].push_back({{"streams", r.streams}, {"decisions", r.decisions}, {"tokens", r.tokens}, {"seconds", r.seconds},
                          {"tokens_per_s", r.tokens_per_s}, {"gap_p50", r.gap_p50}, {"gap_p99", r.gap_p99},
                          {"slowest_steps", slowest}});
+  }
+  for (const MixedAdapters& m : mixed) {
+    j["mixed_adapters"].push_back(
+        {{"kind", m.kind}, {"adapters", m.adapters}, {"tokens", m.tokens}, {"one", m.one}, {"spread", m.spread}});
   }
   for (const TurnSnapshotCost& r : turns) {
     j["turn_snapshots"].push_back({{"prompt_tokens", r.prompt_tokens}, {"next_tokens", r.next_tokens},

@@ -36,6 +36,10 @@ struct BenchJob {
   double peak_tflops = 800.0;  // the H200's measured bf16 dense GEMM ceiling
   double copy_tbps = 4.2;      // its measured copy bandwidth
   uint64_t seed = 1;
+  // Above 1: the adapter set's slots 1..mixed_adapters are that many adapters, and RunBench
+  // measures steps whose sequences are spread over all of them against the same steps on slot 1
+  // alone (issue 45's mixed adapters); the per-slot rows then cover the base and slot 1 only.
+  int mixed_adapters = 0;
 };
 
 struct BenchRow {
@@ -100,8 +104,16 @@ struct TurnSnapshotCost {
   int cached_tokens = 0;  // the continued turn's (0: no copy kept: no prefix cache or no recurrent layers)
 };
 
+// A step with its sequences on several adapters against the same step on one (BenchJob::mixed_adapters).
+struct MixedAdapters {
+  std::string kind;  // "prefill" (one sequence an adapter) or "decode" (the batch's rows in turn)
+  int adapters = 0, tokens = 0;  // tokens: the prefill's, or the decode batch
+  double one = 0, spread = 0;    // seconds a step (median)
+};
+
 struct BenchReport {
   std::vector<BenchRow> rows;
+  std::vector<MixedAdapters> mixed;
   std::vector<DecisionLatency> decisions;  // RunDecisionBench's, when run
   std::vector<DecisionConcurrency> concurrency;
   std::vector<ChatStreams> chat;

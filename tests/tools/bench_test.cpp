@@ -188,6 +188,47 @@ TEST(Bench, DecisionLatencyByRecordBucket) {
   for (const char* key : {"\"decisions\"", "\"concurrency\"", "\"chat\""}) EXPECT_NE(json.find(key), std::string::npos) << key;
 }
 
+// Mixed adapters: three dummy adapters, a prefill step of one sequence each and a decode batch
+// spread over them, each timed against the same step on the first alone; more asked for than the
+// set holds is refused.
+TEST(Bench, MixedAdaptersAreTimedAgainstOne) {
+  auto model = LoadModel(Repo("models/base"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  std::vector<LoraAdapter> ads;
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    ads.push_back(DummyAdapter((*model)->config(), 4, 2, false, seed));
+    ads.back().name += "-" + std::to_string(seed);
+  }
+  AdapterSet set;
+  for (const LoraAdapter& a : ads) set.Add(&a, false);
+  CpuOps ops(ActDtype::kBF16, 2);
+  BenchJob job;
+  job.prefill_lengths = {30};
+  job.decode_batches = {2, 3};  // 2 < 3 adapters: no mixed decode row for it
+  job.decode_steps = 2;
+  job.repeats = 1;
+  job.mixed_adapters = 3;
+  auto rep = RunBench(**model, ops, set, job);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  ASSERT_EQ(rep->mixed.size(), 2u);
+  EXPECT_EQ(rep->mixed[0].kind, "prefill");
+  EXPECT_EQ(rep->mixed[0].tokens, 30);
+  EXPECT_EQ(rep->mixed[1].kind, "decode");
+  EXPECT_EQ(rep->mixed[1].tokens, 3);
+  for (const MixedAdapters& m : rep->mixed) {
+    EXPECT_EQ(m.adapters, 3);
+    EXPECT_GT(m.one, 0);
+    EXPECT_GT(m.spread, 0);
+  }
+  int adapter_rows = 0;  // the per-slot rows: the base and the first adapter only
+  for (const BenchRow& r : rep->rows) adapter_rows += r.adapter == ads[1].name;
+  EXPECT_EQ(adapter_rows, 0);
+  EXPECT_NE(rep->Table().find("mixed adapters, decode 3: a step on 3 adapters"), std::string::npos) << rep->Table();
+  EXPECT_NE(rep->Json("m", "cpu").find("\"mixed_adapters\""), std::string::npos);
+  job.mixed_adapters = 4;
+  EXPECT_EQ(RunBench(**model, ops, set, job).status().code(), StatusCode::kInvalidArgument);
+}
+
 // What serve's turn snapshots cost and save, on the bundled Qwen3.5 model: both first tokens and
 // both next turns timed, and the continued next turn reporting the first turn's part as cached
 // (the recomputed one has nothing to continue from). A bad shape is refused.
