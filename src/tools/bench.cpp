@@ -108,6 +108,45 @@ void AddMixed(BenchReport& rep, const std::string& kind, int adapters, int token
   rep.mixed.push_back(m);
 }
 
+// A decode batch of B sequences (row i on slot_of(i)) after their random prompts: the median
+// time of its steps after the first (which warms up and captures a graph).
+Result<double> TimeDecodeSteps(const Model& model, Ops& ops, const AdapterSet& adapters, const BenchJob& job, int B,
+                               const std::function<int32_t(int)>& slot_of, std::mt19937_64& rng,
+                               const StepRunner& run_step) {
+  const int vocab = model.config().vocab_size;
+  std::vector<SequenceState> states;
+  StepBatch prefill;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < B; ++i) {
+    GRAFT_ASSIGN_OR_RETURN(SequenceState st, model.NewState(ops));
+    states.push_back(std::move(st));
+    prompts.push_back(RandomIds(rng, job.decode_prompt, vocab));
+  }
+  for (int i = 0; i < B; ++i) {
+    prefill.Add(&states[static_cast<size_t>(i)], prompts[static_cast<size_t>(i)].data(), job.decode_prompt, slot_of(i));
+  }
+  prefill.logits = LogitRows::None();
+  GRAFT_RETURN_IF_ERROR(model.Forward(ops, prefill, adapters, nullptr).WithContext("decode prompts"));
+  std::vector<double> times;
+  std::vector<float> logits(static_cast<size_t>(B) * vocab);
+  for (int s = 0; s < job.decode_steps; ++s) {
+    const auto toks = RandomIds(rng, B, vocab);
+    StepBatch step;
+    std::vector<int32_t> rows;
+    for (int i = 0; i < B; ++i) {
+      step.Add(&states[static_cast<size_t>(i)], &toks[static_cast<size_t>(i)], 1, slot_of(i));
+      rows.push_back(i);
+    }
+    step.logits = LogitRows::Only(rows);
+    const double t0 = Now();
+    GRAFT_RETURN_IF_ERROR((run_step ? run_step(step, adapters, logits.data(), nullptr)
+                                    : model.Forward(ops, step, adapters, logits.data()))
+                              .WithContext(fmt::format("decode step of batch {}", B)));
+    if (s > 0) times.push_back(Now() - t0);  // step 0 warms up (and captures a graph)
+  }
+  return Median(times);
+}
+
 }  // namespace
 
 Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& adapters, const BenchJob& job,
@@ -152,36 +191,10 @@ Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& ada
                    row.seconds, row.tflops, 100 * row.share);
     }
     for (int B : job.decode_batches) {
-      std::vector<SequenceState> states;
-      StepBatch prefill;
-      std::vector<std::vector<int32_t>> prompts;
-      for (int i = 0; i < B; ++i) {
-        GRAFT_ASSIGN_OR_RETURN(SequenceState st, model.NewState(ops));
-        states.push_back(std::move(st));
-        prompts.push_back(RandomIds(rng, job.decode_prompt, vocab));
-      }
-      for (int i = 0; i < B; ++i) prefill.Add(&states[i], prompts[i].data(), job.decode_prompt, slot);
-      prefill.logits = LogitRows::None();
-      GRAFT_RETURN_IF_ERROR(model.Forward(ops, prefill, adapters, nullptr).WithContext("decode prompts"));
-      std::vector<double> times;
-      std::vector<float> logits(static_cast<size_t>(B) * vocab);
-      for (int s = 0; s < job.decode_steps; ++s) {
-        const auto toks = RandomIds(rng, B, vocab);
-        StepBatch step;
-        std::vector<int32_t> rows;
-        for (int i = 0; i < B; ++i) {
-          step.Add(&states[i], &toks[i], 1, slot);
-          rows.push_back(i);
-        }
-        step.logits = LogitRows::Only(rows);
-        const double t0 = Now();
-        GRAFT_RETURN_IF_ERROR((run_step ? run_step(step, adapters, logits.data(), nullptr)
-                                        : model.Forward(ops, step, adapters, logits.data()))
-                                  .WithContext(fmt::format("decode step of batch {}", B)));
-        if (s > 0) times.push_back(Now() - t0);  // step 0 warms up (and captures a graph)
-      }
+      GRAFT_ASSIGN_OR_RETURN(const double step,
+                             TimeDecodeSteps(model, ops, adapters, job, B, [slot](int) { return slot; }, rng, run_step));
       bar.Add(1);
-      BenchRow row{"decode", name, B, Median(times)};
+      BenchRow row{"decode", name, B, step};
       row.share = static_cast<double>(StepWeightBytes(model, a)) / (job.copy_tbps * 1e12) / row.seconds;
       row.tokens_per_s = B / row.seconds;
       rep.rows.push_back(row);
@@ -210,7 +223,9 @@ Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& ada
           states.push_back(std::move(st));
           ids.push_back(RandomIds(ids_rng, each, vocab));
         }
-        for (int i = 0; i < mixed; ++i) b.Add(&states[static_cast<size_t>(i)], ids[static_cast<size_t>(i)].data(), each, spread ? 1 + i : 1);
+        for (int i = 0; i < mixed; ++i) {
+          b.Add(&states[static_cast<size_t>(i)], ids[static_cast<size_t>(i)].data(), each, spread ? 1 + i : 1);
+        }
         b.logits = LogitRows::None();
         const double t0 = Now();
         GRAFT_RETURN_IF_ERROR(model.Forward(ops, b, adapters, nullptr).WithContext("mixed adapters' prefill"));
@@ -225,36 +240,9 @@ Result<BenchReport> RunBench(const Model& model, Ops& ops, const AdapterSet& ada
     for (int B : job.decode_batches) {
       if (B < mixed) continue;
       std::mt19937_64 ids_rng(job.seed + 7 * static_cast<uint64_t>(B));
-      std::vector<SequenceState> states;
-      StepBatch prefill;
-      std::vector<std::vector<int32_t>> prompts;
-      for (int i = 0; i < B; ++i) {
-        GRAFT_ASSIGN_OR_RETURN(SequenceState st, model.NewState(ops));
-        states.push_back(std::move(st));
-        prompts.push_back(RandomIds(ids_rng, job.decode_prompt, vocab));
-      }
       auto slot_of = [&](int i) { return spread ? 1 + i % mixed : 1; };
-      for (int i = 0; i < B; ++i) prefill.Add(&states[static_cast<size_t>(i)], prompts[static_cast<size_t>(i)].data(), job.decode_prompt, slot_of(i));
-      prefill.logits = LogitRows::None();
-      GRAFT_RETURN_IF_ERROR(model.Forward(ops, prefill, adapters, nullptr).WithContext("mixed adapters' decode prompts"));
-      std::vector<double> times;
-      std::vector<float> logits(static_cast<size_t>(B) * vocab);
-      for (int step = 0; step < job.decode_steps; ++step) {
-        const auto toks = RandomIds(ids_rng, B, vocab);
-        StepBatch b;
-        std::vector<int32_t> rows;
-        for (int i = 0; i < B; ++i) {
-          b.Add(&states[static_cast<size_t>(i)], &toks[static_cast<size_t>(i)], 1, slot_of(i));
-          rows.push_back(i);
-        }
-        b.logits = LogitRows::Only(rows);
-        const double t0 = Now();
-        GRAFT_RETURN_IF_ERROR((run_step ? run_step(b, adapters, logits.data(), nullptr)
-                                        : model.Forward(ops, b, adapters, logits.data()))
-                                  .WithContext(fmt::format("mixed adapters' decode step of batch {}", B)));
-        if (step > 0) times.push_back(Now() - t0);
-      }
-      BenchRow row{"decode", name, B, Median(times)};
+      GRAFT_ASSIGN_OR_RETURN(const double step, TimeDecodeSteps(model, ops, adapters, job, B, slot_of, ids_rng, run_step));
+      BenchRow row{"decode", name, B, step};
       row.tokens_per_s = B / row.seconds;
       rep.rows.push_back(row);
       AddMixed(rep, "decode", mixed, B, spread, row.seconds);
