@@ -185,10 +185,10 @@ void AddBenchCommand(CLI::App& app, Runner& run) {
         if (s->dummy_exact > 0) AddDummyExact(*adapter, s->dummy_exact, s->job.seed);
       }
       std::vector<std::unique_ptr<LoraAdapter>> more;  // --dummy-adapter-count's others, slots 2..
+      const bool dummy_bf16 = s->adapter_dtype == "auto" ? s->m.bf16_factors() : s->adapter_dtype == "bfloat16";
       for (int i = 1; adapter && i < s->dummy_count; ++i) {
-        more.push_back(std::make_unique<LoraAdapter>(DummyAdapter(
-            model->config(), s->dummy_rank, s->dummy_layers,
-            s->adapter_dtype == "auto" ? s->m.bf16_factors() : s->adapter_dtype == "bfloat16", s->job.seed + static_cast<uint64_t>(i))));
+        more.push_back(std::make_unique<LoraAdapter>(
+            DummyAdapter(model->config(), s->dummy_rank, s->dummy_layers, dummy_bf16, s->job.seed + static_cast<uint64_t>(i))));
         more.back()->name += fmt::format("-{}", i + 1);
       }
       s->job.mixed_adapters = s->dummy_count > 1 ? s->dummy_count : 0;

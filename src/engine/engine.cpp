@@ -27,8 +27,10 @@ struct Engine::Live {
   // of `fed` among them; empty before (the prompt itself).
   std::vector<int32_t> input;
   size_t fed_in_input = 0;
-  bool prompt_done = false;  // its prompt was prefilled once (prompt_logprobs sent: not again)
   const std::vector<int32_t>& Input() const { return input.empty() ? req.prompt : input; }
+  // Prefilling its tokens so far after a preemption: its prompt went through once already (its
+  // prompt logprobs too).
+  bool Recomputing() const { return !input.empty(); }
   // The timeline (RequestTimes): submitted, first scheduled, first and last token.
   std::chrono::steady_clock::time_point submitted, scheduled, first_token, last_token;
   bool was_scheduled = false;
@@ -329,7 +331,7 @@ void Engine::Admit(Live& s) {
   // this sequence needs.
   FreeStateSlot();
   // prompt_logprobs needs every prompt row's logits: such a prompt runs whole.
-  if (prefix_cache_.capacity() > 0 && !s.req.prompt_logprobs && s.input.empty()) {
+  if (prefix_cache_.capacity() > 0 && !s.req.prompt_logprobs && !s.Recomputing()) {
     SequenceState continued;
     Result<int> n = prefix_cache_.Continue(s.req.adapter_slot, s.req.prompt, !pool.has_gdn(), &continued);
     std::lock_guard<std::mutex> l(mu_);
@@ -619,7 +621,7 @@ void Engine::RunStep() {
   for (size_t i = 0; i < order.size(); ++i) {
     const Live& s = *order[i];
     const int rows = batch.seq_start[i + 1] - batch.seq_start[i];
-    if (s.req.prompt_logprobs && !s.prompt_done && s.sched.prefilled < s.sched.prompt_tokens) {
+    if (s.req.prompt_logprobs && !s.Recomputing() && s.sched.prefilled < s.sched.prompt_tokens) {
       prompt_index[i] = static_cast<int>(batch.logits.rows.size());
       for (int r = 0; r < rows && s.sched.prefilled + r + 1 < s.sched.prompt_tokens; ++r) {
         batch.logits.rows.push_back(batch.seq_start[i] + r);
@@ -699,7 +701,7 @@ void Engine::RunStep() {
       prompt_rows += rows;
       if (s.sched.stop_at > 0 && s.sched.prefilled == s.sched.stop_at) KeepSnapshot(s);
       if (s.sched.prefilled < s.sched.prompt_tokens) continue;  // more prompt to go
-      if (s.req.prompt_logprobs && !s.prompt_done) {  // the whole prompt's, before any generated text
+      if (s.req.prompt_logprobs && !s.Recomputing()) {  // the whole prompt's, before any generated text
         GenEvent d;
         TokenLogprob first;
         first.token = s.req.prompt[0];
@@ -710,7 +712,6 @@ void Engine::RunStep() {
         s.prompt_lps.clear();
         s.req.on_event(d);
       }
-      s.prompt_done = true;
     }
     ++sampled;
     const auto now = std::chrono::steady_clock::now();  // this row's token: its time

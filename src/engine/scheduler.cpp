@@ -11,9 +11,7 @@ int Scheduler::DecodeRows(const std::vector<SchedSeq>& seqs) const {
 }
 
 void Scheduler::Drop(SchedSeq& s) {
-  if (!s.admitted) return;
-  kv_reserved_ -= s.reserved;
-  --running_;
+  Release(s);
   s.reserved = 0;
   s.admitted = false;
 }
