@@ -257,7 +257,10 @@ TEST(GemmWgmma, SwiGluIsTheProductThenSiluMulBits) {
 // rounded base output — bit for bit GemmWgmma (rounded), the mma.sync product of t and B (rounded)
 // and LoraScatterAdd; columns outside every segment the plain product's bits; nothing past N.
 // Ranks below one stage (8), not a multiple of 64 (200) and over several (256); K not a multiple
-// of 64; partial row tiles; a segment ending at N inside a tile; scalar and paired stores.
+// of 64; partial row tiles; a segment ending at N inside a tile; scalar and paired stores. With
+// row slots, a third of the rows on another slot get the plain rounded product — row 1's first
+// output a -0 where the tensor cores keep a subnormal product (1e-21 · -1e-21 rounds to a bf16
+// -0), which an added +0 delta would turn +0.
 TEST(GemmWgmma, LoraIsTheProductThenTheDeltaBits) {
   REQUIRE_GPU();
   std::mt19937 rng(48);
@@ -281,7 +284,13 @@ TEST(GemmWgmma, LoraIsTheProductThenTheDeltaBits) {
     for (int pad : {0, 1}) {
       SCOPED_TRACE(::testing::Message() << c.m << "x" << c.n << "x" << c.k << " pad " << pad);
       const int64_t ldy = c.n + pad;
-      Buf<uint16_t> x(RandomBf16(static_cast<size_t>(c.m) * c.k, rng, 1.0f)), w(RandomBf16(static_cast<size_t>(c.n) * c.k, rng, 0.1f));
+      std::vector<uint16_t> xh = RandomBf16(static_cast<size_t>(c.m) * c.k, rng, 1.0f);
+      std::vector<uint16_t> wh = RandomBf16(static_cast<size_t>(c.n) * c.k, rng, 0.1f);
+      // Row 1, column 0: 1e-21 · -1e-21, an fp32 product that rounds to a bf16 -0.
+      std::fill(xh.begin() + c.k, xh.begin() + 2 * c.k, uint16_t{0});
+      xh[static_cast<size_t>(c.k)] = FloatToBf16(1e-21f);
+      wh[0] = FloatToBf16(-1e-21f);
+      Buf<uint16_t> x(xh), w(wh);
       std::vector<std::unique_ptr<Buf<uint16_t>>> ts, bs;
       std::vector<cuda::WgmmaLoraSegment> segs;
       for (const Seg& g : c.segs) {
@@ -292,6 +301,11 @@ TEST(GemmWgmma, LoraIsTheProductThenTheDeltaBits) {
       // The reference: the rounded product, each delta's rounded product, LoraScatterAdd.
       Buf<float> ref(static_cast<size_t>(c.m) * ldy);
       ASSERT_TRUE(cuda::GemmPipeMmaSync(x.p, c.m, w.p, c.n, c.k, ref.p, ldy, true, nullptr).ok());
+      const auto plain = ref.Get();
+      if (Bits(plain[static_cast<size_t>(ldy)]) != 0x80000000u) {
+        std::printf("note: row 1's first output is %g, not -0 (subnormal products flushed): no -0 to keep\n",
+                    plain[static_cast<size_t>(ldy)]);
+      }
       std::vector<int32_t> rows_h(static_cast<size_t>(c.m));
       for (int i = 0; i < c.m; ++i) rows_h[static_cast<size_t>(i)] = i;
       Buf<int32_t> rows(rows_h);
@@ -303,20 +317,26 @@ TEST(GemmWgmma, LoraIsTheProductThenTheDeltaBits) {
                                          true, nullptr).ok());
       }
       const auto r = ref.Get();
+      std::vector<int32_t> slots_h(static_cast<size_t>(c.m));
+      for (int i = 0; i < c.m; ++i) slots_h[static_cast<size_t>(i)] = i % 3 == 1 ? 0 : 5;
+      Buf<int32_t> slots(slots_h);
       for (WgmmaForm form : c.forms) {
-        SCOPED_TRACE(cuda::WgmmaFormName(form));
-        Buf<float> got(static_cast<size_t>(c.m) * ldy);
-        const Status st = cuda::GemmWgmmaLora(x.p, c.m, w.p, c.n, c.k, got.p, ldy, segs.data(),
-                                              static_cast<int>(segs.size()), form, nullptr);
-        ASSERT_TRUE(st.ok()) << st.ToString();
-        const auto g = got.Get();
-        for (int i = 0; i < c.m; ++i) {
-          for (int j = 0; j < c.n; ++j) {
-            const size_t e = static_cast<size_t>(i) * ldy + j;
-            ASSERT_FALSE(std::isnan(g[e])) << "unwritten: row " << i << " col " << j;
-            ASSERT_EQ(Bits(g[e]), Bits(r[e])) << "row " << i << " col " << j << ": " << g[e] << " vs " << r[e];
+        for (bool masked : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << cuda::WgmmaFormName(form) << (masked ? ", rows on slots" : ""));
+          Buf<float> got(static_cast<size_t>(c.m) * ldy);
+          const Status st = cuda::GemmWgmmaLora(x.p, c.m, w.p, c.n, c.k, got.p, ldy, segs.data(),
+                                                static_cast<int>(segs.size()), form, nullptr, masked ? slots.p : nullptr, 5);
+          ASSERT_TRUE(st.ok()) << st.ToString();
+          const auto g = got.Get();
+          for (int i = 0; i < c.m; ++i) {
+            const auto& want = masked && i % 3 == 1 ? plain : r;
+            for (int j = 0; j < c.n; ++j) {
+              const size_t e = static_cast<size_t>(i) * ldy + j;
+              ASSERT_FALSE(std::isnan(g[e])) << "unwritten: row " << i << " col " << j;
+              ASSERT_EQ(Bits(g[e]), Bits(want[e])) << "row " << i << " col " << j << ": " << g[e] << " vs " << want[e];
+            }
+            for (int j = c.n; j < ldy; ++j) ASSERT_TRUE(std::isnan(g[static_cast<size_t>(i) * ldy + j])) << "wrote past N";
           }
-          for (int j = c.n; j < ldy; ++j) ASSERT_TRUE(std::isnan(g[static_cast<size_t>(i) * ldy + j])) << "wrote past N";
         }
       }
     }

@@ -856,32 +856,37 @@ void ExpectFusedBits(CudaOps& cuda, std::mt19937& rng, int64_t m, int64_t in_w, 
   cuda.Release(mark);
 }
 
-// MatMulLora where every row is on one adapter (a decision's record): the modules whose columns
-// are whole tiles add their deltas in the product's epilogue (cuda/gemm_wgmma.h), the rest
-// (an fp32 factor, columns a tile straddles) through LoraAdd after — bit for bit MatMul then
-// LoraAdd. With a base row among them, or 64 rows and fewer, it is those two ops.
+// MatMulLora: the modules of the adapter with the most rows whose columns are whole tiles add
+// their deltas in the product's epilogue (cuda/gemm_wgmma.h), to that adapter's rows only; the
+// rest (an fp32 factor, columns a tile straddles, another adapter's rows) through LoraAdd after —
+// bit for bit MatMul then LoraAdd, base rows (a -0 among their outputs included) untouched. With
+// 64 rows and fewer it is those two ops.
 TEST(CudaLora, FusedProjectionIsMatMulThenLoraAddBitForBit) {
   REQUIRE_GPU();
   std::mt19937 rng(33);
   const int64_t k = 264, n = 600;
-  const Weight w = RandomWeight(rng, n, k, true);
+  Weight w = RandomWeight(rng, n, k, true);
   // [0, 256) and [256, 512): whole tiles; [512, 560): fp32 factors; [560, 600): ends at N but
   // starts inside a tile.
-  std::vector<LoraModule> mods;
+  std::vector<LoraModule> mods, other;
   mods.push_back(RandomModule(rng, k, 0, 256, 64, 2.0f, true));
   mods.push_back(RandomModule(rng, k, 256, 256, 16, 0.5f, true));
   mods.push_back(RandomModule(rng, k, 512, 48, 8, 1.0f, false));
   mods.push_back(RandomModule(rng, k, 560, 40, 24, 0.25f, true));
-  std::vector<const std::vector<LoraModule>*> by_slot{nullptr, &mods};
+  other.push_back(RandomModule(rng, k, 0, 256, 32, 1.5f, true));
+  std::vector<const std::vector<LoraModule>*> by_slot{nullptr, &mods, &other};
   auto cuda = MakeProfiledCuda();
   ASSERT_NE(cuda, nullptr);
+  enum Mix { kOneAdapter, kBaseRows, kBaseAndOtherAdapter, kOtherAdapterMost };
   for (int64_t m : {40, 65, 300}) {
-    for (bool base_row : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << m << " rows" << (base_row ? ", row 3 on the base" : ""));
+    for (Mix mix : {kOneAdapter, kBaseRows, kBaseAndOtherAdapter, kOtherAdapterMost}) {
+      SCOPED_TRACE(::testing::Message() << m << " rows, mix " << mix);
       std::vector<int32_t> slots(static_cast<size_t>(m), 1);
-      if (base_row) slots[3] = 0;
+      if (mix != kOneAdapter) slots[3] = 0;
+      if (mix == kBaseAndOtherAdapter) std::fill(slots.begin() + 10, slots.begin() + 20, 2);
+      if (mix == kOtherAdapterMost) std::fill(slots.begin() + 5, slots.end(), 2);  // slot 2 fused, slot 1 after
       ExpectFusedBits(
-          *cuda, rng, m, k, n, "MatMul+LoRA (m > 64)", m > 64 && !base_row,
+          *cuda, rng, m, k, n, "MatMul+LoRA (m > 64)", m > 64,
           [&](const float* x, float* y) { cuda->MatMulLora(x, m, w, y, LoraArgs{x, m, k, slots.data(), &by_slot, y, n}); },
           [&](const float* x, float* y) {
             cuda->MatMul(x, m, w, y, true);

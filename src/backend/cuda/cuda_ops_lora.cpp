@@ -1,6 +1,6 @@
 // CudaOps' adapter ops: LoRA deltas (LoraAdd, gathered by adapter onto the tensor cores with
 // bf16 activations) and the projection with its deltas fused (MatMulLora: cuda/gemm_wgmma.h's
-// GemmWgmmaLora where every row is on one adapter, the same bits as MatMul then LoraAdd).
+// GemmWgmmaLora for the rows of one adapter, the same bits as MatMul then LoraAdd).
 #include <algorithm>
 #include <array>
 #include <vector>
@@ -197,17 +197,28 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<co
 }
 
 void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, const LoraArgs& a) {
-  // Fused where every row is on one adapter slot (a decision's record, a batch of one adapter),
-  // with bf16 activations, graft's own GEMMs (not --gemm cublas) and w one dense bf16 tensor on
-  // the plain prefill form (wgmma): each module there with bf16 factors and a rank that is a
-  // multiple of 8 whose columns are whole tiles of the form chosen adds its delta in the
-  // product's epilogue; any other module goes through LoraAdd after. Elsewhere the two ops.
+  // Fused for the adapter slot with the most rows here (a decision's record, a batch of one
+  // adapter, a decision's questions beside base chat rows), with bf16 activations, graft's own
+  // GEMMs (not --gemm cublas) and w one dense bf16 tensor on the plain prefill form (wgmma): each
+  // of its modules with bf16 factors and a rank that is a multiple of 8 whose columns are whole
+  // tiles of the form chosen adds its delta in the product's epilogue, to that slot's rows only
+  // (the others keep the plain product's bits); its other modules and every other adapter's rows
+  // go through LoraAdd after. Elsewhere the two ops. The same bits as MatMul then LoraAdd.
   const auto& by_slot = *a.modules;
-  const int32_t slot = m > 0 ? a.row_slot[0] : 0;
-  const bool one_slot = slot > 0 && static_cast<size_t>(slot) < by_slot.size() && by_slot[static_cast<size_t>(slot)] &&
-                        !by_slot[static_cast<size_t>(slot)]->empty() &&
-                        std::all_of(a.row_slot, a.row_slot + m, [&](int32_t s) { return s == slot; });
-  const DevCopy* d = one_slot && bf16() && !cublas_ && w.parts.empty() && a.x == x && a.m == m && a.k == w.cols &&
+  int32_t slot = 0;
+  bool mixed = false;
+  {
+    std::vector<int64_t> rows_of(by_slot.size(), 0);
+    for (int64_t r = 0; r < m; ++r) {
+      const size_t s = static_cast<size_t>(a.row_slot[r]);
+      if (a.row_slot[r] > 0 && s < by_slot.size() && by_slot[s] && !by_slot[s]->empty()) ++rows_of[s];
+    }
+    for (size_t s = 1; s < rows_of.size(); ++s) {
+      if (rows_of[s] > rows_of[static_cast<size_t>(slot)]) slot = static_cast<int32_t>(s);
+    }
+    mixed = slot > 0 && rows_of[static_cast<size_t>(slot)] < m;
+  }
+  const DevCopy* d = slot > 0 && bf16() && !cublas_ && w.parts.empty() && a.x == x && a.m == m && a.k == w.cols &&
                              a.y == y && a.y_stride == w.rows
                          ? Dev(w)
                          : nullptr;
@@ -235,9 +246,13 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
     Ops::MatMulLora(x, m, w, y, a);
     return;
   }
-  double flops = 2.0 * static_cast<double>(m) * w.rows * w.cols;
+  // The op profile's two lines: the modules' t = r(x · Aᵀ) (x's bf16 copy, the A products split
+  // along K, their sums), then the product with the B deltas in its epilogue.
+  double flops = 2.0 * static_cast<double>(m) * w.rows * w.cols, flops_a = 0;
   for (size_t i = 0; i < fusable.size(); ++i) {
-    if (covered >> i & 1) flops += 2.0 * static_cast<double>(m) * fusable[i]->rank * (w.cols + fusable[i]->b.rows);
+    if (!(covered >> i & 1)) continue;
+    flops += 2.0 * static_cast<double>(m) * fusable[i]->rank * fusable[i]->b.rows;
+    flops_a += 2.0 * static_cast<double>(m) * fusable[i]->rank * w.cols;
   }
   struct GiveBack {  // every way out hands the arena back (LoraAdd's)
     CudaOps& ops;
@@ -245,13 +260,14 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
     ~GiveBack() { ops.Release(mark); }
   } give_back{*this, Mark()};
   std::vector<const LoraModule*> rest;  // the modules whose columns the form's tiles straddle: after the product
+  auto* xb = reinterpret_cast<uint16_t*>(AllocRaw((m * w.cols + 1) / 2));
+  const int32_t* row_slot = mixed ? StageInts(a.row_slot, m) : nullptr;
+  if (Failed()) return;
+  Sign(37, x, m, d->w.data, y, w.rows, w.cols, row_slot, slot);
+  std::vector<cuda::WgmmaLoraSegment> segs;
   {
-    const auto timer = Time("MatMul+LoRA (m > 64)", flops);
-    auto* xb = reinterpret_cast<uint16_t*>(AllocRaw((m * w.cols + 1) / 2));
-    if (Failed()) return;
-    Sign(37, x, m, d->w.data, y, w.rows, w.cols);
+    const auto timer = Time("LoRA A products (m > 64)", flops_a);
     if (Launches()) Note(cuda::ToBf16(x, m * w.cols, xb, stream_));
-    std::vector<cuda::WgmmaLoraSegment> segs;
     for (size_t i = 0; i < modules.size(); ++i) {
       const LoraModule& mod = modules[i];
       const auto it = std::find(fusable.begin(), fusable.end(), &mod);
@@ -264,17 +280,23 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
       if (Failed()) return;
       segs.push_back({tb, static_cast<const uint16_t*>(db->w.data), mod.row_offset, mod.b.rows, mod.rank, mod.scale});
     }
-    if (Launches()) {
-      Note(cuda::GemmWgmmaLora(xb, m, static_cast<const uint16_t*>(d->w.data), w.rows, w.cols, y, w.rows, segs.data(),
-                               static_cast<int>(segs.size()), form, stream_));
-    }
+  }
+  if (Launches()) {
+    const auto timer = Time("MatMul+LoRA (m > 64)", flops);
+    Note(cuda::GemmWgmmaLora(xb, m, static_cast<const uint16_t*>(d->w.data), w.rows, w.cols, y, w.rows, segs.data(),
+                             static_cast<int>(segs.size()), form, stream_, row_slot, slot));
   }
   if (rest.empty()) {
-    tensor_core_lora_rows_ += m;
-    return;
+    tensor_core_lora_rows_ += std::count(a.row_slot, a.row_slot + m, slot);
+  } else {
+    const auto timer = Time("LoraAdd");
+    LoraGathered(a, slot, rest, /*tensor=*/true);  // (counts the rows)
   }
-  const auto timer = Time("LoraAdd");
-  LoraGathered(a, slot, rest, /*tensor=*/true);  // (counts the rows)
+  if (mixed) {  // the other adapters' rows
+    std::vector<const std::vector<LoraModule>*> others(by_slot);
+    others[static_cast<size_t>(slot)] = nullptr;
+    LoraAdd(LoraArgs{a.x, a.m, a.k, a.row_slot, &others, a.y, a.y_stride});
+  }
 }
 
 const uint16_t* CudaOps::LoraT(const uint16_t* xb, int64_t k, int64_t m, const LoraModule& mod) {

@@ -41,6 +41,8 @@ struct LoraSegs {
   int col_begin[kWgmmaMaxLoraSegments], col_end[kWgmmaMaxLoraSegments], ksteps[kWgmmaMaxLoraSegments];
   float scale[kWgmmaMaxLoraSegments];
   int count;
+  const int32_t* row_slot;  // null: every row takes the deltas; else those whose entry is `slot`
+  int32_t slot;
 };
 
 // The segment holding the tile that starts at col0 (the host made every tile lie in one or none).
@@ -209,6 +211,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       // The rounded base output, plus the rounded delta scaled and rounded (LoraScatterAdd's).
       float* y = static_cast<float*>(yv);
       const float scale = lora.scale[seg];
+      // A row of another slot keeps the rounded base output as it is (the plain product's).
+      const bool take_lo = lora.row_slot == nullptr || (r_lo < m && lora.row_slot[r_lo] == lora.slot);
+      const bool take_hi = lora.row_slot == nullptr || (r_hi < m && lora.row_slot[r_hi] == lora.slot);
 #pragma unroll
       for (int j = 0; j < kBN / 8; ++j) {
         const int64_t col = int64_t{col0} + 8 * j + 2 * t;
@@ -220,7 +225,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&packed));
           const float d0 = RoundAct(__fmul_rn(RoundAct(acc[4 * j + 2 * h], true), scale), true);
           const float d1 = RoundAct(__fmul_rn(RoundAct(acc[4 * j + 2 * h + 1], true), scale), true);
-          const float v0 = RoundAct(__fadd_rn(b.x, d0), true), v1 = RoundAct(__fadd_rn(b.y, d1), true);
+          const bool takes = h == 0 ? take_lo : take_hi;
+          const float v0 = takes ? RoundAct(__fadd_rn(b.x, d0), true) : b.x;
+          const float v1 = takes ? RoundAct(__fadd_rn(b.y, d1), true) : b.y;
           float* dst = y + r * ldy + col;
           if (vec2 && col + 1 < n) {
             *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
@@ -337,7 +344,8 @@ WgmmaForm ChooseWgmmaLoraForm(int64_t m, int64_t n, const int64_t (*spans)[2], i
 int WgmmaMultiprocessors() { return Multiprocessors(); }
 
 Status GemmWgmmaLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
-                     const WgmmaLoraSegment* segs, int count, WgmmaForm form, void* stream) {
+                     const WgmmaLoraSegment* segs, int count, WgmmaForm form, void* stream,
+                     const int32_t* row_slot, int32_t slot) {
   if (!GemmWgmmaFits(m, n, k, xb, w) || ldy < n) {
     return InvalidArgument("cuda GemmWgmmaLora: needs m, N >= 1, K % 8 == 0, ldy >= N and 16-byte aligned operands");
   }
@@ -348,6 +356,8 @@ Status GemmWgmmaLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n
   const int width = FormWidth(form);
   LoraSegs l{};
   l.count = count;
+  l.row_slot = row_slot;
+  l.slot = slot;
   for (int i = 0; i < count; ++i) {
     const WgmmaLoraSegment& g = segs[i];
     if (!WgmmaLoraCovers(form, n, g.col_begin, g.cols)) {

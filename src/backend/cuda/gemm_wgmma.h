@@ -67,8 +67,13 @@ WgmmaForm ChooseWgmmaLoraForm(int64_t m, int64_t n, const int64_t (*spans)[2], i
 int WgmmaMultiprocessors();  // the current device's (0 when unknown)
 // y = r(xb · Wᵀ) with each segment's delta added as above. Segments disjoint, each covered by
 // `form` (WgmmaLoraCovers), at most kWgmmaMaxLoraSegments; otherwise GemmWgmmaFits' needs.
+// row_slot (device memory, m entries; null: every row takes the deltas): only the rows whose
+// entry is `slot` take them — a step mixing the adapter's rows with base rows or another
+// adapter's — and every other row gets GemmWgmma(..., round_output = true)'s bits (a -0 stays
+// -0: nothing is added to it). The segments' t rows of those rows are read but not used.
 Status GemmWgmmaLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
-                     const WgmmaLoraSegment* segs, int count, WgmmaForm form, void* stream);
+                     const WgmmaLoraSegment* segs, int count, WgmmaForm form, void* stream,
+                     const int32_t* row_slot = nullptr, int32_t slot = 0);
 
 // The MLP's gate|up product and its activation in one pass: w is [2 inter, K] (gate rows, then up
 // rows) and act[m, inter] (bf16 words, rows ld_act apart) = r(r(silu(g)) · u) with g, u the
