@@ -211,6 +211,52 @@ TEST(GemmWgmma, OutputsAreTheMmaSyncFormsBits) {
   }
 }
 
+// The split form: each K slice's unrounded product bit for bit the mma.sync kernel's split
+// (MatMulSplitK's contract; a LoRA A product of rank N) in every tile shape — slices of one stage
+// and of sixteen, a last slice shorter than the rest and not a multiple of 64 or 16, N not a
+// multiple of 8, partial row tiles; every slice's outputs written and nothing past N. Slices
+// that are no multiple of 64 columns are refused by name.
+TEST(GemmWgmma, SplitKIsTheMmaSyncSplitsBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(49);
+  struct Case {
+    int m, n, k, split;
+  };
+  for (const Case c : std::vector<Case>{{65, 256, 5120, 1024}, {300, 200, 1100, 1024}, {1100, 8, 2056, 1024},
+                                        {129, 768, 200, 64}, {2100, 256, 17408, 1024}}) {
+    SCOPED_TRACE(::testing::Message() << c.m << "x" << c.n << "x" << c.k << " split " << c.split);
+    const int64_t slices = (c.k + c.split - 1) / c.split, ldy = c.n + 1;
+    Buf<uint16_t> x(RandomBf16(static_cast<size_t>(c.m) * c.k, rng, 1.0f)), w(RandomBf16(static_cast<size_t>(c.n) * c.k, rng, 0.1f));
+    Buf<float> ref(static_cast<size_t>(slices * c.m * ldy));
+    ASSERT_TRUE(cuda::GemmPipeMmaSync(x.p, c.m, w.p, c.n, c.k, ref.p, ldy, false, nullptr, c.split).ok());
+    const auto r = ref.Get();
+    for (WgmmaForm form : {WgmmaForm::kTile128x256, WgmmaForm::kTile128x160, WgmmaForm::kTile128x128}) {
+      SCOPED_TRACE(cuda::WgmmaFormName(form));
+      Buf<float> got(static_cast<size_t>(slices * c.m * ldy));
+      const Status st = cuda::GemmWgmmaSplitK(x.p, c.m, w.p, c.n, c.k, c.split, got.p, ldy, nullptr, &form);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      const auto g = got.Get();
+      for (int64_t e = 0; e < slices * c.m * ldy; ++e) {
+        const int64_t col = e % ldy;
+        if (col >= c.n) {
+          ASSERT_TRUE(std::isnan(g[static_cast<size_t>(e)])) << "wrote past N at slice " << e / (c.m * ldy);
+          continue;
+        }
+        ASSERT_EQ(Bits(g[static_cast<size_t>(e)]), Bits(r[static_cast<size_t>(e)]))
+            << "slice " << e / (c.m * ldy) << " row " << e / ldy % c.m << " col " << col;
+      }
+    }
+  }
+  Buf<uint16_t> x(size_t{130} * 256), w(size_t{64} * 256);
+  Buf<float> y(size_t{130} * 64 * 4);
+  for (int64_t split : {0, 32, 100}) {
+    const Status st = cuda::GemmWgmmaSplitK(x.p, 130, w.p, 64, 256, split, y.p, 64, nullptr);
+    EXPECT_FALSE(st.ok()) << split;
+    EXPECT_NE(st.message().find("GemmWgmmaSplitK"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("multiple of 64"), std::string::npos) << st.message();
+  }
+}
+
 // The gated form: act = SiluMul of GemmWgmma's rounded gate and up outputs, bit for bit, in both
 // pairings, every activation written and nothing past inter — widths not a multiple of the 128- or
 // 136-column tile (the gate box then reads up rows, the up box zeros past 2 inter), odd and even row pitches (scalar

@@ -174,6 +174,9 @@ Status GemmPipe(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int
                 bool round_output, void* stream, int64_t split_k, int64_t x_cols) {
   const bool plain = (split_k <= 0 || split_k >= k) && (x_cols <= 0 || x_cols == k);
   if (plain && GemmWgmmaFits(m, n, k, xb, w) && ldy >= n) return GemmWgmma(xb, m, w, n, k, y, ldy, round_output, stream);
+  // A split of whole 64-column stages over x as it is (a LoRA A product): the wgmma split form.
+  const bool split = split_k > 0 && split_k < k && split_k % 64 == 0 && (x_cols <= 0 || x_cols == k) && !round_output;
+  if (split && GemmWgmmaFits(m, n, k, xb, w) && ldy >= n) return GemmWgmmaSplitK(xb, m, w, n, k, split_k, y, ldy, stream);
   return GemmPipeMmaSync(xb, m, w, n, k, y, ldy, round_output, stream, split_k, x_cols);
 }
 

@@ -34,8 +34,9 @@ inline constexpr int64_t kRepeatAlign = 256;
 // out[i] = bf16(x[i]) (round to nearest even) for i < count; out's bf16 words as uint16_t.
 Status ToBf16(const float* x, int64_t count, uint16_t* out, void* stream);
 
-// A plain product (no split, x not repeated) runs the wgmma form (gemm_wgmma.h: the same bits);
-// split and repeated products run the mma.sync kernel described above.
+// A plain product (no split, x not repeated) runs the wgmma form (gemm_wgmma.h: the same bits),
+// and so does an unrounded split into whole 64-column slices of x as it is (GemmWgmmaSplitK: a
+// LoRA A product); other split and repeated products run the mma.sync kernel described above.
 Status GemmPipe(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
                 bool round_output, void* stream, int64_t split_k = 0, int64_t x_cols = 0);
 // Always the mma.sync kernel (the tests compare the wgmma form's bits with it; the matmul bench

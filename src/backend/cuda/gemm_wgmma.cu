@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
@@ -72,7 +73,7 @@ template <int kBN, bool kSwiGlu, bool kLora>
 __global__ void __launch_bounds__(kThreads, 1)
     GemmWgmmaKernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w, int64_t m,
                     int64_t n, int64_t k, void* __restrict__ yv, int64_t ldy, bool round_bf16, bool vec2, int mtiles,
-                    int ntiles, const __grid_constant__ LoraSegs lora) {
+                    int ntiles, const __grid_constant__ LoraSegs lora, int slice_steps) {
   static_assert(!kSwiGlu || kBN == 256 || kBN == 272, "the gated form pairs two 128- or 136-row boxes");
   static_assert(!(kSwiGlu && kLora), "the gated form takes no LoRA delta");
   constexpr int kColsOut = kSwiGlu ? kBN / 2 : kBN;  // output columns a tile
@@ -88,15 +89,24 @@ __global__ void __launch_bounds__(kThreads, 1)
     FenceProxyAsync();
   }
   __syncthreads();
-  const int tiles = mtiles * ntiles, ksteps = static_cast<int>((k + kBK - 1) / kBK);
+  // slice_steps > 0 (the split form): K in slices of that many stages, each tile of each slice
+  // its own item (slice-major), its product from zero into its slice's outputs.
+  const int tiles = mtiles * ntiles, all_steps = static_cast<int>((k + kBK - 1) / kBK);
+  const int slices = slice_steps > 0 ? (all_steps + slice_steps - 1) / slice_steps : 1, items = tiles * slices;
+  auto slice_of = [&](int id, int& kb0) {  // the item's tile, its first K stage and stage count
+    const int sl = id / tiles;
+    kb0 = slice_steps > 0 ? sl * slice_steps : 0;
+    return slice_steps > 0 ? min(all_steps - kb0, slice_steps) : all_steps;
+  };
 
   if (wg == 0) {
     SetMaxRegistersDec<kProducerRegs>();
     if (tid != 0) return;
     int it = 0;  // stages filled so far: slot it % kStages, its use (it / kStages)
-    for (int id = blockIdx.x; id < tiles; id += gridDim.x) {
-      int row0, col0;
-      TileAt(id, mtiles, ntiles, row0, col0, kColsOut);
+    for (int id = blockIdx.x; id < items; id += gridDim.x) {
+      int row0, col0, kb0;
+      TileAt(id % tiles, mtiles, ntiles, row0, col0, kColsOut);
+      const int ksteps = slice_of(id, kb0);
       const int seg = kLora ? SegmentOf(lora, col0) : -1, steps = ksteps + (seg >= 0 ? lora.ksteps[seg] : 0);
       for (int kb = 0; kb < steps; ++kb, ++it) {
         const int s = it % S::kStages;
@@ -109,12 +119,13 @@ __global__ void __launch_bounds__(kThreads, 1)
           TmaLoad2d(base + kABytes, &lora.b[seg], r0, col0 - lora.col_begin[seg], &full[s]);
           continue;
         }
-        TmaLoad2d(base, &map_x, kb * kBK, row0, &full[s]);
+        const int kc = (kb0 + kb) * kBK;
+        TmaLoad2d(base, &map_x, kc, row0, &full[s]);
         if constexpr (kSwiGlu) {
-          TmaLoad2d(base + kABytes, &map_w, kb * kBK, col0, &full[s]);
-          TmaLoad2d(base + kABytes + S::kBBytes / 2, &map_w, kb * kBK, static_cast<int>(n) + col0, &full[s]);
+          TmaLoad2d(base + kABytes, &map_w, kc, col0, &full[s]);
+          TmaLoad2d(base + kABytes + S::kBBytes / 2, &map_w, kc, static_cast<int>(n) + col0, &full[s]);
         } else {
-          TmaLoad2d(base + kABytes, &map_w, kb * kBK, col0, &full[s]);
+          TmaLoad2d(base + kABytes, &map_w, kc, col0, &full[s]);
         }
       }
     }
@@ -126,9 +137,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[kBN / 2];
   unsigned based[kBN / 4];  // kLora: the base product's rounded outputs, bf16 pairs
   int it = 0;
-  for (int id = blockIdx.x; id < tiles; id += gridDim.x) {
-    int row0, col0;
-    TileAt(id, mtiles, ntiles, row0, col0, kColsOut);
+  for (int id = blockIdx.x; id < items; id += gridDim.x) {
+    int row0, col0, kb0;
+    TileAt(id % tiles, mtiles, ntiles, row0, col0, kColsOut);
+    const int ksteps = slice_of(id, kb0);
     const int seg = kLora ? SegmentOf(lora, col0) : -1, steps = ksteps + (seg >= 0 ? lora.ksteps[seg] : 0);
 #pragma unroll
     for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
@@ -238,7 +250,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     } else {
-      float* y = static_cast<float*>(yv);
+      float* y = static_cast<float*>(yv) + int64_t{id / tiles} * m * ldy;  // the split form: the slice's outputs
 #pragma unroll
       for (int j = 0; j < kBN / 8; ++j) {
         const int64_t col = int64_t{col0} + 8 * j + 2 * t;
@@ -269,9 +281,10 @@ int Multiprocessors() {
 }
 
 // n: the product's outputs, or with kSwiGlu the activation's width (w then has 2n rows).
+// slice_steps > 0: the split form (K in slices of that many 64-wide stages; GemmWgmmaSplitK).
 template <int kBN, bool kSwiGlu, bool kLora = false>
 Status Launch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, void* y, int64_t ldy,
-              bool round_output, int sms, cudaStream_t s, const LoraSegs* lora = nullptr) {
+              bool round_output, int sms, cudaStream_t s, const LoraSegs* lora = nullptr, int slice_steps = 0) {
   using S = Shape<kBN>;
   constexpr int kColsOut = kSwiGlu ? kBN / 2 : kBN;
   static const cudaError_t ready = cudaFuncSetAttribute(
@@ -287,11 +300,14 @@ Status Launch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64
   GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&map_w, w, 2, kSwiGlu ? 2 * n : n, k, kBK, kColsOut, "GemmWgmma"));
   const int64_t align = kSwiGlu ? 4 : 8;  // a pair of outputs: bf16x2 or float2
   const bool vec2 = ldy % 2 == 0 && reinterpret_cast<uintptr_t>(y) % align == 0;
-  const int64_t tiles = mtiles * ntiles;
-  const unsigned grid = static_cast<unsigned>(tiles < sms ? tiles : sms);
+  const int64_t ksteps = (k + kBK - 1) / kBK, slices = slice_steps > 0 ? (ksteps + slice_steps - 1) / slice_steps : 1;
+  const int64_t items = mtiles * ntiles * slices;
+  if (items > (int64_t{1} << 31) - 1) return InvalidArgument("cuda GemmWgmma: too many output tiles for one launch");
+  const unsigned grid = static_cast<unsigned>(items < sms ? items : sms);
   static const LoraSegs kNone{};
   LaunchSerialized(GemmWgmmaKernel<kBN, kSwiGlu, kLora>, grid, kThreads, S::kSmem, s, map_x, map_w, m, n, k, y, ldy,
-                   round_output, vec2, static_cast<int>(mtiles), static_cast<int>(ntiles), lora ? *lora : kNone);
+                   round_output, vec2, static_cast<int>(mtiles), static_cast<int>(ntiles), lora ? *lora : kNone,
+                   slice_steps);
   return Launched(kSwiGlu ? "GemmWgmmaSwiGlu" : kLora ? "GemmWgmmaLora" : "GemmWgmma");
 }
 
@@ -419,6 +435,26 @@ Status GemmWgmma(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, in
     case WgmmaForm::kTile128x128: return Launch<128, false>(xb, m, w, n, k, y, ldy, round_output, sms, s);
   }
   return Internal("cuda GemmWgmma: unknown tile form");
+}
+
+Status GemmWgmmaSplitK(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, int64_t split_k,
+                       float* y, int64_t ldy, void* stream, const WgmmaForm* form) {
+  if (!GemmWgmmaFits(m, n, k, xb, w) || ldy < n || split_k < kBK || split_k % kBK != 0) {
+    return InvalidArgument("cuda GemmWgmmaSplitK: needs m, N >= 1, K % 8 == 0, ldy >= N, 16-byte aligned operands and "
+                           "slices a positive multiple of 64 columns");
+  }
+  const int sms = Multiprocessors();
+  if (sms <= 0) return Internal("cuda GemmWgmmaSplitK: no multiprocessor count for the current device");
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const int slice_steps = static_cast<int>(std::min<int64_t>(split_k, (k + kBK - 1) / kBK * kBK) / kBK);
+  const int64_t slices = (k + split_k - 1) / split_k;
+  // Each slice's tiles are items of their own: the form is chosen as for slices x m rows.
+  switch (form != nullptr ? *form : ChooseWgmmaForm(m * slices, n, sms)) {
+    case WgmmaForm::kTile128x256: return Launch<256, false>(xb, m, w, n, k, y, ldy, false, sms, s, nullptr, slice_steps);
+    case WgmmaForm::kTile128x160: return Launch<160, false>(xb, m, w, n, k, y, ldy, false, sms, s, nullptr, slice_steps);
+    case WgmmaForm::kTile128x128: return Launch<128, false>(xb, m, w, n, k, y, ldy, false, sms, s, nullptr, slice_steps);
+  }
+  return Internal("cuda GemmWgmmaSplitK: unknown tile form");
 }
 
 Status GemmWgmmaSwiGlu(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,

@@ -41,6 +41,13 @@ bool GemmWgmmaFits(int64_t m, int64_t n, int64_t k, const void* xb, const void* 
 Status GemmWgmma(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
                  bool round_output, void* stream, const WgmmaForm* form = nullptr);
 
+// The split form (MatMulSplitK's contract, gemm_pipe.h): K cut into slices of split_k columns (a
+// positive multiple of 64), slice s's product over columns [s split_k, (s + 1) split_k) from zero,
+// unrounded, into y + s m ldy — each output one fp32 accumulator over its slice's ascending
+// 16-wide steps, so the bits of GemmPipeMmaSync(..., split_k); every slice's tiles one launch.
+Status GemmWgmmaSplitK(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, int64_t split_k,
+                       float* y, int64_t ldy, void* stream, const WgmmaForm* form = nullptr);
+
 // A LoRA module's delta fused into the product (the contract of Ops::MatMulLora, weights/lora.h):
 // for the output columns [col_begin, col_begin + cols) the tile runs, after the base product's
 // K steps, the delta's own — t[m, rank] · Bᵀ, B [cols, rank], ascending 16-wide rank chunks into a
