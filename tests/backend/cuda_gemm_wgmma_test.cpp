@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -254,6 +255,42 @@ TEST(GemmWgmma, SplitKIsTheMmaSyncSplitsBits) {
     EXPECT_FALSE(st.ok()) << split;
     EXPECT_NE(st.message().find("GemmWgmmaSplitK"), std::string::npos) << st.message();
     EXPECT_NE(st.message().find("multiple of 64"), std::string::npos) << st.message();
+  }
+}
+
+// The decode form's LoRA epilogue (GemmDecodeAddRows): bit for bit its rounded product then
+// LoraScatterAdd, into rows picked by a map (a gathered adapter's) or in order, at every decode
+// row count's shape, narrow (48 outputs: Qwen3.5's b / a gates) and wide; y's other rows and
+// columns untouched, and a -0 in y keeps what LoraScatterAdd makes of it.
+TEST(GemmDecode, AddRowsIsTheProductThenLoraScatterAdd) {
+  REQUIRE_GPU();
+  std::mt19937 rng(50);
+  for (int m : {1, 5, 33, 64}) {
+    for (auto [n, k] : std::vector<std::array<int, 2>>{{48, 256}, {1024, 16}, {8192, 64}}) {
+      for (bool mapped : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << m << " rows, " << n << "x" << k << (mapped ? ", mapped rows" : ""));
+        const int ld = n + 24, off = 8, y_rows = m + 3;
+        Buf<uint16_t> x(RandomBf16(static_cast<size_t>(m) * k, rng, 1.0f)), w(RandomBf16(static_cast<size_t>(n) * k, rng, 0.1f));
+        std::vector<float> y0(static_cast<size_t>(y_rows) * ld);
+        for (auto& v : y0) v = Bf16ToFloat(RandomBf16(1, rng, 1.0f)[0]);
+        y0[static_cast<size_t>(off)] = -0.0f;
+        std::vector<int32_t> rows_h(static_cast<size_t>(m));
+        for (int i = 0; i < m; ++i) rows_h[static_cast<size_t>(i)] = mapped ? (i * 7 + 2) % y_rows : i;
+        if (mapped) std::sort(rows_h.begin(), rows_h.end());
+        rows_h.erase(std::unique(rows_h.begin(), rows_h.end()), rows_h.end());
+        const int mm = static_cast<int>(rows_h.size());  // distinct targets
+        Buf<int32_t> rows(rows_h);
+        Buf<float> want(y0), got(y0), u(static_cast<size_t>(mm) * n);
+        ASSERT_TRUE(cuda::GemmDecode(x.p, mm, w.p, n, k, u.p, n, true, nullptr).ok());
+        ASSERT_TRUE(cuda::LoraScatterAdd(u.p, mm, n, rows.p, 0.75f, off, want.p, ld, true, nullptr).ok());
+        const Status st = cuda::GemmDecodeAddRows(x.p, mm, w.p, n, k, got.p + off, ld, mapped ? rows.p : nullptr, 0.75f, nullptr);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        const auto g = got.Get(), r = want.Get();
+        for (size_t e = 0; e < g.size(); ++e) {
+          ASSERT_EQ(Bits(g[e]), Bits(r[e])) << "y row " << e / ld << " col " << e % ld << ": " << g[e] << " vs " << r[e];
+        }
+      }
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_detail.h"
 #include "backend/cuda/elementwise.h"
+#include "backend/cuda/gemm_decode.h"
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/gemm_wgmma.h"
 #include "backend/cuda/lora.h"
@@ -157,7 +158,6 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<co
     const cuda::DevWeight* wa = factor(m.a);
     const cuda::DevWeight* wb = factor(m.b);
     if (Failed() || wa == nullptr || wb == nullptr) return;
-    float* u = AllocRaw(int64_t{ms} * m.b.rows);
     // The down projection has only `rank` outputs: on the tensor cores it runs split along K
     // (slices fixed by K alone, summed in order) so that even one row spreads over the GPU.
     const int64_t splits = tensor ? (wa->cols + cuda::SplitKColumns(wa->cols) - 1) / cuda::SplitKColumns(wa->cols) : 0;
@@ -166,13 +166,17 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<co
     // does the base's products; the split A product has no cuBLAS form.)
     const bool bf16_a = tensor && cuda::Bf16FormsFit(ms, *wa, a.k);
     const bool bf16_b = tensor && !cublas_ && cuda::Bf16FormsFit(ms, *wb, m.rank);
+    // The B product and its scatter-add as one decode-form launch (64 rows and fewer, B one bf16
+    // tensor): LoraScatterAdd's arithmetic on the product's rounded outputs, the same bits.
+    const bool add_rows = bf16_b && ms <= cuda::kDecodeMaxRows && wb->cols == m.rank && bf16();
+    float* u = add_rows ? nullptr : AllocRaw(int64_t{ms} * m.b.rows);
     const int64_t split_scratch = tensor && !bf16_a ? cuda::MatMulSplitKScratchBytes(ms, *wa) : 0;
     void* xb = split_scratch > 0 ? AllocRaw((split_scratch + 3) / 4) : nullptr;
     // The B product on the bf16 forms reads t as bf16: the slices summed straight into it.
     auto* tb = bf16_b ? reinterpret_cast<uint16_t*>(AllocRaw((int64_t{ms} * m.rank + 1) / 2)) : nullptr;
     float* t = bf16_b ? nullptr : AllocRaw(int64_t{ms} * m.rank);
     if (Failed()) return;
-    Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride, partial, xb, bf16_a, bf16_b, tb);
+    Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride, partial, xb, bf16_a, bf16_b, tb, add_rows);
     if (!tensor) {
       DevMatMul(xs, ms, *wa, t, m.rank, /*round_output=*/true);
     } else if (Launches()) {
@@ -180,6 +184,14 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<co
       else Note(cuda::MatMulSplitK(split_a ? xs3 : xs, ms, *wa, partial, stream_, xb));
       if (bf16_b) Note(cuda::SumSplitsBf16(partial, ms, *wa, tb, stream_));
       else Note(cuda::SumSplits(partial, ms, *wa, t, /*round_output=*/true, stream_));
+    }
+    if (add_rows) {  // up to 64 rows: the decode form adds the delta into y itself
+      if (Launches()) {
+        Note(cuda::GemmDecodeAddRows(tb, ms, static_cast<const uint16_t*>(wb->data), m.b.rows, m.rank,
+                                     a.y + m.row_offset, a.y_stride, all_rows ? nullptr : d_rows, m.scale, stream_));
+      }
+      Release(mark);
+      continue;
     }
     if (bf16_b) {
       if (Launches()) Note(cuda::MatMulBf16(tb, m.rank, ms, *wb, u, m.b.rows, true, /*split_k=*/false, stream_));

@@ -62,7 +62,8 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloa
                                                                 const __nv_bfloat16* __restrict__ w, int64_t n,
                                                                 int64_t k, float* __restrict__ y, int64_t ldy,
                                                                 bool round_bf16, int64_t kz, int64_t split_stride,
-                                                                int64_t x_cols) {
+                                                                int64_t x_cols, bool add, const int32_t* add_rows,
+                                                                float add_scale) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   constexpr int kDK = S::kDK_, kLd = S::kLd, kPer = S::kPer, kStages = S::kStages_, kT = S::kThreads;
   extern __shared__ __align__(16) __nv_bfloat16 sm[];
@@ -155,6 +156,23 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloa
   CpAsyncWait<0>();
   const int64_t c = nb + 8 * warp + 2 * t;
   if (c >= n) return;
+  if (add) {  // GemmDecodeAddRows: LoraScatterAdd's arithmetic on the rounded outputs
+#pragma unroll
+    for (int mt = 0; mt < S::kMT_; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 16 * mt + g + 8 * h;
+        if (r >= m) continue;
+        float* yr = y + int64_t{add_rows ? add_rows[r] : r} * ldy + c;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float d = RoundAct(__fmul_rn(RoundAct(acc[mt][2 * h + e], true), add_scale), true);
+          yr[e] = RoundAct(__fadd_rn(yr[e], d), true);
+        }
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int mt = 0; mt < S::kMT_; ++mt) {
     const int r0 = 16 * mt + g, r1 = r0 + 8;
@@ -169,9 +187,16 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloa
   }
 }
 
+// The epilogue of GemmDecodeAddRows (add false: GemmDecode's stores).
+struct AddRows {
+  bool add = false;
+  const int32_t* rows = nullptr;
+  float scale = 1.0f;
+};
+
 template <class S>
 Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_t n, int64_t k, float* y, int64_t ldy,
-              bool round_output, int64_t kz, int64_t x_cols, cudaStream_t s) {
+              bool round_output, int64_t kz, int64_t x_cols, cudaStream_t s, AddRows add = {}) {
   // The kernel needs no L1 cache (x travels with the weights through shared memory): all of the
   // unified memory as shared memory lets the most blocks sit on each multiprocessor.
   static const cudaError_t ready = [] {
@@ -187,14 +212,12 @@ Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_
   const int64_t per_block = 8 * S::kWarps_;
   const dim3 grid(static_cast<unsigned>((n + per_block - 1) / per_block), static_cast<unsigned>((k + kz - 1) / kz));
   LaunchPdl(GemmDecodeKernel<S>, grid, S::kThreads, static_cast<size_t>(S::SmemBytes(m)), s, xb, static_cast<int>(m), w,
-            n, k, y, ldy, round_output, kz, m * ldy, x_cols);
+            n, k, y, ldy, round_output, kz, m * ldy, x_cols, add.add, add.rows, add.scale);
   return Launched("GemmDecode");
 }
 
-}  // namespace
-
-Status GemmDecode(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
-                  bool round_output, void* stream, int64_t split_k, int64_t x_cols) {
+Status Dispatch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
+                bool round_output, void* stream, int64_t split_k, int64_t x_cols, AddRows add) {
   const int64_t kz = split_k > 0 ? split_k : k, xc = x_cols > 0 ? x_cols : k;
   if (m < 1 || m > kDecodeMaxRows || n <= 0 || n % 8 != 0 || k <= 0 || k % 16 != 0 || ldy < n ||
       reinterpret_cast<uintptr_t>(xb) % 16 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0 || kz % 16 != 0 ||
@@ -209,16 +232,28 @@ Status GemmDecode(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, i
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   const bool wide = n >= kWideOutputs;
   if (m == 1) {
-    return wide ? Launch<Shape1Wide>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s)
-                : Launch<Shape1>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
+    return wide ? Launch<Shape1Wide>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s, add)
+                : Launch<Shape1>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s, add);
   }
   if (m <= 16) {
-    return wide ? Launch<Shape16Wide>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s)
-                : Launch<Shape16>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
+    return wide ? Launch<Shape16Wide>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s, add)
+                : Launch<Shape16>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s, add);
   }
-  if (m <= 32) return Launch<Shape32>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
-  return wide ? Launch<Shape64Wide>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s)
-              : Launch<Shape64>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s);
+  if (m <= 32) return Launch<Shape32>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s, add);
+  return wide ? Launch<Shape64Wide>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s, add)
+              : Launch<Shape64>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s, add);
+}
+
+}  // namespace
+
+Status GemmDecode(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
+                  bool round_output, void* stream, int64_t split_k, int64_t x_cols) {
+  return Dispatch(xb, m, w, n, k, y, ldy, round_output, stream, split_k, x_cols, AddRows{});
+}
+
+Status GemmDecodeAddRows(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
+                         const int32_t* rows, float scale, void* stream) {
+  return Dispatch(xb, m, w, n, k, y, ldy, true, stream, 0, 0, AddRows{true, rows, scale});
 }
 
 }  // namespace graft::cuda

@@ -28,4 +28,11 @@ inline constexpr int64_t kDecodeMaxRows = 64;
 Status GemmDecode(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
                   bool round_output, void* stream, int64_t split_k = 0, int64_t x_cols = 0);
 
+// A LoRA delta's B product added where it belongs (LoraScatterAdd's arithmetic without the
+// product's fp32 outputs in memory): output (r, c) = r(xb_r · w_c) goes to y row rows[r] (row r
+// when rows is null, device memory) as y = r(y + r(output · scale)), every rounding to bf16.
+// The same needs as GemmDecode; no split.
+Status GemmDecodeAddRows(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
+                         const int32_t* rows, float scale, void* stream);
+
 }  // namespace graft::cuda
