@@ -491,14 +491,16 @@ void CudaOps::CausalConvSiluSeqs(const float* x, int64_t x_stride, const int* se
     (n < cuda::kGdnParallelMinTokens ? shorts : longs).push_back({seq_start[i], n, conv_states[i]});
     if (n >= cuda::kGdnParallelMinTokens) longest = std::max(longest, n);
   }
-  const bool long_together = mode_ == Mode::kEager && longs.size() >= 2;
-  for (auto* group : {&shorts, &longs}) {
-    if (group->size() >= 2 && (group == &shorts || long_together)) continue;
-    for (const cuda::ConvSeq& q : *group) {
+  // What shares no launch runs alone: a lone short piece; the long pieces unless two or more of
+  // them are in an eager step.
+  auto run_alone = [&](std::vector<cuda::ConvSeq>& group) {
+    for (const cuda::ConvSeq& q : group) {
       CausalConvSilu(x + int64_t{q.row0} * x_stride, x_stride, q.n, channels, w, q.conv_state, out + int64_t{q.row0} * channels);
     }
-    group->clear();
-  }
+    group.clear();
+  };
+  if (shorts.size() == 1) run_alone(shorts);
+  if (mode_ != Mode::kEager || longs.size() < 2) run_alone(longs);
   const DevCopy* d = Dev(w);
   if (Failed()) return;
   if (!longs.empty()) {
