@@ -6,9 +6,10 @@
 // layers, so a format takes seconds, not graft bench's minute of host-side quantization.
 //   graft_matmul_bench CONFIG_DIR [--formats bf16,w4a16,nvfp4,fp8-block,fp8-channel] [--rows 1,16,64]
 //                      [--iters 50] [--threads 16] [--kernels]
-// --kernels: instead, for prefill row counts (> 64), each bf16 projection shape through each
-// prefill kernel on bf16 operands — the mma.sync form, the wgmma form in each tile shape, and
-// cuBLAS's default GEMM (not batch invariant: the yardstick) — TFLOP/s each, timed by events.
+// --kernels: instead, for row counts past 32, each bf16 projection shape through each prefill
+// kernel on bf16 operands — the mma.sync form, the wgmma form in each tile shape, and cuBLAS's
+// default GEMM (not batch invariant: the yardstick) — TFLOP/s each, timed by events; up to 64
+// rows also the decode form, which MatMul runs there (where the two forms should cross over).
 #include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 #include <fmt/core.h>
@@ -24,6 +25,7 @@
 #include "backend/cuda/cublas_gemm.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm_pipe.h"
+#include "backend/cuda/gemm_decode.h"
 #include "backend/cuda/gemm_wgmma.h"
 #include "io/model_config.h"
 #include "model/architecture.h"
@@ -126,9 +128,10 @@ int RunKernels(const Options& o, const ModelConfig& cfg, const ModelWeights& w) 
   std::map<LayerKind, int> counts;
   for (LayerKind k : cfg.layer_kinds) counts[k]++;
   for (int m : o.rows) {
-    if (m <= 64) continue;
-    fmt::print("\nprefill kernels, bf16, rows={}  (TFLOP/s; wgmma's own pick marked *)\n{:<44} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
-               m, "projection", "mma.sync", "wg 256", "wg 160", "wg 128", "cuBLAS");
+    if (m <= 32) continue;
+    const bool decode = m <= cuda::kDecodeMaxRows;  // MatMul's form at this row count
+    fmt::print("\nprefill kernels, bf16, rows={}  (TFLOP/s; wgmma's own pick marked *)\n{:<44} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+               m, "projection", "decode", "mma.sync", "wg 256", "wg 160", "wg 128", "cuBLAS");
     std::map<std::string, double> step;  // kernel -> seconds over the layers x their counts
     std::map<LayerKind, bool> seen;
     for (const LayerWeights& l : w.layers) {
@@ -156,6 +159,7 @@ int RunKernels(const Options& o, const ModelConfig& cfg, const ModelWeights& w) 
           if (!t.ok()) fmt::print(stderr, "--kernels: {}\n", t.status().ToString());
           return t.ok() ? *t : 0;
         };
+        const double t_dec = decode ? time([&] { return cuda::GemmDecode(x, m, wd, n, k, y, n, true, nullptr); }) : 0;
         const double t_mma = time([&] { return cuda::GemmPipeMmaSync(x, m, wd, n, k, y, n, true, nullptr); });
         const double t_big = time([&] { return cuda::GemmWgmma(x, m, wd, n, k, y, n, true, nullptr, &big); });
         const double t_mid = time([&] { return cuda::GemmWgmma(x, m, wd, n, k, y, n, true, nullptr, &mid); });
@@ -163,14 +167,15 @@ int RunKernels(const Options& o, const ModelConfig& cfg, const ModelWeights& w) 
         const double t_blas = blas.ok() ? time([&] { return (*blas)->Gemm(x, m, wd, n, k, y, n); }) : 0;
         if (t_mma == 0 || t_big == 0 || t_mid == 0 || t_small == 0) return 1;
         const int c = counts[l.kind];
+        step["decode"] += c * t_dec;
         step["mma.sync"] += c * t_mma;
         step["wgmma"] += c * (pick == big ? t_big : pick == mid ? t_mid : t_small);
         step["cuBLAS"] += c * t_blas;
         auto mark = [&](cuda::WgmmaForm f) { return pick == f ? "*" : " "; };
-        fmt::print("{:<44} {:>9.1f} {:>8.1f}{} {:>8.1f}{} {:>8.1f}{} {:>9.1f}\n",
+        fmt::print("{:<44} {:>9.1f} {:>9.1f} {:>8.1f}{} {:>8.1f}{} {:>8.1f}{} {:>9.1f}\n",
                    fmt::format("{} {} [{}, {}]", l.kind == LayerKind::kLinearAttention ? "gdn" : "attn",
                                LoraTargetName(static_cast<LoraTarget>(t)), n, k),
-                   flops / t_mma / 1e12, flops / t_big / 1e12, mark(big), flops / t_mid / 1e12, mark(mid),
+                   t_dec > 0 ? flops / t_dec / 1e12 : 0.0, flops / t_mma / 1e12, flops / t_big / 1e12, mark(big), flops / t_mid / 1e12, mark(mid),
                    flops / t_small / 1e12, mark(small), t_blas > 0 ? flops / t_blas / 1e12 : 0.0);
         cudaFree(x);
         cudaFree(wd);
@@ -181,8 +186,9 @@ int RunKernels(const Options& o, const ModelConfig& cfg, const ModelWeights& w) 
       fmt::print(stderr, "cuda: {}\n", cudaGetErrorString(e));
       return 1;
     }
-    fmt::print("all layers' projections (the layers x their counts): mma.sync {:.1f} ms, wgmma {:.1f} ms, cuBLAS {:.1f} ms\n",
-               step["mma.sync"] * 1e3, step["wgmma"] * 1e3, step["cuBLAS"] * 1e3);
+    fmt::print("all layers' projections (the layers x their counts): decode {:.1f} ms, mma.sync {:.1f} ms, wgmma {:.1f} ms, "
+               "cuBLAS {:.1f} ms\n",
+               step["decode"] * 1e3, step["mma.sync"] * 1e3, step["wgmma"] * 1e3, step["cuBLAS"] * 1e3);
   }
   cudaFree(workspace);
   return 0;
@@ -297,8 +303,8 @@ int main(int argc, char** argv) {
   app.add_option("--iters", o.iters, "Timed calls a projection")->capture_default_str()->check(CLI::Range(1, 100000));
   app.add_option("--threads", o.threads, "CPU threads for the dummy weights")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_flag("--kernels", o.kernels,
-               "Time each bf16 projection shape through each prefill kernel (mma.sync, wgmma 128x256 / 128x128, "
-               "cuBLAS) instead; row counts past 64 only");
+               "Time each bf16 projection shape through each prefill kernel (mma.sync, wgmma 128x256 / 128x160 / "
+               "128x128, cuBLAS) instead, and up to 64 rows the decode form too; row counts past 32 only");
   CLI11_PARSE(app, argc, argv);
   return graft::Run(o);
 }
