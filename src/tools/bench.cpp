@@ -91,10 +91,6 @@ std::vector<int32_t> RandomIds(std::mt19937_64& rng, int n, int vocab) {
   return v;
 }
 
-}  // namespace
-
-namespace {
-
 // The mixed-adapter pair of (kind, tokens): its one-adapter time first, then the spread one.
 void AddMixed(BenchReport& rep, const std::string& kind, int adapters, int tokens, bool spread, double seconds) {
   for (MixedAdapters& m : rep.mixed) {
@@ -459,12 +455,8 @@ Result<TurnSnapshotCost> RunTurnSnapshotCost(Engine& engine, int vocab, int prom
                                        "a run",
                                        kPart));
   }
-  std::mt19937 rng(11);
-  auto random_ids = [&](int n) {
-    std::vector<int32_t> ids(static_cast<size_t>(n));
-    for (auto& t : ids) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
-    return ids;
-  };
+  std::mt19937_64 rng(11);
+  auto random_ids = [&](int n) { return RandomIds(rng, n, vocab); };
   // One request's first-token time (the engine's), its cached tokens into *cached.
   auto first_token = [&](std::vector<int32_t> prompt, int snapshot_at, int* cached) -> Result<double> {
     auto done = std::make_shared<std::promise<Result<std::pair<double, int>>>>();
@@ -501,14 +493,10 @@ Result<TurnSnapshotCost> RunTurnSnapshotCost(Engine& engine, int vocab, int prom
       if (snapshot) out.cached_tokens = cached;
     }
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  out.first_plain = median(plain);
-  out.first_snapshot = median(snap);
-  out.next_recomputed = median(recomputed);
-  out.next_continued = median(continued);
+  out.first_plain = Median(plain);
+  out.first_snapshot = Median(snap);
+  out.next_recomputed = Median(recomputed);
+  out.next_continued = Median(continued);
   return out;
 }
 
