@@ -258,6 +258,33 @@ class Ops {
     MatMul(act, n, down, out, true);
     Release(mark);
   }
+  // The SwiGLU MLP where rows take LoRA deltas: MatMulLora on gate_up (into the op's own gate|up
+  // buffer), SiluMul, MatMulLora on down — what this default does. row_slot [n]: each row's
+  // adapter slot (0 = base); gate_up_modules / down_modules: by slot, that adapter's modules on the
+  // projection (LoraArgs::modules; nullptr: no row has one there, and the plain product runs).
+  // Rows on an exact slot take no part (model/blocks.cpp runs those an op at a time). A backend
+  // may fuse (CUDA past 64 rows in bf16, one adapter's rows beside base rows: the gate and up
+  // deltas and the activation in the product's epilogue); the same bits.
+  virtual void SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
+                             const int32_t* row_slot, const std::vector<const std::vector<LoraModule>*>* gate_up_modules,
+                             const std::vector<const std::vector<LoraModule>*>* down_modules) {
+    const size_t mark = Mark();
+    const int64_t inter = down.cols;
+    float* gu = Alloc(n * 2 * inter);
+    float* act = Alloc(n * inter);
+    if (gate_up_modules) {
+      MatMulLora(x, n, gate_up, gu, LoraArgs{x, n, gate_up.cols, row_slot, gate_up_modules, gu, gate_up.rows});
+    } else {
+      MatMul(x, n, gate_up, gu, true);
+    }
+    SiluMul(gu, n, inter, act);
+    if (down_modules) {
+      MatMulLora(act, n, down, out, LoraArgs{act, n, inter, row_slot, down_modules, out, down.rows});
+    } else {
+      MatMul(act, n, down, out, true);
+    }
+    Release(mark);
+  }
   // x = r(x + y), [n]
   virtual void Add(float* x, const float* y, int64_t n) = 0;
   // x[r, c] = r(x[r, c] * r(sigmoid(gate[r, gate_col + c]))), x: [rows, cols], gate rows of gate_stride
@@ -327,6 +354,22 @@ class Ops {
     GdnCoreSeqs(seqs, count);
     GatedRmsNorm(l.core, l.in, l.stride, l.z_col, l.n, l.hv, l.dv, *l.norm, l.eps, l.normed);
   }
+};
+
+// Scratch memory in the backend's space (Ops::Alloc) for one scope — a forward pass, an op that
+// allocates: everything taken after it was made (through it or the backend's own allocations) is
+// given back when it goes out of scope, whichever way out.
+class Scratch {
+ public:
+  explicit Scratch(Ops& ops) : ops_(ops), mark_(ops.Mark()) {}
+  ~Scratch() { ops_.Release(mark_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  float* operator()(int64_t n) { return ops_.Alloc(n); }
+
+ private:
+  Ops& ops_;
+  size_t mark_;
 };
 
 }  // namespace graft

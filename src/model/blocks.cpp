@@ -89,6 +89,18 @@ bool PlainProjection(const StepContext& ctx, int layer, LoraTarget target) {
   }
   return true;
 }
+
+// Whether some row of the step is on an exact slot with a module on `target` (its rows then need
+// the merged weight: Project's groups).
+bool ExactRows(const StepContext& ctx, int layer, LoraTarget target) {
+  const auto& slots = ctx.adapters.slots;
+  for (int32_t slot : ctx.batch.row_adapter) {
+    const size_t s = static_cast<size_t>(slot);
+    if (slot <= 0 || s >= slots.size() || !slots[s] || !ctx.adapters.is_exact(s)) continue;
+    if (!slots[s]->layers[static_cast<size_t>(layer)].at(target).empty()) return true;
+  }
+  return false;
+}
 }  // namespace
 
 void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, const float* x, int hidden, int inter,
@@ -96,6 +108,16 @@ void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, con
   const int n = ctx.batch.rows();
   if (PlainProjection(ctx, layer, LoraTarget::kMlpGateUp) && PlainProjection(ctx, layer, LoraTarget::kMlpDown)) {
     ops.SwiGluMlp(x, n, l.gate_up, l.down, out);  // the same ops, which a backend may fuse
+    return;
+  }
+  if (!ExactRows(ctx, layer, LoraTarget::kMlpGateUp) && !ExactRows(ctx, layer, LoraTarget::kMlpDown)) {
+    // LoRA deltas only: the ops Project would run (MatMulLora, SiluMul, MatMulLora), which a
+    // backend may fuse.
+    std::vector<const std::vector<LoraModule>*> gate_up, down;
+    const bool on_gate_up = LoraModules(ctx, layer, LoraTarget::kMlpGateUp, gate_up);
+    const bool on_down = LoraModules(ctx, layer, LoraTarget::kMlpDown, down);
+    ops.SwiGluMlpLora(x, n, l.gate_up, l.down, out, ctx.batch.row_adapter.data(), on_gate_up ? &gate_up : nullptr,
+                      on_down ? &down : nullptr);
     return;
   }
   Scratch scratch(ops);

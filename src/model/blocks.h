@@ -8,21 +8,6 @@
 
 namespace graft {
 
-// Scratch memory for one forward pass in the backend's space (Ops::Alloc): everything taken
-// through it is given back when it goes out of scope.
-class Scratch {
- public:
-  explicit Scratch(Ops& ops) : ops_(ops), mark_(ops.Mark()) {}
-  ~Scratch() { ops_.Release(mark_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  float* operator()(int64_t n) { return ops_.Alloc(n); }
-
- private:
-  Ops& ops_;
-  size_t mark_;
-};
-
 // y [rows, w.rows] = x [rows, k] · Wᵀ (rounded) for one fused projection of one layer, each row
 // with the weights its adapter slot serves: rows of an exact slot that touches this projection
 // run on the merged weight reconstructed from `w` (Ops::ExactWeight), every other row on `w`;

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cuda/elementwise.h"
@@ -75,54 +77,6 @@ TEST(GemmWgmma, SwiGluFormFillsTheWaves) {
   EXPECT_EQ(cuda::ChooseSwiGluForm(65, 12288, 132), F::kPairs128);    // 96 tiles either way: the narrower
   EXPECT_EQ(cuda::ChooseSwiGluForm(65, 17408, 0), F::kPairs128) << "no multiprocessor count: counted as one";
   EXPECT_STREQ(cuda::SwiGluFormName(F::kPairs136), "wgmma 128x(2x136)");
-}
-
-TEST(GemmWgmma, LoraFormKeepsSegmentsToWholeTiles) {
-  using F = WgmmaForm;
-  // A segment starts on a tile edge and ends on one or at the last column.
-  EXPECT_TRUE(cuda::WgmmaLoraCovers(F::kTile128x256, 14336, 12288, 1024));
-  EXPECT_TRUE(cuda::WgmmaLoraCovers(F::kTile128x128, 1000, 512, 488));  // ends at N
-  EXPECT_FALSE(cuda::WgmmaLoraCovers(F::kTile128x160, 14336, 12288, 1024)) << "12288 is no multiple of 160";
-  EXPECT_FALSE(cuda::WgmmaLoraCovers(F::kTile128x128, 16480, 16384, 48)) << "ends inside a tile, before N";
-  EXPECT_FALSE(cuda::WgmmaLoraCovers(F::kTile128x128, 1000, 896, 200)) << "past N";
-  EXPECT_FALSE(cuda::WgmmaLoraCovers(F::kTile128x128, 1000, 0, 0)) << "empty";
-  // The models' fused projections at 1K rows on 132 multiprocessors, by what each covers.
-  struct Case {
-    const char* what;
-    int64_t n;
-    std::vector<std::array<int64_t, 2>> spans;
-    unsigned want;
-  };
-  const std::vector<Case> cases = {
-      {"Qwen3.5-27B attention q|k|v", 14336, {{0, 12288}, {12288, 1024}, {13312, 1024}}, 0b111},
-      {"Qwen3.5-27B GDN in qkv|z|b|a", 16480, {{0, 10240}, {10240, 6144}, {16384, 48}, {16432, 48}}, 0b0011},
-      {"Qwen3.5-27B o / out / down", 5120, {{0, 5120}}, 0b1},
-      {"Qwen3.5-27B gate|up", 34816, {{0, 17408}, {17408, 17408}}, 0b11},
-      {"Qwen3-32B q|k|v", 10240, {{0, 8192}, {8192, 1024}, {9216, 1024}}, 0b111},
-  };
-  for (const Case& c : cases) {
-    for (int64_t m : {1024, 4096}) {
-      unsigned covered = 0;
-      const F f = cuda::ChooseWgmmaLoraForm(m, c.n, reinterpret_cast<const int64_t(*)[2]>(c.spans.data()),
-                                            static_cast<int>(c.spans.size()), 132, &covered);
-      std::printf("%-30s %5lld rows: %s, segments covered 0x%x\n", c.what, static_cast<long long>(m),
-                  cuda::WgmmaFormName(f), covered);
-      EXPECT_EQ(covered, c.want) << c.what << " at " << m << " rows";
-      for (size_t i = 0; i < c.spans.size(); ++i) {
-        EXPECT_EQ(cuda::WgmmaLoraCovers(f, c.n, c.spans[i][0], c.spans[i][1]), (covered >> i & 1) != 0);
-      }
-      // All covered: the plain product's form whenever it covers them (a form never changes a bit,
-      // but the fastest one should stay).
-      unsigned plain_covers = 0;
-      const F plain = cuda::ChooseWgmmaForm(m, c.n, 132);
-      for (size_t i = 0; i < c.spans.size(); ++i) {
-        plain_covers |= cuda::WgmmaLoraCovers(plain, c.n, c.spans[i][0], c.spans[i][1]) ? 1u << i : 0u;
-      }
-      if (plain_covers == c.want) {
-        EXPECT_EQ(f, plain) << c.what;
-      }
-    }
-  }
 }
 
 // A device buffer of n elements, poisoned with 0xff bytes (NaN for floats).
@@ -359,6 +313,10 @@ TEST(GemmWgmma, LoraIsTheProductThenTheDeltaBits) {
   };
   const std::vector<Case> cases = {
       {65, 1000, 72, {{0, 256, 64, 2.0f}, {512, 488, 8, 0.5f}}, {WgmmaForm::kTile128x256, WgmmaForm::kTile128x128}},
+      // Segments inside and across tiles: a 48-wide pair side by side in one tile (Qwen3.5's b and
+      // a gates), one from inside a tile to inside the next, columns in no segment between.
+      {200, 1000, 136, {{0, 300, 64, 1.0f}, {400, 48, 16, 2.0f}, {448, 48, 8, 0.5f}, {600, 330, 72, 0.25f}},
+       {WgmmaForm::kTile128x256, WgmmaForm::kTile128x160, WgmmaForm::kTile128x128}},
       {300, 640, 264, {{0, 640, 200, 0.125f}}, {WgmmaForm::kTile128x256, WgmmaForm::kTile128x160, WgmmaForm::kTile128x128}},
       {1100, 1024, 1024, {{0, 256, 256, 1.0f}, {256, 128, 16, 3.0f}, {384, 384, 64, 0.25f}, {768, 256, 8, 2.0f}},
        {WgmmaForm::kTile128x128}},
@@ -424,8 +382,8 @@ TEST(GemmWgmma, LoraIsTheProductThenTheDeltaBits) {
       }
     }
   }
-  // Refused by name: a segment straddling tiles, a rank that is no multiple of 8, overlapping
-  // segments, none or too many.
+  // Refused by name: a segment past N, a rank that is no multiple of 8, overlapping segments,
+  // none or too many.
   Buf<uint16_t> x(size_t{130} * 72), w(size_t{512} * 72), t(size_t{130} * 64), b(size_t{512} * 64);
   Buf<float> y(size_t{130} * 512);
   auto run = [&](std::vector<cuda::WgmmaLoraSegment> segs, WgmmaForm form) {
@@ -433,14 +391,106 @@ TEST(GemmWgmma, LoraIsTheProductThenTheDeltaBits) {
   };
   const cuda::WgmmaLoraSegment ok{t.p, b.p, 0, 128, 64, 1.0f};
   for (const auto& [what, st] : std::vector<std::pair<std::string, Status>>{
-           {"straddles", run({{t.p, b.p, 0, 200, 64, 1.0f}}, WgmmaForm::kTile128x128)},
-           {"straddles", run({ok}, WgmmaForm::kTile128x160)},
+           {"not inside", run({{t.p, b.p, 400, 200, 64, 1.0f}}, WgmmaForm::kTile128x128)},
+           {"not inside", run({{t.p, b.p, -8, 128, 64, 1.0f}}, WgmmaForm::kTile128x160)},
            {"multiple of 8", run({{t.p, b.p, 0, 128, 12, 1.0f}}, WgmmaForm::kTile128x128)},
            {"overlap", run({ok, ok}, WgmmaForm::kTile128x128)},
            {"segments", run({}, WgmmaForm::kTile128x128)},
            {"segments", run({ok, ok, ok, ok, ok}, WgmmaForm::kTile128x128)}}) {
     EXPECT_FALSE(st.ok()) << what;
     EXPECT_NE(st.message().find("GemmWgmmaLora"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+  }
+}
+
+// The gated form with LoRA deltas: act = SiluMul of the gate|up product with each present
+// module's delta added as LoraScatterAdd adds it — bit for bit the mma.sync product (rounded), the
+// deltas' products (rounded), LoraScatterAdd, SiluMul; with row slots a third of the rows take no
+// delta (the plain gated form's bits); both pairings. Gate and up modules, gate only, up only; ranks below one
+// stage, not a multiple of 64 and several stages; widths not a multiple of the 136-pair tile;
+// partial row tiles; scalar and paired stores. Bad segments refused by name.
+TEST(GemmWgmma, SwiGluLoraIsTheLoraProductThenSiluMulBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(52);
+  struct Case {
+    int m, inter, k, gate_rank, up_rank;  // rank 0: no module
+  };
+  for (const Case& c : std::vector<Case>{{65, 136, 72, 64, 8}, {300, 200, 264, 200, 0}, {1100, 544, 1024, 0, 256},
+                                         {189, 1280, 320, 16, 256}}) {
+    for (int pad : {0, 1}) {
+      SCOPED_TRACE(::testing::Message() << c.m << "x" << c.inter << "x" << c.k << " ranks " << c.gate_rank << "/"
+                                        << c.up_rank << " pad " << pad);
+      const int64_t n = 2 * int64_t{c.inter}, ld = c.inter + pad;
+      Buf<uint16_t> x(RandomBf16(static_cast<size_t>(c.m) * c.k, rng, 1.0f));
+      Buf<uint16_t> w(RandomBf16(static_cast<size_t>(n) * c.k, rng, 0.1f));
+      std::vector<std::unique_ptr<Buf<uint16_t>>> held;
+      cuda::WgmmaLoraSegment segs[2];
+      const int ranks[2] = {c.gate_rank, c.up_rank};
+      const float scales[2] = {2.0f, 0.375f};
+      for (int i = 0; i < 2; ++i) {
+        if (ranks[i] == 0) continue;
+        held.push_back(std::make_unique<Buf<uint16_t>>(RandomBf16(static_cast<size_t>(c.m) * ranks[i], rng, 1.0f)));
+        const uint16_t* t = held.back()->p;
+        held.push_back(std::make_unique<Buf<uint16_t>>(RandomBf16(static_cast<size_t>(c.inter) * ranks[i], rng, 0.1f)));
+        segs[i] = {t, held.back()->p, i * int64_t{c.inter}, c.inter, ranks[i], scales[i]};
+      }
+      // References: the plain rounded product and the product with every delta added.
+      Buf<float> plain(static_cast<size_t>(c.m) * n), with(static_cast<size_t>(c.m) * n);
+      ASSERT_TRUE(cuda::GemmPipeMmaSync(x.p, c.m, w.p, n, c.k, plain.p, n, true, nullptr).ok());
+      ASSERT_TRUE(cuda::GemmPipeMmaSync(x.p, c.m, w.p, n, c.k, with.p, n, true, nullptr).ok());
+      std::vector<int32_t> rows_h(static_cast<size_t>(c.m));
+      for (int i = 0; i < c.m; ++i) rows_h[static_cast<size_t>(i)] = i;
+      Buf<int32_t> rows(rows_h);
+      for (const auto& g : segs) {
+        if (g.t == nullptr) continue;
+        Buf<float> u(static_cast<size_t>(c.m) * g.cols);
+        ASSERT_TRUE(cuda::GemmPipeMmaSync(g.t, c.m, g.b, g.cols, g.rank, u.p, g.cols, true, nullptr).ok());
+        ASSERT_TRUE(cuda::LoraScatterAdd(u.p, c.m, g.cols, rows.p, g.scale, g.col_begin, with.p, n, true, nullptr).ok());
+      }
+      const auto plain_h = plain.Get(), with_h = with.Get();
+      std::vector<int32_t> slots_h(static_cast<size_t>(c.m));
+      for (int i = 0; i < c.m; ++i) slots_h[static_cast<size_t>(i)] = i % 3 == 1 ? 0 : 4;
+      Buf<int32_t> slots(slots_h);
+      for (bool masked : {false, true}) {
+        SCOPED_TRACE(masked ? "rows on slots" : "every row");
+        std::vector<float> gu_h(with_h);
+        for (int i = 0; masked && i < c.m; ++i) {
+          if (i % 3 != 1) continue;
+          std::copy_n(plain_h.begin() + static_cast<int64_t>(i) * n, n, gu_h.begin() + static_cast<int64_t>(i) * n);
+        }
+        Buf<float> gu(gu_h), want_d(static_cast<size_t>(c.m) * c.inter);
+        ASSERT_TRUE(cuda::SiluMul(gu.p, c.m, c.inter, true, want_d.p, nullptr).ok());
+        const auto want = want_d.Get();
+        for (cuda::SwiGluForm form : {cuda::SwiGluForm::kPairs128, cuda::SwiGluForm::kPairs136}) {
+          SCOPED_TRACE(cuda::SwiGluFormName(form));
+          Buf<uint16_t> act(static_cast<size_t>(c.m) * ld);  // 0xffff: a NaN until written
+          const Status st = cuda::GemmWgmmaSwiGluLora(x.p, c.m, w.p, c.inter, c.k, act.p, ld, segs[0], segs[1], nullptr,
+                                                      masked ? slots.p : nullptr, 4, &form);
+          ASSERT_TRUE(st.ok()) << st.ToString();
+          const auto a = act.Get();
+          for (int i = 0; i < c.m; ++i) {
+            for (int j = 0; j < c.inter; ++j) {
+              const float got = Bf16ToFloat(a[static_cast<size_t>(i) * ld + j]);
+              const float ref = want[static_cast<size_t>(i) * c.inter + j];
+              ASSERT_FALSE(std::isnan(got)) << "unwritten: row " << i << " col " << j;
+              ASSERT_EQ(Bits(got), Bits(ref)) << "row " << i << " col " << j << ": " << got << " vs " << ref;
+            }
+            for (int j = c.inter; j < ld; ++j) ASSERT_EQ(a[static_cast<size_t>(i) * ld + j], 0xffff) << "wrote past inter";
+          }
+        }
+      }
+    }
+  }
+  Buf<uint16_t> x(size_t{130} * 72), w(size_t{272} * 72), t(size_t{130} * 64), b(size_t{136} * 64), act(size_t{130} * 136);
+  const cuda::WgmmaLoraSegment none{}, gate{t.p, b.p, 0, 136, 64, 1.0f};
+  for (const auto& [what, g, u] : std::vector<std::tuple<std::string, cuda::WgmmaLoraSegment, cuda::WgmmaLoraSegment>>{
+           {"no segment", none, none},
+           {"must cover columns 136", none, gate},                       // the gate's columns given as the up's
+           {"must cover columns 0", {t.p, b.p, 0, 100, 64, 1.0f}, none},  // not the whole gate
+           {"multiple of 8", {t.p, b.p, 0, 136, 12, 1.0f}, none}}) {
+    const Status st = cuda::GemmWgmmaSwiGluLora(x.p, 130, w.p, 136, 72, act.p, 136, g, u, nullptr);
+    EXPECT_FALSE(st.ok()) << what;
+    EXPECT_NE(st.message().find("GemmWgmmaSwiGluLora"), std::string::npos) << st.message();
     EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
   }
 }

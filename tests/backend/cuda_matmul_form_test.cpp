@@ -53,7 +53,7 @@ TEST(MatMulForm, TableForTheModelsProjections) {
                                    {"27B gdn out", 5120, 6144}, {"27B gate|up", 34816, 5120}, {"27B down", 5120, 17408},
                                    {"32B qkv", 10240, 5120},   {"32B gate|up", 51200, 5120}, {"32B down", 5120, 25600},
                                    {"gdn b|a (bf16)", 96, 5120}};
-  const std::vector<int64_t> rows = {1, 8, 16, 17, 64, 65, 1024, 16384};
+  const std::vector<int64_t> rows = {1, 8, 16, 17, 32, 33, 64, 65, 1024, 16384};
   struct Fmt {
     const char* name;
     bool quant;
@@ -82,8 +82,8 @@ TEST(MatMulForm, TableForTheModelsProjections) {
         EXPECT_NE(f, MatMulForm::kTile128) << fm.name << " " << p.name << " at " << m << " rows: a fallback form";
         EXPECT_NE(f, MatMulForm::kTile64) << fm.name << " " << p.name << " at " << m << " rows: a fallback form";
         if (!fm.quant) {
-          const MatMulForm want = gate ? (m > 64 ? MatMulForm::kBf16PrefillSplit : MatMulForm::kBf16DecodeSplit)
-                                       : (m > 64 ? MatMulForm::kBf16Prefill : MatMulForm::kBf16Decode);
+          const MatMulForm want = gate ? (m > cuda::kDecodeFormRows ? MatMulForm::kBf16PrefillSplit : MatMulForm::kBf16DecodeSplit)
+                                       : (m > cuda::kDecodeFormRows ? MatMulForm::kBf16Prefill : MatMulForm::kBf16Decode);
           EXPECT_EQ(f, want) << p.name << " at " << m << " rows";
         } else {
           EXPECT_EQ(f, m <= 16 ? MatMulForm::kW4Decode : MatMulForm::kW4Prefill) << fm.name << " " << p.name << " at " << m;

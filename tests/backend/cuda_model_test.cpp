@@ -16,6 +16,7 @@
 #include "adapters/lora_loader.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/matmul.h"
 #include "engine/decode_graph.h"
 #include "backend/cuda_test_util.h"
 #include "test_util.h"
@@ -856,18 +857,18 @@ void ExpectFusedBits(CudaOps& cuda, std::mt19937& rng, int64_t m, int64_t in_w, 
   cuda.Release(mark);
 }
 
-// MatMulLora: the modules of the adapter with the most rows whose columns are whole tiles add
-// their deltas in the product's epilogue (cuda/gemm_wgmma.h), to that adapter's rows only; the
-// rest (an fp32 factor, columns a tile straddles, another adapter's rows) through LoraAdd after —
-// bit for bit MatMul then LoraAdd, base rows (a -0 among their outputs included) untouched. With
-// 64 rows and fewer it is those two ops.
+// MatMulLora: the bf16 modules of the adapter with the most rows (whole tiles or not) add their
+// deltas in the product's epilogue (cuda/gemm_wgmma.h), to that adapter's rows only; the rest (an
+// fp32 factor, another adapter's rows) through LoraAdd after — bit for bit MatMul then LoraAdd,
+// base rows (a -0 among their outputs included) untouched. With 64 rows and fewer it is those two
+// ops.
 TEST(CudaLora, FusedProjectionIsMatMulThenLoraAddBitForBit) {
   REQUIRE_GPU();
   std::mt19937 rng(33);
   const int64_t k = 264, n = 600;
   Weight w = RandomWeight(rng, n, k, true);
-  // [0, 256) and [256, 512): whole tiles; [512, 560): fp32 factors; [560, 600): ends at N but
-  // starts inside a tile.
+  // [0, 256) and [256, 512): whole tiles; [512, 560): fp32 factors; [560, 600): ends at N and
+  // starts inside a tile (fused all the same).
   std::vector<LoraModule> mods, other;
   mods.push_back(RandomModule(rng, k, 0, 256, 64, 2.0f, true));
   mods.push_back(RandomModule(rng, k, 256, 256, 16, 0.5f, true));
@@ -886,7 +887,7 @@ TEST(CudaLora, FusedProjectionIsMatMulThenLoraAddBitForBit) {
       if (mix == kBaseAndOtherAdapter) std::fill(slots.begin() + 10, slots.begin() + 20, 2);
       if (mix == kOtherAdapterMost) std::fill(slots.begin() + 5, slots.end(), 2);  // slot 2 fused, slot 1 after
       ExpectFusedBits(
-          *cuda, rng, m, k, n, "MatMul+LoRA (m > 64)", m > 64,
+          *cuda, rng, m, k, n, "MatMul+LoRA (prefill form)", m > cuda::kDecodeFormRows,
           [&](const float* x, float* y) { cuda->MatMulLora(x, m, w, y, LoraArgs{x, m, k, slots.data(), &by_slot, y, n}); },
           [&](const float* x, float* y) {
             cuda->MatMul(x, m, w, y, true);
@@ -894,6 +895,137 @@ TEST(CudaLora, FusedProjectionIsMatMulThenLoraAddBitForBit) {
           });
     }
   }
+}
+
+// SwiGluMlpLora: past 64 rows, one adapter's gate and up deltas and the activation in the gated
+// product's epilogue and its down deltas in the down product's (reading the bf16 activation) —
+// bit for bit the ops one at a time (MatMul, LoraAdd, SiluMul, MatMul, LoraAdd), base rows beside
+// it included. Where it cannot (64 rows and fewer, a second adapter's rows, an fp32 factor, a module
+// on part of the gate) the ops, the same bits; an adapter with down modules only runs the plain
+// gated product, then the fused down product.
+TEST(CudaLora, FusedSwiGluMlpIsTheOpsBitForBit) {
+  REQUIRE_GPU();
+  std::mt19937 rng(35);
+  const int64_t hidden = 264, inter = 200, out_w = 264;
+  Weight gate_up = RandomWeight(rng, 2 * inter, hidden, true), down = RandomWeight(rng, out_w, inter, true);
+  std::vector<LoraModule> a_gu, a_down, b_gu, f_gu, p_gu, d_down;
+  a_gu.push_back(RandomModule(rng, hidden, 0, inter, 64, 2.0f, true));
+  a_gu.push_back(RandomModule(rng, hidden, inter, inter, 16, 0.5f, true));
+  a_down.push_back(RandomModule(rng, inter, 0, out_w, 32, 1.5f, true));
+  b_gu.push_back(RandomModule(rng, hidden, inter, inter, 8, 1.0f, true));
+  f_gu.push_back(RandomModule(rng, hidden, 0, inter, 16, 1.0f, false));  // fp32 factors
+  p_gu.push_back(RandomModule(rng, hidden, 0, 96, 16, 1.0f, true));      // part of the gate
+  d_down.push_back(RandomModule(rng, inter, 0, out_w, 24, 0.25f, true));
+  // Slots: 1 gate, up and down; 2 up only; 3 fp32 gate; 4 part of the gate; 5 down only.
+  std::vector<const std::vector<LoraModule>*> on_gu{nullptr, &a_gu, &b_gu, &f_gu, &p_gu, nullptr};
+  std::vector<const std::vector<LoraModule>*> on_down{nullptr, &a_down, nullptr, nullptr, nullptr, &d_down};
+  auto cuda = MakeProfiledCuda();
+  ASSERT_NE(cuda, nullptr);
+  struct Mix {
+    const char* what;
+    int32_t main, other;  // most rows on `main`; rows 10-19 on `other` (0: base); row 3 on the base unless other == main
+    const char* fused;    // the op profile line that runs when fused (nullptr: none)
+  };
+  for (int64_t m : {40, 65, 300}) {
+    for (const Mix& mix : std::vector<Mix>{{"one adapter", 1, 1, "SwiGluMlp+LoRA (prefill form)"},
+                                           {"beside base rows", 1, 0, "SwiGluMlp+LoRA (prefill form)"},
+                                           {"up only", 2, 0, "SwiGluMlp+LoRA (prefill form)"},
+                                           {"beside another adapter", 1, 2, nullptr},
+                                           {"fp32 factors", 3, 0, nullptr},
+                                           {"part of the gate", 4, 0, nullptr},
+                                           {"down only", 5, 0, "SwiGluMlp (prefill form)"}}) {
+      SCOPED_TRACE(::testing::Message() << m << " rows, " << mix.what);
+      std::vector<int32_t> slots(static_cast<size_t>(m), mix.main);
+      if (mix.other != mix.main) slots[3] = 0;
+      std::fill(slots.begin() + 10, slots.begin() + 20, mix.other);
+      const char* line = mix.fused ? mix.fused : "SwiGluMlp+LoRA (prefill form)";
+      ExpectFusedBits(
+          *cuda, rng, m, hidden, out_w, line, m > cuda::kDecodeFormRows && mix.fused != nullptr,
+          [&](const float* x, float* y) {
+            cuda->SwiGluMlpLora(x, m, gate_up, down, y, slots.data(), &on_gu, &on_down);
+          },
+          [&](const float* x, float* y) {
+            const size_t mark = cuda->Mark();
+            float* gu = cuda->Alloc(m * 2 * inter);
+            float* act = cuda->Alloc(m * inter);
+            cuda->MatMul(x, m, gate_up, gu, true);
+            cuda->LoraAdd(LoraArgs{x, m, hidden, slots.data(), &on_gu, gu, 2 * inter});
+            cuda->SiluMul(gu, m, inter, act);
+            cuda->MatMul(act, m, down, y, true);
+            cuda->LoraAdd(LoraArgs{act, m, inter, slots.data(), &on_down, y, out_w});
+            cuda->Release(mark);
+          });
+    }
+  }
+}
+
+// A fused projection's A factors uploaded one after another (UploadStackedA, as Upload and
+// PlaceAdapter do for an adapter) run as one product with one sum into each module's t — the
+// same bits as each module's own product: the projection (q|k|v-like, three modules) and the MLP
+// (gate and up stacked) against copies of the same modules uploaded one by one, at decode-sized
+// (LoraAdd's gathered route) and prefill-sized (the fused routes) row counts.
+TEST(CudaLora, StackedAFactorsAreEachModulesOwnBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(36);
+  const int64_t k = 264, n = 768, inter = 200;
+  Weight w = RandomWeight(rng, n, k, true);
+  Weight gate_up = RandomWeight(rng, 2 * inter, k, true), down = RandomWeight(rng, k, inter, true);
+  std::vector<LoraModule> qkv, gu;
+  qkv.push_back(RandomModule(rng, k, 0, 512, 64, 2.0f, true));
+  qkv.push_back(RandomModule(rng, k, 512, 128, 16, 0.5f, true));
+  qkv.push_back(RandomModule(rng, k, 640, 128, 8, 1.5f, true));
+  gu.push_back(RandomModule(rng, k, 0, inter, 32, 1.0f, true));
+  gu.push_back(RandomModule(rng, k, inter, inter, 24, 0.25f, true));
+  const std::vector<LoraModule> qkv_apart = qkv, gu_apart = gu;  // the same values, uploaded one by one
+  auto cuda = MakeProfiledCuda();
+  ASSERT_NE(cuda, nullptr);
+  for (const auto* list : {&qkv, &gu}) {
+    Result<bool> stacked = cuda->UploadStackedA(*list);
+    ASSERT_TRUE(stacked.ok()) << stacked.status().ToString();
+    ASSERT_TRUE(*stacked) << "stacked";
+    Result<bool> again = cuda->UploadStackedA(*list);
+    ASSERT_TRUE(again.ok());
+    EXPECT_FALSE(*again) << "already on the device";
+  }
+  std::vector<const std::vector<LoraModule>*> stacked{nullptr, &qkv}, apart{nullptr, &qkv_apart};
+  std::vector<const std::vector<LoraModule>*> gu_stacked{nullptr, &gu}, gu_one{nullptr, &gu_apart};
+  for (int64_t m : {1, 40, 300}) {
+    SCOPED_TRACE(::testing::Message() << m << " rows");
+    std::vector<int32_t> slots(static_cast<size_t>(m), 1);
+    if (m > 1) slots[0] = 0;
+    int64_t before = cuda->stacked_lora_products();
+    ExpectFusedBits(
+        *cuda, rng, m, k, n, "MatMul+LoRA (prefill form)", m > cuda::kDecodeFormRows,
+        [&](const float* x, float* y) { cuda->MatMulLora(x, m, w, y, LoraArgs{x, m, k, slots.data(), &stacked, y, n}); },
+        [&](const float* x, float* y) { cuda->MatMulLora(x, m, w, y, LoraArgs{x, m, k, slots.data(), &apart, y, n}); });
+    EXPECT_EQ(cuda->stacked_lora_products(), before + 1) << "one stacked product for q|k|v";
+    before = cuda->stacked_lora_products();
+    ExpectFusedBits(
+        *cuda, rng, m, k, k, "SwiGluMlp+LoRA (prefill form)", m > cuda::kDecodeFormRows,
+        [&](const float* x, float* y) { cuda->SwiGluMlpLora(x, m, gate_up, down, y, slots.data(), &gu_stacked, nullptr); },
+        [&](const float* x, float* y) { cuda->SwiGluMlpLora(x, m, gate_up, down, y, slots.data(), &gu_one, nullptr); });
+    EXPECT_EQ(cuda->stacked_lora_products(), before + 1) << "one stacked product for gate|up";
+  }
+  // Not stacked: a list with a rank that is no multiple of 8.
+  std::vector<LoraModule> odd;
+  odd.push_back(RandomModule(rng, k, 0, 128, 12, 1.0f, true));
+  odd.push_back(RandomModule(rng, k, 128, 128, 16, 1.0f, true));
+  Result<bool> odd_stacked = cuda->UploadStackedA(odd);
+  ASSERT_TRUE(odd_stacked.ok());
+  EXPECT_FALSE(*odd_stacked) << "a rank of 12";
+  std::vector<const std::vector<LoraModule>*> odd_slots{nullptr, &odd};
+  std::vector<int32_t> slots(300, 1);
+  const int64_t before = cuda->stacked_lora_products();
+  for (int64_t m : {40, 300}) {
+    ExpectFusedBits(
+        *cuda, rng, m, k, n, "MatMul+LoRA (prefill form)", m > cuda::kDecodeFormRows,
+        [&](const float* x, float* y) { cuda->MatMulLora(x, m, w, y, LoraArgs{x, m, k, slots.data(), &odd_slots, y, n}); },
+        [&](const float* x, float* y) {
+          cuda->MatMul(x, m, w, y, true);
+          cuda->LoraAdd(LoraArgs{x, m, k, slots.data(), &odd_slots, y, n});
+        });
+  }
+  EXPECT_EQ(cuda->stacked_lora_products(), before) << "a rank of 12 is not stacked";
 }
 
 // ---- errors ---------------------------------------------------------------------------------

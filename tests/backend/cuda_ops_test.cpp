@@ -392,7 +392,7 @@ TEST(CudaOps, SwiGluMlpIsTheThreeOpsBitForBit) {
   std::mt19937 rng2(47);
   auto gate_up = MakeW(2 * 64, 96, rng2, true), down = MakeW(96, 64, rng2, true), odd_down = MakeW(96, 60, rng2, true);
   auto gate_up_f32 = MakeW(2 * 64, 96, rng2, false);
-  EXPECT_FALSE(cuda::SwiGluMlpFits(64, gate_up->dev(), down->dev(), true)) << "64 rows are the decode forms'";
+  EXPECT_FALSE(cuda::SwiGluMlpFits(cuda::kDecodeFormRows, gate_up->dev(), down->dev(), true)) << "the decode forms' rows";
   EXPECT_FALSE(cuda::SwiGluMlpFits(200, gate_up->dev(), down->dev(), false)) << "fp32 activations";
   EXPECT_FALSE(cuda::SwiGluMlpFits(200, gate_up_f32->dev(), down->dev(), true)) << "fp32 weights";
   EXPECT_FALSE(cuda::SwiGluMlpFits(200, gate_up->dev(), odd_down->dev(), true)) << "gate_up is not 2 x down's K";

@@ -148,7 +148,7 @@ void CudaOps::AddRmsNorm(float* h, const float* y, const Weight& w, int64_t rows
 }
 
 void CudaOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) {
-  const auto timer = Time(m > 64 ? "MatMul (m > 64)" : "MatMul (m <= 64)", 2.0 * static_cast<double>(m) * w.rows * w.cols);
+  const auto timer = Time(m > cuda::kDecodeFormRows ? "MatMul (prefill form)" : "MatMul (decode form)", 2.0 * static_cast<double>(m) * w.rows * w.cols);
   if (w.parts.empty()) {
     MatMulColumns(x, m, w, y, w.rows, round_output);
     return;
@@ -444,7 +444,7 @@ void CudaOps::SwiGluMlp(const float* x, int64_t n, const Weight& gate_up, const 
     Ops::SwiGluMlp(x, n, gate_up, down, out);
     return;
   }
-  const auto timer = Time("SwiGluMlp (m > 64)", 6.0 * static_cast<double>(n) * down.cols * down.rows);
+  const auto timer = Time("SwiGluMlp (prefill form)", 6.0 * static_cast<double>(n) * down.cols * down.rows);
   const size_t mark = Mark();
   void* scratch = AllocRaw((cuda::SwiGluMlpScratchBytes(n, gu->w) + 3) / 4);
   Sign(36, x, n, gu->w.data, dn->w.data, out);

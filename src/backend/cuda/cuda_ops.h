@@ -101,12 +101,19 @@ class CudaOps final : public Ops {
   // Copies the weights to the device now (they must outlive the ops and never change).
   Status Upload(const ModelWeights& w);
   Status Upload(const LoraAdapter& a);
+  // The A factors of one fused projection's LoRA modules (bf16, one K, ranks multiples of 8, none
+  // on the device yet; otherwise nothing) uploaded one after another in one block, in the list's
+  // order, so that their products run as one stacked weight (LoraTs). Upload(adapter) and
+  // PlaceAdapter call it for each target's list before the factors one by one. Whether it did.
+  Result<bool> UploadStackedA(const std::vector<LoraModule>& mods);
   // Exact mode's resident bf16 copy of touched projections (Model::exact_base()), counted as
   // exact memory.
   Status UploadExactBase(const ModelWeights& copy);
   CudaMemoryUse memory() const;
   // Adapter rows whose LoRA products ran on the tensor cores so far (bf16 factors).
   int64_t tensor_core_lora_rows() const { return tensor_core_lora_rows_; }
+  // Products that ran several modules' A factors as one stacked weight (LoraTs), for tests.
+  int64_t stacked_lora_products() const { return stacked_lora_products_; }
   std::string device_name() const { return device_name_; }
   bool uses_cublas() const { return cublas_ != nullptr; }
   // The op profile (CudaOptions::op_profile), or nullptr.
@@ -173,6 +180,9 @@ class CudaOps final : public Ops {
   void Attention(const AttentionArgs& a) override;
   void SiluMul(const float* gu, int64_t n, int64_t inter, float* out) override;
   void SwiGluMlp(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out) override;
+  void SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
+                     const int32_t* row_slot, const std::vector<const std::vector<LoraModule>*>* gate_up_modules,
+                     const std::vector<const std::vector<LoraModule>*>* down_modules) override;
   void Add(float* x, const float* y, int64_t n) override;
   void SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols) override;
   void CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, const Weight& w, float* conv_state,
@@ -250,6 +260,12 @@ class CudaOps final : public Ops {
   // slices, summed and rounded), in bf16 [m, rank] in the arena (held until the caller releases)
   // for the fused delta stages (GemmWgmmaLora); nullptr after an error.
   const uint16_t* LoraT(const uint16_t* xb, int64_t k, int64_t m, const LoraModule& mod);
+  // LoraT of each module of `mods` (entries nullptr after an error): a run of modules whose A
+  // factors lie one after another on the device (UploadStackedA) as one product over the stacked
+  // weight and one sum into each module's own [m, rank] block (cuda::SumSplitsBf16Blocks) — each
+  // output column's slices and their sum are the ones LoraT computes, the same bits in fewer
+  // launches and fuller waves.
+  std::vector<const uint16_t*> LoraTs(const uint16_t* xb, int64_t k, int64_t m, const std::vector<const LoraModule*>& mods);
   // Whether a module's factors can go into a fused delta: bf16, a rank that is a multiple of 8,
   // A [rank, k] on the bf16 mma.sync forms at m rows.
   bool FusableFactor(int64_t m, int64_t k, const LoraModule& mod);
@@ -323,6 +339,7 @@ class CudaOps final : public Ops {
   // with bf16 activations (DevSplit), the rest as stored (Dev).
   void DevFactor(const Weight& f);
   int64_t tensor_core_lora_rows_ = 0;
+  int64_t stacked_lora_products_ = 0;
   Mode mode_ = Mode::kEager;
   std::string signature_;
   std::vector<HostCopy> host_copies_;

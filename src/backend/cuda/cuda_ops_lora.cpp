@@ -3,6 +3,7 @@
 // GemmWgmmaLora for the rows of one adapter, the same bits as MatMul then LoraAdd).
 #include <algorithm>
 #include <array>
+#include <tuple>
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
@@ -12,7 +13,9 @@
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/gemm_wgmma.h"
 #include "backend/cuda/lora.h"
+#include "backend/cuda/lora_stack.h"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/mlp.h"
 
 namespace graft {
 
@@ -24,11 +27,7 @@ void CudaOps::LoraAdd(const LoraArgs& a) {
   // Everything LoraAdd allocates (gathered and tripled inputs, staged module tables, per-module
   // buffers) is spent once the deltas are enqueued: handed back on every way out, so that a
   // forward pass with adapters on many layers needs one layer's worth, not all of them.
-  struct GiveBack {
-    CudaOps& ops;
-    size_t mark;
-    ~GiveBack() { ops.Release(mark); }
-  } give_back{*this, Mark()};
+  const Scratch give_back(*this);
   const auto& by_slot = *a.modules;
   // With bf16 activations every adapter runs on the tensor cores: its rows gathered, two
   // projections (fp32 factors as three exact bf16 pieces), the deltas scattered back — the
@@ -150,8 +149,28 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<co
       xs3 = tripled(xs, a.k);
     }
   }
-  for (const LoraModule* mp : modules) {
-    const LoraModule& m = *mp;
+  // The A products of the modules whose t the bf16 B forms read, stacked where their A factors lie
+  // one after another on the device (LoraTs: the same bits), made before the modules' own work.
+  std::vector<const uint16_t*> ready(modules.size(), nullptr);
+  if (tensor && xsb != nullptr && !cublas_) {
+    std::vector<const LoraModule*> run;
+    std::vector<size_t> at;
+    for (size_t i = 0; i < modules.size(); ++i) {
+      const LoraModule& m = *modules[i];
+      if (!m.a.is_bf16 || !m.b.is_bf16) continue;
+      const cuda::DevWeight* wa = factor(m.a);
+      const cuda::DevWeight* wb = factor(m.b);
+      if (Failed() || wa == nullptr || wb == nullptr) return;
+      if (cuda::Bf16FormsFit(ms, *wa, a.k) && cuda::Bf16FormsFit(ms, *wb, m.rank)) run.push_back(&m), at.push_back(i);
+    }
+    if (run.size() >= 2) {
+      const std::vector<const uint16_t*> ts = LoraTs(xsb, a.k, ms, run);
+      if (Failed()) return;
+      for (size_t q = 0; q < run.size(); ++q) ready[at[q]] = ts[q];
+    }
+  }
+  for (size_t mi = 0; mi < modules.size(); ++mi) {
+    const LoraModule& m = *modules[mi];
     // A module's buffers are free again once its deltas are enqueued (the stream orders reuse).
     const size_t mark = Mark();
     const bool split_a = tensor && !m.a.is_bf16, split_b = tensor && !m.b.is_bf16;
@@ -161,7 +180,7 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<co
     // The down projection has only `rank` outputs: on the tensor cores it runs split along K
     // (slices fixed by K alone, summed in order) so that even one row spreads over the GPU.
     const int64_t splits = tensor ? (wa->cols + cuda::SplitKColumns(wa->cols) - 1) / cuda::SplitKColumns(wa->cols) : 0;
-    float* partial = tensor ? AllocRaw(splits * ms * m.rank) : nullptr;
+    float* partial = tensor && ready[mi] == nullptr ? AllocRaw(splits * ms * m.rank) : nullptr;
     // (With --gemm cublas the B product stays with DevMatMul, which gives it to cuBLAS as it
     // does the base's products; the split A product has no cuBLAS form.)
     const bool bf16_a = tensor && cuda::Bf16FormsFit(ms, *wa, a.k);
@@ -172,17 +191,20 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<co
     float* u = add_rows ? nullptr : AllocRaw(int64_t{ms} * m.b.rows);
     const int64_t split_scratch = tensor && !bf16_a ? cuda::MatMulSplitKScratchBytes(ms, *wa) : 0;
     void* xb = split_scratch > 0 ? AllocRaw((split_scratch + 3) / 4) : nullptr;
-    // The B product on the bf16 forms reads t as bf16: the slices summed straight into it.
-    auto* tb = bf16_b ? reinterpret_cast<uint16_t*>(AllocRaw((int64_t{ms} * m.rank + 1) / 2)) : nullptr;
+    // The B product on the bf16 forms reads t as bf16: the slices summed straight into it (or
+    // made already, stacked).
+    auto* tb_sum = bf16_b && ready[mi] == nullptr ? reinterpret_cast<uint16_t*>(AllocRaw((int64_t{ms} * m.rank + 1) / 2))
+                                                  : nullptr;
+    const uint16_t* tb = ready[mi] != nullptr ? ready[mi] : tb_sum;
     float* t = bf16_b ? nullptr : AllocRaw(int64_t{ms} * m.rank);
     if (Failed()) return;
     Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride, partial, xb, bf16_a, bf16_b, tb, add_rows);
     if (!tensor) {
       DevMatMul(xs, ms, *wa, t, m.rank, /*round_output=*/true);
-    } else if (Launches()) {
+    } else if (ready[mi] == nullptr && Launches()) {
       if (bf16_a) Note(cuda::MatMulBf16(xsb, a.k, ms, *wa, partial, m.rank, false, /*split_k=*/true, stream_));
       else Note(cuda::MatMulSplitK(split_a ? xs3 : xs, ms, *wa, partial, stream_, xb));
-      if (bf16_b) Note(cuda::SumSplitsBf16(partial, ms, *wa, tb, stream_));
+      if (bf16_b) Note(cuda::SumSplitsBf16(partial, ms, *wa, tb_sum, stream_));
       else Note(cuda::SumSplits(partial, ms, *wa, t, /*round_output=*/true, stream_));
     }
     if (add_rows) {  // up to 64 rows: the decode form adds the delta into y itself
@@ -211,11 +233,12 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<co
 void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, const LoraArgs& a) {
   // Fused for the adapter slot with the most rows here (a decision's record, a batch of one
   // adapter, a decision's questions beside base chat rows), with bf16 activations, graft's own
-  // GEMMs (not --gemm cublas) and w one dense bf16 tensor on the plain prefill form (wgmma): each
-  // of its modules with bf16 factors and a rank that is a multiple of 8 whose columns are whole
-  // tiles of the form chosen adds its delta in the product's epilogue, to that slot's rows only
-  // (the others keep the plain product's bits); its other modules and every other adapter's rows
-  // go through LoraAdd after. Elsewhere the two ops. The same bits as MatMul then LoraAdd.
+  // GEMMs (not --gemm cublas) and w one dense bf16 tensor on the plain prefill form (wgmma): its
+  // first kWgmmaMaxLoraSegments modules with bf16 factors and a rank that is a multiple of 8 add
+  // their deltas in the product's epilogue (a tile holding columns of several runs each one's
+  // stages), to that slot's rows only (the others keep the plain product's bits); its other
+  // modules and every other adapter's rows go through LoraAdd after. Elsewhere the two ops. The
+  // same bits as MatMul then LoraAdd.
   const auto& by_slot = *a.modules;
   int32_t slot = 0;
   bool mixed = false;
@@ -242,59 +265,48 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
     return;
   }
   const std::vector<LoraModule>& modules = *by_slot[static_cast<size_t>(slot)];
-  std::vector<const LoraModule*> fusable;
-  std::vector<std::array<int64_t, 2>> spans;
+  std::vector<const LoraModule*> fused;  // in the list's order (their A factors' stacking order)
   for (const LoraModule& mod : modules) {
-    if (static_cast<int>(fusable.size()) == cuda::kWgmmaMaxLoraSegments || !FusableFactor(m, w.cols, mod)) continue;
-    fusable.push_back(&mod);
-    spans.push_back({mod.row_offset, mod.b.rows});
+    if (static_cast<int>(fused.size()) < cuda::kWgmmaMaxLoraSegments && FusableFactor(m, w.cols, mod)) {
+      fused.push_back(&mod);
+    }
   }
   if (Failed()) return;
-  unsigned covered = 0;
-  const cuda::WgmmaForm form = cuda::ChooseWgmmaLoraForm(
-      m, w.rows, reinterpret_cast<const int64_t(*)[2]>(spans.data()), static_cast<int>(spans.size()),
-      cuda::WgmmaMultiprocessors(), &covered);
-  if (covered == 0) {
+  if (fused.empty()) {
     Ops::MatMulLora(x, m, w, y, a);
     return;
   }
+  const cuda::WgmmaForm form = cuda::ChooseWgmmaForm(m, w.rows, cuda::WgmmaMultiprocessors());
   // The op profile's two lines: the modules' t = r(x · Aᵀ) (x's bf16 copy, the A products split
   // along K, their sums), then the product with the B deltas in its epilogue.
   double flops = 2.0 * static_cast<double>(m) * w.rows * w.cols, flops_a = 0;
-  for (size_t i = 0; i < fusable.size(); ++i) {
-    if (!(covered >> i & 1)) continue;
-    flops += 2.0 * static_cast<double>(m) * fusable[i]->rank * fusable[i]->b.rows;
-    flops_a += 2.0 * static_cast<double>(m) * fusable[i]->rank * w.cols;
+  for (const LoraModule* mod : fused) {
+    flops += 2.0 * static_cast<double>(m) * mod->rank * mod->b.rows;
+    flops_a += 2.0 * static_cast<double>(m) * mod->rank * w.cols;
   }
-  struct GiveBack {  // every way out hands the arena back (LoraAdd's)
-    CudaOps& ops;
-    size_t mark;
-    ~GiveBack() { ops.Release(mark); }
-  } give_back{*this, Mark()};
-  std::vector<const LoraModule*> rest;  // the modules whose columns the form's tiles straddle: after the product
+  const Scratch give_back(*this);  // every way out hands the arena back
+  std::vector<const LoraModule*> rest;  // fp32 factors, a rank no multiple of 8, past the segments: after the product
   auto* xb = reinterpret_cast<uint16_t*>(AllocRaw((m * w.cols + 1) / 2));
   const int32_t* row_slot = mixed ? StageInts(a.row_slot, m) : nullptr;
   if (Failed()) return;
   Sign(37, x, m, d->w.data, y, w.rows, w.cols, row_slot, slot);
   std::vector<cuda::WgmmaLoraSegment> segs;
   {
-    const auto timer = Time("LoRA A products (m > 64)", flops_a);
+    const auto timer = Time("LoRA A products (prefill form)", flops_a);
     if (Launches()) Note(cuda::ToBf16(x, m * w.cols, xb, stream_));
-    for (size_t i = 0; i < modules.size(); ++i) {
-      const LoraModule& mod = modules[i];
-      const auto it = std::find(fusable.begin(), fusable.end(), &mod);
-      if (it == fusable.end() || !(covered >> (it - fusable.begin()) & 1)) {
-        rest.push_back(&mod);
-        continue;
-      }
-      const uint16_t* tb = LoraT(xb, w.cols, m, mod);
-      const DevCopy* db = Dev(mod.b);
+    for (const LoraModule& mod : modules) {
+      if (std::find(fused.begin(), fused.end(), &mod) == fused.end()) rest.push_back(&mod);
+    }
+    const std::vector<const uint16_t*> ts = LoraTs(xb, w.cols, m, fused);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      const DevCopy* db = Dev(fused[i]->b);
       if (Failed()) return;
-      segs.push_back({tb, static_cast<const uint16_t*>(db->w.data), mod.row_offset, mod.b.rows, mod.rank, mod.scale});
+      segs.push_back({ts[i], static_cast<const uint16_t*>(db->w.data), fused[i]->row_offset, fused[i]->b.rows,
+                      fused[i]->rank, fused[i]->scale});
     }
   }
   if (Launches()) {
-    const auto timer = Time("MatMul+LoRA (m > 64)", flops);
+    const auto timer = Time("MatMul+LoRA (prefill form)", flops);
     Note(cuda::GemmWgmmaLora(xb, m, static_cast<const uint16_t*>(d->w.data), w.rows, w.cols, y, w.rows, segs.data(),
                              static_cast<int>(segs.size()), form, stream_, row_slot, slot));
   }
@@ -309,6 +321,123 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
     others[static_cast<size_t>(slot)] = nullptr;
     LoraAdd(LoraArgs{a.x, a.m, a.k, a.row_slot, &others, a.y, a.y_stride});
   }
+}
+
+void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
+                            const int32_t* row_slot, const std::vector<const std::vector<LoraModule>*>* gate_up_modules,
+                            const std::vector<const std::vector<LoraModule>*>* down_modules) {
+  // Fused where SwiGluMlp is (past 64 rows, bf16 activations and dense bf16 weights on the wgmma
+  // form, not --gemm cublas) and the deltas are one adapter's (beside base rows): its gate and up
+  // modules, bf16, whole, in the gated product's epilogue (cuda::GemmWgmmaSwiGluLora), its down
+  // modules in the down product's (GemmWgmmaLora) reading the bf16 activation as it is. Elsewhere
+  // (another adapter's rows too, fp32 factors, a module on part of gate or up, more than
+  // kWgmmaMaxLoraSegments down modules) the three ops. The same bits either way.
+  auto ops = [&] { Ops::SwiGluMlpLora(x, n, gate_up, down, out, row_slot, gate_up_modules, down_modules); };
+  const DevCopy* gu = gate_up.parts.empty() && down.parts.empty() && !cublas_ ? Dev(gate_up) : nullptr;
+  const DevCopy* dn = gu != nullptr ? Dev(down) : nullptr;
+  if (Failed()) return;
+  if (dn == nullptr || !cuda::SwiGluMlpFits(n, gu->w, dn->w, bf16())) return ops();
+  const int64_t inter = down.cols, hidden = gate_up.cols;
+  auto modules_of = [](const std::vector<const std::vector<LoraModule>*>* by_slot, int32_t s) {
+    const auto i = static_cast<size_t>(s);
+    return by_slot != nullptr && s > 0 && i < by_slot->size() && (*by_slot)[i] != nullptr && !(*by_slot)[i]->empty()
+               ? (*by_slot)[i]
+               : nullptr;
+  };
+  // The one slot whose rows take a delta; rows of any other slot must take none.
+  int32_t slot = 0;
+  int64_t slot_rows = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    const int32_t s = row_slot[r];
+    if (!modules_of(gate_up_modules, s) && !modules_of(down_modules, s)) continue;
+    if (slot != 0 && s != slot) return ops();
+    slot = s;
+    ++slot_rows;
+  }
+  if (slot == 0) return SwiGluMlp(x, n, gate_up, down, out);  // no row takes a delta
+  const LoraModule* gate_mod = nullptr;
+  const LoraModule* up_mod = nullptr;
+  if (const auto* mods = modules_of(gate_up_modules, slot)) {
+    for (const LoraModule& mod : *mods) {
+      if (!FusableFactor(n, hidden, mod) || mod.b.rows != inter) return ops();
+      const LoraModule** place = mod.row_offset == 0 ? &gate_mod : mod.row_offset == inter ? &up_mod : nullptr;
+      if (place == nullptr || *place != nullptr) return ops();
+      *place = &mod;
+    }
+  }
+  std::vector<const LoraModule*> down_mods;
+  if (const auto* mods = modules_of(down_modules, slot)) {
+    for (const LoraModule& mod : *mods) {
+      if (static_cast<int>(down_mods.size()) == cuda::kWgmmaMaxLoraSegments || !FusableFactor(n, inter, mod)) return ops();
+      down_mods.push_back(&mod);
+    }
+  }
+  if (Failed()) return;
+  const cuda::WgmmaForm form = cuda::ChooseWgmmaForm(n, down.rows, cuda::WgmmaMultiprocessors());
+  double flops_a = 0, flops_gu = 2.0 * static_cast<double>(n) * gate_up.rows * hidden, flops_down = 2.0 * static_cast<double>(n) * down.rows * inter;
+  for (const LoraModule* mod : {gate_mod, up_mod}) {
+    if (mod == nullptr) continue;
+    flops_a += 2.0 * static_cast<double>(n) * mod->rank * hidden;
+    flops_gu += 2.0 * static_cast<double>(n) * mod->rank * inter;
+  }
+  for (const LoraModule* mod : down_mods) {
+    flops_a += 2.0 * static_cast<double>(n) * mod->rank * inter;
+    flops_down += 2.0 * static_cast<double>(n) * mod->rank * mod->b.rows;
+  }
+  const Scratch give_back(*this);  // every way out hands the arena back
+  auto* xb = reinterpret_cast<uint16_t*>(AllocRaw((n * hidden + 1) / 2));
+  auto* act = reinterpret_cast<uint16_t*>(AllocRaw((n * inter + 1) / 2));
+  const int32_t* d_slots = slot_rows < n ? StageInts(row_slot, n) : nullptr;
+  if (Failed()) return;
+  Sign(39, x, n, gu->w.data, dn->w.data, out, d_slots, slot, gate_mod, up_mod);
+  cuda::WgmmaLoraSegment gate_seg{}, up_seg{};
+  {
+    const auto timer = Time("LoRA A products (prefill form)", flops_a);
+    if (Launches()) Note(cuda::ToBf16(x, n * hidden, xb, stream_));
+    // In the adapter's module order (gate and up stacked when uploaded so).
+    std::vector<const LoraModule*> mods;
+    if (const auto* on_gate_up = modules_of(gate_up_modules, slot)) {
+      for (const LoraModule& mod : *on_gate_up) mods.push_back(&mod);
+    }
+    const std::vector<const uint16_t*> ts = LoraTs(xb, hidden, n, mods);
+    for (size_t i = 0; i < mods.size(); ++i) {
+      const DevCopy* db = Dev(mods[i]->b);
+      if (Failed()) return;
+      cuda::WgmmaLoraSegment& seg = mods[i] == gate_mod ? gate_seg : up_seg;
+      seg = {ts[i], static_cast<const uint16_t*>(db->w.data), mods[i]->row_offset, inter, mods[i]->rank, mods[i]->scale};
+    }
+  }
+  {
+    const auto timer = Time(gate_mod || up_mod ? "SwiGluMlp+LoRA (prefill form)" : "SwiGluMlp (prefill form)", flops_gu);
+    if (!Launches()) return;
+    if (gate_mod || up_mod) {
+      Note(cuda::GemmWgmmaSwiGluLora(xb, n, static_cast<const uint16_t*>(gu->w.data), inter, hidden, act, inter,
+                                     gate_seg, up_seg, stream_, d_slots, slot));
+    } else {
+      Note(cuda::GemmWgmmaSwiGlu(xb, n, static_cast<const uint16_t*>(gu->w.data), inter, hidden, act, inter, stream_));
+    }
+  }
+  if (down_mods.empty()) {
+    if (Launches()) Note(cuda::MatMulBf16(act, inter, n, dn->w, out, down.rows, /*round_output=*/true, /*split_k=*/false, stream_));
+  } else {
+    std::vector<cuda::WgmmaLoraSegment> segs;
+    {
+      const auto timer = Time("LoRA A products (prefill form)", 0);
+      const std::vector<const uint16_t*> ts = LoraTs(act, inter, n, down_mods);
+      for (size_t i = 0; i < down_mods.size(); ++i) {
+        const LoraModule* mod = down_mods[i];
+        const DevCopy* db = Dev(mod->b);
+        if (Failed()) return;
+        segs.push_back({ts[i], static_cast<const uint16_t*>(db->w.data), mod->row_offset, mod->b.rows, mod->rank, mod->scale});
+      }
+    }
+    const auto timer = Time("MatMul+LoRA (prefill form)", flops_down);
+    if (Launches()) {
+      Note(cuda::GemmWgmmaLora(act, n, static_cast<const uint16_t*>(dn->w.data), down.rows, inter, out, down.rows,
+                               segs.data(), static_cast<int>(segs.size()), form, stream_, d_slots, slot));
+    }
+  }
+  tensor_core_lora_rows_ += slot_rows * ((gate_mod || up_mod ? 1 : 0) + (down_mods.empty() ? 0 : 1));
 }
 
 const uint16_t* CudaOps::LoraT(const uint16_t* xb, int64_t k, int64_t m, const LoraModule& mod) {
@@ -326,6 +455,44 @@ const uint16_t* CudaOps::LoraT(const uint16_t* xb, int64_t k, int64_t m, const L
   }
   Release(inner);
   return tb;
+}
+
+std::vector<const uint16_t*> CudaOps::LoraTs(const uint16_t* xb, int64_t k, int64_t m,
+                                             const std::vector<const LoraModule*>& mods) {
+  std::vector<const uint16_t*> out(mods.size(), nullptr);
+  std::vector<cuda::FactorSpan> spans;
+  for (const LoraModule* mod : mods) {
+    const DevCopy* d = Dev(mod->a);
+    if (Failed() || d == nullptr) return out;
+    spans.push_back({d->w.data, d->w.rows, d->w.cols, mod->a.is_bf16 && d->w.bf16});
+  }
+  // Runs of modules whose A factors follow one another in device memory (UploadStackedA).
+  for (const auto& [i, j] : cuda::StackedRuns(spans, k, cuda::kMaxSumBlocks)) {
+    if (j - i == 1) {
+      out[i] = LoraT(xb, k, m, *mods[i]);
+      continue;
+    }
+    int64_t starts[cuda::kMaxSumBlocks + 1] = {0};
+    for (size_t q = i; q < j; ++q) starts[q - i + 1] = starts[q - i] + spans[q].rows;
+    const int64_t rows = starts[j - i];
+    cuda::DevWeight all = Dev(mods[i]->a)->w;
+    all.rows = rows;
+    auto* tb = reinterpret_cast<uint16_t*>(AllocRaw((m * rows + 1) / 2));
+    if (Failed()) return out;
+    const size_t inner = Mark();  // the slices' partials are spent once tb is enqueued
+    const int64_t splits = (k + cuda::SplitKColumns(k) - 1) / cuda::SplitKColumns(k);
+    float* partial = AllocRaw(splits * m * rows);
+    if (Failed()) return out;
+    Sign(40, xb, k, m, all.data, rows, tb, partial, static_cast<int>(j - i));
+    if (Launches()) {
+      Note(cuda::MatMulBf16(xb, k, m, all, partial, rows, false, /*split_k=*/true, stream_));
+      Note(cuda::SumSplitsBf16Blocks(partial, m, all, starts, static_cast<int>(j - i), tb, stream_));
+      ++stacked_lora_products_;
+    }
+    Release(inner);
+    for (size_t q = i; q < j; ++q) out[q] = tb + m * starts[q - i];
+  }
+  return out;
 }
 
 bool CudaOps::FusableFactor(int64_t m, int64_t k, const LoraModule& mod) {

@@ -226,7 +226,34 @@ void CudaOps::DevFactor(const Weight& f) {
   else Dev(f);
 }
 
+Result<bool> CudaOps::UploadStackedA(const std::vector<LoraModule>& mods) {
+  // Only where it can pay: bf16 activations, two or more bf16 A factors on one K with ranks that
+  // keep each block's t 16-byte aligned (LoraTs), none on the device yet.
+  if (!bf16() || mods.size() < 2) return false;
+  int64_t bytes = 0;
+  for (const LoraModule& m : mods) {
+    if (!m.a.is_bf16 || m.a.cols != mods[0].a.cols || m.a.rows % 8 != 0 || m.a.quant || !m.a.parts.empty() ||
+        weights_.count(&m.a)) {
+      return false;
+    }
+    bytes += m.a.bytes();
+  }
+  GRAFT_ASSIGN_OR_RETURN(void* p, WeightMemory(bytes, "LoRA A factors of " + mods[0].a.name));
+  char* at = static_cast<char*>(p);
+  for (const LoraModule& m : mods) {
+    GRAFT_RETURN_IF_ERROR(CopyIn(at, m.a.bf16.data(), m.a.bytes()));
+    DevCopy d;
+    d.w = {at, m.a.rows, m.a.cols, true};
+    weights_.emplace(&m.a, d);
+    at += m.a.bytes();
+  }
+  return true;
+}
+
 Status CudaOps::Upload(const LoraAdapter& a) {
+  for (const LoraLayer& l : a.layers) {
+    for (const auto& mods : l.targets) Note(UploadStackedA(mods).status());
+  }
   ForEachModule(a, [&](const LoraModule& m) {
     DevFactor(m.a);
     DevFactor(m.b);
@@ -276,6 +303,9 @@ Status CudaOps::PlaceAdapter(const LoraAdapter& a, int32_t slot) {
   if (!region.factors.empty()) return Internal(fmt::format("adapter slot {}'s region still holds an adapter", slot));
   GRAFT_RETURN_IF_ERROR(TakeError());
   filling_ = &region;
+  for (const LoraLayer& l : a.layers) {
+    for (const auto& mods : l.targets) Note(UploadStackedA(mods).status());
+  }
   ForEachModule(a, [&](const LoraModule& m) {
     for (const Weight* f : {&m.a, &m.b}) {
       DevFactor(*f);

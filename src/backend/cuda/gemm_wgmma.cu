@@ -46,12 +46,58 @@ struct LoraSegs {
   int32_t slot;
 };
 
-// The segment holding the tile that starts at col0 (the host made every tile lie in one or none).
-__device__ __forceinline__ int SegmentOf(const LoraSegs& l, int col0) {
+// The segments a tile of outputs [col0, col0 + width) overlaps, one bit each.
+__device__ __forceinline__ unsigned SegmentsOf(const LoraSegs& l, int col0, int width) {
+  unsigned mask = 0;
   for (int i = 0; i < l.count; ++i) {
-    if (col0 >= l.col_begin[i] && col0 < l.col_end[i]) return i;
+    if (l.col_begin[i] < col0 + width && l.col_end[i] > col0) mask |= 1u << i;
   }
+  return mask;
+}
+
+// The delta's stages a tile runs after K's: the gated form's every tile both segments' (gate, up),
+// otherwise those of each segment it overlaps, in segment order.
+template <bool kSwiGlu, bool kLora>
+__device__ __forceinline__ int DeltaSteps(const LoraSegs& l, unsigned segs) {
+  if constexpr (!kLora) return 0;
+  if constexpr (kSwiGlu) return l.ksteps[0] + l.ksteps[1];
+  int steps = 0;
+  for (int i = 0; i < l.count; ++i) steps += segs >> i & 1 ? l.ksteps[i] : 0;
+  return steps;
+}
+
+// Delta stage d of a tile overlapping `segs`: its segment and that segment's stage.
+__device__ __forceinline__ int DeltaStage(const LoraSegs& l, unsigned segs, int d, int& stage) {
+  for (int i = 0; i < l.count; ++i) {
+    if (!(segs >> i & 1)) continue;
+    if (d < l.ksteps[i]) {
+      stage = d;
+      return i;
+    }
+    d -= l.ksteps[i];
+  }
+  stage = 0;
   return -1;
+}
+
+// kSwiGlu && kLora: folds one half of the delta accumulator (kHalf 0: the gate outputs, 1: the up
+// outputs) into `based`: an output of a row that takes the deltas becomes r(r(base) + r(r(delta) ·
+// scale)), repacked (a bf16 value: nothing lost). Folding the gate's chain before the up's starts
+// keeps one half of acc live beside `based`, not both.
+template <int kBN, int kHalf>
+__device__ __forceinline__ void FoldDeltaHalf(unsigned (&based)[kBN / 4], const float (&acc)[kBN / 2], float scale,
+                                              bool take_lo, bool take_hi) {
+#pragma unroll
+  for (int j = kHalf * kBN / 16; j < (kHalf + 1) * kBN / 16; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (!(h == 0 ? take_lo : take_hi)) continue;
+      const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&based[2 * j + h]));
+      const float d0 = RoundAct(__fmul_rn(RoundAct(acc[4 * j + 2 * h], true), scale), true);
+      const float d1 = RoundAct(__fmul_rn(RoundAct(acc[4 * j + 2 * h + 1], true), scale), true);
+      based[2 * j + h] = PackBf16(RoundAct(__fadd_rn(b.x, d0), true), RoundAct(__fadd_rn(b.y, d1), true));
+    }
+  }
 }
 
 // Tile `id` of the grouped order: groups of kGroupM row tiles, rows fastest inside a group, so
@@ -68,14 +114,16 @@ __device__ __forceinline__ void TileAt(int id, int mtiles, int ntiles, int& row0
 // SiluMul's arithmetic on the two rounded outputs; n is then the activation's width (the up rows'
 // offset). Otherwise y (fp32) gets the products as they are or rounded. kLora (round_bf16 then
 // true): a tile inside a segment of `lora` runs the segment's rank stages after K's into a second
-// accumulator and writes r(r(base) + r(r(delta) · scale)) (GemmWgmmaLora).
+// accumulator and writes r(r(base) + r(r(delta) · scale)) (GemmWgmmaLora). Both (GemmWgmmaSwiGluLora):
+// every tile runs segment 0's rank stages into its gate half of that accumulator and segment 1's
+// into its up half (a stage: t's rows and one box of B's rows), then SiluMul's arithmetic on the two
+// sums r(r(base) + r(r(delta) · scale)); a segment of no stages adds nothing.
 template <int kBN, bool kSwiGlu, bool kLora>
 __global__ void __launch_bounds__(kThreads, 1)
     GemmWgmmaKernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w, int64_t m,
                     int64_t n, int64_t k, void* __restrict__ yv, int64_t ldy, bool round_bf16, bool vec2, int mtiles,
                     int ntiles, const __grid_constant__ LoraSegs lora, int slice_steps) {
   static_assert(!kSwiGlu || kBN == 256 || kBN == 272, "the gated form pairs two 128- or 136-row boxes");
-  static_assert(!(kSwiGlu && kLora), "the gated form takes no LoRA delta");
   constexpr int kColsOut = kSwiGlu ? kBN / 2 : kBN;  // output columns a tile
   using S = Shape<kBN>;
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
@@ -107,18 +155,28 @@ __global__ void __launch_bounds__(kThreads, 1)
       int row0, col0, kb0;
       TileAt(id % tiles, mtiles, ntiles, row0, col0, kColsOut);
       const int ksteps = slice_of(id, kb0);
-      const int seg = kLora ? SegmentOf(lora, col0) : -1, steps = ksteps + (seg >= 0 ? lora.ksteps[seg] : 0);
+      const unsigned segs = kLora && !kSwiGlu ? SegmentsOf(lora, col0, kColsOut) : 0u;
+      const int steps = ksteps + DeltaSteps<kSwiGlu, kLora>(lora, segs);
       for (int kb = 0; kb < steps; ++kb, ++it) {
         const int s = it % S::kStages;
         MbarWait(&empty[s], ((it / S::kStages) & 1) ^ 1);  // the slot's previous use was read
         unsigned char* base = stages + s * S::kStageBytes;
-        MbarExpectTx(&full[s], S::kStageBytes);
         if (kLora && kb >= ksteps) {  // the delta's stages: t's rows and B's, rank chunk by chunk
-          const int r0 = (kb - ksteps) * kBK;
-          TmaLoad2d(base, &lora.t[seg], r0, row0, &full[s]);
-          TmaLoad2d(base + kABytes, &lora.b[seg], r0, col0 - lora.col_begin[seg], &full[s]);
+          if constexpr (kSwiGlu) {  // the gate's stages into the B stage's first box, then the up's into its second
+            const int d = kb - ksteps, up = d >= lora.ksteps[0] ? 1 : 0, r0 = (d - up * lora.ksteps[0]) * kBK;
+            MbarExpectTx(&full[s], kABytes + S::kBBytes / 2);
+            TmaLoad2d(base, &lora.t[up], r0, row0, &full[s]);
+            TmaLoad2d(base + kABytes + up * (S::kBBytes / 2), &lora.b[up], r0, col0, &full[s]);
+          } else {  // B's rows from the tile's first column (before a segment's start: the copy engine's zeros)
+            int stage = 0;
+            const int seg = DeltaStage(lora, segs, kb - ksteps, stage);
+            MbarExpectTx(&full[s], S::kStageBytes);
+            TmaLoad2d(base, &lora.t[seg], stage * kBK, row0, &full[s]);
+            TmaLoad2d(base + kABytes, &lora.b[seg], stage * kBK, col0 - lora.col_begin[seg], &full[s]);
+          }
           continue;
         }
+        MbarExpectTx(&full[s], S::kStageBytes);
         const int kc = (kb0 + kb) * kBK;
         TmaLoad2d(base, &map_x, kc, row0, &full[s]);
         if constexpr (kSwiGlu) {
@@ -141,9 +199,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     int row0, col0, kb0;
     TileAt(id % tiles, mtiles, ntiles, row0, col0, kColsOut);
     const int ksteps = slice_of(id, kb0);
-    const int seg = kLora ? SegmentOf(lora, col0) : -1, steps = ksteps + (seg >= 0 ? lora.ksteps[seg] : 0);
+    const unsigned segs = kLora && !kSwiGlu ? SegmentsOf(lora, col0, kColsOut) : 0u;
+    const int steps = ksteps + DeltaSteps<kSwiGlu, kLora>(lora, segs);
 #pragma unroll
     for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+    // acc[4j + e]: row 16 warp + g (e < 2) or + 8, output 8j + 2t + e % 2 (wgmma_ptx.cuh).
+    const int64_t r_lo = int64_t{row0} + 64 * c + 16 * warp + g, r_hi = r_lo + 8;
+    // kLora: whether this thread's rows take the deltas (a row of another slot keeps the plain
+    // product's rounded output).
+    bool take_lo = true, take_hi = true;
+    if constexpr (kLora) {
+      take_lo = lora.row_slot == nullptr || (r_lo < m && lora.row_slot[r_lo] == lora.slot);
+      take_hi = lora.row_slot == nullptr || (r_hi < m && lora.row_slot[r_hi] == lora.slot);
+    }
+    auto& gate_acc = *reinterpret_cast<float(*)[kBN / 4]>(&acc[0]);  // kSwiGlu: the gate outputs' half
+    auto& up_acc = *reinterpret_cast<float(*)[kBN / 4]>(&acc[kBN / 4]);
     int prev = -1;  // the slot whose products are still in flight
     for (int kb = 0; kb < steps; ++kb, ++it) {
       if constexpr (kLora) {
@@ -154,8 +224,29 @@ __global__ void __launch_bounds__(kThreads, 1)
           prev = -1;
 #pragma unroll
           for (int i = 0; i < kBN / 4; ++i) based[i] = PackBf16(acc[2 * i], acc[2 * i + 1]);
+          if constexpr (kSwiGlu) {  // the first chain's half only (the gate's, unless it has none)
+            if (lora.ksteps[0] > 0) {
 #pragma unroll
-          for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+              for (int i = 0; i < kBN / 4; ++i) gate_acc[i] = 0.0f;
+            } else {
+#pragma unroll
+              for (int i = 0; i < kBN / 4; ++i) up_acc[i] = 0.0f;
+            }
+          } else {
+#pragma unroll
+            for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+          }
+        }
+        if constexpr (kSwiGlu) {
+          if (kb == ksteps + lora.ksteps[0] && lora.ksteps[0] > 0) {  // the gate's chain is done: fold it, start the up's
+            WgmmaWait<0>();
+            FenceAccumulators(gate_acc);
+            if (lane == 0) MbarArrive(&empty[prev]);
+            prev = -1;
+            FoldDeltaHalf<kBN, 0>(based, acc, lora.scale[0], take_lo, take_hi);
+#pragma unroll
+            for (int i = 0; i < kBN / 4; ++i) up_acc[i] = 0.0f;
+          }
         }
       }
       const int s = it % S::kStages;
@@ -166,15 +257,28 @@ __global__ void __launch_bounds__(kThreads, 1)
       // accumulator's bits as they are (it is never -0: it starts at +0, and a fused add that
       // sums to zero gives +0 unless every term is -0), so a chunk past K is the chunk not issued.
       WgmmaFence();
-      if constexpr (kBN > 256) {  // kSwiGlu's 136-row boxes: gate outputs in acc's first half, up's in the second
+      bool delta_half = false;
+      if constexpr (kSwiGlu && kLora) {  // a delta stage: its box's half of the outputs
+        if (kb >= ksteps) {
+          delta_half = true;
+          if (kb - ksteps < lora.ksteps[0]) {
+#pragma unroll
+            for (int kk = 0; kk < kBK / 16; ++kk) WgmmaBf16<kBN / 2>(gate_acc, da + 2 * kk, db + 2 * kk);
+          } else {
+            const uint64_t du = SwizzledTileDesc(base + kABytes + S::kBBytes / 2);
+#pragma unroll
+            for (int kk = 0; kk < kBK / 16; ++kk) WgmmaBf16<kBN / 2>(up_acc, da + 2 * kk, du + 2 * kk);
+          }
+        }
+      }
+      if (delta_half) {
+      } else if constexpr (kBN > 256) {  // kSwiGlu's 136-row boxes: gate outputs in acc's first half, up's in the second
         static_assert(kSwiGlu && kBN == 272, "past 256 columns only the gated form's two boxes");
-        auto& gate = *reinterpret_cast<float(*)[kBN / 4]>(&acc[0]);
-        auto& up = *reinterpret_cast<float(*)[kBN / 4]>(&acc[kBN / 4]);
         const uint64_t du = SwizzledTileDesc(base + kABytes + S::kBBytes / 2);
 #pragma unroll
         for (int kk = 0; kk < kBK / 16; ++kk) {
-          WgmmaBf16<kBN / 2>(gate, da + 2 * kk, db + 2 * kk);
-          WgmmaBf16<kBN / 2>(up, da + 2 * kk, du + 2 * kk);
+          WgmmaBf16<kBN / 2>(gate_acc, da + 2 * kk, db + 2 * kk);
+          WgmmaBf16<kBN / 2>(up_acc, da + 2 * kk, du + 2 * kk);
         }
       } else {
 #pragma unroll
@@ -188,13 +292,22 @@ __global__ void __launch_bounds__(kThreads, 1)
       prev = s;
     }
     WgmmaWait<0>();
-    FenceAccumulators(acc);
+    if constexpr (kSwiGlu && kLora) {  // the last chain's half: fold it (the gate's is folded already)
+      if (lora.ksteps[1] > 0) {
+        FenceAccumulators(up_acc);
+        FoldDeltaHalf<kBN, 1>(based, acc, lora.scale[1], take_lo, take_hi);
+      } else {
+        FenceAccumulators(gate_acc);
+        FoldDeltaHalf<kBN, 0>(based, acc, lora.scale[0], take_lo, take_hi);
+      }
+    } else {
+      FenceAccumulators(acc);
+    }
     if (lane == 0 && prev >= 0) MbarArrive(&empty[prev]);
-    // acc[4j + e]: row 16 warp + g (e < 2) or + 8, output 8j + 2t + e % 2 (wgmma_ptx.cuh).
-    const int64_t r_lo = int64_t{row0} + 64 * c + 16 * warp + g, r_hi = r_lo + 8;
     if constexpr (kSwiGlu) {
       // Gate output 8j + 2t + e and its up output kBN / 2 + 8j + 2t + e are in the same thread:
-      // acc[4j + e'] and acc[4(j + kBN / 16) + e'] (at 272, the two boxes' wgmmas laid out so).
+      // acc[4j + e'] and acc[4(j + kBN / 16) + e'] (at 272, the two boxes' wgmmas laid out so) —
+      // with kLora their sums with the deltas, in `based`.
       auto* act = static_cast<__nv_bfloat16*>(yv);
 #pragma unroll
       for (int j = 0; j < kBN / 16; ++j) {
@@ -206,8 +319,17 @@ __global__ void __launch_bounds__(kThreads, 1)
           float a[2];
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float gate = RoundAct(acc[4 * j + 2 * h + e], true);
-            const float up = RoundAct(acc[4 * (j + kBN / 16) + 2 * h + e], true);
+            float gate, up;
+            if constexpr (kLora) {
+              const float2 g2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&based[2 * j + h]));
+              const float2 u2 =
+                  __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&based[2 * (j + kBN / 16) + h]));
+              gate = e == 0 ? g2.x : g2.y;
+              up = e == 0 ? u2.x : u2.y;
+            } else {
+              gate = RoundAct(acc[4 * j + 2 * h + e], true);
+              up = RoundAct(acc[4 * (j + kBN / 16) + 2 * h + e], true);
+            }
             a[e] = RoundAct(__fmul_rn(RoundAct(SiluF(gate), true), up), true);  // SiluMulKernel's
           }
           __nv_bfloat16* dst = act + r * ldy + col;
@@ -219,27 +341,38 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
       }
-    } else if (kLora && seg >= 0) {
-      // The rounded base output, plus the rounded delta scaled and rounded (LoraScatterAdd's).
+    } else if (kLora && segs != 0) {
+      // The rounded base output, plus the rounded delta scaled and rounded (LoraScatterAdd's), in
+      // a segment's columns; elsewhere the rounded base output as it is (its delta accumulator
+      // holds only the other segments' zero products).
       float* y = static_cast<float*>(yv);
-      const float scale = lora.scale[seg];
-      // A row of another slot keeps the rounded base output as it is (the plain product's).
-      const bool take_lo = lora.row_slot == nullptr || (r_lo < m && lora.row_slot[r_lo] == lora.slot);
-      const bool take_hi = lora.row_slot == nullptr || (r_hi < m && lora.row_slot[r_hi] == lora.slot);
+      // The segment's scale for a column (0 outside every segment: no delta is added there).
+      auto scale_of = [&](int64_t col, bool& in) {
+        for (int i = 0; i < lora.count; ++i) {
+          if (col >= lora.col_begin[i] && col < lora.col_end[i]) {
+            in = true;
+            return lora.scale[i];
+          }
+        }
+        in = false;
+        return 0.0f;
+      };
 #pragma unroll
       for (int j = 0; j < kBN / 8; ++j) {
         const int64_t col = int64_t{col0} + 8 * j + 2 * t;
+        bool in0 = false, in1 = false;
+        const float scale0 = scale_of(col, in0), scale1 = scale_of(col + 1, in1);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int64_t r = h == 0 ? r_lo : r_hi;
           if (r >= m) continue;
           const unsigned packed = based[2 * j + h];
           const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&packed));
-          const float d0 = RoundAct(__fmul_rn(RoundAct(acc[4 * j + 2 * h], true), scale), true);
-          const float d1 = RoundAct(__fmul_rn(RoundAct(acc[4 * j + 2 * h + 1], true), scale), true);
+          const float d0 = RoundAct(__fmul_rn(RoundAct(acc[4 * j + 2 * h], true), scale0), true);
+          const float d1 = RoundAct(__fmul_rn(RoundAct(acc[4 * j + 2 * h + 1], true), scale1), true);
           const bool takes = h == 0 ? take_lo : take_hi;
-          const float v0 = takes ? RoundAct(__fadd_rn(b.x, d0), true) : b.x;
-          const float v1 = takes ? RoundAct(__fadd_rn(b.y, d1), true) : b.y;
+          const float v0 = takes && in0 ? RoundAct(__fadd_rn(b.x, d0), true) : b.x;
+          const float v1 = takes && in1 ? RoundAct(__fadd_rn(b.y, d1), true) : b.y;
           float* dst = y + r * ldy + col;
           if (vec2 && col + 1 < n) {
             *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
@@ -308,7 +441,7 @@ Status Launch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64
   LaunchSerialized(GemmWgmmaKernel<kBN, kSwiGlu, kLora>, grid, kThreads, S::kSmem, s, map_x, map_w, m, n, k, y, ldy,
                    round_output, vec2, static_cast<int>(mtiles), static_cast<int>(ntiles), lora ? *lora : kNone,
                    slice_steps);
-  return Launched(kSwiGlu ? "GemmWgmmaSwiGlu" : kLora ? "GemmWgmmaLora" : "GemmWgmma");
+  return Launched(kSwiGlu ? (kLora ? "GemmWgmmaSwiGluLora" : "GemmWgmmaSwiGlu") : kLora ? "GemmWgmmaLora" : "GemmWgmma");
 }
 
 }  // namespace
@@ -333,30 +466,6 @@ int FormWidth(WgmmaForm form) {
 }
 }  // namespace
 
-bool WgmmaLoraCovers(WgmmaForm form, int64_t n, int64_t col_begin, int64_t cols) {
-  const int64_t w = FormWidth(form), end = col_begin + cols;
-  return col_begin >= 0 && cols >= 1 && end <= n && col_begin % w == 0 && (end % w == 0 || end == n);
-}
-
-WgmmaForm ChooseWgmmaLoraForm(int64_t m, int64_t n, const int64_t (*spans)[2], int count, int multiprocessors,
-                              unsigned* covered) {
-  const WgmmaForm first = ChooseWgmmaForm(m, n, multiprocessors);
-  const WgmmaForm order[4] = {first, WgmmaForm::kTile128x256, WgmmaForm::kTile128x128, WgmmaForm::kTile128x160};
-  WgmmaForm best = first;
-  unsigned best_mask = 0;
-  int best_count = -1;
-  for (WgmmaForm f : order) {
-    unsigned mask = 0;
-    int c = 0;
-    for (int i = 0; i < count; ++i) {
-      if (WgmmaLoraCovers(f, n, spans[i][0], spans[i][1])) mask |= 1u << i, ++c;
-    }
-    if (c > best_count) best = f, best_mask = mask, best_count = c;
-  }
-  if (covered) *covered = best_mask;
-  return best;
-}
-
 int WgmmaMultiprocessors() { return Multiprocessors(); }
 
 Status GemmWgmmaLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
@@ -376,10 +485,10 @@ Status GemmWgmmaLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n
   l.slot = slot;
   for (int i = 0; i < count; ++i) {
     const WgmmaLoraSegment& g = segs[i];
-    if (!WgmmaLoraCovers(form, n, g.col_begin, g.cols)) {
+    if (g.col_begin < 0 || g.cols < 1 || g.col_begin + g.cols > n) {
       return InvalidArgument("cuda GemmWgmmaLora: segment " + std::to_string(i) + " (columns " +
-                             std::to_string(g.col_begin) + " + " + std::to_string(g.cols) + ") straddles " +
-                             std::to_string(width) + "-wide tiles");
+                             std::to_string(g.col_begin) + " + " + std::to_string(g.cols) + ") is not inside the " +
+                             std::to_string(n) + " outputs");
     }
     if (g.rank < 8 || g.rank % 8 != 0) {
       return InvalidArgument("cuda GemmWgmmaLora: rank " + std::to_string(g.rank) + " is not a positive multiple of 8");
@@ -470,6 +579,49 @@ Status GemmWgmmaSwiGlu(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t
     case SwiGluForm::kPairs136: return Launch<272, true>(xb, m, w, inter, k, act, ld_act, true, sms, s);
   }
   return Internal("cuda GemmWgmmaSwiGlu: unknown tile form");
+}
+
+Status GemmWgmmaSwiGluLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,
+                           int64_t ld_act, const WgmmaLoraSegment& gate, const WgmmaLoraSegment& up, void* stream,
+                           const int32_t* row_slot, int32_t slot, const SwiGluForm* form) {
+  if (!GemmWgmmaFits(m, 2 * inter, k, xb, w) || ld_act < inter) {
+    return InvalidArgument("cuda GemmWgmmaSwiGluLora: needs m, inter >= 1, K % 8 == 0, ld_act >= inter and 16-byte "
+                           "aligned operands");
+  }
+  if (gate.t == nullptr && up.t == nullptr) return InvalidArgument("cuda GemmWgmmaSwiGluLora: no segment");
+  const int sms = Multiprocessors();
+  if (sms <= 0) return Internal("cuda GemmWgmmaSwiGluLora: no multiprocessor count for the current device");
+  const SwiGluForm f = form != nullptr ? *form : ChooseSwiGluForm(m, inter, sms);
+  const int box = f == SwiGluForm::kPairs136 ? 136 : 128;  // B's rows a box: the pairing's
+  LoraSegs l{};
+  l.count = 2;
+  l.row_slot = row_slot;
+  l.slot = slot;
+  const WgmmaLoraSegment* segs[2] = {&gate, &up};
+  for (int i = 0; i < 2; ++i) {
+    const WgmmaLoraSegment& g = *segs[i];
+    l.ksteps[i] = 0;
+    if (g.t == nullptr) continue;
+    const char* what = i == 0 ? "gate" : "up";
+    if (g.col_begin != i * inter || g.cols != inter) {
+      return InvalidArgument(std::string("cuda GemmWgmmaSwiGluLora: the ") + what + " segment must cover columns " +
+                             std::to_string(i * inter) + " + " + std::to_string(inter) + ", not " +
+                             std::to_string(g.col_begin) + " + " + std::to_string(g.cols));
+    }
+    if (g.b == nullptr || g.rank < 8 || g.rank % 8 != 0) {
+      return InvalidArgument(std::string("cuda GemmWgmmaSwiGluLora: the ") + what + " segment's rank " +
+                             std::to_string(g.rank) + " is not a positive multiple of 8 (or it has no B)");
+    }
+    GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&l.t[i], g.t, 2, m, g.rank, kBK, kBM, "GemmWgmmaSwiGluLora"));
+    GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&l.b[i], g.b, 2, inter, g.rank, kBK, box, "GemmWgmmaSwiGluLora"));
+    l.col_begin[i] = static_cast<int>(g.col_begin);
+    l.col_end[i] = static_cast<int>(g.col_begin + g.cols);
+    l.ksteps[i] = (g.rank + kBK - 1) / kBK;
+    l.scale[i] = g.scale;
+  }
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  return f == SwiGluForm::kPairs128 ? Launch<256, true, true>(xb, m, w, inter, k, act, ld_act, true, sms, s, &l)
+                                    : Launch<272, true, true>(xb, m, w, inter, k, act, ld_act, true, sms, s, &l);
 }
 
 SwiGluForm ChooseSwiGluForm(int64_t m, int64_t inter, int multiprocessors) {

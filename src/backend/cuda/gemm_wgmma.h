@@ -49,11 +49,15 @@ Status GemmWgmmaSplitK(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t
                        float* y, int64_t ldy, void* stream, const WgmmaForm* form = nullptr);
 
 // A LoRA module's delta fused into the product (the contract of Ops::MatMulLora, weights/lora.h):
-// for the output columns [col_begin, col_begin + cols) the tile runs, after the base product's
-// K steps, the delta's own — t[m, rank] · Bᵀ, B [cols, rank], ascending 16-wide rank chunks into a
-// second accumulator from zero — and writes y = r(r(base) + r(r(delta) · scale)): the bits of
-// GemmWgmma(..., round_output = true), a MatMulBf16 of t against B (one fp32 chain over rank)
-// and LoraScatterAdd, without the delta's fp32 outputs going through memory.
+// for the output columns [col_begin, col_begin + cols) the tiles that hold them run, after the base
+// product's K steps, the delta's own — t[m, rank] · Bᵀ, B [cols, rank], ascending 16-wide rank
+// chunks into a second accumulator from zero — and write y = r(r(base) + r(r(delta) · scale)): the
+// bits of GemmWgmma(..., round_output = true), a MatMulBf16 of t against B (one fp32 chain over
+// rank) and LoraScatterAdd, without the delta's fp32 outputs going through memory. A tile that
+// holds columns of several segments (Qwen3.5's 48-wide b and a gates side by side, a boundary
+// inside a tile) runs each one's stages in turn into that accumulator: a column outside a segment
+// gets zero products from its stages (B's rows there are the copy engine's zeros), which leave its
+// chain's bits as they are; a column outside every segment keeps the plain rounded product.
 struct WgmmaLoraSegment {
   const uint16_t* t = nullptr;  // [m, rank] bf16: the rows' r(x · Aᵀ), 16-byte aligned
   const uint16_t* b = nullptr;  // [cols, rank] bf16, 16-byte aligned
@@ -62,22 +66,14 @@ struct WgmmaLoraSegment {
   float scale = 1.0f;
 };
 inline constexpr int kWgmmaMaxLoraSegments = 4;
-// Whether tiles of `form` never straddle the segment's edges: it starts on a tile edge and ends
-// on one or at the product's last column (tile widths 256, 160 or 128). Each tile then adds at
-// most one segment's delta.
-bool WgmmaLoraCovers(WgmmaForm form, int64_t n, int64_t col_begin, int64_t cols);
-// The form for a product whose fused segments are `spans` (col_begin, cols pairs): ChooseWgmmaForm's
-// when it covers them all, else the form covering the most (ties to ChooseWgmmaForm's order:
-// 256, 128, 160). `covered` gets one bit a span. A pure function: it changes no bit.
-WgmmaForm ChooseWgmmaLoraForm(int64_t m, int64_t n, const int64_t (*spans)[2], int count, int multiprocessors,
-                              unsigned* covered);
 int WgmmaMultiprocessors();  // the current device's (0 when unknown)
-// y = r(xb · Wᵀ) with each segment's delta added as above. Segments disjoint, each covered by
-// `form` (WgmmaLoraCovers), at most kWgmmaMaxLoraSegments; otherwise GemmWgmmaFits' needs.
-// row_slot (device memory, m entries; null: every row takes the deltas): only the rows whose
-// entry is `slot` take them — a step mixing the adapter's rows with base rows or another
-// adapter's — and every other row gets GemmWgmma(..., round_output = true)'s bits (a -0 stays
-// -0: nothing is added to it). The segments' t rows of those rows are read but not used.
+// y = r(xb · Wᵀ) with each segment's delta added as above. Segments disjoint, inside [0, N), at
+// most kWgmmaMaxLoraSegments; `form` as ChooseWgmmaForm picks it (any gives the same bits);
+// otherwise GemmWgmmaFits' needs. row_slot (device memory, m entries; null: every row takes the
+// deltas): only the rows whose entry is `slot` take them — a step mixing the adapter's rows with
+// base rows or another adapter's — and every other row gets GemmWgmma(..., round_output = true)'s
+// bits (a -0 stays -0: nothing is added to it). The segments' t rows of those rows are read but
+// not used.
 Status GemmWgmmaLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
                      const WgmmaLoraSegment* segs, int count, WgmmaForm form, void* stream,
                      const int32_t* row_slot = nullptr, int32_t slot = 0);
@@ -98,5 +94,18 @@ SwiGluForm ChooseSwiGluForm(int64_t m, int64_t inter, int multiprocessors);
 const char* SwiGluFormName(SwiGluForm form);
 Status GemmWgmmaSwiGlu(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,
                        int64_t ld_act, void* stream, const SwiGluForm* form = nullptr);
+// The gated form with LoRA deltas on the gate and up products (Ops::SwiGluMlpLora's first half):
+// `gate` and `up` are the adapter's modules on them (t == nullptr: none), gate covering the fused
+// weight's rows [0, inter) and up [inter, 2 inter) whole; each tile adds to its gate and up outputs
+// what GemmWgmmaLora adds — r(r(base) + r(r(t · Bᵀ) · scale)), the delta one fp32 chain over rank
+// in ascending 16-wide steps from zero — and applies SiluMul's arithmetic to the two sums: bit for
+// bit GemmWgmmaLora's product on gate_up (every row taking its deltas, or with row_slot only those
+// whose entry is `slot`) then SiluMul, without gate|up's fp32 outputs going through memory. The
+// pairing ChooseSwiGluForm's unless `form` names one. A tile's deltas run as half-width wgmmas, the
+// gate's chain first, folded into the rounded base outputs before the up's starts, so one half of
+// the delta accumulator is live beside them at a time (no spills, no serialized wgmmas).
+Status GemmWgmmaSwiGluLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,
+                           int64_t ld_act, const WgmmaLoraSegment& gate, const WgmmaLoraSegment& up, void* stream,
+                           const int32_t* row_slot = nullptr, int32_t slot = 0, const SwiGluForm* form = nullptr);
 
 }  // namespace graft::cuda

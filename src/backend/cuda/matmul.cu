@@ -375,13 +375,15 @@ Status LargeTileReady() {
   return Status::Ok();
 }
 
+static_assert(kDecodeFormRows >= 1 && kDecodeFormRows <= kDecodeMaxRows, "the decode form takes at most kDecodeMaxRows");
+
 // Whether MatMul takes the prefill form (gemm_pipe.h) or the decode form (gemm_decode.h), both
 // on a bf16 copy of x.
 bool PipeForm(int64_t m, const DevWeight& w, bool bf16) {
-  return bf16 && w.bf16 && !w.quantized() && m > kDecodeMaxRows && w.cols % 8 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+  return bf16 && w.bf16 && !w.quantized() && m > kDecodeFormRows && w.cols % 8 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
 }
 bool DecodeForm(int64_t m, const DevWeight& w, bool bf16) {
-  return bf16 && w.bf16 && !w.quantized() && m >= 1 && m <= kDecodeMaxRows && w.rows % 8 == 0 && w.cols % 16 == 0 &&
+  return bf16 && w.bf16 && !w.quantized() && m >= 1 && m <= kDecodeFormRows && w.rows % 8 == 0 && w.cols % 16 == 0 &&
          reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
 }
 
@@ -391,7 +393,7 @@ bool DecodeForm(int64_t m, const DevWeight& w, bool bf16) {
 // mma.sync forms take such a weight whatever m is, so its bits still depend on K alone.
 constexpr int64_t kFewOutputs = 256;
 bool SplitFewOutputs(const DevWeight& w, bool bf16) {
-  return DecodeForm(1, w, bf16) && PipeForm(kDecodeMaxRows + 1, w, bf16) && w.rows <= kFewOutputs &&
+  return DecodeForm(1, w, bf16) && PipeForm(kDecodeFormRows + 1, w, bf16) && w.rows <= kFewOutputs &&
          w.cols > SplitKColumns(w.cols);
 }
 int64_t Bf16CopyBytes(int64_t m, const DevWeight& w) { return (m * w.cols * 2 + 15) / 16 * 16; }
@@ -409,7 +411,7 @@ Status MatMulBf16(const uint16_t* xb, int64_t x_cols, int64_t m, const DevWeight
   if (!Bf16FormsFit(m, w, x_cols)) return InvalidArgument("cuda MatMulBf16: the mma.sync forms do not take this shape");
   const auto* wd = static_cast<const uint16_t*>(w.data);
   const int64_t kz = split_k ? SplitKColumns(w.cols) : 0;
-  return m > kDecodeMaxRows ? GemmPipe(xb, m, wd, w.rows, w.cols, y, ldy, round_output, stream, kz, x_cols)
+  return m > kDecodeFormRows ? GemmPipe(xb, m, wd, w.rows, w.cols, y, ldy, round_output, stream, kz, x_cols)
                             : GemmDecode(xb, m, wd, w.rows, w.cols, y, ldy, round_output, stream, kz, x_cols);
 }
 
@@ -436,6 +438,27 @@ __global__ void SumSplitsBf16Kernel(const float* __restrict__ partial, int64_t s
     float sum = partial[e];
     for (int64_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, partial[z * count + e]);
     y[e] = __float2bfloat16_rn(sum);
+  }
+}
+
+// SumSplitsBf16Kernel's sums, output (r, c) of block b (starts[b] <= c < starts[b + 1]) stored at
+// y + m starts[b] + r (starts[b + 1] - starts[b]) + c - starts[b].
+struct SumBlocks {
+  int64_t starts[kMaxSumBlocks + 1];
+  int count;
+};
+__global__ void SumSplitsBf16BlocksKernel(const float* __restrict__ partial, int64_t splits, int64_t m, int64_t cols,
+                                          SumBlocks blocks, __nv_bfloat16* __restrict__ y) {
+  PdlBegin();
+  const int64_t count = m * cols;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < count; e += int64_t{gridDim.x} * blockDim.x) {
+    float sum = partial[e];
+    for (int64_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, partial[z * count + e]);
+    const int64_t r = e / cols, c = e % cols;
+    int b = 0;
+    while (b + 1 < blocks.count && c >= blocks.starts[b + 1]) ++b;
+    const int64_t lo = blocks.starts[b], width = blocks.starts[b + 1] - lo;
+    y[m * lo + r * width + (c - lo)] = __float2bfloat16_rn(sum);
   }
 }
 
@@ -530,7 +553,7 @@ MatMulForm ChooseMatMulForm(int64_t m, const DevWeight& w, bool bf16, bool x_ali
   if (bf16 && DecodeW4a16Fits(m, w) && x_aligned16) return MatMulForm::kW4Decode;
   if (PipeForm(m, w, bf16) || DecodeForm(m, w, bf16)) {
     const bool split = SplitFewOutputs(w, bf16);
-    if (m > kDecodeMaxRows) return split ? MatMulForm::kBf16PrefillSplit : MatMulForm::kBf16Prefill;
+    if (m > kDecodeFormRows) return split ? MatMulForm::kBf16PrefillSplit : MatMulForm::kBf16Prefill;
     return split ? MatMulForm::kBf16DecodeSplit : MatMulForm::kBf16Decode;
   }
   if (bf16 && W4PrefillPlan(m, w).chunk > 0) return MatMulForm::kW4Prefill;
@@ -715,6 +738,26 @@ Status SumSplitsBf16(const float* partial, int64_t m, const DevWeight& w, uint16
   LaunchPdl(SumSplitsBf16Kernel, static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0,
             static_cast<cudaStream_t>(stream), partial, splits, m, w.rows, reinterpret_cast<__nv_bfloat16*>(y));
   return Launched("SumSplitsBf16");
+}
+
+Status SumSplitsBf16Blocks(const float* partial, int64_t m, const DevWeight& w, const int64_t* starts, int blocks,
+                           uint16_t* y, void* stream) {
+  if (blocks < 1 || blocks > kMaxSumBlocks || starts[0] != 0 || starts[blocks] != w.rows) {
+    return InvalidArgument("cuda SumSplitsBf16Blocks: 1 to " + std::to_string(kMaxSumBlocks) +
+                           " blocks from row 0 to the weight's last");
+  }
+  SumBlocks b{};
+  b.count = blocks;
+  for (int i = 0; i <= blocks; ++i) {
+    if (i > 0 && starts[i] <= starts[i - 1]) return InvalidArgument("cuda SumSplitsBf16Blocks: blocks out of order or empty");
+    b.starts[i] = starts[i];
+  }
+  const int64_t kz = SplitKColumns(w.cols), splits = (w.cols + kz - 1) / kz, count = m * w.rows;
+  if (count == 0) return Status::Ok();
+  const int64_t grid = (count + 255) / 256;
+  LaunchPdl(SumSplitsBf16BlocksKernel, static_cast<unsigned>(grid < 65535 ? grid : 65535), 256, 0,
+            static_cast<cudaStream_t>(stream), partial, splits, m, w.rows, b, reinterpret_cast<__nv_bfloat16*>(y));
+  return Launched("SumSplitsBf16Blocks");
 }
 
 }  // namespace graft::cuda

@@ -66,12 +66,15 @@ enum class MatMulForm : uint8_t {
 };
 const char* MatMulFormName(MatMulForm f);
 MatMulForm ChooseMatMulForm(int64_t m, const DevWeight& w, bool bf16, bool x_aligned16);
+// The row count up to which dense bf16 weights take the decode form (gemm_decode.h, at most
+// kDecodeMaxRows), the prefill form (wgmma) beyond. Either gives a row the same bits.
+inline constexpr int64_t kDecodeFormRows = 64;
 
 Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output, bool bf16,
               void* stream, void* scratch);
 
 // The mma.sync forms on activations already bf16 (xb, 16-byte aligned): the decode form up to
-// kDecodeMaxRows rows, the prefill form beyond — the kernels MatMul and MatMulSplitK run after
+// kDecodeFormRows rows, the prefill form beyond — the kernels MatMul and MatMulSplitK run after
 // their ToBf16, the same bits. xb is [m, x_cols]: x_cols == K, or (Bf16FormsFit) a multiple of
 // kRepeatAlign dividing K that is read repeated along K — the input of an fp32 LoRA factor split
 // into three bf16 pieces, without the tripled copy. split_k: MatMulSplitK's slices into y as its
@@ -96,6 +99,13 @@ Status SumSplits(const float* partial, int64_t m, const DevWeight& w, float* y, 
 // SumSplits rounded to bf16, into bf16 words y [m, N] (a LoRA t for its bf16 B product: the
 // values SumSplits(..., round_output = true) gives, without an fp32 copy and a ToBf16).
 Status SumSplitsBf16(const float* partial, int64_t m, const DevWeight& w, uint16_t* y, void* stream);
+// SumSplitsBf16 of a stacked weight (several LoRA A factors one above the other, block b its rows
+// [starts[b], starts[b + 1]), starts[0] = 0, starts[blocks] = N): each block's outputs in a
+// [m, rows of the block] array of its own, one after another — block b at y + m · starts[b] — as
+// SumSplitsBf16 of that factor alone writes them. 1 <= blocks <= kMaxSumBlocks.
+inline constexpr int kMaxSumBlocks = 8;
+Status SumSplitsBf16Blocks(const float* partial, int64_t m, const DevWeight& w, const int64_t* starts, int blocks,
+                           uint16_t* y, void* stream);
 // SumSplits into y with rows ldy (>= N) apart: one tensor of a fused weight filling its columns.
 Status SumSplitsInto(const float* partial, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
                      void* stream);
