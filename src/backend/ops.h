@@ -245,7 +245,7 @@ class Ops {
   virtual void SiluMul(const float* gu, int64_t n, int64_t inter, float* out) = 0;
   // The SwiGLU MLP of n rows x [n, gate_up.cols]: out [n, down.rows] = down · SiluMul(gate_up · x),
   // both products rounded — MatMul, SiluMul, MatMul, which is what this default does. A backend
-  // may fuse them (CUDA past 64 rows in bf16: the activation never leaves the GEMM as fp32; the
+  // may fuse them (CUDA past the decode form's rows in bf16: the activation never leaves the GEMM as fp32; the
   // same bits). Rows that need a LoRA delta or an exact weight on either projection take the ops
   // one at a time instead (model/blocks.cpp).
   virtual void SwiGluMlp(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out) {
@@ -263,7 +263,7 @@ class Ops {
   // adapter slot (0 = base); gate_up_modules / down_modules: by slot, that adapter's modules on the
   // projection (LoraArgs::modules; nullptr: no row has one there, and the plain product runs).
   // Rows on an exact slot take no part (model/blocks.cpp runs those an op at a time). A backend
-  // may fuse (CUDA past 64 rows in bf16, one adapter's rows beside base rows: the gate and up
+  // may fuse (CUDA past the decode form's rows in bf16, one adapter's rows beside base rows: the gate and up
   // deltas and the activation in the product's epilogue); the same bits.
   virtual void SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
                              const int32_t* row_slot, const std::vector<const std::vector<LoraModule>*>* gate_up_modules,

@@ -326,7 +326,7 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
 void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
                             const int32_t* row_slot, const std::vector<const std::vector<LoraModule>*>* gate_up_modules,
                             const std::vector<const std::vector<LoraModule>*>* down_modules) {
-  // Fused where SwiGluMlp is (past 64 rows, bf16 activations and dense bf16 weights on the wgmma
+  // Fused where SwiGluMlp is (past kDecodeFormRows rows, bf16 activations and dense bf16 weights on the wgmma
   // form, not --gemm cublas) and the deltas are one adapter's (beside base rows): its gate and up
   // modules, bf16, whole, in the gated product's epilogue (cuda::GemmWgmmaSwiGluLora), its down
   // modules in the down product's (GemmWgmmaLora) reading the bf16 activation as it is. Elsewhere

@@ -1,4 +1,4 @@
-// The decode GEMM (MatMul's form for 1 to 64 rows of bf16 activations against a dense bf16
+// The decode GEMM (MatMul's form for 1 to kDecodeFormRows rows (matmul.h), at most 64, of bf16 activations against a dense bf16
 // weight): y[m, N] = xb[m, K] · Wᵀ, the activations already bf16 (gemm_pipe.h's ToBf16).
 //
 // A decode step reads every weight once for a handful of rows, so the whole game is keeping

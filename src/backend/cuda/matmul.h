@@ -67,8 +67,11 @@ enum class MatMulForm : uint8_t {
 const char* MatMulFormName(MatMulForm f);
 MatMulForm ChooseMatMulForm(int64_t m, const DevWeight& w, bool bf16, bool x_aligned16);
 // The row count up to which dense bf16 weights take the decode form (gemm_decode.h, at most
-// kDecodeMaxRows), the prefill form (wgmma) beyond. Either gives a row the same bits.
-inline constexpr int64_t kDecodeFormRows = 64;
+// kDecodeMaxRows), the prefill form (wgmma) beyond. Either gives a row the same bits. 32: at 33,
+// 48 and 64 rows the wgmma form runs Qwen3.5-27B's projections in 24.1 / 22.7 / 22.2 ms a step
+// against the decode form's 31.0 / 33.5 / 35.3 (H100, bench/results/decode.md § crossover).
+
+inline constexpr int64_t kDecodeFormRows = 32;
 
 Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output, bool bf16,
               void* stream, void* scratch);

@@ -1,5 +1,5 @@
 // The SwiGLU MLP's prefill on the GPU, the contract of Ops::SwiGluMlp (backend/ops.h) for more
-// than 64 rows of bf16 activations against dense bf16 weights: x copied to bf16 once, the gate|up
+// than kDecodeFormRows rows of bf16 activations against dense bf16 weights: x copied to bf16 once, the gate|up
 // product and its activation in one wgmma pass that writes the activation as bf16
 // (GemmWgmmaSwiGlu), the down projection reading that as it is (MatMulBf16). The same products
 // and roundings as MatMul, SiluMul, MatMul — bit for bit (tested) — without the 2·inter fp32
@@ -13,7 +13,7 @@
 
 namespace graft::cuda {
 
-// Whether SwiGluMlp takes these rows and weights: bf16 activations, more than 64 rows, both
+// Whether SwiGluMlp takes these rows and weights: bf16 activations, more than kDecodeFormRows rows (matmul.h), both
 // weights on MatMul's plain prefill form (dense bf16, aligned), gate_up [2 inter, hidden] and
 // down [hidden', inter] with inter % 8 == 0 (the activation's rows are the down product's TMA rows).
 bool SwiGluMlpFits(int64_t m, const DevWeight& gate_up, const DevWeight& down, bool bf16);
