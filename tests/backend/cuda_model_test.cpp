@@ -962,20 +962,22 @@ TEST(CudaLora, FusedSwiGluMlpIsTheOpsBitForBit) {
 // A fused projection's A factors uploaded one after another (UploadStackedA, as Upload and
 // PlaceAdapter do for an adapter) run as one product with one sum into each module's t — the
 // same bits as each module's own product: the projection (q|k|v-like, three modules) and the MLP
-// (gate and up stacked) against copies of the same modules uploaded one by one, at decode-sized
-// (LoraAdd's gathered route) and prefill-sized (the fused routes) row counts.
+// (gate and up stacked) against copies of the same modules uploaded one by one in reverse order
+// (so that no two lie one after the other), at decode-sized (LoraAdd's gathered route: the modules
+// whose B the decode form takes) and prefill-sized (the fused routes) row counts. K = 272: the
+// decode form's K % 16.
 TEST(CudaLora, StackedAFactorsAreEachModulesOwnBits) {
   REQUIRE_GPU();
   std::mt19937 rng(36);
-  const int64_t k = 264, n = 768, inter = 200;
+  const int64_t k = 272, n = 768, inter = 200;
   Weight w = RandomWeight(rng, n, k, true);
   Weight gate_up = RandomWeight(rng, 2 * inter, k, true), down = RandomWeight(rng, k, inter, true);
   std::vector<LoraModule> qkv, gu;
   qkv.push_back(RandomModule(rng, k, 0, 512, 64, 2.0f, true));
   qkv.push_back(RandomModule(rng, k, 512, 128, 16, 0.5f, true));
-  qkv.push_back(RandomModule(rng, k, 640, 128, 8, 1.5f, true));
+  qkv.push_back(RandomModule(rng, k, 640, 128, 8, 1.5f, true));  // B's rank 8: not the decode form's
   gu.push_back(RandomModule(rng, k, 0, inter, 32, 1.0f, true));
-  gu.push_back(RandomModule(rng, k, inter, inter, 24, 0.25f, true));
+  gu.push_back(RandomModule(rng, k, inter, inter, 48, 0.25f, true));
   const std::vector<LoraModule> qkv_apart = qkv, gu_apart = gu;  // the same values, uploaded one by one
   auto cuda = MakeProfiledCuda();
   ASSERT_NE(cuda, nullptr);
@@ -987,12 +989,16 @@ TEST(CudaLora, StackedAFactorsAreEachModulesOwnBits) {
     ASSERT_TRUE(again.ok());
     EXPECT_FALSE(*again) << "already on the device";
   }
+  for (const auto* list : {&qkv_apart, &gu_apart}) {
+    for (auto it = list->rbegin(); it != list->rend(); ++it) ASSERT_TRUE(cuda->Upload(it->a).ok());
+  }
   std::vector<const std::vector<LoraModule>*> stacked{nullptr, &qkv}, apart{nullptr, &qkv_apart};
   std::vector<const std::vector<LoraModule>*> gu_stacked{nullptr, &gu}, gu_one{nullptr, &gu_apart};
-  for (int64_t m : {1, 40, 300}) {
+  for (int64_t m : {1, 20, 40, 300}) {
     SCOPED_TRACE(::testing::Message() << m << " rows");
     std::vector<int32_t> slots(static_cast<size_t>(m), 1);
     if (m > 1) slots[0] = 0;
+    // The products each route runs: one stacked product for the stacked list, none for the other.
     int64_t before = cuda->stacked_lora_products();
     ExpectFusedBits(
         *cuda, rng, m, k, n, "MatMul+LoRA (prefill form)", m > cuda::kDecodeFormRows,

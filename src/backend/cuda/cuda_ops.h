@@ -101,6 +101,9 @@ class CudaOps final : public Ops {
   // Copies the weights to the device now (they must outlive the ops and never change).
   Status Upload(const ModelWeights& w);
   Status Upload(const LoraAdapter& a);
+  // One weight now (the ops otherwise copy a weight on its first use): where a test needs to say
+  // in which order weights land in device memory.
+  Status Upload(const Weight& w);
   // The A factors of one fused projection's LoRA modules (bf16, one K, ranks multiples of 8, none
   // on the device yet; otherwise nothing) uploaded one after another in one block, in the list's
   // order, so that their products run as one stacked weight (LoraTs). Upload(adapter) and

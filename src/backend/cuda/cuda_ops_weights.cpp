@@ -250,6 +250,11 @@ Result<bool> CudaOps::UploadStackedA(const std::vector<LoraModule>& mods) {
   return true;
 }
 
+Status CudaOps::Upload(const Weight& w) {
+  Dev(w);
+  return TakeError().WithContext("uploading " + (w.name.empty() ? std::string("a weight") : w.name));
+}
+
 Status CudaOps::Upload(const LoraAdapter& a) {
   for (const LoraLayer& l : a.layers) {
     for (const auto& mods : l.targets) Note(UploadStackedA(mods).status());
