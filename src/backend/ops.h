@@ -249,19 +249,13 @@ class Ops {
   // same bits). Rows that need a LoRA delta or an exact weight on either projection take the ops
   // one at a time instead (model/blocks.cpp).
   virtual void SwiGluMlp(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out) {
-    const size_t mark = Mark();
-    const int64_t inter = down.cols;
-    float* gu = Alloc(n * 2 * inter);
-    float* act = Alloc(n * inter);
-    MatMul(x, n, gate_up, gu, true);
-    SiluMul(gu, n, inter, act);
-    MatMul(act, n, down, out, true);
-    Release(mark);
+    Ops::SwiGluMlpLora(x, n, gate_up, down, out, nullptr, nullptr, nullptr);  // no module: the three ops
   }
   // The SwiGLU MLP where rows take LoRA deltas: MatMulLora on gate_up (into the op's own gate|up
   // buffer), SiluMul, MatMulLora on down — what this default does. row_slot [n]: each row's
-  // adapter slot (0 = base); gate_up_modules / down_modules: by slot, that adapter's modules on the
-  // projection (LoraArgs::modules; nullptr: no row has one there, and the plain product runs).
+  // adapter slot (0 = base; may be null when both module lists are); gate_up_modules / down_modules:
+  // by slot, that adapter's modules on the projection (LoraArgs::modules; nullptr: no row has one
+  // there, and the plain product runs).
   // Rows on an exact slot take no part (model/blocks.cpp runs those an op at a time). A backend
   // may fuse (CUDA past the decode form's rows in bf16, one adapter's rows beside base rows: the gate and up
   // deltas and the activation in the product's epilogue); the same bits.

@@ -75,29 +75,19 @@ void Project(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, con
 }
 
 namespace {
-// Whether every row of the step runs `target` on the base weight alone: no row's adapter has a
-// module there (LoRA or exact). A run of rows on one slot is looked up once (a sequence's rows are
-// consecutive; this runs twice a layer every step).
-bool PlainProjection(const StepContext& ctx, int layer, LoraTarget target) {
+// Whether some row of the step selects an adapter with a module on `target` (exact_only: an
+// exact slot's, whose rows need the merged weight — Project's groups). A run of rows on one slot
+// is looked up once (a sequence's rows are consecutive; this runs twice a layer every step).
+bool RowsWithModule(const StepContext& ctx, int layer, LoraTarget target, bool exact_only) {
   const auto& slots = ctx.adapters.slots;
   int32_t checked = 0;
   for (int32_t slot : ctx.batch.row_adapter) {
     const size_t s = static_cast<size_t>(slot);
     if (slot == checked || slot <= 0 || s >= slots.size() || !slots[s]) continue;
-    if (!slots[s]->layers[static_cast<size_t>(layer)].at(target).empty()) return false;
+    if ((!exact_only || ctx.adapters.is_exact(s)) && !slots[s]->layers[static_cast<size_t>(layer)].at(target).empty()) {
+      return true;
+    }
     checked = slot;
-  }
-  return true;
-}
-
-// Whether some row of the step is on an exact slot with a module on `target` (its rows then need
-// the merged weight: Project's groups).
-bool ExactRows(const StepContext& ctx, int layer, LoraTarget target) {
-  const auto& slots = ctx.adapters.slots;
-  for (int32_t slot : ctx.batch.row_adapter) {
-    const size_t s = static_cast<size_t>(slot);
-    if (slot <= 0 || s >= slots.size() || !slots[s] || !ctx.adapters.is_exact(s)) continue;
-    if (!slots[s]->layers[static_cast<size_t>(layer)].at(target).empty()) return true;
   }
   return false;
 }
@@ -106,11 +96,11 @@ bool ExactRows(const StepContext& ctx, int layer, LoraTarget target) {
 void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, const float* x, int hidden, int inter,
          float* out) {
   const int n = ctx.batch.rows();
-  if (PlainProjection(ctx, layer, LoraTarget::kMlpGateUp) && PlainProjection(ctx, layer, LoraTarget::kMlpDown)) {
+  if (!RowsWithModule(ctx, layer, LoraTarget::kMlpGateUp, false) && !RowsWithModule(ctx, layer, LoraTarget::kMlpDown, false)) {
     ops.SwiGluMlp(x, n, l.gate_up, l.down, out);  // the same ops, which a backend may fuse
     return;
   }
-  if (!ExactRows(ctx, layer, LoraTarget::kMlpGateUp) && !ExactRows(ctx, layer, LoraTarget::kMlpDown)) {
+  if (!RowsWithModule(ctx, layer, LoraTarget::kMlpGateUp, true) && !RowsWithModule(ctx, layer, LoraTarget::kMlpDown, true)) {
     // LoRA deltas only: the ops Project would run (MatMulLora, SiluMul, MatMulLora), which a
     // backend may fuse.
     std::vector<const std::vector<LoraModule>*> gate_up, down;

@@ -1,11 +1,15 @@
-// Which LoRA A factors run as one stacked product (cuda/lora_stack.h), host only: runs without a GPU.
+// Which LoRA A factors run as one stacked product (cuda/lora_stack.h), and the refusals of the sum
+// that splits a stacked product's t into blocks (matmul.h): host only, runs without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "backend/cuda/device_weight.h"
 #include "backend/cuda/lora_stack.h"
+#include "backend/cuda/matmul.h"
 
 namespace graft {
 namespace {
@@ -36,6 +40,29 @@ TEST(LoraStack, RunsAreFactorsOneAfterAnotherInMemory) {
   const FactorSpan odd = next(12), after_odd = next(16);
   EXPECT_EQ(cuda::StackedRuns({odd, after_odd}, k, 8), (Runs{{0, 1}, {1, 2}}));
   EXPECT_EQ(cuda::StackedRuns({q, kk}, k + 8, 8), (Runs{{0, 1}, {1, 2}})) << "another K";
+}
+
+// Blocks that do not tile the stacked weight's rows are refused by name before anything runs.
+TEST(LoraStack, BlocksThatDoNotTileTheRowsAreRefused) {
+  cuda::DevWeight w;
+  w.rows = 32;
+  w.cols = 64;
+  w.bf16 = true;
+  struct Case {
+    std::vector<int64_t> starts;
+    int blocks;
+    const char* what;
+  };
+  for (const Case& c : std::vector<Case>{{{0, 32}, 0, "1 to 8 blocks"},
+                                         {{0, 4, 8, 12, 16, 20, 24, 28, 30, 32}, 9, "1 to 8 blocks"},
+                                         {{8, 32}, 1, "from row 0"},
+                                         {{0, 16, 24}, 2, "to the weight's last"},
+                                         {{0, 16, 16, 32}, 3, "out of order or empty"}}) {
+    const Status st = cuda::SumSplitsBf16Blocks(nullptr, 4, w, c.starts.data(), c.blocks, nullptr, nullptr);
+    EXPECT_FALSE(st.ok()) << c.what;
+    EXPECT_NE(st.message().find("SumSplitsBf16Blocks"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(c.what), std::string::npos) << st.message();
+  }
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 
 #include "backend/cuda/device_weight.h"
 #include "backend/cuda/exact.h"
+#include "backend/cuda/gemm_wgmma.h"
 #include "backend/cuda/op_profile.h"
 #include "backend/ops.h"
 #include "util/status.h"
@@ -259,16 +260,17 @@ class CudaOps final : public Ops {
   // pieces against the input repeated three times; with fp32 activations the SIMT kernels in
   // the CPU's order), then the deltas scattered back.
   void LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<const LoraModule*>& modules, bool tensor);
-  // A LoRA module's t = r(x · Aᵀ) for m rows of bf16 x [m, k], as LoraAdd makes it (MatMulSplitK's
-  // slices, summed and rounded), in bf16 [m, rank] in the arena (held until the caller releases)
-  // for the fused delta stages (GemmWgmmaLora); nullptr after an error.
-  const uint16_t* LoraT(const uint16_t* xb, int64_t k, int64_t m, const LoraModule& mod);
-  // LoraT of each module of `mods` (entries nullptr after an error): a run of modules whose A
-  // factors lie one after another on the device (UploadStackedA) as one product over the stacked
-  // weight and one sum into each module's own [m, rank] block (cuda::SumSplitsBf16Blocks) — each
-  // output column's slices and their sum are the ones LoraT computes, the same bits in fewer
-  // launches and fuller waves.
+  // Each module's t = r(x · Aᵀ) for m rows of bf16 x [m, k] (bf16 A factors), as LoraAdd makes it
+  // (MatMulSplitK's slices, summed and rounded), in bf16 [m, rank] in the arena (held until the
+  // caller releases; entries nullptr after an error). A run of modules whose A factors lie one after
+  // another on the device (UploadStackedA) is one product over the stacked weight and one sum into
+  // each module's own block (cuda::SumSplitsBf16Blocks): each output column's slices and sum are
+  // those of its module alone, the same bits in fewer launches.
   std::vector<const uint16_t*> LoraTs(const uint16_t* xb, int64_t k, int64_t m, const std::vector<const LoraModule*>& mods);
+  // The fused delta segments (GemmWgmmaLora) of `mods` on x: each one's t (LoraTs), its B, its
+  // columns (row_offset, B's rows), rank and scale; cut short after an error.
+  std::vector<cuda::WgmmaLoraSegment> LoraSegments(const uint16_t* xb, int64_t k, int64_t m,
+                                                   const std::vector<const LoraModule*>& mods);
   // Whether a module's factors can go into a fused delta: bf16, a rank that is a multiple of 8,
   // A [rank, k] on the bf16 mma.sync forms at m rows.
   bool FusableFactor(int64_t m, int64_t k, const LoraModule& mod);
@@ -341,6 +343,8 @@ class CudaOps final : public Ops {
   // A LoRA factor on the device as the LoRA kernels read it: fp32 factors as three bf16 pieces
   // with bf16 activations (DevSplit), the rest as stored (Dev).
   void DevFactor(const Weight& f);
+  // UploadStackedA for each fused projection's module list of `a` (errors noted).
+  void UploadStackedA(const LoraAdapter& a);
   int64_t tensor_core_lora_rows_ = 0;
   int64_t stacked_lora_products_ = 0;
   Mode mode_ = Mode::kEager;

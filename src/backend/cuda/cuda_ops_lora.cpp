@@ -2,8 +2,6 @@
 // bf16 activations) and the projection with its deltas fused (MatMulLora: cuda/gemm_wgmma.h's
 // GemmWgmmaLora for the rows of one adapter, the same bits as MatMul then LoraAdd).
 #include <algorithm>
-#include <array>
-#include <tuple>
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
@@ -297,13 +295,8 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
     for (const LoraModule& mod : modules) {
       if (std::find(fused.begin(), fused.end(), &mod) == fused.end()) rest.push_back(&mod);
     }
-    const std::vector<const uint16_t*> ts = LoraTs(xb, w.cols, m, fused);
-    for (size_t i = 0; i < fused.size(); ++i) {
-      const DevCopy* db = Dev(fused[i]->b);
-      if (Failed()) return;
-      segs.push_back({ts[i], static_cast<const uint16_t*>(db->w.data), fused[i]->row_offset, fused[i]->b.rows,
-                      fused[i]->rank, fused[i]->scale});
-    }
+    segs = LoraSegments(xb, w.cols, m, fused);
+    if (Failed()) return;
   }
   if (Launches()) {
     const auto timer = Time("MatMul+LoRA (prefill form)", flops);
@@ -374,15 +367,18 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
   }
   if (Failed()) return;
   const cuda::WgmmaForm form = cuda::ChooseWgmmaForm(n, down.rows, cuda::WgmmaMultiprocessors());
-  double flops_a = 0, flops_gu = 2.0 * static_cast<double>(n) * gate_up.rows * hidden, flops_down = 2.0 * static_cast<double>(n) * down.rows * inter;
+  // The op profile's lines: each projection's A products, then its product with the deltas.
+  const double rows = static_cast<double>(n);
+  double flops_gu_a = 0, flops_gu = 2.0 * rows * gate_up.rows * hidden;
+  double flops_down_a = 0, flops_down = 2.0 * rows * down.rows * inter;
   for (const LoraModule* mod : {gate_mod, up_mod}) {
     if (mod == nullptr) continue;
-    flops_a += 2.0 * static_cast<double>(n) * mod->rank * hidden;
-    flops_gu += 2.0 * static_cast<double>(n) * mod->rank * inter;
+    flops_gu_a += 2.0 * rows * mod->rank * hidden;
+    flops_gu += 2.0 * rows * mod->rank * inter;
   }
   for (const LoraModule* mod : down_mods) {
-    flops_a += 2.0 * static_cast<double>(n) * mod->rank * inter;
-    flops_down += 2.0 * static_cast<double>(n) * mod->rank * mod->b.rows;
+    flops_down_a += 2.0 * rows * mod->rank * inter;
+    flops_down += 2.0 * rows * mod->rank * mod->b.rows;
   }
   const Scratch give_back(*this);  // every way out hands the arena back
   auto* xb = reinterpret_cast<uint16_t*>(AllocRaw((n * hidden + 1) / 2));
@@ -392,20 +388,17 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
   Sign(39, x, n, gu->w.data, dn->w.data, out, d_slots, slot, gate_mod, up_mod);
   cuda::WgmmaLoraSegment gate_seg{}, up_seg{};
   {
-    const auto timer = Time("LoRA A products (prefill form)", flops_a);
+    const auto timer = Time("LoRA A products (prefill form)", flops_gu_a);
     if (Launches()) Note(cuda::ToBf16(x, n * hidden, xb, stream_));
-    // In the adapter's module order (gate and up stacked when uploaded so).
+    // In the adapter's module order (gate and up stacked when uploaded so); a segment's columns
+    // are its module's rows of gate_up: [0, inter) the gate's, [inter, 2 inter) the up's.
     std::vector<const LoraModule*> mods;
     if (const auto* on_gate_up = modules_of(gate_up_modules, slot)) {
       for (const LoraModule& mod : *on_gate_up) mods.push_back(&mod);
     }
-    const std::vector<const uint16_t*> ts = LoraTs(xb, hidden, n, mods);
-    for (size_t i = 0; i < mods.size(); ++i) {
-      const DevCopy* db = Dev(mods[i]->b);
-      if (Failed()) return;
-      cuda::WgmmaLoraSegment& seg = mods[i] == gate_mod ? gate_seg : up_seg;
-      seg = {ts[i], static_cast<const uint16_t*>(db->w.data), mods[i]->row_offset, inter, mods[i]->rank, mods[i]->scale};
-    }
+    const std::vector<cuda::WgmmaLoraSegment> segs = LoraSegments(xb, hidden, n, mods);
+    if (Failed()) return;
+    for (size_t i = 0; i < mods.size(); ++i) (mods[i] == gate_mod ? gate_seg : up_seg) = segs[i];
   }
   {
     const auto timer = Time(gate_mod || up_mod ? "SwiGluMlp+LoRA (prefill form)" : "SwiGluMlp (prefill form)", flops_gu);
@@ -422,14 +415,9 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
   } else {
     std::vector<cuda::WgmmaLoraSegment> segs;
     {
-      const auto timer = Time("LoRA A products (prefill form)", 0);
-      const std::vector<const uint16_t*> ts = LoraTs(act, inter, n, down_mods);
-      for (size_t i = 0; i < down_mods.size(); ++i) {
-        const LoraModule* mod = down_mods[i];
-        const DevCopy* db = Dev(mod->b);
-        if (Failed()) return;
-        segs.push_back({ts[i], static_cast<const uint16_t*>(db->w.data), mod->row_offset, mod->b.rows, mod->rank, mod->scale});
-      }
+      const auto timer = Time("LoRA A products (prefill form)", flops_down_a);
+      segs = LoraSegments(act, inter, n, down_mods);
+      if (Failed()) return;
     }
     const auto timer = Time("MatMul+LoRA (prefill form)", flops_down);
     if (Launches()) {
@@ -440,59 +428,54 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
   tensor_core_lora_rows_ += slot_rows * ((gate_mod || up_mod ? 1 : 0) + (down_mods.empty() ? 0 : 1));
 }
 
-const uint16_t* CudaOps::LoraT(const uint16_t* xb, int64_t k, int64_t m, const LoraModule& mod) {
-  const DevCopy* da = Dev(mod.a);
-  auto* tb = reinterpret_cast<uint16_t*>(AllocRaw((m * mod.rank + 1) / 2));
-  if (Failed()) return nullptr;
-  const size_t inner = Mark();  // the slices' partials are spent once tb is enqueued
-  const int64_t splits = (da->w.cols + cuda::SplitKColumns(da->w.cols) - 1) / cuda::SplitKColumns(da->w.cols);
-  float* partial = AllocRaw(splits * m * mod.rank);
-  if (Failed()) return nullptr;
-  Sign(38, xb, k, m, da->w.data, tb, partial, mod.rank);
-  if (Launches()) {
-    Note(cuda::MatMulBf16(xb, k, m, da->w, partial, mod.rank, false, /*split_k=*/true, stream_));
-    Note(cuda::SumSplitsBf16(partial, m, da->w, tb, stream_));
-  }
-  Release(inner);
-  return tb;
-}
-
 std::vector<const uint16_t*> CudaOps::LoraTs(const uint16_t* xb, int64_t k, int64_t m,
                                              const std::vector<const LoraModule*>& mods) {
   std::vector<const uint16_t*> out(mods.size(), nullptr);
+  std::vector<const DevCopy*> devs;
   std::vector<cuda::FactorSpan> spans;
   for (const LoraModule* mod : mods) {
     const DevCopy* d = Dev(mod->a);
     if (Failed() || d == nullptr) return out;
+    devs.push_back(d);
     spans.push_back({d->w.data, d->w.rows, d->w.cols, mod->a.is_bf16 && d->w.bf16});
   }
-  // Runs of modules whose A factors follow one another in device memory (UploadStackedA).
+  // Runs of modules whose A factors follow one another in device memory (UploadStackedA): each run
+  // one product over its factors as one weight, a module alone one over its own.
   for (const auto& [i, j] : cuda::StackedRuns(spans, k, cuda::kMaxSumBlocks)) {
-    if (j - i == 1) {
-      out[i] = LoraT(xb, k, m, *mods[i]);
-      continue;
-    }
+    const int blocks = static_cast<int>(j - i);
     int64_t starts[cuda::kMaxSumBlocks + 1] = {0};
     for (size_t q = i; q < j; ++q) starts[q - i + 1] = starts[q - i] + spans[q].rows;
-    const int64_t rows = starts[j - i];
-    cuda::DevWeight all = Dev(mods[i]->a)->w;
-    all.rows = rows;
-    auto* tb = reinterpret_cast<uint16_t*>(AllocRaw((m * rows + 1) / 2));
+    cuda::DevWeight all = devs[i]->w;
+    all.rows = starts[blocks];
+    auto* tb = reinterpret_cast<uint16_t*>(AllocRaw((m * all.rows + 1) / 2));
     if (Failed()) return out;
     const size_t inner = Mark();  // the slices' partials are spent once tb is enqueued
-    const int64_t splits = (k + cuda::SplitKColumns(k) - 1) / cuda::SplitKColumns(k);
-    float* partial = AllocRaw(splits * m * rows);
+    const int64_t splits = (all.cols + cuda::SplitKColumns(all.cols) - 1) / cuda::SplitKColumns(all.cols);
+    float* partial = AllocRaw(splits * m * all.rows);
     if (Failed()) return out;
-    Sign(40, xb, k, m, all.data, rows, tb, partial, static_cast<int>(j - i));
+    Sign(40, xb, k, m, all.data, all.rows, tb, partial, blocks);
     if (Launches()) {
-      Note(cuda::MatMulBf16(xb, k, m, all, partial, rows, false, /*split_k=*/true, stream_));
-      Note(cuda::SumSplitsBf16Blocks(partial, m, all, starts, static_cast<int>(j - i), tb, stream_));
-      ++stacked_lora_products_;
+      Note(cuda::MatMulBf16(xb, k, m, all, partial, all.rows, false, /*split_k=*/true, stream_));
+      Note(cuda::SumSplitsBf16Blocks(partial, m, all, starts, blocks, tb, stream_));
+      stacked_lora_products_ += blocks > 1;
     }
     Release(inner);
     for (size_t q = i; q < j; ++q) out[q] = tb + m * starts[q - i];
   }
   return out;
+}
+
+std::vector<cuda::WgmmaLoraSegment> CudaOps::LoraSegments(const uint16_t* xb, int64_t k, int64_t m,
+                                                         const std::vector<const LoraModule*>& mods) {
+  const std::vector<const uint16_t*> ts = LoraTs(xb, k, m, mods);
+  std::vector<cuda::WgmmaLoraSegment> segs;
+  for (size_t i = 0; i < mods.size() && !Failed(); ++i) {
+    const DevCopy* db = Dev(mods[i]->b);
+    if (db == nullptr) break;
+    segs.push_back({ts[i], static_cast<const uint16_t*>(db->w.data), mods[i]->row_offset, mods[i]->b.rows,
+                    mods[i]->rank, mods[i]->scale});
+  }
+  return segs;
 }
 
 bool CudaOps::FusableFactor(int64_t m, int64_t k, const LoraModule& mod) {

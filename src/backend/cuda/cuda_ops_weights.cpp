@@ -255,10 +255,14 @@ Status CudaOps::Upload(const Weight& w) {
   return TakeError().WithContext("uploading " + (w.name.empty() ? std::string("a weight") : w.name));
 }
 
-Status CudaOps::Upload(const LoraAdapter& a) {
+void CudaOps::UploadStackedA(const LoraAdapter& a) {
   for (const LoraLayer& l : a.layers) {
     for (const auto& mods : l.targets) Note(UploadStackedA(mods).status());
   }
+}
+
+Status CudaOps::Upload(const LoraAdapter& a) {
+  UploadStackedA(a);
   ForEachModule(a, [&](const LoraModule& m) {
     DevFactor(m.a);
     DevFactor(m.b);
@@ -308,9 +312,7 @@ Status CudaOps::PlaceAdapter(const LoraAdapter& a, int32_t slot) {
   if (!region.factors.empty()) return Internal(fmt::format("adapter slot {}'s region still holds an adapter", slot));
   GRAFT_RETURN_IF_ERROR(TakeError());
   filling_ = &region;
-  for (const LoraLayer& l : a.layers) {
-    for (const auto& mods : l.targets) Note(UploadStackedA(mods).status());
-  }
+  UploadStackedA(a);
   ForEachModule(a, [&](const LoraModule& m) {
     for (const Weight* f : {&m.a, &m.b}) {
       DevFactor(*f);

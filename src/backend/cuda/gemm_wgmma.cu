@@ -80,6 +80,11 @@ __device__ __forceinline__ int DeltaStage(const LoraSegs& l, unsigned segs, int 
   return -1;
 }
 
+// A rounded base output plus its delta's sum as LoraScatterAdd adds it: r(base + r(r(delta) · scale)).
+__device__ __forceinline__ float PlusDelta(float base, float delta, float scale) {
+  return RoundAct(__fadd_rn(base, RoundAct(__fmul_rn(RoundAct(delta, true), scale), true)), true);
+}
+
 // kSwiGlu && kLora: folds one half of the delta accumulator (kHalf 0: the gate outputs, 1: the up
 // outputs) into `based`: an output of a row that takes the deltas becomes r(r(base) + r(r(delta) ·
 // scale)), repacked (a bf16 value: nothing lost). Folding the gate's chain before the up's starts
@@ -93,9 +98,7 @@ __device__ __forceinline__ void FoldDeltaHalf(unsigned (&based)[kBN / 4], const 
     for (int h = 0; h < 2; ++h) {
       if (!(h == 0 ? take_lo : take_hi)) continue;
       const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&based[2 * j + h]));
-      const float d0 = RoundAct(__fmul_rn(RoundAct(acc[4 * j + 2 * h], true), scale), true);
-      const float d1 = RoundAct(__fmul_rn(RoundAct(acc[4 * j + 2 * h + 1], true), scale), true);
-      based[2 * j + h] = PackBf16(RoundAct(__fadd_rn(b.x, d0), true), RoundAct(__fadd_rn(b.y, d1), true));
+      based[2 * j + h] = PackBf16(PlusDelta(b.x, acc[4 * j + 2 * h], scale), PlusDelta(b.y, acc[4 * j + 2 * h + 1], scale));
     }
   }
 }
@@ -368,11 +371,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (r >= m) continue;
           const unsigned packed = based[2 * j + h];
           const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&packed));
-          const float d0 = RoundAct(__fmul_rn(RoundAct(acc[4 * j + 2 * h], true), scale0), true);
-          const float d1 = RoundAct(__fmul_rn(RoundAct(acc[4 * j + 2 * h + 1], true), scale1), true);
           const bool takes = h == 0 ? take_lo : take_hi;
-          const float v0 = takes && in0 ? RoundAct(__fadd_rn(b.x, d0), true) : b.x;
-          const float v1 = takes && in1 ? RoundAct(__fadd_rn(b.y, d1), true) : b.y;
+          const float v0 = takes && in0 ? PlusDelta(b.x, acc[4 * j + 2 * h], scale0) : b.x;
+          const float v1 = takes && in1 ? PlusDelta(b.y, acc[4 * j + 2 * h + 1], scale1) : b.y;
           float* dst = y + r * ldy + col;
           if (vec2 && col + 1 < n) {
             *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);

@@ -429,20 +429,9 @@ __global__ void SumSplitsKernel(const float* __restrict__ partial, int64_t split
   }
 }
 
-// SumSplitsKernel rounded to bf16 and stored as bf16 words (a LoRA t for the bf16 B product).
-__global__ void SumSplitsBf16Kernel(const float* __restrict__ partial, int64_t splits, int64_t m, int64_t cols,
-                                    __nv_bfloat16* __restrict__ y) {
-  PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
-  const int64_t count = m * cols;
-  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < count; e += int64_t{gridDim.x} * blockDim.x) {
-    float sum = partial[e];
-    for (int64_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, partial[z * count + e]);
-    y[e] = __float2bfloat16_rn(sum);
-  }
-}
-
-// SumSplitsBf16Kernel's sums, output (r, c) of block b (starts[b] <= c < starts[b + 1]) stored at
-// y + m starts[b] + r (starts[b + 1] - starts[b]) + c - starts[b].
+// SumSplitsKernel's sums rounded to bf16 and stored as bf16 words (a LoRA t for the bf16 B
+// product), output (r, c) of block b (starts[b] <= c < starts[b + 1]) at y + m starts[b] +
+// r (starts[b + 1] - starts[b]) + c - starts[b]: one block is y [m, cols] itself.
 struct SumBlocks {
   int64_t starts[kMaxSumBlocks + 1];
   int count;
@@ -732,12 +721,8 @@ Status SumSplitsInto(const float* partial, int64_t m, const DevWeight& w, float*
 }
 
 Status SumSplitsBf16(const float* partial, int64_t m, const DevWeight& w, uint16_t* y, void* stream) {
-  const int64_t kz = SplitKColumns(w.cols), splits = (w.cols + kz - 1) / kz, count = m * w.rows;
-  if (count == 0) return Status::Ok();
-  const int64_t blocks = (count + 255) / 256;
-  LaunchPdl(SumSplitsBf16Kernel, static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0,
-            static_cast<cudaStream_t>(stream), partial, splits, m, w.rows, reinterpret_cast<__nv_bfloat16*>(y));
-  return Launched("SumSplitsBf16");
+  const int64_t whole[2] = {0, w.rows};
+  return SumSplitsBf16Blocks(partial, m, w, whole, 1, y, stream);
 }
 
 Status SumSplitsBf16Blocks(const float* partial, int64_t m, const DevWeight& w, const int64_t* starts, int blocks,
