@@ -157,6 +157,12 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--max-queue", s->engine.max_queue, "Queued plus running requests before 429")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-decisions", s->pools.max_decisions,
+                  "Decisions in progress at once, sharing steps (one's questions beside another's record; those "
+                  "on a record another is computing wait for it and continue from the prefix cache); the rest "
+                  "wait in the queue (default 8; on cuda with Qwen3.5 fewer where their state slots would take "
+                  "more than a quarter of the pools' memory)")
+      ->check(CLI::Range(1, 256));
   cmd->add_option("--decision-prefill-chunk", s->decision_prefill_chunk,
                   "Prefill a decision's record in pieces of this many tokens (a multiple of 64; 0: at once); a piece "
                   "runs inside a chat step and, while chat runs, keeps to what --max-step-tokens leaves after the "
@@ -358,10 +364,10 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       (void)ops_view;
 #endif
       spdlog::info("memory: KV + state pools {:.1f} MB, reserved now: chat {} tokens in pages of {} ({} B/token, {}) and {} "
-                   "state slots ({:.2f} MB each); decisions {} tokens",
+                   "state slots ({:.2f} MB each); decisions {} tokens, {} at once",
                    engine.Stats().pool_bytes / 1e6, s->engine.kv_token_budget, s->engine.page_size, kv_per_token,
                    served.kv_dtype,
-                   s->engine.max_running, state_per_seq / 1e6, s->engine.decision_kv_tokens);
+                   s->engine.max_running, state_per_seq / 1e6, s->engine.decision_kv_tokens, s->engine.max_decisions);
       std::unique_ptr<AdapterRegistry> registry;
       if (s->runtime_adapters) {
         registry = std::make_unique<AdapterRegistry>(engine, model->config(), std::move(runtime));

@@ -108,19 +108,20 @@ Status SizeEnginePools(const Model& model, Ops& ops, const PoolAsk& ask, EngineC
     if (ask.chat_tokens > 0) ec->kv_token_budget = ask.chat_tokens;
     if (ask.decision_tokens > 0) ec->decision_kv_tokens = ask.decision_tokens;
     if (ask.max_running > 0) ec->max_running = ask.max_running;
+    if (ask.max_decisions > 0) ec->max_decisions = ask.max_decisions;
     return Status::Ok();
   }
   const ModelConfig& c = model.config();
   PoolNeeds needs;
   needs.kv_bytes_per_token = KvPool::KvBytesPerToken(c, mem->kv_value_bytes());
   needs.slot_bytes = c.num_layers_of(LayerKind::kLinearAttention) > 0 ? KvPool::SlotBytes(c) : 0;
-  needs.decision_slots = Engine::kDecisionSlots;
   needs.context = c.max_position_embeddings;
   needs.page_size = ec->page_size;
   GRAFT_ASSIGN_OR_RETURN(const PoolPlan plan, PlanPools(left, needs, ask));
   ec->kv_token_budget = plan.chat_tokens;
   ec->decision_kv_tokens = plan.decision_tokens;
   ec->max_running = plan.max_running;
+  ec->max_decisions = plan.max_decisions;
   spdlog::info("pools from the memory budget ({:.2f} GB left after weights, adapters and scratch): {}", left / 1e9,
                plan.Describe());
   return Status::Ok();

@@ -119,13 +119,41 @@ Result<DecisionTask> DecisionScorer::Begin(const DecisionRequest& r, int32_t slo
   t.cancelled = cancelled;
   t.result.model = r.model;
   GRAFT_ASSIGN_OR_RETURN(t.prefix, layout_.Prefix(r));
-  t.result.record_tokens = static_cast<int>(t.prefix.size());
   if (ctx > 0 && t.prefix.size() >= static_cast<size_t>(ctx)) {
     return InvalidArgument(fmt::format("the record needs {} tokens; the model's context is {}", t.prefix.size(), ctx));
   }
-  GRAFT_ASSIGN_OR_RETURN(t.prefix_state, NewState());
-  t.prefix_ready = !share_prefix || t.prefix.empty();
+  Restart(t);
   return t;
+}
+
+void DecisionScorer::Restart(DecisionTask& t) const {
+  t.prefix_state.reset();
+  t.prefilled = 0;
+  t.prefix_ready = !t.share_prefix || t.prefix.empty();
+  t.question = 0;
+  t.asked.reset();
+  t.planned = DecisionTask::Planned::kNone;
+  t.record_end = 0;
+  t.answers.clear();
+  t.result = DecisionResult();
+  t.result.model = t.request.model;
+  t.result.record_tokens = static_cast<int>(t.prefix.size());
+}
+
+int64_t DecisionScorer::PagesAhead(const DecisionTask& t) const {
+  if (pool_ == nullptr) return 0;
+  const int64_t ps = pool_->page_size();
+  // The record's pages still to take (none once it is whole), then one run's: a question's
+  // tokens and a choice's, with a partial page copied on write.
+  const int64_t record = t.prefix_ready ? 0 : (static_cast<int64_t>(t.prefix.size() - t.prefilled) + ps - 1) / ps;
+  return record + kQuestionPagesAhead;
+}
+
+bool DecisionScorer::EvictOldest() {
+  if (cache_order_.empty()) return false;
+  cache_.erase(cache_order_.front());
+  cache_order_.pop_front();
+  return true;
 }
 
 Status DecisionScorer::CheckContext(const DecisionTask& t, size_t i, const QuestionTokens& qt) const {
@@ -150,17 +178,21 @@ Result<DecisionRows> DecisionScorer::PlanRecord(DecisionTask& t, int max_rows) {
   DecisionRows rows;
   if (t.prefilled == 0) {
     auto hit = cache_.find(std::make_pair(t.slot, t.prefix));
-    if (hit != cache_.end()) {  // no rows at all: the record's state is a fork of the cached one
-      GRAFT_ASSIGN_OR_RETURN(t.prefix_state, hit->second.Fork());
+    if (hit != cache_.end()) {  // no rows at all: the record's state is the cached one, shared
+      t.prefix_state = hit->second;
       t.result.cached_tokens = static_cast<int>(t.prefix.size());
       t.prefilled = t.prefix.size();
       t.prefix_ready = true;
       return rows;
     }
   }
+  if (!t.prefix_state) {
+    GRAFT_ASSIGN_OR_RETURN(SequenceState fresh, NewState());
+    t.prefix_state = std::make_shared<SequenceState>(std::move(fresh));
+  }
   const size_t piece = max_rows > 0 ? static_cast<size_t>(max_rows) : t.prefix.size();
   const size_t end = std::min(t.prefix.size(), t.prefilled + piece);
-  rows.seqs.push_back({&t.prefix_state, t.prefix.data() + t.prefilled, static_cast<int>(end - t.prefilled)});
+  rows.seqs.push_back({t.prefix_state.get(), t.prefix.data() + t.prefilled, static_cast<int>(end - t.prefilled)});
   GRAFT_RETURN_IF_ERROR(ReservePages(rows));
   t.planned = DecisionTask::Planned::kRecord;
   t.record_end = end;
@@ -209,16 +241,22 @@ Status DecisionScorer::AskQuestions(DecisionTask& t) {
 
 Result<DecisionRows> DecisionScorer::PlanRuns(DecisionTask& t, int max_rows) {
   DecisionTask::AskedQuestions& a = *t.asked;
+  // An empty record (nothing to prefill) still needs a state to fork.
+  if (t.share_prefix && !t.prefix_state) {
+    GRAFT_ASSIGN_OR_RETURN(SequenceState fresh, NewState());
+    t.prefix_state = std::make_shared<SequenceState>(std::move(fresh));
+  }
   // The next runs whose forks the pool's free state slots and pages hold (pages for their tokens,
-  // a partial page each copied on write) and, with max_rows > 0, whose rows fit in it: at least one.
+  // a partial page each copied on write) beside what is kept for other decisions (set_keep) and,
+  // with max_rows > 0, whose rows fit in it: at least one.
   size_t k = a.runs_done;
   int64_t slots = 0, pages = 0, rows_in = 0;
   for (; k < a.runs.size(); ++k) {
     const int64_t n = static_cast<int64_t>(a.runs[k].ids.size());
     const int64_t p = pool_ != nullptr ? n / pool_->page_size() + 2 : 0;
     const bool fits = (max_rows <= 0 || rows_in + n <= max_rows) &&
-                      (pool_ == nullptr || ((!pool_->has_gdn() || slots + 1 <= pool_->free_slots()) &&
-                                            pages + p <= pool_->free_pages()));
+                      (pool_ == nullptr || ((!pool_->has_gdn() || slots + 1 + keep_slots_ <= pool_->free_slots()) &&
+                                            pages + p + keep_pages_ <= pool_->free_pages()));
     if (!fits && k > a.runs_done) break;
     ++slots;
     pages += p;
@@ -229,7 +267,7 @@ Result<DecisionRows> DecisionScorer::PlanRuns(DecisionTask& t, int max_rows) {
   for (size_t j = a.runs_done; j < k; ++j) {
     DecisionTask::AskedQuestions::Run& run = a.runs[j];
     if (t.share_prefix) {
-      GRAFT_ASSIGN_OR_RETURN(run.state, t.prefix_state.Fork());
+      GRAFT_ASSIGN_OR_RETURN(run.state, t.prefix_state->Fork());
     } else {
       GRAFT_ASSIGN_OR_RETURN(run.state, NewState());
     }
@@ -327,22 +365,22 @@ Result<DecisionRows> DecisionScorer::Plan(DecisionTask& t, int max_rows) {
   return PlanRuns(t, max_rows);
 }
 
+void DecisionScorer::Remember(const DecisionTask& t) {
+  if (cache_capacity_ == 0) return;
+  auto key = std::make_pair(t.slot, t.prefix);
+  if (cache_.count(key)) return;  // (another decision computed the same record meanwhile)
+  if (cache_.size() >= cache_capacity_) EvictOldest();
+  cache_.emplace(key, t.prefix_state);  // shared: the state is whole and never written again
+  cache_order_.push_back(std::move(key));
+}
+
 Result<bool> DecisionScorer::Finish(DecisionTask& t, const float* logits) {
   switch (std::exchange(t.planned, DecisionTask::Planned::kNone)) {
     case DecisionTask::Planned::kRecord:  // a record piece: the prefix cached once whole
       t.prefilled = t.record_end;
       if (t.prefilled < t.prefix.size()) break;
       t.prefix_ready = true;
-      if (cache_capacity_ > 0) {
-        auto key = std::make_pair(t.slot, t.prefix);
-        if (cache_.size() >= cache_capacity_) {
-          cache_.erase(cache_order_.front());
-          cache_order_.pop_front();
-        }
-        GRAFT_ASSIGN_OR_RETURN(SequenceState kept, t.prefix_state.Fork());
-        cache_.emplace(key, std::move(kept));
-        cache_order_.push_back(std::move(key));
-      }
+      Remember(t);
       break;
     case DecisionTask::Planned::kRuns: {  // the questions' runs: the row after each question, each choice's rows
       GRAFT_RETURN_IF_ERROR(ReadRuns(t, logits));

@@ -64,7 +64,9 @@ struct DecisionTask {
   std::vector<int32_t> prefix;     // the record's tokens (instructions and record)
   size_t prefilled = 0;            // prefix tokens already in prefix_state
   bool prefix_ready = false;       // the prefix is computed (or came from the cache)
-  SequenceState prefix_state;
+  // The record's state (null until its first piece). Once the record is whole the prefix cache
+  // shares it (no copy, no second state slot) and it is only forked, never written again.
+  std::shared_ptr<SequenceState> prefix_state;
   size_t question = 0;             // questions taken into a group so far
   // The questions being asked together and not yet scored. Each is one or more runs, each a fork
   // of the record with the question's tokens and, for a multi-token choice, that choice's tokens
@@ -130,7 +132,7 @@ class DecisionScorer {
   Result<DecisionResult> Score(const DecisionRequest& r, int32_t adapter_slot, bool share_prefix = true,
                                const std::atomic<bool>* cancelled = nullptr);
   // Begin lays the request out (errors: a record or question longer than the context, a bad
-  // request).
+  // request). It takes no pool memory: the record's state is taken by its first piece.
   Result<DecisionTask> Begin(const DecisionRequest& r, int32_t adapter_slot, bool share_prefix = true,
                              const std::atomic<bool>* cancelled = nullptr);
   // The task's next piece in at most max_rows rows (0: no limit): the record's next max_rows
@@ -149,9 +151,29 @@ class DecisionScorer {
   // Plan, the piece's rows on their own (prefill_chunk rows at most), Finish; with `times`, each
   // phase's wall time added to it.
   Result<bool> Advance(DecisionTask& task, PieceTimes* times = nullptr);
+  // Rewinds t to where Begin left it, giving back every page and state slot it holds (a decision
+  // that has to wait for memory starts over later: the same bits, as a row's do not depend on how
+  // its sequence was split).
+  void Restart(DecisionTask& t) const;
+  // The pool pages t may still take before it is done, at most: its record's pages not yet taken
+  // and one question run's (kQuestionPagesAhead). What the engine keeps free for a decision beside
+  // others.
+  static constexpr int64_t kQuestionPagesAhead = 8;
+  int64_t PagesAhead(const DecisionTask& t) const;
+  // Pages and state slots a piece's optional runs (those past its first) leave free in the pool:
+  // other decisions' next pieces in the same step (the engine sets them before each Plan).
+  void set_keep(int64_t pages, int slots) {
+    keep_pages_ = pages;
+    keep_slots_ = slots;
+  }
   void set_prefill_chunk(int tokens) { prefill_chunk_ = tokens; }
   int prefill_chunk() const { return prefill_chunk_; }
   const DecisionLayout& layout() const { return layout_; }
+  // Drops the least recently cached prefix (its pages and slot back to the pool); false when none.
+  bool EvictOldest();
+  size_t cached() const { return cache_.size(); }
+  // Whether the prefix cache holds `prefix` under `slot` (a decision on it takes no record rows).
+  bool Cached(int32_t slot, const std::vector<int32_t>& prefix) const { return cache_.count({slot, prefix}) > 0; }
   // Forgets every cached prefix (their pages go back to the pool).
   void ClearCache() {
     cache_.clear();
@@ -166,6 +188,9 @@ class DecisionScorer {
  private:
   Result<SequenceState> NewState();
   Result<DecisionRows> PlanRecord(DecisionTask& t, int max_rows);
+  // t's whole record into the prefix cache (its state, shared), the oldest entry giving way past
+  // the capacity.
+  void Remember(const DecisionTask& t);
   // The next group of questions into t.asked (its runs laid out; nothing run yet).
   Status AskQuestions(DecisionTask& t);
   Result<DecisionRows> PlanRuns(DecisionTask& t, int max_rows);
@@ -186,7 +211,9 @@ class DecisionScorer {
   KvPool* pool_;
   size_t cache_capacity_;
   int prefill_chunk_ = 0;
-  std::map<std::pair<int32_t, std::vector<int32_t>>, SequenceState> cache_;
+  int64_t keep_pages_ = 0;
+  int keep_slots_ = 0;
+  std::map<std::pair<int32_t, std::vector<int32_t>>, std::shared_ptr<SequenceState>> cache_;
   std::deque<std::pair<int32_t, std::vector<int32_t>>> cache_order_;  // oldest first
 };
 

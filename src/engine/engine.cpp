@@ -49,10 +49,12 @@ Engine::Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops>
                                cfg.max_running, /*growable=*/false, ops_->pool_memory())),
       decision_pool_(model.NewPool(cfg.page_size,
                                    static_cast<int>((cfg.decision_kv_tokens + cfg.page_size - 1) / cfg.page_size),
-                                   kDecisionSlots, /*growable=*/false, ops_->pool_memory())),
-      scorer_(model, *ops_, tok, tmpl, adapters_, decision_pool_.get()),
+                                   DecisionSlots(std::max(cfg.max_decisions, 1)), /*growable=*/false,
+                                   ops_->pool_memory())),
+      scorer_(model, *ops_, tok, tmpl, adapters_, decision_pool_.get(), kDecisionCacheEntries),
       sched_(cfg.max_step_tokens, cfg.kv_token_budget, cfg.page_size, cfg.max_running),
       prefix_cache_(static_cast<size_t>(std::max(cfg.prefix_cache_entries, 0))) {
+  cfg_.max_decisions = std::max(cfg_.max_decisions, 1);
   scorer_.set_prefill_chunk(cfg.decision_prefill_chunk);
   stats_.kv_budget = cfg.kv_token_budget;
   stats_.pool_bytes = chat_pool_->bytes() + decision_pool_->bytes();
@@ -213,7 +215,8 @@ bool Engine::SlotInUse(int32_t slot) const {
   auto uses = [&](const auto& s) { return s->req.adapter_slot == slot; };
   return std::any_of(live_.begin(), live_.end(), uses) || std::any_of(incoming_.begin(), incoming_.end(), uses) ||
          std::any_of(decisions_.begin(), decisions_.end(), [&](const auto& j) { return j->slot == slot; }) ||
-         (active_decision_ && active_decision_->slot == slot);
+         std::any_of(waiting_.begin(), waiting_.end(), [&](const auto& j) { return j->slot == slot; }) ||
+         std::any_of(active_.begin(), active_.end(), [&](const auto& j) { return j->slot == slot; });
 }
 
 void Engine::ApplyAdapterCommands() {
@@ -408,10 +411,15 @@ void Engine::Retire(Live& s) {
   prefix_cache_.Insert(s.req.adapter_slot, std::move(tokens), std::move(s.state));  // (drops an empty one)
 }
 
-void Engine::FinishDecision(Result<DecisionResult> r) {
-  std::unique_ptr<DecisionJob> j = std::move(active_decision_);
-  j->task.reset();  // its pages go back to the pool before the caller hears of it
-  j->done(std::move(r));
+void Engine::FinishDecision(DecisionJob& j, Result<DecisionResult> r) {
+  j.task.reset();  // its pages go back to the pool before the caller hears of it
+  j.done(std::move(r));
+  auto it = std::find_if(active_.begin(), active_.end(), [&](const auto& p) { return p.get() == &j; });
+  if (it != active_.end()) {
+    active_.erase(it);
+  } else {
+    std::erase_if(waiting_, [&](const auto& p) { return p.get() == &j; });
+  }
   std::lock_guard<std::mutex> l(mu_);
   --decisions_pending_;
 }
@@ -425,28 +433,140 @@ int Engine::DecisionRowsFor(int decode_rows, bool chat_prefill_waiting, bool que
   return cfg_.decision_prefill_chunk > 0 ? std::min(cfg_.decision_prefill_chunk, rows) : rows;
 }
 
-bool Engine::PlanDecision(int max_rows, DecisionRows* piece) {
-  if (!active_decision_) return false;
-  DecisionJob& j = *active_decision_;
-  if (!j.task) {
-    Result<DecisionTask> t = scorer_.Begin(j.request, j.slot, true, j.cancelled.get());
-    if (!t.ok()) {
-      FinishDecision(t.status());
-      return false;
-    }
-    j.task = std::make_unique<DecisionTask>(std::move(*t));
+bool Engine::RecordInProgress(const DecisionJob& j) const {
+  if (scorer_.Cached(j.slot, j.task->prefix)) return false;
+  return std::any_of(active_.begin(), active_.end(), [&](const auto& a) {
+    return a->task && a->task->share_prefix && !a->task->prefix_ready && a->slot == j.slot &&
+           a->task->prefix == j.task->prefix;
+  });
+}
+
+bool Engine::DecisionRoom(const DecisionJob& j) {
+  if (active_.empty()) return true;  // alone it takes the whole pool (the cache gives way as it needs)
+  // A decision starting over after the pool ran short takes it alone until it is done.
+  if (std::any_of(active_.begin(), active_.end(), [](const auto& a) { return a->retried; })) return false;
+  KvPool& pool = *decision_pool_;
+  int64_t pages = scorer_.PagesAhead(*j.task);
+  for (const auto& a : active_) pages += scorer_.PagesAhead(*a->task);
+  // Slots: its record, and a fork for each decision's questions (theirs and its own).
+  const int slots = pool.has_gdn() ? 1 + static_cast<int>(active_.size()) + 1 : 0;
+  while (pool.free_pages() < pages || pool.free_slots() < slots) {
+    if (!scorer_.EvictOldest()) return false;
   }
-  Result<DecisionRows> planned = scorer_.Plan(*j.task, max_rows);
-  if (!planned.ok()) {
-    FinishDecisionPiece(planned.status(), nullptr);
-    return false;
-  }
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    ++stats_.decision_pieces;
-  }
-  *piece = std::move(*planned);
   return true;
+}
+
+void Engine::StartDecisions() {
+  for (auto it = waiting_.begin(); it != waiting_.end() && static_cast<int>(active_.size()) < cfg_.max_decisions;) {
+    DecisionJob& j = **it;
+    if (j.cancelled->load()) {
+      FinishDecision(j, Cancelled("the client went away before the decision was done"));
+      it = waiting_.begin();  // (FinishDecision erased it)
+      continue;
+    }
+    if (!j.task) {
+      Result<DecisionTask> t = scorer_.Begin(j.request, j.slot, true, j.cancelled.get());
+      if (!t.ok()) {
+        FinishDecision(j, t.status());
+        it = waiting_.begin();
+        continue;
+      }
+      j.task = std::make_unique<DecisionTask>(std::move(*t));
+    }
+    if (RecordInProgress(j)) {  // waits for the other's record, then continues from the cache
+      ++it;
+      continue;
+    }
+    if (!DecisionRoom(j)) break;  // in arrival order: no later one takes the room it waits for
+    active_.push_back(std::move(*it));
+    it = waiting_.erase(it);
+  }
+}
+
+void Engine::RequeueDecision(DecisionJob& j) {
+  scorer_.Restart(*j.task);
+  j.planned = false;
+  auto it = std::find_if(active_.begin(), active_.end(), [&](const auto& p) { return p.get() == &j; });
+  // Before the jobs that never started (and behind those requeued already, in arrival order).
+  auto at = std::find_if(waiting_.begin(), waiting_.end(), [](const auto& w) { return w->task == nullptr || w->task->pieces == 0; });
+  waiting_.insert(at, std::move(*it));
+  active_.erase(it);
+  std::lock_guard<std::mutex> l(mu_);
+  ++stats_.decision_restarts;
+}
+
+void Engine::DecisionShort(size_t i, const Status& st) {
+  DecisionJob& j = *active_[i];
+  if (i > 0) return RequeueDecision(j);  // a newer one: later, when the room is there
+  // The oldest: the newer ones give their memory back, then the prefix cache; alone with the
+  // cache empty it can never fit.
+  const bool alone = active_.size() == 1;
+  while (active_.size() > 1) RequeueDecision(*active_.back());
+  if (j.retried && alone) {
+    return FinishDecision(j, InvalidArgument(fmt::format("this decision needs more KV memory than the decision pool holds "
+                                                         "({} tokens, --decision-kv-tokens): {}",
+                                                         cfg_.decision_kv_tokens, st.message())));
+  }
+  scorer_.ClearCache();
+  scorer_.Restart(*j.task);
+  j.planned = false;
+  j.retried = true;
+}
+
+std::vector<Engine::DecisionJob*> Engine::PlanDecisions(int decode_rows, bool chat_prefill_waiting) {
+  std::vector<DecisionJob*> planned;
+  const int record_cap = DecisionRowsFor(decode_rows, chat_prefill_waiting, false);  // 0: no limit
+  const int question_cap = DecisionRowsFor(decode_rows, chat_prefill_waiting, true);
+  int used = 0;
+  for (size_t i = 0; i < active_.size();) {
+    DecisionJob& j = *active_[i];
+    const bool questions = j.task->prefix_ready;
+    const int cap = questions ? question_cap : record_cap;
+    int max_rows = 0;  // no limit
+    if (cap > 0) {
+      max_rows = cap - used;
+      if (!questions) max_rows = max_rows / 64 * 64;  // later pieces too in whole tiles
+      if (max_rows <= 0) {
+        if (!planned.empty()) {
+          ++i;
+          continue;  // no rows left for it in this step
+        }
+        max_rows = cap;  // the first piece of a step gets its kind's rows
+      }
+    }
+    // Optional question runs leave the newer decisions' next pages and a slot each.
+    int64_t keep_pages = 0;
+    for (size_t k = i + 1; k < active_.size(); ++k) keep_pages += scorer_.PagesAhead(*active_[k]->task);
+    scorer_.set_keep(keep_pages, decision_pool_->has_gdn() ? static_cast<int>(active_.size() - i - 1) : 0);
+    Result<DecisionRows> rows = scorer_.Plan(*j.task, max_rows);
+    scorer_.set_keep(0, 0);
+    if (!rows.ok()) {
+      const DecisionJob* at = &j;
+      if (rows.status().code() == StatusCode::kResourceExhausted) {
+        DecisionShort(i, rows.status());
+      } else {
+        FinishDecision(j, rows.status());
+      }
+      // j may be gone (ended, or back in the queue): the next one is at i then. (The oldest
+      // starting over plans again next step.)
+      if (i < active_.size() && active_[i].get() == at) ++i;
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++stats_.decision_pieces;
+    }
+    if (rows->seqs.empty()) {  // a cached record: no rows; its questions may come next in this step
+      FinishDecisionPiece(j, Status::Ok(), nullptr);
+      continue;  // (the same index: the job, still active, plans its questions; or the next one)
+    }
+    used += rows->rows();
+    j.piece = std::move(*rows);
+    j.planned = true;
+    planned.push_back(&j);
+    ++i;
+  }
+  return planned;
 }
 
 void Engine::ForgetSlowestSteps() {
@@ -454,24 +574,15 @@ void Engine::ForgetSlowestSteps() {
   stats_.slowest_steps.clear();
 }
 
-void Engine::FinishDecisionPiece(const Status& st, const float* logits) {
-  DecisionJob& j = *active_decision_;
+void Engine::FinishDecisionPiece(DecisionJob& j, const Status& st, const float* logits) {
+  j.planned = false;
   Result<bool> done = st.ok() ? scorer_.Finish(*j.task, logits) : Result<bool>(st);
   if (!done.ok() && done.status().code() == StatusCode::kResourceExhausted) {
-    j.task.reset();
-    if (!j.retried) {
-      // The prefix cache may hold the memory: drop it and start over at the next step.
-      scorer_.ClearCache();
-      j.retried = true;
-      return;
-    }
-    // Decisions run one at a time and the cache is empty now: this one can never fit.
-    return FinishDecision(InvalidArgument(fmt::format("this decision needs more KV memory than the decision pool holds "
-                                                      "({} tokens, --decision-kv-tokens): {}",
-                                                      cfg_.decision_kv_tokens, done.status().message())));
+    const auto it = std::find_if(active_.begin(), active_.end(), [&](const auto& p) { return p.get() == &j; });
+    return DecisionShort(static_cast<size_t>(it - active_.begin()), done.status());
   }
-  if (!done.ok()) return FinishDecision(done.status());
-  if (*done) FinishDecision(std::move(j.task->result));
+  if (!done.ok()) return FinishDecision(j, done.status());
+  if (*done) FinishDecision(j, std::move(j.task->result));
 }
 
 void Engine::Loop() {
@@ -479,8 +590,8 @@ void Engine::Loop() {
     {
       std::unique_lock<std::mutex> l(mu_);
       cv_.wait(l, [&] {
-        return stop_ || !incoming_.empty() || !decisions_.empty() || !live_.empty() || active_decision_ ||
-               !adapter_commands_.empty();
+        return stop_ || !incoming_.empty() || !decisions_.empty() || !live_.empty() || !active_.empty() ||
+               !waiting_.empty() || !adapter_commands_.empty();
       });
       if (stop_) break;
       while (!incoming_.empty()) {
@@ -494,13 +605,14 @@ void Engine::Loop() {
         scorer_.ClearCache();  // the active decision keeps its own fork of a cached record
         forget_prefixes_ = false;
       }
-      if (!active_decision_ && !decisions_.empty()) {  // the next decision, in arrival order
-        active_decision_ = std::move(decisions_.front());
+      while (!decisions_.empty()) {
+        waiting_.push_back(std::move(decisions_.front()));
         decisions_.pop_front();
       }
     }
-    // One step: chat rows and a piece of the active decision together.
-    if (active_decision_ || !live_.empty()) RunStep();
+    StartDecisions();
+    // One step: chat rows and pieces of the decisions in progress together.
+    if (!active_.empty() || !live_.empty()) RunStep();
     // Drop finished and cancelled sequences.
     int removed = 0;
     for (auto& s : live_) {
@@ -521,6 +633,7 @@ void Engine::Loop() {
     for (const auto& s : live_) (s->sched.admitted ? stats_.running_by_slot : stats_.waiting_by_slot)[s->req.adapter_slot]++;
     for (const auto& s : incoming_) stats_.waiting_by_slot[s->req.adapter_slot]++;
     stats_.kv_reserved = sched_.kv_reserved();
+    stats_.decisions_running = static_cast<int>(active_.size());
   }
   // Shutting down: whatever is left ends with an error.
   for (auto& s : live_) {
@@ -531,10 +644,15 @@ void Engine::Loop() {
       s->req.on_event(e);
     }
   }
-  if (active_decision_) {
-    active_decision_->task.reset();
-    active_decision_->done(Unavailable("the server is shutting down"));
-  }
+  auto shut = [](auto& jobs) {
+    for (auto& j : jobs) {
+      j->task.reset();
+      j->done(Unavailable("the server is shutting down"));
+    }
+    jobs.clear();
+  };
+  shut(active_);
+  shut(waiting_);
   std::lock_guard<std::mutex> l(mu_);
   for (auto& c : adapter_commands_) c.done.set_value(Unavailable("the server is shutting down"));
   adapter_commands_.clear();
@@ -566,18 +684,19 @@ void Engine::RunStep() {
     seqs.push_back(s->sched);
     by_id[s->id] = s.get();
   }
-  // The active decision's next piece takes its rows after the decode rows; chat prompts get the
-  // rest of the budget.
+  // The decisions' next pieces take their rows after the decode rows; chat prompts get the rest
+  // of the budget.
   bool prefill_waiting = false;
   for (const auto& ss : seqs) prefill_waiting |= ss.prefilled < ss.prompt_tokens;
-  DecisionRows piece;
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   auto t0 = Clock::now();
-  const bool questions_next = active_decision_ && active_decision_->task && active_decision_->task->prefix_ready;
-  const bool decide = PlanDecision(DecisionRowsFor(sched_.DecodeRows(seqs), prefill_waiting, questions_next), &piece);
+  const std::vector<DecisionJob*> decisions = PlanDecisions(sched_.DecodeRows(seqs), prefill_waiting);
+  const bool decide = !decisions.empty();
+  int decision_rows = 0;
+  for (const DecisionJob* j : decisions) decision_rows += j->piece.rows();
   double decision_host = since(t0);
-  StepPlan plan = sched_.Plan(seqs, decide ? piece.rows() : 0);
+  StepPlan plan = sched_.Plan(seqs, decision_rows);
   for (const auto& ss : seqs) {
     by_id[ss.id]->sched.admitted = ss.admitted;
     by_id[ss.id]->sched.reserved = ss.reserved;
@@ -591,10 +710,7 @@ void Engine::RunStep() {
     by_id[id]->req.on_event(e);
     by_id[id]->done = true;
   }
-  if (plan.entries.empty() && (!decide || piece.seqs.empty())) {
-    if (decide) FinishDecisionPiece(Status::Ok(), nullptr);  // a piece without rows (a cached record)
-    return;
-  }
+  if (plan.entries.empty() && !decide) return;
   StepBatch batch;
   std::vector<Live*> order;
   int prompt_seqs = 0;
@@ -635,16 +751,19 @@ void Engine::RunStep() {
   }
   // The decision's rows after the chat rows, and the rows whose logits it reads.
   const int decision_row0 = batch.rows();
-  const int decision_logit0 = static_cast<int>(batch.logits.rows.size());
-  if (decide) {
-    for (const auto& ds : piece.seqs) batch.Add(ds.state, ds.ids, ds.n, active_decision_->slot);
-    for (int32_t r : piece.logit_rows) batch.logits.rows.push_back(decision_row0 + r);
+  bool decision_logits = false;
+  for (DecisionJob* j : decisions) {
+    j->row0 = batch.rows();
+    j->logit0 = static_cast<int>(batch.logits.rows.size());
+    for (const auto& ds : j->piece.seqs) batch.Add(ds.state, ds.ids, ds.n, j->slot);
+    for (int32_t r : j->piece.logit_rows) batch.logits.rows.push_back(j->row0 + r);
+    decision_logits |= !j->piece.logit_rows.empty();
   }
   // Candidates instead of whole rows when every sampled row can draw from its best few (never
   // beside a decision's rows: it reads whole rows).
   int k = 0;
   bool whole_rows = !cfg_.candidate_sampling || batch.logits.rows.empty() || prompt_rows_wanted ||
-                    (decide && !piece.logit_rows.empty());
+                    decision_logits;
   for (size_t i = 0; i < order.size() && !whole_rows; ++i) {
     if (logit_index[i] < 0) continue;
     const int need = order[i]->sampler->CandidatesNeeded(Ops::kMaxTopK);
@@ -670,7 +789,11 @@ void Engine::RunStep() {
                                          : model_.Forward(*ops_, batch, adapters_, logits.data(), ids.data());
   const double forward = since(t0);
   t0 = Clock::now();
-  if (decide) FinishDecisionPiece(st, logits.data() + static_cast<size_t>(decision_logit0) * width);
+  // (Oldest first: a piece that fails for memory sends only newer decisions back.)
+  for (DecisionJob* j : decisions) {
+    const bool active = std::any_of(active_.begin(), active_.end(), [&](const auto& a) { return a.get() == j; });
+    if (active && j->planned) FinishDecisionPiece(*j, st, logits.data() + static_cast<size_t>(j->logit0) * width);
+  }
   decision_host += since(t0);
   int64_t prompt_rows = 0, sampled = 0;
   for (size_t i = 0; i < order.size(); ++i) {
@@ -776,13 +899,16 @@ void Engine::RunStep() {
   rec.decode_rows = static_cast<int>(order.size()) - prompt_seqs;
   rec.prompt_rows = decision_row0 - rec.decode_rows;
   rec.decision_rows = batch.rows() - decision_row0;
-  rec.decision_seqs = decide ? static_cast<int>(piece.seqs.size()) : 0;
-  rec.questions = decide && !piece.logit_rows.empty();
+  rec.decision_seqs = 0;
+  for (const DecisionJob* j : decisions) rec.decision_seqs += static_cast<int>(j->piece.seqs.size());
+  rec.decisions = static_cast<int>(decisions.size());
+  rec.questions = decision_logits;
   rec.forward_seconds = forward;
   rec.decision_host_seconds = decision_host;
   std::lock_guard<std::mutex> l(mu_);
   stats_.steps++;
   stats_.largest_step = std::max(stats_.largest_step, batch.rows());
+  stats_.most_step_decisions = std::max(stats_.most_step_decisions, rec.decisions);
   auto& slow = stats_.slowest_steps;
   slow.insert(std::upper_bound(slow.begin(), slow.end(), rec,
                                [](const StepRecord& a, const StepRecord& b) { return a.seconds > b.seconds; }),

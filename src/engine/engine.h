@@ -2,14 +2,20 @@
 // queue and results leave through per-request callbacks (called on the engine thread).
 //
 // One scheduler for chat and decisions: each step holds at most max_step_tokens rows — the
-// decode rows of running sequences first, then the active decision's next piece
-// (DecisionScorer::Plan: a chunk of its record, or its questions with their choices' rows),
-// then prefill chunks of waiting chat sequences (Scheduler) — every row selecting its sequence's
-// adapter slot, all in one forward pass. A chat stream's gap while a decision runs is one step
-// of the budget, never the decision. Beside chat a decision's piece takes the rows the decode
-// rows leave (whole 64-token tiles, at least one; half of them while chat prompts wait to be
-// prefilled); alone it takes decision_prefill_chunk. Decisions run one at a time in arrival
-// order.
+// decode rows of running sequences first, then the next pieces of the decisions in progress
+// (DecisionScorer::Plan: a chunk of a record, or a decision's questions with their choices'
+// rows), then prefill chunks of waiting chat sequences (Scheduler) — every row selecting its
+// sequence's adapter slot, all in one forward pass. A chat stream's gap while decisions run is
+// one step of the budget, never a decision. Beside chat the decisions' pieces share the rows the
+// decode rows leave (whole 64-token tiles, at least one; half of them while chat prompts wait to
+// be prefilled); alone they share decision_prefill_chunk.
+// Up to max_decisions decisions are in progress at once, in arrival order, sharing each step's
+// decision rows oldest first: one's questions run beside another's record. A decision starts when
+// the decision pool has room for its record beside the pages the others still need (the prefix
+// cache gives way first); one whose record another decision in progress is computing (same
+// adapter slot, same tokens) waits for it and continues from the prefix cache. When a piece
+// finds the pool short all the same, the newest decisions give their memory back and start over
+// later (the same bits); the oldest always goes on.
 // Prefix caching (engine/prefix_cache.h): a chat sequence's cache is kept when it ends, and a
 // later prompt that starts with its tokens continues from it (usage's cached_tokens); the
 // entries give their room back whenever a step or an admission needs it.
@@ -43,6 +49,7 @@
 #include "weights/lora.h"
 #include "backend/ops.h"
 #include "engine/decision_scorer.h"
+#include "engine/pool_plan.h"
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -59,6 +66,8 @@ struct EngineConfig {
   int64_t kv_token_budget = 65536;    // chat/completion KV pool, in tokens (reserved at start-up)
   int max_running = 64;               // chat sequences running at once (one state slot each)
   int64_t decision_kv_tokens = 16384; // a separate pool for decisions and their prefix cache
+  int max_decisions = 8;              // decisions in progress at once, sharing steps (the rest wait;
+                                      // the decision pool's state slots: DecisionSlots)
   int max_queue = 256;                // waiting + running sequences and decisions before 429
   // A decision's record is prefilled in pieces of at most this many tokens (a multiple of 64; 0:
   // at once), so a hung-up client's decision stops within a piece; while chat sequences run, a
@@ -140,6 +149,7 @@ struct StepRecord {
   double seconds = 0;
   int decode_rows = 0, prompt_rows = 0;  // chat
   int decision_rows = 0, decision_seqs = 0;
+  int decisions = 0;  // decisions with rows in it
   bool questions = false;  // the decision rows are its questions' runs (else a record piece)
   // Of `seconds`: the forward pass (with its logits' copy to the host), and the decision's host
   // work (planning its piece: forks, pages; reading its logits: the scores).
@@ -156,6 +166,9 @@ struct EngineStats {
   int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;
   int64_t prefix_cache_query_tokens = 0, prefix_cache_hit_tokens = 0;
   int64_t decision_pieces = 0;  // pieces of decision work run (record prefill chunks, questions)
+  int decisions_running = 0;    // decisions in progress (the rest of decisions_pending wait)
+  int most_step_decisions = 0;  // the most decisions with rows in one step
+  int64_t decision_restarts = 0;  // decisions that gave their memory back to start over (pool short)
   int64_t preemptions = 0;      // running sequences that gave their KV back to start over (Scheduler)
   int largest_step = 0;         // the most rows one step has held (chat and decision rows together)
   static constexpr size_t kSlowestSteps = 8;
@@ -169,9 +182,6 @@ using StepRunner = std::function<Status(const StepBatch&, const AdapterSet&, flo
 
 class Engine {
  public:
-  // The decision pool's state slots: a decision holds at most the record prefix, the prefix
-  // cache's entries, a question's fork and a choice's fork.
-  static constexpr int kDecisionSlots = 8;
   Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops> ops, const Tokenizer& tok,
          const ChatTemplate& tmpl, const AdapterSet& adapters, StepRunner run_step = nullptr);
   ~Engine();
@@ -217,8 +227,12 @@ class Engine {
     int32_t slot;
     DecisionDone done;
     std::shared_ptr<std::atomic<bool>> cancelled;
-    std::unique_ptr<DecisionTask> task;  // null until begun (and again while it starts over)
+    std::unique_ptr<DecisionTask> task;  // null until begun
     bool retried = false;                // started over once with the prefix cache emptied
+    // The piece planned for this step (rows in the batch from row0, its logits from logit0).
+    bool planned = false;
+    DecisionRows piece;
+    int row0 = 0, logit0 = 0;
   };
   struct AdapterCommand {
     int32_t slot;
@@ -231,10 +245,25 @@ class Engine {
   void ApplyAdapterCommands();  // engine thread, mu_ held
   bool SlotInUse(int32_t slot) const;  // engine thread, mu_ held
   Status SlotOpen(int32_t slot) const;  // mu_ held: kNotFound for a slot being detached or empty
-  // The active decision's next piece for a step (begun first if it is new), in at most
-  // max_rows rows (0: no limit); false when there is none (no decision, or it ended: finished,
-  // failed, or started over with the prefix cache emptied).
-  bool PlanDecision(int max_rows, DecisionRows* piece);
+  // Begins the waiting decisions that may start (arrival order; max_decisions; the pool's room,
+  // DecisionRoom) into active_; a cancelled or malformed one ends here.
+  void StartDecisions();
+  // Whether the decision pool can take j's record beside the pages and slots the decisions in
+  // progress may still take (the prefix cache's entries give way first).
+  bool DecisionRoom(const DecisionJob& j);
+  // Whether a decision in progress is computing j's record (same slot and tokens): j waits for
+  // it and continues from the prefix cache.
+  bool RecordInProgress(const DecisionJob& j) const;
+  // Plans the decisions' pieces for a step, oldest first, in the rows DecisionRowsFor gives them
+  // together (a record piece in whole 64-token tiles; the oldest always gets a piece). Returns
+  // the planned jobs.
+  std::vector<DecisionJob*> PlanDecisions(int decode_rows, bool chat_prefill_waiting);
+  // Active decision i's pool ran short (kResourceExhausted): a newer one starts over later; the
+  // oldest sends the newer ones back, empties the prefix cache and starts over once, and fails
+  // when it cannot fit even alone.
+  void DecisionShort(size_t i, const Status& st);
+  // Active job j back to the waiting queue's front, its memory given back.
+  void RequeueDecision(DecisionJob& j);
   // The rows a decision piece may take in this step: decision_prefill_chunk alone; beside chat
   // no more than that and what the decode rows leave of the budget in whole 64-token tiles (at
   // least one), half of that while chat prompts wait. Questions beside chat take half what a
@@ -243,9 +272,10 @@ class Engine {
   // step about twice a record row (H100, Qwen3.5-27B dims: 189 question rows in 4 runs 64 ms
   // against ~40 ms for 192 record rows), and the budget bounds a chat gap in time.
   int DecisionRowsFor(int decode_rows, bool chat_prefill_waiting, bool questions) const;
-  // The planned piece ran (its logits) or failed (`st`): the decision goes on or ends.
-  void FinishDecisionPiece(const Status& st, const float* logits);
-  void FinishDecision(Result<DecisionResult> r);
+  // j's planned piece ran (its logits) or failed (`st`): the decision goes on or ends.
+  void FinishDecisionPiece(DecisionJob& j, const Status& st, const float* logits);
+  // j ends with r: its callback runs and it leaves active_ / waiting_ (it must be in one).
+  void FinishDecision(DecisionJob& j, Result<DecisionResult> r);
   void Finish(Live& s, const std::string& reason);
   // s's state for its admission: continued from the prefix cache where an entry covers part of
   // its prompt (s.sched.prefilled moves past those tokens), else fresh; entries give up the slot
@@ -293,7 +323,9 @@ class Engine {
   bool forget_prefixes_ = false;                        // GUARDED_BY(mu_): ForgetDecisionPrefixes asked
 
   std::vector<std::unique_ptr<Live>> live_;  // engine thread only
-  std::unique_ptr<DecisionJob> active_decision_;  // engine thread only; the rest wait in decisions_
+  // Decisions taken from decisions_ (engine thread only): in progress (arrival order) and waiting.
+  std::vector<std::unique_ptr<DecisionJob>> active_;
+  std::deque<std::unique_ptr<DecisionJob>> waiting_;
   int64_t next_id_ = 1;
   std::thread thread_;
 };

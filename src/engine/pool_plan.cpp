@@ -8,16 +8,17 @@ namespace graft {
 
 namespace {
 constexpr int kDefaultRunning = 64;
+constexpr int kDefaultDecisions = 8;
 std::string Gb(int64_t b) { return fmt::format("{:.2f} GB", static_cast<double>(b) / 1e9); }
 }  // namespace
 
 std::string PoolPlan::Describe() const {
-  return fmt::format("chat {} KV tokens and {} state slots, decisions {} KV tokens ({} in all)", chat_tokens, max_running,
-                     decision_tokens, Gb(bytes));
+  return fmt::format("chat {} KV tokens and {} state slots, decisions {} KV tokens, {} at once ({} in all)", chat_tokens,
+                     max_running, decision_tokens, max_decisions, Gb(bytes));
 }
 
 Result<PoolPlan> PlanPools(int64_t available, const PoolNeeds& n, const PoolAsk& ask) {
-  if (n.kv_bytes_per_token < 0 || n.slot_bytes < 0 || n.decision_slots < 0 || n.page_size <= 0) {
+  if (n.kv_bytes_per_token < 0 || n.slot_bytes < 0 || n.page_size <= 0 || ask.max_decisions < 0) {
     return InvalidArgument("pool plan: bad sizes");
   }
   const int64_t margin = std::max<int64_t>(available / 50, int64_t{256} << 20);
@@ -35,7 +36,13 @@ Result<PoolPlan> PlanPools(int64_t available, const PoolNeeds& n, const PoolAsk&
       p.max_running = static_cast<int>(std::clamp<int64_t>(usable / 2 / n.slot_bytes, 1, kDefaultRunning));
     }
   }
-  const int64_t state = (int64_t{p.max_running} + n.decision_slots) * n.slot_bytes;
+  p.max_decisions = ask.max_decisions;
+  if (p.max_decisions == 0) {
+    p.max_decisions = kDefaultDecisions;
+    while (p.max_decisions > 1 && DecisionSlots(p.max_decisions) * n.slot_bytes > usable / 4) --p.max_decisions;
+  }
+  const int decision_slots = DecisionSlots(p.max_decisions);
+  const int64_t state = (int64_t{p.max_running} + decision_slots) * n.slot_bytes;
   const int64_t kv_room = usable - state;
   const int64_t per_token = std::max<int64_t>(n.kv_bytes_per_token, 1);
   // Whole pages of tokens.
@@ -47,8 +54,8 @@ Result<PoolPlan> PlanPools(int64_t available, const PoolNeeds& n, const PoolAsk&
     return ResourceExhausted(fmt::format(
         "the memory budget leaves {} for KV and state pools (after weights, adapters, scratch and a {} margin): {} state "
         "slots take {}, leaving KV for {} tokens at {} bytes a token{} (raise --gpu-memory, or lower --max-running, "
-        "--kv-tokens or --decision-kv-tokens)",
-        Gb(usable), Gb(margin), p.max_running + n.decision_slots, Gb(state), std::max<int64_t>(tokens, 0), per_token,
+        "--max-decisions, --kv-tokens or --decision-kv-tokens)",
+        Gb(usable), Gb(margin), p.max_running + decision_slots, Gb(state), std::max<int64_t>(tokens, 0), per_token,
         asked > 0 ? fmt::format("; {} were asked for", asked) : std::string()));
   }
   if (ask.decision_tokens > 0) {

@@ -6,8 +6,9 @@
 //   1. keep a margin of 2% (at least 256 MiB) for what is allocated outside the budget's
 //      count (graph instantiation, driver pools);
 //   2. chat state slots (--max-running) default to 64, fewer where 64 would take more than half
-//      of what is left (a Qwen3.5-27B slot is ~0.3 GB), at least one; the decision pool's slots
-//      come next;
+//      of what is left (a Qwen3.5-27B slot is ~0.3 GB), at least one; decisions at once
+//      (--max-decisions) default to 8, fewer where their slots (DecisionSlots) would take more than
+//      a quarter, at least one;
 //   3. the rest is KV: the decision pool takes a quarter, raised to the model's context (one
 //      full-length record) where that fits in half; the chat pool takes the remainder.
 // An explicit value is kept as given (and the remainder computed around it); explicit values
@@ -21,10 +22,17 @@
 
 namespace graft {
 
+// The decision prefix cache's entries (records kept for later decisions on them).
+constexpr int kDecisionCacheEntries = 4;
+// The decision pool's state slots for max_decisions decisions at once: the prefix cache's entries,
+// each decision's record (shared with the cache once whole, so up to four of these are free for
+// forks), and three more for the forks of the questions' runs in a step.
+constexpr int kDecisionForkSlots = 3;
+inline int DecisionSlots(int max_decisions) { return kDecisionCacheEntries + max_decisions + kDecisionForkSlots; }
+
 struct PoolNeeds {
   int64_t kv_bytes_per_token = 0;  // K and V of one token in every full-attention layer
   int64_t slot_bytes = 0;          // one recurrent-state slot (0: no recurrent layers)
-  int decision_slots = 0;          // the decision pool's state slots
   int context = 0;                 // the model's context: one record of this length should fit
   int page_size = 16;
 };
@@ -32,12 +40,12 @@ struct PoolNeeds {
 // What the flags asked for; 0: from the budget.
 struct PoolAsk {
   int64_t chat_tokens = 0, decision_tokens = 0;
-  int max_running = 0;
+  int max_running = 0, max_decisions = 0;
 };
 
 struct PoolPlan {
   int64_t chat_tokens = 0, decision_tokens = 0;
-  int max_running = 0;
+  int max_running = 0, max_decisions = 0;
   int64_t bytes = 0;  // KV and state slots together
   std::string Describe() const;  // one line for the start-up log
 };

@@ -133,6 +133,11 @@ std::string Metrics::Render(const EngineStats& e, const std::map<int32_t, std::s
   scalar("graft_kv_reserved_tokens", "gauge", "KV tokens reserved by live sequences.", "", e.kv_reserved);
   scalar("graft_kv_budget_tokens", "gauge", "KV token budget.", "", e.kv_budget);
   scalar("graft_cache_pool_bytes", "gauge", "Bytes of the KV and state pools, reserved at start-up.", "", e.pool_bytes);
+  scalar("graft_decisions_running", "gauge", "Decisions in progress (sharing steps; --max-decisions).", "",
+         e.decisions_running);
+  scalar("graft_decision_restarts_total", "counter",
+         "Decisions that gave their memory back to start over when the decision pool ran short (the same result).", "",
+         e.decision_restarts);
 
   const std::string base = fmt::format("model_name=\"{}\"", Escape(base_model_));
   // vLLM's adapter gauge: the served names with requests running / waiting (a name once per

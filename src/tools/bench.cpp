@@ -394,8 +394,8 @@ Result<ChatStreams> RunChatStreams(Engine& engine, const std::vector<int32_t>& p
     std::vector<double> itl;  // the engine's gap before each token after the first (RequestTimes)
   };
   if (decisions > 0 && beside.empty()) return InvalidArgument("decisions beside the chat streams need requests");
-  // The decisions first (each waits its turn in the engine; their records cold), then the streams
-  // at once.
+  // The decisions first (their records cold; up to --max-decisions of them in progress at once,
+  // sharing steps), then the streams at once.
   if (decisions > 0) engine.ForgetDecisionPrefixes();
   std::vector<std::future<Result<DecisionResult>>> work;
   for (int i = 0; i < decisions; ++i) {

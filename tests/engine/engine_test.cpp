@@ -785,6 +785,128 @@ TEST(Engine, ConcurrentDecisionsGiveEachTheBitsItGetsAlone) {
   }
 }
 
+// Holds the engine thread inside a one-token chat request's last callback until the returned
+// function is called: work queued meanwhile is all there when the engine next plans.
+std::function<void()> HoldEngine(Engine& engine) {
+  auto entered = std::make_shared<std::promise<void>>();
+  auto release = std::make_shared<std::promise<void>>();
+  GenerationRequest r;
+  r.prompt = {1, 2, 3};
+  r.max_tokens = 1;
+  r.on_event = [entered, gate = release->get_future().share()](const GenEvent& ev) {
+    if (ev.kind == GenEvent::Kind::kDelta) return;
+    entered->set_value();
+    gate.wait();
+  };
+  EXPECT_TRUE(engine.Submit(std::move(r)).ok());
+  entered->get_future().wait();
+  return [release] { release->set_value(); };
+}
+
+// Decisions queued together run together: their records' pieces and their questions share steps
+// (all four in one step, with no chunk limit), and each gets the bits it gets alone. Four on one
+// record: one computes it, the other three wait for it and continue from the prefix cache, all
+// four's questions in one step.
+TEST(Engine, DecisionsInProgressShareSteps) {
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
+  AdapterSet none;
+  EngineConfig cfg;
+  cfg.max_decisions = 4;
+  for (const bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "one record" : "four records");
+    std::vector<DecisionRequest> ds;
+    for (int i = 0; i < 4; ++i) {
+      DecisionRequest d = SmallDecision();
+      d.record = shared ? std::string("GET /one/record.html 200") : fmt::format("POST /api/{} 500 from 10.0.0.{}", i, i);
+      for (int k = 0; k < 20; ++k) d.record += fmt::format(" GET /asset/{}.css 200", k);
+      d.questions.push_back({"s", "Status class?", {"2xx", "4xx", "5xx"}});
+      ds.push_back(d);
+    }
+    std::vector<Result<DecisionResult>> alone;
+    for (const auto& d : ds) {
+      Engine idle(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+      alone.push_back(idle.Decide(d, 0));
+      ASSERT_TRUE(alone.back().ok()) << alone.back().status().ToString();
+    }
+    Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+    auto release = HoldEngine(engine);
+    std::vector<std::promise<Result<DecisionResult>>> done(ds.size());
+    for (size_t i = 0; i < ds.size(); ++i) {
+      ASSERT_TRUE(engine.DecideAsync(ds[i], 0, [&done, i](Result<DecisionResult> r) { done[i].set_value(std::move(r)); }).ok());
+    }
+    release();
+    int cached = 0;
+    for (size_t i = 0; i < ds.size(); ++i) {
+      auto got = done[i].get_future().get();
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ExpectSameScores(*got, *alone[i], fmt::format("decision {}", i));
+      if (got->cached_tokens > 0) {
+        EXPECT_EQ(got->cached_tokens, got->record_tokens);
+        ++cached;
+      }
+    }
+    engine.Stop();
+    const EngineStats st = engine.Stats();
+    EXPECT_EQ(cached, shared ? 3 : 0) << "the shared record computed once";
+    EXPECT_EQ(st.most_step_decisions, 4) << "decisions with rows in one step";
+    EXPECT_EQ(st.decision_restarts, 0);
+    engine.Stop();
+  }
+}
+
+// A decision pool with room for the records but not for two decisions' long questions at once:
+// a newer decision gives its memory back and starts over when there is room (counted in
+// decision_restarts), and each gets the bits it gets alone — none fails for want of room that
+// waiting gives it.
+TEST(Engine, ADecisionShortOfPoolRoomStartsOverLaterWithTheSameBits) {
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
+  AdapterSet none;
+  std::string long_question = "Given everything above,";
+  for (int k = 0; k < 60; ++k) long_question += fmt::format(" does request {} look like part of a scan", k);
+  long_question += "?";
+  std::vector<DecisionRequest> ds;
+  for (int i = 0; i < 3; ++i) {
+    DecisionRequest d;
+    d.record = fmt::format("host 10.0.0.{}:", i);
+    for (int k = 0; k < 40; ++k) d.record += fmt::format(" GET /{}/page/{}.html 200", i, k);
+    d.questions.push_back({"scan", long_question, {"yes", "no"}});
+    ds.push_back(d);
+  }
+  EngineConfig cfg;  // no chunk limit: both records in one step
+  std::vector<Result<DecisionResult>> alone;
+  for (const auto& d : ds) {
+    Engine idle(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+    alone.push_back(idle.Decide(d, 0));
+    ASSERT_TRUE(alone.back().ok()) << alone.back().status().ToString();
+  }
+  const int64_t page = cfg.page_size;
+  auto pages = [&](int64_t tokens) { return (tokens + page - 1) / page; };
+  const int64_t record_pages = std::max(pages(alone[0]->record_tokens), pages(alone[1]->record_tokens));
+  const int64_t run_pages = alone[0]->question_tokens / page + 2;
+  ASSERT_GT(run_pages, 16 + 1) << "a question longer than the margins (the test's premise)";
+  // Two records with their margins, and one run's pages: the second run does not fit.
+  cfg.decision_kv_tokens = (2 * (record_pages + DecisionScorer::kQuestionPagesAhead) + run_pages + 1) * page;
+  Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  auto release = HoldEngine(engine);
+  std::vector<std::promise<Result<DecisionResult>>> done(ds.size());
+  for (size_t i = 0; i < ds.size(); ++i) {
+    ASSERT_TRUE(engine.DecideAsync(ds[i], 0, [&done, i](Result<DecisionResult> r) { done[i].set_value(std::move(r)); }).ok());
+  }
+  release();
+  for (size_t i = 0; i < ds.size(); ++i) {
+    auto got = done[i].get_future().get();
+    ASSERT_TRUE(got.ok()) << "decision " << i << ": " << got.status().ToString();
+    ExpectSameScores(*got, *alone[i], fmt::format("decision {}", i));
+  }
+  EXPECT_GE(engine.Stats().decision_restarts, 1);
+  EXPECT_GE(engine.Stats().most_step_decisions, 2);
+  engine.Stop();
+}
+
 // --request-timeout: a generation still running past its deadline ends with kDeadlineExceeded;
 // one within it is untouched.
 TEST(Engine, ARequestPastItsDeadlineEndsWithDeadlineExceeded) {

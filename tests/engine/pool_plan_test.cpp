@@ -11,14 +11,15 @@ namespace {
 constexpr int64_t kGB = 1000LL * 1000 * 1000;
 
 // Qwen3.5-27B in bf16 mode: 16 full-attention layers x 2 x 4 heads x 256 x 2 bytes; a state slot
-// of its 48 Gated DeltaNet layers ~302 MB; eight decision slots; a 262,144-token context.
-PoolNeeds Qwen35_27b() { return {65536, 302 * 1000 * 1000, 8, 262144, 16}; }
+// of its 48 Gated DeltaNet layers ~302 MB; a 262,144-token context.
+PoolNeeds Qwen35_27b() { return {65536, 302 * 1000 * 1000, 262144, 16}; }
 
 TEST(PoolPlan, SizesThePoolsFromWhatTheBudgetLeaves) {
   // An H100's default budget (90% of 80 GB) minus 54 GB of weights and 1 GB of scratch: ~16 GB.
   auto p = PlanPools(16 * kGB, Qwen35_27b(), {});
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(p->max_running, 25) << "64 slots would take more than half: as many as half holds";
+  EXPECT_EQ(p->max_decisions, 5) << "8 decisions' 15 slots would take more than a quarter: 12 slots";
   EXPECT_GE(p->decision_tokens, 30000) << "a 30K-token decision fits with the default flags";
   EXPECT_EQ(p->decision_tokens % 16, 0);
   EXPECT_EQ(p->chat_tokens % 16, 0);
@@ -29,18 +30,22 @@ TEST(PoolPlan, SizesThePoolsFromWhatTheBudgetLeaves) {
   auto q = PlanPools(60 * kGB, Qwen35_27b(), {});
   ASSERT_TRUE(q.ok()) << q.status().message();
   EXPECT_EQ(q->max_running, 64);
+  EXPECT_EQ(q->max_decisions, 8);
   EXPECT_GE(q->decision_tokens, 262144) << "a whole-context record";
   EXPECT_NEAR(static_cast<double>(q->chat_tokens) / (q->chat_tokens + q->decision_tokens), 0.5, 0.26);
   EXPECT_NE(q->Describe().find("64 state slots"), std::string::npos) << q->Describe();
+  EXPECT_NE(q->Describe().find("8 at once"), std::string::npos) << q->Describe();
 }
 
 TEST(PoolPlan, KeepsExplicitValuesAndSizesTheRestAroundThem) {
   PoolAsk ask;
   ask.max_running = 4;
+  ask.max_decisions = 2;
   ask.decision_tokens = 40000;
   auto p = PlanPools(16 * kGB, Qwen35_27b(), ask);
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(p->max_running, 4);
+  EXPECT_EQ(p->max_decisions, 2);
   EXPECT_EQ(p->decision_tokens, 40000);
   EXPECT_GT(p->chat_tokens, 100000) << "the chat pool takes the rest";
   ask.chat_tokens = 65536;
@@ -49,10 +54,11 @@ TEST(PoolPlan, KeepsExplicitValuesAndSizesTheRestAroundThem) {
   EXPECT_EQ(q->chat_tokens, 65536);
   EXPECT_EQ(q->decision_tokens, 40000);
   // A model without recurrent layers: no slots to pay for, 64 running.
-  PoolNeeds dense{262144, 0, 8, 40960, 16};
+  PoolNeeds dense{262144, 0, 40960, 16};
   auto d = PlanPools(20 * kGB, dense, {});
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->max_running, 64);
+  EXPECT_EQ(d->max_decisions, 8);
   EXPECT_GE(d->decision_tokens, 40960 / 2);
 }
 
@@ -68,10 +74,10 @@ TEST(PoolPlan, RefusesBudgetsThatCannotHoldWhatIsAsked) {
   ASSERT_FALSE(big.ok());
   EXPECT_NE(big.status().message().find("400000 were asked for"), std::string::npos) << big.status().message();
   ask = {};
-  ask.max_running = 60;  // 68 slots: ~20.5 GB of state
+  ask.max_running = 60;  // and 12 decision slots: 72 slots, ~21.7 GB of state
   auto slots = PlanPools(16 * kGB, Qwen35_27b(), ask);
   ASSERT_FALSE(slots.ok());
-  EXPECT_NE(slots.status().message().find("68 state slots"), std::string::npos) << slots.status().message();
+  EXPECT_NE(slots.status().message().find("72 state slots"), std::string::npos) << slots.status().message();
 }
 
 }  // namespace

@@ -430,6 +430,9 @@ TEST_F(Server, MetricsCarryVllmsSeriesAndPassPromtool) {
                              "prompt_tokens_total{model_name=\"base\"}", "generation_tokens_total{model_name=\"base\"} 21"}) {
     EXPECT_NE(m.find(std::string("vllm:") + series), std::string::npos) << series << "\n" << m;
   }
+  for (const char* series : {"graft_decisions_running 0", "graft_decision_restarts_total 0"}) {
+    EXPECT_NE(m.find(series), std::string::npos) << series << "\n" << m;
+  }
   for (const char* p : {"vllm:", "graft_"}) {
     for (const char* series : {"kv_cache_usage_perc{model_name=\"base\"} 0", "num_preemptions_total{model_name=\"base\"} 0",
                                "request_success_total{model_name=\"base\",finished_reason=\"length\"} 3",
