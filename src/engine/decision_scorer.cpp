@@ -239,7 +239,7 @@ Status DecisionScorer::AskQuestions(DecisionTask& t) {
   return Status::Ok();
 }
 
-Result<DecisionRows> DecisionScorer::PlanRuns(DecisionTask& t, int max_rows) {
+Result<DecisionRows> DecisionScorer::PlanRuns(DecisionTask& t, int max_rows, bool must_run) {
   DecisionTask::AskedQuestions& a = *t.asked;
   // An empty record (nothing to prefill) still needs a state to fork.
   if (t.share_prefix && !t.prefix_state) {
@@ -257,12 +257,13 @@ Result<DecisionRows> DecisionScorer::PlanRuns(DecisionTask& t, int max_rows) {
     const bool fits = (max_rows <= 0 || rows_in + n <= max_rows) &&
                       (pool_ == nullptr || ((!pool_->has_gdn() || slots + 1 + keep_slots_ <= pool_->free_slots()) &&
                                             pages + p + keep_pages_ <= pool_->free_pages()));
-    if (!fits && k > a.runs_done) break;
+    if (!fits && (k > a.runs_done || !must_run)) break;
     ++slots;
     pages += p;
     rows_in += n;
   }
   DecisionRows rows;
+  if (k == a.runs_done) return rows;  // (must_run false: not even one run fits)
   int row = 0;
   for (size_t j = a.runs_done; j < k; ++j) {
     DecisionTask::AskedQuestions::Run& run = a.runs[j];
@@ -355,14 +356,16 @@ Status DecisionScorer::ScoreAsked(DecisionTask& t) {
   return Status::Ok();
 }
 
-Result<DecisionRows> DecisionScorer::Plan(DecisionTask& t, int max_rows) {
+Result<DecisionRows> DecisionScorer::Plan(DecisionTask& t, int max_rows, bool must_run) {
   if (t.planned != DecisionTask::Planned::kNone) return Internal("a decision piece is already planned and not finished");
   if (t.done()) return Internal("the decision has no work left");
   if (t.cancelled && t.cancelled->load()) return Cancelled("the client went away before the decision was done");
   ++t.pieces;
   if (!t.prefix_ready) return PlanRecord(t, max_rows);
   if (!t.asked) GRAFT_RETURN_IF_ERROR(AskQuestions(t));
-  return PlanRuns(t, max_rows);
+  GRAFT_ASSIGN_OR_RETURN(DecisionRows rows, PlanRuns(t, max_rows, must_run));
+  if (rows.seqs.empty()) --t.pieces;  // none planned
+  return rows;
 }
 
 void DecisionScorer::Remember(const DecisionTask& t) {

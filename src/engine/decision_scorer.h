@@ -140,11 +140,12 @@ class DecisionScorer {
   // on a fork of the record, one fork per multi-token choice with the choice's tokens but the last
   // after them): every remaining independent question together (joint mode or without a shared
   // record: one question at a time), a piece taking as many runs as the pool's free state slots
-  // and pages hold and as fit in max_rows — at least one run, which may pass max_rows. The pages
-  // its rows need are taken here (kResourceExhausted when the pool cannot give them), so the step
-  // it runs in cannot fail for them. kCancelled once `cancelled` is set. The task must not be
-  // done, nor have a piece planned.
-  Result<DecisionRows> Plan(DecisionTask& t, int max_rows);
+  // and pages hold and as fit in max_rows — at least one run, which may pass max_rows (with
+  // must_run false none then: no rows, nothing planned, the task as it was). The pages its rows
+  // need are taken here (kResourceExhausted when the pool cannot give them), so the step it runs
+  // in cannot fail for them. kCancelled once `cancelled` is set. The task must not be done, nor
+  // have a piece planned.
+  Result<DecisionRows> Plan(DecisionTask& t, int max_rows, bool must_run = true);
   // The planned piece ran: logits [rows.logit_rows.size(), vocab], the rows Plan asked for.
   // Returns whether the task is done (t.result complete).
   Result<bool> Finish(DecisionTask& t, const float* logits);
@@ -193,7 +194,7 @@ class DecisionScorer {
   void Remember(const DecisionTask& t);
   // The next group of questions into t.asked (its runs laid out; nothing run yet).
   Status AskQuestions(DecisionTask& t);
-  Result<DecisionRows> PlanRuns(DecisionTask& t, int max_rows);
+  Result<DecisionRows> PlanRuns(DecisionTask& t, int max_rows, bool must_run);
   // Takes the pages `rows` need now (Model::ReserveRows on a batch of them alone).
   Status ReservePages(const DecisionRows& rows) const;
   // Question i's tokens fit the context after the record (an error naming the question if not).

@@ -538,7 +538,9 @@ std::vector<Engine::DecisionJob*> Engine::PlanDecisions(int decode_rows, bool ch
     int64_t keep_pages = 0;
     for (size_t k = i + 1; k < active_.size(); ++k) keep_pages += scorer_.PagesAhead(*active_[k]->task);
     scorer_.set_keep(keep_pages, decision_pool_->has_gdn() ? static_cast<int>(active_.size() - i - 1) : 0);
-    Result<DecisionRows> rows = scorer_.Plan(*j.task, max_rows);
+    // A later question piece only where its first run fits the rows and room left (the oldest
+    // always runs one).
+    Result<DecisionRows> rows = scorer_.Plan(*j.task, max_rows, /*must_run=*/planned.empty() || !questions);
     scorer_.set_keep(0, 0);
     if (!rows.ok()) {
       const DecisionJob* at = &j;
@@ -550,6 +552,10 @@ std::vector<Engine::DecisionJob*> Engine::PlanDecisions(int decode_rows, bool ch
       // j may be gone (ended, or back in the queue): the next one is at i then. (The oldest
       // starting over plans again next step.)
       if (i < active_.size() && active_[i].get() == at) ++i;
+      continue;
+    }
+    if (rows->seqs.empty() && questions) {  // no run fits beside the pieces before it: next step
+      ++i;
       continue;
     }
     {

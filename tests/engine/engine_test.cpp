@@ -856,6 +856,65 @@ TEST(Engine, DecisionsInProgressShareSteps) {
   }
 }
 
+// Several decisions beside a chat stream share the rows the decode row leaves: a step holds a
+// later decision's piece only where it fits what the earlier ones left (a record piece in whole
+// 64-token tiles, a question piece only where its first run fits), so no step passes the budget;
+// each decision gets the bits it gets alone.
+TEST(Engine, DecisionsBesideChatShareTheStepBudget) {
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
+  AdapterSet none;
+  EngineConfig cfg;
+  cfg.max_step_tokens = 130;  // 128 decision rows beside one decode row
+  cfg.max_decisions = 4;
+  std::vector<DecisionRequest> ds;
+  for (int i = 0; i < 4; ++i) {
+    DecisionRequest d = SmallDecision();
+    d.record = fmt::format("host 10.1.0.{}:", i);
+    for (int k = 0; k < 12 + 5 * i; ++k) d.record += fmt::format(" GET /{}/item/{}.html 200", i, k);
+    d.questions.push_back({"s", "Status class?", {"2xx", "4xx", "5xx"}});
+    ds.push_back(d);
+  }
+  std::vector<Result<DecisionResult>> alone;
+  for (const auto& d : ds) {
+    Engine idle(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+    alone.push_back(idle.Decide(d, 0));
+    ASSERT_TRUE(alone.back().ok()) << alone.back().status().ToString();
+  }
+  Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  auto started = std::make_shared<std::promise<void>>();
+  auto finished = std::make_shared<std::promise<void>>();
+  GenerationRequest r;
+  r.prompt = Wrapper::Prompt(8);
+  r.max_tokens = 400;
+  r.stop_tokens.clear();
+  r.on_event = [started, finished, first = std::make_shared<bool>(true)](const GenEvent& ev) {
+    if (ev.kind == GenEvent::Kind::kDelta && *first) *first = false, started->set_value();
+    if (ev.kind != GenEvent::Kind::kDelta) finished->set_value();
+  };
+  ASSERT_TRUE(engine.Submit(std::move(r)).ok());
+  started->get_future().wait();
+  engine.ForgetSlowestSteps();
+  std::vector<std::promise<Result<DecisionResult>>> done(ds.size());
+  for (size_t i = 0; i < ds.size(); ++i) {
+    ASSERT_TRUE(engine.DecideAsync(ds[i], 0, [&done, i](Result<DecisionResult> res) { done[i].set_value(std::move(res)); }).ok());
+  }
+  for (size_t i = 0; i < ds.size(); ++i) {
+    auto got = done[i].get_future().get();
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ExpectSameScores(*got, *alone[i], fmt::format("decision {} beside chat", i));
+  }
+  const EngineStats st = engine.Stats();
+  finished->get_future().wait();
+  EXPECT_GE(st.most_step_decisions, 2) << "decisions shared steps beside chat";
+  EXPECT_LE(st.largest_step, cfg.max_step_tokens) << "rows in one step, chat and decisions together";
+  for (const StepRecord& s : st.slowest_steps) {
+    EXPECT_LE(s.decode_rows + s.prompt_rows + s.decision_rows, cfg.max_step_tokens) << "a recorded step within the budget";
+  }
+  engine.Stop();
+}
+
 // A decision pool with room for the records but not for two decisions' long questions at once:
 // a newer decision gives its memory back and starts over when there is room (counted in
 // decision_restarts), and each gets the bits it gets alone — none fails for want of room that
