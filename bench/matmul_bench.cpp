@@ -10,6 +10,9 @@
 // the mma.sync form, the wgmma form in each tile shape, and cuBLAS's default GEMM (not batch
 // invariant: the yardstick) — TFLOP/s each, timed by events; up to 64 rows also the decode form
 // (MatMul runs it up to cuda::kDecodeFormRows rows: where the two forms cross over).
+// --lora-a R: instead, a LoRA adapter's A products t = r(x · Aᵀ) of rank R at each distinct K of
+// the projections, one module (N = R) and four stacked (N = 4R): the split form's slices then
+// their sum (two launches, the partials through memory) against the summed split form (one).
 #include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 #include <fmt/core.h>
@@ -27,6 +30,7 @@
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/gemm_decode.h"
 #include "backend/cuda/gemm_wgmma.h"
+#include "backend/cuda/matmul.h"
 #include "io/model_config.h"
 #include "model/architecture.h"
 #include "model/projections.h"
@@ -45,6 +49,7 @@ struct Options {
   std::vector<int> rows = {1, 16, 64};
   int iters = 50, threads = 16;
   bool kernels = false;
+  int lora_a = 0;
 };
 
 // x rows [m, K], bf16 values in [-1, 1), through Embed from a table.
@@ -193,6 +198,68 @@ int RunKernels(const Options& o, const ModelConfig& cfg, const ModelWeights& w) 
   return 0;
 }
 
+// --lora-a: the A products' two forms at each distinct K of the config's projections.
+int RunLoraA(const Options& o, const ModelWeights& w) {
+  std::vector<int64_t> ks;
+  for (const LayerWeights& l : w.layers) {
+    for (int t = 0; t < static_cast<int>(LoraTarget::kCount); ++t) {
+      const Weight& p = FusedWeight(l, static_cast<LoraTarget>(t));
+      if (!p.empty() && std::find(ks.begin(), ks.end(), p.cols) == ks.end()) ks.push_back(p.cols);
+    }
+  }
+  std::sort(ks.begin(), ks.end());
+  for (int m : o.rows) {
+    fmt::print("\nLoRA A products, rank {}, rows={}  (microseconds a call; TFLOP/s)\n{:<24} {:>12} {:>12} {:>9}\n", o.lora_a, m,
+               "A [N, K]", "split+sum", "summed", "summed?");
+    for (int64_t k : ks) {
+      for (int64_t stack : {1, 4}) {
+        const int64_t n = o.lora_a * stack;
+        uint16_t* x = DeviceBf16(m * k, 0x1234);
+        uint16_t* a = DeviceBf16(n * k, 0x9876);
+        const int64_t kz = cuda::SplitKColumns(k), splits = (k + kz - 1) / kz;
+        float* partial = nullptr;
+        uint16_t* t = nullptr;
+        if (x == nullptr || a == nullptr || cudaMalloc(&partial, static_cast<size_t>(splits * m * n) * 4) != cudaSuccess ||
+            cudaMalloc(&t, static_cast<size_t>(m * n) * 2) != cudaSuccess) {
+          fmt::print(stderr, "--lora-a: no device memory for the {} x {} x {} operands\n", m, n, k);
+          return 1;
+        }
+        cuda::DevWeight dw;
+        dw.data = a;
+        dw.rows = n;
+        dw.cols = k;
+        dw.bf16 = true;
+        std::vector<int64_t> starts;
+        for (int64_t b = 0; b <= stack; ++b) starts.push_back(b * o.lora_a);
+        const int blocks = static_cast<int>(stack);
+        auto time = [&](auto&& run) -> double {
+          Result<double> r = EventTime(o.iters, run);
+          if (!r.ok()) fmt::print(stderr, "--lora-a: {}\n", r.status().ToString());
+          return r.ok() ? *r : 0;
+        };
+        const double t_split = time([&]() -> Status {
+          GRAFT_RETURN_IF_ERROR(cuda::MatMulBf16(x, k, m, dw, partial, n, false, /*split_k=*/true, nullptr));
+          return cuda::SumSplitsBf16Blocks(partial, m, dw, starts.data(), blocks, t, nullptr);
+        });
+        const double t_sum = time([&] { return cuda::GemmWgmmaSplitKSum(x, m, a, n, k, kz, starts.data(), blocks, t, nullptr); });
+        const double flops = 2.0 * m * n * k;
+        fmt::print("{:<24} {:>7.1f} {:>4.0f} {:>7.1f} {:>4.0f} {:>9}\n", fmt::format("[{}, {}]", n, k), t_split * 1e6,
+                   t_split > 0 ? flops / t_split / 1e12 : 0.0, t_sum * 1e6, t_sum > 0 ? flops / t_sum / 1e12 : 0.0,
+                   cuda::SplitKSumFits(m, dw, k, x) ? "yes" : "no");
+        cudaFree(x);
+        cudaFree(a);
+        cudaFree(partial);
+        cudaFree(t);
+      }
+    }
+  }
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+    fmt::print(stderr, "cuda: {}\n", cudaGetErrorString(e));
+    return 1;
+  }
+  return 0;
+}
+
 int Run(const Options& o) {
   auto cfg_or = LoadModelConfig(o.config);
   if (!cfg_or.ok()) {
@@ -232,9 +299,9 @@ int Run(const Options& o) {
         return 1;
       }
     }
-    if (o.kernels) {
+    if (o.kernels || o.lora_a > 0) {
       if (fname != "bf16") continue;
-      if (int rc = RunKernels(o, full, w); rc != 0) return rc;
+      if (int rc = o.lora_a > 0 ? RunLoraA(o, w) : RunKernels(o, full, w); rc != 0) return rc;
       continue;
     }
     if (Status s = ops.Upload(w); !s.ok()) {
@@ -304,6 +371,10 @@ int main(int argc, char** argv) {
   app.add_flag("--kernels", o.kernels,
                "Time each bf16 projection shape through each prefill kernel (mma.sync, wgmma 128x256 / 128x160 / "
                "128x128, cuBLAS) instead, and up to 64 rows the decode form too");
+  app.add_option("--lora-a", o.lora_a,
+                 "Time a LoRA adapter's A products of this rank at each distinct K (one module and four stacked) "
+                 "in the split form and the summed split form instead")
+      ->check(CLI::Range(8, 4096));
   CLI11_PARSE(app, argc, argv);
   return graft::Run(o);
 }

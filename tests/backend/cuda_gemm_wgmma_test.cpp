@@ -212,6 +212,63 @@ TEST(GemmWgmma, SplitKIsTheMmaSyncSplitsBits) {
   }
 }
 
+// The summed split form (a LoRA A product at prefill sizes): bit for bit the mma.sync kernel's
+// slices summed in ascending order and rounded once to bf16 (MatMulSplitK then
+// SumSplitsBf16Blocks), into one block or several stacked ones (q|k|v's, Qwen3.5's 48-wide b / a
+// beside wider ones) — one slice, five, a last slice shorter and no multiple of 64, partial row
+// tiles, N no multiple of 128; nothing written past each block. Bad blocks are refused by name.
+TEST(GemmWgmma, SplitKSumIsTheSlicesSummedInOrderBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(53);
+  struct Case {
+    int m, k, split;
+    std::vector<int64_t> starts;
+  };
+  for (const Case& c : std::vector<Case>{{33, 5120, 1024, {0, 256}},
+                                         {300, 5120, 1024, {0, 256, 512, 768}},
+                                         {1100, 2056, 1024, {0, 64, 112, 160}},
+                                         {129, 1000, 1024, {0, 48}},
+                                         {4100, 17408, 1024, {0, 256}}}) {
+    const int blocks = static_cast<int>(c.starts.size()) - 1;
+    const int64_t n = c.starts.back();
+    SCOPED_TRACE(::testing::Message() << c.m << "x" << n << "x" << c.k << " in " << blocks << " blocks");
+    const int64_t slices = (c.k + c.split - 1) / c.split;
+    Buf<uint16_t> x(RandomBf16(static_cast<size_t>(c.m) * c.k, rng, 1.0f)), w(RandomBf16(static_cast<size_t>(n) * c.k, rng, 0.05f));
+    Buf<float> part(static_cast<size_t>(slices * c.m * n));
+    ASSERT_TRUE(cuda::GemmPipeMmaSync(x.p, c.m, w.p, n, c.k, part.p, n, false, nullptr, c.split).ok());
+    const auto p = part.Get();
+    const size_t guard = 64;  // words past the last block: never written
+    std::vector<uint16_t> canary(static_cast<size_t>(c.m * n) + guard, 0xFFFFu);
+    Buf<uint16_t> got(canary);
+    const Status st = cuda::GemmWgmmaSplitKSum(x.p, c.m, w.p, n, c.k, c.split, c.starts.data(), blocks, got.p, nullptr);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    const auto g = got.Get();
+    for (int b = 0; b < blocks; ++b) {
+      const int64_t lo = c.starts[static_cast<size_t>(b)], width = c.starts[static_cast<size_t>(b) + 1] - lo;
+      for (int64_t r = 0; r < c.m; ++r) {
+        for (int64_t j = 0; j < width; ++j) {
+          const int64_t e = r * n + lo + j;
+          float sum = p[static_cast<size_t>(e)];
+          for (int64_t z = 1; z < slices; ++z) sum = sum + p[static_cast<size_t>(z * c.m * n + e)];
+          const uint16_t want = FloatToBf16(sum);
+          ASSERT_EQ(g[static_cast<size_t>(c.m * lo + r * width + j)], want)
+              << "block " << b << " row " << r << " col " << j << ": " << sum;
+        }
+      }
+    }
+    for (size_t e = static_cast<size_t>(c.m * n); e < g.size(); ++e) ASSERT_EQ(g[e], 0xFFFFu) << "wrote past the blocks";
+  }
+  Buf<uint16_t> x(size_t{130} * 256), w(size_t{64} * 256), y(size_t{130} * 64);
+  const int64_t bad_end[2] = {0, 60}, bad_order[4] = {0, 40, 30, 64};
+  const int64_t whole[2] = {0, 64};
+  EXPECT_NE(cuda::GemmWgmmaSplitKSum(x.p, 130, w.p, 64, 256, 1024, bad_end, 1, y.p, nullptr).message().find("blocks from output 0 to N"),
+            std::string::npos);
+  EXPECT_NE(cuda::GemmWgmmaSplitKSum(x.p, 130, w.p, 64, 256, 1024, bad_order, 3, y.p, nullptr).message().find("out of order"),
+            std::string::npos);
+  EXPECT_NE(cuda::GemmWgmmaSplitKSum(x.p, 130, w.p, 64, 256, 100, whole, 1, y.p, nullptr).message().find("multiple of 64"),
+            std::string::npos);
+}
+
 // The decode form's LoRA epilogue (GemmDecodeAddRows): bit for bit its rounded product then
 // LoraScatterAdd, into rows picked by a map (a gathered adapter's) or in order, at every decode
 // row count's shape, narrow (48 outputs: Qwen3.5's b / a gates) and wide; y's other rows and

@@ -391,7 +391,8 @@ TEST_P(CudaInvariance, GraphReplayedDecodeStepsAreTheEagerBits) {
     }
     for (int i = 0; i < 4; ++i) b.Add(&st[i], prompts[i].data(), static_cast<int>(prompts[i].size()), slots[i]);
     b.logits = LogitRows::None();
-    ASSERT_TRUE(model_->Forward(*cuda, b, set_, nullptr).ok());
+    const Status ran = model_->Forward(*cuda, b, set_, nullptr);
+    ASSERT_TRUE(ran.ok()) << ran.ToString();
   };
   std::vector<SequenceState> eager, graphed, picked;
   start(eager);
@@ -844,7 +845,8 @@ void ExpectFusedBits(CudaOps& cuda, std::mt19937& rng, int64_t m, int64_t in_w, 
   EXPECT_EQ(cuda.Mark(), held) << "the fused op hands its scratch back";
   EXPECT_EQ(cuda.op_profile()->Calls(op) > before, want_fused) << op;
   reference(dx, want_d);
-  ASSERT_TRUE(cuda.TakeError().ok());
+  const Status error = cuda.TakeError();
+  ASSERT_TRUE(error.ok()) << error.ToString();
   std::vector<float> got(static_cast<size_t>(m * out_w)), want(got.size());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(got.data(), got_d, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);

@@ -177,15 +177,20 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<co
     if (Failed() || wa == nullptr || wb == nullptr) return;
     // The down projection has only `rank` outputs: on the tensor cores it runs split along K
     // (slices fixed by K alone, summed in order) so that even one row spreads over the GPU.
-    const int64_t splits = tensor ? (wa->cols + cuda::SplitKColumns(wa->cols) - 1) / cuda::SplitKColumns(wa->cols) : 0;
-    float* partial = tensor && ready[mi] == nullptr ? AllocRaw(splits * ms * m.rank) : nullptr;
     // (With --gemm cublas the B product stays with DevMatMul, which gives it to cuBLAS as it
     // does the base's products; the split A product has no cuBLAS form.)
     const bool bf16_a = tensor && cuda::Bf16FormsFit(ms, *wa, a.k);
     const bool bf16_b = tensor && !cublas_ && cuda::Bf16FormsFit(ms, *wb, m.rank);
+    // Both factors bf16 past the decode form's rows: the slices summed inside the A product.
+    const bool summed = bf16_a && bf16_b && cuda::SplitKSumFits(ms, *wa, a.k, xsb);
+    const int64_t splits = tensor ? (wa->cols + cuda::SplitKColumns(wa->cols) - 1) / cuda::SplitKColumns(wa->cols) : 0;
+    float* partial = tensor && ready[mi] == nullptr && !summed ? AllocRaw(splits * ms * m.rank) : nullptr;
     // The B product and its scatter-add as one decode-form launch (64 rows and fewer, B one bf16
-    // tensor): LoraScatterAdd's arithmetic on the product's rounded outputs, the same bits.
-    const bool add_rows = bf16_b && ms <= cuda::kDecodeMaxRows && wb->cols == m.rank && bf16();
+    // tensor of a shape the decode form takes — Bf16FormsFit at one row: past 32 rows bf16_b is the
+    // prefill form's, which takes ranks the decode form does not): LoraScatterAdd's arithmetic on
+    // the product's rounded outputs, the same bits.
+    const bool add_rows = bf16_b && ms <= cuda::kDecodeMaxRows && cuda::Bf16FormsFit(1, *wb, m.rank) &&
+                          wb->cols == m.rank && bf16();
     float* u = add_rows ? nullptr : AllocRaw(int64_t{ms} * m.b.rows);
     const int64_t split_scratch = tensor && !bf16_a ? cuda::MatMulSplitKScratchBytes(ms, *wa) : 0;
     void* xb = split_scratch > 0 ? AllocRaw((split_scratch + 3) / 4) : nullptr;
@@ -199,6 +204,9 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<co
     Sign(18, wa->data, wb->data, t, u, m.rank, m.scale, m.row_offset, a.y, a.y_stride, partial, xb, bf16_a, bf16_b, tb, add_rows);
     if (!tensor) {
       DevMatMul(xs, ms, *wa, t, m.rank, /*round_output=*/true);
+    } else if (ready[mi] == nullptr && summed) {
+      const int64_t whole[2] = {0, wa->rows};
+      if (Launches()) Note(cuda::MatMulSplitKSumBf16(xsb, ms, *wa, whole, 1, tb_sum, stream_));
     } else if (ready[mi] == nullptr && Launches()) {
       if (bf16_a) Note(cuda::MatMulBf16(xsb, a.k, ms, *wa, partial, m.rank, false, /*split_k=*/true, stream_));
       else Note(cuda::MatMulSplitK(split_a ? xs3 : xs, ms, *wa, partial, stream_, xb));
@@ -450,13 +458,19 @@ std::vector<const uint16_t*> CudaOps::LoraTs(const uint16_t* xb, int64_t k, int6
     auto* tb = reinterpret_cast<uint16_t*>(AllocRaw((m * all.rows + 1) / 2));
     if (Failed()) return out;
     const size_t inner = Mark();  // the slices' partials are spent once tb is enqueued
+    // Past the decode form's rows the slices are summed inside the product (no partials).
+    const bool summed = cuda::SplitKSumFits(m, all, k, xb);
     const int64_t splits = (all.cols + cuda::SplitKColumns(all.cols) - 1) / cuda::SplitKColumns(all.cols);
-    float* partial = AllocRaw(splits * m * all.rows);
+    float* partial = summed ? nullptr : AllocRaw(splits * m * all.rows);
     if (Failed()) return out;
     Sign(40, xb, k, m, all.data, all.rows, tb, partial, blocks);
     if (Launches()) {
-      Note(cuda::MatMulBf16(xb, k, m, all, partial, all.rows, false, /*split_k=*/true, stream_));
-      Note(cuda::SumSplitsBf16Blocks(partial, m, all, starts, blocks, tb, stream_));
+      if (summed) {
+        Note(cuda::MatMulSplitKSumBf16(xb, m, all, starts, blocks, tb, stream_));
+      } else {
+        Note(cuda::MatMulBf16(xb, k, m, all, partial, all.rows, false, /*split_k=*/true, stream_));
+        Note(cuda::SumSplitsBf16Blocks(partial, m, all, starts, blocks, tb, stream_));
+      }
       stacked_lora_products_ += blocks > 1;
     }
     Release(inner);

@@ -46,6 +46,21 @@ struct LoraSegs {
   int32_t slot;
 };
 
+// The summed split form's outputs (GemmWgmmaSplitKSum): block b's columns [starts[b], starts[b + 1])
+// as a [m, width] bf16 array at y + m starts[b].
+struct SumOut {
+  int64_t starts[kWgmmaMaxSumBlocks + 1];
+  int count;
+};
+
+// kSum: a slice's accumulator into the running sum of the slices before it (SumSplits' order: the
+// first slice's is the sum, each later one added to it).
+template <int kN>
+__device__ __forceinline__ void FoldSlice(float (&total)[kN], const float (&acc)[kN], bool first) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) total[i] = first ? acc[i] : __fadd_rn(total[i], acc[i]);
+}
+
 // The segments a tile of outputs [col0, col0 + width) overlaps, one bit each.
 __device__ __forceinline__ unsigned SegmentsOf(const LoraSegs& l, int col0, int width) {
   unsigned mask = 0;
@@ -121,12 +136,18 @@ __device__ __forceinline__ void TileAt(int id, int mtiles, int ntiles, int& row0
 // every tile runs segment 0's rank stages into its gate half of that accumulator and segment 1's
 // into its up half (a stage: t's rows and one box of B's rows), then SiluMul's arithmetic on the two
 // sums r(r(base) + r(r(delta) · scale)); a segment of no stages adds nothing.
-template <int kBN, bool kSwiGlu, bool kLora>
+// kSum (GemmWgmmaSplitKSum; slice_steps > 0): a tile runs all of K, its accumulator zeroed at
+// every slice of slice_steps stages and folded into a running sum at the slice's end (FoldSlice),
+// and the epilogue writes the sums rounded to bf16 into `sum_out`'s blocks — the split form's
+// slices and SumSplitsBf16Blocks in one pass, no partials through memory.
+template <int kBN, bool kSwiGlu, bool kLora, bool kSum = false>
 __global__ void __launch_bounds__(kThreads, 1)
     GemmWgmmaKernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w, int64_t m,
                     int64_t n, int64_t k, void* __restrict__ yv, int64_t ldy, bool round_bf16, bool vec2, int mtiles,
-                    int ntiles, const __grid_constant__ LoraSegs lora, int slice_steps) {
+                    int ntiles, const __grid_constant__ LoraSegs lora, int slice_steps,
+                    const __grid_constant__ SumOut sum_out) {
   static_assert(!kSwiGlu || kBN == 256 || kBN == 272, "the gated form pairs two 128- or 136-row boxes");
+  static_assert(!kSum || (kBN == 128 && !kSwiGlu && !kLora), "the summed split form: 128-wide tiles, no epilogue extras");
   constexpr int kColsOut = kSwiGlu ? kBN / 2 : kBN;  // output columns a tile
   using S = Shape<kBN>;
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
@@ -142,12 +163,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   // slice_steps > 0 (the split form): K in slices of that many stages, each tile of each slice
   // its own item (slice-major), its product from zero into its slice's outputs.
+  // kSum: a tile is one item over all of K (its slices summed as they end).
+  const bool sliced_items = slice_steps > 0 && !kSum;
   const int tiles = mtiles * ntiles, all_steps = static_cast<int>((k + kBK - 1) / kBK);
-  const int slices = slice_steps > 0 ? (all_steps + slice_steps - 1) / slice_steps : 1, items = tiles * slices;
+  const int slices = sliced_items ? (all_steps + slice_steps - 1) / slice_steps : 1, items = tiles * slices;
   auto slice_of = [&](int id, int& kb0) {  // the item's tile, its first K stage and stage count
     const int sl = id / tiles;
-    kb0 = slice_steps > 0 ? sl * slice_steps : 0;
-    return slice_steps > 0 ? min(all_steps - kb0, slice_steps) : all_steps;
+    kb0 = sliced_items ? sl * slice_steps : 0;
+    return sliced_items ? min(all_steps - kb0, slice_steps) : all_steps;
   };
 
   if (wg == 0) {
@@ -197,6 +220,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int c = wg - 1, warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   float acc[kBN / 2];
   unsigned based[kBN / 4];  // kLora: the base product's rounded outputs, bf16 pairs
+  float total[kSum ? kBN / 2 : 1];  // kSum: the slices' running sum
   int it = 0;
   for (int id = blockIdx.x; id < items; id += gridDim.x) {
     int row0, col0, kb0;
@@ -219,6 +243,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto& up_acc = *reinterpret_cast<float(*)[kBN / 4]>(&acc[kBN / 4]);
     int prev = -1;  // the slot whose products are still in flight
     for (int kb = 0; kb < steps; ++kb, ++it) {
+      if constexpr (kSum) {
+        if (kb > 0 && kb % slice_steps == 0) {  // a slice ends: into the sum; the next starts at zero
+          WgmmaWait<0>();
+          FenceAccumulators(acc);
+          if (lane == 0) MbarArrive(&empty[prev]);
+          prev = -1;
+          FoldSlice(total, acc, kb == slice_steps);
+#pragma unroll
+          for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+        }
+      }
       if constexpr (kLora) {
         if (kb == ksteps) {  // the base product is done: keep it rounded, start the delta's chain at zero
           WgmmaWait<0>();
@@ -307,6 +342,27 @@ __global__ void __launch_bounds__(kThreads, 1)
       FenceAccumulators(acc);
     }
     if (lane == 0 && prev >= 0) MbarArrive(&empty[prev]);
+    if constexpr (kSum) {
+      FoldSlice(total, acc, steps <= slice_steps);  // the last slice (or the only one)
+      auto* y = static_cast<__nv_bfloat16*>(yv);
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int64_t col = int64_t{col0} + 8 * j + 2 * t + e;
+          if (col >= n) continue;
+          int b = 0;
+          while (b + 1 < sum_out.count && col >= sum_out.starts[b + 1]) ++b;
+          const int64_t lo = sum_out.starts[b], width = sum_out.starts[b + 1] - lo;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int64_t r = h == 0 ? r_lo : r_hi;
+            if (r < m) y[m * lo + r * width + (col - lo)] = __float2bfloat16_rn(total[4 * j + 2 * h + e]);
+          }
+        }
+      }
+      continue;
+    }
     if constexpr (kSwiGlu) {
       // Gate output 8j + 2t + e and its up output kBN / 2 + 8j + 2t + e are in the same thread:
       // acc[4j + e'] and acc[4(j + kBN / 16) + e'] (at 272, the two boxes' wgmmas laid out so) —
@@ -416,13 +472,15 @@ int Multiprocessors() {
 
 // n: the product's outputs, or with kSwiGlu the activation's width (w then has 2n rows).
 // slice_steps > 0: the split form (K in slices of that many 64-wide stages; GemmWgmmaSplitK).
-template <int kBN, bool kSwiGlu, bool kLora = false>
+// kSum: the summed split form (`sum`: its output blocks; slice_steps > 0).
+template <int kBN, bool kSwiGlu, bool kLora = false, bool kSum = false>
 Status Launch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, void* y, int64_t ldy,
-              bool round_output, int sms, cudaStream_t s, const LoraSegs* lora = nullptr, int slice_steps = 0) {
+              bool round_output, int sms, cudaStream_t s, const LoraSegs* lora = nullptr, int slice_steps = 0,
+              const SumOut* sum = nullptr) {
   using S = Shape<kBN>;
   constexpr int kColsOut = kSwiGlu ? kBN / 2 : kBN;
   static const cudaError_t ready = cudaFuncSetAttribute(
-      GemmWgmmaKernel<kBN, kSwiGlu, kLora>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmem));
+      GemmWgmmaKernel<kBN, kSwiGlu, kLora, kSum>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmem));
   if (ready != cudaSuccess) return Internal(std::string("cuda GemmWgmma: shared memory: ") + cudaGetErrorString(ready));
   const int64_t mtiles = (m + kBM - 1) / kBM, ntiles = (n + kColsOut - 1) / kColsOut;
   if (mtiles * ntiles > (int64_t{1} << 31) - 1 || kGroupM * ntiles > (int64_t{1} << 30) || m > (int64_t{1} << 31) - 1 ||
@@ -434,15 +492,20 @@ Status Launch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64
   GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&map_w, w, 2, kSwiGlu ? 2 * n : n, k, kBK, kColsOut, "GemmWgmma"));
   const int64_t align = kSwiGlu ? 4 : 8;  // a pair of outputs: bf16x2 or float2
   const bool vec2 = ldy % 2 == 0 && reinterpret_cast<uintptr_t>(y) % align == 0;
-  const int64_t ksteps = (k + kBK - 1) / kBK, slices = slice_steps > 0 ? (ksteps + slice_steps - 1) / slice_steps : 1;
+  const int64_t ksteps = (k + kBK - 1) / kBK,
+                slices = slice_steps > 0 && !kSum ? (ksteps + slice_steps - 1) / slice_steps : 1;
   const int64_t items = mtiles * ntiles * slices;
   if (items > (int64_t{1} << 31) - 1) return InvalidArgument("cuda GemmWgmma: too many output tiles for one launch");
   const unsigned grid = static_cast<unsigned>(items < sms ? items : sms);
   static const LoraSegs kNone{};
-  LaunchSerialized(GemmWgmmaKernel<kBN, kSwiGlu, kLora>, grid, kThreads, S::kSmem, s, map_x, map_w, m, n, k, y, ldy,
-                   round_output, vec2, static_cast<int>(mtiles), static_cast<int>(ntiles), lora ? *lora : kNone,
-                   slice_steps);
-  return Launched(kSwiGlu ? (kLora ? "GemmWgmmaSwiGluLora" : "GemmWgmmaSwiGlu") : kLora ? "GemmWgmmaLora" : "GemmWgmma");
+  static const SumOut kNoSum{};
+  LaunchSerialized(GemmWgmmaKernel<kBN, kSwiGlu, kLora, kSum>, grid, kThreads, S::kSmem, s, map_x, map_w, m, n, k, y,
+                   ldy, round_output, vec2, static_cast<int>(mtiles), static_cast<int>(ntiles), lora ? *lora : kNone,
+                   slice_steps, sum ? *sum : kNoSum);
+  return Launched(kSum      ? "GemmWgmmaSplitKSum"
+                  : kSwiGlu ? (kLora ? "GemmWgmmaSwiGluLora" : "GemmWgmmaSwiGlu")
+                  : kLora   ? "GemmWgmmaLora"
+                            : "GemmWgmma");
 }
 
 }  // namespace
@@ -565,6 +628,29 @@ Status GemmWgmmaSplitK(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t
     case WgmmaForm::kTile128x128: return Launch<128, false>(xb, m, w, n, k, y, ldy, false, sms, s, nullptr, slice_steps);
   }
   return Internal("cuda GemmWgmmaSplitK: unknown tile form");
+}
+
+Status GemmWgmmaSplitKSum(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, int64_t split_k,
+                          const int64_t* starts, int blocks, uint16_t* y, void* stream) {
+  if (!GemmWgmmaFits(m, n, k, xb, w) || split_k < kBK || split_k % kBK != 0) {
+    return InvalidArgument("cuda GemmWgmmaSplitKSum: needs m, N >= 1, K % 8 == 0, 16-byte aligned operands and "
+                           "slices a positive multiple of 64 columns");
+  }
+  if (blocks < 1 || blocks > kWgmmaMaxSumBlocks || starts[0] != 0 || starts[blocks] != n) {
+    return InvalidArgument("cuda GemmWgmmaSplitKSum: 1 to " + std::to_string(kWgmmaMaxSumBlocks) +
+                           " blocks from output 0 to N");
+  }
+  SumOut out{};
+  out.count = blocks;
+  for (int i = 0; i <= blocks; ++i) {
+    if (i > 0 && starts[i] <= starts[i - 1]) return InvalidArgument("cuda GemmWgmmaSplitKSum: blocks out of order or empty");
+    out.starts[i] = starts[i];
+  }
+  const int sms = Multiprocessors();
+  if (sms <= 0) return Internal("cuda GemmWgmmaSplitKSum: no multiprocessor count for the current device");
+  const int slice_steps = static_cast<int>(std::min<int64_t>(split_k, (k + kBK - 1) / kBK * kBK) / kBK);
+  return Launch<128, false, false, true>(xb, m, w, n, k, y, n, false, sms, static_cast<cudaStream_t>(stream), nullptr,
+                                         slice_steps, &out);
 }
 
 Status GemmWgmmaSwiGlu(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,

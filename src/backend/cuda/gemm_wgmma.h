@@ -48,6 +48,19 @@ Status GemmWgmma(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, in
 Status GemmWgmmaSplitK(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, int64_t split_k,
                        float* y, int64_t ldy, void* stream, const WgmmaForm* form = nullptr);
 
+// The split form with its slices summed in the kernel (GemmWgmmaSplitK then matmul.h's
+// SumSplitsBf16Blocks, in one launch and without the partials going through memory): each output
+// keeps one fp32 accumulator for the slice at hand, zeroed at the slice's start, over its
+// ascending 16-wide steps — GemmWgmmaSplitK's slice products — and adds it at the slice's end to
+// the sum of the slices before (the first slice's is the sum), SumSplits' ascending order; the sum
+// is rounded once to bf16 into y: block b (outputs starts[b] <= c < starts[b + 1], starts[0] = 0,
+// starts[blocks] = N) as a [m, width] array at y + m starts[b]. A LoRA module's t = r(x · Aᵀ),
+// several stacked factors' at once, with every tile over all of K (no tile per slice). 128 x 128
+// tiles (the running sums beside the accumulators). 1 <= blocks <= kWgmmaMaxSumBlocks.
+inline constexpr int kWgmmaMaxSumBlocks = 8;
+Status GemmWgmmaSplitKSum(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, int64_t split_k,
+                          const int64_t* starts, int blocks, uint16_t* y, void* stream);
+
 // A LoRA module's delta fused into the product (the contract of Ops::MatMulLora, weights/lora.h):
 // for the output columns [col_begin, col_begin + cols) the tiles that hold them run, after the base
 // product's K steps, the delta's own — t[m, rank] · Bᵀ, B [cols, rank], ascending 16-wide rank

@@ -10,6 +10,7 @@
 #include "backend/cuda/gemm_decode.h"
 #include "backend/cuda/gemm_decode_w4.h"
 #include "backend/cuda/gemm_pipe.h"
+#include "backend/cuda/gemm_wgmma.h"
 #include "backend/cuda/launched.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/matmul.h"
@@ -718,6 +719,24 @@ Status SumSplitsInto(const float* partial, int64_t m, const DevWeight& w, float*
   LaunchPdl(SumSplitsKernel, static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0,
             static_cast<cudaStream_t>(stream), partial, splits, m, w.rows, y, ldy, round_output);
   return Launched("SumSplits");
+}
+
+static_assert(kMaxSumBlocks <= kWgmmaMaxSumBlocks, "the summed split form takes every stack SumSplitsBf16Blocks does");
+
+bool SplitKSumFits(int64_t m, const DevWeight& w, int64_t x_cols, const void* xb) {
+  // Its tiles run all of K each: with fewer than a quarter of the multiprocessors' worth (16 tiles:
+  // a 1K-row product of rank 256) the split form's slice-tiles are faster despite the partials; from
+  // 64 tiles on it is 1.4-2.3x faster (H100, K 5,120 to 17,408, 1K and 4K rows).
+  const int64_t tiles = (m + 127) / 128 * ((w.rows + 127) / 128);
+  return m > kDecodeFormRows && w.bf16 && x_cols == w.cols && GemmWgmmaFits(m, w.rows, w.cols, xb, w.data) &&
+         4 * tiles >= WgmmaMultiprocessors();
+}
+
+Status MatMulSplitKSumBf16(const uint16_t* xb, int64_t m, const DevWeight& w, const int64_t* starts, int blocks,
+                           uint16_t* y, void* stream) {
+  if (!SplitKSumFits(m, w, w.cols, xb)) return InvalidArgument("cuda MatMulSplitKSumBf16: the summed split form does not take this shape");
+  return GemmWgmmaSplitKSum(xb, m, static_cast<const uint16_t*>(w.data), w.rows, w.cols, SplitKColumns(w.cols), starts,
+                            blocks, y, stream);
 }
 
 Status SumSplitsBf16(const float* partial, int64_t m, const DevWeight& w, uint16_t* y, void* stream) {

@@ -109,6 +109,14 @@ Status SumSplitsBf16(const float* partial, int64_t m, const DevWeight& w, uint16
 inline constexpr int kMaxSumBlocks = 8;
 Status SumSplitsBf16Blocks(const float* partial, int64_t m, const DevWeight& w, const int64_t* starts, int blocks,
                            uint16_t* y, void* stream);
+// MatMulBf16(split_k = true) then SumSplitsBf16Blocks in one launch where the summed split form
+// takes it (gemm_wgmma.h's GemmWgmmaSplitKSum: the same bits, no partials through memory): more
+// than kDecodeFormRows rows, x read as it is (x_cols == K), w one dense bf16 tensor the wgmma
+// GEMM takes, and 128 x 128 output tiles for at least a quarter of the multiprocessors (fewer: the
+// split form is faster). A LoRA module's t = r(x · Aᵀ) at prefill sizes, several stacked factors' at once.
+bool SplitKSumFits(int64_t m, const DevWeight& w, int64_t x_cols, const void* xb);
+Status MatMulSplitKSumBf16(const uint16_t* xb, int64_t m, const DevWeight& w, const int64_t* starts, int blocks,
+                           uint16_t* y, void* stream);
 // SumSplits into y with rows ldy (>= N) apart: one tensor of a fused weight filling its columns.
 Status SumSplitsInto(const float* partial, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
                      void* stream);
