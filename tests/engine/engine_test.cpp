@@ -803,6 +803,34 @@ std::function<void()> HoldEngine(Engine& engine) {
   return [release] { release->set_value(); };
 }
 
+// Each of ds on an idle engine of its own (a cold cache), on the base: the bits each gets alone.
+// Empty after a failure (reported).
+std::vector<DecisionResult> DecideEachAlone(Wrapper& w, const EngineConfig& cfg, const std::vector<DecisionRequest>& ds) {
+  std::vector<DecisionResult> out;
+  AdapterSet none;
+  for (const auto& d : ds) {
+    Engine idle(cfg, *w.model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *w.tok, *w.tmpl, none);
+    Result<DecisionResult> r = idle.Decide(d, 0);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return {};
+    out.push_back(std::move(r).value());
+  }
+  return out;
+}
+
+// Every one of ds queued on `engine` at once (the base); their results, in order (one that could
+// not be queued: the refusal).
+std::vector<std::future<Result<DecisionResult>>> DecideAll(Engine& engine, const std::vector<DecisionRequest>& ds) {
+  std::vector<std::future<Result<DecisionResult>>> out;
+  for (const auto& d : ds) {
+    auto p = std::make_shared<std::promise<Result<DecisionResult>>>();
+    out.push_back(p->get_future());
+    const Status queued = engine.DecideAsync(d, 0, [p](Result<DecisionResult> r) { p->set_value(std::move(r)); });
+    if (!queued.ok()) p->set_value(queued);  // (its callback never runs then)
+  }
+  return out;
+}
+
 // Decisions queued together run together: their records' pieces and their questions share steps
 // (all four in one step, with no chunk limit), and each gets the bits it gets alone. Four on one
 // record: one computes it, the other three wait for it and continue from the prefix cache, all
@@ -824,24 +852,17 @@ TEST(Engine, DecisionsInProgressShareSteps) {
       d.questions.push_back({"s", "Status class?", {"2xx", "4xx", "5xx"}});
       ds.push_back(d);
     }
-    std::vector<Result<DecisionResult>> alone;
-    for (const auto& d : ds) {
-      Engine idle(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
-      alone.push_back(idle.Decide(d, 0));
-      ASSERT_TRUE(alone.back().ok()) << alone.back().status().ToString();
-    }
+    const std::vector<DecisionResult> alone = DecideEachAlone(w, cfg, ds);
+    ASSERT_EQ(alone.size(), ds.size());
     Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
     auto release = HoldEngine(engine);
-    std::vector<std::promise<Result<DecisionResult>>> done(ds.size());
-    for (size_t i = 0; i < ds.size(); ++i) {
-      ASSERT_TRUE(engine.DecideAsync(ds[i], 0, [&done, i](Result<DecisionResult> r) { done[i].set_value(std::move(r)); }).ok());
-    }
+    std::vector<std::future<Result<DecisionResult>>> done = DecideAll(engine, ds);
     release();
     int cached = 0;
     for (size_t i = 0; i < ds.size(); ++i) {
-      auto got = done[i].get_future().get();
+      auto got = done[i].get();
       ASSERT_TRUE(got.ok()) << got.status().ToString();
-      ExpectSameScores(*got, *alone[i], fmt::format("decision {}", i));
+      ExpectSameScores(*got, alone[i], fmt::format("decision {}", i));
       if (got->cached_tokens > 0) {
         EXPECT_EQ(got->cached_tokens, got->record_tokens);
         ++cached;
@@ -852,7 +873,6 @@ TEST(Engine, DecisionsInProgressShareSteps) {
     EXPECT_EQ(cached, shared ? 3 : 0) << "the shared record computed once";
     EXPECT_EQ(st.most_step_decisions, 4) << "decisions with rows in one step";
     EXPECT_EQ(st.decision_restarts, 0);
-    engine.Stop();
   }
 }
 
@@ -876,12 +896,8 @@ TEST(Engine, DecisionsBesideChatShareTheStepBudget) {
     d.questions.push_back({"s", "Status class?", {"2xx", "4xx", "5xx"}});
     ds.push_back(d);
   }
-  std::vector<Result<DecisionResult>> alone;
-  for (const auto& d : ds) {
-    Engine idle(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
-    alone.push_back(idle.Decide(d, 0));
-    ASSERT_TRUE(alone.back().ok()) << alone.back().status().ToString();
-  }
+  const std::vector<DecisionResult> alone = DecideEachAlone(w, cfg, ds);
+  ASSERT_EQ(alone.size(), ds.size());
   Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
   auto started = std::make_shared<std::promise<void>>();
   auto finished = std::make_shared<std::promise<void>>();
@@ -896,14 +912,11 @@ TEST(Engine, DecisionsBesideChatShareTheStepBudget) {
   ASSERT_TRUE(engine.Submit(std::move(r)).ok());
   started->get_future().wait();
   engine.ForgetSlowestSteps();
-  std::vector<std::promise<Result<DecisionResult>>> done(ds.size());
+  std::vector<std::future<Result<DecisionResult>>> done = DecideAll(engine, ds);
   for (size_t i = 0; i < ds.size(); ++i) {
-    ASSERT_TRUE(engine.DecideAsync(ds[i], 0, [&done, i](Result<DecisionResult> res) { done[i].set_value(std::move(res)); }).ok());
-  }
-  for (size_t i = 0; i < ds.size(); ++i) {
-    auto got = done[i].get_future().get();
+    auto got = done[i].get();
     ASSERT_TRUE(got.ok()) << got.status().ToString();
-    ExpectSameScores(*got, *alone[i], fmt::format("decision {} beside chat", i));
+    ExpectSameScores(*got, alone[i], fmt::format("decision {} beside chat", i));
   }
   const EngineStats st = engine.Stats();
   finished->get_future().wait();
@@ -936,30 +949,23 @@ TEST(Engine, ADecisionShortOfPoolRoomStartsOverLaterWithTheSameBits) {
     ds.push_back(d);
   }
   EngineConfig cfg;  // no chunk limit: both records in one step
-  std::vector<Result<DecisionResult>> alone;
-  for (const auto& d : ds) {
-    Engine idle(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
-    alone.push_back(idle.Decide(d, 0));
-    ASSERT_TRUE(alone.back().ok()) << alone.back().status().ToString();
-  }
+  const std::vector<DecisionResult> alone = DecideEachAlone(w, cfg, ds);
+  ASSERT_EQ(alone.size(), ds.size());
   const int64_t page = cfg.page_size;
   auto pages = [&](int64_t tokens) { return (tokens + page - 1) / page; };
-  const int64_t record_pages = std::max(pages(alone[0]->record_tokens), pages(alone[1]->record_tokens));
-  const int64_t run_pages = alone[0]->question_tokens / page + 2;
+  const int64_t record_pages = std::max(pages(alone[0].record_tokens), pages(alone[1].record_tokens));
+  const int64_t run_pages = alone[0].question_tokens / page + 2;
   ASSERT_GT(run_pages, 16 + 1) << "a question longer than the margins (the test's premise)";
   // Two records with their margins, and one run's pages: the second run does not fit.
   cfg.decision_kv_tokens = (2 * (record_pages + DecisionScorer::kQuestionPagesAhead) + run_pages + 1) * page;
   Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
   auto release = HoldEngine(engine);
-  std::vector<std::promise<Result<DecisionResult>>> done(ds.size());
-  for (size_t i = 0; i < ds.size(); ++i) {
-    ASSERT_TRUE(engine.DecideAsync(ds[i], 0, [&done, i](Result<DecisionResult> r) { done[i].set_value(std::move(r)); }).ok());
-  }
+  std::vector<std::future<Result<DecisionResult>>> done = DecideAll(engine, ds);
   release();
   for (size_t i = 0; i < ds.size(); ++i) {
-    auto got = done[i].get_future().get();
+    auto got = done[i].get();
     ASSERT_TRUE(got.ok()) << "decision " << i << ": " << got.status().ToString();
-    ExpectSameScores(*got, *alone[i], fmt::format("decision {}", i));
+    ExpectSameScores(*got, alone[i], fmt::format("decision {}", i));
   }
   EXPECT_GE(engine.Stats().decision_restarts, 1);
   EXPECT_GE(engine.Stats().most_step_decisions, 2);
