@@ -457,13 +457,16 @@ bool Engine::DecisionRoom(const DecisionJob& j) {
 }
 
 void Engine::StartDecisions() {
+  // Those whose client went away end first, wherever they wait.
+  for (size_t i = 0; i < waiting_.size();) {
+    if (waiting_[i]->cancelled->load()) {
+      FinishDecision(*waiting_[i], Cancelled("the client went away before the decision was done"));  // (erases it)
+    } else {
+      ++i;
+    }
+  }
   for (auto it = waiting_.begin(); it != waiting_.end() && static_cast<int>(active_.size()) < cfg_.max_decisions;) {
     DecisionJob& j = **it;
-    if (j.cancelled->load()) {
-      FinishDecision(j, Cancelled("the client went away before the decision was done"));
-      it = waiting_.begin();  // (FinishDecision erased it)
-      continue;
-    }
     if (!j.task) {
       Result<DecisionTask> t = scorer_.Begin(j.request, j.slot, true, j.cancelled.get());
       if (!t.ok()) {

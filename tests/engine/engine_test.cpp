@@ -928,6 +928,44 @@ TEST(Engine, DecisionsBesideChatShareTheStepBudget) {
   engine.Stop();
 }
 
+// A queued decision whose client went away ends kCancelled at once, not when its turn comes:
+// behind a long one with one decision at a time, it is answered before anything else.
+TEST(Engine, AWaitingDecisionWhoseClientLeftEndsAtOnce) {
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
+  AdapterSet none;
+  EngineConfig cfg;
+  cfg.max_decisions = 1;
+  cfg.decision_prefill_chunk = 64;
+  Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  auto release = HoldEngine(engine);
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<std::promise<Result<DecisionResult>>> done(3);
+  auto gone = std::make_shared<std::atomic<bool>>(false);
+  for (int i = 0; i < 3; ++i) {
+    const DecisionRequest d = i == 0 ? PagesDecision() : SmallDecision();
+    ASSERT_TRUE(engine.DecideAsync(d, 0, [&, i](Result<DecisionResult> r) {
+      {
+        std::lock_guard<std::mutex> l(mu);
+        order.push_back(i);
+      }
+      done[static_cast<size_t>(i)].set_value(std::move(r));
+    }, i == 2 ? gone : nullptr).ok());
+  }
+  gone->store(true);
+  release();
+  const auto cancelled = done[2].get_future().get();
+  ASSERT_FALSE(cancelled.ok());
+  EXPECT_EQ(cancelled.status().code(), StatusCode::kCancelled);
+  EXPECT_TRUE(done[0].get_future().get().ok());
+  EXPECT_TRUE(done[1].get_future().get().ok());
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_EQ(order.size(), 3u);
+  EXPECT_EQ(order[0], 2) << "the cancelled one answered first";
+}
+
 // A decision pool with room for the records but not for two decisions' long questions at once:
 // a newer decision gives its memory back and starts over when there is room (counted in
 // decision_restarts), and each gets the bits it gets alone — none fails for want of room that
