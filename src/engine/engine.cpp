@@ -702,8 +702,11 @@ void Engine::RunStep() {
   auto t0 = Clock::now();
   const std::vector<DecisionJob*> decisions = PlanDecisions(sched_.DecodeRows(seqs), prefill_waiting);
   const bool decide = !decisions.empty();
-  int decision_rows = 0;
-  for (const DecisionJob* j : decisions) decision_rows += j->piece.rows();
+  int decision_rows = 0, decision_seqs = 0;  // (counted now: a finished decision is gone after the step)
+  for (const DecisionJob* j : decisions) {
+    decision_rows += j->piece.rows();
+    decision_seqs += static_cast<int>(j->piece.seqs.size());
+  }
   double decision_host = since(t0);
   StepPlan plan = sched_.Plan(seqs, decision_rows);
   for (const auto& ss : seqs) {
@@ -908,8 +911,7 @@ void Engine::RunStep() {
   rec.decode_rows = static_cast<int>(order.size()) - prompt_seqs;
   rec.prompt_rows = decision_row0 - rec.decode_rows;
   rec.decision_rows = batch.rows() - decision_row0;
-  rec.decision_seqs = 0;
-  for (const DecisionJob* j : decisions) rec.decision_seqs += static_cast<int>(j->piece.seqs.size());
+  rec.decision_seqs = decision_seqs;
   rec.decisions = static_cast<int>(decisions.size());
   rec.questions = decision_logits;
   rec.forward_seconds = forward;
