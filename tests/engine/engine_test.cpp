@@ -587,6 +587,26 @@ TEST(Engine, AsyncDecisionsAnswerByCallbackAndACancelledOneStops) {
 namespace graft {
 namespace {
 
+// Starts a greedy chat stream of max_tokens tokens on `engine` and waits for its first token; the
+// returned future is ready once the stream has ended.
+std::shared_future<void> StartChatStream(Engine& engine, int max_tokens) {
+  auto started = std::make_shared<std::promise<void>>();
+  auto finished = std::make_shared<std::promise<void>>();
+  std::shared_future<void> ended = finished->get_future().share();
+  GenerationRequest r;
+  r.prompt = Wrapper::Prompt(8);
+  r.max_tokens = max_tokens;
+  r.stop_tokens.clear();
+  r.on_event = [started, finished, first = std::make_shared<bool>(true)](const GenEvent& ev) {
+    if (ev.kind == GenEvent::Kind::kDelta && *first) *first = false, started->set_value();
+    if (ev.kind != GenEvent::Kind::kDelta) finished->set_value();
+  };
+  const Status submitted = engine.Submit(std::move(r));
+  EXPECT_TRUE(submitted.ok()) << submitted.ToString();
+  if (submitted.ok()) started->get_future().wait();
+  return ended;
+}
+
 // Beside running chat a decision's pieces keep to the step budget (--max-step-tokens, in whole
 // 64-token tiles), whatever --decision-prefill-chunk allows alone; alone they take the chunk. The
 // bits are the same either way.
@@ -635,21 +655,10 @@ TEST(Engine, DecisionPiecesKeepToTheStepBudgetBesideChat) {
   EXPECT_LE(alone_pieces, (record + 1023) / 1024 + 2) << "alone: --decision-prefill-chunk pieces, then the questions (two)";
   // Beside a long chat stream, on another engine with a cold cache.
   Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
-  auto started = std::make_shared<std::promise<void>>();
-  auto finished = std::make_shared<std::promise<void>>();
-  GenerationRequest r;
-  r.prompt = Wrapper::Prompt(8);
-  r.max_tokens = 600;
-  r.stop_tokens.clear();
-  r.on_event = [started, finished, first = std::make_shared<bool>(true)](const GenEvent& ev) {
-    if (ev.kind == GenEvent::Kind::kDelta && *first) *first = false, started->set_value();
-    if (ev.kind != GenEvent::Kind::kDelta) finished->set_value();
-  };
-  ASSERT_TRUE(engine.Submit(std::move(r)).ok());
-  started->get_future().wait();
+  std::shared_future<void> finished = StartChatStream(engine, 600);
   auto beside = engine.Decide(d, 0);
   const int64_t beside_pieces = engine.Stats().decision_pieces;
-  finished->get_future().wait();
+  finished.wait();
   ASSERT_TRUE(beside.ok()) << beside.status().ToString();
   EXPECT_GE(beside_pieces, (record + 127) / 128 + 1) << "beside chat: 128-token pieces, then the questions";
   for (const StepRecord& s : engine.Stats().slowest_steps) {
@@ -899,18 +908,7 @@ TEST(Engine, DecisionsBesideChatShareTheStepBudget) {
   const std::vector<DecisionResult> alone = DecideEachAlone(w, cfg, ds);
   ASSERT_EQ(alone.size(), ds.size());
   Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
-  auto started = std::make_shared<std::promise<void>>();
-  auto finished = std::make_shared<std::promise<void>>();
-  GenerationRequest r;
-  r.prompt = Wrapper::Prompt(8);
-  r.max_tokens = 400;
-  r.stop_tokens.clear();
-  r.on_event = [started, finished, first = std::make_shared<bool>(true)](const GenEvent& ev) {
-    if (ev.kind == GenEvent::Kind::kDelta && *first) *first = false, started->set_value();
-    if (ev.kind != GenEvent::Kind::kDelta) finished->set_value();
-  };
-  ASSERT_TRUE(engine.Submit(std::move(r)).ok());
-  started->get_future().wait();
+  std::shared_future<void> finished = StartChatStream(engine, 400);
   engine.ForgetSlowestSteps();
   std::vector<std::future<Result<DecisionResult>>> done = DecideAll(engine, ds);
   for (size_t i = 0; i < ds.size(); ++i) {
@@ -919,7 +917,7 @@ TEST(Engine, DecisionsBesideChatShareTheStepBudget) {
     ExpectSameScores(*got, alone[i], fmt::format("decision {} beside chat", i));
   }
   const EngineStats st = engine.Stats();
-  finished->get_future().wait();
+  finished.wait();
   EXPECT_GE(st.most_step_decisions, 2) << "decisions shared steps beside chat";
   EXPECT_LE(st.largest_step, cfg.max_step_tokens) << "rows in one step, chat and decisions together";
   for (const StepRecord& s : st.slowest_steps) {
