@@ -110,6 +110,14 @@ Result<double> EventTime(int iters, F&& run) {
   return ms / 1e3 / iters;
 }
 
+// EventTime's seconds, or 0 with the error printed under `flag` (the table shows the gap).
+template <typename F>
+double SecondsOrZero(int iters, F&& run, const char* flag) {
+  Result<double> t = EventTime(iters, run);
+  if (!t.ok()) fmt::print(stderr, "{}: {}\n", flag, t.status().ToString());
+  return t.ok() ? *t : 0;
+}
+
 // Device bf16 values in [-1, 1) (a repeating pattern of 1M values: the products' data-dependent
 // power is that of random inputs, never of zeros).
 uint16_t* DeviceBf16(int64_t count, uint64_t seed) {
@@ -158,11 +166,7 @@ int RunKernels(const Options& o, const ModelConfig& cfg, const ModelWeights& w) 
         int sms = 0;
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
         const cuda::WgmmaForm pick = cuda::ChooseWgmmaForm(m, n, sms);
-        auto time = [&](auto&& run) -> double {
-          Result<double> t = EventTime(o.iters, run);
-          if (!t.ok()) fmt::print(stderr, "--kernels: {}\n", t.status().ToString());
-          return t.ok() ? *t : 0;
-        };
+        auto time = [&](auto&& run) { return SecondsOrZero(o.iters, run, "--kernels"); };
         const double t_dec = decode ? time([&] { return cuda::GemmDecode(x, m, wd, n, k, y, n, true, nullptr); }) : 0;
         const double t_mma = time([&] { return cuda::GemmPipeMmaSync(x, m, wd, n, k, y, n, true, nullptr); });
         const double t_big = time([&] { return cuda::GemmWgmma(x, m, wd, n, k, y, n, true, nullptr, &big); });
@@ -232,11 +236,7 @@ int RunLoraA(const Options& o, const ModelWeights& w) {
         std::vector<int64_t> starts;
         for (int64_t b = 0; b <= stack; ++b) starts.push_back(b * o.lora_a);
         const int blocks = static_cast<int>(stack);
-        auto time = [&](auto&& run) -> double {
-          Result<double> r = EventTime(o.iters, run);
-          if (!r.ok()) fmt::print(stderr, "--lora-a: {}\n", r.status().ToString());
-          return r.ok() ? *r : 0;
-        };
+        auto time = [&](auto&& run) { return SecondsOrZero(o.iters, run, "--lora-a"); };
         const double t_split = time([&]() -> Status {
           GRAFT_RETURN_IF_ERROR(cuda::MatMulBf16(x, k, m, dw, partial, n, false, /*split_k=*/true, nullptr));
           return cuda::SumSplitsBf16Blocks(partial, m, dw, starts.data(), blocks, t, nullptr);

@@ -172,7 +172,6 @@ class DecisionScorer {
   const DecisionLayout& layout() const { return layout_; }
   // Drops the least recently cached prefix (its pages and slot back to the pool); false when none.
   bool EvictOldest();
-  size_t cached() const { return cache_.size(); }
   // Whether the prefix cache holds `prefix` under `slot` (a decision on it takes no record rows).
   bool Cached(int32_t slot, const std::vector<int32_t>& prefix) const { return cache_.count({slot, prefix}) > 0; }
   // Forgets every cached prefix (their pages go back to the pool).

@@ -611,7 +611,7 @@ void Engine::Loop() {
       }
       ApplyAdapterCommands();  // between steps: no forward pass reads the slots now
       if (forget_prefixes_) {
-        scorer_.ClearCache();  // the active decision keeps its own fork of a cached record
+        scorer_.ClearCache();  // decisions in progress keep their share of a cached record
         forget_prefixes_ = false;
       }
       while (!decisions_.empty()) {
@@ -765,10 +765,10 @@ void Engine::RunStep() {
   const int decision_row0 = batch.rows();
   bool decision_logits = false;
   for (DecisionJob* j : decisions) {
-    j->row0 = batch.rows();
+    const int row0 = batch.rows();
     j->logit0 = static_cast<int>(batch.logits.rows.size());
     for (const auto& ds : j->piece.seqs) batch.Add(ds.state, ds.ids, ds.n, j->slot);
-    for (int32_t r : j->piece.logit_rows) batch.logits.rows.push_back(j->row0 + r);
+    for (int32_t r : j->piece.logit_rows) batch.logits.rows.push_back(row0 + r);
     decision_logits |= !j->piece.logit_rows.empty();
   }
   // Candidates instead of whole rows when every sampled row can draw from its best few (never

@@ -229,10 +229,10 @@ class Engine {
     std::shared_ptr<std::atomic<bool>> cancelled;
     std::unique_ptr<DecisionTask> task;  // null until begun
     bool retried = false;                // started over once with the prefix cache emptied
-    // The piece planned for this step (rows in the batch from row0, its logits from logit0).
+    // The piece planned for this step (its logits in the step's from logit0).
     bool planned = false;
     DecisionRows piece;
-    int row0 = 0, logit0 = 0;
+    int logit0 = 0;
   };
   struct AdapterCommand {
     int32_t slot;
