@@ -16,7 +16,7 @@
 #include "io/checkpoint.h"
 #include "io/identity.h"
 #include "io/weight_scan.h"
-#include "model/kv_pool.h"
+#include "kv/kv_pool.h"
 #include "server/http_server.h"
 #include "server/stats_log.h"
 #include "util/log_format.h"
@@ -133,17 +133,17 @@ void AddServeCommand(CLI::App& app, Runner& run) {
                   "Longest prompt + completion served (and /v1/models' max_model_len); default the model's context "
                   "cut to --kv-tokens; more than either is a start-up error")
       ->check(CLI::Range(1, 1 << 30));
-  cmd->add_option("--kv-tokens", s->pools.chat_tokens,
-                  "KV budget in tokens across live chat sequences (default: cuda, sized from what --gpu-memory leaves "
-                  "after weights, adapters and scratch; cpu, 65536)")
+  cmd->add_option("--kv-tokens", s->pools.kv_tokens,
+                  "KV pool in tokens, shared by chat sequences and decisions (default: cuda, sized from what "
+                  "--gpu-memory leaves after weights, adapters and scratch; cpu, 65536)")
       ->check(CLI::Range(16, 1 << 30));
   cmd->add_option("--max-running", s->pools.max_running,
                   "Chat sequences running at once (state slots; default 64, on cuda fewer where 64 would take more "
                   "than half the pools' memory)")
       ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--decision-kv-tokens", s->pools.decision_tokens,
-                  "KV pool for decisions and their prefix cache, in tokens (default: cuda, a quarter of the KV "
-                  "memory, raised to the model's context where that fits in half; cpu, 16384)")
+                  "The most of the KV pool decisions hold at once, with their prefix cache, in tokens (default: "
+                  "cuda, a quarter of the pool, raised to the model's context where that fits in half; cpu, 16384)")
       ->check(CLI::Range(16, 1 << 30));
   cmd->add_option("--page-size", s->engine.page_size, "KV page, in tokens")->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_option("--max-step-tokens", s->engine.max_step_tokens, "Rows per forward step, chat and decision rows together (the bound on a chat stream's gap "
@@ -363,11 +363,11 @@ void AddServeCommand(CLI::App& app, Runner& run) {
 #else
       (void)ops_view;
 #endif
-      spdlog::info("memory: KV + state pools {:.1f} MB, reserved now: chat {} tokens in pages of {} ({} B/token, {}) and {} "
-                   "state slots ({:.2f} MB each); decisions {} tokens, {} at once",
+      spdlog::info("memory: KV pool {:.1f} MB, reserved now: {} tokens in pages of {} ({} B/token, {}) shared by chat and "
+                   "decisions (decisions hold up to {}); state slots of {:.2f} MB: {} for chat, {} for {} decisions at once",
                    engine.Stats().pool_bytes / 1e6, s->engine.kv_token_budget, s->engine.page_size, kv_per_token,
-                   served.kv_dtype,
-                   s->engine.max_running, state_per_seq / 1e6, s->engine.decision_kv_tokens, s->engine.max_decisions);
+                   served.kv_dtype, s->engine.decision_kv_tokens, state_per_seq / 1e6, s->engine.max_running,
+                   DecisionSlots(s->engine.max_decisions), s->engine.max_decisions);
       std::unique_ptr<AdapterRegistry> registry;
       if (s->runtime_adapters) {
         registry = std::make_unique<AdapterRegistry>(engine, model->config(), std::move(runtime));
@@ -394,7 +394,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
         if (cut > 0) spdlog::warn("shutdown: {} requests were still running after {:g} s and ended with an error", cut,
                                   s->shutdown_timeout);
       });
-      spdlog::info("max_model_len {} tokens (the model's context {}, the chat KV budget {})", served.context,
+      spdlog::info("max_model_len {} tokens (the model's context {}, the KV pool {})", served.context,
                    c.max_position_embeddings, s->engine.kv_token_budget);
       spdlog::info("serving {} (+{} adapters) on http://{}:{}/v1", served.base_name, served.adapters.size(), s->server.host,
                    server.port());

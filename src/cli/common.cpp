@@ -8,7 +8,7 @@
 #ifdef GRAFT_HAVE_CUDA
 #include "backend/cuda/cuda_ops.h"
 #include "engine/decode_graph.h"
-#include "model/kv_pool.h"
+#include "kv/kv_pool.h"
 #include "model/projections.h"
 #endif
 #include "io/checkpoint.h"
@@ -104,11 +104,13 @@ Status MakeOps(const ModelSettings& s, const Model& model, const AdapterSet& ada
 Status SizeEnginePools(const Model& model, Ops& ops, const PoolAsk& ask, EngineConfig* ec) {
   const std::shared_ptr<PoolMemory> mem = ops.pool_memory();
   const int64_t left = mem ? mem->budget_left() : -1;
+  GRAFT_RETURN_IF_ERROR(CheckPoolAsk(ask));
   if (left < 0) {  // host memory: fixed defaults where not asked
-    if (ask.chat_tokens > 0) ec->kv_token_budget = ask.chat_tokens;
+    if (ask.kv_tokens > 0) ec->kv_token_budget = ask.kv_tokens;
     if (ask.decision_tokens > 0) ec->decision_kv_tokens = ask.decision_tokens;
     if (ask.max_running > 0) ec->max_running = ask.max_running;
     if (ask.max_decisions > 0) ec->max_decisions = ask.max_decisions;
+    ec->decision_kv_tokens = std::min(ec->decision_kv_tokens, ec->kv_token_budget);  // a part of the pool
     return Status::Ok();
   }
   const ModelConfig& c = model.config();
@@ -118,7 +120,7 @@ Status SizeEnginePools(const Model& model, Ops& ops, const PoolAsk& ask, EngineC
   needs.context = c.max_position_embeddings;
   needs.page_size = ec->page_size;
   GRAFT_ASSIGN_OR_RETURN(const PoolPlan plan, PlanPools(left, needs, ask));
-  ec->kv_token_budget = plan.chat_tokens;
+  ec->kv_token_budget = plan.kv_tokens;
   ec->decision_kv_tokens = plan.decision_tokens;
   ec->max_running = plan.max_running;
   ec->max_decisions = plan.max_decisions;

@@ -105,7 +105,7 @@ Result<double> ChoiceLogProb(const float* row, int vocab, int32_t token, const s
 }
 
 Result<SequenceState> DecisionScorer::NewState() {
-  if (pool_) return model_.NewState(*pool_);
+  if (pool_) return model_.NewState(*pool_, account_);
   return model_.NewState(ops_);
 }
 
@@ -255,8 +255,8 @@ Result<DecisionRows> DecisionScorer::PlanRuns(DecisionTask& t, int max_rows, boo
     const int64_t n = static_cast<int64_t>(a.runs[k].ids.size());
     const int64_t p = pool_ != nullptr ? n / pool_->page_size() + 2 : 0;
     const bool fits = (max_rows <= 0 || rows_in + n <= max_rows) &&
-                      (pool_ == nullptr || ((!pool_->has_gdn() || slots + 1 + keep_slots_ <= pool_->free_slots()) &&
-                                            pages + p + keep_pages_ <= pool_->free_pages()));
+                      (pool_ == nullptr || ((!pool_->has_gdn() || slots + 1 + keep_slots_ <= pool_->free_slots(account_)) &&
+                                            pages + p + keep_pages_ <= pool_->free_pages(account_)));
     if (!fits && (k > a.runs_done || !must_run)) break;
     ++slots;
     pages += p;

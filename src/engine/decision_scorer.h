@@ -120,10 +120,11 @@ struct DecisionRows {
 
 class DecisionScorer {
  public:
-  // pool: where the states live (nullptr: the model's own growable pool).
+  // pool: where the states live (nullptr: the model's own growable pool), on `account` of it
+  // (KvPool accounts: a pool shared with other work counts and caps the decisions' part).
   DecisionScorer(const Model& model, Ops& ops, const Tokenizer& tok, const ChatTemplate& tmpl,
-                 const AdapterSet& adapters, KvPool* pool = nullptr, size_t prefix_cache_entries = 4)
-      : model_(model), ops_(ops), layout_(tok, tmpl), adapters_(adapters), pool_(pool),
+                 const AdapterSet& adapters, KvPool* pool = nullptr, size_t prefix_cache_entries = 4, int account = 0)
+      : model_(model), ops_(ops), layout_(tok, tmpl), adapters_(adapters), pool_(pool), account_(account),
         cache_capacity_(prefix_cache_entries) {}
 
   // Scores every question of `r` with the rows selecting `adapter_slot`. The record is prefilled
@@ -170,8 +171,10 @@ class DecisionScorer {
   void set_prefill_chunk(int tokens) { prefill_chunk_ = tokens; }
   int prefill_chunk() const { return prefill_chunk_; }
   const DecisionLayout& layout() const { return layout_; }
-  // Drops the least recently cached prefix (its pages and slot back to the pool); false when none.
+  // Drops the least recently cached prefix (its pages and slot back to the pool, unless a decision
+  // in progress still shares them); false when none.
   bool EvictOldest();
+  size_t cached() const { return cache_order_.size(); }
   // Whether the prefix cache holds `prefix` under `slot` (a decision on it takes no record rows).
   bool Cached(int32_t slot, const std::vector<int32_t>& prefix) const { return cache_.count({slot, prefix}) > 0; }
   // Forgets every cached prefix (their pages go back to the pool).
@@ -209,6 +212,7 @@ class DecisionScorer {
   DecisionLayout layout_;
   const AdapterSet& adapters_;
   KvPool* pool_;
+  int account_;
   size_t cache_capacity_;
   int prefill_chunk_ = 0;
   int64_t keep_pages_ = 0;

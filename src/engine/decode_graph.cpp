@@ -32,7 +32,7 @@ bool DecodeGraph::Capturable(const StepBatch& b) {
     const int P = pool.page_size();
     const bool new_page = st->pos % P == 0;
     if (!new_page && !st->pages.empty() && pool.refcount(st->pages.back()) > 1) return false;  // copy-on-write
-    if (new_page && pool.free_pages() - (pool.growable() ? 1 << 30 : 0) <= 0) return false;   // growth
+    if (new_page && pool.free_pages(st->account) - (pool.growable() ? 1 << 30 : 0) <= 0) return false;   // growth
   }
   return true;
 }

@@ -45,27 +45,29 @@ Engine::Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops>
       run_step_(std::move(run_step)),
       tok_(tok),
       adapters_(adapters),
-      chat_pool_(model.NewPool(cfg.page_size, static_cast<int>((cfg.kv_token_budget + cfg.page_size - 1) / cfg.page_size),
-                               cfg.max_running, /*growable=*/false, ops_->pool_memory())),
-      decision_pool_(model.NewPool(cfg.page_size,
-                                   static_cast<int>((cfg.decision_kv_tokens + cfg.page_size - 1) / cfg.page_size),
-                                   DecisionSlots(std::max(cfg.max_decisions, 1)), /*growable=*/false,
-                                   ops_->pool_memory())),
-      scorer_(model, *ops_, tok, tmpl, adapters_, decision_pool_.get(), kDecisionCacheEntries),
+      pool_(model.NewPool(cfg.page_size, static_cast<int>((cfg.kv_token_budget + cfg.page_size - 1) / cfg.page_size),
+                          cfg.max_running + DecisionSlots(std::max(cfg.max_decisions, 1)), /*growable=*/false,
+                          ops_->pool_memory())),
+      scorer_(model, *ops_, tok, tmpl, adapters_, pool_.get(), kDecisionCacheEntries, kDecisionAccount),
       sched_(cfg.max_step_tokens, cfg.kv_token_budget, cfg.page_size, cfg.max_running),
       prefix_cache_(static_cast<size_t>(std::max(cfg.prefix_cache_entries, 0))) {
   cfg_.max_decisions = std::max(cfg_.max_decisions, 1);
   scorer_.set_prefill_chunk(cfg.decision_prefill_chunk);
+  // State slots are each account's own (a slot is a whole sequence's recurrent state); pages are
+  // shared, the decisions' capped (CapDecisions).
+  pool_->set_slot_cap(kChatAccount, cfg.max_running);
+  pool_->set_slot_cap(kDecisionAccount, DecisionSlots(cfg_.max_decisions));
+  pool_->set_page_cap(kDecisionAccount, static_cast<int>(cfg.decision_kv_tokens / cfg.page_size));
+  pool_->set_reclaimer([this](int account) { return ReclaimFor(account); });
   stats_.kv_budget = cfg.kv_token_budget;
-  stats_.pool_bytes = chat_pool_->bytes() + decision_pool_->bytes();
+  stats_.pool_bytes = pool_->bytes();
   thread_ = std::thread([this] { Loop(); });
 }
 
 Engine::~Engine() { Stop(); }
 
 Status Engine::PoolsReserved() const {
-  GRAFT_RETURN_IF_ERROR(chat_pool_->reserved().WithContext("the chat KV pool (--kv-tokens, --max-running)"));
-  return decision_pool_->reserved().WithContext("the decision KV pool (--decision-kv-tokens)");
+  return pool_->reserved().WithContext("the KV pool (--kv-tokens, --max-running, --max-decisions)");
 }
 
 void Engine::Stop() {
@@ -86,8 +88,8 @@ Status Engine::Submit(GenerationRequest req) {
                                        req.prompt.size(), req.max_tokens, ctx));
   }
   if (need > cfg_.kv_token_budget) {
-    return InvalidArgument(fmt::format("the prompt plus max_tokens ({} tokens) exceeds the KV budget of {} tokens", need,
-                                       cfg_.kv_token_budget));
+    return InvalidArgument(fmt::format("the prompt plus max_tokens ({} tokens) exceeds the KV pool of {} tokens (--kv-tokens)",
+                                       need, cfg_.kv_token_budget));
   }
   if (req.adapter_slot < 0 || static_cast<size_t>(req.adapter_slot) >= adapters_.slots.size()) {
     return InvalidArgument("unknown adapter slot");
@@ -114,7 +116,7 @@ Status Engine::Submit(GenerationRequest req) {
   s->sched.max_new_tokens = req.max_tokens;
   // A snapshot serves only a recurrent model's prefix cache (an attention cache is cut back to
   // any shared start); a prompt_logprobs prompt runs whole and is never cached.
-  if (prefix_cache_.capacity() > 0 && chat_pool_->has_gdn() && !req.prompt_logprobs) s->sched.stop_at = req.snapshot_at;
+  if (prefix_cache_.capacity() > 0 && pool_->has_gdn() && !req.prompt_logprobs) s->sched.stop_at = req.snapshot_at;
   s->sampler = std::make_unique<Sampler>(req.sampling, req.prompt);
   if (req.min_tokens > 0) s->sampler->BanUntil({req.stop_tokens.begin(), req.stop_tokens.end()}, req.min_tokens);
   if (req.grammar) {
@@ -323,13 +325,50 @@ size_t HeldForStops(const std::string& text, const std::vector<std::string>& sto
 }  // namespace
 
 void Engine::FreeStateSlot() {
-  KvPool& pool = *chat_pool_;
-  while (pool.has_gdn() && pool.free_slots() == 0 && prefix_cache_.EvictOldest()) {
+  KvPool& pool = *pool_;
+  while (pool.has_gdn() && pool.free_slots(kChatAccount) == 0 && prefix_cache_.EvictOldest()) {
+  }
+}
+
+bool Engine::ReclaimFor(int account) {
+  KvPool& pool = *pool_;
+  const int cap = pool.page_cap(account);
+  if (cap >= 0 && cap - pool.pages_held(account) < pool.free_pages()) {
+    return account == kDecisionAccount ? scorer_.EvictOldest() : prefix_cache_.EvictOldest();  // its own cap binds
+  }
+  return prefix_cache_.EvictOldest() || scorer_.EvictOldest();
+}
+
+bool Engine::CapDecisions() {
+  KvPool& pool = *pool_;
+  const int64_t own = cfg_.decision_kv_tokens / cfg_.page_size;
+  const int64_t left = pool.num_pages() - sched_.kv_reserved() / cfg_.page_size;
+  pool.set_page_cap(kDecisionAccount, static_cast<int>(std::max<int64_t>(std::min(own, left), 0)));
+  return left < own;
+}
+
+void Engine::RoomForChat(const std::vector<SchedSeq>& seqs) {
+  KvPool& pool = *pool_;
+  const int64_t ps = cfg_.page_size;
+  int64_t ahead = 0;
+  for (const auto& a : active_) ahead += scorer_.PagesAhead(*a->task);
+  // The first prompt waiting for admission, and the room it needs (its prompt and first token).
+  int64_t need = 0;
+  for (const auto& s : seqs) {
+    if (s.admitted) continue;
+    need = (int64_t{s.prompt_tokens} + 1 + ps - 1) / ps * ps;
+    break;
+  }
+  while (true) {
+    const int64_t grow = (pool.num_pages() - pool.pages_held(kDecisionAccount)) * ps;
+    const int64_t admit = grow - ahead * ps;
+    sched_.set_kv_room(grow, admit);
+    if (need == 0 || sched_.kv_reserved() + need <= admit || !scorer_.EvictOldest()) return;
   }
 }
 
 void Engine::Admit(Live& s) {
-  KvPool& pool = *chat_pool_;
+  KvPool& pool = *pool_;
   // The scheduler keeps admissions within the pool's slots; the prefix cache may hold the one
   // this sequence needs.
   FreeStateSlot();
@@ -349,7 +388,7 @@ void Engine::Admit(Live& s) {
       return;
     }
   }
-  s.state = std::move(model_.NewState(pool)).value();  // a slot is free (above): cannot fail
+  s.state = std::move(model_.NewState(pool, kChatAccount)).value();  // a slot is free (above): cannot fail
 }
 
 void Engine::Preempt(Live& s) {
@@ -376,16 +415,6 @@ void Engine::Preempt(Live& s) {
   ++stats_.preemptions;
 }
 
-void Engine::MakeRoom(const StepBatch& batch) {
-  // Pages for every row first (Model::ReserveRows: all or nothing); what the prefix cache holds
-  // goes until they fit. Running sequences' reservations never exceed the pool, so with the
-  // cache empty they fit.
-  while (prefix_cache_.size() > 0) {
-    const Status room = model_.ReserveRows(batch);
-    if (room.ok() || room.code() != StatusCode::kResourceExhausted || !prefix_cache_.EvictOldest()) return;
-  }
-}
-
 void Engine::KeepSnapshot(Live& s) {
   // A copy of the cache after prompt[0, stop_at) for the prefix cache: a state slot of its own
   // (the cache's least recently used entries give theirs when none is free; none: no copy) and
@@ -403,7 +432,7 @@ void Engine::Retire(Live& s) {
   const std::vector<int32_t>& input = s.Input();
   std::vector<int32_t> tokens(input.begin(), input.begin() + std::min(s.sched.prefilled, s.sched.prompt_tokens));
   tokens.insert(tokens.end(), s.fed.begin() + static_cast<std::ptrdiff_t>(s.fed_in_input), s.fed.end());
-  if (s.failed || !s.sched.admitted || s.state.pool != chat_pool_.get() ||
+  if (s.failed || !s.sched.admitted || s.state.pool != pool_.get() ||
       s.state.pos != static_cast<int>(tokens.size())) {
     s.state.Clear();
     return;
@@ -442,18 +471,19 @@ bool Engine::RecordInProgress(const DecisionJob& j) const {
 }
 
 bool Engine::DecisionRoom(const DecisionJob& j) {
-  if (active_.empty()) return true;  // alone it takes the whole pool (the cache gives way as it needs)
   // A decision starting over after the pool ran short takes it alone until it is done.
   if (std::any_of(active_.begin(), active_.end(), [](const auto& a) { return a->retried; })) return false;
-  KvPool& pool = *decision_pool_;
-  int64_t pages = scorer_.PagesAhead(*j.task);
+  KvPool& pool = *pool_;
+  CapDecisions();
+  const int64_t own = cfg_.decision_kv_tokens / cfg_.page_size;
+  // Alone, a decision needs its record and a run's pages, or (having started over for want of
+  // room) all the decisions may hold; more than they may hold it cannot get: it starts and ends
+  // with a 400 naming the cap when it runs short.
+  int64_t pages = j.retried ? own : std::min(scorer_.PagesAhead(*j.task), own);
   for (const auto& a : active_) pages += scorer_.PagesAhead(*a->task);
   // Slots: its record, and a fork for each decision's questions (theirs and its own).
-  const int slots = pool.has_gdn() ? 1 + static_cast<int>(active_.size()) + 1 : 0;
-  while (pool.free_pages() < pages || pool.free_slots() < slots) {
-    if (!scorer_.EvictOldest()) return false;
-  }
-  return true;
+  const int slots = 1 + static_cast<int>(active_.size()) + 1;
+  return pool.Reclaim(kDecisionAccount, static_cast<int>(pages), slots);
 }
 
 void Engine::StartDecisions() {
@@ -506,7 +536,10 @@ void Engine::DecisionShort(size_t i, const Status& st) {
   const bool alone = active_.size() == 1;
   while (active_.size() > 1) RequeueDecision(*active_.back());
   if (j.retried && alone) {
-    return FinishDecision(j, InvalidArgument(fmt::format("this decision needs more KV memory than the decision pool holds "
+    // Short because chat holds the room: it waits for chat to give it back (DecisionRoom), the
+    // same bits later. Short of what decisions may hold at all: it can never fit.
+    if (CapDecisions()) return RequeueDecision(j);
+    return FinishDecision(j, InvalidArgument(fmt::format("this decision needs more KV memory than decisions may hold "
                                                          "({} tokens, --decision-kv-tokens): {}",
                                                          cfg_.decision_kv_tokens, st.message())));
   }
@@ -540,7 +573,7 @@ std::vector<Engine::DecisionJob*> Engine::PlanDecisions(int decode_rows, bool ch
     // Optional question runs leave the newer decisions' next pages and a slot each.
     int64_t keep_pages = 0;
     for (size_t k = i + 1; k < active_.size(); ++k) keep_pages += scorer_.PagesAhead(*active_[k]->task);
-    scorer_.set_keep(keep_pages, decision_pool_->has_gdn() ? static_cast<int>(active_.size() - i - 1) : 0);
+    scorer_.set_keep(keep_pages, pool_->has_gdn() ? static_cast<int>(active_.size() - i - 1) : 0);
     // A later question piece only where its first run fits the rows and room left (the oldest
     // always runs one).
     Result<DecisionRows> rows = scorer_.Plan(*j.task, max_rows, /*must_run=*/planned.empty() || !questions);
@@ -642,6 +675,7 @@ void Engine::Loop() {
     for (const auto& s : live_) (s->sched.admitted ? stats_.running_by_slot : stats_.waiting_by_slot)[s->req.adapter_slot]++;
     for (const auto& s : incoming_) stats_.waiting_by_slot[s->req.adapter_slot]++;
     stats_.kv_reserved = sched_.kv_reserved();
+    stats_.kv_decisions = int64_t{pool_->pages_held(kDecisionAccount)} * cfg_.page_size;
     stats_.decisions_running = static_cast<int>(active_.size());
   }
   // Shutting down: whatever is left ends with an error.
@@ -700,6 +734,9 @@ void Engine::RunStep() {
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   auto t0 = Clock::now();
+  // The decisions plan first, within their cap and outside chat's reservation; chat's room is
+  // then what they neither hold nor will take.
+  CapDecisions();
   const std::vector<DecisionJob*> decisions = PlanDecisions(sched_.DecodeRows(seqs), prefill_waiting);
   const bool decide = !decisions.empty();
   int decision_rows = 0, decision_seqs = 0;  // (counted now: a finished decision is gone after the step)
@@ -708,6 +745,7 @@ void Engine::RunStep() {
     decision_seqs += static_cast<int>(j->piece.seqs.size());
   }
   double decision_host = since(t0);
+  RoomForChat(seqs);
   StepPlan plan = sched_.Plan(seqs, decision_rows);
   for (const auto& ss : seqs) {
     by_id[ss.id]->sched.admitted = ss.admitted;
@@ -793,7 +831,11 @@ void Engine::RunStep() {
   std::vector<float>& logits = step_logits_;  // kept between steps: a question step's are ~10 MB
   logits.resize(batch.logits.rows.size() * static_cast<size_t>(width));
   std::vector<int32_t> ids(whole_rows ? 0 : logits.size());
-  MakeRoom(batch);
+  // The rows' pages now, before a captured graph's check for pool growth (all or nothing; the
+  // prefix caches give way where the pool is short, KvPool::Reclaim). Running sequences'
+  // reservations never exceed their room, so with the caches empty they fit; were they short,
+  // the step itself would fail on it, naming it.
+  (void)model_.ReserveRows(batch);
   // Steps with decision rows run eagerly (a graph for each of their shapes would be captured
   // once and never replayed).
   t0 = Clock::now();

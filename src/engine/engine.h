@@ -19,11 +19,15 @@
 // Prefix caching (engine/prefix_cache.h): a chat sequence's cache is kept when it ends, and a
 // later prompt that starts with its tokens continues from it (usage's cached_tokens); the
 // entries give their room back whenever a step or an admission needs it.
-// All cache memory is reserved when the engine starts: a chat pool (KV pages and state slots
-// that the scheduler hands out) and a decision pool (the record prefix, its forks and the
-// prefix cache), so decisions never take memory a chat sequence was promised. A sequence
-// whose prompt plus max_tokens exceeds the KV budget is refused; others are admitted when their
-// prompt fits and take KV pages as they grow; when the pool runs out the newest running
+// All cache memory is reserved when the engine starts: one KV pool (kv/kv_pool.h) of pages and
+// state slots that chat sequences and decisions share, each on an account of its own. Decisions
+// (their records, question forks and prefix cache) hold at most decision_kv_tokens of it and never
+// a page a running chat sequence was promised; chat sequences are admitted and grow in what the
+// decisions neither hold nor will take for the pieces they have left (DecisionScorer::PagesAhead),
+// so neither kind takes the other's room: work that fits but not now waits. Both prefix caches
+// give their pages back whenever either kind needs them (the pool's reclaimer). A sequence
+// whose prompt plus max_tokens exceeds the pool is refused; others are admitted when their
+// prompt fits and take KV pages as they grow; when their room runs out the newest running
 // sequence is preempted — its cache freed, its tokens so far prefilled again later, the same
 // bits (Scheduler).
 // Cancelling a request (its flag) drops it at the next step. A request with a grammar draws only
@@ -50,7 +54,7 @@
 #include "backend/ops.h"
 #include "engine/decision_scorer.h"
 #include "engine/pool_plan.h"
-#include "engine/prefix_cache.h"
+#include "kv/prefix_cache.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/token_constraint.h"
@@ -63,11 +67,11 @@ namespace graft {
 struct EngineConfig {
   int max_step_tokens = 256;          // rows per step
   int page_size = 16;                 // KV page, in tokens
-  int64_t kv_token_budget = 65536;    // chat/completion KV pool, in tokens (reserved at start-up)
+  int64_t kv_token_budget = 65536;    // the KV pool, in tokens, chat and decisions together (reserved at start-up)
   int max_running = 64;               // chat sequences running at once (one state slot each)
-  int64_t decision_kv_tokens = 16384; // a separate pool for decisions and their prefix cache
+  int64_t decision_kv_tokens = 16384; // the most of the pool decisions hold at once (with their prefix cache)
   int max_decisions = 8;              // decisions in progress at once, sharing steps (the rest wait;
-                                      // the decision pool's state slots: DecisionSlots)
+                                      // the pool's state slots for decisions: DecisionSlots)
   int max_queue = 256;                // waiting + running sequences and decisions before 429
   // A decision's record is prefilled in pieces of at most this many tokens (a multiple of 64; 0:
   // at once), so a hung-up client's decision stops within a piece; while chat sequences run, a
@@ -158,8 +162,9 @@ struct StepRecord {
 
 struct EngineStats {
   int waiting = 0, running = 0;
-  int64_t kv_reserved = 0, kv_budget = 0;
-  int64_t pool_bytes = 0;  // both pools, reserved at start-up
+  int64_t kv_reserved = 0, kv_budget = 0;  // chat's reservation (tokens) and the pool's size
+  int64_t kv_decisions = 0;  // tokens of the pool the decisions hold (records, forks, their prefix cache)
+  int64_t pool_bytes = 0;  // the KV pool and its state slots, reserved at start-up
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
   // Prefix caching: admitted prompts looked up and those continued from an entry; their tokens,
   // and the tokens continued (not computed).
@@ -193,8 +198,9 @@ class Engine {
   Status Submit(GenerationRequest req);
   // Queues a decision for the engine thread; `done` runs there with its result. Decisions count
   // in max_queue with chat (kResourceExhausted past it, returned here, and `done` never runs);
-  // one that cannot fit the decision pool even with its prefix cache emptied is
-  // kInvalidArgument, naming the pool's size. Setting `cancelled` (the client hung up) stops it
+  // one that cannot fit what decisions may hold even with their prefix cache emptied is
+  // kInvalidArgument, naming decision_kv_tokens; one that fits but not while chat holds the room
+  // waits. Setting `cancelled` (the client hung up) stops it
   // between prefill chunks and questions, and `done` gets kCancelled.
   using DecisionDone = std::function<void(Result<DecisionResult>)>;
   Status DecideAsync(DecisionRequest r, int32_t adapter_slot, DecisionDone done,
@@ -216,7 +222,7 @@ class Engine {
   // Empties the decisions' prefix cache before the next decision starts (benchmarks: a cold
   // record on purpose). Returns at once.
   void ForgetDecisionPrefixes();
-  // Whether both KV pools got all the memory they asked for (a device can run out).
+  // Whether the KV pool got all the memory it asked for (a device can run out).
   Status PoolsReserved() const;
   void Stop();
 
@@ -248,9 +254,19 @@ class Engine {
   // Begins the waiting decisions that may start (arrival order; max_decisions; the pool's room,
   // DecisionRoom) into active_; a cancelled or malformed one ends here.
   void StartDecisions();
-  // Whether the decision pool can take j's record beside the pages and slots the decisions in
-  // progress may still take (the prefix cache's entries give way first).
+  // Whether the pool can take j's record beside the pages and slots the decisions in progress
+  // may still take, within the decisions' cap and outside chat's reservation (the prefix caches'
+  // entries give way first).
   bool DecisionRoom(const DecisionJob& j);
+  // The decisions' page cap for what comes next: decision_kv_tokens, less whatever chat's
+  // reservation leaves no room for. Whether chat's reservation is what binds it.
+  bool CapDecisions();
+  // The chat scheduler's room for the step: what the decisions neither hold nor will take. The
+  // decisions' prefix cache gives way where a waiting chat prompt needs its pages.
+  void RoomForChat(const std::vector<SchedSeq>& seqs);
+  // The pool's reclaimer (KvPool::Reclaim): a prefix-cache entry back to the pool for `account`'s
+  // sake — its own cache where its cap binds, else the chat cache first, then the decisions'.
+  bool ReclaimFor(int account);
   // Whether a decision in progress is computing j's record (same slot and tokens): j waits for
   // it and continues from the prefix cache.
   bool RecordInProgress(const DecisionJob& j) const;
@@ -281,8 +297,6 @@ class Engine {
   // its prompt (s.sched.prefilled moves past those tokens), else fresh; entries give up the slot
   // it needs.
   void Admit(Live& s);
-  // Evicts prefix-cache entries until the step's pages fit the chat pool (or none are left).
-  void MakeRoom(const StepBatch& batch);
   // The scheduler took s's KV back: its cache goes to the pool and it will prefill its tokens so
   // far again (a row's bits do not depend on how its sequence was split, so the same tokens).
   void Preempt(Live& s);
@@ -301,7 +315,9 @@ class Engine {
   StepRunner run_step_;
   const Tokenizer& tok_;
   AdapterSet adapters_;  // a copy: run-time adapters change its slots on the engine thread
-  std::unique_ptr<KvPool> chat_pool_, decision_pool_;
+  // The pool's accounts: chat sequences and their prefix cache; decisions and theirs.
+  static constexpr int kChatAccount = 0, kDecisionAccount = 1;
+  std::unique_ptr<KvPool> pool_;
   // The vocabulary as structured output reads it, built by the first constrained request.
   std::once_flag vocab_once_;
   std::shared_ptr<const TokenVocab> vocab_;

@@ -13,8 +13,16 @@ std::string Gb(int64_t b) { return fmt::format("{:.2f} GB", static_cast<double>(
 }  // namespace
 
 std::string PoolPlan::Describe() const {
-  return fmt::format("chat {} KV tokens and {} state slots, decisions {} KV tokens, {} at once ({} in all)", chat_tokens,
-                     max_running, decision_tokens, max_decisions, Gb(bytes));
+  return fmt::format("KV pool {} tokens (decisions hold up to {}), {} chat state slots, {} decisions at once ({} in all)",
+                     kv_tokens, decision_tokens, max_running, max_decisions, Gb(bytes));
+}
+
+Status CheckPoolAsk(const PoolAsk& ask) {
+  if (ask.kv_tokens > 0 && ask.decision_tokens > ask.kv_tokens) {
+    return InvalidArgument(fmt::format("--decision-kv-tokens {} is more than the KV pool it is a part of (--kv-tokens {})",
+                                       ask.decision_tokens, ask.kv_tokens));
+  }
+  return Status::Ok();
 }
 
 Result<PoolPlan> PlanPools(int64_t available, const PoolNeeds& n, const PoolAsk& ask) {
@@ -48,9 +56,9 @@ Result<PoolPlan> PlanPools(int64_t available, const PoolNeeds& n, const PoolAsk&
   // Whole pages of tokens.
   const auto pages_of = [&](int64_t tokens) { return tokens / n.page_size * n.page_size; };
   const int64_t tokens = kv_room > 0 ? pages_of(kv_room / per_token) : 0;
-  const int64_t asked = ask.chat_tokens + ask.decision_tokens;
-  if (kv_room <= 0 || tokens < 2 * n.page_size || (ask.chat_tokens > 0 && ask.decision_tokens > 0 && asked > tokens) ||
-      ask.chat_tokens >= tokens || ask.decision_tokens >= tokens) {
+  GRAFT_RETURN_IF_ERROR(CheckPoolAsk(ask));
+  if (kv_room <= 0 || tokens < 2 * n.page_size || ask.kv_tokens > tokens || ask.decision_tokens > tokens) {
+    const int64_t asked = std::max(ask.kv_tokens, ask.decision_tokens);
     return ResourceExhausted(fmt::format(
         "the memory budget leaves {} for KV and state pools (after weights, adapters, scratch and a {} margin): {} state "
         "slots take {}, leaving KV for {} tokens at {} bytes a token{} (raise --gpu-memory, or lower --max-running, "
@@ -58,16 +66,12 @@ Result<PoolPlan> PlanPools(int64_t available, const PoolNeeds& n, const PoolAsk&
         Gb(usable), Gb(margin), p.max_running + decision_slots, Gb(state), std::max<int64_t>(tokens, 0), per_token,
         asked > 0 ? fmt::format("; {} were asked for", asked) : std::string()));
   }
-  if (ask.decision_tokens > 0) {
-    p.decision_tokens = ask.decision_tokens;
-    p.chat_tokens = ask.chat_tokens > 0 ? ask.chat_tokens : tokens - p.decision_tokens;
-  } else {
-    const int64_t rest = ask.chat_tokens > 0 ? tokens - ask.chat_tokens : tokens;
-    int64_t d = ask.chat_tokens > 0 ? rest : std::max<int64_t>(tokens / 4, std::min<int64_t>(n.context, tokens / 2));
-    p.decision_tokens = std::max<int64_t>(pages_of(d), n.page_size);
-    p.chat_tokens = ask.chat_tokens > 0 ? ask.chat_tokens : tokens - p.decision_tokens;
-  }
-  p.bytes = state + (p.chat_tokens + p.decision_tokens) * n.kv_bytes_per_token;
+  p.kv_tokens = ask.kv_tokens > 0 ? ask.kv_tokens : tokens;
+  p.decision_tokens = ask.decision_tokens > 0
+                          ? ask.decision_tokens
+                          : std::max<int64_t>(pages_of(std::max<int64_t>(p.kv_tokens / 4, std::min<int64_t>(n.context, p.kv_tokens / 2))),
+                                              n.page_size);
+  p.bytes = state + p.kv_tokens * n.kv_bytes_per_token;
   return p;
 }
 

@@ -27,7 +27,7 @@ StepPlan Scheduler::Plan(std::vector<SchedSeq>& seqs, int reserved) {
     SchedSeq& s = seqs[i];
     if (!s.admitted || s.prefilled < s.prompt_tokens) continue;
     const int64_t grow = Pages(int64_t{s.prompt_tokens} + s.decoded + 1) - s.reserved;
-    while (grow > 0 && kv_reserved_ + grow > kv_budget_ && s.admitted) {
+    while (grow > 0 && kv_reserved_ + grow > grow_room_ && s.admitted) {
       size_t victim = seqs.size();
       while (victim-- > i && !seqs[victim].admitted) {
       }
@@ -57,7 +57,7 @@ StepPlan Scheduler::Plan(std::vector<SchedSeq>& seqs, int reserved) {
         continue;
       }
       const int64_t need = Pages(int64_t{s.prompt_tokens} + 1);
-      if (kv_reserved_ + need > kv_budget_ || running_ >= max_running_) break;  // keep arrival order
+      if (kv_reserved_ + need > admit_room_ || running_ >= max_running_) break;  // keep arrival order
       kv_reserved_ += need;
       s.reserved = need;
       ++running_;

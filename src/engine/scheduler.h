@@ -12,8 +12,12 @@
 // back and starts over (preempted: recomputed from its tokens so far, the same bits — a row's
 // logits do not depend on how its sequence was split); the oldest always go on. A sequence
 // whose prompt and max_tokens exceed the whole budget can never finish and is rejected.
+// Where the pool is shared with other work (the engine's decisions), set_kv_room lowers the
+// budget step by step: what running sequences may grow to, and what they may hold after an
+// admission.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -55,10 +59,18 @@ class Scheduler {
   // the budget).
   int DecodeRows(const std::vector<SchedSeq>& seqs) const;
   int max_step_tokens() const { return max_step_tokens_; }
+  // The budget for the next Plan, in tokens (each at most kv_budget): running sequences may grow
+  // to `grow` in all (past it a decode row's page preempts the newest) and admissions keep them
+  // within `admit`. Until called (or after set_kv_room(kv_budget(), kv_budget())): the whole
+  // budget.
+  void set_kv_room(int64_t grow, int64_t admit) {
+    grow_room_ = std::min(grow, kv_budget_);
+    admit_room_ = std::min(admit, grow_room_);
+  }
   // A finished or cancelled sequence gives its KV back.
   void Release(const SchedSeq& s);
   int64_t kv_reserved() const { return kv_reserved_; }
-  int64_t kv_budget() const { return kv_budget_; }
+  int64_t kv_budget() const { return kv_budget_; }  // the whole pool: a sequence past it never fits
 
  private:
   int64_t Pages(int64_t tokens) const { return (tokens + page_size_ - 1) / page_size_ * page_size_; }
@@ -66,6 +78,7 @@ class Scheduler {
   void Drop(SchedSeq& s);
   int max_step_tokens_;
   int64_t kv_budget_;
+  int64_t grow_room_ = kv_budget_, admit_room_ = kv_budget_;
   int page_size_;
   int max_running_;
   int64_t kv_reserved_ = 0;

@@ -14,74 +14,11 @@
 
 namespace graft {
 
-SequenceState& SequenceState::operator=(SequenceState&& o) noexcept {
-  if (this != &o) {
-    Clear();
-    pos = o.pos;
-    pool = o.pool;
-    slot = o.slot;
-    pages = std::move(o.pages);
-    o.pool = nullptr;
-    o.slot = -1;
-    o.pages.clear();
-    o.pos = 0;
-  }
-  return *this;
-}
-
-void SequenceState::Clear() {
-  if (pool) {
-    for (int32_t p : pages) pool->Release(p);
-    if (slot >= 0) pool->ReleaseSlot(slot);
-  }
-  pages.clear();
-  slot = -1;
-  pool = nullptr;
-  pos = 0;
-}
-
-Result<SequenceState> SequenceState::Fork() const {
-  if (!pool) return InvalidArgument("fork: the sequence has no pool");
-  SequenceState f;
-  if (slot >= 0) {
-    GRAFT_ASSIGN_OR_RETURN(f.slot, pool->AllocateSlot(/*zeroed=*/false));
-    pool->CopySlot(slot, f.slot);  // the whole slot: conv, S and the open chunk's rows
-  }
-  f.pool = pool;
-  f.pos = pos;
-  f.pages = pages;
-  for (int32_t p : pages) pool->Retain(p);
-  return f;
-}
-
-Result<SequenceState> SequenceState::ForkPrefix(int n) const {
-  if (n == pos) return Fork();
-  if (n < 0 || n > pos) return InvalidArgument(fmt::format("fork: {} tokens of a sequence of {}", n, pos));
-  if (slot >= 0) return InvalidArgument("fork: a recurrent state cannot be cut back to fewer tokens");
-  if (!pool) return InvalidArgument("fork: the sequence has no pool");
-  SequenceState f;
-  f.pool = pool;
-  f.pos = n;
-  const size_t keep = static_cast<size_t>((n + pool->page_size() - 1) / pool->page_size());
-  f.pages.assign(pages.begin(), pages.begin() + static_cast<std::ptrdiff_t>(keep));
-  for (int32_t p : f.pages) pool->Retain(p);
-  return f;
-}
-
 Model::Model(ModelConfig c, ModelWeights w) : config_(std::move(c)), weights_(std::move(w)) {}
 
 std::unique_ptr<KvPool> Model::NewPool(int page_size, int num_pages, int num_slots, bool growable,
                                        std::shared_ptr<PoolMemory> mem) const {
   return std::make_unique<KvPool>(config_, page_size, num_pages, num_slots, growable, std::move(mem));
-}
-
-Result<SequenceState> Model::NewState(KvPool& pool) const {
-  SequenceState s;
-  s.pool = &pool;
-  if (pool.has_gdn()) {
-    GRAFT_ASSIGN_OR_RETURN(s.slot, pool.AllocateSlot());
-  }
-  return s;
 }
 
 KvPool& Model::OwnPool(std::shared_ptr<PoolMemory> mem) const {
@@ -98,37 +35,18 @@ SequenceState Model::NewState() const {
 
 Status Model::ReserveRows(const StepBatch& b) const {
   // Count first, so that a step either gets all its pages or changes nothing.
-  std::map<KvPool*, int> need;
+  std::map<std::pair<KvPool*, int>, int> need;
   for (int s = 0; s < b.num_seqs(); ++s) {
     const SequenceState* st = b.states[s];
-    const int n = b.seq_start[s + 1] - b.seq_start[s];
-    const int P = st->pool->page_size();
-    const int have = static_cast<int>(st->pages.size());
-    int add = (st->pos + n + P - 1) / P - have;
-    if (st->pos % P != 0 && have > 0 && st->pool->refcount(st->pages.back()) > 1) ++add;  // copy-on-write
-    need[st->pool] += std::max(add, 0);
+    need[{st->pool, st->account}] += st->PagesFor(b.seq_start[s + 1] - b.seq_start[s]);
   }
-  for (const auto& [pool, n] : need) {
-    if (n > pool->free_pages()) {
-      return ResourceExhausted(fmt::format("the step needs {} KV pages but only {} are free", n, pool->free_pages()));
+  for (const auto& [at, n] : need) {
+    auto [pool, account] = at;
+    if (!pool->Reclaim(account, n)) {
+      return ResourceExhausted(fmt::format("the step needs {} KV pages but only {} are free", n, pool->free_pages(account)));
     }
   }
-  for (int s = 0; s < b.num_seqs(); ++s) {
-    SequenceState* st = b.states[s];
-    KvPool& pool = *st->pool;
-    const int P = pool.page_size();
-    if (st->pos % P != 0 && !st->pages.empty() && pool.refcount(st->pages.back()) > 1) {
-      GRAFT_ASSIGN_OR_RETURN(int32_t fresh, pool.AllocatePage());
-      pool.CopyPage(st->pages.back(), fresh);
-      pool.Release(st->pages.back());
-      st->pages.back() = fresh;
-    }
-    const int n = b.seq_start[s + 1] - b.seq_start[s];
-    while (static_cast<int>(st->pages.size()) * P < st->pos + n) {
-      GRAFT_ASSIGN_OR_RETURN(int32_t p, pool.AllocatePage());
-      st->pages.push_back(p);
-    }
-  }
+  for (int s = 0; s < b.num_seqs(); ++s) GRAFT_RETURN_IF_ERROR(b.states[s]->Grow(b.seq_start[s + 1] - b.seq_start[s]));
   return Status::Ok();
 }
 

@@ -17,34 +17,12 @@
 #include "backend/ops.h"
 #include "io/model_config.h"
 #include "model/architecture.h"
-#include "model/kv_pool.h"
+#include "kv/kv_pool.h"
+#include "kv/sequence_state.h"
 #include "weights/weights.h"
 #include "util/status.h"
 
 namespace graft {
-
-// The cache of one sequence inside a KvPool: its page table (positions -> pages, all
-// full-attention layers), its recurrent-state slot (GDN layers) and its length. Move-only; it
-// gives its pages and slot back when destroyed. Fork() makes a sibling that shares the pages
-// (copy-on-write) and copies the recurrent state: a decision's questions fork the record.
-struct SequenceState {
-  int pos = 0;                  // tokens processed so far
-  KvPool* pool = nullptr;
-  int32_t slot = -1;            // -1 when the model has no GDN layer
-  std::vector<int32_t> pages;   // [ceil(pos / page_size)]
-
-  SequenceState() = default;
-  SequenceState(SequenceState&& o) noexcept { *this = std::move(o); }
-  SequenceState& operator=(SequenceState&& o) noexcept;
-  SequenceState(const SequenceState&) = delete;
-  SequenceState& operator=(const SequenceState&) = delete;
-  ~SequenceState() { Clear(); }
-  Result<SequenceState> Fork() const;
-  // A fork holding only the first n tokens (n <= pos): the pages for them are shared, the rest
-  // left out. A recurrent state cannot be cut back, so with a slot only n == pos (Fork) works.
-  Result<SequenceState> ForkPrefix(int n) const;
-  void Clear();
-};
 
 // Which rows of a step get logits. Computing the output head costs 2 * hidden * vocab FLOPs a
 // row, as much as several layers of a small model, and most rows never need it: a record's
@@ -89,8 +67,8 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
 
-  // A fresh (empty) sequence in `pool` (kResourceExhausted when it has no free slot).
-  Result<SequenceState> NewState(KvPool& pool) const;
+  // A fresh (empty) sequence in `pool` on `account` (kResourceExhausted when it has no free slot).
+  Result<SequenceState> NewState(KvPool& pool, int account = 0) const { return SequenceState::New(pool, account); }
   // A fresh sequence in the model's own growable pool where `ops` keeps its caches, for
   // offline tools and tests that run from one thread; a server uses a fixed pool made with
   // NewPool. Fails only when device memory runs out.
@@ -126,8 +104,9 @@ class Model {
                  int32_t adapter_slot = 0, const AdapterSet* adapters = nullptr,
                  const LogitRows& which = LogitRows{}) const;
 
-  // Makes room for each sequence's rows of `b` (pages, copy-on-write); all or nothing. Forward
-  // does it itself; a caller that must know before the step whether its rows fit calls it first
+  // Makes room for each sequence's rows of `b` (pages, copy-on-write); all or nothing: the pages
+  // are counted by pool and account first, the pool's reclaimer asked where an account is short
+  // (KvPool::Reclaim), and kResourceExhausted changes nothing. Forward does it itself; a caller that must know before the step whether its rows fit calls it first
   // (calling it again for the same rows takes nothing more).
   Status ReserveRows(const StepBatch& b) const;
 

@@ -167,7 +167,7 @@ Result<int> ServedContext(int requested, int model_context, int64_t kv_tokens) {
   }
   if (kv_tokens > 0 && requested > kv_tokens) {
     return InvalidArgument(fmt::format("--max-model-len {}: one sequence of that length needs {} tokens of KV, but the "
-                                       "chat KV budget (--kv-tokens) is {}; raise --kv-tokens or lower --max-model-len",
+                                       "KV pool (--kv-tokens) is {}; raise --kv-tokens or lower --max-model-len",
                                        requested, requested, kv_tokens));
   }
   if (requested > 0) return requested;

@@ -57,7 +57,7 @@ struct ServedModels {
 std::optional<ApiError> ParseJsonBody(const std::string& text, nlohmann::json* body);
 
 // The longest sequence (prompt + completion) the server takes: --max-model-len, or by default
-// the model's context cut to the chat KV budget (a sequence reserves its KV up front, so a longer
+// the model's context cut to the KV pool (a sequence reserves its KV up front, so a longer
 // one could never run). An explicit value over either is an error naming both numbers.
 Result<int> ServedContext(int requested, int model_context, int64_t kv_tokens);
 

@@ -130,13 +130,15 @@ std::string Metrics::Render(const EngineStats& e, const std::map<int32_t, std::s
   scalar("graft_engine_steps_total", "counter", "Forward steps run.", "", e.steps);
   scalar("graft_queue_waiting", "gauge", "Sequences waiting for room.", "", e.waiting);
   scalar("graft_queue_running", "gauge", "Sequences running.", "", e.running);
-  scalar("graft_kv_reserved_tokens", "gauge", "KV tokens reserved by live sequences.", "", e.kv_reserved);
-  scalar("graft_kv_budget_tokens", "gauge", "KV token budget.", "", e.kv_budget);
-  scalar("graft_cache_pool_bytes", "gauge", "Bytes of the KV and state pools, reserved at start-up.", "", e.pool_bytes);
+  scalar("graft_kv_reserved_tokens", "gauge", "KV tokens reserved by live chat sequences.", "", e.kv_reserved);
+  scalar("graft_kv_decision_tokens", "gauge", "KV tokens held by decisions (records, question forks, their prefix cache).", "",
+         e.kv_decisions);
+  scalar("graft_kv_budget_tokens", "gauge", "KV tokens in the pool chat and decisions share.", "", e.kv_budget);
+  scalar("graft_cache_pool_bytes", "gauge", "Bytes of the KV pool and its state slots, reserved at start-up.", "", e.pool_bytes);
   scalar("graft_decisions_running", "gauge", "Decisions in progress (sharing steps; --max-decisions).", "",
          e.decisions_running);
   scalar("graft_decision_restarts_total", "counter",
-         "Decisions that gave their memory back to start over when the decision pool ran short (the same result).", "",
+         "Decisions that gave their memory back to start over when the KV pool ran short (the same result).", "",
          e.decision_restarts);
 
   const std::string base = fmt::format("model_name=\"{}\"", Escape(base_model_));
@@ -165,8 +167,8 @@ std::string Metrics::Render(const EngineStats& e, const std::map<int32_t, std::s
       scalar(p + "num_requests_running", "gauge", "Requests running (holding KV).", base, e.running);
       scalar(p + "num_requests_waiting", "gauge", "Requests waiting to be scheduled.", base, e.waiting);
     }
-    scalar(p + "kv_cache_usage_perc", "gauge", "KV cache usage (held by running requests over the budget; 1 is full).", base,
-           e.kv_budget > 0 ? static_cast<double>(e.kv_reserved) / static_cast<double>(e.kv_budget) : 0.0);
+    scalar(p + "kv_cache_usage_perc", "gauge", "KV cache usage (held by running requests and decisions over the pool; 1 is full).",
+           base, e.kv_budget > 0 ? static_cast<double>(e.kv_reserved + e.kv_decisions) / static_cast<double>(e.kv_budget) : 0.0);
     scalar(p + "prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", base,
            e.prefix_cache_query_tokens);
     scalar(p + "prefix_cache_hits_total", "counter", "Prompt tokens continued from the prefix cache (not computed).",

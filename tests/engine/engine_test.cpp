@@ -134,7 +134,7 @@ TEST(Engine, PreemptsForKvRoomRefusesTheImpossibleAndKeepsBits) {
   auto f3 = Generate(engine, Wrapper::Prompt(50), 30, &s3);  // 80 tokens > 64
   ASSERT_TRUE(s1.ok() && s2.ok());
   ASSERT_FALSE(s3.ok());
-  EXPECT_NE(s3.message().find("exceeds the KV budget of 64 tokens"), std::string::npos) << s3.ToString();
+  EXPECT_NE(s3.message().find("exceeds the KV pool of 64 tokens (--kv-tokens)"), std::string::npos) << s3.ToString();
   auto f4 = Generate(engine, prompt, 40, &s4);
   ASSERT_TRUE(s4.ok());
   Status s5;
@@ -522,7 +522,7 @@ DecisionRequest PagesDecision() {
 }
 
 // Decisions in admission: they count in max_queue with chat (429 past it), and one too big for
-// the decision pool even with its cache emptied is a 400 naming the pool, not a retryable 429.
+// what decisions may hold even with their cache emptied is a 400 naming the cap, not a retryable 429.
 TEST(Engine, DecisionsCountInTheQueueAndOneThatCanNeverFitIsInvalid) {
   Wrapper w;
   ASSERT_NE(w.model, nullptr);
@@ -538,7 +538,7 @@ TEST(Engine, DecisionsCountInTheQueueAndOneThatCanNeverFitIsInvalid) {
     auto r = engine.Decide(big, 0);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
-    EXPECT_NE(r.status().message().find("more KV memory than the decision pool holds (32 tokens, --decision-kv-tokens)"),
+    EXPECT_NE(r.status().message().find("more KV memory than decisions may hold (32 tokens, --decision-kv-tokens)"),
               std::string::npos) << r.status().message();
   }
   EngineConfig one;
@@ -882,6 +882,128 @@ TEST(Engine, DecisionsInProgressShareSteps) {
     EXPECT_EQ(cached, shared ? 3 : 0) << "the shared record computed once";
     EXPECT_EQ(st.most_step_decisions, 4) << "decisions with rows in one step";
     EXPECT_EQ(st.decision_restarts, 0);
+  }
+}
+
+// Chat and decisions share one KV pool: each takes the pages the other neither holds nor was
+// promised, and work that fits but not now waits for the other to give its room back (never a
+// 400, never a preemption of the other kind); both prefix caches give their pages to either. The
+// pool: 32 pages of 16 tokens, decisions up to 24 of them.
+TEST(Engine, ChatAndDecisionsShareOnePoolAndWaitForEachOthersRoom) {
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
+  AdapterSet none;
+  EngineConfig cfg;
+  cfg.page_size = 16;
+  cfg.kv_token_budget = 512;
+  cfg.decision_kv_tokens = 384;
+  cfg.max_decisions = 1;
+  cfg.decision_prefill_chunk = 64;
+  DecisionRequest d = SmallDecision();
+  for (int i = 0; i < 5; ++i) d.record += fmt::format(" GET /page/{}.html 200", i);
+  const std::vector<DecisionResult> alone = DecideEachAlone(w, cfg, {d});
+  ASSERT_EQ(alone.size(), 1u);
+  const int record_pages = (alone[0].record_tokens + 15) / 16;
+  ASSERT_GE(record_pages, 8);
+  ASSERT_LE(record_pages + DecisionScorer::kQuestionPagesAhead, 24) << "the decision fits its cap";
+  auto prompt_of = [](int n) {
+    std::vector<int32_t> p;
+    while (static_cast<int>(p.size()) < n) {
+      const std::vector<int32_t> part = Wrapper::Prompt(40);
+      p.insert(p.end(), part.begin(), part.end());
+    }
+    p.resize(static_cast<size_t>(n));
+    return p;
+  };
+  auto lone_chat = [&](const std::vector<int32_t>& prompt, int max_tokens) {
+    Engine idle(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+    Status st;
+    return Generate(idle, prompt, max_tokens, &st).get();
+  };
+  std::atomic<int> clock{0};
+  {
+    SCOPED_TRACE("a chat prompt waits for the decision's pages, then for those its record keeps in the cache");
+    // Its prompt and first token need 21 pages: more than the decision leaves while it runs, and
+    // more than the pool less the record the decisions' prefix cache keeps afterwards.
+    const std::vector<int32_t> prompt = prompt_of(32 * 16 - record_pages * 16 + 16);
+    const Collected chat_alone = lone_chat(prompt, 8);
+    ASSERT_TRUE(chat_alone.error.ok()) << chat_alone.error.ToString();
+    Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+    auto release = HoldEngine(engine);
+    int decided_at = -1, first_token_at = -1;
+    auto decided = std::make_shared<std::promise<Result<DecisionResult>>>();
+    ASSERT_TRUE(engine.DecideAsync(d, 0, [&, decided](Result<DecisionResult> r) {
+      decided_at = clock++;
+      decided->set_value(std::move(r));
+    }).ok());
+    auto chat_done = std::make_shared<std::promise<Collected>>();
+    auto acc = std::make_shared<Collected>();
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.max_tokens = 8;
+    r.on_event = [&, chat_done, acc](const GenEvent& ev) {
+      if (ev.kind == GenEvent::Kind::kDelta && first_token_at < 0) first_token_at = clock++;
+      if (ev.kind == GenEvent::Kind::kDelta) acc->text += ev.text;
+      if (ev.kind == GenEvent::Kind::kDone) chat_done->set_value(*acc);
+      if (ev.kind == GenEvent::Kind::kError) acc->error = ev.error, chat_done->set_value(*acc);
+    };
+    ASSERT_TRUE(engine.Submit(std::move(r)).ok());
+    release();
+    Result<DecisionResult> got = decided->get_future().get();
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ExpectSameScores(*got, alone[0], "the decision beside a waiting chat prompt");
+    const Collected chat = chat_done->get_future().get();
+    ASSERT_TRUE(chat.error.ok()) << chat.error.ToString();
+    EXPECT_EQ(chat.text, chat_alone.text);
+    EXPECT_LT(decided_at, first_token_at) << "the chat prompt waited for the decision's room";
+    // The record's pages went to the chat prompt: the same decision again computes it afresh.
+    auto again = engine.Decide(d, 0);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->cached_tokens, 0) << "the decisions' prefix cache gave its pages to chat";
+    ExpectSameScores(*again, alone[0], "the decision again");
+    EXPECT_EQ(engine.Stats().preemptions, 0);
+    engine.Stop();
+  }
+  {
+    SCOPED_TRACE("a decision waits for a chat sequence's pages, then takes those its prefix cache keeps");
+    // 441 tokens of prompt and first token: 28 pages, 4 left for the decision.
+    const std::vector<int32_t> prompt = prompt_of(440);
+    const Collected chat_alone = lone_chat(prompt, 40);
+    ASSERT_TRUE(chat_alone.error.ok()) << chat_alone.error.ToString();
+    Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+    int chat_done_at = -1, decided_at = -1;
+    auto chat_done = std::make_shared<std::promise<Collected>>();
+    auto started = std::make_shared<std::promise<void>>();
+    auto acc = std::make_shared<Collected>();
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.max_tokens = 40;
+    r.on_event = [&, chat_done, started, acc](const GenEvent& ev) {
+      if (ev.kind == GenEvent::Kind::kDelta && acc->text.empty()) started->set_value();
+      if (ev.kind == GenEvent::Kind::kDelta) acc->text += ev.text;
+      if (ev.kind == GenEvent::Kind::kDone) chat_done_at = clock++, chat_done->set_value(*acc);
+      if (ev.kind == GenEvent::Kind::kError) acc->error = ev.error, chat_done->set_value(*acc);
+    };
+    ASSERT_TRUE(engine.Submit(std::move(r)).ok());
+    started->get_future().wait();
+    auto decided = std::make_shared<std::promise<Result<DecisionResult>>>();
+    ASSERT_TRUE(engine.DecideAsync(d, 0, [&, decided](Result<DecisionResult> res) {
+      decided_at = clock++;
+      decided->set_value(std::move(res));
+    }).ok());
+    Result<DecisionResult> got = decided->get_future().get();
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ExpectSameScores(*got, alone[0], "the decision after the chat sequence");
+    const Collected chat = chat_done->get_future().get();
+    ASSERT_TRUE(chat.error.ok()) << chat.error.ToString();
+    EXPECT_EQ(chat.text, chat_alone.text);
+    EXPECT_LT(chat_done_at, decided_at) << "the decision waited for the chat sequence's room";
+    const EngineStats st = engine.Stats();
+    EXPECT_EQ(st.preemptions, 0);
+    EXPECT_EQ(st.decision_restarts, 0);
+    EXPECT_EQ(st.kv_decisions, int64_t{record_pages} * 16) << "the record kept in the decisions' prefix cache";
+    engine.Stop();
   }
 }
 

@@ -22,19 +22,21 @@ TEST(PoolPlan, SizesThePoolsFromWhatTheBudgetLeaves) {
   EXPECT_EQ(p->max_decisions, 5) << "8 decisions' 15 slots would take more than a quarter: 12 slots";
   EXPECT_GE(p->decision_tokens, 30000) << "a 30K-token decision fits with the default flags";
   EXPECT_EQ(p->decision_tokens % 16, 0);
-  EXPECT_EQ(p->chat_tokens % 16, 0);
-  EXPECT_GT(p->chat_tokens, p->decision_tokens / 2);
+  EXPECT_EQ(p->kv_tokens % 16, 0);
+  EXPECT_LE(p->decision_tokens, p->kv_tokens / 2) << "decisions hold at most half the pool";
   EXPECT_LE(p->bytes, 16 * kGB - 320 * 1000 * 1000) << "inside the budget, the margin kept";
   EXPECT_GT(p->bytes, 15 * kGB) << "and most of it used";
-  // An H200 (130 GB budget): 64 chat slots, the decision pool a quarter of the KV.
+  // An H200 (130 GB budget): 64 chat slots; decisions may hold a whole-context record (more than a
+  // quarter of the pool, less than half).
   auto q = PlanPools(60 * kGB, Qwen35_27b(), {});
   ASSERT_TRUE(q.ok()) << q.status().message();
   EXPECT_EQ(q->max_running, 64);
   EXPECT_EQ(q->max_decisions, 8);
   EXPECT_GE(q->decision_tokens, 262144) << "a whole-context record";
-  EXPECT_NEAR(static_cast<double>(q->chat_tokens) / (q->chat_tokens + q->decision_tokens), 0.5, 0.26);
-  EXPECT_NE(q->Describe().find("64 state slots"), std::string::npos) << q->Describe();
-  EXPECT_NE(q->Describe().find("8 at once"), std::string::npos) << q->Describe();
+  EXPECT_EQ(q->decision_tokens, 262144);
+  EXPECT_GT(q->kv_tokens, 2 * 262144);
+  EXPECT_NE(q->Describe().find("KV pool 533168 tokens (decisions hold up to 262144), 64 chat state slots"), std::string::npos) << q->Describe();
+  EXPECT_NE(q->Describe().find("8 decisions at once"), std::string::npos) << q->Describe();
 }
 
 TEST(PoolPlan, KeepsExplicitValuesAndSizesTheRestAroundThem) {
@@ -47,12 +49,23 @@ TEST(PoolPlan, KeepsExplicitValuesAndSizesTheRestAroundThem) {
   EXPECT_EQ(p->max_running, 4);
   EXPECT_EQ(p->max_decisions, 2);
   EXPECT_EQ(p->decision_tokens, 40000);
-  EXPECT_GT(p->chat_tokens, 100000) << "the chat pool takes the rest";
-  ask.chat_tokens = 65536;
+  EXPECT_GT(p->kv_tokens, 140000) << "the pool takes the rest";
+  ask.kv_tokens = 65536;
   auto q = PlanPools(16 * kGB, Qwen35_27b(), ask);
   ASSERT_TRUE(q.ok());
-  EXPECT_EQ(q->chat_tokens, 65536);
+  EXPECT_EQ(q->kv_tokens, 65536);
   EXPECT_EQ(q->decision_tokens, 40000);
+  EXPECT_EQ(q->bytes, (4 + DecisionSlots(2)) * int64_t{302 * 1000 * 1000} + 65536 * int64_t{65536});
+  // Decisions' part of a pool asked for: its default follows the pool; more than the pool is refused.
+  ask.decision_tokens = 0;
+  auto r = PlanPools(16 * kGB, Qwen35_27b(), ask);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->decision_tokens, 65536 / 2) << "a quarter raised to the context where it fits in half: a half";
+  ask.decision_tokens = 70000;
+  auto over = PlanPools(16 * kGB, Qwen35_27b(), ask);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(over.status().message(), "--decision-kv-tokens 70000 is more than the KV pool it is a part of (--kv-tokens 65536)");
   // A model without recurrent layers: no slots to pay for, 64 running.
   PoolNeeds dense{262144, 0, 40960, 16};
   auto d = PlanPools(20 * kGB, dense, {});
@@ -68,7 +81,7 @@ TEST(PoolPlan, RefusesBudgetsThatCannotHoldWhatIsAsked) {
   EXPECT_EQ(none.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(none.status().message().find("--gpu-memory"), std::string::npos) << none.status().message();
   PoolAsk ask;
-  ask.chat_tokens = 200000;
+  ask.kv_tokens = 400000;
   ask.decision_tokens = 200000;
   auto big = PlanPools(16 * kGB, Qwen35_27b(), ask);
   ASSERT_FALSE(big.ok());

@@ -25,7 +25,7 @@ namespace {
 
 using json = nlohmann::json;
 
-// max_model_len: by default the model's context cut to the chat KV budget; an explicit value
+// max_model_len: by default the model's context cut to the KV pool; an explicit value
 // over either is refused, naming both numbers.
 TEST(ServedContext, DefaultsToWhatTheKvBudgetHoldsAndRefusesMore) {
   EXPECT_EQ(ServedContext(0, 262144, 65536).value(), 65536);
@@ -38,7 +38,7 @@ TEST(ServedContext, DefaultsToWhatTheKvBudgetHoldsAndRefusesMore) {
   auto over_kv = ServedContext(100000, 262144, 65536);
   ASSERT_FALSE(over_kv.ok());
   EXPECT_EQ(over_kv.status().message(),
-            "--max-model-len 100000: one sequence of that length needs 100000 tokens of KV, but the chat KV budget "
+            "--max-model-len 100000: one sequence of that length needs 100000 tokens of KV, but the KV pool "
             "(--kv-tokens) is 65536; raise --kv-tokens or lower --max-model-len");
 }
 

@@ -430,7 +430,7 @@ TEST_F(Server, MetricsCarryVllmsSeriesAndPassPromtool) {
                              "prompt_tokens_total{model_name=\"base\"}", "generation_tokens_total{model_name=\"base\"} 21"}) {
     EXPECT_NE(m.find(std::string("vllm:") + series), std::string::npos) << series << "\n" << m;
   }
-  for (const char* series : {"graft_decisions_running 0", "graft_decision_restarts_total 0"}) {
+  for (const char* series : {"graft_decisions_running 0", "graft_decision_restarts_total 0", "graft_kv_decision_tokens "}) {
     EXPECT_NE(m.find(series), std::string::npos) << series << "\n" << m;
   }
   for (const char* p : {"vllm:", "graft_"}) {

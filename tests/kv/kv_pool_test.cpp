@@ -1,6 +1,6 @@
 // Paged KV and state slots: reference counts, copy-on-write forks that change no bits, and a
 // fixed pool that refuses (without side effects) when it is full.
-#include "model/kv_pool.h"
+#include "kv/kv_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -188,6 +188,71 @@ TEST(KvPool, AFullFixedPoolFailsTheStepAndLeavesTheStateAlone) {
   EXPECT_TRUE(model->Forward(ops, ids.data(), 8, *st, logits.data()).ok());
   st->Clear();
   EXPECT_EQ(pool->free_pages(), 2);
+}
+
+// One pool for two kinds of work: each page and slot counts on the account that took it (a
+// fork's and a copied page's too) until it is free again; an account's cap refuses past it as an
+// empty pool would; a step short on one account asks the reclaimer, and fails changing nothing
+// when it has nothing to give.
+TEST(KvPool, AccountsCountTheirPagesAndSlotsAndKeepToTheirCaps) {
+  auto model = test::LoadFixtureModel("qwen3_5-wrapper");
+  ASSERT_NE(model, nullptr);
+  auto pool = model->NewPool(4, 10, 4, /*growable=*/false);
+  CpuOps ops(ActDtype::kF32, 1);
+  const int vocab = model->config().vocab_size;
+  pool->set_page_cap(1, 4);
+  pool->set_slot_cap(1, 2);
+  EXPECT_EQ(pool->free_pages(1), 4);
+  EXPECT_EQ(pool->free_pages(0), 10);
+  auto chat = model->NewState(*pool, 0);
+  auto dec = model->NewState(*pool, 1);
+  ASSERT_TRUE(chat.ok() && dec.ok());
+  EXPECT_EQ(pool->slots_held(0), 1);
+  EXPECT_EQ(pool->slots_held(1), 1);
+  std::vector<int32_t> ids(6, 5);
+  std::vector<float> logits(6 * vocab);
+  ASSERT_TRUE(model->Forward(ops, ids.data(), 6, *dec, logits.data()).ok());  // 2 pages on account 1
+  ASSERT_TRUE(model->Forward(ops, ids.data(), 3, *chat, logits.data()).ok());  // 1 on account 0
+  EXPECT_EQ(pool->pages_held(1), 2);
+  EXPECT_EQ(pool->pages_held(0), 1);
+  EXPECT_EQ(pool->free_pages(1), 2);
+  auto fork = dec->Fork();  // shares both pages, takes account 1's second slot
+  ASSERT_TRUE(fork.ok());
+  EXPECT_EQ(fork->account, 1);
+  EXPECT_EQ(pool->slots_held(1), 2);
+  EXPECT_EQ(pool->pages_held(1), 2) << "shared pages count once";
+  auto third = model->NewState(*pool, 1);
+  ASSERT_FALSE(third.ok()) << "account 1 holds its cap of slots";
+  EXPECT_EQ(third.status().code(), StatusCode::kResourceExhausted);
+  // The fork writes into the shared partial page: its copy counts on account 1 too.
+  ASSERT_TRUE(model->Forward(ops, ids.data(), 1, *fork, logits.data()).ok());
+  EXPECT_EQ(pool->pages_held(1), 3);
+  // 8 more positions need 2 pages, 1 left under the cap: the step fails, nothing changes (no
+  // reclaimer), though the pool has 6 free.
+  std::vector<int32_t> more(8, 7);
+  std::vector<float> more_logits(8 * vocab);
+  Status s = model->Forward(ops, more.data(), 8, *dec, more_logits.data());
+  ASSERT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_EQ(dec->pos, 6);
+  EXPECT_EQ(pool->pages_held(1), 3);
+  // A reclaimer that frees room for account 1 by letting the fork go: asked once, the step runs.
+  int asked = 0;
+  pool->set_reclaimer([&](int account) {
+    ++asked;
+    EXPECT_EQ(account, 1);
+    if (fork->pool == nullptr) return false;
+    fork->Clear();
+    return true;
+  });
+  EXPECT_TRUE(model->Forward(ops, more.data(), 8, *dec, more_logits.data()).ok());
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(pool->pages_held(1), 4);
+  EXPECT_EQ(pool->free_pages(1), 0);
+  EXPECT_EQ(pool->free_pages(0), 5) << "10 pages: 4 on account 1, 1 on account 0";
+  dec->Clear();
+  chat->Clear();
+  EXPECT_EQ(pool->pages_held(0) + pool->pages_held(1) + pool->slots_held(0) + pool->slots_held(1), 0);
+  EXPECT_EQ(pool->free_pages(), 10);
 }
 
 TEST(KvPool, APoolPastTheMachineIsRefusedWithItsOwnError) {

@@ -24,7 +24,7 @@
 #include <list>
 #include <vector>
 
-#include "model/model.h"
+#include "kv/sequence_state.h"
 #include "util/status.h"
 
 namespace graft {

@@ -1,7 +1,7 @@
 // The prefix cache's bookkeeping: which entry a prompt continues from (whole entries with a
 // recurrent state, common starts without), least-recently-used eviction, slots kept apart, and
 // that entries hold pool room until they go.
-#include "engine/prefix_cache.h"
+#include "kv/prefix_cache.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "engine/prefix_cache.h"
+#include "kv/prefix_cache.h"
 
 #include <algorithm>
 

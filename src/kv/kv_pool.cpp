@@ -1,4 +1,4 @@
-#include "model/kv_pool.h"
+#include "kv/kv_pool.h"
 
 #include <fmt/core.h>
 
@@ -69,6 +69,7 @@ Status KvPool::AddPages(int n) {
     bytes_ += 2 * int64_t{n} * page_floats * 4;
   }
   refs_.resize(static_cast<size_t>(old + n), 0);
+  page_account_.resize(static_cast<size_t>(old + n), 0);
   for (int p = old + n - 1; p >= old; --p) free_pages_.push_back(p);
   return Status::Ok();
 }
@@ -97,12 +98,36 @@ Status KvPool::AddSlots(int n) {
       block = g.pkinv + sl.pkinv;
     }
     slots_.push_back(std::move(layers));
+    slot_account_.push_back(0);
     free_slots_.insert(free_slots_.begin(), static_cast<int32_t>(slots_.size() - 1));
   }
   return Status::Ok();
 }
 
-Result<int32_t> KvPool::AllocatePage() {
+int KvPool::free_pages(int account) const {
+  const int cap = page_cap_[Acct(account)];
+  const int free = free_pages();
+  return cap < 0 ? free : std::clamp(cap - page_held_[Acct(account)], 0, free);
+}
+
+int KvPool::free_slots(int account) const {
+  const int cap = slot_cap_[Acct(account)];
+  const int free = free_slots();
+  return cap < 0 ? free : std::clamp(cap - slot_held_[Acct(account)], 0, free);
+}
+
+bool KvPool::Reclaim(int account, int pages, int slots) {
+  while (free_pages(account) < pages || (has_gdn_ && free_slots(account) < slots)) {
+    if (!reclaimer_ || !reclaimer_(account)) return false;
+  }
+  return true;
+}
+
+Result<int32_t> KvPool::AllocatePage(int account) {
+  const int cap = page_cap_[Acct(account)];
+  if (cap >= 0 && page_held_[Acct(account)] >= cap) {
+    return ResourceExhausted(fmt::format("the KV pool's account {} holds its cap of {} pages", account, cap));
+  }
   if (free_pages_.empty()) {
     if (!growable_) return ResourceExhausted(fmt::format("the KV pool's {} pages are all in use", num_pages()));
     GRAFT_RETURN_IF_ERROR(AddPages(std::max(16, num_pages())));
@@ -110,11 +135,16 @@ Result<int32_t> KvPool::AllocatePage() {
   const int32_t p = free_pages_.back();
   free_pages_.pop_back();
   refs_[static_cast<size_t>(p)] = 1;
+  page_account_[static_cast<size_t>(p)] = static_cast<uint8_t>(account);
+  ++page_held_[Acct(account)];
   return p;
 }
 
 void KvPool::Release(int32_t page) {
-  if (--refs_[static_cast<size_t>(page)] == 0) free_pages_.push_back(page);
+  if (--refs_[static_cast<size_t>(page)] == 0) {
+    free_pages_.push_back(page);
+    --page_held_[page_account_[static_cast<size_t>(page)]];
+  }
 }
 
 void KvPool::CopyPage(int32_t from, int32_t to) {
@@ -126,13 +156,24 @@ void KvPool::CopyPage(int32_t from, int32_t to) {
   }
 }
 
-Result<int32_t> KvPool::AllocateSlot(bool zeroed) {
+void KvPool::ReleaseSlot(int32_t slot) {
+  free_slots_.push_back(slot);
+  --slot_held_[slot_account_[static_cast<size_t>(slot)]];
+}
+
+Result<int32_t> KvPool::AllocateSlot(int account, bool zeroed) {
+  const int cap = slot_cap_[Acct(account)];
+  if (cap >= 0 && slot_held_[Acct(account)] >= cap) {
+    return ResourceExhausted(fmt::format("account {}'s {} recurrent-state slots are all in use", account, cap));
+  }
   if (free_slots_.empty()) {
     if (!growable_) return ResourceExhausted(fmt::format("the {} recurrent-state slots are all in use", num_slots()));
     GRAFT_RETURN_IF_ERROR(AddSlots(std::max(4, num_slots())));
   }
   const int32_t s = free_slots_.back();
   free_slots_.pop_back();
+  slot_account_[static_cast<size_t>(s)] = static_cast<uint8_t>(account);
+  ++slot_held_[Acct(account)];
   for (auto& g : slots_[static_cast<size_t>(s)]) {
     if (!g.conv) continue;
     if (zeroed) mem_->Zero(g.conv, slot_layout_.conv + slot_layout_.S);  // adjacent; the chunk rows are unused at pending 0
