@@ -174,7 +174,6 @@ class DecisionScorer {
   // Drops the least recently cached prefix (its pages and slot back to the pool, unless a decision
   // in progress still shares them); false when none.
   bool EvictOldest();
-  size_t cached() const { return cache_order_.size(); }
   // Whether the prefix cache holds `prefix` under `slot` (a decision on it takes no record rows).
   bool Cached(int32_t slot, const std::vector<int32_t>& prefix) const { return cache_.count({slot, prefix}) > 0; }
   // Forgets every cached prefix (their pages go back to the pool).
