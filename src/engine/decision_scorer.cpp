@@ -143,9 +143,12 @@ void DecisionScorer::Restart(DecisionTask& t) const {
 int64_t DecisionScorer::PagesAhead(const DecisionTask& t) const {
   if (pool_ == nullptr) return 0;
   const int64_t ps = pool_->page_size();
-  // The record's pages still to take (none once it is whole), then one run's: a question's
-  // tokens and a choice's, with a partial page copied on write.
-  const int64_t record = t.prefix_ready ? 0 : (static_cast<int64_t>(t.prefix.size() - t.prefilled) + ps - 1) / ps;
+  // The record's pages still to take (none once it is whole, nor for a record the prefix cache
+  // holds: it is shared as it is), then one run's: a question's tokens and a choice's, with a
+  // partial page copied on write.
+  const bool cached = !t.prefix_ready && t.prefilled == 0 && t.share_prefix && Cached(t.slot, t.prefix);
+  const int64_t record =
+      t.prefix_ready || cached ? 0 : (static_cast<int64_t>(t.prefix.size() - t.prefilled) + ps - 1) / ps;
   return record + kQuestionPagesAhead;
 }
 

@@ -1007,6 +1007,37 @@ TEST(Engine, ChatAndDecisionsShareOnePoolAndWaitForEachOthersRoom) {
   }
 }
 
+// A decision on a record the prefix cache holds needs no room for the record (it is shared as
+// it is): with room for one run's pages beside the cached record but not for a second copy, the
+// next decision on it continues from the cache rather than evicting it to compute it again.
+TEST(Engine, ADecisionOnACachedRecordNeedsNoRoomForTheRecord) {
+  Wrapper w;
+  ASSERT_NE(w.model, nullptr);
+  auto& [model, tok, tmpl] = w;
+  AdapterSet none;
+  EngineConfig cfg;
+  cfg.page_size = 16;
+  cfg.max_decisions = 1;
+  DecisionRequest d = SmallDecision();
+  for (int i = 0; i < 8; ++i) d.record += fmt::format(" GET /page/{}.html 200", i);
+  const std::vector<DecisionResult> alone = DecideEachAlone(w, cfg, {d});
+  ASSERT_EQ(alone.size(), 1u);
+  const int record_pages = (alone[0].record_tokens + 15) / 16;
+  ASSERT_GT(record_pages, 4);
+  // Beside the cached record: 12 pages, more than one run's 8, fewer than the record's and 8.
+  cfg.decision_kv_tokens = (record_pages + 12) * 16;
+  Engine engine(cfg, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+  auto first = engine.Decide(d, 0);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->cached_tokens, 0);
+  auto second = engine.Decide(d, 0);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->cached_tokens, second->record_tokens) << "continued from the cache";
+  ExpectSameScores(*first, alone[0], "the first");
+  ExpectSameScores(*second, alone[0], "the second");
+  engine.Stop();
+}
+
 // Several decisions beside a chat stream share the rows the decode row leaves: a step holds a
 // later decision's piece only where it fits what the earlier ones left (a record piece in whole
 // 64-token tiles, a question piece only where its first run fits), so no step passes the budget;
