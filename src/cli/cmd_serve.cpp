@@ -139,7 +139,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
       ->check(CLI::Range(16, 1 << 30));
   cmd->add_option("--max-running", s->pools.max_running,
                   "Chat sequences running at once (state slots; default 64, on cuda fewer where 64 would take more "
-                  "than half the pools' memory)")
+                  "than half the pool's memory)")
       ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--decision-kv-tokens", s->pools.decision_tokens,
                   "The most of the KV pool decisions hold at once, with their prefix cache, in tokens (default: "
@@ -161,7 +161,7 @@ void AddServeCommand(CLI::App& app, Runner& run) {
                   "Decisions in progress at once, sharing steps (one's questions beside another's record; those "
                   "on a record another is computing wait for it and continue from the prefix cache); the rest "
                   "wait in the queue (default 8; on cuda with Qwen3.5 fewer where their state slots would take "
-                  "more than a quarter of the pools' memory)")
+                  "more than a quarter of the pool's memory)")
       ->check(CLI::Range(1, 256));
   cmd->add_option("--decision-prefill-chunk", s->decision_prefill_chunk,
                   "Prefill a decision's record in pieces of this many tokens (a multiple of 64; 0: at once); a piece "

@@ -11,12 +11,12 @@
 // be prefilled); alone they share decision_prefill_chunk.
 // Up to max_decisions decisions are in progress at once, in arrival order, sharing each step's
 // decision rows oldest first: one's questions run beside another's record. A decision starts when
-// the decision pool has room for its record beside the pages the others still need (the prefix
-// cache gives way first); one whose record another decision in progress is computing (same
-// adapter slot, same tokens) waits for it and continues from the prefix cache. When a piece
-// finds the pool short all the same, the newest decisions give their memory back and start over
-// later (the same bits); the oldest always goes on.
-// Prefix caching (engine/prefix_cache.h): a chat sequence's cache is kept when it ends, and a
+// the decisions' part of the KV pool has room for its record beside the pages the others still
+// need (the prefix caches give way first); one whose record another decision in progress is
+// computing (same adapter slot, same tokens) waits for it and continues from the prefix cache.
+// When a piece finds the pool short all the same, the newest decisions give their memory back
+// and start over later (the same bits); the oldest always goes on.
+// Prefix caching (kv/prefix_cache.h): a chat sequence's cache is kept when it ends, and a
 // later prompt that starts with its tokens continues from it (usage's cached_tokens); the
 // entries give their room back whenever a step or an admission needs it.
 // All cache memory is reserved when the engine starts: one KV pool (kv/kv_pool.h) of pages and

@@ -91,7 +91,7 @@ struct ChatStreams {
   std::vector<StepRecord> slowest;  // the run's slowest engine steps, slowest first
 };
 
-// A chat's next turn on a recurrent model (the server's turn snapshots, engine/prefix_cache.h):
+// A chat's next turn on a recurrent model (the server's turn snapshots, kv/prefix_cache.h):
 // a prompt's first-token time alone and with the engine keeping a copy of its cache where the
 // next turn would part (GenerationRequest::snapshot_at, kTurnPartFromEnd tokens before its end:
 // one more step), then the next turn's — the prompt up to there plus next_tokens new ones —
