@@ -52,12 +52,15 @@ Engine::Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops>
       sched_(cfg.max_step_tokens, cfg.kv_token_budget, cfg.page_size, cfg.max_running),
       prefix_cache_(static_cast<size_t>(std::max(cfg.prefix_cache_entries, 0))) {
   cfg_.max_decisions = std::max(cfg_.max_decisions, 1);
+  // The decisions' part is a part of the pool: a cap past it is the pool (else a decision larger
+  // than the pool would wait for room that can never come instead of failing).
+  cfg_.decision_kv_tokens = std::min(cfg_.decision_kv_tokens, cfg_.kv_token_budget);
   scorer_.set_prefill_chunk(cfg.decision_prefill_chunk);
   // State slots are each account's own (a slot is a whole sequence's recurrent state); pages are
   // shared, the decisions' capped (CapDecisions).
   pool_->set_slot_cap(kChatAccount, cfg.max_running);
   pool_->set_slot_cap(kDecisionAccount, DecisionSlots(cfg_.max_decisions));
-  pool_->set_page_cap(kDecisionAccount, static_cast<int>(cfg.decision_kv_tokens / cfg.page_size));
+  pool_->set_page_cap(kDecisionAccount, static_cast<int>(cfg_.decision_kv_tokens / cfg.page_size));
   pool_->set_reclaimer([this](int account) { return ReclaimFor(account); });
   stats_.kv_budget = cfg.kv_token_budget;
   stats_.pool_bytes = pool_->bytes();

@@ -541,6 +541,20 @@ TEST(Engine, DecisionsCountInTheQueueAndOneThatCanNeverFitIsInvalid) {
     EXPECT_NE(r.status().message().find("more KV memory than decisions may hold (32 tokens, --decision-kv-tokens)"),
               std::string::npos) << r.status().message();
   }
+  {
+    // Decisions' part past the pool: the pool is the cap (a 400 naming it, not a wait for room
+    // that never comes).
+    EngineConfig tiny;
+    tiny.kv_token_budget = 64;
+    Engine engine(tiny, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
+    DecisionRequest big = d;
+    big.record = std::string(2000, 'x') + " end of the record";
+    auto r = engine.Decide(big, 0);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("more KV memory than decisions may hold (64 tokens, --decision-kv-tokens)"),
+              std::string::npos) << r.status().message();
+  }
   EngineConfig one;
   one.max_queue = 1;
   Engine engine(one, *model, std::make_unique<CpuOps>(ActDtype::kBF16, 2), *tok, *tmpl, none);
