@@ -362,11 +362,13 @@ void Engine::RoomForChat(const std::vector<SchedSeq>& seqs) {
     need = (int64_t{s.prompt_tokens} + 1 + ps - 1) / ps * ps;
     break;
   }
+  // (Only where it can help: were the decisions to hold nothing, it would fit.)
+  const bool could_fit = sched_.kv_reserved() + need <= (pool.num_pages() - ahead) * ps;
   while (true) {
     const int64_t grow = (pool.num_pages() - pool.pages_held(kDecisionAccount)) * ps;
     const int64_t admit = grow - ahead * ps;
     sched_.set_kv_room(grow, admit);
-    if (need == 0 || sched_.kv_reserved() + need <= admit || !scorer_.EvictOldest()) return;
+    if (need == 0 || !could_fit || sched_.kv_reserved() + need <= admit || !scorer_.EvictOldest()) return;
   }
 }
 
