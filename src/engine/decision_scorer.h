@@ -158,8 +158,8 @@ class DecisionScorer {
   // its sequence was split).
   void Restart(DecisionTask& t) const;
   // The pool pages t may still take before it is done, at most: its record's pages not yet taken
-  // (none where the prefix cache holds the record) and one question run's (kQuestionPagesAhead). What the engine keeps free for a decision beside
-  // others.
+  // (none where the prefix cache holds the record) and one question run's (kQuestionPagesAhead).
+  // What the engine keeps free for a decision beside others.
   static constexpr int64_t kQuestionPagesAhead = 8;
   int64_t PagesAhead(const DecisionTask& t) const;
   // Pages and state slots a piece's optional runs (those past its first) leave free in the pool:

@@ -57,10 +57,9 @@ Engine::Engine(const EngineConfig& cfg, const Model& model, std::unique_ptr<Ops>
   cfg_.decision_kv_tokens = std::min(cfg_.decision_kv_tokens, cfg_.kv_token_budget);
   scorer_.set_prefill_chunk(cfg.decision_prefill_chunk);
   // State slots are each account's own (a slot is a whole sequence's recurrent state); pages are
-  // shared, the decisions' capped (CapDecisions).
+  // shared, the decisions' capped before each use (CapDecisions).
   pool_->set_slot_cap(kChatAccount, cfg.max_running);
   pool_->set_slot_cap(kDecisionAccount, DecisionSlots(cfg_.max_decisions));
-  pool_->set_page_cap(kDecisionAccount, static_cast<int>(cfg_.decision_kv_tokens / cfg.page_size));
   pool_->set_reclaimer([this](int account) { return ReclaimFor(account); });
   stats_.kv_budget = cfg.kv_token_budget;
   stats_.pool_bytes = pool_->bytes();
@@ -344,7 +343,7 @@ bool Engine::ReclaimFor(int account) {
 
 bool Engine::CapDecisions() {
   KvPool& pool = *pool_;
-  const int64_t own = cfg_.decision_kv_tokens / cfg_.page_size;
+  const int64_t own = DecisionPages();
   const int64_t left = pool.num_pages() - sched_.kv_reserved() / cfg_.page_size;
   pool.set_page_cap(kDecisionAccount, static_cast<int>(std::max<int64_t>(std::min(own, left), 0)));
   return left < own;
@@ -480,7 +479,7 @@ bool Engine::DecisionRoom(const DecisionJob& j) {
   if (std::any_of(active_.begin(), active_.end(), [](const auto& a) { return a->retried; })) return false;
   KvPool& pool = *pool_;
   CapDecisions();
-  const int64_t own = cfg_.decision_kv_tokens / cfg_.page_size;
+  const int64_t own = DecisionPages();
   // Alone, a decision needs its record and a run's pages, or (having started over for want of
   // room) all the decisions may hold; more than they may hold it cannot get: it starts and ends
   // with a 400 naming the cap when it runs short.

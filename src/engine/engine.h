@@ -261,6 +261,7 @@ class Engine {
   // The decisions' page cap for what comes next: decision_kv_tokens, less whatever chat's
   // reservation leaves no room for. Whether chat's reservation is what binds it.
   bool CapDecisions();
+  int64_t DecisionPages() const { return cfg_.decision_kv_tokens / cfg_.page_size; }  // the cap, chat aside
   // The chat scheduler's room for the step: what the decisions neither hold nor will take. The
   // decisions' prefix cache gives way where a waiting chat prompt needs its pages.
   void RoomForChat(const std::vector<SchedSeq>& seqs);

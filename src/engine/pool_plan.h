@@ -26,8 +26,8 @@ namespace graft {
 
 // The decision prefix cache's entries (records kept for later decisions on them).
 constexpr int kDecisionCacheEntries = 4;
-// The pool's state slots for decisions for max_decisions decisions at once: the prefix cache's entries,
-// each decision's record (shared with the cache once whole, so up to four of these are free for
+// The pool's state slots for max_decisions decisions at once: the prefix cache's entries, each
+// decision's record (shared with the cache once whole, so up to four of these are free for
 // forks), and three more for the forks of the questions' runs in a step.
 constexpr int kDecisionForkSlots = 3;
 inline int DecisionSlots(int max_decisions) { return kDecisionCacheEntries + max_decisions + kDecisionForkSlots; }
