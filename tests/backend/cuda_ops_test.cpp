@@ -16,6 +16,7 @@
 #include "backend/cuda/attention_prep.h"
 #include "backend/cuda/cublas_gemm.h"
 #include "backend/cuda/elementwise.h"
+#include "backend/cuda/flash_wgmma.h"
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/lora.h"
@@ -519,14 +520,17 @@ TEST(CudaOps, RepeatedBf16InputEqualsTheTripledCopy) {
 }
 
 // Paged KV with a shuffled page table; queries at the last n positions of a len-token sequence.
+// Every slot of the pages no position up to len maps to holds NaN (a pool's pages hold whatever was
+// there; attention must never let it through).
 struct AttnCase {
   int len, n, heads, kv_heads, hd, page = 16;
   std::vector<float> q, k, v;
   std::vector<int32_t> table, pos;
+  int64_t rows() const { return static_cast<int64_t>(table.size()) * page; }  // the pages' rows (kv_rows)
 };
 
-AttnCase MakeAttn(int len, int n, int heads, int kv_heads, int hd, std::mt19937& rng, bool bf16) {
-  AttnCase c{len, n, heads, kv_heads, hd, 16, {}, {}, {}, {}, {}};
+AttnCase MakeAttn(int len, int n, int heads, int kv_heads, int hd, std::mt19937& rng, bool bf16, int page = 16) {
+  AttnCase c{len, n, heads, kv_heads, hd, page, {}, {}, {}, {}, {}};
   const int pages = (len + c.page - 1) / c.page + 3;
   c.q = Random(static_cast<size_t>(n) * heads * hd, rng, 1.0f, bf16);
   c.k = Random(static_cast<size_t>(pages) * c.page * kv_heads * hd, rng, 1.0f, bf16);
@@ -534,8 +538,20 @@ AttnCase MakeAttn(int len, int n, int heads, int kv_heads, int hd, std::mt19937&
   c.table.resize(static_cast<size_t>(pages));
   std::iota(c.table.begin(), c.table.end(), 0);
   std::shuffle(c.table.begin(), c.table.end(), rng);
+  std::vector<char> used(c.k.size() / (static_cast<size_t>(kv_heads) * hd), 0);  // by row of the pages
+  for (int j = 0; j < len; ++j) used[static_cast<size_t>(c.table[j / c.page]) * c.page + j % c.page] = 1;
+  const size_t row = static_cast<size_t>(kv_heads) * hd;
+  for (size_t r = 0; r < used.size(); ++r) {
+    if (used[r]) continue;
+    std::fill(c.k.begin() + r * row, c.k.begin() + (r + 1) * row, std::nanf(""));
+    std::fill(c.v.begin() + r * row, c.v.begin() + (r + 1) * row, std::nanf(""));
+  }
   for (int t = 0; t < n; ++t) c.pos.push_back(len - n + t);
   return c;
+}
+
+bool AllFinite(const std::vector<float>& v) {
+  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
 }
 
 TEST(CudaOps, AttentionMatchesCpu) {
@@ -553,9 +569,11 @@ TEST(CudaOps, AttentionMatchesCpu) {
       Dev<float> dq(c.q), dout(ref.size());
       DevKv dk(c.k, bf16), dv(c.v, bf16);
       Dev<int32_t> dt(c.table), dp(c.pos);
-      cuda::AttentionArgs g{dq.p, dk.p(), dv.p(), dt.p, c.page, dp.p, n, heads, kvh, hd, a.scale, bf16, dout.p};
+      cuda::AttentionArgs g{dq.p, dk.p(), dv.p(), dt.p, c.page, dp.p, n, heads, kvh, hd, a.scale, bf16, dout.p, c.rows()};
       ASSERT_TRUE(cuda::Attention(g, nullptr).ok());
-      EXPECT_LT(RelErr(dout.Get(), ref), bf16 ? 1e-2 : 1e-5) << len << " " << n << " " << heads << "/" << kvh << "x" << hd;
+      const auto got = dout.Get();
+      EXPECT_TRUE(AllFinite(got)) << len << " " << n << " " << heads << "/" << kvh << "x" << hd;
+      EXPECT_LT(RelErr(got, ref), bf16 ? 1e-2 : 1e-5) << len << " " << n << " " << heads << "/" << kvh << "x" << hd;
     }
   }
 }
@@ -565,8 +583,8 @@ TEST(CudaOps, AttentionRowBitsIndependentOfChunking) {
   std::mt19937 rng(5);
   // Head sizes 64, 128 and 256 with bf16 activations take the tensor-core kernel, 96 the SIMT one;
   // an even number of query heads a key-value head (4 / 2, 8 / 2, 16 / 2) runs two of them a block
-  // when more than 64 rows come at once — on wgmma for heads of 64 and 128 (flash_wgmma.h), whose
-  // rows must equal the mma.sync kernels' that the chunks of up to 64 rows take — one a block in
+  // when more than 64 rows come at once — on wgmma (flash_wgmma.h), whose rows must equal the
+  // mma.sync kernels' that the chunks of up to 64 rows take — one a block in
   // the batched decode launch (compared below).
   for (auto [heads, kvh, hd] : std::vector<std::array<int, 3>>{
            {4, 2, 64}, {6, 2, 256}, {8, 2, 256}, {8, 8, 128}, {2, 1, 96}, {8, 2, 64}, {16, 2, 128}}) {
@@ -576,16 +594,17 @@ TEST(CudaOps, AttentionRowBitsIndependentOfChunking) {
     DevKv dk(c.k, true), dv(c.v, true);
     Dev<int32_t> dt(c.table), dp(c.pos);
     const float scale = 1.0f / std::sqrt(float(hd));
-    cuda::AttentionArgs all{dq.p, dk.p(), dv.p(), dt.p, c.page, dp.p, 700, heads, kvh, hd, scale, true, dall.p};
+    cuda::AttentionArgs all{dq.p, dk.p(), dv.p(), dt.p, c.page, dp.p, 700, heads, kvh, hd, scale, true, dall.p, c.rows()};
     ASSERT_TRUE(cuda::Attention(all, nullptr).ok());
     const auto whole = dall.Get();
+    EXPECT_TRUE(AllFinite(whole)) << "no NaN from the pages' unused slots";
     const int row = heads * hd;
     for (int chunk : {1, 15, 16, 17, 64, 300}) {
       Dev<float> dpart(c.q.size());
       for (int t0 = 0; t0 < 700; t0 += chunk) {
         const int n = std::min(chunk, 700 - t0);
         cuda::AttentionArgs part{dq.p + size_t(t0) * row, dk.p(), dv.p(), dt.p, c.page, dp.p + t0, n, heads, kvh, hd, scale,
-                                 true, dpart.p + size_t(t0) * row};
+                                 true, dpart.p + size_t(t0) * row, c.rows()};
         ASSERT_TRUE(cuda::Attention(part, nullptr).ok());
       }
       EXPECT_EQ(dpart.Get(), whole) << "chunks of " << chunk;
@@ -646,6 +665,46 @@ TEST(CudaOps, AttentionRowBitsIndependentOfChunking) {
       }
     }
   }
+}
+
+// The two-head wgmma kernel (flash_wgmma.h) copies tiles by TMA a page at a time (pages of 8, 16,
+// 32 tokens) or 64 keys of a page at a time (64, 128): each page size's rows equal the one-head
+// mma.sync kernel's (pieces of 64 rows), in a call of 300 rows and in one of 100 that ends mid-tile
+// and mid-page, pages past the sequence's NaN. A page size the copies cannot take (24, 12) runs
+// the one-head kernel, with the same bits.
+TEST(CudaOps, AttentionWgmmaRowsEqualMmaRowsForEveryPageSize) {
+  REQUIRE_GPU();
+  std::mt19937 rng(11);
+  for (int page : {8, 16, 32, 64, 128, 24, 12}) {
+    for (auto [heads, kvh, hd] : std::vector<std::array<int, 3>>{{4, 2, 64}, {8, 2, 128}, {4, 2, 256}}) {
+      for (int len : {300, 100}) {
+        SCOPED_TRACE(::testing::Message() << "page " << page << ", " << heads << "/" << kvh << "x" << hd << ", " << len
+                                          << " rows");
+        AttnCase c = MakeAttn(len, len, heads, kvh, hd, rng, true, page);
+        Dev<float> dq(c.q), dall(c.q.size()), dpart(c.q.size());
+        DevKv dk(c.k, true), dv(c.v, true);
+        Dev<int32_t> dt(c.table), dp(c.pos);
+        const float scale = 1.0f / std::sqrt(float(hd));
+        cuda::AttentionArgs all{dq.p, dk.p(), dv.p(), dt.p, page, dp.p, len, heads, kvh, hd, scale, true, dall.p, c.rows()};
+        EXPECT_EQ(cuda::FlashWgmmaFits(all), page % 8 == 0 && (64 % page == 0 || page % 64 == 0));
+        ASSERT_TRUE(cuda::Attention(all, nullptr).ok());
+        const int row = heads * hd;
+        for (int t0 = 0; t0 < len; t0 += 64) {
+          const int n = std::min(64, len - t0);
+          cuda::AttentionArgs part{dq.p + size_t(t0) * row, dk.p(), dv.p(), dt.p, page, dp.p + t0, n, heads, kvh, hd, scale,
+                                   true, dpart.p + size_t(t0) * row, c.rows()};
+          ASSERT_TRUE(cuda::Attention(part, nullptr).ok());
+        }
+        const auto whole = dall.Get();
+        EXPECT_TRUE(AllFinite(whole));
+        EXPECT_EQ(whole, dpart.Get());
+      }
+    }
+  }
+  // Without the pages' extent the two-head kernel is not taken (its tensor maps need it).
+  cuda::AttentionArgs a{nullptr, nullptr, nullptr, nullptr, 16, nullptr, 100, 4, 2, 64, 0.125f, true, nullptr, 0};
+  EXPECT_FALSE(cuda::FlashWgmmaFits(a));
+  EXPECT_FALSE(cuda::FlashWgmma(a, nullptr).ok());
 }
 
 TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {

@@ -37,6 +37,9 @@ struct AttentionArgs {
   float scale;
   bool bf16;
   float* out;                 // [n, num_heads * head_dim]
+  // The pages' rows (num_pages · page_size) where the caller knows them, else 0: the prefill
+  // kernel that copies tiles by TMA (flash_wgmma.h) needs the extent for its tensor maps.
+  int64_t kv_rows = 0;
 };
 
 Status Attention(const AttentionArgs& a, void* stream);

@@ -302,6 +302,7 @@ void CudaOps::Attention(const AttentionArgs& a) {
   if (Failed() || a.n == 0) return;
   const int pages = a.pos[a.n - 1] / a.page_size + 1;
   cuda::AttentionArgs d = DeviceAttentionArgs(a, bf16());
+  d.kv_rows = int64_t{*std::max_element(a.page_table, a.page_table + pages) + 1} * a.page_size;  // the pages this call reads
   if (mode_ == Mode::kEager) {
     d.page_table = StageInts(a.page_table, pages);
   } else {
@@ -311,7 +312,7 @@ void CudaOps::Attention(const AttentionArgs& a) {
   }
   d.pos = StageInts(a.pos, a.n);
   if (Failed()) return;
-  Sign(7, d.q, d.k_pages, d.v_pages, d.page_table, d.page_size, d.pos, d.n, d.num_heads, d.num_kv_heads, d.head_dim,
+  Sign(7, d.kv_rows, d.q, d.k_pages, d.v_pages, d.page_table, d.page_size, d.pos, d.n, d.num_heads, d.num_kv_heads, d.head_dim,
        d.scale, d.out);
   if (!Launches()) return;
   Note(cuda::Attention(d, stream_));

@@ -488,11 +488,10 @@ Status FlashAttentionPieces(const AttentionArgs& shape, const AttnPiece* pieces,
 Status FlashAttention(const AttentionArgs& a, void* stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   // Two query heads a block where a key-value head serves an even number of them (they share
-  // every tile) and there is more than one tile of queries — on wgmma (flash_wgmma.h); one head a
-  // block for shorter calls (a single sequence's decode row: twice the
+  // every tile), there is more than one tile of queries and the pages suit the copy engine — on
+  // wgmma (flash_wgmma.h); one head a block otherwise (a single sequence's decode row: twice the
   // blocks). The bits of a row are the same either way.
-  const bool pair = a.n > kQ && a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0 &&
-                    (a.num_heads / a.num_kv_heads) % 2 == 0;
+  const bool pair = a.n > kQ && FlashWgmmaFits(a);
 
   if (a.n == 1) {  // a decode row: the whole block on it
     switch (a.head_dim) {

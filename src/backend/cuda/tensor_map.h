@@ -18,4 +18,12 @@ namespace graft::cuda {
 Status EncodeSwizzled128(CUtensorMap* map, const void* data, int elem_bytes, int64_t rows, int64_t cols, int box_cols,
                          int box_rows, const char* who);
 
+// map describes bf16 data [rows][heads][64 · col_boxes] (row-major, 16-byte aligned) for boxes of
+// 64 columns x 1 head x box_rows rows (at most 256) in the 128-byte swizzle: a box is box_rows
+// rows of 128 bytes, one head's 64 columns each (TmaLoad3d's coordinates: column, head, row).
+// For KV pages, whose rows are tokens [page · page_size + slot] and whose heads are the key-value
+// heads.
+Status EncodeSwizzled128Heads(CUtensorMap* map, const void* data, int64_t rows, int heads, int col_boxes, int box_rows,
+                              const char* who);
+
 }  // namespace graft::cuda
