@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (kPv) {  // O += P V, tile j - 1's 16-key chunks ascending (V MN-major: 64-column sub-tiles kSubBytes apart)
       const uint64_t dv = SwizzledMnDesc(sm + L::kStage0 + ps * L::kStageBytes + L::kTileBytes, kSubBytes);
 #pragma unroll
-      for (int kc = 0; kc < kKeys / 16; ++kc) WgmmaBf16RegsMnB<kHd>(acc, p[kc], dv + (16 * 128 >> 4) * kc);
+      for (int kc = 0; kc < kKeys / 16; ++kc) WgmmaBf16Regs<kHd, 1>(acc, p[kc], dv + (16 * 128 >> 4) * kc);
     }
     if constexpr (kQk) {  // S = Q Kᵀ: head_dim's 16-wide chunks ascending, from zero
       const unsigned char* kt = sm + L::kStage0 + s * L::kStageBytes;
