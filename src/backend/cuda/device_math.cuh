@@ -21,6 +21,27 @@ __device__ __forceinline__ float SiluF(float u) { return __fdiv_rn(u, __fadd_rn(
 __device__ __forceinline__ float SigmoidF(float u) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-u))); }
 __device__ __forceinline__ float SoftplusF(float u) { return u > 20.0f ? u : log1pf(expf(u)); }
 
+// The tensor-core attention kernels' softmax exponential (flash_attention.cu, flash_wgmma.cu):
+// e^(x − base) as 2^(x·log2 e − base·log2 e), one fused multiply-add with base_l2 = AttnExpBase(base)
+// and the hardware's ex2 (ex2.approx.ftz: ~2 ulp; results below 2^-126 flush to zero) — two
+// instructions where expf takes about eight, on the path every score takes. Every bf16 attention
+// kernel calls these two with the same arguments, so a row keeps the same bits whichever kernel
+// runs it; against the CPU reference's std::exp the probabilities agree far inside the bf16
+// rounding that P gets before P·V. x = −inf gives +0.
+__device__ __forceinline__ float AttnExpBase(float base) { return __fmul_rn(base, 1.4426950408889634f); }
+__device__ __forceinline__ float AttnExp(float x, float base_l2) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(__fmaf_rn(x, 1.4426950408889634f, -base_l2)));
+  return y;
+}
+// The running output's rescale e^(old − base) when a row's max goes from `old` to `base`: 0 while
+// the row has no score (old = −inf), exactly 1 where the max did not change — AttnExp(base) is
+// 1 only up to the rounding of base·log2 e, and a tile past a row's last key must leave its sums
+// as they are, whichever neighbour made its warp run it — else AttnExp.
+__device__ __forceinline__ float AttnRescale(float old, float base, float base_l2) {
+  return old == -INFINITY ? 0.0f : old == base ? 1.0f : AttnExp(old, base_l2);
+}
+
 // RoPE of one pair — x0 at column d, x1 at d + rot_dim / 2 of a head — at position pos with
 // frequency inv_freq_d: Ops::Rope's arithmetic (cos and sin scaled and rounded first).
 __device__ __forceinline__ void RopePair(float x0, float x1, int32_t pos, float inv_freq_d, float attn_scale, bool bf16,

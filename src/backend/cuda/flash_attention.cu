@@ -9,7 +9,7 @@
 //              r(r(q·k) * scale), keys past the query's position masked;
 //   online softmax per query row: the tile's max and sum over its 64 scores in a fixed order
 //              (eight per lane, then the lane quad's butterfly), the running max, sum and
-//              output rescaled by expf(old − new);
+//              output rescaled by e^(old − new) (device_math.cuh's AttnExp, as every p);
 //   O += P V   P as bf16 (FlashAttention's rounding; the SIMT kernels keep fp32 products),
 //              V through ldmatrix.trans, key chunks ascending.
 // A row's arithmetic depends only on its q, its position and keys 0..pos: tiles past its
@@ -196,15 +196,16 @@ __device__ void FlashRows(const AttentionArgs& a, int qb, int h0) {
       const float new_a = fmaxf(mx_a, tmax_a), new_b = fmaxf(mx_b, tmax_b);
       // (new = -inf only for rows with no query: their values are never written.)
       const float base_a = new_a == -INFINITY ? 0.0f : new_a, base_b = new_b == -INFINITY ? 0.0f : new_b;
-      const float res_a = mx_a == -INFINITY ? 0.0f : expf(mx_a - base_a);
-      const float res_b = mx_b == -INFINITY ? 0.0f : expf(mx_b - base_b);
+      const float l2_a = AttnExpBase(base_a), l2_b = AttnExpBase(base_b);
+      const float res_a = AttnRescale(mx_a, base_a, l2_a);
+      const float res_b = AttnRescale(mx_b, base_b, l2_b);
       float tsum_a = 0.0f, tsum_b = 0.0f;
 #pragma unroll
       for (int nb = 0; nb < kKeys / 8; ++nb) {
-        s[nb][0] = expf(s[nb][0] - base_a);
-        s[nb][1] = expf(s[nb][1] - base_a);
-        s[nb][2] = expf(s[nb][2] - base_b);
-        s[nb][3] = expf(s[nb][3] - base_b);
+        s[nb][0] = AttnExp(s[nb][0], l2_a);
+        s[nb][1] = AttnExp(s[nb][1], l2_a);
+        s[nb][2] = AttnExp(s[nb][2], l2_b);
+        s[nb][3] = AttnExp(s[nb][3], l2_b);
         tsum_a = __fadd_rn(tsum_a, __fadd_rn(s[nb][0], s[nb][1]));
         tsum_b = __fadd_rn(tsum_b, __fadd_rn(s[nb][2], s[nb][3]));
       }
@@ -338,8 +339,9 @@ __device__ void FlashRow(const AttentionArgs& a, int h) {
     for (int o = 16; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
     const float nmx = fmaxf(mx, tmax);
     const float base = nmx == -INFINITY ? 0.0f : nmx;
-    const float res = mx == -INFINITY ? 0.0f : expf(mx - base);
-    if (tid < kKeys) sm.prob[tid] = expf(sm.score[tid] - base);
+    const float l2 = AttnExpBase(base);
+    const float res = AttnRescale(mx, base, l2);
+    if (tid < kKeys) sm.prob[tid] = AttnExp(sm.score[tid], l2);
     __syncthreads();
     float tsum = 0.0f;
 #pragma unroll

@@ -251,15 +251,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float new_a = fmaxf(mx_a, tmax_a), new_b = fmaxf(mx_b, tmax_b);
     // (new = -inf only for rows with no query: their values are never written.)
     const float base_a = new_a == -INFINITY ? 0.0f : new_a, base_b = new_b == -INFINITY ? 0.0f : new_b;
-    const float res_a = mx_a == -INFINITY ? 0.0f : expf(mx_a - base_a);
-    const float res_b = mx_b == -INFINITY ? 0.0f : expf(mx_b - base_b);
+    const float l2_a = AttnExpBase(base_a), l2_b = AttnExpBase(base_b);
+    const float res_a = AttnRescale(mx_a, base_a, l2_a);
+    const float res_b = AttnRescale(mx_b, base_b, l2_b);
     float tsum_a = 0.0f, tsum_b = 0.0f;
 #pragma unroll
     for (int nb = 0; nb < kKeys / 8; ++nb) {
-      sc[4 * nb + 0] = expf(sc[4 * nb + 0] - base_a);
-      sc[4 * nb + 1] = expf(sc[4 * nb + 1] - base_a);
-      sc[4 * nb + 2] = expf(sc[4 * nb + 2] - base_b);
-      sc[4 * nb + 3] = expf(sc[4 * nb + 3] - base_b);
+      sc[4 * nb + 0] = AttnExp(sc[4 * nb + 0], l2_a);
+      sc[4 * nb + 1] = AttnExp(sc[4 * nb + 1], l2_a);
+      sc[4 * nb + 2] = AttnExp(sc[4 * nb + 2], l2_b);
+      sc[4 * nb + 3] = AttnExp(sc[4 * nb + 3], l2_b);
       tsum_a = __fadd_rn(tsum_a, __fadd_rn(sc[4 * nb + 0], sc[4 * nb + 1]));
       tsum_b = __fadd_rn(tsum_b, __fadd_rn(sc[4 * nb + 2], sc[4 * nb + 3]));
     }
