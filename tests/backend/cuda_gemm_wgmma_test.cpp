@@ -395,6 +395,7 @@ TEST(GemmWgmma, LoraIsTheProductThenTheDeltaBits) {
         ts.push_back(std::make_unique<Buf<uint16_t>>(RandomBf16(static_cast<size_t>(c.m) * g.rank, rng, 1.0f)));
         bs.push_back(std::make_unique<Buf<uint16_t>>(RandomBf16(static_cast<size_t>(g.cols) * g.rank, rng, 0.1f)));
         segs.push_back({ts.back()->p, bs.back()->p, g.begin, g.cols, g.rank, g.scale});
+        segs.back().slot = 5;
       }
       // The reference: the rounded product, each delta's rounded product, LoraScatterAdd.
       Buf<float> ref(static_cast<size_t>(c.m) * ldy);
@@ -423,7 +424,7 @@ TEST(GemmWgmma, LoraIsTheProductThenTheDeltaBits) {
           SCOPED_TRACE(::testing::Message() << cuda::WgmmaFormName(form) << (masked ? ", rows on slots" : ""));
           Buf<float> got(static_cast<size_t>(c.m) * ldy);
           const Status st = cuda::GemmWgmmaLora(x.p, c.m, w.p, c.n, c.k, got.p, ldy, segs.data(),
-                                                static_cast<int>(segs.size()), form, nullptr, masked ? slots.p : nullptr, 5);
+                                                static_cast<int>(segs.size()), form, nullptr, masked ? slots.p : nullptr);
           ASSERT_TRUE(st.ok()) << st.ToString();
           const auto g = got.Get();
           for (int i = 0; i < c.m; ++i) {
@@ -439,21 +440,26 @@ TEST(GemmWgmma, LoraIsTheProductThenTheDeltaBits) {
       }
     }
   }
-  // Refused by name: a segment past N, a rank that is no multiple of 8, overlapping segments,
-  // none or too many.
+  // Refused by name: a segment past N, a rank that is no multiple of 8, overlapping segments of one
+  // adapter, none or too many, rows past m, several adapters' segments without row slots.
   Buf<uint16_t> x(size_t{130} * 72), w(size_t{512} * 72), t(size_t{130} * 64), b(size_t{512} * 64);
   Buf<float> y(size_t{130} * 512);
   auto run = [&](std::vector<cuda::WgmmaLoraSegment> segs, WgmmaForm form) {
     return cuda::GemmWgmmaLora(x.p, 130, w.p, 512, 72, y.p, 512, segs.data(), static_cast<int>(segs.size()), form, nullptr);
   };
   const cuda::WgmmaLoraSegment ok{t.p, b.p, 0, 128, 64, 1.0f};
+  cuda::WgmmaLoraSegment other = ok, past = ok;
+  other.slot = 2;
+  past.row_end = 131;
   for (const auto& [what, st] : std::vector<std::pair<std::string, Status>>{
            {"not inside", run({{t.p, b.p, 400, 200, 64, 1.0f}}, WgmmaForm::kTile128x128)},
            {"not inside", run({{t.p, b.p, -8, 128, 64, 1.0f}}, WgmmaForm::kTile128x160)},
            {"multiple of 8", run({{t.p, b.p, 0, 128, 12, 1.0f}}, WgmmaForm::kTile128x128)},
            {"overlap", run({ok, ok}, WgmmaForm::kTile128x128)},
            {"segments", run({}, WgmmaForm::kTile128x128)},
-           {"segments", run({ok, ok, ok, ok, ok}, WgmmaForm::kTile128x128)}}) {
+           {"segments", run(std::vector<cuda::WgmmaLoraSegment>(cuda::kWgmmaMaxLoraSegments + 1, ok), WgmmaForm::kTile128x128)},
+           {"not inside the 130 rows", run({past}, WgmmaForm::kTile128x128)},
+           {"need row_slot", run({ok, other}, WgmmaForm::kTile128x128)}}) {
     EXPECT_FALSE(st.ok()) << what;
     EXPECT_NE(st.message().find("GemmWgmmaLora"), std::string::npos) << st.message();
     EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
@@ -482,6 +488,7 @@ TEST(GemmWgmma, SwiGluLoraIsTheLoraProductThenSiluMulBits) {
       Buf<uint16_t> w(RandomBf16(static_cast<size_t>(n) * c.k, rng, 0.1f));
       std::vector<std::unique_ptr<Buf<uint16_t>>> held;
       cuda::WgmmaLoraSegment segs[2];
+      std::vector<cuda::WgmmaLoraSegment> present;
       const int ranks[2] = {c.gate_rank, c.up_rank};
       const float scales[2] = {2.0f, 0.375f};
       for (int i = 0; i < 2; ++i) {
@@ -490,6 +497,8 @@ TEST(GemmWgmma, SwiGluLoraIsTheLoraProductThenSiluMulBits) {
         const uint16_t* t = held.back()->p;
         held.push_back(std::make_unique<Buf<uint16_t>>(RandomBf16(static_cast<size_t>(c.inter) * ranks[i], rng, 0.1f)));
         segs[i] = {t, held.back()->p, i * int64_t{c.inter}, c.inter, ranks[i], scales[i]};
+        segs[i].slot = 4;
+        present.insert(present.begin(), segs[i]);  // the up's first: the order given is not the order run
       }
       // References: the plain rounded product and the product with every delta added.
       Buf<float> plain(static_cast<size_t>(c.m) * n), with(static_cast<size_t>(c.m) * n);
@@ -521,8 +530,9 @@ TEST(GemmWgmma, SwiGluLoraIsTheLoraProductThenSiluMulBits) {
         for (cuda::SwiGluForm form : {cuda::SwiGluForm::kPairs128, cuda::SwiGluForm::kPairs136}) {
           SCOPED_TRACE(cuda::SwiGluFormName(form));
           Buf<uint16_t> act(static_cast<size_t>(c.m) * ld);  // 0xffff: a NaN until written
-          const Status st = cuda::GemmWgmmaSwiGluLora(x.p, c.m, w.p, c.inter, c.k, act.p, ld, segs[0], segs[1], nullptr,
-                                                      masked ? slots.p : nullptr, 4, &form);
+          const Status st = cuda::GemmWgmmaSwiGluLora(x.p, c.m, w.p, c.inter, c.k, act.p, ld, present.data(),
+                                                      static_cast<int>(present.size()), nullptr,
+                                                      masked ? slots.p : nullptr, &form);
           ASSERT_TRUE(st.ok()) << st.ToString();
           const auto a = act.Get();
           for (int i = 0; i < c.m; ++i) {
@@ -539,16 +549,128 @@ TEST(GemmWgmma, SwiGluLoraIsTheLoraProductThenSiluMulBits) {
     }
   }
   Buf<uint16_t> x(size_t{130} * 72), w(size_t{272} * 72), t(size_t{130} * 64), b(size_t{136} * 64), act(size_t{130} * 136);
-  const cuda::WgmmaLoraSegment none{}, gate{t.p, b.p, 0, 136, 64, 1.0f};
-  for (const auto& [what, g, u] : std::vector<std::tuple<std::string, cuda::WgmmaLoraSegment, cuda::WgmmaLoraSegment>>{
-           {"no segment", none, none},
-           {"must cover columns 136", none, gate},                       // the gate's columns given as the up's
-           {"must cover columns 0", {t.p, b.p, 0, 100, 64, 1.0f}, none},  // not the whole gate
-           {"multiple of 8", {t.p, b.p, 0, 136, 12, 1.0f}, none}}) {
-    const Status st = cuda::GemmWgmmaSwiGluLora(x.p, 130, w.p, 136, 72, act.p, 136, g, u, nullptr);
+  const cuda::WgmmaLoraSegment gate{t.p, b.p, 0, 136, 64, 1.0f};
+  cuda::WgmmaLoraSegment other = gate;
+  other.slot = 3;
+  using Segs = std::vector<cuda::WgmmaLoraSegment>;
+  for (const auto& [what, segs] : std::vector<std::pair<std::string, Segs>>{
+           {"segments", {}},
+           {"must cover", {{t.p, b.p, 0, 100, 64, 1.0f}}},                 // not the whole gate
+           {"starts neither", {{t.p, b.p, 40, 136, 64, 1.0f}}},            // neither the gate's nor the up's
+           {"multiple of 8", {{t.p, b.p, 0, 136, 12, 1.0f}}},
+           {"two segments of one adapter on the gate", {gate, gate}},
+           {"need row_slot", {gate, other}}}) {
+    const Status st =
+        cuda::GemmWgmmaSwiGluLora(x.p, 130, w.p, 136, 72, act.p, 136, segs.data(), static_cast<int>(segs.size()), nullptr);
     EXPECT_FALSE(st.ok()) << what;
     EXPECT_NE(st.message().find("GemmWgmmaSwiGluLora"), std::string::npos) << st.message();
     EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+  }
+}
+
+// Several adapters in one product (a step's sequences on different fine-tunes): each row takes
+// its own adapter's segments — modules on the same columns, on parts of them, ranks of one stage
+// and several — and base rows none; each adapter's t is zeros on the rows of the others. Bit for
+// bit the plain product with each adapter's deltas added on its rows alone (LoraScatterAdd), in
+// both the plain and the gated form, whatever the tile shape; rows of one adapter in several
+// runs, tiles holding rows of two, three or no adapters.
+TEST(GemmWgmma, SeveralAdaptersEachTakeTheirOwnDeltas) {
+  REQUIRE_GPU();
+  std::mt19937 rng(61);
+  const int m = 400, k = 136, n = 520, inter = 136;
+  // Rows: [0, 100) adapter 1, [100, 130) base, [130, 250) adapter 2, [250, 260) adapter 1 again,
+  // [260, 330) adapter 3, [330, 400) adapter 2 again.
+  std::vector<int32_t> slot_of(m, 0);
+  for (const auto& [r0, r1, s] : std::vector<std::array<int, 3>>{
+           {0, 100, 1}, {130, 250, 2}, {250, 260, 1}, {260, 330, 3}, {330, 400, 2}}) {
+    std::fill(slot_of.begin() + r0, slot_of.begin() + r1, s);
+  }
+  Buf<int32_t> slots(slot_of);
+  struct Mod {
+    int32_t slot;
+    int64_t begin, cols;
+    int rank;
+    float scale;
+  };
+  // Builds each module's t (random on its adapter's rows, zeros elsewhere) and B; the reference
+  // adds each one's delta to its adapter's rows of `ref` [m, ldr].
+  std::vector<std::unique_ptr<Buf<uint16_t>>> held;
+  auto make = [&](const std::vector<Mod>& mods, Buf<float>& ref, int64_t ldr) {
+    std::vector<cuda::WgmmaLoraSegment> segs;
+    for (const Mod& mod : mods) {
+      std::vector<uint16_t> th = RandomBf16(static_cast<size_t>(m) * mod.rank, rng, 1.0f);
+      std::vector<int32_t> rows;
+      for (int r = 0; r < m; ++r) {
+        if (slot_of[static_cast<size_t>(r)] == mod.slot) {
+          rows.push_back(r);
+        } else {
+          std::fill_n(th.begin() + int64_t{r} * mod.rank, mod.rank, uint16_t{0});
+        }
+      }
+      std::vector<uint16_t> compact;
+      for (int r : rows) {
+        compact.insert(compact.end(), th.begin() + int64_t{r} * mod.rank, th.begin() + int64_t{r + 1} * mod.rank);
+      }
+      held.push_back(std::make_unique<Buf<uint16_t>>(th));
+      const uint16_t* t = held.back()->p;
+      held.push_back(std::make_unique<Buf<uint16_t>>(RandomBf16(static_cast<size_t>(mod.cols) * mod.rank, rng, 0.1f)));
+      cuda::WgmmaLoraSegment g{t, held.back()->p, mod.begin, mod.cols, mod.rank, mod.scale};
+      g.slot = mod.slot;
+      g.row_begin = rows.front();
+      g.row_end = rows.back() + 1;
+      segs.push_back(g);
+      Buf<uint16_t> tc(compact);
+      Buf<int32_t> rows_d(rows);
+      const int mr = static_cast<int>(rows.size());
+      Buf<float> u(static_cast<size_t>(mr) * mod.cols);
+      EXPECT_TRUE(cuda::GemmPipeMmaSync(tc.p, mr, g.b, mod.cols, mod.rank, u.p, mod.cols, true, nullptr).ok());
+      EXPECT_TRUE(cuda::LoraScatterAdd(u.p, mr, mod.cols, rows_d.p, mod.scale, mod.begin, ref.p, ldr, true, nullptr).ok());
+    }
+    return segs;
+  };
+  Buf<uint16_t> x(RandomBf16(static_cast<size_t>(m) * k, rng, 1.0f));
+  {  // The plain form: adapters 1 and 2 on the same columns, 2 also on a part of them, 3 elsewhere.
+    Buf<uint16_t> w(RandomBf16(static_cast<size_t>(n) * k, rng, 0.1f));
+    Buf<float> ref(static_cast<size_t>(m) * n);
+    ASSERT_TRUE(cuda::GemmPipeMmaSync(x.p, m, w.p, n, k, ref.p, n, true, nullptr).ok());
+    const auto segs = make({{1, 0, 256, 64, 2.0f}, {2, 0, 200, 16, 0.5f}, {2, 200, 120, 136, 1.5f},
+                            {1, 256, 264, 8, 0.25f}, {3, 100, 300, 72, 3.0f}},
+                           ref, n);
+    const auto want = ref.Get();
+    for (WgmmaForm form : {WgmmaForm::kTile128x256, WgmmaForm::kTile128x160, WgmmaForm::kTile128x128}) {
+      SCOPED_TRACE(cuda::WgmmaFormName(form));
+      Buf<float> got(static_cast<size_t>(m) * n);
+      const Status st = cuda::GemmWgmmaLora(x.p, m, w.p, n, k, got.p, n, segs.data(), static_cast<int>(segs.size()),
+                                            form, nullptr, slots.p);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      const auto g = got.Get();
+      for (size_t e = 0; e < g.size(); ++e) {
+        ASSERT_EQ(Bits(g[e]), Bits(want[e])) << "row " << e / n << " (adapter " << slot_of[e / n] << ") col " << e % n;
+      }
+    }
+  }
+  {  // The gated form: adapter 1 on gate and up, 2 on the up, 3 on the gate.
+    Buf<uint16_t> w(RandomBf16(static_cast<size_t>(2) * inter * k, rng, 0.1f));
+    Buf<float> gu(static_cast<size_t>(m) * 2 * inter);
+    ASSERT_TRUE(cuda::GemmPipeMmaSync(x.p, m, w.p, 2 * inter, k, gu.p, 2 * inter, true, nullptr).ok());
+    const auto segs = make({{1, 0, inter, 64, 2.0f}, {2, inter, inter, 128, 0.5f}, {1, inter, inter, 16, 1.5f},
+                            {3, 0, inter, 200, 0.75f}},
+                           gu, 2 * inter);
+    Buf<float> want_d(static_cast<size_t>(m) * inter);
+    ASSERT_TRUE(cuda::SiluMul(gu.p, m, inter, true, want_d.p, nullptr).ok());
+    const auto want = want_d.Get();
+    for (cuda::SwiGluForm form : {cuda::SwiGluForm::kPairs128, cuda::SwiGluForm::kPairs136}) {
+      SCOPED_TRACE(cuda::SwiGluFormName(form));
+      Buf<uint16_t> act(static_cast<size_t>(m) * inter);
+      const Status st = cuda::GemmWgmmaSwiGluLora(x.p, m, w.p, inter, k, act.p, inter, segs.data(),
+                                                  static_cast<int>(segs.size()), nullptr, slots.p, &form);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      const auto a = act.Get();
+      for (size_t e = 0; e < a.size(); ++e) {
+        ASSERT_EQ(Bits(Bf16ToFloat(a[e])), Bits(want[e])) << "row " << e / inter << " (adapter " << slot_of[e / inter]
+                                                          << ") col " << e % inter;
+      }
+    }
   }
 }
 

@@ -862,8 +862,9 @@ void ExpectFusedBits(CudaOps& cuda, std::mt19937& rng, int64_t m, int64_t in_w, 
 // MatMulLora: the bf16 modules of the adapter with the most rows (whole tiles or not) add their
 // deltas in the product's epilogue (cuda/gemm_wgmma.h), to that adapter's rows only; the rest (an
 // fp32 factor, another adapter's rows) through LoraAdd after — bit for bit MatMul then LoraAdd,
-// base rows (a -0 among their outputs included) untouched. With 64 rows and fewer it is those two
-// ops.
+// base rows (a -0 among their outputs included) untouched. Adapters whose modules are all fusable
+// share the product (each one's t on its own rows), in a few runs of rows or many (past the grouped
+// form's runs: the one-adapter route). With 32 rows and fewer it is those two ops.
 TEST(CudaLora, FusedProjectionIsMatMulThenLoraAddBitForBit) {
   REQUIRE_GPU();
   std::mt19937 rng(33);
@@ -877,17 +878,28 @@ TEST(CudaLora, FusedProjectionIsMatMulThenLoraAddBitForBit) {
   mods.push_back(RandomModule(rng, k, 512, 48, 8, 1.0f, false));
   mods.push_back(RandomModule(rng, k, 560, 40, 24, 0.25f, true));
   other.push_back(RandomModule(rng, k, 0, 256, 32, 1.5f, true));
-  std::vector<const std::vector<LoraModule>*> by_slot{nullptr, &mods, &other};
+  std::vector<LoraModule> pure;  // all fusable, on columns the others' share
+  pure.push_back(RandomModule(rng, k, 100, 300, 16, 0.75f, true));
+  pure.push_back(RandomModule(rng, k, 512, 88, 8, 3.0f, true));
+  std::vector<const std::vector<LoraModule>*> by_slot{nullptr, &mods, &other, &pure};
   auto cuda = MakeProfiledCuda();
   ASSERT_NE(cuda, nullptr);
-  enum Mix { kOneAdapter, kBaseRows, kBaseAndOtherAdapter, kOtherAdapterMost };
+  enum Mix { kOneAdapter, kBaseRows, kBaseAndOtherAdapter, kOtherAdapterMost, kGrouped, kGroupedManyRuns };
   for (int64_t m : {40, 65, 300}) {
-    for (Mix mix : {kOneAdapter, kBaseRows, kBaseAndOtherAdapter, kOtherAdapterMost}) {
+    for (Mix mix : {kOneAdapter, kBaseRows, kBaseAndOtherAdapter, kOtherAdapterMost, kGrouped, kGroupedManyRuns}) {
       SCOPED_TRACE(::testing::Message() << m << " rows, mix " << mix);
       std::vector<int32_t> slots(static_cast<size_t>(m), 1);
       if (mix != kOneAdapter) slots[3] = 0;
       if (mix == kBaseAndOtherAdapter) std::fill(slots.begin() + 10, slots.begin() + 20, 2);
       if (mix == kOtherAdapterMost) std::fill(slots.begin() + 5, slots.end(), 2);  // slot 2 fused, slot 1 after
+      if (mix == kGrouped) {  // slots 2 and 3 in one product: 3's rows in two runs
+        std::fill(slots.begin(), slots.end(), 3);
+        std::fill(slots.begin() + 3, slots.begin() + 4, 0);
+        std::fill(slots.begin() + 10, slots.begin() + 30, 2);
+      }
+      if (mix == kGroupedManyRuns) {  // slots 2 and 3 alternating: too many runs to group
+        for (int64_t r = 0; r < m; ++r) slots[static_cast<size_t>(r)] = r % 2 == 0 ? 2 : 3;
+      }
       ExpectFusedBits(
           *cuda, rng, m, k, n, "MatMul+LoRA (prefill form)", m > cuda::kDecodeFormRows,
           [&](const float* x, float* y) { cuda->MatMulLora(x, m, w, y, LoraArgs{x, m, k, slots.data(), &by_slot, y, n}); },
@@ -899,12 +911,29 @@ TEST(CudaLora, FusedProjectionIsMatMulThenLoraAddBitForBit) {
   }
 }
 
-// SwiGluMlpLora: past 64 rows, one adapter's gate and up deltas and the activation in the gated
+// SwiGluMlpLora's reference: the ops one at a time (MatMul, LoraAdd, SiluMul, MatMul, LoraAdd) on
+// x [m, gate_up.cols] into y [m, down.rows].
+void SwiGluLoraOps(CudaOps& cuda, const float* x, int64_t m, const Weight& gate_up, const Weight& down, float* y,
+                   const std::vector<int32_t>& slots, const std::vector<const std::vector<LoraModule>*>* on_gu,
+                   const std::vector<const std::vector<LoraModule>*>* on_down) {
+  const int64_t inter = down.cols;
+  const size_t mark = cuda.Mark();
+  float* gu = cuda.Alloc(m * 2 * inter);
+  float* act = cuda.Alloc(m * inter);
+  cuda.MatMul(x, m, gate_up, gu, true);
+  cuda.LoraAdd(LoraArgs{x, m, gate_up.cols, slots.data(), on_gu, gu, 2 * inter});
+  cuda.SiluMul(gu, m, inter, act);
+  cuda.MatMul(act, m, down, y, true);
+  cuda.LoraAdd(LoraArgs{act, m, inter, slots.data(), on_down, y, down.rows});
+  cuda.Release(mark);
+}
+
+// SwiGluMlpLora: past 32 rows, an adapter's gate and up deltas and the activation in the gated
 // product's epilogue and its down deltas in the down product's (reading the bf16 activation) —
 // bit for bit the ops one at a time (MatMul, LoraAdd, SiluMul, MatMul, LoraAdd), base rows beside
-// it included. Where it cannot (64 rows and fewer, a second adapter's rows, an fp32 factor, a module
-// on part of the gate) the ops, the same bits; an adapter with down modules only runs the plain
-// gated product, then the fused down product.
+// it included. Where it cannot (32 rows and fewer, an fp32 factor, a module on part of the gate,
+// another adapter's rows whose A products the forms do not take) the ops, the same bits; an
+// adapter with down modules only runs the plain gated product, then the fused down product.
 TEST(CudaLora, FusedSwiGluMlpIsTheOpsBitForBit) {
   REQUIRE_GPU();
   std::mt19937 rng(35);
@@ -932,7 +961,13 @@ TEST(CudaLora, FusedSwiGluMlpIsTheOpsBitForBit) {
     for (const Mix& mix : std::vector<Mix>{{"one adapter", 1, 1, "SwiGluMlp+LoRA (prefill form)"},
                                            {"beside base rows", 1, 0, "SwiGluMlp+LoRA (prefill form)"},
                                            {"up only", 2, 0, "SwiGluMlp+LoRA (prefill form)"},
+                                           // Another adapter's 10 rows: their A products would run
+                                           // the decode form, which K = 264 does not fit (K % 16): the
+                                           // ops (SeveralAdaptersShareTheFusedProducts groups them).
                                            {"beside another adapter", 1, 2, nullptr},
+                                           {"beside an up-only adapter", 5, 2, nullptr},
+                                           {"beside a down-only adapter", 1, 5, nullptr},
+                                           {"beside an fp32 adapter", 1, 3, nullptr},
                                            {"fp32 factors", 3, 0, nullptr},
                                            {"part of the gate", 4, 0, nullptr},
                                            {"down only", 5, 0, "SwiGluMlp (prefill form)"}}) {
@@ -946,18 +981,66 @@ TEST(CudaLora, FusedSwiGluMlpIsTheOpsBitForBit) {
           [&](const float* x, float* y) {
             cuda->SwiGluMlpLora(x, m, gate_up, down, y, slots.data(), &on_gu, &on_down);
           },
-          [&](const float* x, float* y) {
-            const size_t mark = cuda->Mark();
-            float* gu = cuda->Alloc(m * 2 * inter);
-            float* act = cuda->Alloc(m * inter);
-            cuda->MatMul(x, m, gate_up, gu, true);
-            cuda->LoraAdd(LoraArgs{x, m, hidden, slots.data(), &on_gu, gu, 2 * inter});
-            cuda->SiluMul(gu, m, inter, act);
-            cuda->MatMul(act, m, down, y, true);
-            cuda->LoraAdd(LoraArgs{act, m, inter, slots.data(), &on_down, y, out_w});
-            cuda->Release(mark);
-          });
+          [&](const float* x, float* y) { SwiGluLoraOps(*cuda, x, m, gate_up, down, y, slots, &on_gu, &on_down); });
     }
+  }
+}
+
+// Several adapters' rows in one step share the fused products: each adapter's t made on its own
+// rows (runs of them, short and long) with zeros on the others', no LoraAdd after — bit for bit the
+// ops one at a time (MatMul then LoraAdd; MatMul, LoraAdd, SiluMul, MatMul, LoraAdd), base rows
+// beside them included. K and the MLP's width are multiples of 16, so that runs of 32 rows and
+// fewer (the decode form's A products) group too.
+TEST(CudaLora, SeveralAdaptersShareTheFusedProducts) {
+  REQUIRE_GPU();
+  std::mt19937 rng(37);
+  const int64_t k = 272, n = 600, inter = 208;
+  Weight w = RandomWeight(rng, n, k, true);
+  Weight gate_up = RandomWeight(rng, 2 * inter, k, true), down = RandomWeight(rng, k, inter, true);
+  std::vector<LoraModule> a1, a2, a3, g1, g2, g3, d1, d3;
+  a1.push_back(RandomModule(rng, k, 0, 256, 64, 2.0f, true));
+  a1.push_back(RandomModule(rng, k, 256, 344, 16, 0.5f, true));
+  a2.push_back(RandomModule(rng, k, 100, 300, 32, 1.5f, true));
+  a3.push_back(RandomModule(rng, k, 0, 600, 8, 0.25f, true));
+  g1.push_back(RandomModule(rng, k, 0, inter, 64, 2.0f, true));
+  g1.push_back(RandomModule(rng, k, inter, inter, 16, 0.5f, true));
+  g2.push_back(RandomModule(rng, k, inter, inter, 24, 1.5f, true));
+  g3.push_back(RandomModule(rng, k, 0, inter, 8, 3.0f, true));
+  d1.push_back(RandomModule(rng, inter, 0, k, 32, 0.75f, true));
+  d3.push_back(RandomModule(rng, inter, 0, k, 16, 1.25f, true));
+  std::vector<const std::vector<LoraModule>*> proj{nullptr, &a1, &a2, &a3};
+  std::vector<const std::vector<LoraModule>*> on_gu{nullptr, &g1, &g2, &g3}, on_down{nullptr, &d1, nullptr, &d3};
+  auto cuda = MakeProfiledCuda();
+  ASSERT_NE(cuda, nullptr);
+  for (int64_t m : {40, 300}) {
+    // Rows: adapter 1, then base, 2, 1 again, 3, 2 again (runs of 1 to ~100 rows).
+    std::vector<int32_t> slots(static_cast<size_t>(m));
+    for (int64_t r = 0; r < m; ++r) {
+      const int64_t f = r * 10 / m;
+      slots[static_cast<size_t>(r)] = f < 3 ? 1 : f == 3 ? 0 : f < 6 ? 2 : f == 6 ? 1 : f < 9 ? 3 : 2;
+    }
+    slots[1] = 0;
+    SCOPED_TRACE(::testing::Message() << m << " rows");
+    auto no_lora_add = [&](const std::function<void()>& f) {
+      const int64_t before = cuda->op_profile()->Calls("LoraAdd");
+      f();
+      EXPECT_EQ(cuda->op_profile()->Calls("LoraAdd"), before) << "grouped: no adapter's rows go through LoraAdd";
+    };
+    ExpectFusedBits(
+        *cuda, rng, m, k, n, "MatMul+LoRA (prefill form)", true,
+        [&](const float* x, float* y) {
+          no_lora_add([&] { cuda->MatMulLora(x, m, w, y, LoraArgs{x, m, k, slots.data(), &proj, y, n}); });
+        },
+        [&](const float* x, float* y) {
+          cuda->MatMul(x, m, w, y, true);
+          cuda->LoraAdd(LoraArgs{x, m, k, slots.data(), &proj, y, n});
+        });
+    ExpectFusedBits(
+        *cuda, rng, m, k, k, "SwiGluMlp+LoRA (prefill form)", true,
+        [&](const float* x, float* y) {
+          no_lora_add([&] { cuda->SwiGluMlpLora(x, m, gate_up, down, y, slots.data(), &on_gu, &on_down); });
+        },
+        [&](const float* x, float* y) { SwiGluLoraOps(*cuda, x, m, gate_up, down, y, slots, &on_gu, &on_down); });
   }
 }
 

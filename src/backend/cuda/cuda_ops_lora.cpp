@@ -1,9 +1,12 @@
 // CudaOps' adapter ops: LoRA deltas (LoraAdd, gathered by adapter onto the tensor cores with
 // bf16 activations) and the projection with its deltas fused (MatMulLora: cuda/gemm_wgmma.h's
 // GemmWgmmaLora for the rows of one adapter, the same bits as MatMul then LoraAdd).
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <vector>
 
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_detail.h"
 #include "backend/cuda/elementwise.h"
@@ -236,31 +239,68 @@ void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<co
   if (tensor) tensor_core_lora_rows_ += ms;
 }
 
-void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, const LoraArgs& a) {
-  // Fused for the adapter slot with the most rows here (a decision's record, a batch of one
-  // adapter, a decision's questions beside base chat rows), with bf16 activations, graft's own
-  // GEMMs (not --gemm cublas) and w one dense bf16 tensor on the plain prefill form (wgmma): its
-  // first kWgmmaMaxLoraSegments modules with bf16 factors and a rank that is a multiple of 8 add
-  // their deltas in the product's epilogue (a tile holding columns of several runs each one's
-  // stages), to that slot's rows only (the others keep the plain product's bits); its other
-  // modules and every other adapter's rows go through LoraAdd after. Elsewhere the two ops. The
-  // same bits as MatMul then LoraAdd.
-  const auto& by_slot = *a.modules;
+namespace {
+
+// An adapter's rows in a step: their count and runs of consecutive rows [first, second), in order.
+struct AdapterRows {
   int32_t slot = 0;
-  bool mixed = false;
-  {
-    std::vector<int64_t> rows_of(by_slot.size(), 0);
-    for (int64_t r = 0; r < m; ++r) {
-      const size_t s = static_cast<size_t>(a.row_slot[r]);
-      if (a.row_slot[r] > 0 && s < by_slot.size() && by_slot[s] && !by_slot[s]->empty()) ++rows_of[s];
+  int64_t rows = 0;
+  RowRuns runs;
+};
+
+// The adapters with rows among row_slot[0, m) for which `takes(slot)`, in the order of their first
+// rows.
+template <typename Takes>
+std::vector<AdapterRows> RowsByAdapter(const int32_t* row_slot, int64_t m, const Takes& takes) {
+  std::vector<AdapterRows> out;
+  for (int64_t r = 0; r < m; ++r) {
+    const int32_t s = row_slot[r];
+    if (!takes(s)) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const AdapterRows& a) { return a.slot == s; });
+    if (it == out.end()) it = out.insert(out.end(), AdapterRows{s, 0, {}});
+    if (!it->runs.empty() && it->runs.back().second == r) {
+      it->runs.back().second = r + 1;
+    } else {
+      it->runs.emplace_back(r, r + 1);
     }
-    for (size_t s = 1; s < rows_of.size(); ++s) {
-      if (rows_of[s] > rows_of[static_cast<size_t>(slot)]) slot = static_cast<int32_t>(s);
-    }
-    mixed = slot > 0 && rows_of[static_cast<size_t>(slot)] < m;
+    ++it->rows;
   }
-  const DevCopy* d = slot > 0 && bf16() && !cublas_ && w.parts.empty() && a.x == x && a.m == m && a.k == w.cols &&
-                             a.y == y && a.y_stride == w.rows
+  return out;
+}
+
+// The most runs of rows (all adapters' together) a grouped product makes its t on: each run is a
+// product of its own.
+constexpr size_t kMaxGroupedRuns = 16;
+
+// The rows a product's segments of `ad` cover: from its first row to past its last.
+void CoverRows(std::vector<cuda::WgmmaLoraSegment>& segs, size_t from, const AdapterRows& ad) {
+  for (size_t i = from; i < segs.size(); ++i) {
+    segs[i].slot = ad.slot;
+    segs[i].row_begin = ad.runs.front().first;
+    segs[i].row_end = ad.runs.back().second;
+  }
+}
+
+}  // namespace
+
+void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, const LoraArgs& a) {
+  // Fused with bf16 activations, graft's own GEMMs (not --gemm cublas) and w one dense bf16 tensor
+  // on the plain prefill form (wgmma): the deltas of modules with bf16 factors and a rank that is a
+  // multiple of 8 go into the product's epilogue (cuda::GemmWgmmaLora), each to its adapter's rows
+  // only (the others keep the plain product's bits). Rows of several adapters (a step's sequences
+  // on different fine-tunes) share that one product when every module of each is fusable and they
+  // hold at most kWgmmaMaxLoraSegments modules and kMaxGroupedRuns runs of rows: each adapter's t
+  // made on its own rows alone, zeros on the others'. Otherwise the adapter with the most rows is
+  // fused (its first kWgmmaMaxLoraSegments fusable modules; the rest through LoraAdd after, with
+  // every other adapter's rows). Elsewhere the two ops. The same bits as MatMul then LoraAdd.
+  const auto& by_slot = *a.modules;
+  auto has_modules = [&](int32_t s) {
+    const auto i = static_cast<size_t>(s);
+    return s > 0 && i < by_slot.size() && by_slot[i] != nullptr && !by_slot[i]->empty();
+  };
+  std::vector<AdapterRows> adapters = RowsByAdapter(a.row_slot, m, has_modules);
+  const DevCopy* d = !adapters.empty() && bf16() && !cublas_ && w.parts.empty() && a.x == x && a.m == m &&
+                             a.k == w.cols && a.y == y && a.y_stride == w.rows
                          ? Dev(w)
                          : nullptr;
   if (Failed()) return;
@@ -270,15 +310,39 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
     Ops::MatMulLora(x, m, w, y, a);
     return;
   }
-  const std::vector<LoraModule>& modules = *by_slot[static_cast<size_t>(slot)];
-  std::vector<const LoraModule*> fused;  // in the list's order (their A factors' stacking order)
-  for (const LoraModule& mod : modules) {
-    if (static_cast<int>(fused.size()) < cuda::kWgmmaMaxLoraSegments && FusableFactor(m, w.cols, mod)) {
-      fused.push_back(&mod);
+  bool grouped = adapters.size() > 1;
+  size_t runs = 0, modules = 0;
+  for (const AdapterRows& ad : adapters) {
+    runs += ad.runs.size();
+    for (const LoraModule& mod : *by_slot[static_cast<size_t>(ad.slot)]) {
+      ++modules;
+      grouped = grouped && FusableOnRuns(m, w.cols, mod, ad.runs);
     }
   }
   if (Failed()) return;
-  if (fused.empty()) {
+  grouped = grouped && modules <= static_cast<size_t>(cuda::kWgmmaMaxLoraSegments) && runs <= kMaxGroupedRuns;
+  if (!grouped) {  // the adapter with the most rows (ties: the lowest slot)
+    const auto most = std::min_element(adapters.begin(), adapters.end(), [](const AdapterRows& p, const AdapterRows& q) {
+      return p.rows != q.rows ? p.rows > q.rows : p.slot < q.slot;
+    });
+    adapters = {*most};
+  }
+  // Each fused adapter's modules in its list's order (their A factors' stacking order).
+  std::vector<std::vector<const LoraModule*>> fused(adapters.size());
+  std::vector<const LoraModule*> rest;  // (one adapter) fp32 factors, a rank no multiple of 8, past the segments: after the product
+  size_t fused_count = 0;
+  for (size_t i = 0; i < adapters.size(); ++i) {
+    for (const LoraModule& mod : *by_slot[static_cast<size_t>(adapters[i].slot)]) {
+      if (grouped || (fused[i].size() < static_cast<size_t>(cuda::kWgmmaMaxLoraSegments) && FusableFactor(m, w.cols, mod))) {
+        fused[i].push_back(&mod);
+      } else {
+        rest.push_back(&mod);
+      }
+    }
+    fused_count += fused[i].size();
+  }
+  if (Failed()) return;
+  if (fused_count == 0) {
     Ops::MatMulLora(x, m, w, y, a);
     return;
   }
@@ -286,40 +350,45 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
   // The op profile's two lines: the modules' t = r(x · Aᵀ) (x's bf16 copy, the A products split
   // along K, their sums), then the product with the B deltas in its epilogue.
   double flops = 2.0 * static_cast<double>(m) * w.rows * w.cols, flops_a = 0;
-  for (const LoraModule* mod : fused) {
-    flops += 2.0 * static_cast<double>(m) * mod->rank * mod->b.rows;
-    flops_a += 2.0 * static_cast<double>(m) * mod->rank * w.cols;
+  for (size_t i = 0; i < adapters.size(); ++i) {
+    const double rows = static_cast<double>(grouped ? adapters[i].rows : m);
+    for (const LoraModule* mod : fused[i]) {
+      flops += 2.0 * static_cast<double>(m) * mod->rank * mod->b.rows;
+      flops_a += 2.0 * rows * mod->rank * w.cols;
+    }
   }
   const Scratch give_back(*this);  // every way out hands the arena back
-  std::vector<const LoraModule*> rest;  // fp32 factors, a rank no multiple of 8, past the segments: after the product
   auto* xb = reinterpret_cast<uint16_t*>(AllocRaw((m * w.cols + 1) / 2));
-  const int32_t* row_slot = mixed ? StageInts(a.row_slot, m) : nullptr;
+  const bool every_row = !grouped && adapters[0].rows == m;
+  const int32_t* row_slot = every_row ? nullptr : StageInts(a.row_slot, m);
   if (Failed()) return;
-  Sign(37, x, m, d->w.data, y, w.rows, w.cols, row_slot, slot);
+  Sign(37, x, m, d->w.data, y, w.rows, w.cols, row_slot, grouped);
   std::vector<cuda::WgmmaLoraSegment> segs;
   {
     const auto timer = Time("LoRA A products (prefill form)", flops_a);
     if (Launches()) Note(cuda::ToBf16(x, m * w.cols, xb, stream_));
-    for (const LoraModule& mod : modules) {
-      if (std::find(fused.begin(), fused.end(), &mod) == fused.end()) rest.push_back(&mod);
+    for (size_t i = 0; i < adapters.size() && !Failed(); ++i) {
+      const size_t from = segs.size();
+      const auto made = LoraSegments(xb, w.cols, m, fused[i], grouped ? adapters[i].runs : RowRuns{});
+      segs.insert(segs.end(), made.begin(), made.end());
+      CoverRows(segs, from, adapters[i]);
     }
-    segs = LoraSegments(xb, w.cols, m, fused);
     if (Failed()) return;
   }
   if (Launches()) {
     const auto timer = Time("MatMul+LoRA (prefill form)", flops);
     Note(cuda::GemmWgmmaLora(xb, m, static_cast<const uint16_t*>(d->w.data), w.rows, w.cols, y, w.rows, segs.data(),
-                             static_cast<int>(segs.size()), form, stream_, row_slot, slot));
+                             static_cast<int>(segs.size()), form, stream_, row_slot));
   }
   if (rest.empty()) {
-    tensor_core_lora_rows_ += std::count(a.row_slot, a.row_slot + m, slot);
+    for (const AdapterRows& ad : adapters) tensor_core_lora_rows_ += ad.rows;
   } else {
     const auto timer = Time("LoraAdd");
-    LoraGathered(a, slot, rest, /*tensor=*/true);  // (counts the rows)
+    LoraGathered(a, adapters[0].slot, rest, /*tensor=*/true);  // (counts the rows)
   }
-  if (mixed) {  // the other adapters' rows
+  if (!grouped && !every_row) {  // the other adapters' rows
     std::vector<const std::vector<LoraModule>*> others(by_slot);
-    others[static_cast<size_t>(slot)] = nullptr;
+    others[static_cast<size_t>(adapters[0].slot)] = nullptr;
     LoraAdd(LoraArgs{a.x, a.m, a.k, a.row_slot, &others, a.y, a.y_stride});
   }
 }
@@ -327,12 +396,14 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
 void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
                             const int32_t* row_slot, const std::vector<const std::vector<LoraModule>*>* gate_up_modules,
                             const std::vector<const std::vector<LoraModule>*>* down_modules) {
-  // Fused where SwiGluMlp is (past kDecodeFormRows rows, bf16 activations and dense bf16 weights on the wgmma
-  // form, not --gemm cublas) and the deltas are one adapter's (beside base rows): its gate and up
-  // modules, bf16, whole, in the gated product's epilogue (cuda::GemmWgmmaSwiGluLora), its down
-  // modules in the down product's (GemmWgmmaLora) reading the bf16 activation as it is. Elsewhere
-  // (another adapter's rows too, fp32 factors, a module on part of gate or up, more than
-  // kWgmmaMaxLoraSegments down modules) the three ops. The same bits either way.
+  // Fused where SwiGluMlp is (past kDecodeFormRows rows, bf16 activations and dense bf16 weights on
+  // the wgmma form, not --gemm cublas): each adapter's gate and up modules, bf16, whole, in the gated
+  // product's epilogue (cuda::GemmWgmmaSwiGluLora), its down modules in the down product's
+  // (GemmWgmmaLora) reading the bf16 activation as it is, each to its own rows (base rows beside
+  // them keep the plain bits). Rows of several adapters share those two products (each adapter's t
+  // made on its own rows alone) within kWgmmaMaxLoraSegments modules a product and kMaxGroupedRuns
+  // runs of rows. Elsewhere (fp32 factors, a module on part of gate or up, past those counts) the
+  // three ops. The same bits either way.
   auto ops = [&] { Ops::SwiGluMlpLora(x, n, gate_up, down, out, row_slot, gate_up_modules, down_modules); };
   const DevCopy* gu = gate_up.parts.empty() && down.parts.empty() && !cublas_ ? Dev(gate_up) : nullptr;
   const DevCopy* dn = gu != nullptr ? Dev(down) : nullptr;
@@ -345,95 +416,106 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
                ? (*by_slot)[i]
                : nullptr;
   };
-  // The one slot whose rows take a delta; rows of any other slot must take none.
-  int32_t slot = 0;
-  int64_t slot_rows = 0;
-  for (int64_t r = 0; r < n; ++r) {
-    const int32_t s = row_slot[r];
-    if (!modules_of(gate_up_modules, s) && !modules_of(down_modules, s)) continue;
-    if (slot != 0 && s != slot) return ops();
-    slot = s;
-    ++slot_rows;
-  }
-  if (slot == 0) return SwiGluMlp(x, n, gate_up, down, out);  // no row takes a delta
-  const LoraModule* gate_mod = nullptr;
-  const LoraModule* up_mod = nullptr;
-  if (const auto* mods = modules_of(gate_up_modules, slot)) {
-    for (const LoraModule& mod : *mods) {
-      if (!FusableFactor(n, hidden, mod) || mod.b.rows != inter) return ops();
-      const LoraModule** place = mod.row_offset == 0 ? &gate_mod : mod.row_offset == inter ? &up_mod : nullptr;
-      if (place == nullptr || *place != nullptr) return ops();
-      *place = &mod;
+  const std::vector<AdapterRows> adapters = RowsByAdapter(
+      row_slot, n, [&](int32_t s) { return modules_of(gate_up_modules, s) || modules_of(down_modules, s); });
+  if (adapters.empty()) return SwiGluMlp(x, n, gate_up, down, out);  // no row takes a delta
+  const bool grouped = adapters.size() > 1;
+  // Each adapter's modules on gate|up (whole gate or whole up, at most one of each) and on down.
+  std::vector<std::vector<const LoraModule*>> gu_mods(adapters.size()), down_mods(adapters.size());
+  size_t runs = 0, gu_count = 0, down_count = 0;
+  for (size_t i = 0; i < adapters.size(); ++i) {
+    runs += adapters[i].runs.size();
+    if (const auto* mods = modules_of(gate_up_modules, adapters[i].slot)) {
+      bool gate = false, up = false;
+      for (const LoraModule& mod : *mods) {
+        if (!FusableOnRuns(n, hidden, mod, grouped ? adapters[i].runs : RowRuns{}) || mod.b.rows != inter) return ops();
+        bool& place = mod.row_offset == 0 ? gate : up;
+        if ((mod.row_offset != 0 && mod.row_offset != inter) || place) return ops();
+        place = true;
+        gu_mods[i].push_back(&mod);
+      }
     }
-  }
-  std::vector<const LoraModule*> down_mods;
-  if (const auto* mods = modules_of(down_modules, slot)) {
-    for (const LoraModule& mod : *mods) {
-      if (static_cast<int>(down_mods.size()) == cuda::kWgmmaMaxLoraSegments || !FusableFactor(n, inter, mod)) return ops();
-      down_mods.push_back(&mod);
+    if (const auto* mods = modules_of(down_modules, adapters[i].slot)) {
+      for (const LoraModule& mod : *mods) {
+        if (!FusableOnRuns(n, inter, mod, grouped ? adapters[i].runs : RowRuns{})) return ops();
+        down_mods[i].push_back(&mod);
+      }
     }
+    gu_count += gu_mods[i].size();
+    down_count += down_mods[i].size();
   }
   if (Failed()) return;
+  const auto max_segs = static_cast<size_t>(cuda::kWgmmaMaxLoraSegments);
+  if (gu_count > max_segs || down_count > max_segs || (grouped && runs > kMaxGroupedRuns)) return ops();
   const cuda::WgmmaForm form = cuda::ChooseWgmmaForm(n, down.rows, cuda::WgmmaMultiprocessors());
   // The op profile's lines: each projection's A products, then its product with the deltas.
-  const double rows = static_cast<double>(n);
-  double flops_gu_a = 0, flops_gu = 2.0 * rows * gate_up.rows * hidden;
-  double flops_down_a = 0, flops_down = 2.0 * rows * down.rows * inter;
-  for (const LoraModule* mod : {gate_mod, up_mod}) {
-    if (mod == nullptr) continue;
-    flops_gu_a += 2.0 * rows * mod->rank * hidden;
-    flops_gu += 2.0 * rows * mod->rank * inter;
-  }
-  for (const LoraModule* mod : down_mods) {
-    flops_down_a += 2.0 * rows * mod->rank * inter;
-    flops_down += 2.0 * rows * mod->rank * mod->b.rows;
+  double flops_gu_a = 0, flops_gu = 2.0 * static_cast<double>(n) * gate_up.rows * hidden;
+  double flops_down_a = 0, flops_down = 2.0 * static_cast<double>(n) * down.rows * inter;
+  for (size_t i = 0; i < adapters.size(); ++i) {
+    const double rows = static_cast<double>(grouped ? adapters[i].rows : n);
+    for (const LoraModule* mod : gu_mods[i]) {
+      flops_gu_a += 2.0 * rows * mod->rank * hidden;
+      flops_gu += 2.0 * static_cast<double>(n) * mod->rank * inter;
+    }
+    for (const LoraModule* mod : down_mods[i]) {
+      flops_down_a += 2.0 * rows * mod->rank * inter;
+      flops_down += 2.0 * static_cast<double>(n) * mod->rank * mod->b.rows;
+    }
   }
   const Scratch give_back(*this);  // every way out hands the arena back
   auto* xb = reinterpret_cast<uint16_t*>(AllocRaw((n * hidden + 1) / 2));
   auto* act = reinterpret_cast<uint16_t*>(AllocRaw((n * inter + 1) / 2));
-  const int32_t* d_slots = slot_rows < n ? StageInts(row_slot, n) : nullptr;
+  const int32_t* d_slots = grouped || adapters[0].rows < n ? StageInts(row_slot, n) : nullptr;
   if (Failed()) return;
-  Sign(39, x, n, gu->w.data, dn->w.data, out, d_slots, slot, gate_mod, up_mod);
-  cuda::WgmmaLoraSegment gate_seg{}, up_seg{};
+  Sign(39, x, n, gu->w.data, dn->w.data, out, d_slots, gu_count, down_count);
+  // An adapter's segments of `mods` on xb [n, k], its t on its own rows when grouped.
+  auto segments_of = [&](const uint16_t* xb_in, int64_t k, const std::vector<std::vector<const LoraModule*>>& mods) {
+    std::vector<cuda::WgmmaLoraSegment> segs;
+    for (size_t i = 0; i < adapters.size() && !Failed(); ++i) {
+      if (mods[i].empty()) continue;
+      const size_t from = segs.size();
+      const auto made = LoraSegments(xb_in, k, n, mods[i], grouped ? adapters[i].runs : RowRuns{});
+      segs.insert(segs.end(), made.begin(), made.end());
+      CoverRows(segs, from, adapters[i]);
+    }
+    return segs;
+  };
+  std::vector<cuda::WgmmaLoraSegment> gu_segs;
   {
     const auto timer = Time("LoRA A products (prefill form)", flops_gu_a);
     if (Launches()) Note(cuda::ToBf16(x, n * hidden, xb, stream_));
-    // In the adapter's module order (gate and up stacked when uploaded so); a segment's columns
-    // are its module's rows of gate_up: [0, inter) the gate's, [inter, 2 inter) the up's.
-    std::vector<const LoraModule*> mods;
-    if (const auto* on_gate_up = modules_of(gate_up_modules, slot)) {
-      for (const LoraModule& mod : *on_gate_up) mods.push_back(&mod);
-    }
-    const std::vector<cuda::WgmmaLoraSegment> segs = LoraSegments(xb, hidden, n, mods);
+    // A segment's columns are its module's rows of gate_up: [0, inter) the gate's, [inter, 2 inter) the up's.
+    gu_segs = segments_of(xb, hidden, gu_mods);
     if (Failed()) return;
-    for (size_t i = 0; i < mods.size(); ++i) (mods[i] == gate_mod ? gate_seg : up_seg) = segs[i];
   }
   {
-    const auto timer = Time(gate_mod || up_mod ? "SwiGluMlp+LoRA (prefill form)" : "SwiGluMlp (prefill form)", flops_gu);
+    const auto timer = Time(gu_count > 0 ? "SwiGluMlp+LoRA (prefill form)" : "SwiGluMlp (prefill form)", flops_gu);
     if (!Launches()) return;
-    if (gate_mod || up_mod) {
+    if (gu_count > 0) {
       Note(cuda::GemmWgmmaSwiGluLora(xb, n, static_cast<const uint16_t*>(gu->w.data), inter, hidden, act, inter,
-                                     gate_seg, up_seg, stream_, d_slots, slot));
+                                     gu_segs.data(), static_cast<int>(gu_segs.size()), stream_, d_slots));
     } else {
       Note(cuda::GemmWgmmaSwiGlu(xb, n, static_cast<const uint16_t*>(gu->w.data), inter, hidden, act, inter, stream_));
     }
   }
-  if (down_mods.empty()) {
+  if (down_count == 0) {
     if (Launches()) Note(cuda::MatMulBf16(act, inter, n, dn->w, out, down.rows, /*round_output=*/true, /*split_k=*/false, stream_));
   } else {
     std::vector<cuda::WgmmaLoraSegment> segs;
     {
       const auto timer = Time("LoRA A products (prefill form)", flops_down_a);
-      segs = LoraSegments(act, inter, n, down_mods);
+      segs = segments_of(act, inter, down_mods);
       if (Failed()) return;
     }
     const auto timer = Time("MatMul+LoRA (prefill form)", flops_down);
     if (Launches()) {
       Note(cuda::GemmWgmmaLora(act, n, static_cast<const uint16_t*>(dn->w.data), down.rows, inter, out, down.rows,
-                               segs.data(), static_cast<int>(segs.size()), form, stream_, d_slots, slot));
+                               segs.data(), static_cast<int>(segs.size()), form, stream_, d_slots));
     }
   }
-  tensor_core_lora_rows_ += slot_rows * ((gate_mod || up_mod ? 1 : 0) + (down_mods.empty() ? 0 : 1));
+  for (size_t i = 0; i < adapters.size(); ++i) {
+    tensor_core_lora_rows_ += adapters[i].rows * ((gu_mods[i].empty() ? 0 : 1) + (down_mods[i].empty() ? 0 : 1));
+  }
 }
 
 std::vector<const uint16_t*> CudaOps::LoraTs(const uint16_t* xb, int64_t k, int64_t m,
@@ -479,17 +561,60 @@ std::vector<const uint16_t*> CudaOps::LoraTs(const uint16_t* xb, int64_t k, int6
   return out;
 }
 
+std::vector<const uint16_t*> CudaOps::LoraTsOnRuns(const uint16_t* xb, int64_t k, int64_t m,
+                                                   const std::vector<const LoraModule*>& mods, const RowRuns& runs) {
+  std::vector<const uint16_t*> out(mods.size(), nullptr);
+  std::vector<uint16_t*> whole;
+  for (const LoraModule* mod : mods) whole.push_back(reinterpret_cast<uint16_t*>(AllocRaw((m * mod->rank + 1) / 2)));
+  if (Failed()) return out;
+  Sign(41, xb, k, m, runs.size());
+  for (size_t i = 0; i < mods.size() && Launches(); ++i) {
+    Note(CudaStatus(cudaMemsetAsync(whole[i], 0, static_cast<size_t>(m * mods[i]->rank) * 2, S(stream_)),
+                    "cudaMemsetAsync", __FILE__, __LINE__));
+  }
+  for (const auto& [r0, r1] : runs) {
+    const size_t mark = Mark();  // the run's own t is spent once copied into place
+    const std::vector<const uint16_t*> ts = LoraTs(xb + r0 * k, k, r1 - r0, mods);
+    if (Failed()) return out;
+    Sign(r0, r1);
+    for (size_t i = 0; i < mods.size() && Launches(); ++i) {
+      const int64_t rank = mods[i]->rank;
+      Note(CudaStatus(cudaMemcpyAsync(whole[i] + r0 * rank, ts[i], static_cast<size_t>((r1 - r0) * rank) * 2,
+                                      cudaMemcpyDeviceToDevice, S(stream_)),
+                      "cudaMemcpyAsync", __FILE__, __LINE__));
+    }
+    Release(mark);
+  }
+  std::copy(whole.begin(), whole.end(), out.begin());
+  return out;
+}
+
 std::vector<cuda::WgmmaLoraSegment> CudaOps::LoraSegments(const uint16_t* xb, int64_t k, int64_t m,
-                                                         const std::vector<const LoraModule*>& mods) {
-  const std::vector<const uint16_t*> ts = LoraTs(xb, k, m, mods);
+                                                         const std::vector<const LoraModule*>& mods,
+                                                         const RowRuns& runs) {
+  const std::vector<const uint16_t*> ts = runs.empty() ? LoraTs(xb, k, m, mods) : LoraTsOnRuns(xb, k, m, mods, runs);
   std::vector<cuda::WgmmaLoraSegment> segs;
   for (size_t i = 0; i < mods.size() && !Failed(); ++i) {
     const DevCopy* db = Dev(mods[i]->b);
     if (db == nullptr) break;
-    segs.push_back({ts[i], static_cast<const uint16_t*>(db->w.data), mods[i]->row_offset, mods[i]->b.rows,
-                    mods[i]->rank, mods[i]->scale});
+    cuda::WgmmaLoraSegment g;
+    g.t = ts[i];
+    g.b = static_cast<const uint16_t*>(db->w.data);
+    g.col_begin = mods[i]->row_offset;
+    g.cols = mods[i]->b.rows;
+    g.rank = mods[i]->rank;
+    g.scale = mods[i]->scale;
+    segs.push_back(g);
   }
   return segs;
+}
+
+bool CudaOps::FusableOnRuns(int64_t m, int64_t k, const LoraModule& mod, const RowRuns& runs) {
+  if (!FusableFactor(m, k, mod)) return false;
+  for (const auto& [r0, r1] : runs) {
+    if (!FusableFactor(r1 - r0, k, mod)) return false;
+  }
+  return true;
 }
 
 bool CudaOps::FusableFactor(int64_t m, int64_t k, const LoraModule& mod) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launched.h"
@@ -35,15 +36,18 @@ struct Shape {
 
 // The fused LoRA segments of a GemmWgmmaLora launch (a kernel parameter: the tensor maps must
 // live in parameter, constant or global memory for TMA). t[i]: the rows' bf16 t [m, rank], boxes
-// of 128 rows; b[i]: B [cols, rank], boxes of a tile's width; ksteps: rank's 64-wide stages.
+// of 128 rows; b[i]: B [cols, rank], boxes of a tile's width; ksteps: rank's 64-wide stages; the
+// rows [row_begin, row_end) that hold the slot's rows. The gated form: segments [0, gates) are on
+// the gate, the rest on the up.
 struct LoraSegs {
   CUtensorMap t[kWgmmaMaxLoraSegments];
   CUtensorMap b[kWgmmaMaxLoraSegments];
   int col_begin[kWgmmaMaxLoraSegments], col_end[kWgmmaMaxLoraSegments], ksteps[kWgmmaMaxLoraSegments];
+  int row_begin[kWgmmaMaxLoraSegments], row_end[kWgmmaMaxLoraSegments];
+  int32_t slot[kWgmmaMaxLoraSegments];
   float scale[kWgmmaMaxLoraSegments];
-  int count;
-  const int32_t* row_slot;  // null: every row takes the deltas; else those whose entry is `slot`
-  int32_t slot;
+  int count, gates;
+  const int32_t* row_slot;  // null: every row takes every segment; else a segment's slot's rows
 };
 
 // The summed split form's outputs (GemmWgmmaSplitKSum): block b's columns [starts[b], starts[b + 1])
@@ -61,23 +65,25 @@ __device__ __forceinline__ void FoldSlice(float (&total)[kN], const float (&acc)
   for (int i = 0; i < kN; ++i) total[i] = first ? acc[i] : __fadd_rn(total[i], acc[i]);
 }
 
-// The segments a tile of outputs [col0, col0 + width) overlaps, one bit each.
-__device__ __forceinline__ unsigned SegmentsOf(const LoraSegs& l, int col0, int width) {
+// The segments a tile of outputs [row0, row0 + kBM) x [col0, col0 + width) overlaps, one bit each
+// (the gated form: every segment covers its tile's columns).
+template <bool kSwiGlu>
+__device__ __forceinline__ unsigned SegmentsOf(const LoraSegs& l, int row0, int col0, int width) {
   unsigned mask = 0;
   for (int i = 0; i < l.count; ++i) {
-    if (l.col_begin[i] < col0 + width && l.col_end[i] > col0) mask |= 1u << i;
+    const bool cols = kSwiGlu || (l.col_begin[i] < col0 + width && l.col_end[i] > col0);
+    if (cols && l.row_begin[i] < row0 + kBM && l.row_end[i] > row0) mask |= 1u << i;
   }
   return mask;
 }
 
-// The delta's stages a tile runs after K's: the gated form's every tile both segments' (gate, up),
-// otherwise those of each segment it overlaps, in segment order.
-template <bool kSwiGlu, bool kLora>
-__device__ __forceinline__ int DeltaSteps(const LoraSegs& l, unsigned segs) {
-  if constexpr (!kLora) return 0;
-  if constexpr (kSwiGlu) return l.ksteps[0] + l.ksteps[1];
+// The delta's stages a tile runs after K's, those of each segment it overlaps in segment order
+// (the gated form: its gate segments', then its up segments'); `first`, `last`: only segments
+// [first, last).
+__device__ __forceinline__ int DeltaSteps(const LoraSegs& l, unsigned segs, int first = 0,
+                                          int last = kWgmmaMaxLoraSegments) {
   int steps = 0;
-  for (int i = 0; i < l.count; ++i) steps += segs >> i & 1 ? l.ksteps[i] : 0;
+  for (int i = first; i < l.count && i < last; ++i) steps += segs >> i & 1 ? l.ksteps[i] : 0;
   return steps;
 }
 
@@ -95,24 +101,50 @@ __device__ __forceinline__ int DeltaStage(const LoraSegs& l, unsigned segs, int 
   return -1;
 }
 
+// The segments of `segs` a row takes: those of its slot (row_slot's entry; -1 without row_slot:
+// every one; -2 past m: none).
+__device__ __forceinline__ unsigned RowSegments(const LoraSegs& l, unsigned segs, int32_t row_slot) {
+  if (row_slot == -1) return segs;
+  unsigned mask = 0;
+  for (int i = 0; i < l.count; ++i) {
+    if ((segs >> i & 1) && l.slot[i] == row_slot) mask |= 1u << i;
+  }
+  return mask;
+}
+
+// The scale of the segment of `mine` (a row's segments) that holds column col, or false.
+__device__ __forceinline__ bool ScaleAt(const LoraSegs& l, unsigned mine, int64_t col, float& scale) {
+  for (; mine != 0; mine &= mine - 1) {
+    const int i = __ffs(mine) - 1;
+    if (col >= l.col_begin[i] && col < l.col_end[i]) {
+      scale = l.scale[i];
+      return true;
+    }
+  }
+  scale = 0.0f;
+  return false;
+}
+
 // A rounded base output plus its delta's sum as LoraScatterAdd adds it: r(base + r(r(delta) · scale)).
 __device__ __forceinline__ float PlusDelta(float base, float delta, float scale) {
   return RoundAct(__fadd_rn(base, RoundAct(__fmul_rn(RoundAct(delta, true), scale), true)), true);
 }
 
 // kSwiGlu && kLora: folds one half of the delta accumulator (kHalf 0: the gate outputs, 1: the up
-// outputs) into `based`: an output of a row that takes the deltas becomes r(r(base) + r(r(delta) ·
-// scale)), repacked (a bf16 value: nothing lost). Folding the gate's chain before the up's starts
-// keeps one half of acc live beside `based`, not both.
+// outputs) into `based`: an output of a row that takes a delta there becomes r(r(base) + r(r(delta)
+// · scale)) with its segment's scale (rows g and g + 8: _lo, _hi), repacked (a bf16 value: nothing
+// lost). Folding the gate's chains before the up's start keeps one half of acc live beside `based`,
+// not both.
 template <int kBN, int kHalf>
-__device__ __forceinline__ void FoldDeltaHalf(unsigned (&based)[kBN / 4], const float (&acc)[kBN / 2], float scale,
-                                              bool take_lo, bool take_hi) {
+__device__ __forceinline__ void FoldDeltaHalf(unsigned (&based)[kBN / 4], const float (&acc)[kBN / 2], float scale_lo,
+                                              float scale_hi, bool take_lo, bool take_hi) {
 #pragma unroll
   for (int j = kHalf * kBN / 16; j < (kHalf + 1) * kBN / 16; ++j) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (!(h == 0 ? take_lo : take_hi)) continue;
       const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&based[2 * j + h]));
+      const float scale = h == 0 ? scale_lo : scale_hi;
       based[2 * j + h] = PackBf16(PlusDelta(b.x, acc[4 * j + 2 * h], scale), PlusDelta(b.y, acc[4 * j + 2 * h + 1], scale));
     }
   }
@@ -131,11 +163,12 @@ __device__ __forceinline__ void TileAt(int id, int mtiles, int ntiles, int& row0
 // kBN / 2) and up rows [up_row + col0, ...) of w (one wgmma over both at 256, one a box at 272), and the epilogue writes act[r][col0 + c] (bf16, ldy apart) =
 // SiluMul's arithmetic on the two rounded outputs; n is then the activation's width (the up rows'
 // offset). Otherwise y (fp32) gets the products as they are or rounded. kLora (round_bf16 then
-// true): a tile inside a segment of `lora` runs the segment's rank stages after K's into a second
-// accumulator and writes r(r(base) + r(r(delta) · scale)) (GemmWgmmaLora). Both (GemmWgmmaSwiGluLora):
-// every tile runs segment 0's rank stages into its gate half of that accumulator and segment 1's
-// into its up half (a stage: t's rows and one box of B's rows), then SiluMul's arithmetic on the two
-// sums r(r(base) + r(r(delta) · scale)); a segment of no stages adds nothing.
+// true): a tile inside segments of `lora` (their columns and rows) runs their rank stages after K's
+// into a second accumulator and writes r(r(base) + r(r(delta) · scale)) where a row takes a segment
+// (its slot's) on the column (GemmWgmmaLora). Both (GemmWgmmaSwiGluLora): a tile runs its gate
+// segments' rank stages into its gate half of that accumulator, then its up segments' into its up
+// half (a stage: t's rows and one box of B's rows), then SiluMul's arithmetic on the two sums
+// r(r(base) + r(r(delta) · scale)); a tile without segments keeps the plain rounded products.
 // kSum (GemmWgmmaSplitKSum; slice_steps > 0): a tile runs all of K, its accumulator zeroed at
 // every slice of slice_steps stages and folded into a running sum at the slice's end (FoldSlice),
 // and the epilogue writes the sums rounded to bf16 into `sum_out`'s blocks — the split form's
@@ -181,21 +214,21 @@ __global__ void __launch_bounds__(kThreads, 1)
       int row0, col0, kb0;
       TileAt(id % tiles, mtiles, ntiles, row0, col0, kColsOut);
       const int ksteps = slice_of(id, kb0);
-      const unsigned segs = kLora && !kSwiGlu ? SegmentsOf(lora, col0, kColsOut) : 0u;
-      const int steps = ksteps + DeltaSteps<kSwiGlu, kLora>(lora, segs);
+      const unsigned segs = kLora ? SegmentsOf<kSwiGlu>(lora, row0, col0, kColsOut) : 0u;
+      const int steps = ksteps + (kLora ? DeltaSteps(lora, segs) : 0);
       for (int kb = 0; kb < steps; ++kb, ++it) {
         const int s = it % S::kStages;
         MbarWait(&empty[s], ((it / S::kStages) & 1) ^ 1);  // the slot's previous use was read
         unsigned char* base = stages + s * S::kStageBytes;
         if (kLora && kb >= ksteps) {  // the delta's stages: t's rows and B's, rank chunk by chunk
+          int stage = 0;
+          const int seg = DeltaStage(lora, segs, kb - ksteps, stage);
           if constexpr (kSwiGlu) {  // the gate's stages into the B stage's first box, then the up's into its second
-            const int d = kb - ksteps, up = d >= lora.ksteps[0] ? 1 : 0, r0 = (d - up * lora.ksteps[0]) * kBK;
+            const int up = seg >= lora.gates ? 1 : 0;
             MbarExpectTx(&full[s], kABytes + S::kBBytes / 2);
-            TmaLoad2d(base, &lora.t[up], r0, row0, &full[s]);
-            TmaLoad2d(base + kABytes + up * (S::kBBytes / 2), &lora.b[up], r0, col0, &full[s]);
+            TmaLoad2d(base, &lora.t[seg], stage * kBK, row0, &full[s]);
+            TmaLoad2d(base + kABytes + up * (S::kBBytes / 2), &lora.b[seg], stage * kBK, col0, &full[s]);
           } else {  // B's rows from the tile's first column (before a segment's start: the copy engine's zeros)
-            int stage = 0;
-            const int seg = DeltaStage(lora, segs, kb - ksteps, stage);
             MbarExpectTx(&full[s], S::kStageBytes);
             TmaLoad2d(base, &lora.t[seg], stage * kBK, row0, &full[s]);
             TmaLoad2d(base + kABytes, &lora.b[seg], stage * kBK, col0 - lora.col_begin[seg], &full[s]);
@@ -226,19 +259,29 @@ __global__ void __launch_bounds__(kThreads, 1)
     int row0, col0, kb0;
     TileAt(id % tiles, mtiles, ntiles, row0, col0, kColsOut);
     const int ksteps = slice_of(id, kb0);
-    const unsigned segs = kLora && !kSwiGlu ? SegmentsOf(lora, col0, kColsOut) : 0u;
-    const int steps = ksteps + DeltaSteps<kSwiGlu, kLora>(lora, segs);
+    const unsigned segs = kLora ? SegmentsOf<kSwiGlu>(lora, row0, col0, kColsOut) : 0u;
+    // kSwiGlu: the gate segments' stages, then the up segments'.
+    const int delta_steps = kLora ? DeltaSteps(lora, segs) : 0;
+    const int gate_steps = kLora && kSwiGlu ? DeltaSteps(lora, segs, 0, lora.gates) : 0, up_steps = delta_steps - gate_steps;
+    const int steps = ksteps + delta_steps;
 #pragma unroll
     for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
     // acc[4j + e]: row 16 warp + g (e < 2) or + 8, output 8j + 2t + e % 2 (wgmma_ptx.cuh).
     const int64_t r_lo = int64_t{row0} + 64 * c + 16 * warp + g, r_hi = r_lo + 8;
-    // kLora: whether this thread's rows take the deltas (a row of another slot keeps the plain
-    // product's rounded output).
-    bool take_lo = true, take_hi = true;
+    // kLora: the segments this thread's rows take (their slot's; a row that takes none keeps the
+    // plain product's rounded output).
+    unsigned mine_lo = 0, mine_hi = 0;
     if constexpr (kLora) {
-      take_lo = lora.row_slot == nullptr || (r_lo < m && lora.row_slot[r_lo] == lora.slot);
-      take_hi = lora.row_slot == nullptr || (r_hi < m && lora.row_slot[r_hi] == lora.slot);
+      const bool all = lora.row_slot == nullptr;
+      mine_lo = RowSegments(lora, segs, all ? -1 : r_lo < m ? lora.row_slot[r_lo] : -2);
+      mine_hi = RowSegments(lora, segs, all ? -1 : r_hi < m ? lora.row_slot[r_hi] : -2);
     }
+    // kSwiGlu: a row's gate (kHalf 0) or up (1) segment's scale, and whether it takes one.
+    auto half_scale = [&](int half, unsigned mine, float& scale) {
+      const unsigned in_half = mine & (half == 0 ? (1u << lora.gates) - 1 : ~((1u << lora.gates) - 1));
+      scale = in_half != 0 ? lora.scale[__ffs(in_half) - 1] : 0.0f;
+      return in_half != 0;
+    };
     auto& gate_acc = *reinterpret_cast<float(*)[kBN / 4]>(&acc[0]);  // kSwiGlu: the gate outputs' half
     auto& up_acc = *reinterpret_cast<float(*)[kBN / 4]>(&acc[kBN / 4]);
     int prev = -1;  // the slot whose products are still in flight
@@ -263,7 +306,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int i = 0; i < kBN / 4; ++i) based[i] = PackBf16(acc[2 * i], acc[2 * i + 1]);
           if constexpr (kSwiGlu) {  // the first chain's half only (the gate's, unless it has none)
-            if (lora.ksteps[0] > 0) {
+            if (gate_steps > 0) {
 #pragma unroll
               for (int i = 0; i < kBN / 4; ++i) gate_acc[i] = 0.0f;
             } else {
@@ -276,12 +319,14 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
         if constexpr (kSwiGlu) {
-          if (kb == ksteps + lora.ksteps[0] && lora.ksteps[0] > 0) {  // the gate's chain is done: fold it, start the up's
+          if (kb == ksteps + gate_steps && gate_steps > 0) {  // the gate's chains are done: fold them, start the up's
             WgmmaWait<0>();
             FenceAccumulators(gate_acc);
             if (lane == 0) MbarArrive(&empty[prev]);
             prev = -1;
-            FoldDeltaHalf<kBN, 0>(based, acc, lora.scale[0], take_lo, take_hi);
+            float sl, sh;
+            const bool tl = half_scale(0, mine_lo, sl), th = half_scale(0, mine_hi, sh);
+            FoldDeltaHalf<kBN, 0>(based, acc, sl, sh, tl, th);
 #pragma unroll
             for (int i = 0; i < kBN / 4; ++i) up_acc[i] = 0.0f;
           }
@@ -299,7 +344,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if constexpr (kSwiGlu && kLora) {  // a delta stage: its box's half of the outputs
         if (kb >= ksteps) {
           delta_half = true;
-          if (kb - ksteps < lora.ksteps[0]) {
+          if (kb - ksteps < gate_steps) {
 #pragma unroll
             for (int kk = 0; kk < kBK / 16; ++kk) WgmmaBf16<kBN / 2>(gate_acc, da + 2 * kk, db + 2 * kk);
           } else {
@@ -331,12 +376,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     WgmmaWait<0>();
     if constexpr (kSwiGlu && kLora) {  // the last chain's half: fold it (the gate's is folded already)
-      if (lora.ksteps[1] > 0) {
+      float sl, sh;
+      if (up_steps > 0) {
         FenceAccumulators(up_acc);
-        FoldDeltaHalf<kBN, 1>(based, acc, lora.scale[1], take_lo, take_hi);
-      } else {
+        const bool tl = half_scale(1, mine_lo, sl), th = half_scale(1, mine_hi, sh);
+        FoldDeltaHalf<kBN, 1>(based, acc, sl, sh, tl, th);
+      } else if (gate_steps > 0) {
         FenceAccumulators(gate_acc);
-        FoldDeltaHalf<kBN, 0>(based, acc, lora.scale[0], take_lo, take_hi);
+        const bool tl = half_scale(0, mine_lo, sl), th = half_scale(0, mine_hi, sh);
+        FoldDeltaHalf<kBN, 0>(based, acc, sl, sh, tl, th);
+      } else {  // no segment's rows in this tile: the plain product's rounded outputs
+        FenceAccumulators(acc);
+#pragma unroll
+        for (int i = 0; i < kBN / 4; ++i) based[i] = PackBf16(acc[2 * i], acc[2 * i + 1]);
       }
     } else {
       FenceAccumulators(acc);
@@ -405,31 +457,21 @@ __global__ void __launch_bounds__(kThreads, 1)
       // a segment's columns; elsewhere the rounded base output as it is (its delta accumulator
       // holds only the other segments' zero products).
       float* y = static_cast<float*>(yv);
-      // The segment's scale for a column (0 outside every segment: no delta is added there).
-      auto scale_of = [&](int64_t col, bool& in) {
-        for (int i = 0; i < lora.count; ++i) {
-          if (col >= lora.col_begin[i] && col < lora.col_end[i]) {
-            in = true;
-            return lora.scale[i];
-          }
-        }
-        in = false;
-        return 0.0f;
-      };
 #pragma unroll
       for (int j = 0; j < kBN / 8; ++j) {
         const int64_t col = int64_t{col0} + 8 * j + 2 * t;
-        bool in0 = false, in1 = false;
-        const float scale0 = scale_of(col, in0), scale1 = scale_of(col + 1, in1);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int64_t r = h == 0 ? r_lo : r_hi;
           if (r >= m) continue;
+          // The row's segment's scale for each column (none: no delta is added there).
+          const unsigned mine = h == 0 ? mine_lo : mine_hi;
+          float scale0, scale1;
+          const bool in0 = ScaleAt(lora, mine, col, scale0), in1 = ScaleAt(lora, mine, col + 1, scale1);
           const unsigned packed = based[2 * j + h];
           const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&packed));
-          const bool takes = h == 0 ? take_lo : take_hi;
-          const float v0 = takes && in0 ? PlusDelta(b.x, acc[4 * j + 2 * h], scale0) : b.x;
-          const float v1 = takes && in1 ? PlusDelta(b.y, acc[4 * j + 2 * h + 1], scale1) : b.y;
+          const float v0 = in0 ? PlusDelta(b.x, acc[4 * j + 2 * h], scale0) : b.x;
+          const float v1 = in1 ? PlusDelta(b.y, acc[4 * j + 2 * h + 1], scale1) : b.y;
           float* dst = y + r * ldy + col;
           if (vec2 && col + 1 < n) {
             *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
@@ -532,9 +574,47 @@ int FormWidth(WgmmaForm form) {
 
 int WgmmaMultiprocessors() { return Multiprocessors(); }
 
+namespace {
+
+// Checks a segment's rows and rank and fills entry i of l (its t map boxes of 128 rows, B's of
+// `box` rows), `what` naming the op in errors.
+Status AddSegment(LoraSegs& l, int i, const WgmmaLoraSegment& g, int64_t m, int box, const char* what) {
+  const std::string op = std::string("cuda ") + what + ": segment " + std::to_string(i);
+  if (g.t == nullptr || g.b == nullptr) return InvalidArgument(op + " has no t or no B");
+  if (g.rank < 8 || g.rank % 8 != 0) {
+    return InvalidArgument(op + "'s rank " + std::to_string(g.rank) + " is not a positive multiple of 8");
+  }
+  const int64_t row_end = g.row_end > 0 ? g.row_end : m;
+  if (g.row_begin < 0 || g.row_begin >= row_end || row_end > m) {
+    return InvalidArgument(op + "'s rows [" + std::to_string(g.row_begin) + ", " + std::to_string(row_end) +
+                           ") are not inside the " + std::to_string(m) + " rows");
+  }
+  GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&l.t[i], g.t, 2, m, g.rank, kBK, kBM, what));
+  GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&l.b[i], g.b, 2, g.cols, g.rank, kBK, box, what));
+  l.col_begin[i] = static_cast<int>(g.col_begin);
+  l.col_end[i] = static_cast<int>(g.col_begin + g.cols);
+  l.row_begin[i] = static_cast<int>(g.row_begin);
+  l.row_end[i] = static_cast<int>(row_end);
+  l.ksteps[i] = (g.rank + kBK - 1) / kBK;
+  l.slot[i] = g.slot;
+  l.scale[i] = g.scale;
+  return Status::Ok();
+}
+
+// Without row_slot every row takes every segment: they must all be one adapter's.
+Status OneSlotWithoutRows(const WgmmaLoraSegment* segs, int count, const int32_t* row_slot, const char* what) {
+  for (int i = 1; i < count && row_slot == nullptr; ++i) {
+    if (segs[i].slot != segs[0].slot) {
+      return InvalidArgument(std::string("cuda ") + what + ": segments of several adapters need row_slot");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status GemmWgmmaLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
-                     const WgmmaLoraSegment* segs, int count, WgmmaForm form, void* stream,
-                     const int32_t* row_slot, int32_t slot) {
+                     const WgmmaLoraSegment* segs, int count, WgmmaForm form, void* stream, const int32_t* row_slot) {
   if (!GemmWgmmaFits(m, n, k, xb, w) || ldy < n) {
     return InvalidArgument("cuda GemmWgmmaLora: needs m, N >= 1, K % 8 == 0, ldy >= N and 16-byte aligned operands");
   }
@@ -542,11 +622,12 @@ Status GemmWgmmaLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n
     return InvalidArgument("cuda GemmWgmmaLora: 1 to " + std::to_string(kWgmmaMaxLoraSegments) + " segments, not " +
                            std::to_string(count));
   }
+  GRAFT_RETURN_IF_ERROR(OneSlotWithoutRows(segs, count, row_slot, "GemmWgmmaLora"));
   const int width = FormWidth(form);
   LoraSegs l{};
   l.count = count;
+  l.gates = 0;
   l.row_slot = row_slot;
-  l.slot = slot;
   for (int i = 0; i < count; ++i) {
     const WgmmaLoraSegment& g = segs[i];
     if (g.col_begin < 0 || g.cols < 1 || g.col_begin + g.cols > n) {
@@ -554,20 +635,14 @@ Status GemmWgmmaLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n
                              std::to_string(g.col_begin) + " + " + std::to_string(g.cols) + ") is not inside the " +
                              std::to_string(n) + " outputs");
     }
-    if (g.rank < 8 || g.rank % 8 != 0) {
-      return InvalidArgument("cuda GemmWgmmaLora: rank " + std::to_string(g.rank) + " is not a positive multiple of 8");
-    }
     for (int j = 0; j < i; ++j) {
-      if (g.col_begin < segs[j].col_begin + segs[j].cols && segs[j].col_begin < g.col_begin + g.cols) {
-        return InvalidArgument("cuda GemmWgmmaLora: segments overlap");
+      if (segs[j].slot == g.slot && g.col_begin < segs[j].col_begin + segs[j].cols &&
+          segs[j].col_begin < g.col_begin + g.cols) {
+        return InvalidArgument("cuda GemmWgmmaLora: segments " + std::to_string(j) + " and " + std::to_string(i) +
+                               " of one adapter overlap");
       }
     }
-    GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&l.t[i], g.t, 2, m, g.rank, kBK, kBM, "GemmWgmmaLora"));
-    GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&l.b[i], g.b, 2, g.cols, g.rank, kBK, width, "GemmWgmmaLora"));
-    l.col_begin[i] = static_cast<int>(g.col_begin);
-    l.col_end[i] = static_cast<int>(g.col_begin + g.cols);
-    l.ksteps[i] = (g.rank + kBK - 1) / kBK;
-    l.scale[i] = g.scale;
+    GRAFT_RETURN_IF_ERROR(AddSegment(l, i, g, m, width, "GemmWgmmaLora"));
   }
   const int sms = Multiprocessors();
   if (sms <= 0) return Internal("cuda GemmWgmmaLora: no multiprocessor count for the current device");
@@ -669,42 +744,55 @@ Status GemmWgmmaSwiGlu(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t
 }
 
 Status GemmWgmmaSwiGluLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,
-                           int64_t ld_act, const WgmmaLoraSegment& gate, const WgmmaLoraSegment& up, void* stream,
-                           const int32_t* row_slot, int32_t slot, const SwiGluForm* form) {
+                           int64_t ld_act, const WgmmaLoraSegment* segs, int count, void* stream,
+                           const int32_t* row_slot, const SwiGluForm* form) {
   if (!GemmWgmmaFits(m, 2 * inter, k, xb, w) || ld_act < inter) {
     return InvalidArgument("cuda GemmWgmmaSwiGluLora: needs m, inter >= 1, K % 8 == 0, ld_act >= inter and 16-byte "
                            "aligned operands");
   }
-  if (gate.t == nullptr && up.t == nullptr) return InvalidArgument("cuda GemmWgmmaSwiGluLora: no segment");
+  if (count < 1 || count > kWgmmaMaxLoraSegments) {
+    return InvalidArgument("cuda GemmWgmmaSwiGluLora: 1 to " + std::to_string(kWgmmaMaxLoraSegments) +
+                           " segments, not " + std::to_string(count));
+  }
+  GRAFT_RETURN_IF_ERROR(OneSlotWithoutRows(segs, count, row_slot, "GemmWgmmaSwiGluLora"));
   const int sms = Multiprocessors();
   if (sms <= 0) return Internal("cuda GemmWgmmaSwiGluLora: no multiprocessor count for the current device");
   const SwiGluForm f = form != nullptr ? *form : ChooseSwiGluForm(m, inter, sms);
   const int box = f == SwiGluForm::kPairs136 ? 136 : 128;  // B's rows a box: the pairing's
+  // The gate segments first, then the up segments, each in the order given.
+  std::vector<const WgmmaLoraSegment*> order;
+  for (int up = 0; up < 2; ++up) {
+    for (int i = 0; i < count; ++i) {
+      const WgmmaLoraSegment& g = segs[i];
+      if (g.col_begin != up * inter) continue;
+      if (g.cols != inter) {
+        return InvalidArgument(std::string("cuda GemmWgmmaSwiGluLora: segment ") + std::to_string(i) + " must cover " +
+                               (up ? "the up" : "the gate") + "'s columns " + std::to_string(up * inter) + " + " +
+                               std::to_string(inter) + ", not " + std::to_string(g.col_begin) + " + " +
+                               std::to_string(g.cols));
+      }
+      for (const WgmmaLoraSegment* o : order) {
+        if (o->slot == g.slot && o->col_begin == g.col_begin) {
+          return InvalidArgument(std::string("cuda GemmWgmmaSwiGluLora: two segments of one adapter on the ") +
+                                 (up ? "up" : "gate"));
+        }
+      }
+      order.push_back(&g);
+    }
+  }
+  if (static_cast<int>(order.size()) != count) {
+    return InvalidArgument("cuda GemmWgmmaSwiGluLora: a segment starts neither at the gate's column 0 nor at the up's " +
+                           std::to_string(inter));
+  }
   LoraSegs l{};
-  l.count = 2;
+  l.count = count;
   l.row_slot = row_slot;
-  l.slot = slot;
-  const WgmmaLoraSegment* segs[2] = {&gate, &up};
-  for (int i = 0; i < 2; ++i) {
-    const WgmmaLoraSegment& g = *segs[i];
-    l.ksteps[i] = 0;
-    if (g.t == nullptr) continue;
-    const char* what = i == 0 ? "gate" : "up";
-    if (g.col_begin != i * inter || g.cols != inter) {
-      return InvalidArgument(std::string("cuda GemmWgmmaSwiGluLora: the ") + what + " segment must cover columns " +
-                             std::to_string(i * inter) + " + " + std::to_string(inter) + ", not " +
-                             std::to_string(g.col_begin) + " + " + std::to_string(g.cols));
-    }
-    if (g.b == nullptr || g.rank < 8 || g.rank % 8 != 0) {
-      return InvalidArgument(std::string("cuda GemmWgmmaSwiGluLora: the ") + what + " segment's rank " +
-                             std::to_string(g.rank) + " is not a positive multiple of 8 (or it has no B)");
-    }
-    GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&l.t[i], g.t, 2, m, g.rank, kBK, kBM, "GemmWgmmaSwiGluLora"));
-    GRAFT_RETURN_IF_ERROR(EncodeSwizzled128(&l.b[i], g.b, 2, inter, g.rank, kBK, box, "GemmWgmmaSwiGluLora"));
-    l.col_begin[i] = static_cast<int>(g.col_begin);
-    l.col_end[i] = static_cast<int>(g.col_begin + g.cols);
-    l.ksteps[i] = (g.rank + kBK - 1) / kBK;
-    l.scale[i] = g.scale;
+  l.gates = 0;
+  for (int i = 0; i < count; ++i) {
+    l.gates += order[i]->col_begin == 0 ? 1 : 0;
+    WgmmaLoraSegment g = *order[i];
+    g.cols = inter;  // B [inter, rank] either way
+    GRAFT_RETURN_IF_ERROR(AddSegment(l, i, g, m, box, "GemmWgmmaSwiGluLora"));
   }
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   return f == SwiGluForm::kPairs128 ? Launch<256, true, true>(xb, m, w, inter, k, act, ld_act, true, sms, s, &l)

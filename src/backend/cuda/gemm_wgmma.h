@@ -68,28 +68,36 @@ Status GemmWgmmaSplitKSum(const uint16_t* xb, int64_t m, const uint16_t* w, int6
 // bits of GemmWgmma(..., round_output = true), a MatMulBf16 of t against B (one fp32 chain over
 // rank) and LoraScatterAdd, without the delta's fp32 outputs going through memory. A tile that
 // holds columns of several segments (Qwen3.5's 48-wide b and a gates side by side, a boundary
-// inside a tile) runs each one's stages in turn into that accumulator: a column outside a segment
-// gets zero products from its stages (B's rows there are the copy engine's zeros), which leave its
-// chain's bits as they are; a column outside every segment keeps the plain rounded product.
+// inside a tile, several adapters' modules on the same columns) runs each one's stages in turn
+// into that accumulator: a column outside a segment gets zero products from its stages (B's rows
+// there are the copy engine's zeros), and so does a row of another adapter (its t row is zeros):
+// zero products leave a chain's bits as they are. A row takes the segments of its own slot; a
+// column outside all of them keeps the plain rounded product.
 struct WgmmaLoraSegment {
   const uint16_t* t = nullptr;  // [m, rank] bf16: the rows' r(x · Aᵀ), 16-byte aligned
   const uint16_t* b = nullptr;  // [cols, rank] bf16, 16-byte aligned
   int64_t col_begin = 0, cols = 0;
   int rank = 0;                 // a multiple of 8 (TMA's row pitch)
   float scale = 1.0f;
+  // The adapter slot whose rows take it (with row_slot: those whose entry is `slot`), and the
+  // rows [row_begin, row_end) that hold them all (row_end <= 0: all m) — a tile outside them skips
+  // the segment's stages. t's rows of every row of another adapter inside that range must be
+  // zeros where a segment of that adapter shares columns with this one.
+  int32_t slot = 0;
+  int64_t row_begin = 0, row_end = 0;
 };
-inline constexpr int kWgmmaMaxLoraSegments = 4;
+// Segments a launch takes: a projection's modules (q, k, v) of four adapters.
+inline constexpr int kWgmmaMaxLoraSegments = 12;
 int WgmmaMultiprocessors();  // the current device's (0 when unknown)
-// y = r(xb · Wᵀ) with each segment's delta added as above. Segments disjoint, inside [0, N), at
-// most kWgmmaMaxLoraSegments; `form` as ChooseWgmmaForm picks it (any gives the same bits);
-// otherwise GemmWgmmaFits' needs. row_slot (device memory, m entries; null: every row takes the
-// deltas): only the rows whose entry is `slot` take them — a step mixing the adapter's rows with
-// base rows or another adapter's — and every other row gets GemmWgmma(..., round_output = true)'s
-// bits (a -0 stays -0: nothing is added to it). The segments' t rows of those rows are read but
-// not used.
+// y = r(xb · Wᵀ) with each segment's delta added as above. Segments of one slot disjoint, all inside
+// [0, N), at most kWgmmaMaxLoraSegments; `form` as ChooseWgmmaForm picks it (any gives the same
+// bits); otherwise GemmWgmmaFits' needs. row_slot (device memory, m entries; null: every row takes
+// every segment, which must then all be one slot's): only the rows whose entry is a segment's slot
+// take it — a step mixing adapters' rows with base rows or one another — and a row that takes
+// none gets GemmWgmma(..., round_output = true)'s bits (a -0 stays -0: nothing is added to it).
 Status GemmWgmmaLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
                      const WgmmaLoraSegment* segs, int count, WgmmaForm form, void* stream,
-                     const int32_t* row_slot = nullptr, int32_t slot = 0);
+                     const int32_t* row_slot = nullptr);
 
 // The MLP's gate|up product and its activation in one pass: w is [2 inter, K] (gate rows, then up
 // rows) and act[m, inter] (bf16 words, rows ld_act apart) = r(r(silu(g)) · u) with g, u the
@@ -108,17 +116,18 @@ const char* SwiGluFormName(SwiGluForm form);
 Status GemmWgmmaSwiGlu(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,
                        int64_t ld_act, void* stream, const SwiGluForm* form = nullptr);
 // The gated form with LoRA deltas on the gate and up products (Ops::SwiGluMlpLora's first half):
-// `gate` and `up` are the adapter's modules on them (t == nullptr: none), gate covering the fused
-// weight's rows [0, inter) and up [inter, 2 inter) whole; each tile adds to its gate and up outputs
-// what GemmWgmmaLora adds — r(r(base) + r(r(t · Bᵀ) · scale)), the delta one fp32 chain over rank
-// in ascending 16-wide steps from zero — and applies SiluMul's arithmetic to the two sums: bit for
-// bit GemmWgmmaLora's product on gate_up (every row taking its deltas, or with row_slot only those
-// whose entry is `slot`) then SiluMul, without gate|up's fp32 outputs going through memory. The
-// pairing ChooseSwiGluForm's unless `form` names one. A tile's deltas run as half-width wgmmas, the
-// gate's chain first, folded into the rounded base outputs before the up's starts, so one half of
-// the delta accumulator is live beside them at a time (no spills, no serialized wgmmas).
+// each segment covers the fused weight's gate rows [0, inter) or its up rows [inter, 2 inter)
+// whole — at most one of each per slot — and each tile adds to a row's gate and up outputs what
+// GemmWgmmaLora adds with its slot's — r(r(base) + r(r(t · Bᵀ) · scale)), the delta one fp32 chain
+// over rank in ascending 16-wide steps from zero (other slots' stages add zero products) — and
+// applies SiluMul's arithmetic to the two sums: bit for bit GemmWgmmaLora's product on gate_up (rows
+// as row_slot says, null: every row takes every segment, one slot's) then SiluMul, without
+// gate|up's fp32 outputs going through memory. The pairing ChooseSwiGluForm's unless `form` names
+// one. A tile runs the gate segments' stages (half-width wgmmas) first, folds them into the rounded
+// base outputs, then the up segments', so one half of the delta accumulator is live beside them at
+// a time (no spills, no serialized wgmmas).
 Status GemmWgmmaSwiGluLora(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,
-                           int64_t ld_act, const WgmmaLoraSegment& gate, const WgmmaLoraSegment& up, void* stream,
-                           const int32_t* row_slot = nullptr, int32_t slot = 0, const SwiGluForm* form = nullptr);
+                           int64_t ld_act, const WgmmaLoraSegment* segs, int count, void* stream,
+                           const int32_t* row_slot = nullptr, const SwiGluForm* form = nullptr);
 
 }  // namespace graft::cuda
