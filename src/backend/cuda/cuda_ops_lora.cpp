@@ -1,6 +1,7 @@
 // CudaOps' adapter ops: LoRA deltas (LoraAdd, gathered by adapter onto the tensor cores with
-// bf16 activations) and the projection with its deltas fused (MatMulLora: cuda/gemm_wgmma.h's
-// GemmWgmmaLora for the rows of one adapter, the same bits as MatMul then LoraAdd).
+// bf16 activations) and the projections with their deltas fused (MatMulLora, SwiGluMlpLora:
+// cuda/gemm_wgmma.h's GemmWgmmaLora / GemmWgmmaSwiGluLora for the rows of a step's adapters, the
+// same bits as the product then LoraAdd).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
