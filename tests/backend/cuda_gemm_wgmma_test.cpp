@@ -441,7 +441,8 @@ TEST(GemmWgmma, LoraIsTheProductThenTheDeltaBits) {
     }
   }
   // Refused by name: a segment past N, a rank that is no multiple of 8, overlapping segments of one
-  // adapter, none or too many, rows past m, several adapters' segments without row slots.
+  // adapter, none or too many, rows past m, a segment without B, several adapters' segments without
+  // row slots.
   Buf<uint16_t> x(size_t{130} * 72), w(size_t{512} * 72), t(size_t{130} * 64), b(size_t{512} * 64);
   Buf<float> y(size_t{130} * 512);
   auto run = [&](std::vector<cuda::WgmmaLoraSegment> segs, WgmmaForm form) {
@@ -459,6 +460,7 @@ TEST(GemmWgmma, LoraIsTheProductThenTheDeltaBits) {
            {"segments", run({}, WgmmaForm::kTile128x128)},
            {"segments", run(std::vector<cuda::WgmmaLoraSegment>(cuda::kWgmmaMaxLoraSegments + 1, ok), WgmmaForm::kTile128x128)},
            {"not inside the 130 rows", run({past}, WgmmaForm::kTile128x128)},
+           {"no t or no B", run({{t.p, nullptr, 0, 128, 64, 1.0f}}, WgmmaForm::kTile128x128)},
            {"need row_slot", run({ok, other}, WgmmaForm::kTile128x128)}}) {
     EXPECT_FALSE(st.ok()) << what;
     EXPECT_NE(st.message().find("GemmWgmmaLora"), std::string::npos) << st.message();

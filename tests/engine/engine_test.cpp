@@ -514,10 +514,11 @@ DecisionRequest SmallDecision() {
   return d;
 }
 
-// SmallDecision with a record of ~2,400 tokens: many pieces.
-DecisionRequest PagesDecision() {
+// SmallDecision with `lines` more log lines in its record (~20 tokens each; 120: ~2,400 tokens,
+// many pieces).
+DecisionRequest PagesDecision(int lines = 120) {
   DecisionRequest d = SmallDecision();
-  for (int i = 0; i < 120; ++i) d.record += fmt::format(" GET /page/{}.html 200", i);
+  for (int i = 0; i < lines; ++i) d.record += fmt::format(" GET /page/{}.html 200", i);
   return d;
 }
 
@@ -905,8 +906,7 @@ TEST(Engine, ChatAndDecisionsShareOnePoolAndWaitForEachOthersRoom) {
   cfg.decision_kv_tokens = 384;
   cfg.max_decisions = 1;
   cfg.decision_prefill_chunk = 64;
-  DecisionRequest d = SmallDecision();
-  for (int i = 0; i < 5; ++i) d.record += fmt::format(" GET /page/{}.html 200", i);
+  const DecisionRequest d = PagesDecision(5);
   const std::vector<DecisionResult> alone = DecideEachAlone(w, cfg, {d});
   ASSERT_EQ(alone.size(), 1u);
   const int record_pages = (alone[0].record_tokens + 15) / 16;
@@ -1023,8 +1023,7 @@ TEST(Engine, ADecisionOnACachedRecordNeedsNoRoomForTheRecord) {
   EngineConfig cfg;
   cfg.page_size = 16;
   cfg.max_decisions = 1;
-  DecisionRequest d = SmallDecision();
-  for (int i = 0; i < 8; ++i) d.record += fmt::format(" GET /page/{}.html 200", i);
+  const DecisionRequest d = PagesDecision(8);
   const std::vector<DecisionResult> alone = DecideEachAlone(w, cfg, {d});
   ASSERT_EQ(alone.size(), 1u);
   const int record_pages = (alone[0].record_tokens + 15) / 16;
