@@ -22,6 +22,7 @@
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/gemm_wgmma.h"
 #include "backend/cuda/lora.h"
+#include "backend/cuda/matmul.h"
 #include "backend/cuda_test_util.h"
 #include "util/bf16.h"
 
@@ -257,6 +258,38 @@ TEST(GemmWgmma, SplitKSumIsTheSlicesSummedInOrderBits) {
       }
     }
     for (size_t e = static_cast<size_t>(c.m * n); e < g.size(); ++e) ASSERT_EQ(g[e], 0xFFFFu) << "wrote past the blocks";
+    // A run of the rows, [m / 3, 2 m / 3), placed into arrays of all m rows (BlockRows) — by the
+    // summed form and by the split form's partials summed (SumSplitsBf16Blocks): its rows' bits
+    // where the whole call put them, every other row untouched.
+    const int64_t r0 = c.m / 3, mr = 2 * c.m / 3 - r0;
+    const cuda::BlockRows place{c.m, r0};
+    Buf<uint16_t> placed(canary), placed_split(canary);
+    ASSERT_TRUE(cuda::GemmWgmmaSplitKSum(x.p + r0 * c.k, mr, w.p, n, c.k, c.split, c.starts.data(), blocks, placed.p,
+                                         nullptr, place).ok());
+    Buf<float> run_part(static_cast<size_t>(slices * mr * n));
+    ASSERT_TRUE(cuda::GemmPipeMmaSync(x.p + r0 * c.k, mr, w.p, n, c.k, run_part.p, n, false, nullptr, c.split).ok());
+    cuda::DevWeight dw{};
+    dw.data = w.p;
+    dw.rows = n;
+    dw.cols = c.k;
+    dw.bf16 = true;
+    if (c.split == cuda::SplitKColumns(c.k)) {  // SumSplitsBf16Blocks' slices are SplitKColumns(K)'s
+      ASSERT_TRUE(cuda::SumSplitsBf16Blocks(run_part.p, mr, dw, c.starts.data(), blocks, placed_split.p, nullptr, place).ok());
+    }
+    for (const auto* buf : {&placed, &placed_split}) {
+      if (buf == &placed_split && c.split != cuda::SplitKColumns(c.k)) continue;
+      const auto pg = buf->Get();
+      for (int b = 0; b < blocks; ++b) {
+        const int64_t lo = c.starts[static_cast<size_t>(b)], width = c.starts[static_cast<size_t>(b) + 1] - lo;
+        for (int64_t r = 0; r < c.m; ++r) {
+          const bool in = r >= r0 && r < r0 + mr;
+          for (int64_t j = 0; j < width; ++j) {
+            const size_t e = static_cast<size_t>(c.m * lo + r * width + j);
+            ASSERT_EQ(pg[e], in ? g[e] : uint16_t{0xFFFFu}) << "placed: block " << b << " row " << r << " col " << j;
+          }
+        }
+      }
+    }
   }
   Buf<uint16_t> x(size_t{130} * 256), w(size_t{64} * 256), y(size_t{130} * 64);
   const int64_t bad_end[2] = {0, 60}, bad_order[4] = {0, 40, 30, 64};
@@ -266,6 +299,10 @@ TEST(GemmWgmma, SplitKSumIsTheSlicesSummedInOrderBits) {
   EXPECT_NE(cuda::GemmWgmmaSplitKSum(x.p, 130, w.p, 64, 256, 1024, bad_order, 3, y.p, nullptr).message().find("out of order"),
             std::string::npos);
   EXPECT_NE(cuda::GemmWgmmaSplitKSum(x.p, 130, w.p, 64, 256, 100, whole, 1, y.p, nullptr).message().find("multiple of 64"),
+            std::string::npos);
+  EXPECT_NE(cuda::GemmWgmmaSplitKSum(x.p, 130, w.p, 64, 256, 1024, whole, 1, y.p, nullptr, cuda::BlockRows{130, 1})
+                .message()
+                .find("not inside arrays of 130"),
             std::string::npos);
 }
 

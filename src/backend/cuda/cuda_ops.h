@@ -269,22 +269,21 @@ class CudaOps final : public Ops {
   // caller releases; entries nullptr after an error). A run of modules whose A factors lie one after
   // another on the device (UploadStackedA) is one product over the stacked weight and one sum into
   // each module's own block (cuda::SumSplitsBf16Blocks): each output column's slices and sum are
-  // those of its module alone, the same bits in fewer launches.
-  std::vector<const uint16_t*> LoraTs(const uint16_t* xb, int64_t k, int64_t m, const std::vector<const LoraModule*>& mods);
-  // LoraTs on the rows of `runs` alone (runs of consecutive rows [first, second) of x), each
-  // module's t [m, rank] zeros on every other row: one adapter's t in a product it shares with
+  // those of its module alone, the same bits in fewer launches. With `runs` (runs of consecutive
+  // rows [first, second)) t is made on those rows alone, a product a run written into its rows
+  // (cuda::BlockRows), and is zeros on every other row: one adapter's t in a product it shares with
   // other adapters' rows (GemmWgmmaLora reads a row's t for every segment its tile runs).
-  std::vector<const uint16_t*> LoraTsOnRuns(const uint16_t* xb, int64_t k, int64_t m,
-                                            const std::vector<const LoraModule*>& mods, const RowRuns& runs);
-  // The fused delta segments (GemmWgmmaLora) of one adapter's `mods` on x: each one's t (LoraTs on
-  // all m rows, or with `runs` LoraTsOnRuns), its B, its columns (row_offset, B's rows), rank and
-  // scale (slot and rows left for the caller); cut short after an error.
+  std::vector<const uint16_t*> LoraTs(const uint16_t* xb, int64_t k, int64_t m, const std::vector<const LoraModule*>& mods,
+                                      const RowRuns& runs = {});
+  // The fused delta segments (GemmWgmmaLora) of one adapter's `mods` on x: each one's t (LoraTs, on
+  // all m rows or on `runs`), its B, its columns (row_offset, B's rows), rank and scale (slot and
+  // rows left for the caller); cut short after an error.
   std::vector<cuda::WgmmaLoraSegment> LoraSegments(const uint16_t* xb, int64_t k, int64_t m,
                                                    const std::vector<const LoraModule*>& mods, const RowRuns& runs);
   // Whether a module's factors can go into a fused delta: bf16, a rank that is a multiple of 8,
   // A [rank, k] on the bf16 mma.sync forms at m rows.
   bool FusableFactor(int64_t m, int64_t k, const LoraModule& mod);
-  // FusableFactor at m rows and, its t made on `runs` alone (LoraTsOnRuns), at each run's rows.
+  // FusableFactor at m rows and, its t made on `runs` alone (LoraTs), at each run's rows.
   bool FusableOnRuns(int64_t m, int64_t k, const LoraModule& mod, const RowRuns& runs);
   // GdnCoreSeqs' pieces of 16 tokens and more (two or more, one head shape, the tensor-core
   // form, an eager step): one launch of the chunk kernels for them all.

@@ -520,7 +520,7 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
 }
 
 std::vector<const uint16_t*> CudaOps::LoraTs(const uint16_t* xb, int64_t k, int64_t m,
-                                             const std::vector<const LoraModule*>& mods) {
+                                             const std::vector<const LoraModule*>& mods, const RowRuns& runs) {
   std::vector<const uint16_t*> out(mods.size(), nullptr);
   std::vector<const DevCopy*> devs;
   std::vector<cuda::FactorSpan> spans;
@@ -530,8 +530,10 @@ std::vector<const uint16_t*> CudaOps::LoraTs(const uint16_t* xb, int64_t k, int6
     devs.push_back(d);
     spans.push_back({d->w.data, d->w.rows, d->w.cols, mod->a.is_bf16 && d->w.bf16});
   }
+  const RowRuns every = runs.empty() ? RowRuns{{0, m}} : runs;
   // Runs of modules whose A factors follow one another in device memory (UploadStackedA): each run
-  // one product over its factors as one weight, a module alone one over its own.
+  // one product over its factors as one weight, a module alone one over its own — once a run of
+  // rows, each into its rows of the whole step's t (zeros on the rows of no run).
   for (const auto& [i, j] : cuda::StackedRuns(spans, k, cuda::kMaxSumBlocks)) {
     const int blocks = static_cast<int>(j - i);
     int64_t starts[cuda::kMaxSumBlocks + 1] = {0};
@@ -540,60 +542,41 @@ std::vector<const uint16_t*> CudaOps::LoraTs(const uint16_t* xb, int64_t k, int6
     all.rows = starts[blocks];
     auto* tb = reinterpret_cast<uint16_t*>(AllocRaw((m * all.rows + 1) / 2));
     if (Failed()) return out;
-    const size_t inner = Mark();  // the slices' partials are spent once tb is enqueued
-    // Past the decode form's rows the slices are summed inside the product (no partials).
-    const bool summed = cuda::SplitKSumFits(m, all, k, xb);
-    const int64_t splits = (all.cols + cuda::SplitKColumns(all.cols) - 1) / cuda::SplitKColumns(all.cols);
-    float* partial = summed ? nullptr : AllocRaw(splits * m * all.rows);
-    if (Failed()) return out;
-    Sign(40, xb, k, m, all.data, all.rows, tb, partial, blocks);
-    if (Launches()) {
-      if (summed) {
-        Note(cuda::MatMulSplitKSumBf16(xb, m, all, starts, blocks, tb, stream_));
-      } else {
-        Note(cuda::MatMulBf16(xb, k, m, all, partial, all.rows, false, /*split_k=*/true, stream_));
-        Note(cuda::SumSplitsBf16Blocks(partial, m, all, starts, blocks, tb, stream_));
-      }
-      stacked_lora_products_ += blocks > 1;
+    if (!runs.empty() && Launches()) {
+      Note(CudaStatus(cudaMemsetAsync(tb, 0, static_cast<size_t>(m * all.rows) * 2, S(stream_)), "cudaMemsetAsync",
+                      __FILE__, __LINE__));
     }
-    Release(inner);
+    for (const auto& [r0, r1] : every) {
+      const int64_t mr = r1 - r0;
+      const uint16_t* xr = xb + r0 * k;
+      const size_t inner = Mark();  // the slices' partials are spent once tb is enqueued
+      // Past the decode form's rows the slices are summed inside the product (no partials).
+      const bool summed = cuda::SplitKSumFits(mr, all, k, xr);
+      const int64_t splits = (all.cols + cuda::SplitKColumns(all.cols) - 1) / cuda::SplitKColumns(all.cols);
+      float* partial = summed ? nullptr : AllocRaw(splits * mr * all.rows);
+      if (Failed()) return out;
+      Sign(40, xr, k, mr, m, r0, all.data, all.rows, tb, partial, blocks);
+      const cuda::BlockRows place{m, r0};
+      if (Launches()) {
+        if (summed) {
+          Note(cuda::MatMulSplitKSumBf16(xr, mr, all, starts, blocks, tb, stream_, place));
+        } else {
+          Note(cuda::MatMulBf16(xr, k, mr, all, partial, all.rows, false, /*split_k=*/true, stream_));
+          Note(cuda::SumSplitsBf16Blocks(partial, mr, all, starts, blocks, tb, stream_, place));
+        }
+        stacked_lora_products_ += blocks > 1;
+      }
+      Release(inner);
+    }
     for (size_t q = i; q < j; ++q) out[q] = tb + m * starts[q - i];
   }
-  return out;
-}
-
-std::vector<const uint16_t*> CudaOps::LoraTsOnRuns(const uint16_t* xb, int64_t k, int64_t m,
-                                                   const std::vector<const LoraModule*>& mods, const RowRuns& runs) {
-  std::vector<const uint16_t*> out(mods.size(), nullptr);
-  std::vector<uint16_t*> whole;
-  for (const LoraModule* mod : mods) whole.push_back(reinterpret_cast<uint16_t*>(AllocRaw((m * mod->rank + 1) / 2)));
-  if (Failed()) return out;
-  Sign(41, xb, k, m, runs.size());
-  for (size_t i = 0; i < mods.size() && Launches(); ++i) {
-    Note(CudaStatus(cudaMemsetAsync(whole[i], 0, static_cast<size_t>(m * mods[i]->rank) * 2, S(stream_)),
-                    "cudaMemsetAsync", __FILE__, __LINE__));
-  }
-  for (const auto& [r0, r1] : runs) {
-    const size_t mark = Mark();  // the run's own t is spent once copied into place
-    const std::vector<const uint16_t*> ts = LoraTs(xb + r0 * k, k, r1 - r0, mods);
-    if (Failed()) return out;
-    Sign(r0, r1);
-    for (size_t i = 0; i < mods.size() && Launches(); ++i) {
-      const int64_t rank = mods[i]->rank;
-      Note(CudaStatus(cudaMemcpyAsync(whole[i] + r0 * rank, ts[i], static_cast<size_t>((r1 - r0) * rank) * 2,
-                                      cudaMemcpyDeviceToDevice, S(stream_)),
-                      "cudaMemcpyAsync", __FILE__, __LINE__));
-    }
-    Release(mark);
-  }
-  std::copy(whole.begin(), whole.end(), out.begin());
   return out;
 }
 
 std::vector<cuda::WgmmaLoraSegment> CudaOps::LoraSegments(const uint16_t* xb, int64_t k, int64_t m,
                                                          const std::vector<const LoraModule*>& mods,
                                                          const RowRuns& runs) {
-  const std::vector<const uint16_t*> ts = runs.empty() ? LoraTs(xb, k, m, mods) : LoraTsOnRuns(xb, k, m, mods, runs);
+  const std::vector<const uint16_t*> ts = LoraTs(xb, k, m, mods, runs);
   std::vector<cuda::WgmmaLoraSegment> segs;
   for (size_t i = 0; i < mods.size() && !Failed(); ++i) {
     const DevCopy* db = Dev(mods[i]->b);

@@ -54,6 +54,7 @@ struct LoraSegs {
 // as a [m, width] bf16 array at y + m starts[b].
 struct SumOut {
   int64_t starts[kWgmmaMaxSumBlocks + 1];
+  int64_t rows, row0;  // BlockRows, resolved: the arrays' rows, the call's first among them
   int count;
 };
 
@@ -409,7 +410,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int64_t r = h == 0 ? r_lo : r_hi;
-            if (r < m) y[m * lo + r * width + (col - lo)] = __float2bfloat16_rn(total[4 * j + 2 * h + e]);
+            if (r < m) {
+              y[sum_out.rows * lo + (sum_out.row0 + r) * width + (col - lo)] = __float2bfloat16_rn(total[4 * j + 2 * h + e]);
+            }
           }
         }
       }
@@ -706,7 +709,7 @@ Status GemmWgmmaSplitK(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t
 }
 
 Status GemmWgmmaSplitKSum(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, int64_t split_k,
-                          const int64_t* starts, int blocks, uint16_t* y, void* stream) {
+                          const int64_t* starts, int blocks, uint16_t* y, void* stream, BlockRows place) {
   if (!GemmWgmmaFits(m, n, k, xb, w) || split_k < kBK || split_k % kBK != 0) {
     return InvalidArgument("cuda GemmWgmmaSplitKSum: needs m, N >= 1, K % 8 == 0, 16-byte aligned operands and "
                            "slices a positive multiple of 64 columns");
@@ -715,8 +718,15 @@ Status GemmWgmmaSplitKSum(const uint16_t* xb, int64_t m, const uint16_t* w, int6
     return InvalidArgument("cuda GemmWgmmaSplitKSum: 1 to " + std::to_string(kWgmmaMaxSumBlocks) +
                            " blocks from output 0 to N");
   }
+  const int64_t rows = place.rows > 0 ? place.rows : m;
+  if (place.row0 < 0 || place.row0 + m > rows) {
+    return InvalidArgument("cuda GemmWgmmaSplitKSum: rows [" + std::to_string(place.row0) + ", " +
+                           std::to_string(place.row0 + m) + ") are not inside arrays of " + std::to_string(rows));
+  }
   SumOut out{};
   out.count = blocks;
+  out.rows = rows;
+  out.row0 = place.row0;
   for (int i = 0; i <= blocks; ++i) {
     if (i > 0 && starts[i] <= starts[i - 1]) return InvalidArgument("cuda GemmWgmmaSplitKSum: blocks out of order or empty");
     out.starts[i] = starts[i];

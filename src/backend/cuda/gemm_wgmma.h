@@ -57,9 +57,16 @@ Status GemmWgmmaSplitK(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t
 // starts[blocks] = N) as a [m, width] array at y + m starts[b]. A LoRA module's t = r(x · Aᵀ),
 // several stacked factors' at once, with every tile over all of K (no tile per slice). 128 x 128
 // tiles (the running sums beside the accumulators). 1 <= blocks <= kWgmmaMaxSumBlocks.
+// `place` puts the call's rows inside taller arrays (BlockRows).
 inline constexpr int kWgmmaMaxSumBlocks = 8;
+// Where a stacked product's blocks land: block b as a [rows, width] array at y + rows · starts[b],
+// the call's m rows at its rows [row0, row0 + m) — a run of a step's rows written into the t of
+// the whole step. rows 0: the call's own m (row0 then 0).
+struct BlockRows {
+  int64_t rows = 0, row0 = 0;
+};
 Status GemmWgmmaSplitKSum(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, int64_t split_k,
-                          const int64_t* starts, int blocks, uint16_t* y, void* stream);
+                          const int64_t* starts, int blocks, uint16_t* y, void* stream, BlockRows place = {});
 
 // A LoRA module's delta fused into the product (the contract of Ops::MatMulLora, weights/lora.h):
 // for the output columns [col_begin, col_begin + cols) the tiles that hold them run, after the base

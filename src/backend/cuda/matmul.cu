@@ -435,6 +435,7 @@ __global__ void SumSplitsKernel(const float* __restrict__ partial, int64_t split
 // r (starts[b + 1] - starts[b]) + c - starts[b]: one block is y [m, cols] itself.
 struct SumBlocks {
   int64_t starts[kMaxSumBlocks + 1];
+  int64_t rows, row0;  // BlockRows, resolved
   int count;
 };
 __global__ void SumSplitsBf16BlocksKernel(const float* __restrict__ partial, int64_t splits, int64_t m, int64_t cols,
@@ -448,7 +449,7 @@ __global__ void SumSplitsBf16BlocksKernel(const float* __restrict__ partial, int
     int b = 0;
     while (b + 1 < blocks.count && c >= blocks.starts[b + 1]) ++b;
     const int64_t lo = blocks.starts[b], width = blocks.starts[b + 1] - lo;
-    y[m * lo + r * width + (c - lo)] = __float2bfloat16_rn(sum);
+    y[blocks.rows * lo + (blocks.row0 + r) * width + (c - lo)] = __float2bfloat16_rn(sum);
   }
 }
 
@@ -733,10 +734,10 @@ bool SplitKSumFits(int64_t m, const DevWeight& w, int64_t x_cols, const void* xb
 }
 
 Status MatMulSplitKSumBf16(const uint16_t* xb, int64_t m, const DevWeight& w, const int64_t* starts, int blocks,
-                           uint16_t* y, void* stream) {
+                           uint16_t* y, void* stream, BlockRows place) {
   if (!SplitKSumFits(m, w, w.cols, xb)) return InvalidArgument("cuda MatMulSplitKSumBf16: the summed split form does not take this shape");
   return GemmWgmmaSplitKSum(xb, m, static_cast<const uint16_t*>(w.data), w.rows, w.cols, SplitKColumns(w.cols), starts,
-                            blocks, y, stream);
+                            blocks, y, stream, place);
 }
 
 Status SumSplitsBf16(const float* partial, int64_t m, const DevWeight& w, uint16_t* y, void* stream) {
@@ -745,13 +746,19 @@ Status SumSplitsBf16(const float* partial, int64_t m, const DevWeight& w, uint16
 }
 
 Status SumSplitsBf16Blocks(const float* partial, int64_t m, const DevWeight& w, const int64_t* starts, int blocks,
-                           uint16_t* y, void* stream) {
+                           uint16_t* y, void* stream, BlockRows place) {
   if (blocks < 1 || blocks > kMaxSumBlocks || starts[0] != 0 || starts[blocks] != w.rows) {
     return InvalidArgument("cuda SumSplitsBf16Blocks: 1 to " + std::to_string(kMaxSumBlocks) +
                            " blocks from row 0 to the weight's last");
   }
   SumBlocks b{};
   b.count = blocks;
+  b.rows = place.rows > 0 ? place.rows : m;
+  b.row0 = place.row0;
+  if (b.row0 < 0 || b.row0 + m > b.rows) {
+    return InvalidArgument("cuda SumSplitsBf16Blocks: rows [" + std::to_string(b.row0) + ", " +
+                           std::to_string(b.row0 + m) + ") are not inside arrays of " + std::to_string(b.rows));
+  }
   for (int i = 0; i <= blocks; ++i) {
     if (i > 0 && starts[i] <= starts[i - 1]) return InvalidArgument("cuda SumSplitsBf16Blocks: blocks out of order or empty");
     b.starts[i] = starts[i];

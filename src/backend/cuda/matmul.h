@@ -29,6 +29,7 @@
 #include <cstdint>
 
 #include "backend/cuda/device_weight.h"
+#include "backend/cuda/gemm_wgmma.h"
 #include "util/status.h"
 
 namespace graft::cuda {
@@ -105,10 +106,11 @@ Status SumSplitsBf16(const float* partial, int64_t m, const DevWeight& w, uint16
 // SumSplitsBf16 of a stacked weight (several LoRA A factors one above the other, block b its rows
 // [starts[b], starts[b + 1]), starts[0] = 0, starts[blocks] = N): each block's outputs in a
 // [m, rows of the block] array of its own, one after another — block b at y + m · starts[b] — as
-// SumSplitsBf16 of that factor alone writes them. 1 <= blocks <= kMaxSumBlocks.
+// SumSplitsBf16 of that factor alone writes them; `place` puts the call's rows inside taller
+// arrays (gemm_wgmma.h's BlockRows). 1 <= blocks <= kMaxSumBlocks.
 inline constexpr int kMaxSumBlocks = 8;
 Status SumSplitsBf16Blocks(const float* partial, int64_t m, const DevWeight& w, const int64_t* starts, int blocks,
-                           uint16_t* y, void* stream);
+                           uint16_t* y, void* stream, BlockRows place = {});
 // MatMulBf16(split_k = true) then SumSplitsBf16Blocks in one launch where the summed split form
 // takes it (gemm_wgmma.h's GemmWgmmaSplitKSum: the same bits, no partials through memory): more
 // than kDecodeFormRows rows, x read as it is (x_cols == K), w one dense bf16 tensor the wgmma
@@ -116,7 +118,7 @@ Status SumSplitsBf16Blocks(const float* partial, int64_t m, const DevWeight& w, 
 // split form is faster). A LoRA module's t = r(x · Aᵀ) at prefill sizes, several stacked factors' at once.
 bool SplitKSumFits(int64_t m, const DevWeight& w, int64_t x_cols, const void* xb);
 Status MatMulSplitKSumBf16(const uint16_t* xb, int64_t m, const DevWeight& w, const int64_t* starts, int blocks,
-                           uint16_t* y, void* stream);
+                           uint16_t* y, void* stream, BlockRows place = {});
 // SumSplits into y with rows ldy (>= N) apart: one tensor of a fused weight filling its columns.
 Status SumSplitsInto(const float* partial, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output,
                      void* stream);
