@@ -10,7 +10,8 @@
 //    order with the state S in its warps' mma accumulators:
 //    A. Sᵀk_raw and Sᵀq_raw for the chunk's 64 rows (mma, S split in three);
 //    B. the triangular recurrence Vn_i = β_i (v_i − e_i inv_i Sᵀk_raw_i − Σ_{m<i} Ckk[i][m] Vn_m), a
-//       thread a value column with the chunk's 64 rows in registers (no barrier inside);
+//       value column's 64 rows in the registers of R = 256 / BW threads (consecutive lanes), each
+//       Vn_m shuffled from its row's thread to the others (no barrier inside);
 //    C. the outputs o_i = e_i fq_i Sᵀq_raw_i + Σ_{m<=i} Cqk[i][m] Vn_m;
 //    D. at a chunk's end, S = e^{gam_last} S + Kᵀ W (mma, W split in three).
 //    The next chunk's tiles are copied in (cp.async) while a phase that no longer needs their
@@ -218,6 +219,10 @@ template <int BW>
 struct StateLayout {
   static constexpr int kSs = BW + 8;   // bf16 stride of the S and W split tiles' rows
   static constexpr int kSks = BW + 4;  // fp32 stride of the Sᵀk / Sᵀq rows
+  // fp32 stride of Ckk's and Cqk's rows: 4 banks past 64, so that threads reading the same keys
+  // of consecutive rows (the recurrence's of one column, the outputs' of two row groups) hit
+  // distinct banks.
+  static constexpr int kCks = kC + 4;
   int dkp, rs, kb[2], qb, ckk, cqk, ssplit, v, sk, sq, vn, wsplit, info[2], ee, dd, total;
   __host__ __device__ explicit StateLayout(int dk) {
     dkp = PaddedDk(dk);
@@ -231,8 +236,8 @@ struct StateLayout {
     kb[0] = take(kC * rs * 2);
     kb[1] = take(kC * rs * 2);
     qb = take(kC * rs * 2);
-    ckk = take(kC * kC * 4);
-    cqk = take(kC * kC * 4);
+    ckk = take(kC * kCks * 4);
+    cqk = take(kC * kCks * 4);
     ssplit = take(3 * dkp * kSs * 2);
     v = take(kC * BW * 4);
     sk = take(kC * kSks * 4);
@@ -252,7 +257,7 @@ __global__ void __launch_bounds__(kStateThreads, 1)
     GdnTcStateKernel(GdnCoreArgs a_in, DevGdnState st_in, int pending_in, const GdnChunkSeq* __restrict__ seqs) {
   static_assert(BW == 32 || BW == 64, "32 or 64 value columns a block");
   static_assert(3 * kC * StateLayout<BW>::kSs * 2 <= 2 * kC * StateLayout<BW>::kSks * 4, "W's tiles fit Sᵀk / Sᵀq's space");
-  constexpr int kNt = BW / 8, kSs = StateLayout<BW>::kSs, kSks = StateLayout<BW>::kSks;
+  constexpr int kNt = BW / 8, kSs = StateLayout<BW>::kSs, kSks = StateLayout<BW>::kSks, kCks = StateLayout<BW>::kCks;
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const GdnCoreArgs a = kSeqs ? seqs[blockIdx.z].a : a_in;
   const DevGdnState st = kSeqs ? seqs[blockIdx.z].st : st_in;
@@ -298,12 +303,12 @@ __global__ void __launch_bounds__(kStateThreads, 1)
 #pragma unroll
     for (int nt = 0; nt < kNt; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = 16 * warp + g + 8 * (e / 2), col = 8 * nt + 2 * t + e % 2;
-        bf16_t p[3];
-        Split3(sacc[nt][e], p);
+      for (int half = 0; half < 2; ++half) {  // columns 2t and 2t + 1 of one row: one 4-byte store a term
+        const int r = 16 * warp + g + 8 * half, col = 8 * nt + 2 * t;
+        unsigned p[3];
+        SplitPack3(sacc[nt][2 * half], sacc[nt][2 * half + 1], p);
 #pragma unroll
-        for (int s = 0; s < 3; ++s) ssplit[(s * dkp + r) * kSs + col] = p[s];
+        for (int s = 0; s < 3; ++s) *reinterpret_cast<unsigned*>(ssplit + (s * dkp + r) * kSs + col) = p[s];
       }
   };
   store_split();
@@ -323,9 +328,9 @@ __global__ void __launch_bounds__(kStateThreads, 1)
       CpAsync16(dst + i * rs + 8 * q, tile + i * dkp + 8 * q);
     }
   };
-  auto copy_coefs = [&](int c, int which, float* dst) {  // which 0: Ckk, 1: Cqk
+  auto copy_coefs = [&](int c, int which, float* dst, int stride) {  // which 0: Ckk, 1: Cqk; rows `stride` apart
     const float* src = sc.Coefs(c, hv, h) + which * kC * kC;
-    for (int x = tid; x < kC * kC / 4; x += kStateThreads) CpAsync16(dst + 4 * x, src + 4 * x);
+    for (int x = tid; x < kC * kC / 4; x += kStateThreads) CpAsync16(dst + (x / (kC / 4)) * stride + 4 * (x % (kC / 4)), src + 4 * x);
   };
   auto copy_info = [&](int c, float* dst) {
     const float* src = sc.Coefs(c, hv, h) + 2 * kC * kC;
@@ -357,8 +362,8 @@ __global__ void __launch_bounds__(kStateThreads, 1)
     chunk_rows(0, t0c, ps, pe);
     copy_keys(0, kb(0), 0);
     copy_keys(0, qb, 1);
-    copy_coefs(0, 0, ckk);
-    copy_coefs(0, 1, cqk);
+    copy_coefs(0, 0, ckk, kCks);
+    copy_coefs(0, 1, cqk, kCks);
     copy_info(0, info(0));
     copy_values(t0c, ps, pe);
     CpAsyncCommit();
@@ -382,34 +387,50 @@ __global__ void __launch_bounds__(kStateThreads, 1)
       ee[tid] = expf(gam[tid]);
       if (pend == kC) dd[tid] = expf(__fsub_rn(gam[kC - 1], gam[tid]));
     }
-    // A. Sᵀk_raw (warps 0-3) and Sᵀq_raw (warps 4-7) of the chunk's 64 rows.
+    // A. Sᵀk_raw and Sᵀq_raw of the chunk's 64 rows: eight 16-row tiles (0-3 keys, 4-7 queries)
+    // by BW / 32 column groups of 32; a warp takes kMt = BW / 32 tiles of one kind in one column
+    // group, so that it reads each of S's B fragments once for all its tiles.
     {
-      const bf16_t* at = warp < 4 ? kb(buf) : qb;
-      const int r0 = 16 * (warp % 4);
-      float acc[kNt][4];
+      constexpr int kCg = BW / 32, kMt = kCg;
+      const int cg = warp % kCg, tile0 = (warp / kCg) * kMt;
+      const bf16_t* at = tile0 < 4 ? kb(buf) : qb;
+      float acc[kMt][4][4];
 #pragma unroll
-      for (int nt = 0; nt < kNt; ++nt)
+      for (int mt = 0; mt < kMt; ++mt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
       for (int ks = 0; ks < ks_n; ++ks) {
-        unsigned af[4];
-        LdMatrixX4(af, at + AOffset(lane, r0, 16 * ks, rs));
+        unsigned af[kMt][4];
 #pragma unroll
-        for (int np = 0; np < kNt / 2; ++np) {
+        for (int mt = 0; mt < kMt; ++mt) LdMatrixX4(af[mt], at + AOffset(lane, 16 * ((tile0 + mt) % 4), 16 * ks, rs));
+#pragma unroll
+        for (int np = 0; np < 2; ++np) {
           unsigned b[3][4];
 #pragma unroll
-          for (int s = 0; s < 3; ++s) LdMatrixX4Trans(b[s], ssplit + s * dkp * kSs + BTransOffset(lane, 16 * np, 16 * ks, kSs));
+          for (int s = 0; s < 3; ++s) {
+            LdMatrixX4Trans(b[s], ssplit + s * dkp * kSs + BTransOffset(lane, 32 * cg + 16 * np, 16 * ks, kSs));
+          }
           const unsigned b00[3] = {b[0][0], b[1][0], b[2][0]}, b01[3] = {b[0][1], b[1][1], b[2][1]};
           const unsigned b10[3] = {b[0][2], b[1][2], b[2][2]}, b11[3] = {b[0][3], b[1][3], b[2][3]};
-          MmaSplit3(acc[2 * np], af, b00, b01);
-          MmaSplit3(acc[2 * np + 1], af, b10, b11);
+#pragma unroll
+          for (int mt = 0; mt < kMt; ++mt) {
+            MmaSplit3(acc[mt][2 * np], af[mt], b00, b01);
+            MmaSplit3(acc[mt][2 * np + 1], af[mt], b10, b11);
+          }
         }
       }
-      float* dst = warp < 4 ? skv : sqv;
+      float* dst = tile0 < 4 ? skv : sqv;
 #pragma unroll
-      for (int nt = 0; nt < kNt; ++nt) {
-        *reinterpret_cast<float2*>(dst + (r0 + g) * kSks + 8 * nt + 2 * t) = make_float2(acc[nt][0], acc[nt][1]);
-        *reinterpret_cast<float2*>(dst + (r0 + g + 8) * kSks + 8 * nt + 2 * t) = make_float2(acc[nt][2], acc[nt][3]);
+      for (int mt = 0; mt < kMt; ++mt) {
+        const int r0 = 16 * ((tile0 + mt) % 4);
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          const int col = 32 * cg + 8 * nt + 2 * t;
+          *reinterpret_cast<float2*>(dst + (r0 + g) * kSks + col) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
+          *reinterpret_cast<float2*>(dst + (r0 + g + 8) * kSks + col) = make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+        }
       }
     }
     __syncthreads();
@@ -417,60 +438,71 @@ __global__ void __launch_bounds__(kStateThreads, 1)
       copy_keys(c + 1, qb, 1);
       CpAsyncCommit();
     }
-    // B. The recurrence: thread j < BW its value column, the 64 rows' running w in registers,
-    // each row's terms subtracted in ascending m (gdn_tc_tokens.cu's chain). A row's finished
-    // Vn_m replaces its w_m in the same register and all of them go to shared memory after the
-    // loop: with no store inside it, the loop's shared-memory loads (Ckk's rows, beta) do not wait
-    // behind stores they might alias, and are issued ahead of the chain that needs them.
-    if (tid < BW) {
-      const int j = tid;
-      float w[kC];
+    // B. The recurrence, gdn_tc_tokens.cu's chain: row i's w starts at WStart and takes key m's
+    // term for every m < i in ascending m. Thread (j, r) holds column j's rows r, r + R, ... in
+    // registers; key m's corrected value Vn_m = beta_m w_m is made by the thread holding row m and
+    // shuffled to the other R - 1 threads of the column (consecutive lanes), so that the chain of
+    // one column runs on R threads at once, each term still entering its row in ascending m. A
+    // finished Vn_m replaces its w_m in the same register; all of them go to shared memory after
+    // the loop.
+    {
+      constexpr int kR = kStateThreads / BW, kU = kC / kR;
+      const int j = tid / kR, r = tid % kR;
+      float w[kU];
 #pragma unroll
-      for (int i = 0; i < kC; ++i) w[i] = WStart(vv[i * BW + j], ee[i], inv[i], skv[i * kSks + j]);
+      for (int u = 0; u < kU; ++u) {
+        const int i = r + kR * u;
+        w[u] = WStart(vv[i * BW + j], ee[i], inv[i], skv[i * kSks + j]);
+      }
 #pragma unroll
       for (int m4 = 0; m4 < kC / 4; ++m4) {
         if (4 * m4 >= pend) break;
-        float vm[4];
+        // Keys m = 4 m4 + e enter row r + R u when r > m - R u: slots with m - R u >= R - 1 for all
+        // four keys take none (known at compile time), the others load the four coefficients.
+        float4 cf[kU];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int m = 4 * m4 + e;
-          vm[e] = m < pstart ? vn[m * BW + j] : __fmul_rn(beta[m], w[m]);  // the open chunk's earlier rows: stored
-          w[m] = vm[e];
-#pragma unroll
-          for (int e2 = e + 1; e2 < 4; ++e2) {
-            const int i = 4 * m4 + e2;
-            w[i] = __fmaf_rn(-ckk[i * kC + m], vm[e], w[i]);
-          }
+        for (int u = 0; u < kU; ++u) {
+          if (4 * m4 - kR * u <= kR - 2) cf[u] = *reinterpret_cast<const float4*>(ckk + (r + kR * u) * kCks + 4 * m4);
         }
 #pragma unroll
-        for (int i = 4 * m4 + 4; i < kC; ++i) {
-          const float4 cf = *reinterpret_cast<const float4*>(ckk + i * kC + 4 * m4);
-          w[i] = __fmaf_rn(-cf.x, vm[0], w[i]);
-          w[i] = __fmaf_rn(-cf.y, vm[1], w[i]);
-          w[i] = __fmaf_rn(-cf.z, vm[2], w[i]);
-          w[i] = __fmaf_rn(-cf.w, vm[3], w[i]);
+        for (int e = 0; e < 4; ++e) {
+          const int m = 4 * m4 + e, um = m / kR, rm = m % kR;
+          // The open chunk's earlier rows: stored; else from row m's thread.
+          const float vm = m < pstart ? vn[m * BW + j] : __shfl_sync(0xffffffffu, __fmul_rn(beta[m], w[um]), rm, kR);
+          if (r == rm) w[um] = vm;
+#pragma unroll
+          for (int u = 0; u < kU; ++u) {
+            const int d = m - kR * u;
+            if (d >= kR - 1) continue;
+            const float c = e == 0 ? cf[u].x : e == 1 ? cf[u].y : e == 2 ? cf[u].z : cf[u].w;
+            if (d < 0 || r > d) w[u] = __fmaf_rn(-c, vm, w[u]);
+          }
         }
       }
 #pragma unroll
-      for (int i = 0; i < kC; ++i) {
-        if (i >= pstart && i < pend) vn[i * BW + j] = w[i];
+      for (int u = 0; u < kU; ++u) {
+        const int i = r + kR * u;
+        if (i >= pstart && i < pend) vn[i * BW + j] = w[u];
       }
     }
     __syncthreads();
     if (more) {
-      copy_coefs(c + 1, 0, ckk);
+      copy_coefs(c + 1, 0, ckk, kCks);
       copy_values(t0n, psn, pen);
       CpAsyncCommit();
     }
-    // C. The outputs: thread (rg, j) the rows rg, rg + R, ... of column j, each chain in ascending m.
+    // C. The outputs: thread (rg, jp) the rows rg, rg + R, ... of columns 2 jp and 2 jp + 1, each
+    // chain in ascending m.
     {
-      constexpr int kR = kStateThreads / BW, kU = kC / kR;
-      const int j = tid % BW, rg = tid / BW;
-      float o[kU];
+      constexpr int kG = BW / 2, kR = kStateThreads / kG, kU = kC / kR;
+      const int jp = tid % kG, rg = tid / kG, j = 2 * jp;
+      float o0[kU], o1[kU];
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         const int i = rg + kR * u;
-        o[u] = OStart(ee[i], fq[i], sqv[i * kSks + j]);
+        const float2 sq2 = *reinterpret_cast<const float2*>(sqv + i * kSks + j);
+        o0[u] = OStart(ee[i], fq[i], sq2.x);
+        o1[u] = OStart(ee[i], fq[i], sq2.y);
       }
       // Key m = 4 m4 + e enters row i = rg + R u when m <= i, i.e. d + e <= rg with d = 4 m4 - R u
       // known at compile time: d >= R, no row of the group takes the key group; d <= -3, every
@@ -479,42 +511,48 @@ __global__ void __launch_bounds__(kStateThreads, 1)
 #pragma unroll
       for (int m4 = 0; m4 < kC / 4; ++m4) {
         if (4 * m4 >= pend) break;
-        float vm[4];
+        float2 vm[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) vm[e] = vn[(4 * m4 + e) * BW + j];
+        for (int e = 0; e < 4; ++e) vm[e] = *reinterpret_cast<const float2*>(vn + (4 * m4 + e) * BW + j);
 #pragma unroll
         for (int u = 0; u < kU; ++u) {
           const int d = 4 * m4 - kR * u;
           if (d >= kR) continue;
-          const float4 cf = *reinterpret_cast<const float4*>(cqk + (rg + kR * u) * kC + 4 * m4);
+          const float4 cf = *reinterpret_cast<const float4*>(cqk + (rg + kR * u) * kCks + 4 * m4);
           const float c4[4] = {cf.x, cf.y, cf.z, cf.w};
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            if (d + e <= 0 || (d + e < kR && d + e <= rg)) o[u] = __fmaf_rn(c4[e], vm[e], o[u]);
+            if (d + e <= 0 || (d + e < kR && d + e <= rg)) {
+              o0[u] = __fmaf_rn(c4[e], vm[e].x, o0[u]);
+              o1[u] = __fmaf_rn(c4[e], vm[e].y, o1[u]);
+            }
           }
         }
       }
-      if (j0 + j < dv) {
 #pragma unroll
-        for (int u = 0; u < kU; ++u) {
-          const int i = rg + kR * u;
-          if (i >= pstart && i < pend) a.out[(int64_t{t0 + i - pstart} * hv + h) * dv + j0 + j] = RoundAct(o[u], true);
+      for (int u = 0; u < kU; ++u) {
+        const int i = rg + kR * u;
+        if (i >= pstart && i < pend) {
+          float* orow = a.out + (int64_t{t0 + i - pstart} * hv + h) * dv + j0 + j;
+          if (j0 + j < dv) orow[0] = RoundAct(o0[u], true);
+          if (j0 + j + 1 < dv) orow[1] = RoundAct(o1[u], true);
         }
       }
     }
     __syncthreads();
     if (more) {
-      copy_coefs(c + 1, 1, cqk);
+      copy_coefs(c + 1, 1, cqk, kCks);
       CpAsyncCommit();
     }
     if (pend == kC) {
       // D. S = e^{gam_last} S + Kᵀ W, W_m = (inv_m d_m) Vn_m split in three.
-      for (int x = tid; x < kC * BW; x += kStateThreads) {
-        const int m = x / BW, cc = x % BW;
-        bf16_t p[3];
-        Split3(WUpdate(inv[m], dd[m], vn[x]), p);
+      for (int x = tid; x < kC * BW / 2; x += kStateThreads) {  // two adjacent columns a thread: 4-byte stores
+        const int m = 2 * x / BW, cc = 2 * x % BW;
+        const float2 v2 = *reinterpret_cast<const float2*>(vn + 2 * x);
+        unsigned p[3];
+        SplitPack3(WUpdate(inv[m], dd[m], v2.x), WUpdate(inv[m], dd[m], v2.y), p);
 #pragma unroll
-        for (int s = 0; s < 3; ++s) wsplit[(s * kC + m) * kSs + cc] = p[s];
+        for (int s = 0; s < 3; ++s) *reinterpret_cast<unsigned*>(wsplit + (s * kC + m) * kSs + cc) = p[s];
       }
       __syncthreads();
       if (owns_s) {
