@@ -10,8 +10,8 @@
 //    order with the state S in its warps' mma accumulators:
 //    A. Sᵀk_raw and Sᵀq_raw for the chunk's 64 rows (mma, S split in three);
 //    B. the triangular recurrence Vn_i = β_i (v_i − e_i inv_i Sᵀk_raw_i − Σ_{m<i} Ckk[i][m] Vn_m), a
-//       value column's 64 rows in the registers of R = 256 / BW threads (consecutive lanes), each
-//       Vn_m shuffled from its row's thread to the others (no barrier inside);
+//       pair of value columns' 64 rows in the registers of R = 512 / BW threads (consecutive
+//       lanes), each Vn_m shuffled from its row's thread to the others (no barrier inside);
 //    C. the outputs o_i = e_i fq_i Sᵀq_raw_i + Σ_{m<=i} Cqk[i][m] Vn_m;
 //    D. at a chunk's end, S = e^{gam_last} S + Kᵀ W (mma, W split in three).
 //    The next chunk's tiles are copied in (cp.async) while a phase that no longer needs their
@@ -439,20 +439,23 @@ __global__ void __launch_bounds__(kStateThreads, 1)
       CpAsyncCommit();
     }
     // B. The recurrence, gdn_tc_tokens.cu's chain: row i's w starts at WStart and takes key m's
-    // term for every m < i in ascending m. Thread (j, r) holds column j's rows r, r + R, ... in
-    // registers; key m's corrected value Vn_m = beta_m w_m is made by the thread holding row m and
-    // shuffled to the other R - 1 threads of the column (consecutive lanes), so that the chain of
-    // one column runs on R threads at once, each term still entering its row in ascending m. A
-    // finished Vn_m replaces its w_m in the same register; all of them go to shared memory after
-    // the loop.
+    // term for every m < i in ascending m. Thread (jp, r) holds columns 2 jp and 2 jp + 1 of rows
+    // r, r + R, ... in registers (each coefficient it loads serves two columns); key m's corrected
+    // values Vn_m = beta_m w_m are made by the thread holding row m and shuffled to the other
+    // R - 1 threads of the column pair (consecutive lanes), so that a column's chain runs on R
+    // threads at once, each term still entering its row in ascending m. A finished Vn_m replaces
+    // its w_m in the same registers; all of them go to shared memory after the loop.
     {
-      constexpr int kR = kStateThreads / BW, kU = kC / kR;
-      const int j = tid / kR, r = tid % kR;
-      float w[kU];
+      constexpr int kR = kStateThreads / (BW / 2), kU = kC / kR;
+      const int jp = tid / kR, r = tid % kR, j = 2 * jp;
+      float w0[kU], w1[kU];
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         const int i = r + kR * u;
-        w[u] = WStart(vv[i * BW + j], ee[i], inv[i], skv[i * kSks + j]);
+        const float2 v2 = *reinterpret_cast<const float2*>(vv + i * BW + j);
+        const float2 sk2 = *reinterpret_cast<const float2*>(skv + i * kSks + j);
+        w0[u] = WStart(v2.x, ee[i], inv[i], sk2.x);
+        w1[u] = WStart(v2.y, ee[i], inv[i], sk2.y);
       }
 #pragma unroll
       for (int m4 = 0; m4 < kC / 4; ++m4) {
@@ -464,25 +467,40 @@ __global__ void __launch_bounds__(kStateThreads, 1)
         for (int u = 0; u < kU; ++u) {
           if (4 * m4 - kR * u <= kR - 2) cf[u] = *reinterpret_cast<const float4*>(ckk + (r + kR * u) * kCks + 4 * m4);
         }
+        const float4 b4 = *reinterpret_cast<const float4*>(beta + 4 * m4);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int m = 4 * m4 + e, um = m / kR, rm = m % kR;
-          // The open chunk's earlier rows: stored; else from row m's thread.
-          const float vm = m < pstart ? vn[m * BW + j] : __shfl_sync(0xffffffffu, __fmul_rn(beta[m], w[um]), rm, kR);
-          if (r == rm) w[um] = vm;
+          const float bm = e == 0 ? b4.x : e == 1 ? b4.y : e == 2 ? b4.z : b4.w;
+          // Row m's thread's values for every lane (the shuffles outside any branch); the open
+          // chunk's earlier rows: stored.
+          float vm0 = __shfl_sync(0xffffffffu, __fmul_rn(bm, w0[um]), rm, kR);
+          float vm1 = __shfl_sync(0xffffffffu, __fmul_rn(bm, w1[um]), rm, kR);
+          if (m < pstart) {
+            const float2 st2 = *reinterpret_cast<const float2*>(vn + m * BW + j);
+            vm0 = st2.x;
+            vm1 = st2.y;
+          }
+          if (r == rm) {
+            w0[um] = vm0;
+            w1[um] = vm1;
+          }
 #pragma unroll
           for (int u = 0; u < kU; ++u) {
             const int d = m - kR * u;
             if (d >= kR - 1) continue;
             const float c = e == 0 ? cf[u].x : e == 1 ? cf[u].y : e == 2 ? cf[u].z : cf[u].w;
-            if (d < 0 || r > d) w[u] = __fmaf_rn(-c, vm, w[u]);
+            if (d < 0 || r > d) {
+              w0[u] = __fmaf_rn(-c, vm0, w0[u]);
+              w1[u] = __fmaf_rn(-c, vm1, w1[u]);
+            }
           }
         }
       }
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         const int i = r + kR * u;
-        if (i >= pstart && i < pend) vn[i * BW + j] = w[u];
+        if (i >= pstart && i < pend) *reinterpret_cast<float2*>(vn + i * BW + j) = make_float2(w0[u], w1[u]);
       }
     }
     __syncthreads();
