@@ -275,11 +275,13 @@ class CudaOps final : public Ops {
   // other adapters' rows (GemmWgmmaLora reads a row's t for every segment its tile runs).
   std::vector<const uint16_t*> LoraTs(const uint16_t* xb, int64_t k, int64_t m, const std::vector<const LoraModule*>& mods,
                                       const RowRuns& runs = {});
-  // The fused delta segments (GemmWgmmaLora) of one adapter's `mods` on x: each one's t (LoraTs, on
-  // all m rows or on `runs`), its B, its columns (row_offset, B's rows), rank and scale (slot and
-  // rows left for the caller); cut short after an error.
+  // The fused delta segments (GemmWgmmaLora) of the `mods` of adapter `slot`, whose rows are `rows`
+  // (runs of them), on x: each one's t (LoraTs, on all m rows, or with t_on_rows on `rows` alone),
+  // its B, its columns (row_offset, B's rows), rank, scale, slot, and the rows from the adapter's
+  // first to past its last; cut short after an error.
   std::vector<cuda::WgmmaLoraSegment> LoraSegments(const uint16_t* xb, int64_t k, int64_t m,
-                                                   const std::vector<const LoraModule*>& mods, const RowRuns& runs);
+                                                   const std::vector<const LoraModule*>& mods, int32_t slot,
+                                                   const RowRuns& rows, bool t_on_rows);
   // Whether a module's factors can go into a fused delta: bf16, a rank that is a multiple of 8,
   // A [rank, k] on the bf16 mma.sync forms at m rows.
   bool FusableFactor(int64_t m, int64_t k, const LoraModule& mod);

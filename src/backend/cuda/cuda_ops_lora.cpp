@@ -273,15 +273,6 @@ std::vector<AdapterRows> RowsByAdapter(const int32_t* row_slot, int64_t m, const
 // product of its own.
 constexpr size_t kMaxGroupedRuns = 16;
 
-// The rows a product's segments of `ad` cover: from its first row to past its last.
-void CoverRows(std::vector<cuda::WgmmaLoraSegment>& segs, size_t from, const AdapterRows& ad) {
-  for (size_t i = from; i < segs.size(); ++i) {
-    segs[i].slot = ad.slot;
-    segs[i].row_begin = ad.runs.front().first;
-    segs[i].row_end = ad.runs.back().second;
-  }
-}
-
 }  // namespace
 
 void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, const LoraArgs& a) {
@@ -369,10 +360,8 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
     const auto timer = Time("LoRA A products (prefill form)", flops_a);
     if (Launches()) Note(cuda::ToBf16(x, m * w.cols, xb, stream_));
     for (size_t i = 0; i < adapters.size() && !Failed(); ++i) {
-      const size_t from = segs.size();
-      const auto made = LoraSegments(xb, w.cols, m, fused[i], grouped ? adapters[i].runs : RowRuns{});
+      const auto made = LoraSegments(xb, w.cols, m, fused[i], adapters[i].slot, adapters[i].runs, grouped);
       segs.insert(segs.end(), made.begin(), made.end());
-      CoverRows(segs, from, adapters[i]);
     }
     if (Failed()) return;
   }
@@ -474,10 +463,8 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
     std::vector<cuda::WgmmaLoraSegment> segs;
     for (size_t i = 0; i < adapters.size() && !Failed(); ++i) {
       if (mods[i].empty()) continue;
-      const size_t from = segs.size();
-      const auto made = LoraSegments(xb_in, k, n, mods[i], grouped ? adapters[i].runs : RowRuns{});
+      const auto made = LoraSegments(xb_in, k, n, mods[i], adapters[i].slot, adapters[i].runs, grouped);
       segs.insert(segs.end(), made.begin(), made.end());
-      CoverRows(segs, from, adapters[i]);
     }
     return segs;
   };
@@ -546,13 +533,13 @@ std::vector<const uint16_t*> CudaOps::LoraTs(const uint16_t* xb, int64_t k, int6
       Note(CudaStatus(cudaMemsetAsync(tb, 0, static_cast<size_t>(m * all.rows) * 2, S(stream_)), "cudaMemsetAsync",
                       __FILE__, __LINE__));
     }
+    const int64_t splits = (all.cols + cuda::SplitKColumns(all.cols) - 1) / cuda::SplitKColumns(all.cols);
     for (const auto& [r0, r1] : every) {
       const int64_t mr = r1 - r0;
       const uint16_t* xr = xb + r0 * k;
       const size_t inner = Mark();  // the slices' partials are spent once tb is enqueued
       // Past the decode form's rows the slices are summed inside the product (no partials).
       const bool summed = cuda::SplitKSumFits(mr, all, k, xr);
-      const int64_t splits = (all.cols + cuda::SplitKColumns(all.cols) - 1) / cuda::SplitKColumns(all.cols);
       float* partial = summed ? nullptr : AllocRaw(splits * mr * all.rows);
       if (Failed()) return out;
       Sign(40, xr, k, mr, m, r0, all.data, all.rows, tb, partial, blocks);
@@ -574,9 +561,9 @@ std::vector<const uint16_t*> CudaOps::LoraTs(const uint16_t* xb, int64_t k, int6
 }
 
 std::vector<cuda::WgmmaLoraSegment> CudaOps::LoraSegments(const uint16_t* xb, int64_t k, int64_t m,
-                                                         const std::vector<const LoraModule*>& mods,
-                                                         const RowRuns& runs) {
-  const std::vector<const uint16_t*> ts = LoraTs(xb, k, m, mods, runs);
+                                                         const std::vector<const LoraModule*>& mods, int32_t slot,
+                                                         const RowRuns& rows, bool t_on_rows) {
+  const std::vector<const uint16_t*> ts = LoraTs(xb, k, m, mods, t_on_rows ? rows : RowRuns{});
   std::vector<cuda::WgmmaLoraSegment> segs;
   for (size_t i = 0; i < mods.size() && !Failed(); ++i) {
     const DevCopy* db = Dev(mods[i]->b);
@@ -588,6 +575,9 @@ std::vector<cuda::WgmmaLoraSegment> CudaOps::LoraSegments(const uint16_t* xb, in
     g.cols = mods[i]->b.rows;
     g.rank = mods[i]->rank;
     g.scale = mods[i]->scale;
+    g.slot = slot;
+    g.row_begin = rows.front().first;
+    g.row_end = rows.back().second;
     segs.push_back(g);
   }
   return segs;

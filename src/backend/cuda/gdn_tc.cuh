@@ -42,13 +42,6 @@ __device__ __forceinline__ void Split3(float x, float& hi, float& mid, float& lo
   mid = Bf16Round(r);
   lo = Bf16Round(__fsub_rn(r, mid));
 }
-__device__ __forceinline__ void Split3(float x, __nv_bfloat16 (&p)[3]) {
-  float h, m, l;
-  Split3(x, h, m, l);
-  p[0] = __float2bfloat16_rn(h);
-  p[1] = __float2bfloat16_rn(m);
-  p[2] = __float2bfloat16_rn(l);
-}
 // The three bf16x2 registers of an mma B operand pair (K 2t and 2t + 1) from two fp32 values.
 __device__ __forceinline__ void SplitPack3(float k0, float k1, unsigned (&p)[3]) {
   float h0, m0, l0, h1, m1, l1;
