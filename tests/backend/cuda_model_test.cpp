@@ -16,6 +16,7 @@
 #include "adapters/lora_loader.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/gemm_decode.h"
 #include "backend/cuda/matmul.h"
 #include "engine/decode_graph.h"
 #include "backend/cuda_test_util.h"
@@ -706,6 +707,42 @@ TEST(CudaLora, LoraAddHandsBackItsScratch) {
   EXPECT_TRUE(cuda->TakeError().ok());
 }
 
+// How far a LoRA result `got` is from the CPU's `ref`, both from y0: the RMS of got - ref over the
+// RMS of the CPU's delta ref - y0.
+double DeltaError(const std::vector<float>& got, const std::vector<float>& ref, const std::vector<float>& y0) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    num += (got[i] - ref[i]) * double(got[i] - ref[i]);
+    den += (ref[i] - y0[i]) * double(ref[i] - y0[i]);
+  }
+  return std::sqrt(num / den);
+}
+
+// LoraAdd on rows of x [rows, k] and y [rows, n] (rows = slots.size()) copied to the device; y
+// after it, the arena handed back. (The backend's stream does not wait for the default one:
+// synchronize around the copies.)
+std::vector<float> LoraAddOnDevice(CudaOps& cuda, const std::vector<const std::vector<LoraModule>*>& by_slot,
+                                   int64_t k, int64_t n, const std::vector<int32_t>& slots, const float* x,
+                                   const float* y) {
+  const auto rows = static_cast<int64_t>(slots.size());
+  const size_t mark = cuda.Mark();
+  float* dx = cuda.Alloc(rows * k);
+  float* dy = cuda.Alloc(rows * n);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaMemcpy(dx, x, static_cast<size_t>(rows * k) * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dy, y, static_cast<size_t>(rows * n) * 4, cudaMemcpyHostToDevice);
+  const size_t held = cuda.Mark();
+  cuda.LoraAdd(LoraArgs{dx, rows, k, slots.data(), &by_slot, dy, n});
+  EXPECT_EQ(cuda.Mark(), held) << "LoraAdd hands its scratch back";
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<float> out(static_cast<size_t>(rows * n));
+  cudaMemcpy(out.data(), dy, out.size() * 4, cudaMemcpyDeviceToHost);
+  const Status e = cuda.TakeError();
+  EXPECT_TRUE(e.ok()) << e.ToString();
+  cuda.Release(mark);
+  return out;
+}
+
 // LoraAdd at real-model widths (K and rank multiples of 256) takes the bf16 route — x converted
 // once and read repeated by split factors, no gathered copy when every row is on the adapter —
 // and gives what the CPU gives (within bf16), each adapted row the bits it has alone and the
@@ -747,30 +784,15 @@ TEST(CudaLora, WideAdaptersMatchTheCpuAndKeepRowBits) {
       for (auto& v : x) v = RoundBf16(d(rng));
       for (auto& v : y0) v = RoundBf16(d(rng));
       auto run = [&](const std::vector<int32_t>& slots, int64_t rows, const float* xin, const float* yin) {
-        // (the backend's stream does not wait for the default one: synchronize around the copies)
-        float* dx = cuda->Alloc(rows * k);
-        float* dy = cuda->Alloc(rows * n);
-        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        cudaMemcpy(dx, xin, static_cast<size_t>(rows * k) * 4, cudaMemcpyHostToDevice);
-        cudaMemcpy(dy, yin, static_cast<size_t>(rows * n) * 4, cudaMemcpyHostToDevice);
-        cuda->LoraAdd(LoraArgs{dx, rows, k, slots.data(), &by_slot, dy, n});
-        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        std::vector<float> out(static_cast<size_t>(rows * n));
-        cudaMemcpy(out.data(), dy, out.size() * 4, cudaMemcpyDeviceToHost);
-        EXPECT_TRUE(cuda->TakeError().ok());
-        return out;
+        EXPECT_EQ(rows, static_cast<int64_t>(slots.size()));
+        return LoraAddOnDevice(*cuda, by_slot, k, n, slots, xin, yin);
       };
       const size_t mark = cuda->Mark();
       const std::vector<int32_t> all(static_cast<size_t>(m), 1);
       const auto got = run(all, m, x.data(), y0.data());
       auto ref = y0;
       CpuOps(ActDtype::kBF16, 2).LoraAdd(LoraArgs{x.data(), m, k, all.data(), &by_slot, ref.data(), n});
-      double num = 0, den = 0;
-      for (size_t i = 0; i < ref.size(); ++i) {
-        num += (got[i] - ref[i]) * double(got[i] - ref[i]);
-        den += (ref[i] - y0[i]) * double(ref[i] - y0[i]);
-      }
-      EXPECT_LT(std::sqrt(num / den), 0.02) << "m " << m << ": the delta against the CPU's";
+      EXPECT_LT(DeltaError(got, ref, y0), 0.02) << "m " << m << ": the delta against the CPU's";
       std::vector<int32_t> mixed(static_cast<size_t>(m));
       for (int64_t r = 0; r < m; ++r) mixed[static_cast<size_t>(r)] = r % 3 == 1 ? 0 : 1;
       const auto half = run(mixed, m, x.data(), y0.data());
@@ -822,6 +844,59 @@ std::unique_ptr<CudaOps> MakeProfiledCuda() {
   auto made = CudaOps::Create(o);
   EXPECT_TRUE(made.ok()) << made.status().ToString();
   return made.ok() ? std::move(made).value() : nullptr;
+}
+
+// A decode step's rows on several adapters (LoraAdd at 64 rows and fewer): the adapters whose
+// factors are all bf16 of the decode form's shapes take one grouped route together
+// (CudaOps::LoraDecodeGroups: every module's A product, sums and B product a launch each), the
+// others (fp32 factors here) LoraGathered's. Every adapted row gets the bits it has alone — and
+// that a 100-row call gives it, whose rows take the prefill forms — whatever adapters its
+// neighbours are on, base rows are untouched, and the deltas are the CPU's within bf16.
+TEST(CudaLora, DecodeRowsOfSeveralAdaptersKeepTheirBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(41);
+  const int64_t k = 2304, n = 264;  // K: slices of 1024, 1024 and 256 columns
+  std::vector<LoraModule> one, two, split;
+  one.push_back(RandomModule(rng, k, 0, 200, 32, 0.5f, true));
+  one.push_back(RandomModule(rng, k, 200, 64, 16, 2.0f, true));
+  two.push_back(RandomModule(rng, k, 0, 264, 48, 1.5f, true));
+  split.push_back(RandomModule(rng, k, 8, 128, 16, 1.0f, false));  // fp32 factors: not the grouped route's
+  std::vector<const std::vector<LoraModule>*> by_slot{nullptr, &one, &two, &split};
+  auto cuda = MakeProfiledCuda();
+  ASSERT_NE(cuda, nullptr);
+  auto run = [&](const std::vector<int32_t>& slots, const float* xin, const float* yin) {
+    return LoraAddOnDevice(*cuda, by_slot, k, n, slots, xin, yin);
+  };
+  for (int64_t m : {1, 5, 40, 64, 100}) {
+    SCOPED_TRACE(::testing::Message() << m << " rows");
+    std::vector<float> x(static_cast<size_t>(m * k)), y0(static_cast<size_t>(m * n));
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    for (auto& v : x) v = RoundBf16(d(rng));
+    for (auto& v : y0) v = RoundBf16(d(rng));
+    std::vector<int32_t> slots(static_cast<size_t>(m));
+    int64_t grouped_rows = 0;
+    for (int64_t r = 0; r < m; ++r) {
+      slots[static_cast<size_t>(r)] = m == 1 ? 2 : static_cast<int32_t>((r * 7 + 3) % 5 % 4);  // 0..3, spread
+      grouped_rows += slots[static_cast<size_t>(r)] == 1 || slots[static_cast<size_t>(r)] == 2;
+    }
+    const int64_t before = cuda->decode_group_lora_rows();
+    const auto got = run(slots, x.data(), y0.data());
+    EXPECT_EQ(cuda->decode_group_lora_rows() - before, m <= cuda::kDecodeMaxRows ? grouped_rows : 0)
+        << "rows on the grouped route";
+    auto ref = y0;
+    CpuOps(ActDtype::kBF16, 2).LoraAdd(LoraArgs{x.data(), m, k, slots.data(), &by_slot, ref.data(), n});
+    EXPECT_LT(DeltaError(got, ref, y0), 0.02) << "the deltas against the CPU's";
+    for (int64_t r = 0; r < m; ++r) {
+      const int32_t s = slots[static_cast<size_t>(r)];
+      const size_t at = static_cast<size_t>(r * n);
+      if (s == 0) {
+        ASSERT_TRUE(SameBits(got.data() + at, y0.data() + at, static_cast<size_t>(n))) << "base row " << r;
+        continue;
+      }
+      const auto alone = run({s}, x.data() + r * k, y0.data() + at);
+      ASSERT_TRUE(SameBits(alone.data(), got.data() + at, static_cast<size_t>(n))) << "row " << r << " on slot " << s;
+    }
+  }
 }
 
 // On m rows of random bf16 x [m, in_w] in device memory: `fused` and `reference` each write
@@ -1091,11 +1166,17 @@ TEST(CudaLora, StackedAFactorsAreEachModulesOwnBits) {
         [&](const float* x, float* y) { cuda->MatMulLora(x, m, w, y, LoraArgs{x, m, k, slots.data(), &apart, y, n}); });
     EXPECT_EQ(cuda->stacked_lora_products(), before + 1) << "one stacked product for q|k|v";
     before = cuda->stacked_lora_products();
+    const int64_t grouped = cuda->decode_group_lora_rows();
     ExpectFusedBits(
         *cuda, rng, m, k, k, "SwiGluMlp+LoRA (prefill form)", m > cuda::kDecodeFormRows,
         [&](const float* x, float* y) { cuda->SwiGluMlpLora(x, m, gate_up, down, y, slots.data(), &gu_stacked, nullptr); },
         [&](const float* x, float* y) { cuda->SwiGluMlpLora(x, m, gate_up, down, y, slots.data(), &gu_one, nullptr); });
-    EXPECT_EQ(cuda->stacked_lora_products(), before + 1) << "one stacked product for gate|up";
+    if (m > cuda::kDecodeFormRows) {
+      EXPECT_EQ(cuda->stacked_lora_products(), before + 1) << "one stacked product for gate|up";
+    } else {  // LoraAdd's decode route (a product a module, every module in one launch)
+      EXPECT_EQ(cuda->stacked_lora_products(), before) << "gate|up on the decode route";
+      EXPECT_GT(cuda->decode_group_lora_rows(), grouped) << "gate|up on the decode route";
+    }
   }
   // Not stacked: a list with a rank that is no multiple of 8.
   std::vector<LoraModule> odd;

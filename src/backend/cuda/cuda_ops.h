@@ -122,6 +122,8 @@ class CudaOps final : public Ops {
   int64_t tensor_core_lora_rows() const { return tensor_core_lora_rows_; }
   // Products that ran several modules' A factors as one stacked weight (LoraTs), for tests.
   int64_t stacked_lora_products() const { return stacked_lora_products_; }
+  // Adapter rows whose LoRA ran through LoraAdd's decode route (LoraDecodeGroups), for tests.
+  int64_t decode_group_lora_rows() const { return decode_group_lora_rows_; }
   std::string device_name() const { return device_name_; }
   bool uses_cublas() const { return cublas_ != nullptr; }
   // The op profile (CudaOptions::op_profile), or nullptr.
@@ -264,6 +266,17 @@ class CudaOps final : public Ops {
   // pieces against the input repeated three times; with fp32 activations the SIMT kernels in
   // the CPU's order), then the deltas scattered back.
   void LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<const LoraModule*>& modules, bool tensor);
+  // LoraAdd's decode route (bf16 activations, graft's own GEMMs, 1 to cuda::kDecodeMaxRows rows):
+  // the adapters whose modules all have bf16 factors of the decode form's shapes, together in
+  // four launches — x's bf16 copy, every module's A product split along K (cuda::GemmDecodeGroups),
+  // their slices' sums (cuda::SumSplitsBf16Groups), every module's B product added into its
+  // adapter's rows (GemmDecodeGroups) — where LoraGathered spends a gather and a copy an adapter
+  // and three launches a module: the same products, slices and sums, so the same bits. Sets
+  // done[slot] for the adapters it took.
+  // xb: x's bf16 copy where the caller has one (MatMulLora's base product made it), else null.
+  void LoraDecodeGroups(const LoraArgs& a, std::vector<char>& done, const uint16_t* xb);
+  // LoraAdd, LoraDecodeGroups given x's bf16 copy xb (or null).
+  void LoraAddFrom(const LoraArgs& a, const uint16_t* xb);
   // Each module's t = r(x · Aᵀ) for m rows of bf16 x [m, k] (bf16 A factors), as LoraAdd makes it
   // (MatMulSplitK's slices, summed and rounded), in bf16 [m, rank] in the arena (held until the
   // caller releases; entries nullptr after an error). A run of modules whose A factors lie one after
@@ -360,6 +373,7 @@ class CudaOps final : public Ops {
   void UploadStackedA(const LoraAdapter& a);
   int64_t tensor_core_lora_rows_ = 0;
   int64_t stacked_lora_products_ = 0;
+  int64_t decode_group_lora_rows_ = 0;
   Mode mode_ = Mode::kEager;
   std::string signature_;
   std::vector<HostCopy> host_copies_;

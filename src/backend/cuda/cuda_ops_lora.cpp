@@ -23,7 +23,9 @@ namespace graft {
 
 using namespace cuda_ops_detail;
 
-void CudaOps::LoraAdd(const LoraArgs& a) {
+void CudaOps::LoraAdd(const LoraArgs& a) { LoraAddFrom(a, nullptr); }
+
+void CudaOps::LoraAddFrom(const LoraArgs& a, const uint16_t* xb) {
   const auto timer = Time("LoraAdd");
   if (Failed() || a.m == 0) return;
   // Everything LoraAdd allocates (gathered and tripled inputs, staged module tables, per-module
@@ -38,13 +40,15 @@ void CudaOps::LoraAdd(const LoraArgs& a) {
   // the tiled SIMT matmul, which sums in the CPU reference's order exactly as the per-row
   // kernel does (same bits, shared loads); the rest run the per-row kernel. Either way a row
   // only reads and writes itself.
-  std::vector<char> tensor(by_slot.size(), 0), gathered(by_slot.size(), 0);
+  std::vector<char> tensor(by_slot.size(), 0), gathered(by_slot.size(), 0), grouped(by_slot.size(), 0);
+  LoraDecodeGroups(a, grouped, xb);
+  if (Failed()) return;
   std::vector<int64_t> rows_of(by_slot.size(), 0);
   for (int64_t r = 0; r < a.m; ++r) {
     if (a.row_slot[r] > 0 && static_cast<size_t>(a.row_slot[r]) < by_slot.size()) rows_of[static_cast<size_t>(a.row_slot[r])]++;
   }
   for (size_t s = 1; s < by_slot.size(); ++s) {
-    if (!by_slot[s] || by_slot[s]->empty() || rows_of[s] == 0) continue;
+    if (!by_slot[s] || by_slot[s]->empty() || rows_of[s] == 0 || grouped[s]) continue;
     tensor[s] = bf16();
     gathered[s] = tensor[s] || rows_of[s] > 8;
   }
@@ -60,7 +64,7 @@ void CudaOps::LoraAdd(const LoraArgs& a) {
   int64_t max_out = 0;
   for (size_t s = 0; s < by_slot.size(); ++s) {
     begin[s] = static_cast<int32_t>(mods.size());
-    if (!by_slot[s] || gathered[s]) continue;
+    if (!by_slot[s] || gathered[s] || grouped[s]) continue;
     for (const LoraModule& m : *by_slot[s]) {
       const DevCopy* da = Dev(m.a);
       const DevCopy* db = Dev(m.b);
@@ -95,6 +99,110 @@ void CudaOps::LoraAdd(const LoraArgs& a) {
   for (const auto& md : mods) Sign(md.a.data, md.b.data, md.rank, md.scale, md.row_offset);
   if (!Launches()) return;
   Note(cuda::LoraAdd(d, stream_));
+}
+
+void CudaOps::LoraDecodeGroups(const LoraArgs& a, std::vector<char>& done, const uint16_t* x_bf16) {
+  const auto& by_slot = *a.modules;
+  done.assign(by_slot.size(), 0);
+  if (!bf16() || cublas_ || a.m < 1 || a.m > cuda::kDecodeMaxRows || a.k % 16 != 0) return;
+  // A module the route takes: bf16 factors on the device, A [rank, K] and B [N, rank] of the
+  // decode form's shapes (rank a multiple of 16, N of 8).
+  struct Module {
+    const LoraModule* mod;
+    const cuda::DevWeight *a, *b;
+  };
+  auto fits = [](const cuda::DevWeight& w) {
+    return w.bf16 && !w.quantized() && w.rows % 8 == 0 && w.cols % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+  };
+  struct Adapter {
+    int32_t slot;
+    std::vector<int32_t> rows;
+    std::vector<Module> mods;
+  };
+  std::vector<Adapter> taken;
+  for (int64_t r = 0; r < a.m; ++r) {
+    const int32_t s = a.row_slot[r];
+    const auto i = static_cast<size_t>(s);
+    if (s <= 0 || i >= by_slot.size() || by_slot[i] == nullptr || by_slot[i]->empty()) continue;
+    auto it = std::find_if(taken.begin(), taken.end(), [&](const Adapter& t) { return t.slot == s; });
+    if (it == taken.end()) it = taken.insert(taken.end(), Adapter{s, {}, {}});
+    it->rows.push_back(static_cast<int32_t>(r));
+  }
+  for (Adapter& t : taken) {
+    for (const LoraModule& m : *by_slot[static_cast<size_t>(t.slot)]) {
+      if (!m.a.is_bf16 || !m.b.is_bf16) break;
+      const DevCopy* da = Dev(m.a);
+      const DevCopy* db = Dev(m.b);
+      if (Failed()) return;
+      if (!fits(da->w) || !fits(db->w) || da->w.cols != a.k || da->w.rows != m.rank || db->w.cols != m.rank ||
+          m.rank % 16 != 0 || m.row_offset + db->w.rows > a.y_stride) {
+        break;
+      }
+      t.mods.push_back({&m, &da->w, &db->w});
+    }
+    if (t.mods.size() != by_slot[static_cast<size_t>(t.slot)]->size()) t.mods.clear();  // not every module: LoraGathered
+  }
+  taken.erase(std::remove_if(taken.begin(), taken.end(), [](const Adapter& t) { return t.mods.empty(); }), taken.end());
+  if (taken.empty()) return;
+  const auto timer = Time("LoRA (decode groups)");
+  const Scratch give_back(*this);  // every way out hands the arena back
+  const uint16_t* xb = x_bf16;
+  if (xb == nullptr) {
+    auto* copy = reinterpret_cast<uint16_t*>(AllocRaw((a.m * a.k + 1) / 2));
+    if (Failed()) return;
+    Sign(42, a.x, a.m, a.k, copy);
+    if (Launches()) Note(cuda::ToBf16(a.x, a.m * a.k, copy, stream_));
+    xb = copy;
+  }
+  Sign(41, xb, a.m, a.k, a.y, a.y_stride);
+  const int64_t kz = cuda::SplitKColumns(a.k), splits = (a.k + kz - 1) / kz;
+  std::vector<cuda::DecodeGroup> as, bs;
+  std::vector<cuda::SplitSum> sums;
+  for (const Adapter& t : taken) {
+    const auto ms = static_cast<int64_t>(t.rows.size());
+    const bool in_order = ms == a.m;  // every row, in order: no row lists
+    const int32_t* rows = in_order ? nullptr : StageInts(t.rows.data(), ms);
+    if (Failed()) return;
+    Sign(t.slot, ms, rows);
+    for (const Module& md : t.mods) {
+      const int64_t rank = md.mod->rank;
+      float* partial = AllocRaw(splits * ms * rank);
+      auto* tb = reinterpret_cast<uint16_t*>(AllocRaw((ms * rank + 1) / 2));
+      if (Failed()) return;
+      cuda::DecodeGroup ga;
+      ga.xb = xb, ga.x_ld = a.k, ga.x_rows = rows, ga.m = ms;
+      ga.w = static_cast<const uint16_t*>(md.a->data), ga.n = rank, ga.k = a.k, ga.split_k = kz;
+      ga.y = partial, ga.ldy = rank;
+      as.push_back(ga);
+      sums.push_back(cuda::SplitSum{partial, splits, ms, rank, tb});
+      cuda::DecodeGroup gb;
+      gb.xb = tb, gb.x_ld = rank, gb.m = ms;
+      gb.w = static_cast<const uint16_t*>(md.b->data), gb.n = md.b->rows, gb.k = rank;
+      gb.y = a.y + md.mod->row_offset, gb.ldy = a.y_stride, gb.y_rows = rows, gb.scale = md.mod->scale;
+      bs.push_back(gb);
+      Sign(ga.w, partial, tb, gb.w, gb.n, rank, md.mod->row_offset, md.mod->scale);
+    }
+    decode_group_lora_rows_ += ms;
+    tensor_core_lora_rows_ += ms;
+    done[static_cast<size_t>(t.slot)] = 1;
+  }
+  // The launches, kMaxDecodeGroups products (kMaxSplitSums sums) at a time: every A product,
+  // then every sum, then every B product.
+  auto products = [&](const std::vector<cuda::DecodeGroup>& gs, bool add) {
+    for (size_t i = 0; i < gs.size() && !Failed(); i += cuda::kMaxDecodeGroups) {
+      const int count = static_cast<int>(std::min<size_t>(cuda::kMaxDecodeGroups, gs.size() - i));
+      const auto* dev = static_cast<const cuda::DecodeGroup*>(Stage(gs.data() + i, int64_t{count} * sizeof(cuda::DecodeGroup)));
+      if (Failed()) return;
+      Sign(dev, count);
+      if (Launches()) Note(cuda::GemmDecodeGroups(dev, gs.data() + i, count, add, stream_));
+    }
+  };
+  products(as, false);
+  for (size_t i = 0; i < sums.size() && !Failed(); i += cuda::kMaxSplitSums) {
+    const int count = static_cast<int>(std::min<size_t>(cuda::kMaxSplitSums, sums.size() - i));
+    if (Launches()) Note(cuda::SumSplitsBf16Groups(sums.data() + i, count, stream_));
+  }
+  products(bs, true);
 }
 
 void CudaOps::LoraGathered(const LoraArgs& a, int32_t slot, const std::vector<const LoraModule*>& modules, bool tensor) {
@@ -284,7 +392,9 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
   // hold at most kWgmmaMaxLoraSegments modules and kMaxGroupedRuns runs of rows: each adapter's t
   // made on its own rows alone, zeros on the others'. Otherwise the adapter with the most rows is
   // fused (its first kWgmmaMaxLoraSegments fusable modules; the rest through LoraAdd after, with
-  // every other adapter's rows). Elsewhere the two ops. The same bits as MatMul then LoraAdd.
+  // every other adapter's rows). At decode sizes (a dense bf16 weight off the fused form, 64 rows
+  // and fewer) MatMul, then LoraAdd reading the bf16 copy of x that MatMul made (its decode route,
+  // LoraDecodeGroups, copies x otherwise). Elsewhere the two ops. The same bits as MatMul then LoraAdd.
   const auto& by_slot = *a.modules;
   auto has_modules = [&](int32_t s) {
     const auto i = static_cast<size_t>(s);
@@ -299,6 +409,22 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   if (d == nullptr || cuda::ChooseMatMulForm(m, d->w, true, aligned) != cuda::MatMulForm::kBf16Prefill ||
       !cuda::GemmWgmmaFits(m, w.rows, w.cols, d->w.data, d->w.data)) {
+    // A dense bf16 weight at decode sizes: MatMul, then LoraAdd on the bf16 copy of x it made.
+    if (d != nullptr && d->w.bf16 && !d->w.quantized() && m <= cuda::kDecodeMaxRows) {
+      const Scratch give_back(*this);  // every way out hands the arena back
+      void* scratch = nullptr;
+      {
+        const auto timer = Time(m > cuda::kDecodeFormRows ? "MatMul (prefill form)" : "MatMul (decode form)",
+                                2.0 * static_cast<double>(m) * w.rows * w.cols);
+        const int64_t bytes = cuda::MatMulScratchBytes(m, d->w, true);
+        scratch = bytes > 0 ? AllocRaw((bytes + 3) / 4) : nullptr;
+        if (Failed()) return;
+        Sign(3, x, m, d->w.data, y, w.rows, true);
+        if (Launches()) Note(cuda::MatMul(x, m, d->w, y, w.rows, /*round_output=*/true, true, stream_, scratch));
+      }
+      LoraAddFrom(a, cuda::MatMulBf16Copy(m, d->w, true, aligned, scratch));
+      return;
+    }
     Ops::MatMulLora(x, m, w, y, a);
     return;
   }

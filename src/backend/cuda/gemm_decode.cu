@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
@@ -57,22 +58,63 @@ using Shape32 = DecodeShape<2, 8, 128, 4>;
 using Shape64 = DecodeShape<4, 4, 128, 4>;
 using Shape64Wide = DecodeShape<4, 8, 128, 3>;
 
-template <class S>
-__global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloat16* __restrict__ xb, int m,
-                                                                const __nv_bfloat16* __restrict__ w, int64_t n,
-                                                                int64_t k, float* __restrict__ y, int64_t ldy,
-                                                                bool round_bf16, int64_t kz, int64_t split_stride,
-                                                                int64_t x_cols, bool add, const int32_t* add_rows,
-                                                                float add_scale) {
+// One product of a launch as a block sees it: GemmDecode's arguments, or its group's
+// (GemmDecodeGroups). x row r is xb's row x_rows[r] (null: r), rows x_ld apart, repeating along K
+// every x_cols columns; the product over K slice s (kz columns) lands at y + s m ldy.
+struct Problem {
+  const __nv_bfloat16* xb;
+  const int32_t* x_rows;
+  int64_t x_ld, x_cols;
+  int m;
+  const __nv_bfloat16* w;
+  int64_t n, k, kz;
+  float* y;
+  int64_t ldy;
+  const int32_t* add_rows;
+  float add_scale;
+};
+// Where each group's blocks start in a GemmDecodeGroups launch's one-dimensional grid.
+struct GroupStarts {
+  int count = 0;
+  int32_t first[kMaxDecodeGroups + 1] = {};
+};
+
+// kGroups: a group launch (groups, starts); else the product `one`, x's rows in order.
+template <class S, bool kGroups>
+__global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(Problem one, const DecodeGroup* __restrict__ groups,
+                                                                GroupStarts starts, bool round_bf16, bool add) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   constexpr int kDK = S::kDK_, kLd = S::kLd, kPer = S::kPer, kStages = S::kStages_, kT = S::kThreads;
   extern __shared__ __align__(16) __nv_bfloat16 sm[];
+  // This block's product and its place in it: (output block, K slice) = (blockIdx.x, blockIdx.y),
+  // or, in a group launch, its group's blocks in order (output blocks, then slices).
+  Problem p = one;
+  int64_t bx = blockIdx.x, by = blockIdx.y;
+  if constexpr (kGroups) {
+    int gi = 0;
+    while (gi + 1 < starts.count && static_cast<int32_t>(blockIdx.x) >= starts.first[gi + 1]) ++gi;
+    const DecodeGroup& g = groups[gi];
+    p = Problem{reinterpret_cast<const __nv_bfloat16*>(g.xb), g.x_rows, g.x_ld, g.k, static_cast<int>(g.m),
+                reinterpret_cast<const __nv_bfloat16*>(g.w), g.n, g.k, g.split_k > 0 ? g.split_k : g.k, g.y, g.ldy,
+                g.y_rows, g.scale};
+    const int64_t nbx = (g.n + 8 * S::kWarps_ - 1) / (8 * S::kWarps_), local = blockIdx.x - starts.first[gi];
+    bx = local % nbx;
+    by = local / nbx;
+  }
+  const __nv_bfloat16* __restrict__ xb = p.xb;
+  const __nv_bfloat16* __restrict__ w = p.w;
+  const int m = p.m;
+  const int64_t n = p.n, k = p.k, kz = p.kz, x_cols = p.x_cols, x_ld = kGroups ? p.x_ld : p.x_cols, ldy = p.ldy;
+  const int32_t* __restrict__ x_rows = kGroups ? p.x_rows : nullptr;
+  float* __restrict__ y = p.y;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
   const int rows = 8 * S::kWarps_ + m;  // smem rows a stage: weights, then x
-  const int64_t nb = int64_t{blockIdx.x} * 8 * S::kWarps_;
-  // This block's K range (blockIdx.y's slice of a split product, else all of K) and its output.
-  const int64_t kb = int64_t{blockIdx.y} * kz, ke = min(k, kb + kz);
-  y += int64_t{blockIdx.y} * split_stride;
+  const int64_t nb = bx * 8 * S::kWarps_;
+  // This block's K range (its slice of a split product, else all of K) and its output.
+  const int64_t kb = by * kz, ke = min(k, kb + kz);
+  y += by * m * ldy;
+  // x row r's element offset in xb.
+  auto x_row = [&](int r) { return int64_t{x_rows != nullptr ? x_rows[r] : r} * x_ld; };
   // This thread's weight pieces of every full stage: row r = e / kPer, piece e % kPer. Rows past
   // N (the last block's idle warps) read row N - 1; their outputs are never stored.
   const __nv_bfloat16* wsrc[S::kWPieces];
@@ -83,7 +125,7 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloa
     wsrc[i] = w + min(nb + r, n - 1) * k + c;
     wdst[i] = r * kLd + c;
   }
-  // x's rows are x_cols long and repeat along K (x_cols == K, or a multiple of kDK dividing it).
+  // x's rows repeat along K every x_cols columns (x_cols == K, or a multiple of kDK dividing it).
   auto load = [&](int st, int64_t k0) {
     __nv_bfloat16* base = sm + st * rows * kLd;
     const __nv_bfloat16* xk = xb + (x_cols == k ? k0 : k0 % x_cols);
@@ -92,14 +134,14 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloa
       for (int i = 0; i < S::kWPieces; ++i) CpAsync16(base + wdst[i], wsrc[i] + k0);
       for (int e = tid; e < m * kPer; e += kT) {
         const int r = e / kPer, c = (e % kPer) * 8;
-        CpAsync16(base + (8 * S::kWarps_ + r) * kLd + c, xk + int64_t{r} * x_cols + c);
+        CpAsync16(base + (8 * S::kWarps_ + r) * kLd + c, xk + x_row(r) + c);
       }
     } else {  // the last, partial stage
       const int per = static_cast<int>(ke - k0) / 8;
       for (int e = tid; e < rows * per; e += kT) {
         const int r = e / per, c = (e % per) * 8;
         const __nv_bfloat16* src = r < 8 * S::kWarps_ ? w + min(nb + r, n - 1) * k + k0 + c
-                                                       : xk + int64_t{r - 8 * S::kWarps_} * x_cols + c;
+                                                       : xk + x_row(r - 8 * S::kWarps_) + c;
         CpAsync16(base + r * kLd + c, src);
       }
     }
@@ -163,10 +205,10 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloa
       for (int h = 0; h < 2; ++h) {
         const int r = 16 * mt + g + 8 * h;
         if (r >= m) continue;
-        float* yr = y + int64_t{add_rows ? add_rows[r] : r} * ldy + c;
+        float* yr = y + int64_t{p.add_rows ? p.add_rows[r] : r} * ldy + c;
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float d = RoundAct(__fmul_rn(RoundAct(acc[mt][2 * h + e], true), add_scale), true);
+          const float d = RoundAct(__fmul_rn(RoundAct(acc[mt][2 * h + e], true), p.add_scale), true);
           yr[e] = RoundAct(__fadd_rn(yr[e], d), true);
         }
       }
@@ -187,73 +229,130 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(const __nv_bfloa
   }
 }
 
-// The epilogue of GemmDecodeAddRows (add false: GemmDecode's stores).
-struct AddRows {
-  bool add = false;
-  const int32_t* rows = nullptr;
-  float scale = 1.0f;
+// One launch of the kernel: a product alone (groups null: a grid of output blocks by K slices) or
+// a group launch (groups on the device, host the same array here: each group's output blocks and
+// slices one after another in a one-dimensional grid).
+struct Launch1 {
+  Problem one{};
+  const DecodeGroup* groups = nullptr;
+  const DecodeGroup* host = nullptr;
+  int count = 0;
+  int64_t max_m = 0;
+  bool round = false, add = false;
 };
 
-template <class S>
-Status Launch(const __nv_bfloat16* xb, int64_t m, const __nv_bfloat16* w, int64_t n, int64_t k, float* y, int64_t ldy,
-              bool round_output, int64_t kz, int64_t x_cols, cudaStream_t s, AddRows add = {}) {
+template <class S, bool kGroups>
+Status LaunchKernel(const Launch1& l, cudaStream_t s) {
   // The kernel needs no L1 cache (x travels with the weights through shared memory): all of the
   // unified memory as shared memory lets the most blocks sit on each multiprocessor.
   static const cudaError_t ready = [] {
-    cudaError_t e = cudaFuncSetAttribute(GemmDecodeKernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaError_t e = cudaFuncSetAttribute(GemmDecodeKernel<S, kGroups>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(S::SmemBytes(16 * S::kMT_)));
     if (e == cudaSuccess) {
-      e = cudaFuncSetAttribute(GemmDecodeKernel<S>, cudaFuncAttributePreferredSharedMemoryCarveout,
+      e = cudaFuncSetAttribute(GemmDecodeKernel<S, kGroups>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                cudaSharedmemCarveoutMaxShared);
     }
     return e;
   }();
   if (ready != cudaSuccess) return Internal(std::string("cuda GemmDecode: shared memory: ") + cudaGetErrorString(ready));
   const int64_t per_block = 8 * S::kWarps_;
-  const dim3 grid(static_cast<unsigned>((n + per_block - 1) / per_block), static_cast<unsigned>((k + kz - 1) / kz));
-  LaunchPdl(GemmDecodeKernel<S>, grid, S::kThreads, static_cast<size_t>(S::SmemBytes(m)), s, xb, static_cast<int>(m), w,
-            n, k, y, ldy, round_output, kz, m * ldy, x_cols, add.add, add.rows, add.scale);
-  return Launched("GemmDecode");
+  auto blocks = [&](int64_t n, int64_t k, int64_t kz) { return (n + per_block - 1) / per_block * ((k + kz - 1) / kz); };
+  GroupStarts starts;
+  dim3 grid;
+  if (!kGroups) {
+    grid = dim3(static_cast<unsigned>((l.one.n + per_block - 1) / per_block), static_cast<unsigned>((l.one.k + l.one.kz - 1) / l.one.kz));
+  } else {
+    int64_t at = 0;
+    starts.count = l.count;
+    for (int i = 0; i < l.count; ++i) {
+      starts.first[i] = static_cast<int32_t>(at);
+      const DecodeGroup& g = l.host[i];
+      at += blocks(g.n, g.k, g.split_k > 0 ? g.split_k : g.k);
+    }
+    if (at > 0x7fffffff) return InvalidArgument("cuda GemmDecodeGroups: too many blocks for one launch");
+    starts.first[l.count] = static_cast<int32_t>(at);
+    grid = dim3(static_cast<unsigned>(at));
+  }
+  LaunchPdl(GemmDecodeKernel<S, kGroups>, grid, S::kThreads, static_cast<size_t>(S::SmemBytes(l.max_m)), s, l.one, l.groups,
+            starts, l.round, l.add);
+  return Launched(kGroups ? "GemmDecodeGroups" : "GemmDecode");
+}
+template <class S>
+Status Launch(const Launch1& l, cudaStream_t s) {
+  return l.groups != nullptr ? LaunchKernel<S, true>(l, s) : LaunchKernel<S, false>(l, s);
+}
+
+// The shape for the launch's rows (the most any of its products has) and outputs.
+Status LaunchShaped(const Launch1& l, bool wide, cudaStream_t s) {
+  if (l.max_m == 1) return wide ? Launch<Shape1Wide>(l, s) : Launch<Shape1>(l, s);
+  if (l.max_m <= 16) return wide ? Launch<Shape16Wide>(l, s) : Launch<Shape16>(l, s);
+  if (l.max_m <= 32) return Launch<Shape32>(l, s);
+  return wide ? Launch<Shape64Wide>(l, s) : Launch<Shape64>(l, s);
+}
+
+// GemmDecode's needs on one product (x_cols the repeat period, x_ld the row stride).
+Status Check(int64_t m, const void* xb, int64_t x_ld, int64_t x_cols, const void* w, int64_t n, int64_t k,
+             int64_t kz, int64_t ldy, const char* what) {
+  if (m < 1 || m > kDecodeMaxRows || n <= 0 || n % 8 != 0 || k <= 0 || k % 16 != 0 || ldy < n ||
+      reinterpret_cast<uintptr_t>(xb) % 16 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0 || kz % 16 != 0 ||
+      x_ld % 8 != 0 || x_ld < x_cols || (k + kz - 1) / kz > 65535 ||
+      (x_cols != k && (x_cols % kRepeatAlign != 0 || k % x_cols != 0 || kz % kRepeatAlign != 0))) {
+    return InvalidArgument(std::string("cuda ") + what +
+                           ": needs 1..64 rows, N % 8 == 0, K % 16 == 0, aligned operands, split slices a multiple of 16, "
+                           "a repeated x a multiple of 256 columns dividing K");
+  }
+  if (n / 8 > 0x7fffffff) return InvalidArgument(std::string("cuda ") + what + ": too many outputs for one launch");
+  return Status::Ok();
 }
 
 Status Dispatch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
-                bool round_output, void* stream, int64_t split_k, int64_t x_cols, AddRows add) {
+                bool round_output, void* stream, int64_t split_k, int64_t x_cols, bool add, const int32_t* add_rows,
+                float scale) {
   const int64_t kz = split_k > 0 ? split_k : k, xc = x_cols > 0 ? x_cols : k;
-  if (m < 1 || m > kDecodeMaxRows || n <= 0 || n % 8 != 0 || k <= 0 || k % 16 != 0 || ldy < n ||
-      reinterpret_cast<uintptr_t>(xb) % 16 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0 || kz % 16 != 0 ||
-      (k + kz - 1) / kz > 65535 || (xc != k && (xc % kRepeatAlign != 0 || k % xc != 0 || kz % kRepeatAlign != 0))) {
-    return InvalidArgument(
-        "cuda GemmDecode: needs 1..64 rows, N % 8 == 0, K % 16 == 0, aligned operands, split slices a multiple of 16, "
-        "a repeated x a multiple of 256 columns dividing K");
-  }
-  if (n / 8 > 0x7fffffff) return InvalidArgument("cuda GemmDecode: too many outputs for one launch");
-  const auto* xp = reinterpret_cast<const __nv_bfloat16*>(xb);
-  const auto* wp = reinterpret_cast<const __nv_bfloat16*>(w);
-  const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  const bool wide = n >= kWideOutputs;
-  if (m == 1) {
-    return wide ? Launch<Shape1Wide>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s, add)
-                : Launch<Shape1>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s, add);
-  }
-  if (m <= 16) {
-    return wide ? Launch<Shape16Wide>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s, add)
-                : Launch<Shape16>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s, add);
-  }
-  if (m <= 32) return Launch<Shape32>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s, add);
-  return wide ? Launch<Shape64Wide>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s, add)
-              : Launch<Shape64>(xp, m, wp, n, k, y, ldy, round_output, kz, xc, s, add);
+  GRAFT_RETURN_IF_ERROR(Check(m, xb, xc, xc, w, n, k, kz, ldy, "GemmDecode"));
+  Launch1 l;
+  l.one = Problem{reinterpret_cast<const __nv_bfloat16*>(xb), nullptr, xc, xc, static_cast<int>(m),
+                  reinterpret_cast<const __nv_bfloat16*>(w), n, k, kz, y, ldy, add_rows, scale};
+  l.max_m = m;
+  l.round = round_output;
+  l.add = add;
+  return LaunchShaped(l, n >= kWideOutputs, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace
 
 Status GemmDecode(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
                   bool round_output, void* stream, int64_t split_k, int64_t x_cols) {
-  return Dispatch(xb, m, w, n, k, y, ldy, round_output, stream, split_k, x_cols, AddRows{});
+  return Dispatch(xb, m, w, n, k, y, ldy, round_output, stream, split_k, x_cols, false, nullptr, 1.0f);
 }
 
 Status GemmDecodeAddRows(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
                          const int32_t* rows, float scale, void* stream) {
-  return Dispatch(xb, m, w, n, k, y, ldy, true, stream, 0, 0, AddRows{true, rows, scale});
+  return Dispatch(xb, m, w, n, k, y, ldy, true, stream, 0, 0, true, rows, scale);
+}
+
+Status GemmDecodeGroups(const DecodeGroup* groups, const DecodeGroup* host, int count, bool add, void* stream) {
+  if (count < 0 || count > kMaxDecodeGroups) {
+    return InvalidArgument("cuda GemmDecodeGroups: 0.." + std::to_string(kMaxDecodeGroups) + " products a launch");
+  }
+  if (count == 0) return Status::Ok();
+  if (groups == nullptr || host == nullptr) return InvalidArgument("cuda GemmDecodeGroups: no products given");
+  Launch1 l;
+  l.groups = groups;
+  l.host = host;
+  l.count = count;
+  l.round = add;
+  l.add = add;
+  bool wide = false;
+  for (int i = 0; i < count; ++i) {
+    const DecodeGroup& g = host[i];
+    if (add && g.split_k > 0) return InvalidArgument("cuda GemmDecodeGroups: an added product is not split");
+    GRAFT_RETURN_IF_ERROR(Check(g.m, g.xb, g.x_ld, g.k, g.w, g.n, g.k, g.split_k > 0 ? g.split_k : g.k, g.ldy,
+                                "GemmDecodeGroups"));
+    l.max_m = std::max(l.max_m, g.m);
+    wide = wide || g.n >= kWideOutputs;
+  }
+  return LaunchShaped(l, wide, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace graft::cuda

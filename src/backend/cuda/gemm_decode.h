@@ -35,4 +35,28 @@ Status GemmDecode(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, i
 Status GemmDecodeAddRows(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y, int64_t ldy,
                          const int32_t* rows, float scale, void* stream);
 
+// One product of a GemmDecodeGroups launch: GemmDecode's arguments (split_k as there, x_cols == K)
+// or GemmDecodeAddRows' (y_rows, scale; no split), with x's rows picked: product row r reads
+// xb + x_rows[r] · x_ld (row r when x_rows is null; device memory, like y_rows).
+struct DecodeGroup {
+  const uint16_t* xb = nullptr;
+  int64_t x_ld = 0;
+  const int32_t* x_rows = nullptr;
+  int64_t m = 0;
+  const uint16_t* w = nullptr;
+  int64_t n = 0, k = 0, split_k = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  const int32_t* y_rows = nullptr;
+  float scale = 1.0f;
+};
+inline constexpr int kMaxDecodeGroups = 64;
+// Up to kMaxDecodeGroups products of the decode form in one launch (groups on the device, host
+// the same array on the host): every GemmDecode (add false: unrounded, a LoRA A product's split
+// slices) or every GemmDecodeAddRows (add true: a LoRA B product added into y). Each product's
+// outputs are the bits its own call gives (the same chunks in the same order; the shape, taken
+// from the most rows and outputs any product has, never changes them). For a decode step's LoRA:
+// every adapter's modules in a few launches, not a few launches a module.
+Status GemmDecodeGroups(const DecodeGroup* groups, const DecodeGroup* host, int count, bool add, void* stream);
+
 }  // namespace graft::cuda

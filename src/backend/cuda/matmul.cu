@@ -453,6 +453,24 @@ __global__ void SumSplitsBf16BlocksKernel(const float* __restrict__ partial, int
   }
 }
 
+// SumSplitsBf16Groups: each sum's elements in 256-element blocks, sum i's blocks from first[i].
+struct SplitSums {
+  SplitSum sum[kMaxSplitSums];
+  int32_t first[kMaxSplitSums + 1];
+  int count;
+};
+__global__ void SumSplitsBf16GroupsKernel(SplitSums g) {
+  PdlBegin();
+  int i = 0;
+  while (i + 1 < g.count && static_cast<int32_t>(blockIdx.x) >= g.first[i + 1]) ++i;
+  const SplitSum& s = g.sum[i];
+  const int64_t count = s.m * s.cols, e = int64_t{static_cast<int32_t>(blockIdx.x) - g.first[i]} * blockDim.x + threadIdx.x;
+  if (e >= count) return;
+  float sum = s.partial[e];
+  for (int64_t z = 1; z < s.splits; ++z) sum = __fadd_rn(sum, s.partial[z * count + e]);
+  reinterpret_cast<__nv_bfloat16*>(s.y)[e] = __float2bfloat16_rn(sum);
+}
+
 // W4A16 past the 4-bit decode form's 16 rows: the weight dequantized to bf16 `chunk` output rows
 // at a time into scratch (after x's bf16 copy), each chunk through the bf16 mma.sync forms
 // (decode form up to 64 rows, prefill form beyond) in MatMulSplitK's slices into `partial`
@@ -570,6 +588,17 @@ int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16) {
     case MatMulForm::kBf16Decode:
     case MatMulForm::kBf16Prefill: return Bf16CopyBytes(m, w);
     default: return 0;
+  }
+}
+
+const uint16_t* MatMulBf16Copy(int64_t m, const DevWeight& w, bool bf16, bool x_aligned16, const void* scratch) {
+  switch (ChooseMatMulForm(m, w, bf16, x_aligned16)) {
+    case MatMulForm::kBf16Decode:
+    case MatMulForm::kBf16Prefill:
+    case MatMulForm::kBf16DecodeSplit:
+    case MatMulForm::kBf16PrefillSplit:
+    case MatMulForm::kW4Prefill: return static_cast<const uint16_t*>(scratch);  // Bf16CopyOf's
+    default: return nullptr;
   }
 }
 
@@ -769,6 +798,29 @@ Status SumSplitsBf16Blocks(const float* partial, int64_t m, const DevWeight& w, 
   LaunchPdl(SumSplitsBf16BlocksKernel, static_cast<unsigned>(grid < 65535 ? grid : 65535), 256, 0,
             static_cast<cudaStream_t>(stream), partial, splits, m, w.rows, b, reinterpret_cast<__nv_bfloat16*>(y));
   return Launched("SumSplitsBf16Blocks");
+}
+
+Status SumSplitsBf16Groups(const SplitSum* sums, int count, void* stream) {
+  if (count < 0 || count > kMaxSplitSums) {
+    return InvalidArgument("cuda SumSplitsBf16Groups: 0.." + std::to_string(kMaxSplitSums) + " sums a launch");
+  }
+  SplitSums g{};
+  g.count = count;
+  int64_t at = 0;
+  for (int i = 0; i < count; ++i) {
+    const SplitSum& s = sums[i];
+    if (s.partial == nullptr || s.y == nullptr || s.splits < 1 || s.m < 0 || s.cols < 0) {
+      return InvalidArgument("cuda SumSplitsBf16Groups: sum " + std::to_string(i) + " has no partials, output or slices");
+    }
+    g.sum[i] = s;
+    g.first[i] = static_cast<int32_t>(at);
+    at += (s.m * s.cols + 255) / 256;
+    if (at > 0x7fffffff) return InvalidArgument("cuda SumSplitsBf16Groups: too many elements for one launch");
+  }
+  g.first[count] = static_cast<int32_t>(at);
+  if (at == 0) return Status::Ok();
+  LaunchPdl(SumSplitsBf16GroupsKernel, static_cast<unsigned>(at), 256, 0, static_cast<cudaStream_t>(stream), g);
+  return Launched("SumSplitsBf16Groups");
 }
 
 }  // namespace graft::cuda

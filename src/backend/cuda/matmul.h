@@ -44,6 +44,10 @@ namespace graft::cuda {
 // `scratch`: MatMulScratchBytes(m, w, bf16) bytes of device memory (16-byte aligned; nullptr
 // when that is 0), which MatMul overwrites.
 int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16);
+// Where a MatMul call with this scratch leaves x's bf16 copy [m, K] (the forms that read x as
+// bf16 copy it first, to the scratch's start), or nullptr where its form makes none: a LoRA
+// delta on the same x reads it rather than copying x again.
+const uint16_t* MatMulBf16Copy(int64_t m, const DevWeight& w, bool bf16, bool x_aligned16, const void* scratch);
 
 // Which kernel MatMul runs: a pure function of the row count, the weight's format, shape and
 // data alignment, the activation dtype and whether x is 16-byte aligned — the one place the
@@ -111,6 +115,16 @@ Status SumSplitsBf16(const float* partial, int64_t m, const DevWeight& w, uint16
 inline constexpr int kMaxSumBlocks = 8;
 Status SumSplitsBf16Blocks(const float* partial, int64_t m, const DevWeight& w, const int64_t* starts, int blocks,
                            uint16_t* y, void* stream, BlockRows place = {});
+// Several SumSplitsBf16 in one launch: sum i adds partial [splits, m, cols] (its own product's
+// slices) into y [m, cols] as SumSplitsBf16 does — each sum the bits of its own call. For a decode
+// step's LoRA t of every adapter's modules at once (cuda/gemm_decode.h's GemmDecodeGroups).
+struct SplitSum {
+  const float* partial = nullptr;
+  int64_t splits = 0, m = 0, cols = 0;
+  uint16_t* y = nullptr;
+};
+inline constexpr int kMaxSplitSums = 64;
+Status SumSplitsBf16Groups(const SplitSum* sums, int count, void* stream);
 // MatMulBf16(split_k = true) then SumSplitsBf16Blocks in one launch where the summed split form
 // takes it (gemm_wgmma.h's GemmWgmmaSplitKSum: the same bits, no partials through memory): more
 // than kDecodeFormRows rows, x read as it is (x_cols == K), w one dense bf16 tensor the wgmma
