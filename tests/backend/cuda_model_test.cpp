@@ -13,6 +13,7 @@
 #include <functional>
 #include <random>
 
+#include "adapters/dummy.h"
 #include "adapters/lora_loader.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
@@ -441,6 +442,79 @@ TEST_P(CudaInvariance, GraphReplayedDecodeStepsAreTheEagerBits) {
   EXPECT_NE(cache.Summary().find("1 captured, 39 steps replayed (host recording"), std::string::npos) << cache.Summary();
   EXPECT_EQ(cand_cache.captures(), 1);
   EXPECT_EQ(cand_cache.replays(), 39);
+}
+
+// Decode steps with rows on two adapters whose factors LoraAdd's decode route takes (bf16, rank 16
+// on every projection; the fixtures' odd ranks keep theirs on the gathered route — Qwen3.5's b / a
+// gates, four outputs, still do here) beside base rows: replayed from a graph they give the eager
+// bits, across the GDN chunk end at 64, and each adapted row gives the bits it has stepping alone.
+TEST(CudaLora, DecodeRouteRowsUnderGraphsAreTheEagerBits) {
+  REQUIRE_GPU();
+  for (const char* name : {"qwen3-tiny", "qwen3_5-wrapper"}) {
+    SCOPED_TRACE(name);
+    auto model = test::LoadFixtureModel(name);
+    ASSERT_NE(model, nullptr);
+    const ModelConfig& c = model->config();
+    const LoraAdapter one = DummyAdapter(c, 16, c.num_layers, true, 1), two = DummyAdapter(c, 16, c.num_layers, true, 2);
+    AdapterSet set;
+    set.slots = {nullptr, &one, &two};
+    auto cuda = test::MakeCuda(ActDtype::kBF16);
+    ASSERT_NE(cuda, nullptr);
+    ASSERT_TRUE(cuda->Upload(model->weights()).ok());
+    ASSERT_TRUE(cuda->Upload(one).ok());
+    ASSERT_TRUE(cuda->Upload(two).ok());
+    auto pool = model->NewPool(16, 128, 12, /*growable=*/false, cuda->pool_memory());
+    ASSERT_TRUE(pool->reserved().ok());
+    std::mt19937 rng(17);
+    std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+    const std::vector<int32_t> slots = {1, 0, 2, 1};
+    std::vector<std::vector<int32_t>> prompts(4);
+    for (int i = 0; i < 4; ++i) {
+      for (int t = 0; t < 50 + 3 * i; ++t) prompts[static_cast<size_t>(i)].push_back(tok(rng));
+    }
+    // eager and graphed step the four together; alone[i] steps sequence i by itself.
+    std::vector<SequenceState> eager, graphed, alone;
+    for (auto* group : {&eager, &graphed, &alone}) {
+      for (int i = 0; i < 4; ++i) {
+        auto st = model->NewState(*pool);
+        ASSERT_TRUE(st.ok()) << st.status().ToString();
+        group->push_back(std::move(st).value());
+      }
+      StepBatch b;
+      for (int i = 0; i < 4; ++i) b.Add(&(*group)[i], prompts[i].data(), static_cast<int>(prompts[i].size()), slots[i]);
+      b.logits = LogitRows::None();
+      const Status ran = model->Forward(*cuda, b, set, nullptr);
+      ASSERT_TRUE(ran.ok()) << ran.ToString();
+    }
+    DecodeGraphCache cache(*model, *cuda);
+    const int64_t before = cuda->decode_group_lora_rows();
+    const auto vocab = static_cast<size_t>(c.vocab_size);
+    for (int step = 0; step < 16; ++step) {  // positions 50..68: the GDN chunk ends at 64
+      std::vector<int32_t> toks(4);
+      for (auto& t : toks) t = tok(rng);
+      StepBatch e, g;
+      for (int i = 0; i < 4; ++i) {
+        e.Add(&eager[i], &toks[i], 1, slots[i]);
+        g.Add(&graphed[i], &toks[i], 1, slots[i]);
+      }
+      e.logits = g.logits = LogitRows::Only({0, 1, 2, 3});
+      std::vector<float> le(4 * vocab), lg(le.size());
+      ASSERT_TRUE(model->Forward(*cuda, e, set, le.data()).ok());
+      const Status s = cache.Run(g, set, lg.data());
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      ASSERT_TRUE(SameBits(le.data(), lg.data(), le.size())) << "step " << step;
+      for (int i = 0; i < 4; ++i) {
+        StepBatch a;
+        a.Add(&alone[i], &toks[i], 1, slots[i]);
+        std::vector<float> la(vocab);
+        ASSERT_TRUE(model->Forward(*cuda, a, set, la.data()).ok());
+        ASSERT_TRUE(SameBits(la.data(), le.data() + i * vocab, vocab)) << "step " << step << " row " << i << " alone";
+      }
+    }
+    EXPECT_EQ(cache.captures(), 1);
+    EXPECT_EQ(cache.replays(), 15);
+    EXPECT_GT(cuda->decode_group_lora_rows(), before) << "the adapters' rows took the decode route";
+  }
 }
 
 // Run-time adapters (Ops::PlaceAdapter): factors placed into a slot's region reserved up front

@@ -259,7 +259,7 @@ Status LaunchKernel(const Launch1& l, cudaStream_t s) {
   auto blocks = [&](int64_t n, int64_t k, int64_t kz) { return (n + per_block - 1) / per_block * ((k + kz - 1) / kz); };
   GroupStarts starts;
   dim3 grid;
-  if (!kGroups) {
+  if constexpr (!kGroups) {
     grid = dim3(static_cast<unsigned>((l.one.n + per_block - 1) / per_block), static_cast<unsigned>((l.one.k + l.one.kz - 1) / l.one.kz));
   } else {
     int64_t at = 0;
