@@ -922,8 +922,8 @@ std::unique_ptr<CudaOps> MakeProfiledCuda() {
 
 // A decode step's rows on several adapters (LoraAdd at 64 rows and fewer): the adapters whose
 // factors are all bf16 of the decode form's shapes take one grouped route together
-// (CudaOps::LoraDecodeGroups: every module's A product, sums and B product a launch each), the
-// others (fp32 factors here) LoraGathered's. Every adapted row gets the bits it has alone — and
+// (CudaOps::LoraDecodeGroups: every module's A product, sums and B product a launch each — two
+// launches each past 64 modules, as here), the others (fp32 factors here) LoraGathered's. Every adapted row gets the bits it has alone — and
 // that a 100-row call gives it, whose rows take the prefill forms — whatever adapters its
 // neighbours are on, base rows are untouched, and the deltas are the CPU's within bf16.
 TEST(CudaLora, DecodeRowsOfSeveralAdaptersKeepTheirBits) {
@@ -935,7 +935,13 @@ TEST(CudaLora, DecodeRowsOfSeveralAdaptersKeepTheirBits) {
   one.push_back(RandomModule(rng, k, 200, 64, 16, 2.0f, true));
   two.push_back(RandomModule(rng, k, 0, 264, 48, 1.5f, true));
   split.push_back(RandomModule(rng, k, 8, 128, 16, 1.0f, false));  // fp32 factors: not the grouped route's
-  std::vector<const std::vector<LoraModule>*> by_slot{nullptr, &one, &two, &split};
+  // Two adapters of 33 eight-column modules each: 66 products, past one launch's 64.
+  std::vector<LoraModule> many_a, many_b;
+  for (int64_t c = 0; c < n; c += 8) {
+    many_a.push_back(RandomModule(rng, k, c, 8, 16, 1.0f, true));
+    many_b.push_back(RandomModule(rng, k, c, 8, 16, 0.25f, true));
+  }
+  std::vector<const std::vector<LoraModule>*> by_slot{nullptr, &one, &two, &split, &many_a, &many_b};
   auto cuda = MakeProfiledCuda();
   ASSERT_NE(cuda, nullptr);
   auto run = [&](const std::vector<int32_t>& slots, const float* xin, const float* yin) {
@@ -950,8 +956,8 @@ TEST(CudaLora, DecodeRowsOfSeveralAdaptersKeepTheirBits) {
     std::vector<int32_t> slots(static_cast<size_t>(m));
     int64_t grouped_rows = 0;
     for (int64_t r = 0; r < m; ++r) {
-      slots[static_cast<size_t>(r)] = m == 1 ? 2 : static_cast<int32_t>((r * 7 + 3) % 5 % 4);  // 0..3, spread
-      grouped_rows += slots[static_cast<size_t>(r)] == 1 || slots[static_cast<size_t>(r)] == 2;
+      slots[static_cast<size_t>(r)] = m == 1 ? 2 : static_cast<int32_t>((r * 7 + 3) % 6);  // 0..5, spread
+      grouped_rows += slots[static_cast<size_t>(r)] != 0 && slots[static_cast<size_t>(r)] != 3;
     }
     const int64_t before = cuda->decode_group_lora_rows();
     const auto got = run(slots, x.data(), y0.data());
