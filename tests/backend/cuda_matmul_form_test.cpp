@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cuda/device_weight.h"
+#include "backend/cuda/gemm_decode.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/nvfp4_table.h"
 
@@ -119,6 +120,39 @@ TEST(MatMulForm, Float32AndOddShapesAndAlignment) {
     EXPECT_STRNE(cuda::MatMulFormName(static_cast<MatMulForm>(f)), "?") << f;
   }
   EXPECT_NE(std::string(cuda::MatMulFormName(MatMulForm::kTile64)).find("FALLBACK"), std::string::npos);
+}
+
+// The group launches of a decode step's LoRA (host checks, before anything launches): more
+// products or sums than one launch holds, an added product that is split, a product past the
+// decode form's rows or with outputs no multiple of 8, a sum without its partials — each refused,
+// naming the launch.
+TEST(MatMulForm, DecodeGroupLaunchesRefuseWhatTheyCannotRun) {
+  auto* p = reinterpret_cast<uint16_t*>(uintptr_t{1} << 20);
+  auto* f = reinterpret_cast<float*>(uintptr_t{1} << 21);
+  cuda::DecodeGroup g;
+  g.xb = p, g.x_ld = 256, g.m = 1, g.w = p, g.n = 64, g.k = 256, g.y = f, g.ldy = 64;
+  auto refused = [](const Status& s, const char* what) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << what;
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+  };
+  const std::vector<cuda::DecodeGroup> many(cuda::kMaxDecodeGroups + 1, g);
+  refused(cuda::GemmDecodeGroups(many.data(), many.data(), static_cast<int>(many.size()), false, nullptr), "GemmDecodeGroups");
+  refused(cuda::GemmDecodeGroups(nullptr, &g, 1, false, nullptr), "GemmDecodeGroups");
+  cuda::DecodeGroup split = g;
+  split.split_k = 128;
+  refused(cuda::GemmDecodeGroups(&split, &split, 1, /*add=*/true, nullptr), "not split");
+  cuda::DecodeGroup tall = g;
+  tall.m = cuda::kDecodeMaxRows + 1;
+  refused(cuda::GemmDecodeGroups(&tall, &tall, 1, false, nullptr), "1..64 rows");
+  cuda::DecodeGroup odd = g;
+  odd.n = 60;
+  refused(cuda::GemmDecodeGroups(&odd, &odd, 1, false, nullptr), "N % 8");
+  EXPECT_TRUE(cuda::GemmDecodeGroups(nullptr, nullptr, 0, false, nullptr).ok()) << "nothing to launch";
+  const cuda::SplitSum sum{f, 2, 1, 64, p};
+  const std::vector<cuda::SplitSum> sums(cuda::kMaxSplitSums + 1, sum);
+  refused(cuda::SumSplitsBf16Groups(sums.data(), static_cast<int>(sums.size()), nullptr), "SumSplitsBf16Groups");
+  const cuda::SplitSum none{nullptr, 2, 1, 64, p};
+  refused(cuda::SumSplitsBf16Groups(&none, 1, nullptr), "no partials");
 }
 
 }  // namespace

@@ -105,15 +105,13 @@ void CudaOps::LoraDecodeGroups(const LoraArgs& a, std::vector<char>& done, const
   const auto& by_slot = *a.modules;
   done.assign(by_slot.size(), 0);
   if (!bf16() || cublas_ || a.m < 1 || a.m > cuda::kDecodeMaxRows || a.k % 16 != 0) return;
-  // A module the route takes: bf16 factors on the device, A [rank, K] and B [N, rank] of the
-  // decode form's shapes (rank a multiple of 16, N of 8).
+  // A module the route takes: bf16 factors on the device, A [rank, K] and B [N, rank] both on the
+  // decode form (so rank a multiple of 16, N of 8).
   struct Module {
     const LoraModule* mod;
     const cuda::DevWeight *a, *b;
   };
-  auto fits = [](const cuda::DevWeight& w) {
-    return w.bf16 && !w.quantized() && w.rows % 8 == 0 && w.cols % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
-  };
+  auto fits = [](const cuda::DevWeight& w) { return cuda::Bf16FormsFit(1, w, w.cols); };
   struct Adapter {
     int32_t slot;
     std::vector<int32_t> rows;
@@ -135,7 +133,7 @@ void CudaOps::LoraDecodeGroups(const LoraArgs& a, std::vector<char>& done, const
       const DevCopy* db = Dev(m.b);
       if (Failed()) return;
       if (!fits(da->w) || !fits(db->w) || da->w.cols != a.k || da->w.rows != m.rank || db->w.cols != m.rank ||
-          m.rank % 16 != 0 || m.row_offset + db->w.rows > a.y_stride) {
+          m.row_offset + db->w.rows > a.y_stride) {
         break;
       }
       t.mods.push_back({&m, &da->w, &db->w});

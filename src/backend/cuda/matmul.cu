@@ -417,6 +417,14 @@ Status MatMulBf16(const uint16_t* xb, int64_t x_cols, int64_t m, const DevWeight
 }
 
 namespace {
+// Σ_s partial[s * count + e] over the slices in ascending s (one product's slices, `count` outputs
+// each): every split sum's order, so each kernel below gives the same bits.
+__device__ __forceinline__ float SumOfSlices(const float* __restrict__ partial, int64_t splits, int64_t count, int64_t e) {
+  float sum = partial[e];
+  for (int64_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, partial[z * count + e]);
+  return sum;
+}
+
 // y[r][c] (rows ldy apart) = Σ_s partial[s][r][c] (partial [splits, m, cols]) in ascending s,
 // rounded once: SumSplits, and the W4A16 prefill's column chunks.
 __global__ void SumSplitsKernel(const float* __restrict__ partial, int64_t splits, int64_t m, int64_t cols,
@@ -424,9 +432,7 @@ __global__ void SumSplitsKernel(const float* __restrict__ partial, int64_t split
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int64_t count = m * cols;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < count; e += int64_t{gridDim.x} * blockDim.x) {
-    float sum = partial[e];
-    for (int64_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, partial[z * count + e]);
-    y[(e / cols) * ldy + e % cols] = RoundAct(sum, round_bf16);
+    y[(e / cols) * ldy + e % cols] = RoundAct(SumOfSlices(partial, splits, count, e), round_bf16);
   }
 }
 
@@ -443,8 +449,7 @@ __global__ void SumSplitsBf16BlocksKernel(const float* __restrict__ partial, int
   PdlBegin();
   const int64_t count = m * cols;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < count; e += int64_t{gridDim.x} * blockDim.x) {
-    float sum = partial[e];
-    for (int64_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, partial[z * count + e]);
+    const float sum = SumOfSlices(partial, splits, count, e);
     const int64_t r = e / cols, c = e % cols;
     int b = 0;
     while (b + 1 < blocks.count && c >= blocks.starts[b + 1]) ++b;
@@ -466,9 +471,7 @@ __global__ void SumSplitsBf16GroupsKernel(SplitSums g) {
   const SplitSum& s = g.sum[i];
   const int64_t count = s.m * s.cols, e = int64_t{static_cast<int32_t>(blockIdx.x) - g.first[i]} * blockDim.x + threadIdx.x;
   if (e >= count) return;
-  float sum = s.partial[e];
-  for (int64_t z = 1; z < s.splits; ++z) sum = __fadd_rn(sum, s.partial[z * count + e]);
-  reinterpret_cast<__nv_bfloat16*>(s.y)[e] = __float2bfloat16_rn(sum);
+  reinterpret_cast<__nv_bfloat16*>(s.y)[e] = __float2bfloat16_rn(SumOfSlices(s.partial, s.splits, count, e));
 }
 
 // W4A16 past the 4-bit decode form's 16 rows: the weight dequantized to bf16 `chunk` output rows
