@@ -28,6 +28,7 @@
 
 #include "backend/cuda/device_weight.h"
 #include "backend/cuda/exact.h"
+#include "backend/cuda/gemm_decode.h"
 #include "backend/cuda/gemm_wgmma.h"
 #include "backend/cuda/op_profile.h"
 #include "backend/ops.h"
@@ -274,9 +275,12 @@ class CudaOps final : public Ops {
   // and three launches a module: the same products, slices and sums, so the same bits. Sets
   // done[slot] for the adapters it took.
   // xb: x's bf16 copy where the caller has one (MatMulLora's base product made it), else null.
-  void LoraDecodeGroups(const LoraArgs& a, std::vector<char>& done, const uint16_t* xb);
-  // LoraAdd, LoraDecodeGroups given x's bf16 copy xb (or null).
-  void LoraAddFrom(const LoraArgs& a, const uint16_t* xb);
+  // base: the projection's own product on xb (MatMulLora's), launched with the A products (alone
+  // when no adapter takes the route), or null.
+  void LoraDecodeGroups(const LoraArgs& a, std::vector<char>& done, const uint16_t* xb,
+                        const cuda::DecodeGroup* base = nullptr);
+  // LoraAdd, LoraDecodeGroups given x's bf16 copy xb (or null) and the base product (or null).
+  void LoraAddFrom(const LoraArgs& a, const uint16_t* xb, const cuda::DecodeGroup* base = nullptr);
   // Each module's t = r(x · Aᵀ) for m rows of bf16 x [m, k] (bf16 A factors), as LoraAdd makes it
   // (MatMulSplitK's slices, summed and rounded), in bf16 [m, rank] in the arena (held until the
   // caller releases; entries nullptr after an error). A run of modules whose A factors lie one after

@@ -25,7 +25,7 @@ using namespace cuda_ops_detail;
 
 void CudaOps::LoraAdd(const LoraArgs& a) { LoraAddFrom(a, nullptr); }
 
-void CudaOps::LoraAddFrom(const LoraArgs& a, const uint16_t* xb) {
+void CudaOps::LoraAddFrom(const LoraArgs& a, const uint16_t* xb, const cuda::DecodeGroup* base) {
   const auto timer = Time("LoraAdd");
   if (Failed() || a.m == 0) return;
   // Everything LoraAdd allocates (gathered and tripled inputs, staged module tables, per-module
@@ -41,7 +41,7 @@ void CudaOps::LoraAddFrom(const LoraArgs& a, const uint16_t* xb) {
   // kernel does (same bits, shared loads); the rest run the per-row kernel. Either way a row
   // only reads and writes itself.
   std::vector<char> tensor(by_slot.size(), 0), gathered(by_slot.size(), 0), grouped(by_slot.size(), 0);
-  LoraDecodeGroups(a, grouped, xb);
+  LoraDecodeGroups(a, grouped, xb, base);
   if (Failed()) return;
   std::vector<int64_t> rows_of(by_slot.size(), 0);
   for (int64_t r = 0; r < a.m; ++r) {
@@ -101,10 +101,19 @@ void CudaOps::LoraAddFrom(const LoraArgs& a, const uint16_t* xb) {
   Note(cuda::LoraAdd(d, stream_));
 }
 
-void CudaOps::LoraDecodeGroups(const LoraArgs& a, std::vector<char>& done, const uint16_t* x_bf16) {
+void CudaOps::LoraDecodeGroups(const LoraArgs& a, std::vector<char>& done, const uint16_t* x_bf16,
+                               const cuda::DecodeGroup* base) {
   const auto& by_slot = *a.modules;
   done.assign(by_slot.size(), 0);
-  if (!bf16() || cublas_ || a.m < 1 || a.m > cuda::kDecodeMaxRows || a.k % 16 != 0) return;
+  // The base product alone (no adapter here takes the route, or none may).
+  auto base_alone = [&] {
+    if (base == nullptr) return;
+    const auto* dev = static_cast<const cuda::DecodeGroup*>(Stage(base, sizeof(cuda::DecodeGroup)));
+    if (Failed()) return;
+    Sign(43, dev, base->xb, base->m, base->w, base->n, base->k, base->y, base->ldy);
+    if (Launches()) Note(cuda::GemmDecodeGroups(dev, base, 1, false, stream_));
+  };
+  if (!bf16() || cublas_ || a.m < 1 || a.m > cuda::kDecodeMaxRows || a.k % 16 != 0) return base_alone();
   // A module the route takes: bf16 factors on the device, A [rank, K] and B [N, rank] both on the
   // decode form (so rank a multiple of 16, N of 8).
   struct Module {
@@ -141,7 +150,7 @@ void CudaOps::LoraDecodeGroups(const LoraArgs& a, std::vector<char>& done, const
     if (t.mods.size() != by_slot[static_cast<size_t>(t.slot)]->size()) t.mods.clear();  // not every module: LoraGathered
   }
   taken.erase(std::remove_if(taken.begin(), taken.end(), [](const Adapter& t) { return t.mods.empty(); }), taken.end());
-  if (taken.empty()) return;
+  if (taken.empty()) return base_alone();
   const auto timer = Time("LoRA (decode groups)");
   const Scratch give_back(*this);  // every way out hands the arena back
   const uint16_t* xb = x_bf16;
@@ -154,8 +163,12 @@ void CudaOps::LoraDecodeGroups(const LoraArgs& a, std::vector<char>& done, const
   }
   Sign(41, xb, a.m, a.k, a.y, a.y_stride);
   const int64_t kz = cuda::SplitKColumns(a.k), splits = (a.k + kz - 1) / kz;
-  std::vector<cuda::DecodeGroup> as, bs;
+  std::vector<cuda::DecodeGroup> as, bs;  // the A products after the base product, if any
   std::vector<cuda::SplitSum> sums;
+  if (base != nullptr) {
+    as.push_back(*base);
+    Sign(43, base->xb, base->m, base->w, base->n, base->k, base->y, base->ldy);
+  }
   for (const Adapter& t : taken) {
     const auto ms = static_cast<int64_t>(t.rows.size());
     const bool in_order = ms == a.m;  // every row, in order: no row lists
@@ -410,6 +423,19 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
     // A dense bf16 weight at decode sizes: MatMul, then LoraAdd on the bf16 copy of x it made.
     if (d != nullptr && d->w.bf16 && !d->w.quantized() && m <= cuda::kDecodeMaxRows) {
       const Scratch give_back(*this);  // every way out hands the arena back
+      if (cuda::ChooseMatMulForm(m, d->w, true, aligned) == cuda::MatMulForm::kBf16Decode) {
+        // The plain decode form: its product goes into the A products' launch (GemmDecode's bits).
+        auto* xb = reinterpret_cast<uint16_t*>(AllocRaw((m * w.cols + 1) / 2));
+        if (Failed()) return;
+        Sign(44, x, m, w.cols, xb);
+        if (Launches()) Note(cuda::ToBf16(x, m * w.cols, xb, stream_));
+        cuda::DecodeGroup base;
+        base.xb = xb, base.x_ld = w.cols, base.m = m;
+        base.w = static_cast<const uint16_t*>(d->w.data), base.n = w.rows, base.k = w.cols;
+        base.y = y, base.ldy = w.rows, base.round = true;
+        LoraAddFrom(a, xb, &base);
+        return;
+      }
       void* scratch = nullptr;
       {
         const auto timer = Time(m > cuda::kDecodeFormRows ? "MatMul (prefill form)" : "MatMul (decode form)",

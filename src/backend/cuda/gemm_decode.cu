@@ -100,6 +100,7 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(Problem one, con
     const int64_t nbx = (g.n + 8 * S::kWarps_ - 1) / (8 * S::kWarps_), local = blockIdx.x - starts.first[gi];
     bx = local % nbx;
     by = local / nbx;
+    round_bf16 = g.round;
   }
   const __nv_bfloat16* __restrict__ xb = p.xb;
   const __nv_bfloat16* __restrict__ w = p.w;

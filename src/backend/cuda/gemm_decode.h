@@ -49,11 +49,13 @@ struct DecodeGroup {
   int64_t ldy = 0;
   const int32_t* y_rows = nullptr;
   float scale = 1.0f;
+  bool round = false;  // (add false) GemmDecode's round_output
 };
 inline constexpr int kMaxDecodeGroups = 64;
 // Up to kMaxDecodeGroups products of the decode form in one launch (groups on the device, host
-// the same array on the host): every GemmDecode (add false: unrounded, a LoRA A product's split
-// slices) or every GemmDecodeAddRows (add true: a LoRA B product added into y). Each product's
+// the same array on the host): every GemmDecode (add false: a LoRA A product's unrounded split
+// slices, or a projection's own product rounded, each as its `round` says) or every
+// GemmDecodeAddRows (add true: a LoRA B product added into y). Each product's
 // outputs are the bits its own call gives (the same chunks in the same order; the shape, taken
 // from the most rows and outputs any product has, never changes them). For a decode step's LoRA:
 // every adapter's modules in a few launches, not a few launches a module.
