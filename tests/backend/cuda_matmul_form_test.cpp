@@ -147,6 +147,15 @@ TEST(MatMulForm, DecodeGroupLaunchesRefuseWhatTheyCannotRun) {
   cuda::DecodeGroup odd = g;
   odd.n = 60;
   refused(cuda::GemmDecodeGroups(&odd, &odd, 1, false, nullptr), "N % 8");
+  cuda::DecodeGroup summed = g;  // x from an A product's slices: added products only, rows in order
+  summed.x_partial = f, summed.x_splits = 2;
+  refused(cuda::GemmDecodeGroups(&summed, &summed, 1, /*add=*/false, nullptr), "only for an added product");
+  summed.x_rows = reinterpret_cast<const int32_t*>(f);
+  refused(cuda::GemmDecodeGroups(&summed, &summed, 1, /*add=*/true, nullptr), "its rows in order");
+  summed.x_rows = nullptr, summed.x_splits = 0;
+  refused(cuda::GemmDecodeGroups(&summed, &summed, 1, /*add=*/true, nullptr), "one slice or more");
+  summed.x_splits = 2, summed.x_partial = f + 1;
+  refused(cuda::GemmDecodeGroups(&summed, &summed, 1, /*add=*/true, nullptr), "16-byte aligned");
   EXPECT_TRUE(cuda::GemmDecodeGroups(nullptr, nullptr, 0, false, nullptr).ok()) << "nothing to launch";
   const cuda::SplitSum sum{f, 2, 1, 64, p};
   const std::vector<cuda::SplitSum> sums(cuda::kMaxSplitSums + 1, sum);

@@ -270,8 +270,9 @@ class CudaOps final : public Ops {
   // LoraAdd's decode route (bf16 activations, graft's own GEMMs, 1 to cuda::kDecodeMaxRows rows):
   // the adapters whose modules all have bf16 factors of the decode form's shapes, together in
   // four launches — x's bf16 copy, every module's A product split along K (cuda::GemmDecodeGroups),
-  // their slices' sums (cuda::SumSplitsBf16Groups), every module's B product added into its
-  // adapter's rows (GemmDecodeGroups) — where LoraGathered spends a gather and a copy an adapter
+  // their slices' sums (cuda::SumSplitsBf16Groups; with few rows each B product makes its own
+  // sums as it reads them, DecodeGroup::x_partial, and this launch goes), every module's B product
+  // added into its adapter's rows (GemmDecodeGroups) — where LoraGathered spends a gather and a copy an adapter
   // and three launches a module: the same products, slices and sums, so the same bits. Sets
   // done[slot] for the adapters it took.
   // xb: x's bf16 copy where the caller has one (MatMulLora's base product made it), else null.

@@ -23,6 +23,11 @@ namespace graft {
 
 using namespace cuda_ops_detail;
 
+// A decode step's LoRA B product sums its A product's split slices itself (DecodeGroup::
+// x_partial) while rows x slices stay at most this: every block of the B product reads them all,
+// so beyond a few rows the one sum launch is cheaper than the re-reads it saves.
+constexpr int64_t kSumInBMax = 32;
+
 void CudaOps::LoraAdd(const LoraArgs& a) { LoraAddFrom(a, nullptr); }
 
 void CudaOps::LoraAddFrom(const LoraArgs& a, const uint16_t* xb, const cuda::DecodeGroup* base) {
@@ -175,30 +180,37 @@ void CudaOps::LoraDecodeGroups(const LoraArgs& a, std::vector<char>& done, const
     const int32_t* rows = in_order ? nullptr : StageInts(t.rows.data(), ms);
     if (Failed()) return;
     Sign(t.slot, ms, rows);
+    // Few rows and slices: each B product sums its A product's slices itself as it reads them
+    // (DecodeGroup::x_partial, the sum launch's bits) — one launch less; more: the sum launch.
+    const bool sum_in_b = ms * splits <= kSumInBMax;
     for (const Module& md : t.mods) {
       const int64_t rank = md.mod->rank;
       float* partial = AllocRaw(splits * ms * rank);
-      auto* tb = reinterpret_cast<uint16_t*>(AllocRaw((ms * rank + 1) / 2));
+      auto* tb = sum_in_b ? nullptr : reinterpret_cast<uint16_t*>(AllocRaw((ms * rank + 1) / 2));
       if (Failed()) return;
       cuda::DecodeGroup ga;
       ga.xb = xb, ga.x_ld = a.k, ga.x_rows = rows, ga.m = ms;
       ga.w = static_cast<const uint16_t*>(md.a->data), ga.n = rank, ga.k = a.k, ga.split_k = kz;
       ga.y = partial, ga.ldy = rank;
       as.push_back(ga);
-      sums.push_back(cuda::SplitSum{partial, splits, ms, rank, tb});
       cuda::DecodeGroup gb;
+      if (sum_in_b) {
+        gb.x_partial = partial, gb.x_splits = splits;
+      } else {
+        sums.push_back(cuda::SplitSum{partial, splits, ms, rank, tb});
+      }
       gb.xb = tb, gb.x_ld = rank, gb.m = ms;
       gb.w = static_cast<const uint16_t*>(md.b->data), gb.n = md.b->rows, gb.k = rank;
       gb.y = a.y + md.mod->row_offset, gb.ldy = a.y_stride, gb.y_rows = rows, gb.scale = md.mod->scale;
       bs.push_back(gb);
-      Sign(ga.w, partial, tb, gb.w, gb.n, rank, md.mod->row_offset, md.mod->scale);
+      Sign(ga.w, partial, tb, gb.w, gb.n, rank, md.mod->row_offset, md.mod->scale, sum_in_b);
     }
     decode_group_lora_rows_ += ms;
     tensor_core_lora_rows_ += ms;
     done[static_cast<size_t>(t.slot)] = 1;
   }
   // The launches, kMaxDecodeGroups products (kMaxSplitSums sums) at a time: every A product,
-  // then every sum, then every B product.
+  // then every sum the B products do not make, then every B product.
   auto products = [&](const std::vector<cuda::DecodeGroup>& gs, bool add) {
     for (size_t i = 0; i < gs.size() && !Failed(); i += cuda::kMaxDecodeGroups) {
       const int count = static_cast<int>(std::min<size_t>(cuda::kMaxDecodeGroups, gs.size() - i));

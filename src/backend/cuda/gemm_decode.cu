@@ -72,6 +72,8 @@ struct Problem {
   int64_t ldy;
   const int32_t* add_rows;
   float add_scale;
+  const float* x_partial;  // DecodeGroup::x_partial (null: x from xb)
+  int64_t x_splits;
 };
 // Where each group's blocks start in a GemmDecodeGroups launch's one-dimensional grid.
 struct GroupStarts {
@@ -96,7 +98,7 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(Problem one, con
     const DecodeGroup& g = groups[gi];
     p = Problem{reinterpret_cast<const __nv_bfloat16*>(g.xb), g.x_rows, g.x_ld, g.k, static_cast<int>(g.m),
                 reinterpret_cast<const __nv_bfloat16*>(g.w), g.n, g.k, g.split_k > 0 ? g.split_k : g.k, g.y, g.ldy,
-                g.y_rows, g.scale};
+                g.y_rows, g.scale, g.x_partial, g.x_splits};
     const int64_t nbx = (g.n + 8 * S::kWarps_ - 1) / (8 * S::kWarps_), local = blockIdx.x - starts.first[gi];
     bx = local % nbx;
     by = local / nbx;
@@ -127,6 +129,21 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(Problem one, con
     wdst[i] = r * kLd + c;
   }
   // x's rows repeat along K every x_cols columns (x_cols == K, or a multiple of kDK dividing it).
+  // With x_partial, x row r's 8 columns from column col are the slices' sums (SumOfSlices' order),
+  // rounded to bf16 and stored (the stage is read only after the barrier that follows).
+  const float* __restrict__ x_partial = kGroups ? p.x_partial : nullptr;
+  auto x_sums = [&](__nv_bfloat16* dst, int r, int64_t col) {
+    const int64_t count = int64_t{m} * k;
+    const float* src = x_partial + r * k + col;
+    float4 lo = *reinterpret_cast<const float4*>(src), hi = *reinterpret_cast<const float4*>(src + 4);
+    for (int64_t z = 1; z < p.x_splits; ++z) {
+      const float4 a = *reinterpret_cast<const float4*>(src + z * count), b = *reinterpret_cast<const float4*>(src + z * count + 4);
+      lo = make_float4(__fadd_rn(lo.x, a.x), __fadd_rn(lo.y, a.y), __fadd_rn(lo.z, a.z), __fadd_rn(lo.w, a.w));
+      hi = make_float4(__fadd_rn(hi.x, b.x), __fadd_rn(hi.y, b.y), __fadd_rn(hi.z, b.z), __fadd_rn(hi.w, b.w));
+    }
+    const uint4 v = make_uint4(PackBf16(lo.x, lo.y), PackBf16(lo.z, lo.w), PackBf16(hi.x, hi.y), PackBf16(hi.z, hi.w));
+    *reinterpret_cast<uint4*>(dst) = v;
+  };
   auto load = [&](int st, int64_t k0) {
     __nv_bfloat16* base = sm + st * rows * kLd;
     const __nv_bfloat16* xk = xb + (x_cols == k ? k0 : k0 % x_cols);
@@ -135,12 +152,20 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(Problem one, con
       for (int i = 0; i < S::kWPieces; ++i) CpAsync16(base + wdst[i], wsrc[i] + k0);
       for (int e = tid; e < m * kPer; e += kT) {
         const int r = e / kPer, c = (e % kPer) * 8;
-        CpAsync16(base + (8 * S::kWarps_ + r) * kLd + c, xk + x_row(r) + c);
+        if (x_partial != nullptr) {
+          x_sums(base + (8 * S::kWarps_ + r) * kLd + c, r, k0 + c);
+        } else {
+          CpAsync16(base + (8 * S::kWarps_ + r) * kLd + c, xk + x_row(r) + c);
+        }
       }
     } else {  // the last, partial stage
       const int per = static_cast<int>(ke - k0) / 8;
       for (int e = tid; e < rows * per; e += kT) {
         const int r = e / per, c = (e % per) * 8;
+        if (r >= 8 * S::kWarps_ && x_partial != nullptr) {
+          x_sums(base + r * kLd + c, r - 8 * S::kWarps_, k0 + c);
+          continue;
+        }
         const __nv_bfloat16* src = r < 8 * S::kWarps_ ? w + min(nb + r, n - 1) * k + k0 + c
                                                        : xk + x_row(r - 8 * S::kWarps_) + c;
         CpAsync16(base + r * kLd + c, src);
@@ -313,7 +338,7 @@ Status Dispatch(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int
   GRAFT_RETURN_IF_ERROR(Check(m, xb, xc, xc, w, n, k, kz, ldy, "GemmDecode"));
   Launch1 l;
   l.one = Problem{reinterpret_cast<const __nv_bfloat16*>(xb), nullptr, xc, xc, static_cast<int>(m),
-                  reinterpret_cast<const __nv_bfloat16*>(w), n, k, kz, y, ldy, add_rows, scale};
+                  reinterpret_cast<const __nv_bfloat16*>(w), n, k, kz, y, ldy, add_rows, scale, nullptr, 0};
   l.max_m = m;
   l.round = round_output;
   l.add = add;
@@ -348,6 +373,11 @@ Status GemmDecodeGroups(const DecodeGroup* groups, const DecodeGroup* host, int 
   for (int i = 0; i < count; ++i) {
     const DecodeGroup& g = host[i];
     if (add && g.split_k > 0) return InvalidArgument("cuda GemmDecodeGroups: an added product is not split");
+    if (g.x_partial != nullptr &&
+        (!add || g.x_rows != nullptr || g.x_splits < 1 || reinterpret_cast<uintptr_t>(g.x_partial) % 16 != 0)) {
+      return InvalidArgument("cuda GemmDecodeGroups: x from a split product's slices only for an added product, its rows "
+                             "in order, one slice or more, 16-byte aligned");
+    }
     GRAFT_RETURN_IF_ERROR(Check(g.m, g.xb, g.x_ld, g.k, g.w, g.n, g.k, g.split_k > 0 ? g.split_k : g.k, g.ldy,
                                 "GemmDecodeGroups"));
     l.max_m = std::max(l.max_m, g.m);

@@ -50,6 +50,13 @@ struct DecodeGroup {
   const int32_t* y_rows = nullptr;
   float scale = 1.0f;
   bool round = false;  // (add false) GemmDecode's round_output
+  // (add true, x_rows null) x made in the launch from a split product's slices instead of read
+  // from xb: row r, column c = the bf16 rounding of Σ_s x_partial[s][r][c] ([x_splits, m, K], the
+  // slices in ascending s) — SumSplitsBf16Groups' value, so the same bits as that sum's launch
+  // and then this product on its output. Every block of the product makes the rows it reads: for
+  // a few rows and slices (a decode step's LoRA B product on its A product's slices).
+  const float* x_partial = nullptr;
+  int64_t x_splits = 0;
 };
 inline constexpr int kMaxDecodeGroups = 64;
 // Up to kMaxDecodeGroups products of the decode form in one launch (groups on the device, host
