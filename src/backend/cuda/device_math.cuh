@@ -21,6 +21,15 @@ __device__ __forceinline__ float SiluF(float u) { return __fdiv_rn(u, __fadd_rn(
 __device__ __forceinline__ float SigmoidF(float u) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-u))); }
 __device__ __forceinline__ float SoftplusF(float u) { return u > 20.0f ? u : log1pf(expf(u)); }
 
+// Σ_s partial[s * count + e] over a split product's slices in ascending s (`count` outputs each):
+// every split sum's order (matmul.cu's sum kernels, GemmDecode's x made from slices), so each
+// gives the same bits.
+__device__ __forceinline__ float SumOfSlices(const float* __restrict__ partial, int64_t splits, int64_t count, int64_t e) {
+  float sum = partial[e];
+  for (int64_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, partial[z * count + e]);
+  return sum;
+}
+
 // The tensor-core attention kernels' softmax exponential (flash_attention.cu, flash_wgmma.cu):
 // e^(x − base) as 2^(x·log2 e − base·log2 e), one fused multiply-add with base_l2 = AttnExpBase(base)
 // and the hardware's ex2 (ex2.approx.ftz: ~2 ulp; results below 2^-126 flush to zero) — two

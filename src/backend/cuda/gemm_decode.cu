@@ -129,20 +129,16 @@ __global__ void __launch_bounds__(S::kThreads) GemmDecodeKernel(Problem one, con
     wdst[i] = r * kLd + c;
   }
   // x's rows repeat along K every x_cols columns (x_cols == K, or a multiple of kDK dividing it).
-  // With x_partial, x row r's 8 columns from column col are the slices' sums (SumOfSlices' order),
-  // rounded to bf16 and stored (the stage is read only after the barrier that follows).
+  // With x_partial, x row r's 8 columns from column col are the slices' sums (SumOfSlices), rounded
+  // to bf16 and stored (the stage is read only after the barrier that follows).
   const float* __restrict__ x_partial = kGroups ? p.x_partial : nullptr;
   auto x_sums = [&](__nv_bfloat16* dst, int r, int64_t col) {
-    const int64_t count = int64_t{m} * k;
-    const float* src = x_partial + r * k + col;
-    float4 lo = *reinterpret_cast<const float4*>(src), hi = *reinterpret_cast<const float4*>(src + 4);
-    for (int64_t z = 1; z < p.x_splits; ++z) {
-      const float4 a = *reinterpret_cast<const float4*>(src + z * count), b = *reinterpret_cast<const float4*>(src + z * count + 4);
-      lo = make_float4(__fadd_rn(lo.x, a.x), __fadd_rn(lo.y, a.y), __fadd_rn(lo.z, a.z), __fadd_rn(lo.w, a.w));
-      hi = make_float4(__fadd_rn(hi.x, b.x), __fadd_rn(hi.y, b.y), __fadd_rn(hi.z, b.z), __fadd_rn(hi.w, b.w));
-    }
-    const uint4 v = make_uint4(PackBf16(lo.x, lo.y), PackBf16(lo.z, lo.w), PackBf16(hi.x, hi.y), PackBf16(hi.z, hi.w));
-    *reinterpret_cast<uint4*>(dst) = v;
+    const int64_t count = int64_t{m} * k, e = r * k + col;
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = SumOfSlices(x_partial, p.x_splits, count, e + j);
+    *reinterpret_cast<uint4*>(dst) =
+        make_uint4(PackBf16(v[0], v[1]), PackBf16(v[2], v[3]), PackBf16(v[4], v[5]), PackBf16(v[6], v[7]));
   };
   auto load = [&](int st, int64_t k0) {
     __nv_bfloat16* base = sm + st * rows * kLd;

@@ -417,14 +417,6 @@ Status MatMulBf16(const uint16_t* xb, int64_t x_cols, int64_t m, const DevWeight
 }
 
 namespace {
-// Σ_s partial[s * count + e] over the slices in ascending s (one product's slices, `count` outputs
-// each): every split sum's order, so each kernel below gives the same bits.
-__device__ __forceinline__ float SumOfSlices(const float* __restrict__ partial, int64_t splits, int64_t count, int64_t e) {
-  float sum = partial[e];
-  for (int64_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, partial[z * count + e]);
-  return sum;
-}
-
 // y[r][c] (rows ldy apart) = Σ_s partial[s][r][c] (partial [splits, m, cols]) in ascending s,
 // rounded once: SumSplits, and the W4A16 prefill's column chunks.
 __global__ void SumSplitsKernel(const float* __restrict__ partial, int64_t splits, int64_t m, int64_t cols,
