@@ -10,6 +10,7 @@
 
 #include "backend/cuda/device_weight.h"
 #include "backend/cuda/gemm_decode.h"
+#include "backend/cuda/gemm_wgmma_w4.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/nvfp4_table.h"
 
@@ -87,7 +88,7 @@ TEST(MatMulForm, TableForTheModelsProjections) {
                                        : (m > cuda::kDecodeFormRows ? MatMulForm::kBf16Prefill : MatMulForm::kBf16Decode);
           EXPECT_EQ(f, want) << p.name << " at " << m << " rows";
         } else {
-          EXPECT_EQ(f, m <= 16 ? MatMulForm::kW4Decode : MatMulForm::kW4Prefill) << fm.name << " " << p.name << " at " << m;
+          EXPECT_EQ(f, m <= 16 ? MatMulForm::kW4Decode : MatMulForm::kW4PrefillWgmma) << fm.name << " " << p.name << " at " << m;
         }
       }
     }
@@ -111,6 +112,18 @@ TEST(MatMulForm, Float32AndOddShapesAndAlignment) {
   const DevWeight q = FourBit(5120, 5120, DevFormat::kInt4);
   EXPECT_EQ(cuda::ChooseMatMulForm(1, q, true, /*x_aligned16=*/false), MatMulForm::kW4Skinny);
   EXPECT_EQ(cuda::ChooseMatMulForm(1, Dense(5120, 5120, true), true, false), MatMulForm::kBf16Decode) << "x is copied first";
+  EXPECT_EQ(cuda::ChooseMatMulForm(1024, q, true, false), MatMulForm::kW4PrefillWgmma) << "x is copied first";
+  // 4-bit weights the register fragments do not take (zero points, groups below 32 columns, no
+  // lane order): past 16 rows dequantized a chunk at a time.
+  DevWeight zp = q;
+  zp.zero = reinterpret_cast<const int32_t*>(Aligned());
+  EXPECT_EQ(cuda::ChooseMatMulForm(1024, zp, true, true), MatMulForm::kW4Prefill);
+  DevWeight g16 = q;
+  g16.group = 16;
+  EXPECT_EQ(cuda::ChooseMatMulForm(1024, g16, true, true), MatMulForm::kW4Prefill);
+  DevWeight plain = q;
+  plain.int4_lanes = false;
+  EXPECT_EQ(cuda::ChooseMatMulForm(1024, plain, true, true), MatMulForm::kW4Prefill);
   // FP8 weights are MatMulFp8's.
   DevWeight f8 = Dense(512, 512, false);
   f8.format = DevFormat::kFp8Block;
@@ -162,6 +175,43 @@ TEST(MatMulForm, DecodeGroupLaunchesRefuseWhatTheyCannotRun) {
   refused(cuda::SumSplitsBf16Groups(sums.data(), static_cast<int>(sums.size()), nullptr), "SumSplitsBf16Groups");
   const cuda::SplitSum none{nullptr, 2, 1, 64, p};
   refused(cuda::SumSplitsBf16Groups(&none, 1, nullptr), "no partials");
+}
+
+// The 4-bit prefill form refuses what its kernel cannot run (host checks, before anything
+// launches): a weight outside the lane order, with zero points or groups below 32 columns, K not
+// a multiple of 128, an x that is not 16-byte aligned, outputs rows closer than N — each naming
+// the launch.
+TEST(MatMulForm, W4PrefillFormRefusesWhatItCannotRun) {
+  const auto* xb = reinterpret_cast<const uint16_t*>(Aligned());
+  auto* y = reinterpret_cast<float*>(uintptr_t{1} << 21);
+  const DevWeight q = FourBit(256, 1024, DevFormat::kInt4);
+  EXPECT_TRUE(cuda::GemmWgmmaW4Fits(300, q, xb));
+  EXPECT_TRUE(cuda::GemmWgmmaW4Fits(300, FourBit(256, 1024, DevFormat::kNvfp4), xb));
+  auto refused = [&](const DevWeight& w, const uint16_t* x, int64_t ldy, const char* why) {
+    EXPECT_FALSE(cuda::GemmWgmmaW4Fits(300, w, x) && ldy >= w.rows) << why;
+    const Status s = cuda::GemmWgmmaW4(x, 300, w, y, ldy, true, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << why;
+    EXPECT_NE(s.message().find("GemmWgmmaW4"), std::string::npos) << s.message();
+  };
+  DevWeight w = q;
+  w.int4_lanes = false;
+  refused(w, xb, 256, "not in lane order");
+  w = q;
+  w.zero = reinterpret_cast<const int32_t*>(Aligned());
+  refused(w, xb, 256, "zero points");
+  w = q;
+  w.group = 16;
+  refused(w, xb, 256, "groups of 16");
+  w = FourBit(256, 1040, DevFormat::kInt4);
+  refused(w, xb, 256, "K % 128");
+  w = FourBit(252, 1024, DevFormat::kInt4);
+  refused(w, xb, 256, "N % 8");
+  DevWeight fp4 = FourBit(256, 1024, DevFormat::kNvfp4);
+  fp4.nvfp4_table = nullptr;
+  refused(fp4, xb, 256, "NVFP4 without its table");
+  refused(q, xb + 1, 256, "x not 16-byte aligned");
+  refused(q, xb, 255, "ldy < N");
+  EXPECT_FALSE(cuda::GemmWgmmaW4Fits(0, q, xb)) << "no rows";
 }
 
 }  // namespace

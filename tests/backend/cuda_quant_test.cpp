@@ -247,15 +247,16 @@ TEST(CudaQuant, W4a16IsTheSlicedDenseBf16MatmulOfItsWeights) {
   }
 }
 
-// Past 64 rows W4A16 is dequantized to bf16 a chunk of output rows at a time (matmul.h; the
-// chunk keeps the weight and the slices' partial sums under 96 MB): 2048 rows against K = 8192
-// (eight slices) make chunks of 1152 rows, so N = 1280 takes two, the second short — still the
-// sliced dense matmul's bits, and a row's bits the same as the decode form's for it alone.
+// Past 16 rows a W4A16 weight the register fragments do not take (here int4 with zero points) is
+// dequantized to bf16 a chunk of output rows at a time (matmul.h; the chunk keeps the weight and
+// the slices' partial sums under 96 MB): 2048 rows against K = 8192 (eight slices) make chunks
+// of 1152 rows, so N = 1280 takes two, the second short — still the sliced dense matmul's bits,
+// and a row's bits the same as the decode form's for it alone.
 TEST(CudaQuant, W4a16PrefillInOutputChunksKeepsTheSlicedBits) {
   REQUIRE_GPU();
   std::mt19937 rng(11);
   const int64_t m = 2048, n = 1280, k = 8192;
-  const Weight q = Quantized(QuantFormat::kInt4Group, n, k, false, rng);
+  const Weight q = Quantized(QuantFormat::kInt4Group, n, k, /*zero_points=*/true, rng);
   const Weight d = DenseOf(q);
   const Weight x = Activations(m, k, rng);
   auto bf = test::MakeCuda(ActDtype::kBF16);
@@ -264,6 +265,54 @@ TEST(CudaQuant, W4a16PrefillInOutputChunksKeepsTheSlicedBits) {
   EXPECT_TRUE(Same(got, SlicedDense(x, d).On(*bf, m)));
   const auto first = MatMulOn(*bf, x, 3, q);
   EXPECT_TRUE(Same(first, std::vector<float>(got.begin(), got.begin() + 3 * n))) << "rows alone vs among 2048";
+}
+
+// The 4-bit prefill form (gemm_wgmma_w4.h: the weights dequantized in registers as wgmma's A
+// operand, the slices summed in registers) on grids of more tiles than multiprocessors, so that
+// blocks walk several tiles and carry their weight ring from one to the next: every x row's bits
+// are the sliced dense matmul's and those of the row alone through the decode form, rounded or not.
+// N = 2056: the last weight tile holds 8 rows (its warps' upper rows and every other warp past N);
+// 1100 rows: the last x tile 76 rows; K = 2560 (20 stages: slices of 8, 8 and 4, the ring carried
+// across tiles), 1408 (11: no carry, a slice of 3), 1152 with int4 groups of 32 and fp32 scales,
+// NVFP4 with every scale code.
+TEST(CudaQuant, W4a16WgmmaFormKeepsTheSlicedBitsOnManyTiles) {
+  REQUIRE_GPU();
+  std::mt19937 rng(29);
+  struct C {
+    QuantFormat f;
+    int64_t n, k;
+    bool f32_scales = false;
+    int group = 0;
+    bool all_scale_codes = false;
+  };
+  const int64_t m = 1100;
+  for (const C& c : {C{QuantFormat::kInt4Group, 2056, 2560}, C{QuantFormat::kInt4Group, 1032, 1408, false, 64},
+                     C{QuantFormat::kInt4Group, 1032, 1152, true, 32}, C{QuantFormat::kNvfp4, 1032, 1408, false, 0, true}}) {
+    const Weight q = Quantized(c.f, c.n, c.k, false, rng, c.f32_scales, c.group, c.all_scale_codes);
+    const Weight d = DenseOf(q);
+    const Weight x = Activations(m, c.k, rng);
+    auto bf = test::MakeCuda(ActDtype::kBF16);
+    ASSERT_NE(bf, nullptr);
+    const auto got = MatMulOn(*bf, x, m, q);
+    EXPECT_TRUE(Same(got, SlicedDense(x, d).On(*bf, m))) << q.name << " N " << c.n << " K " << c.k;
+    for (int64_t r : {int64_t{0}, int64_t{517}, m - 1}) {  // a row alone: the decode form
+      const Weight xr = [&] {
+        Weight one = x;
+        one.rows = 1;
+        one.f32.assign(x.f32.begin() + r * c.k, x.f32.begin() + (r + 1) * c.k);
+        return one;
+      }();
+      const auto alone = MatMulOn(*bf, xr, 1, q);
+      EXPECT_TRUE(Same(alone, std::vector<float>(got.begin() + r * c.n, got.begin() + (r + 1) * c.n)))
+          << q.name << " K " << c.k << " row " << r << " alone vs among " << m;
+    }
+    // Unrounded: the slices' sum as it is.
+    const auto raw = MatMulOn(*bf, x, m, q, /*round_output=*/false);
+    size_t rounded_same = 0;
+    for (size_t e = 0; e < raw.size(); ++e) rounded_same += RoundBf16(raw[e]) == got[e] ? 1 : 0;
+    EXPECT_EQ(rounded_same, raw.size()) << q.name << ": the rounded outputs are the unrounded ones rounded";
+    EXPECT_FALSE(Same(raw, got)) << q.name << ": round_output = false keeps the fp32 sums";
+  }
 }
 
 // Σ_g Σ_k |xq·wq|·|sx·sw| for each output of row r: the scale of the W8A8 product's terms, in

@@ -29,6 +29,14 @@ __device__ __forceinline__ float SumOfSlices(const float* __restrict__ partial, 
   for (int64_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, partial[z * count + e]);
   return sum;
 }
+// SumOfSlices' order kept in registers: a slice's accumulators into the running sums of the
+// slices before it (the first slice's are the sums, each later one added to them) — the split
+// products summed inside a GEMM (gemm_wgmma.cu's summed form, gemm_wgmma_w4.cu).
+template <int kN>
+__device__ __forceinline__ void FoldSlice(float (&total)[kN], const float (&acc)[kN], bool first) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) total[i] = first ? acc[i] : __fadd_rn(total[i], acc[i]);
+}
 
 // The tensor-core attention kernels' softmax exponential (flash_attention.cu, flash_wgmma.cu):
 // e^(x − base) as 2^(x·log2 e − base·log2 e), one fused multiply-add with base_l2 = AttnExpBase(base)

@@ -62,6 +62,10 @@ namespace graft::cuda {
 // one slice).
 inline constexpr int64_t kW4SliceColumns = 1024;
 
+// The weight side of DecodeW4a16Fits (also the prefill form's, gemm_wgmma_w4.h): N % 8 == 0,
+// K % 128 == 0, symmetric int4 in lane order with groups of a power of two >= 32 columns or
+// NVFP4 in lane order with its table, 16-byte aligned data and scales.
+bool W4LanesFit(const DevWeight& w);
 bool DecodeW4a16Fits(int64_t m, const DevWeight& w);
 // Whether `tail` — a dense bf16 weight of w's K, a multiple of 16 rows up to 256 (a fused
 // weight's unquantized few outputs beside its 4-bit ones: Qwen3.5's GDN b / a) — can ride in

@@ -58,14 +58,6 @@ struct SumOut {
   int count;
 };
 
-// kSum: a slice's accumulator into the running sum of the slices before it (SumSplits' order: the
-// first slice's is the sum, each later one added to it).
-template <int kN>
-__device__ __forceinline__ void FoldSlice(float (&total)[kN], const float (&acc)[kN], bool first) {
-#pragma unroll
-  for (int i = 0; i < kN; ++i) total[i] = first ? acc[i] : __fadd_rn(total[i], acc[i]);
-}
-
 // The segments a tile of outputs [row0, row0 + kBM) x [col0, col0 + width) overlaps, one bit each
 // (the gated form: every segment covers its tile's columns).
 template <bool kSwiGlu>

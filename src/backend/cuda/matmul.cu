@@ -11,6 +11,7 @@
 #include "backend/cuda/gemm_decode_w4.h"
 #include "backend/cuda/gemm_pipe.h"
 #include "backend/cuda/gemm_wgmma.h"
+#include "backend/cuda/gemm_wgmma_w4.h"
 #include "backend/cuda/launched.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/matmul.h"
@@ -541,6 +542,7 @@ const char* MatMulFormName(MatMulForm f) {
     case MatMulForm::kBf16DecodeSplit: return "bf16 decode, split K";
     case MatMulForm::kBf16Prefill: return "bf16 prefill (wgmma)";
     case MatMulForm::kBf16PrefillSplit: return "bf16 prefill, split K";
+    case MatMulForm::kW4PrefillWgmma: return "4-bit prefill (wgmma, dequantized in registers)";
     case MatMulForm::kW4Prefill: return "4-bit prefill (dequantized chunks)";
     case MatMulForm::kW4Skinny: return "4-bit skinny";
     case MatMulForm::kTile128: return "FALLBACK bf16 128x128 tiles";
@@ -560,6 +562,7 @@ MatMulForm ChooseMatMulForm(int64_t m, const DevWeight& w, bool bf16, bool x_ali
     if (m > kDecodeFormRows) return split ? MatMulForm::kBf16PrefillSplit : MatMulForm::kBf16Prefill;
     return split ? MatMulForm::kBf16DecodeSplit : MatMulForm::kBf16Decode;
   }
+  if (bf16 && m > kW4DecodeMaxRows && W4LanesFit(w)) return MatMulForm::kW4PrefillWgmma;
   if (bf16 && W4PrefillPlan(m, w).chunk > 0) return MatMulForm::kW4Prefill;
   const bool tensor = bf16 && (w.bf16 || w.w4a16());
   if (tensor && w.w4a16() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
@@ -577,6 +580,7 @@ int64_t MatMulScratchBytes(int64_t m, const DevWeight& w, bool bf16) {
   switch (ChooseMatMulForm(m, w, bf16, /*x_aligned16=*/true)) {  // room for the aligned case's forms
     case MatMulForm::kW4Prefill: return W4PrefillPlan(m, w).bytes;
     case MatMulForm::kW4Decode: return DecodeW4a16ScratchBytes(m, w);
+    case MatMulForm::kW4PrefillWgmma: return Bf16CopyBytes(m, w);
     case MatMulForm::kBf16DecodeSplit:
     case MatMulForm::kBf16PrefillSplit:  // x in bf16, then the slices' partial products
       return Bf16CopyBytes(m, w) + (w.cols + SplitKColumns(w.cols) - 1) / SplitKColumns(w.cols) * m * w.rows * 4;
@@ -592,6 +596,7 @@ const uint16_t* MatMulBf16Copy(int64_t m, const DevWeight& w, bool bf16, bool x_
     case MatMulForm::kBf16Prefill:
     case MatMulForm::kBf16DecodeSplit:
     case MatMulForm::kBf16PrefillSplit:
+    case MatMulForm::kW4PrefillWgmma:
     case MatMulForm::kW4Prefill: return static_cast<const uint16_t*>(scratch);  // Bf16CopyOf's
     default: return nullptr;
   }
@@ -634,6 +639,10 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
         return SumSplitsInto(partial, m, w, y, ldy, round_output, stream);
       }
       return MatMulBf16(xb, w.cols, m, w, y, ldy, round_output, /*split_k=*/false, stream);
+    }
+    case MatMulForm::kW4PrefillWgmma: {
+      GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch));
+      return GemmWgmmaW4(xb, m, w, y, ldy, round_output, stream);
     }
     case MatMulForm::kW4Prefill: {
       GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch));

@@ -9,8 +9,10 @@
 // and K multiples of 16), 64 x 64 block tiles where nothing else fits, and for more than 64
 // rows the prefill form (gemm_pipe.h: x copied to bf16 once into `scratch`, then wgmma fed by
 // TMA — gemm_wgmma.h — or, split along K or reading x repeated, a cp.async ring and mma.sync;
-// dense weights, k % 8 == 0, aligned) — W4A16 weights there are dequantized to bf16
-// a chunk of output rows at a time into `scratch` and run through it in MatMulSplitK's slices
+// dense weights, k % 8 == 0, aligned) — W4A16 weights in the lane order there run
+// gemm_wgmma_w4.h (x copied to bf16 once, the weights dequantized in registers inside the wgmma
+// main loop, the slices summed in registers), others are dequantized to bf16 a chunk of output
+// rows at a time into `scratch` and run through the prefill form in MatMulSplitK's slices
 // (K % 16 == 0, N % 8 == 0; otherwise 128 x 128 WMMA tiles that dequantize as they stage). In all of them,
 // every output gains its products as the same sequence of 16-wide K chunks, ascending, through
 // the same instruction: the order depends only on K — never on m, the kernel chosen, a row's
@@ -61,7 +63,9 @@ enum class MatMulForm : uint8_t {
   kBf16DecodeSplit,  // ... in MatMulSplitK's slices (few outputs, long K)
   kBf16Prefill,      // gemm_pipe.h -> gemm_wgmma.h: past 64 rows
   kBf16PrefillSplit, // ... in slices (the mma.sync prefill kernel)
-  kW4Prefill,        // 4-bit weights past 16 rows: dequantized a chunk at a time, then the prefill form
+  kW4PrefillWgmma,   // gemm_wgmma_w4.h: 4-bit weights in lane order past 16 rows, dequantized in registers
+  kW4Prefill,        // 4-bit weights past 16 rows that form does not take: dequantized a chunk at a time,
+                     // then the prefill form
   kW4Skinny,         // 4-bit weights, up to 64 rows, where the decode form does not fit
   kTile128,          // fallback: bf16 tensor cores, 128 x 128 tiles (past 64 rows, aligned)
   kTile64,           // fallback: bf16 tensor cores, 64 x 64 tiles
