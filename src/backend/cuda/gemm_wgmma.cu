@@ -278,115 +278,112 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto& gate_acc = *reinterpret_cast<float(*)[kBN / 4]>(&acc[0]);  // kSwiGlu: the gate outputs' half
     auto& up_acc = *reinterpret_cast<float(*)[kBN / 4]>(&acc[kBN / 4]);
     int prev = -1;  // the slot whose products are still in flight
-    for (int kb = 0; kb < steps; ++kb, ++it) {
+    // One stage of the ring: `issue` runs its products (given the stage's address), then the stage
+    // before goes back (the tensor cores keep the chain's order).
+    auto stage = [&](auto issue) {
+      const int s = it % S::kStages;
+      MbarWait(&full[s], (it / S::kStages) & 1);
+      WgmmaFence();
+      issue(stages + s * S::kStageBytes);
+      WgmmaCommit();
+      if (prev >= 0) {
+        WgmmaWait<1>();
+        if (lane == 0) MbarArrive(&empty[prev]);
+      }
+      prev = s;
+      ++it;
+    };
+    // Every product in flight done (its accumulators readable), the last stage back.
+    auto drain = [&](auto& accs) {
+      WgmmaWait<0>();
+      FenceAccumulators(accs);
+      if (lane == 0 && prev >= 0) MbarArrive(&empty[prev]);
+      prev = -1;
+    };
+    // Columns past K are the copy engine's zeros: their products are zeros, which leave an
+    // accumulator's bits as they are (it is never -0: it starts at +0, and a fused add that sums
+    // to zero gives +0 unless every term is -0), so a chunk past K is the chunk not issued.
+    // The base product's K steps; the delta's chains (kLora) each get a loop of their own, so that
+    // `based` is never live beside the whole accumulator (kBN = 256 with kSwiGlu: 128 + 64
+    // registers across one loop made ptxas serialize the wgmmas).
+    for (int kb = 0; kb < ksteps; ++kb) {
       if constexpr (kSum) {
         if (kb > 0 && kb % slice_steps == 0) {  // a slice ends: into the sum; the next starts at zero
-          WgmmaWait<0>();
-          FenceAccumulators(acc);
-          if (lane == 0) MbarArrive(&empty[prev]);
-          prev = -1;
+          drain(acc);
           FoldSlice(total, acc, kb == slice_steps);
 #pragma unroll
           for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
         }
       }
-      if constexpr (kLora) {
-        if (kb == ksteps) {  // the base product is done: keep it rounded, start the delta's chain at zero
-          WgmmaWait<0>();
-          FenceAccumulators(acc);
-          if (lane == 0) MbarArrive(&empty[prev]);
-          prev = -1;
+      stage([&](const unsigned char* base) {
+        const uint64_t da = SwizzledTileDesc(base + c * kHalfABytes), db = SwizzledTileDesc(base + kABytes);
+        if constexpr (kBN > 256) {  // kSwiGlu's 136-row boxes: gate outputs in acc's first half, up's in the second
+          static_assert(kSwiGlu && kBN == 272, "past 256 columns only the gated form's two boxes");
+          const uint64_t du = SwizzledTileDesc(base + kABytes + S::kBBytes / 2);
 #pragma unroll
-          for (int i = 0; i < kBN / 4; ++i) based[i] = PackBf16(acc[2 * i], acc[2 * i + 1]);
-          if constexpr (kSwiGlu) {  // the first chain's half only (the gate's, unless it has none)
-            if (gate_steps > 0) {
-#pragma unroll
-              for (int i = 0; i < kBN / 4; ++i) gate_acc[i] = 0.0f;
-            } else {
-#pragma unroll
-              for (int i = 0; i < kBN / 4; ++i) up_acc[i] = 0.0f;
-            }
-          } else {
-#pragma unroll
-            for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+          for (int kk = 0; kk < kBK / 16; ++kk) {
+            WgmmaBf16<kBN / 2>(gate_acc, da + 2 * kk, db + 2 * kk);
+            WgmmaBf16<kBN / 2>(up_acc, da + 2 * kk, du + 2 * kk);
           }
+        } else {
+#pragma unroll
+          for (int kk = 0; kk < kBK / 16; ++kk) WgmmaBf16<kBN>(acc, da + 2 * kk, db + 2 * kk);
         }
-        if constexpr (kSwiGlu) {
-          if (kb == ksteps + gate_steps && gate_steps > 0) {  // the gate's chains are done: fold them, start the up's
-            WgmmaWait<0>();
-            FenceAccumulators(gate_acc);
-            if (lane == 0) MbarArrive(&empty[prev]);
-            prev = -1;
-            float sl, sh;
-            const bool tl = half_scale(0, mine_lo, sl), th = half_scale(0, mine_hi, sh);
-            FoldDeltaHalf<kBN, 0>(based, acc, sl, sh, tl, th);
-#pragma unroll
-            for (int i = 0; i < kBN / 4; ++i) up_acc[i] = 0.0f;
-          }
-        }
-      }
-      const int s = it % S::kStages;
-      MbarWait(&full[s], (it / S::kStages) & 1);
-      const unsigned char* base = stages + s * S::kStageBytes;
-      const uint64_t da = SwizzledTileDesc(base + c * kHalfABytes), db = SwizzledTileDesc(base + kABytes);
-      // Columns past K are the copy engine's zeros: their products are zeros, which leave an
-      // accumulator's bits as they are (it is never -0: it starts at +0, and a fused add that
-      // sums to zero gives +0 unless every term is -0), so a chunk past K is the chunk not issued.
-      WgmmaFence();
-      bool delta_half = false;
-      if constexpr (kSwiGlu && kLora) {  // a delta stage: its box's half of the outputs
-        if (kb >= ksteps) {
-          delta_half = true;
-          if (kb - ksteps < gate_steps) {
-#pragma unroll
-            for (int kk = 0; kk < kBK / 16; ++kk) WgmmaBf16<kBN / 2>(gate_acc, da + 2 * kk, db + 2 * kk);
-          } else {
-            const uint64_t du = SwizzledTileDesc(base + kABytes + S::kBBytes / 2);
-#pragma unroll
-            for (int kk = 0; kk < kBK / 16; ++kk) WgmmaBf16<kBN / 2>(up_acc, da + 2 * kk, du + 2 * kk);
-          }
-        }
-      }
-      if (delta_half) {
-      } else if constexpr (kBN > 256) {  // kSwiGlu's 136-row boxes: gate outputs in acc's first half, up's in the second
-        static_assert(kSwiGlu && kBN == 272, "past 256 columns only the gated form's two boxes");
-        const uint64_t du = SwizzledTileDesc(base + kABytes + S::kBBytes / 2);
-#pragma unroll
-        for (int kk = 0; kk < kBK / 16; ++kk) {
-          WgmmaBf16<kBN / 2>(gate_acc, da + 2 * kk, db + 2 * kk);
-          WgmmaBf16<kBN / 2>(up_acc, da + 2 * kk, du + 2 * kk);
-        }
-      } else {
-#pragma unroll
-        for (int kk = 0; kk < kBK / 16; ++kk) WgmmaBf16<kBN>(acc, da + 2 * kk, db + 2 * kk);
-      }
-      WgmmaCommit();
-      if (prev >= 0) {  // the stage before is done (the tensor cores keep the chain's order)
-        WgmmaWait<1>();
-        if (lane == 0) MbarArrive(&empty[prev]);
-      }
-      prev = s;
+      });
     }
-    WgmmaWait<0>();
-    if constexpr (kSwiGlu && kLora) {  // the last chain's half: fold it (the gate's is folded already)
-      float sl, sh;
-      if (up_steps > 0) {
-        FenceAccumulators(up_acc);
-        const bool tl = half_scale(1, mine_lo, sl), th = half_scale(1, mine_hi, sh);
-        FoldDeltaHalf<kBN, 1>(based, acc, sl, sh, tl, th);
-      } else if (gate_steps > 0) {
-        FenceAccumulators(gate_acc);
-        const bool tl = half_scale(0, mine_lo, sl), th = half_scale(0, mine_hi, sh);
-        FoldDeltaHalf<kBN, 0>(based, acc, sl, sh, tl, th);
-      } else {  // no segment's rows in this tile: the plain product's rounded outputs
-        FenceAccumulators(acc);
+    drain(acc);
+    if constexpr (kLora) {
+      // The base product rounded (a row that takes no delta keeps it), then each delta's chain
+      // from zero.
 #pragma unroll
-        for (int i = 0; i < kBN / 4; ++i) based[i] = PackBf16(acc[2 * i], acc[2 * i + 1]);
+      for (int i = 0; i < kBN / 4; ++i) based[i] = PackBf16(acc[2 * i], acc[2 * i + 1]);
+      if constexpr (kSwiGlu) {
+        // The gate segments' stages (t's rows and B's first box) into the gate half, folded, then
+        // the up segments' (B's second box) into the up half, folded.
+        if (gate_steps > 0) {
+#pragma unroll
+          for (int i = 0; i < kBN / 4; ++i) gate_acc[i] = 0.0f;
+          for (int kb = 0; kb < gate_steps; ++kb) {
+            stage([&](const unsigned char* base) {
+              const uint64_t da = SwizzledTileDesc(base + c * kHalfABytes), db = SwizzledTileDesc(base + kABytes);
+#pragma unroll
+              for (int kk = 0; kk < kBK / 16; ++kk) WgmmaBf16<kBN / 2>(gate_acc, da + 2 * kk, db + 2 * kk);
+            });
+          }
+          drain(gate_acc);
+          float sl, sh;
+          const bool tl = half_scale(0, mine_lo, sl), th = half_scale(0, mine_hi, sh);
+          FoldDeltaHalf<kBN, 0>(based, acc, sl, sh, tl, th);
+        }
+        if (up_steps > 0) {
+#pragma unroll
+          for (int i = 0; i < kBN / 4; ++i) up_acc[i] = 0.0f;
+          for (int kb = 0; kb < up_steps; ++kb) {
+            stage([&](const unsigned char* base) {
+              const uint64_t da = SwizzledTileDesc(base + c * kHalfABytes);
+              const uint64_t du = SwizzledTileDesc(base + kABytes + S::kBBytes / 2);
+#pragma unroll
+              for (int kk = 0; kk < kBK / 16; ++kk) WgmmaBf16<kBN / 2>(up_acc, da + 2 * kk, du + 2 * kk);
+            });
+          }
+          drain(up_acc);
+          float sl, sh;
+          const bool tl = half_scale(1, mine_lo, sl), th = half_scale(1, mine_hi, sh);
+          FoldDeltaHalf<kBN, 1>(based, acc, sl, sh, tl, th);
+        }
+      } else if (delta_steps > 0) {
+#pragma unroll
+        for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+        for (int kb = 0; kb < delta_steps; ++kb) {
+          stage([&](const unsigned char* base) {
+            const uint64_t da = SwizzledTileDesc(base + c * kHalfABytes), db = SwizzledTileDesc(base + kABytes);
+#pragma unroll
+            for (int kk = 0; kk < kBK / 16; ++kk) WgmmaBf16<kBN>(acc, da + 2 * kk, db + 2 * kk);
+          });
+        }
+        drain(acc);
       }
-    } else {
-      FenceAccumulators(acc);
     }
-    if (lane == 0 && prev >= 0) MbarArrive(&empty[prev]);
     if constexpr (kSum) {
       FoldSlice(total, acc, steps <= slice_steps);  // the last slice (or the only one)
       auto* y = static_cast<__nv_bfloat16*>(yv);
