@@ -295,13 +295,11 @@ TEST(CudaQuant, W4a16WgmmaFormKeepsTheSlicedBitsOnManyTiles) {
     ASSERT_NE(bf, nullptr);
     const auto got = MatMulOn(*bf, x, m, q);
     EXPECT_TRUE(Same(got, SlicedDense(x, d).On(*bf, m))) << q.name << " N " << c.n << " K " << c.k;
+    std::deque<Weight> alone_rows;  // each its own address: the backend keeps device copies by it
     for (int64_t r : {int64_t{0}, int64_t{517}, m - 1}) {  // a row alone: the decode form
-      const Weight xr = [&] {
-        Weight one = x;
-        one.rows = 1;
-        one.f32.assign(x.f32.begin() + r * c.k, x.f32.begin() + (r + 1) * c.k);
-        return one;
-      }();
+      Weight& xr = alone_rows.emplace_back(x);
+      xr.rows = 1;
+      xr.f32.assign(x.f32.begin() + r * c.k, x.f32.begin() + (r + 1) * c.k);
       const auto alone = MatMulOn(*bf, xr, 1, q);
       EXPECT_TRUE(Same(alone, std::vector<float>(got.begin() + r * c.n, got.begin() + (r + 1) * c.n)))
           << q.name << " K " << c.k << " row " << r << " alone vs among " << m;
