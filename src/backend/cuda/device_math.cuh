@@ -29,6 +29,15 @@ __device__ __forceinline__ float SumOfSlices(const float* __restrict__ partial, 
   for (int64_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, partial[z * count + e]);
   return sum;
 }
+// Tile `id` of the persistent GEMMs' grouped visiting order over mtiles x ntiles tiles: groups of
+// `group` row tiles, rows fastest inside a group, so that the tiles in flight share a few column
+// tiles' operand through the L2 (gemm_wgmma.cu, gemm_wgmma_w4.cu). Only the speed depends on it.
+__device__ __forceinline__ void GroupedTile(int id, int mtiles, int ntiles, int group, int& mt, int& nt) {
+  const int per_group = group * ntiles, first = id / per_group * group;
+  const int gsize = min(group, mtiles - first), in = id % per_group;
+  mt = first + in % gsize;
+  nt = in / gsize;
+}
 // SumOfSlices' order kept in registers: a slice's accumulators into the running sums of the
 // slices before it (the first slice's are the sums, each later one added to them) — the split
 // products summed inside a GEMM (gemm_wgmma.cu's summed form, gemm_wgmma_w4.cu).

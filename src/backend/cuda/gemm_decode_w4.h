@@ -2,8 +2,9 @@
 // weights): y[m, N] = bf16(x)[m, K] · Wᵀ with W dequantized to bf16 exactly as
 // quant_weight.cuh's QuantAt does.
 //
-// Every W4A16 tensor-core form (this one; past 16 rows the weight dequantized to bf16 through
-// the bf16 forms, and the WMMA forms where neither fits, in matmul.cu) sums K in
+// Every W4A16 tensor-core form (this one; past 16 rows gemm_wgmma_w4.h, or for weights neither
+// takes the weight dequantized to bf16 through the bf16 forms, and the WMMA forms where none fits,
+// in matmul.cu) sums K in
 // slices of kW4SliceColumns columns — MatMulSplitK's slices (matmul.h): each slice's 16-wide
 // chunks ascending from zero, then the slices added in ascending order — so every output has
 // the bits of SumSplits over MatMulSplitK on a dense bf16 weight holding those values, whichever

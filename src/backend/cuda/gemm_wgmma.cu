@@ -143,13 +143,13 @@ __device__ __forceinline__ void FoldDeltaHalf(unsigned (&based)[kBN / 4], const 
   }
 }
 
-// Tile `id` of the grouped order: groups of kGroupM row tiles, rows fastest inside a group, so
-// that the tiles in flight share a few weight tiles through the L2.
+// Tile `id` of the grouped order (GroupedTile: groups of kGroupM row tiles, so that the tiles in
+// flight share a few weight tiles through the L2).
 __device__ __forceinline__ void TileAt(int id, int mtiles, int ntiles, int& row0, int& col0, int bn) {
-  const int per_group = kGroupM * ntiles, group = id / per_group, first = group * kGroupM;
-  const int gsize = min(kGroupM, mtiles - first), in = id % per_group;
-  row0 = (first + in % gsize) * kBM;
-  col0 = (in / gsize) * bn;
+  int mt, nt;
+  GroupedTile(id, mtiles, ntiles, kGroupM, mt, nt);
+  row0 = mt * kBM;
+  col0 = nt * bn;
 }
 
 // kSwiGlu (kBN 256 or 272): a tile's B rows are two boxes of kBN / 2 rows, gate rows [col0, col0 +

@@ -38,13 +38,13 @@ static_assert(kW4SliceColumns % kStageK == 0 && kSliceStages % kDepth == 0, "a s
 constexpr size_t kSmem = 1024 + size_t{kStages} * kStageBytes + 2 * kStages * sizeof(uint64_t) +
                          kNvfp4TableEntries * sizeof(Nvfp4Entry);
 
-// Tile `id` of the grouped order: groups of kGroupX x tiles, x fastest inside a group, so that the
-// blocks in flight share a weight tile and a few x tiles through the L2.
+// Tile `id` of the grouped order (GroupedTile: groups of kGroupX x tiles, x fastest inside a
+// group, so that the blocks in flight share a weight tile and a few x tiles through the L2).
 __device__ __forceinline__ void TileOf(int id, int xtiles, int wtiles, int& x0, int& w0) {
-  const int per_group = kGroupX * wtiles, group = id / per_group, first = group * kGroupX;
-  const int gsize = min(kGroupX, xtiles - first), in = id % per_group;
-  x0 = (first + in % gsize) * kTileX;
-  w0 = (in / gsize) * kTileRows;
+  int xt, wt;
+  GroupedTile(id, xtiles, wtiles, kGroupX, xt, wt);
+  x0 = xt * kTileX;
+  w0 = wt * kTileRows;
 }
 
 // A lane's two weight rows of a tile (rows past N read row N - 1: loaded, never written).
@@ -129,22 +129,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   // otherwise each tile starts its ring afresh.
   const bool carry = kstages % kDepth == 0;
   w4::Stage<kSw> ring[kDepth];
-  LaneRows cur{};
-  int id = blockIdx.x;
-  if (id < tiles) {
-    int x0, w0;
-    TileOf(id, xtiles, wtiles, x0, w0);
-    rows_of(w0, cur);
-  }
   bool ring_ready = false;
   float acc[kTileX / 2], total[kTileX / 2];
   unsigned frag[2][2][4];  // two register sets of a 32-column step's A fragments (K16 steps h = 0, 1)
   int it = 0;              // stages consumed so far (the producer's count)
-  for (; id < tiles; id += gridDim.x) {
+  for (int id = blockIdx.x; id < tiles; id += gridDim.x) {
     int x0, w0;
     TileOf(id, xtiles, wtiles, x0, w0);
+    LaneRows cur, nxt{};
+    rows_of(w0, cur);
     const int nid = id + static_cast<int>(gridDim.x);
-    LaneRows nxt = cur;
     if (nid < tiles) {
       int nx0, nw0;
       TileOf(nid, xtiles, wtiles, nx0, nw0);
@@ -220,7 +214,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (r_hi <= last) row[r_hi] = RoundAct(total[4 * j + 2 + e], round_bf16);
       }
     }
-    cur = nxt;
   }
 }
 

@@ -467,7 +467,8 @@ __global__ void SumSplitsBf16GroupsKernel(SplitSums g) {
   reinterpret_cast<__nv_bfloat16*>(s.y)[e] = __float2bfloat16_rn(SumOfSlices(s.partial, s.splits, count, e));
 }
 
-// W4A16 past the 4-bit decode form's 16 rows: the weight dequantized to bf16 `chunk` output rows
+// W4A16 past the 4-bit decode form's 16 rows for weights gemm_wgmma_w4.h does not take (zero
+// points, groups under 32 columns, no lane order): the weight dequantized to bf16 `chunk` output rows
 // at a time into scratch (after x's bf16 copy), each chunk through the bf16 mma.sync forms
 // (decode form up to 64 rows, prefill form beyond) in MatMulSplitK's slices into `partial`
 // [splits, m, chunk], and the slices added in ascending order into y — SumSplits over
