@@ -262,7 +262,8 @@ TEST(CudaQuant, W4a16PrefillInOutputChunksKeepsTheSlicedBits) {
   auto bf = test::MakeCuda(ActDtype::kBF16);
   ASSERT_NE(bf, nullptr);
   const auto got = MatMulOn(*bf, x, m, q);
-  EXPECT_TRUE(Same(got, SlicedDense(x, d).On(*bf, m)));
+  const SlicedDense sliced(x, d);  // alive while the backend is: it keeps device copies by address
+  EXPECT_TRUE(Same(got, sliced.On(*bf, m)));
   const auto first = MatMulOn(*bf, x, 3, q);
   EXPECT_TRUE(Same(first, std::vector<float>(got.begin(), got.begin() + 3 * n))) << "rows alone vs among 2048";
 }
@@ -294,8 +295,12 @@ TEST(CudaQuant, W4a16WgmmaFormKeepsTheSlicedBitsOnManyTiles) {
     auto bf = test::MakeCuda(ActDtype::kBF16);
     ASSERT_NE(bf, nullptr);
     const auto got = MatMulOn(*bf, x, m, q);
-    EXPECT_TRUE(Same(got, SlicedDense(x, d).On(*bf, m))) << q.name << " N " << c.n << " K " << c.k;
-    std::deque<Weight> alone_rows;  // each its own address: the backend keeps device copies by it
+    // Every Weight the backend has seen stays alive while it lives (it keeps device copies by
+    // address): a temporary's slices freed here would hand their addresses, and so their stale
+    // device copies, to the rows alone below.
+    const SlicedDense sliced(x, d);
+    EXPECT_TRUE(Same(got, sliced.On(*bf, m))) << q.name << " N " << c.n << " K " << c.k;
+    std::deque<Weight> alone_rows;  // each its own address
     for (int64_t r : {int64_t{0}, int64_t{517}, m - 1}) {  // a row alone: the decode form
       Weight& xr = alone_rows.emplace_back(x);
       xr.rows = 1;
@@ -407,6 +412,45 @@ TEST(CudaQuant, Fp8KeepsRowBitsOnGridsOfManyWaves) {
       const double tol = std::ldexp(scale[i], -10) + std::ldexp(std::fabs(double{ref[i]}), -7);
       if (!(std::fabs(double{all[i]} - ref[i]) <= tol) && bad++ < 3) {
         ADD_FAILURE() << q.name << " output " << i << ": " << all[i] << " vs the CPU's " << ref[i];
+      }
+    }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
+// Past 64 rows FP8 runs the persistent prefill kernel (gemm_fp8_prefill.h), up to 64 the first
+// kernel: each output the same chain, so a row's bits are the same whichever ran it and wherever it
+// sits — fp8-block with K in two halves (32 stages, the first half's totals kept in shared memory;
+// Fp8KSplit), without (5 stages, a last tile of 8 outputs), per channel (one chain over K, 9
+// stages) — at 700 rows (6 row tiles, the last of 60 rows) against 1 to 129.
+TEST(CudaQuant, Fp8PrefillKernelKeepsTheFirstKernelsBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(13);
+  struct C {
+    QuantFormat f;
+    int64_t n, k;
+  };
+  for (const C& c : {C{QuantFormat::kFp8Block, 1000, 4096}, C{QuantFormat::kFp8Block, 2056, 640},
+                     C{QuantFormat::kFp8Channel, 520, 1152}}) {
+    const Weight q = Quantized(c.f, c.n, c.k, false, rng);
+    const Weight x = Activations(700, c.k, rng);
+    auto cuda = test::MakeCuda(ActDtype::kBF16);
+    ASSERT_NE(cuda, nullptr);
+    const auto all = MatMulOn(*cuda, x, 700, q);
+    for (int64_t m : {int64_t{1}, int64_t{64}, int64_t{65}, int64_t{129}}) {
+      const auto got = MatMulOn(*cuda, x, m, q);
+      EXPECT_EQ(std::memcmp(got.data(), all.data(), got.size() * 4), 0)
+          << q.name << " [" << c.n << ", " << c.k << "] m " << m << ": a row's bits depend on the kernel or its batch";
+    }
+    CpuOps cpu(ActDtype::kBF16, 8);
+    const auto ref = MatMulOn(cpu, x, 3, q);
+    const auto scale = Fp8TermScale(x, 3, q);
+    int bad = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double tol = std::ldexp(scale[i], -10) + std::ldexp(std::fabs(double{ref[i]}), -7);
+      if (!(std::fabs(double{all[i]} - ref[i]) <= tol) && bad++ < 3) {
+        ADD_FAILURE() << q.name << " [" << c.n << ", " << c.k << "] output " << i << ": " << all[i] << " vs the CPU's "
+                      << ref[i];
       }
     }
     EXPECT_EQ(bad, 0);
