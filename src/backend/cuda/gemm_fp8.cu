@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemm_fp8_prefill.h"
 #include "backend/cuda/launched.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/mma_ptx.cuh"
@@ -250,15 +251,6 @@ Status EncodeCodes(CUtensorMap* map, const uint8_t* codes, int64_t rows, int64_t
   return EncodeSwizzled128(map, codes, 1, rows, k, kBK, box_rows, "GemmFp8");
 }
 
-// Whether a weight's products run K in two halves (a cluster of two blocks a tile, see the kernel):
-// fp8-block weights with 128-column groups, few outputs (at batch 1 their 64-output blocks leave
-// multiprocessors idle, and each block's chain of stages, not the bytes, sets the pace) and a long
-// K. A function of the weight alone, so every row count runs the same chain.
-constexpr int64_t kSplitMaxOutputs = 8192, kSplitMinColumns = 4096;
-bool KSplit(const DevWeight& w, int64_t group) {
-  return w.format == DevFormat::kFp8Block && group == kBK && w.rows <= kSplitMaxOutputs && w.cols >= kSplitMinColumns;
-}
-
 template <int kBN, int kStages>
 Status Launch(const uint8_t* xq, const float* sx, int64_t m, const DevWeight& w, int64_t group, float* y, int64_t ldy,
               bool round_output, cudaStream_t s) {
@@ -274,7 +266,7 @@ Status Launch(const uint8_t* xq, const float* sx, int64_t m, const DevWeight& w,
   CUtensorMap map_x, map_w;
   if (Status st = EncodeCodes(&map_x, xq, m, w.cols, a_rows); !st.ok()) return st;
   if (Status st = EncodeCodes(&map_w, static_cast<const uint8_t*>(w.data), w.rows, w.cols, kBN); !st.ok()) return st;
-  if (KSplit(w, group)) {
+  if (Fp8KSplit(w, group)) {
     if (ttiles * otiles * 2 > (int64_t{1} << 31) - 1) return InvalidArgument("cuda GemmFp8: too many tiles for one launch");
     LaunchPdlCluster(GemmFp8Kernel<kBN, kStages>, static_cast<unsigned>(ttiles * otiles * 2), kThreads,
                      SmemBytes<kBN, kStages>(a_rows), s, dim3(2, 1, 1), map_x, map_w, sx, m, w, group, y, ldy,
@@ -288,6 +280,13 @@ Status Launch(const uint8_t* xq, const float* sx, int64_t m, const DevWeight& w,
 }
 
 }  // namespace
+
+// Few outputs (at batch 1 their 64-output blocks leave multiprocessors idle, and each block's
+// chain of stages, not the bytes, sets the pace) and a long K.
+constexpr int64_t kSplitMaxOutputs = 8192, kSplitMinColumns = 4096;
+bool Fp8KSplit(const DevWeight& w, int64_t group) {
+  return w.format == DevFormat::kFp8Block && group == kBK && w.rows <= kSplitMaxOutputs && w.cols >= kSplitMinColumns;
+}
 
 bool GemmFp8Fits(const DevWeight& w, int64_t group) {
   if (!w.fp8() || w.rows <= 0 || w.cols <= 0 || w.cols % 16 != 0 || reinterpret_cast<uintptr_t>(w.data) % 16 != 0) {
@@ -316,6 +315,8 @@ Status GemmFp8(const uint8_t* xq, const float* sx, int64_t m, const DevWeight& w
   // the shared memory that kept a third block off each SM. Preloading the block's scales into
   // shared memory, 4 or 8 stages, and 32 or 128 outputs a block were no faster.
   if (m <= 64) return Launch<64, 6>(xq, sx, m, w, group, y, ldy, round_output, s);
+  // Past 64 rows the persistent warp-specialized kernel, the same chain (gemm_fp8_prefill.h).
+  if (GemmFp8PrefillFits(m, w, group)) return GemmFp8Prefill(xq, sx, m, w, group, y, ldy, round_output, stream);
   return Launch<128, 4>(xq, sx, m, w, group, y, ldy, round_output, s);
 }
 

@@ -27,6 +27,12 @@ namespace graft::cuda {
 
 bool GemmFp8Fits(const DevWeight& w, int64_t group);
 
+// Whether a weight's products run K in two halves, the second half's total added to the first's
+// once (a cluster of two blocks a tile here; gemm_fp8_prefill.h keeps the first half's in shared
+// memory): fp8-block weights with 128-column groups, at most 8192 outputs and K >= 4096. A
+// function of the weight alone, so every row count and both kernels run the same chain.
+bool Fp8KSplit(const DevWeight& w, int64_t group);
+
 // xq: the activations' e4m3 codes [m, K] (row-major, 16-byte aligned), sx: their scales
 // [m, groups]; w an FP8 DevWeight; y [m, ldy].
 Status GemmFp8(const uint8_t* xq, const float* sx, int64_t m, const DevWeight& w, int64_t group, float* y,
