@@ -418,11 +418,12 @@ TEST(CudaQuant, Fp8KeepsRowBitsOnGridsOfManyWaves) {
   }
 }
 
-// Past 64 rows FP8 runs the persistent prefill kernel (gemm_fp8_prefill.h), up to 64 the first
-// kernel: each output the same chain, so a row's bits are the same whichever ran it and wherever it
-// sits — fp8-block with K in two halves (32 stages, the first half's totals kept in shared memory;
-// Fp8KSplit), without (5 stages, a last tile of 8 outputs), per channel (one chain over K, 9
-// stages) — at 700 rows (6 row tiles, the last of 60 rows) against 1 to 129.
+// Past 256 rows FP8 runs the persistent prefill kernel (gemm_fp8_prefill.h), up to 256 the first
+// kernel (gemm_fp8.cu): each output the same chain, so a row's bits are the same whichever ran it
+// and wherever it sits — fp8-block with K in two halves (32 stages, the first half's totals kept
+// in shared memory; Fp8KSplit), without (5 stages, a last tile of 8 outputs; 3 stages on 900
+// tiles, each block walking several), per channel (one chain over K, 9 stages) — at 700 rows (6
+// row tiles, the last of 60 rows) against 1 to 256 on the first kernel and 300 on the second.
 TEST(CudaQuant, Fp8PrefillKernelKeepsTheFirstKernelsBits) {
   REQUIRE_GPU();
   std::mt19937 rng(13);
@@ -431,13 +432,13 @@ TEST(CudaQuant, Fp8PrefillKernelKeepsTheFirstKernelsBits) {
     int64_t n, k;
   };
   for (const C& c : {C{QuantFormat::kFp8Block, 1000, 4096}, C{QuantFormat::kFp8Block, 2056, 640},
-                     C{QuantFormat::kFp8Channel, 520, 1152}}) {
+                     C{QuantFormat::kFp8Block, 19200, 384}, C{QuantFormat::kFp8Channel, 520, 1152}}) {
     const Weight q = Quantized(c.f, c.n, c.k, false, rng);
     const Weight x = Activations(700, c.k, rng);
     auto cuda = test::MakeCuda(ActDtype::kBF16);
     ASSERT_NE(cuda, nullptr);
     const auto all = MatMulOn(*cuda, x, 700, q);
-    for (int64_t m : {int64_t{1}, int64_t{64}, int64_t{65}, int64_t{129}}) {
+    for (int64_t m : {int64_t{1}, int64_t{64}, int64_t{65}, int64_t{256}, int64_t{300}}) {
       const auto got = MatMulOn(*cuda, x, m, q);
       EXPECT_EQ(std::memcmp(got.data(), all.data(), got.size() * 4), 0)
           << q.name << " [" << c.n << ", " << c.k << "] m " << m << ": a row's bits depend on the kernel or its batch";

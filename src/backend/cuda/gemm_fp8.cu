@@ -308,15 +308,22 @@ Status GemmFp8(const uint8_t* xq, const float* sx, int64_t m, const DevWeight& w
   // a block — up to 64 rows (decode) narrow blocks of outputs, for many blocks streaming weights.
   // Measured on the H200 at the Qwen3.5-27B dimensions (bench/results/quantized.md § fp8-wgmma (2026-12-01)):
   // 64 outputs a block beat 32 and 16 up to 64 rows (fewer, longer blocks: a stage's fixed cost
-  // is spread over more bytes), and beyond, one warpgroup of 64 x 128 with two blocks an SM (one
-  // block's promotion overlaps the other's wgmma) beats two warpgroups of 128 x 128 in one.
-  // Copying only the activation rows there are (a_rows) took batch 1's gate|up from 90 to 68 us
-  // and its down from 62 to 44 us: 64-row boxes of mostly zeros were the copy engine's work and
-  // the shared memory that kept a third block off each SM. Preloading the block's scales into
-  // shared memory, 4 or 8 stages, and 32 or 128 outputs a block were no faster.
+  // is spread over more bytes). Copying only the activation rows there are (a_rows) took batch
+  // 1's gate|up from 90 to 68 us and its down from 62 to 44 us: 64-row boxes of mostly zeros were
+  // the copy engine's work and the shared memory that kept a third block off each SM. Preloading
+  // the block's scales into shared memory, 4 or 8 stages, and 32 or 128 outputs a block were no
+  // faster.
   if (m <= 64) return Launch<64, 6>(xq, sx, m, w, group, y, ldy, round_output, s);
-  // Past 64 rows the persistent warp-specialized kernel, the same chain (gemm_fp8_prefill.h).
-  if (GemmFp8PrefillFits(m, w, group)) return GemmFp8Prefill(xq, sx, m, w, group, y, ldy, round_output, stream);
+  // Beyond, this file's 64 x 128 blocks (two an SM) up to kPrefillMinRows, and the persistent
+  // warp-specialized kernel past it (gemm_fp8_prefill.h; the same chain). On an H100 at the
+  // Qwen3.5-27B dimensions (§ fp8-prefill (2026-12-08s)) the blocks were faster at 128 rows (all
+  // projections 17.8 against 20.3 ms: 128 x 128 tiles leave multiprocessors idle at N <= 6144)
+  // and the persistent kernel at 1024 and 2048 (76.1 against 91.1 ms, 138.8 against 171.6 ms);
+  // between, not measured.
+  constexpr int64_t kPrefillMinRows = 257;
+  if (m >= kPrefillMinRows && GemmFp8PrefillFits(m, w, group)) {
+    return GemmFp8Prefill(xq, sx, m, w, group, y, ldy, round_output, stream);
+  }
   return Launch<128, 4>(xq, sx, m, w, group, y, ldy, round_output, s);
 }
 
