@@ -342,6 +342,22 @@ std::vector<double> Fp8TermScale(const Weight& xt, int64_t m, const Weight& w) {
   return out;
 }
 
+// How many of the FP8 tensor-core outputs `got` (the first ref.size() of them) fall outside the
+// hardware's accumulation of the CPU reference's: 2^-10 of the output's terms' magnitude (scale)
+// plus its bf16 rounding; the first three reported as failures, named by `what`.
+int Fp8OffTheCpu(const std::vector<float>& got, const std::vector<float>& ref, const std::vector<double>& scale,
+                 const std::string& what) {
+  int bad = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double tol = std::ldexp(scale[i], -10) + std::ldexp(std::fabs(double{ref[i]}), -7);
+    if (!(std::fabs(double{got[i]} - ref[i]) <= tol) && bad++ < 3) {
+      ADD_FAILURE() << what << " output " << i << ": " << got[i] << " vs the CPU's " << ref[i] << " (tolerance " << tol
+                    << ")";
+    }
+  }
+  return bad;
+}
+
 // FP8 W8A8: with fp32 activations, and with bf16 ones where the tensor-core form does not fit
 // (K % 16 != 0), the CPU reference's bits; with bf16 activations on the FP8 tensor cores
 // (gemm_fp8.h) each output within the hardware's accumulation of the CPU's — 2^-10 of its
@@ -370,15 +386,9 @@ TEST(CudaQuant, Fp8MatchesTheCpuReferenceAndKeepsRowBits) {
           if (!tensor) {
             EXPECT_TRUE(Same(got, ref)) << q.name << " [" << n << ", " << k << "] m " << m;
           } else {
-            int bad = 0;
-            for (size_t i = 0; i < got.size(); ++i) {
-              const double tol = std::ldexp(scale[i], -10) + std::ldexp(std::fabs(double{ref[i]}), -7);
-              if (!(std::fabs(double{got[i]} - ref[i]) <= tol) && bad++ < 3) {
-                ADD_FAILURE() << q.name << " [" << n << ", " << k << "] m " << m << " output " << i << ": " << got[i]
-                              << " vs the CPU's " << ref[i] << " (tolerance " << tol << ")";
-              }
-            }
-            EXPECT_EQ(bad, 0);
+            EXPECT_EQ(Fp8OffTheCpu(got, ref, scale, q.name + " [" + std::to_string(n) + ", " + std::to_string(k) +
+                                                        "] m " + std::to_string(m)),
+                      0);
           }
           EXPECT_EQ(std::memcmp(got.data(), all.data(), got.size() * 4), 0) << "a row's bits depend on its batch";
         }
@@ -405,16 +415,7 @@ TEST(CudaQuant, Fp8KeepsRowBitsOnGridsOfManyWaves) {
       const auto got = MatMulOn(*cuda, x, m, q);
       EXPECT_EQ(std::memcmp(got.data(), all.data(), got.size() * 4), 0) << q.name << " m " << m << ": a row's bits depend on its batch";
     }
-    const auto ref = MatMulOn(cpu, x, 3, q);
-    const auto scale = Fp8TermScale(x, 3, q);
-    int bad = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      const double tol = std::ldexp(scale[i], -10) + std::ldexp(std::fabs(double{ref[i]}), -7);
-      if (!(std::fabs(double{all[i]} - ref[i]) <= tol) && bad++ < 3) {
-        ADD_FAILURE() << q.name << " output " << i << ": " << all[i] << " vs the CPU's " << ref[i];
-      }
-    }
-    EXPECT_EQ(bad, 0);
+    EXPECT_EQ(Fp8OffTheCpu(all, MatMulOn(cpu, x, 3, q), Fp8TermScale(x, 3, q), q.name), 0);
   }
 }
 
@@ -444,17 +445,9 @@ TEST(CudaQuant, Fp8PrefillKernelKeepsTheFirstKernelsBits) {
           << q.name << " [" << c.n << ", " << c.k << "] m " << m << ": a row's bits depend on the kernel or its batch";
     }
     CpuOps cpu(ActDtype::kBF16, 8);
-    const auto ref = MatMulOn(cpu, x, 3, q);
-    const auto scale = Fp8TermScale(x, 3, q);
-    int bad = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      const double tol = std::ldexp(scale[i], -10) + std::ldexp(std::fabs(double{ref[i]}), -7);
-      if (!(std::fabs(double{all[i]} - ref[i]) <= tol) && bad++ < 3) {
-        ADD_FAILURE() << q.name << " [" << c.n << ", " << c.k << "] output " << i << ": " << all[i] << " vs the CPU's "
-                      << ref[i];
-      }
-    }
-    EXPECT_EQ(bad, 0);
+    EXPECT_EQ(Fp8OffTheCpu(all, MatMulOn(cpu, x, 3, q), Fp8TermScale(x, 3, q),
+                           q.name + " [" + std::to_string(c.n) + ", " + std::to_string(c.k) + "]"),
+              0);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/fp8_chain.cuh"
 #include "backend/cuda/gemm_fp8_prefill.h"
 #include "backend/cuda/launched.h"
 #include "backend/cuda/pdl.cuh"
@@ -34,6 +35,7 @@ constexpr int kBK = 128;     // K columns (bytes) a stage: one swizzled row
 constexpr int kRowsA = 64;   // activation rows a block: wgmma's M
 constexpr int kThreads = 128;
 constexpr int kTileA = kRowsA * kBK;  // the bytes wgmma reads from a stage's start
+static_assert(kBK == 128, "fp8::StageChunks takes stages of four 32-column chunks");
 
 template <int kBN>
 __host__ __device__ constexpr int StageBytes(int a_rows) { return a_rows * kBK + kBN * kBK; }  // a multiple of 1024
@@ -100,26 +102,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int i = 0; i < kBN / 2; ++i) total[i] = 0.0f;
   // total += part · (sx · sw): the group of `part` ends (xs_lo, xs_hi its rows' scales, ws the
-  // block's weight scale; per channel the outputs' own, from wch).
+  // block's weight scale; per channel the outputs' own, from wch) — fp8_chain.cuh.
   auto promote = [&](const float(&part)[kBN / 2], float xs_lo, float xs_hi, float ws) {
     if (channel) {
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
-        const float2 wc = *reinterpret_cast<const float2*>(wch + 8 * j + 2 * t);
-        total[4 * j + 0] = __fadd_rn(total[4 * j + 0], __fmul_rn(part[4 * j + 0], __fmul_rn(xs_lo, wc.x)));
-        total[4 * j + 1] = __fadd_rn(total[4 * j + 1], __fmul_rn(part[4 * j + 1], __fmul_rn(xs_lo, wc.y)));
-        total[4 * j + 2] = __fadd_rn(total[4 * j + 2], __fmul_rn(part[4 * j + 2], __fmul_rn(xs_hi, wc.x)));
-        total[4 * j + 3] = __fadd_rn(total[4 * j + 3], __fmul_rn(part[4 * j + 3], __fmul_rn(xs_hi, wc.y)));
-      }
+      fp8::PromoteChannel(total, part, xs_lo, xs_hi,
+                          [&](int j) { return *reinterpret_cast<const float2*>(wch + 8 * j + 2 * t); });
     } else {
-      const float s_lo = __fmul_rn(xs_lo, ws), s_hi = __fmul_rn(xs_hi, ws);
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
-        total[4 * j + 0] = __fadd_rn(total[4 * j + 0], __fmul_rn(part[4 * j + 0], s_lo));
-        total[4 * j + 1] = __fadd_rn(total[4 * j + 1], __fmul_rn(part[4 * j + 1], s_lo));
-        total[4 * j + 2] = __fadd_rn(total[4 * j + 2], __fmul_rn(part[4 * j + 2], s_hi));
-        total[4 * j + 3] = __fadd_rn(total[4 * j + 3], __fmul_rn(part[4 * j + 3], s_hi));
-      }
+      fp8::PromoteBlock(total, part, xs_lo, xs_hi, ws);
     }
   };
   // Stage i's four chunks into part (the first starts it when the stage starts a group), issued
@@ -128,13 +117,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int st = i % kStages;
     MbarWait(&full[st], (i / kStages) & 1);
     const unsigned char* base = stages + st * stage_bytes;
-    const uint64_t da = SwizzledTileDesc(base), db = SwizzledTileDesc(base + a_bytes);
-    WgmmaFence();
-#pragma unroll
-    for (int kk = 0; kk < kBK / 32; ++kk) {  // columns past K are zeros in both tiles: they add 0
-      WgmmaE4m3<kBN>(part, da + 2 * kk, db + 2 * kk, starts && kk == 0 ? 0 : 1);
-    }
-    WgmmaCommit();
+    fp8::StageChunks(part, base, base + a_bytes, starts);
   };
   // Stage i's products are in (the caller waited): every warpgroup done with its slot, which
   // takes stage i + kStages.
@@ -144,72 +127,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
 
   if (per_group == 1) {
-    // Every stage is a whole group (fp8-block, 128-wide blocks): two `part` sets, so stage i + 1's
-    // products run on the tensor cores while stage i's are promoted — each output's chain is the
-    // same as below, stage by stage.
-    float pa[kBN / 2], pb[kBN / 2];
-    auto finish = [&](float(&part)[kBN / 2], int i, float xs_lo, float xs_hi, float ws) {
-      FenceAccumulators(part);
-      release(i);
-      promote(part, xs_lo, xs_hi, ws);
-    };
-    float a_lo = sx_lo[0], a_hi = sx_hi[0], a_ws = ws_row[0], b_lo = 0.0f, b_hi = 0.0f, b_ws = 0.0f;
-    issue(pa, 0, true);
-    int i = 1;
-    for (; i + 1 < slices; i += 2) {
-      b_lo = sx_lo[i], b_hi = sx_hi[i], b_ws = ws_row[i];
-      issue(pb, i, true);
-      WgmmaWait<1>();
-      finish(pa, i - 1, a_lo, a_hi, a_ws);
-      a_lo = sx_lo[i + 1], a_hi = sx_hi[i + 1], a_ws = ws_row[i + 1];
-      issue(pa, i + 1, true);
-      WgmmaWait<1>();
-      finish(pb, i, b_lo, b_hi, b_ws);
-    }
-    if (i < slices) {
-      b_lo = sx_lo[i], b_hi = sx_hi[i], b_ws = ws_row[i];
-      issue(pb, i, true);
-      WgmmaWait<1>();
-      finish(pa, i - 1, a_lo, a_hi, a_ws);
-      WgmmaWait<0>();
-      finish(pb, i, b_lo, b_hi, b_ws);
-    } else {
-      WgmmaWait<0>();
-      finish(pa, i - 1, a_lo, a_hi, a_ws);
-    }
+    fp8::OneStageGroups<kBN / 2>(slices, sx_lo, sx_hi, ws_row, issue,
+                                 [&](float(&part)[kBN / 2], int i, float xs_lo, float xs_hi, float ws) {
+                                   FenceAccumulators(part);
+                                   release(i);
+                                   promote(part, xs_lo, xs_hi, ws);
+                                 });
   } else {
-    // Groups of several stages (per channel: the whole row): one chain through `part`. Inside a
-    // group stage i's wgmma are issued behind stage i - 1's (the tensor cores keep a chain's
-    // order) and only stage i - 1 is waited for, to free its slot; a group's end waits for all.
-    float part[kBN / 2];
-    int left = per_group, gi = 0;
-    bool prev_open = false;  // stage i - 1 issued, its slot not yet released
-    for (int i = 0; i < slices; ++i) {
-      const bool starts = left == per_group, ends = left == 1 || i + 1 == slices;
-      // The scales this group ends with, loaded early: their latency hides behind the wait.
-      float xs_lo = 0.0f, xs_hi = 0.0f, ws = 0.0f;
-      if (ends) {
-        xs_lo = sx_lo[gi];
-        xs_hi = sx_hi[gi];
-        if (!channel) ws = ws_row[gi];
-      }
-      issue(part, i, starts);
-      if (ends) {
-        WgmmaWait<0>();
-        FenceAccumulators(part);
-        if (prev_open) release(i - 1);
-        release(i);
-        promote(part, xs_lo, xs_hi, ws);
-        prev_open = false;
-        left = per_group;
-        ++gi;
-      } else {
-        WgmmaWait<1>();
-        if (prev_open) release(i - 1);
-        prev_open = true;
-        --left;
-      }
-    }
+    fp8::MultiStageGroups<kBN / 2>(slices, per_group, channel, sx_lo, sx_hi, ws_row, issue, release, promote);
   }
   if (halves == 2) {
     // The second half's totals into the first's, through distributed shared memory (the ring

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/fp8_chain.cuh"
 #include "backend/cuda/gemm_fp8.h"
 #include "backend/cuda/gemm_wgmma.h"
 #include "backend/cuda/launched.h"
@@ -20,6 +21,7 @@ constexpr int kBM = 128;                         // activation rows a tile: two 
 constexpr int kBN = 128;                         // outputs a tile: wgmma's N
 constexpr int kBK = 128;                         // K columns (bytes) a stage: one swizzled row, one fp8-block group
 constexpr int kABytes = kBM * kBK;               // 16 KB: a stage's activation tile (consumer c's half at c * 8 KB)
+static_assert(kBK == 128, "fp8::StageChunks takes stages of four 32-column chunks");
 constexpr int kStageBytes = kABytes + kBN * kBK; // 32 KB (a multiple of 1024: the swizzle's period)
 constexpr int kStages = 5;                       // 160 KB of ring
 constexpr int kThreads = 384;                    // producer warpgroup + two consumers
@@ -96,27 +98,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float* ws_row = channel ? nullptr : w.scale + (out0 / w.group) * ((k + w.group - 1) / w.group);
 #pragma unroll
     for (int i = 0; i < kTotals; ++i) total[i] = 0.0f;
-    // total += part · (sx · sw) at a group's end: gemm_fp8.cu's promotion, the same operations.
+    // total += part · (sx · sw) at a group's end (fp8_chain.cuh); per channel each output's scale.
     auto promote = [&](const float(&part)[kTotals], float xs_lo, float xs_hi, float ws) {
       if (channel) {
-#pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) {
+        fp8::PromoteChannel(total, part, xs_lo, xs_hi, [&](int j) {
           const int64_t o = out0 + 8 * j + 2 * t;
-          const float wx = o < n ? w.scale[o] : 0.0f, wy = o + 1 < n ? w.scale[o + 1] : 0.0f;
-          total[4 * j + 0] = __fadd_rn(total[4 * j + 0], __fmul_rn(part[4 * j + 0], __fmul_rn(xs_lo, wx)));
-          total[4 * j + 1] = __fadd_rn(total[4 * j + 1], __fmul_rn(part[4 * j + 1], __fmul_rn(xs_lo, wy)));
-          total[4 * j + 2] = __fadd_rn(total[4 * j + 2], __fmul_rn(part[4 * j + 2], __fmul_rn(xs_hi, wx)));
-          total[4 * j + 3] = __fadd_rn(total[4 * j + 3], __fmul_rn(part[4 * j + 3], __fmul_rn(xs_hi, wy)));
-        }
+          return make_float2(o < n ? w.scale[o] : 0.0f, o + 1 < n ? w.scale[o + 1] : 0.0f);
+        });
       } else {
-        const float s_lo = __fmul_rn(xs_lo, ws), s_hi = __fmul_rn(xs_hi, ws);
-#pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) {
-          total[4 * j + 0] = __fadd_rn(total[4 * j + 0], __fmul_rn(part[4 * j + 0], s_lo));
-          total[4 * j + 1] = __fadd_rn(total[4 * j + 1], __fmul_rn(part[4 * j + 1], s_lo));
-          total[4 * j + 2] = __fadd_rn(total[4 * j + 2], __fmul_rn(part[4 * j + 2], s_hi));
-          total[4 * j + 3] = __fadd_rn(total[4 * j + 3], __fmul_rn(part[4 * j + 3], s_hi));
-        }
+        fp8::PromoteBlock(total, part, xs_lo, xs_hi, ws);
       }
     };
     // The tile's stage i into part (the first chunk starts it when the stage starts a group),
@@ -125,13 +115,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int u = it + i, slot = u % kStages;
       MbarWait(&full[slot], (u / kStages) & 1);
       const unsigned char* base = stages + slot * kStageBytes;
-      const uint64_t da = SwizzledTileDesc(base + c * (kABytes / 2)), db = SwizzledTileDesc(base + kABytes);
-      WgmmaFence();
-#pragma unroll
-      for (int kk = 0; kk < kBK / 32; ++kk) {  // columns past K are zeros in both tiles: they add 0
-        WgmmaE4m3<kBN>(part, da + 2 * kk, db + 2 * kk, starts && kk == 0 ? 0 : 1);
-      }
-      WgmmaCommit();
+      fp8::StageChunks(part, base + c * (kABytes / 2), base + kABytes, starts);
     };
     // Stage i's products are in (the caller waited): this warp is done with its slot.
     auto release = [&](int i) {
@@ -139,79 +123,24 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
 
     if constexpr (kOneStage) {
-      // Every stage a whole group: two part sets, stage i + 1's products on the tensor cores
-      // while stage i's are promoted. K's second half (halves) starts its total from zero, the
-      // first half's kept in shared memory until the end.
-      float pa[kTotals], pb[kTotals];
-      auto finish = [&](float(&part)[kTotals], int i, float xs_lo, float xs_hi, float ws) {
-        FenceAccumulators(part);
-        release(i);
-        if (i == second) {
+      // K's second half (halves) starts its total from zero, the first half's kept in shared
+      // memory until the end.
+      fp8::OneStageGroups<kTotals>(slices, sx_lo, sx_hi, ws_row, issue,
+                                   [&](float(&part)[kTotals], int i, float xs_lo, float xs_hi, float ws) {
+                                     FenceAccumulators(part);
+                                     release(i);
+                                     if (i == second) {
 #pragma unroll
-          for (int j = 0; j < kTotals; ++j) my_first[256 * j] = total[j], total[j] = 0.0f;
-        }
-        promote(part, xs_lo, xs_hi, ws);
-      };
-      float a_lo = sx_lo[0], a_hi = sx_hi[0], a_ws = ws_row[0], b_lo = 0.0f, b_hi = 0.0f, b_ws = 0.0f;
-      issue(pa, 0, true);
-      int i = 1;
-      for (; i + 1 < slices; i += 2) {
-        b_lo = sx_lo[i], b_hi = sx_hi[i], b_ws = ws_row[i];
-        issue(pb, i, true);
-        WgmmaWait<1>();
-        finish(pa, i - 1, a_lo, a_hi, a_ws);
-        a_lo = sx_lo[i + 1], a_hi = sx_hi[i + 1], a_ws = ws_row[i + 1];
-        issue(pa, i + 1, true);
-        WgmmaWait<1>();
-        finish(pb, i, b_lo, b_hi, b_ws);
-      }
-      if (i < slices) {  // an even count: the last stage into pb
-        b_lo = sx_lo[i], b_hi = sx_hi[i], b_ws = ws_row[i];
-        issue(pb, i, true);
-        WgmmaWait<1>();
-        finish(pa, i - 1, a_lo, a_hi, a_ws);
-        WgmmaWait<0>();
-        finish(pb, i, b_lo, b_hi, b_ws);
-      } else {
-        WgmmaWait<0>();
-        finish(pa, i - 1, a_lo, a_hi, a_ws);
-      }
+                                       for (int j = 0; j < kTotals; ++j) my_first[256 * j] = total[j], total[j] = 0.0f;
+                                     }
+                                     promote(part, xs_lo, xs_hi, ws);
+                                   });
       if (halves) {  // first + second, once (gemm_fp8.cu's exchange between a cluster's two blocks)
 #pragma unroll
         for (int j = 0; j < kTotals; ++j) total[j] = __fadd_rn(my_first[256 * j], total[j]);
       }
     } else {
-      // Groups of several stages (per channel: the whole row): one chain through `part`; inside a
-      // group stage i's products queue behind stage i - 1's and only stage i - 1 is waited for, to
-      // free its slot; a group's end waits for all.
-      float part[kTotals];
-      int left = per_group, gi = 0;
-      bool prev_open = false;  // stage i - 1 issued, its slot not yet released
-      for (int i = 0; i < slices; ++i) {
-        const bool starts = left == per_group, ends = left == 1 || i + 1 == slices;
-        float xs_lo = 0.0f, xs_hi = 0.0f, ws = 0.0f;  // the scales this group ends with, loaded early
-        if (ends) {
-          xs_lo = sx_lo[gi];
-          xs_hi = sx_hi[gi];
-          if (!channel) ws = ws_row[gi];
-        }
-        issue(part, i, starts);
-        if (ends) {
-          WgmmaWait<0>();
-          FenceAccumulators(part);
-          if (prev_open) release(i - 1);
-          release(i);
-          promote(part, xs_lo, xs_hi, ws);
-          prev_open = false;
-          left = per_group;
-          ++gi;
-        } else {
-          WgmmaWait<1>();
-          if (prev_open) release(i - 1);
-          prev_open = true;
-          --left;
-        }
-      }
+      fp8::MultiStageGroups<kTotals>(slices, per_group, channel, sx_lo, sx_hi, ws_row, issue, release, promote);
     }
     // total[4j + e]: activation row r_lo (e < 2) or r_hi, output 8j + 2t + e % 2.
 #pragma unroll
