@@ -10,6 +10,7 @@
 
 #include "backend/cuda/device_weight.h"
 #include "backend/cuda/gemm_decode.h"
+#include "backend/cuda/gemm_wgmma.h"
 #include "backend/cuda/gemm_wgmma_w4.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/nvfp4_table.h"
@@ -88,7 +89,11 @@ TEST(MatMulForm, TableForTheModelsProjections) {
                                        : (m > cuda::kDecodeFormRows ? MatMulForm::kBf16Prefill : MatMulForm::kBf16Decode);
           EXPECT_EQ(f, want) << p.name << " at " << m << " rows";
         } else {
-          EXPECT_EQ(f, m <= 16 ? MatMulForm::kW4Decode : MatMulForm::kW4PrefillWgmma) << fm.name << " " << p.name << " at " << m;
+          // From 2048 rows the chunked form (a bf16 copy a chunk at a time, then the bf16 GEMM's
+          // pace) beats dequantizing in every tile's registers.
+          const MatMulForm want = m <= 16 ? MatMulForm::kW4Decode : m >= 2048 ? MatMulForm::kW4Prefill
+                                                                               : MatMulForm::kW4PrefillWgmma;
+          EXPECT_EQ(f, want) << fm.name << " " << p.name << " at " << m;
         }
       }
     }
@@ -212,6 +217,28 @@ TEST(MatMulForm, W4PrefillFormRefusesWhatItCannotRun) {
   refused(q, xb + 1, 256, "x not 16-byte aligned");
   refused(q, xb, 255, "ldy < N");
   EXPECT_FALSE(cuda::GemmWgmmaW4Fits(0, q, xb)) << "no rows";
+}
+
+// The chunked 4-bit form's product (the summed slices into fp32 rows) refuses, before any launch,
+// what it cannot run, naming itself.
+TEST(MatMulForm, SummedSlicesIntoRowsRefuseWhatTheyCannotRun) {
+  const auto* xb = reinterpret_cast<const uint16_t*>(Aligned());
+  const auto* w = reinterpret_cast<const uint16_t*>(Aligned());
+  auto* y = reinterpret_cast<float*>(uintptr_t{1} << 21);
+  auto refused = [&](const uint16_t* x, const uint16_t* wt, int64_t m, int64_t k, int64_t split, float* out, int64_t ldy,
+                     const char* why) {
+    const Status s = cuda::GemmWgmmaSplitKSumF32(x, m, wt, 256, k, split, out, ldy, true, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << why;
+    EXPECT_NE(s.message().find("GemmWgmmaSplitKSumF32"), std::string::npos) << s.message();
+  };
+  refused(xb, w, 300, 2048, 1024, y, 255, "ldy < N");
+  refused(xb, w, 300, 2048, 1000, y, 256, "slices not a multiple of 64 columns");
+  refused(xb, w, 300, 2048, 0, y, 256, "no slice width");
+  refused(xb, w, 300, 2048, 1024, nullptr, 256, "no output");
+  refused(xb + 1, w, 300, 2048, 1024, y, 256, "x not 16-byte aligned");
+  refused(xb, w + 1, 300, 2048, 1024, y, 256, "w not 16-byte aligned");
+  refused(xb, w, 300, 2044, 1024, y, 256, "K % 8");
+  refused(xb, w, 0, 2048, 1024, y, 256, "no rows");
 }
 
 }  // namespace

@@ -247,25 +247,34 @@ TEST(CudaQuant, W4a16IsTheSlicedDenseBf16MatmulOfItsWeights) {
   }
 }
 
-// Past 16 rows a W4A16 weight the register fragments do not take (here int4 with zero points) is
-// dequantized to bf16 a chunk of output rows at a time (matmul.h; the chunk keeps the weight and
-// the slices' partial sums under 96 MB): 2048 rows against K = 8192 (eight slices) make chunks
-// of 1152 rows, so N = 1280 takes two, the second short — still the sliced dense matmul's bits,
-// and a row's bits the same as the decode form's for it alone.
+// The chunked 4-bit form (matmul.h's kW4Prefill): a weight's output rows dequantized to bf16 a
+// chunk at a time (the chunk's copy under 96 MB), each chunk's product with its 1024-column
+// slices summed in the kernel (GemmWgmmaSplitKSumF32) — past 16 rows for weights the register
+// fragments do not take (int4 with zero points: K = 8192, eight slices, chunks of 6144 rows, so N
+// = 6400 takes two, the second short; 1100 rows, the last tile of 76), and for every 4-bit weight
+// from 2048 rows (lane-order int4: K = 2560, slices of 1024, 1024 and 512; N = 2056, a last tile
+// of 8 outputs). Still the sliced dense matmul's bits, and a row's bits the same as the decode
+// form's for it alone.
 TEST(CudaQuant, W4a16PrefillInOutputChunksKeepsTheSlicedBits) {
   REQUIRE_GPU();
   std::mt19937 rng(11);
-  const int64_t m = 2048, n = 1280, k = 8192;
-  const Weight q = Quantized(QuantFormat::kInt4Group, n, k, /*zero_points=*/true, rng);
-  const Weight d = DenseOf(q);
-  const Weight x = Activations(m, k, rng);
-  auto bf = test::MakeCuda(ActDtype::kBF16);
-  ASSERT_NE(bf, nullptr);
-  const auto got = MatMulOn(*bf, x, m, q);
-  const SlicedDense sliced(x, d);  // alive while the backend is: it keeps device copies by address
-  EXPECT_TRUE(Same(got, sliced.On(*bf, m)));
-  const auto first = MatMulOn(*bf, x, 3, q);
-  EXPECT_TRUE(Same(first, std::vector<float>(got.begin(), got.begin() + 3 * n))) << "rows alone vs among 2048";
+  struct C {
+    bool zero_points;
+    int64_t m, n, k;
+  };
+  for (const C& c : {C{true, 1100, 6400, 8192}, C{false, 2048, 2056, 2560}}) {
+    const Weight q = Quantized(QuantFormat::kInt4Group, c.n, c.k, c.zero_points, rng);
+    const Weight d = DenseOf(q);
+    const Weight x = Activations(c.m, c.k, rng);
+    auto bf = test::MakeCuda(ActDtype::kBF16);
+    ASSERT_NE(bf, nullptr);
+    const auto got = MatMulOn(*bf, x, c.m, q);
+    const SlicedDense sliced(x, d);  // alive while the backend is: it keeps device copies by address
+    EXPECT_TRUE(Same(got, sliced.On(*bf, c.m))) << "zero points " << c.zero_points << " m " << c.m;
+    const auto first = MatMulOn(*bf, x, 3, q);
+    EXPECT_TRUE(Same(first, std::vector<float>(got.begin(), got.begin() + 3 * c.n)))
+        << "zero points " << c.zero_points << ": rows alone vs among " << c.m;
+  }
 }
 
 // The 4-bit prefill form (gemm_wgmma_w4.h: the weights dequantized in registers as wgmma's A

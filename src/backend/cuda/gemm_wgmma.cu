@@ -56,6 +56,7 @@ struct SumOut {
   int64_t starts[kWgmmaMaxSumBlocks + 1];
   int64_t rows, row0;  // BlockRows, resolved: the arrays' rows, the call's first among them
   int count;
+  bool f32;  // instead: fp32 sums [m, ldy] at the kernel's y, rounded to bf16 values when round_bf16
 };
 
 // The segments a tile of outputs [row0, row0 + kBM) x [col0, col0 + width) overlaps, one bit each
@@ -165,7 +166,8 @@ __device__ __forceinline__ void TileAt(int id, int mtiles, int ntiles, int& row0
 // kSum (GemmWgmmaSplitKSum; slice_steps > 0): a tile runs all of K, its accumulator zeroed at
 // every slice of slice_steps stages and folded into a running sum at the slice's end (FoldSlice),
 // and the epilogue writes the sums rounded to bf16 into `sum_out`'s blocks — the split form's
-// slices and SumSplitsBf16Blocks in one pass, no partials through memory.
+// slices and SumSplitsBf16Blocks in one pass, no partials through memory — or, with sum_out.f32,
+// as fp32 rows of y (GemmWgmmaSplitKSumF32: SumSplits' outputs).
 template <int kBN, bool kSwiGlu, bool kLora, bool kSum = false>
 __global__ void __launch_bounds__(kThreads, 1)
     GemmWgmmaKernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w, int64_t m,
@@ -386,6 +388,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     if constexpr (kSum) {
       FoldSlice(total, acc, steps <= slice_steps);  // the last slice (or the only one)
+      if (sum_out.f32) {
+        auto* y = static_cast<float*>(yv);
+#pragma unroll
+        for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int64_t col = int64_t{col0} + 8 * j + 2 * t + e;
+            if (col >= n) continue;
+            if (r_lo < m) y[r_lo * ldy + col] = RoundAct(total[4 * j + e], round_bf16);
+            if (r_hi < m) y[r_hi * ldy + col] = RoundAct(total[4 * j + 2 + e], round_bf16);
+          }
+        }
+        continue;
+      }
       auto* y = static_cast<__nv_bfloat16*>(yv);
 #pragma unroll
       for (int j = 0; j < kBN / 8; ++j) {
@@ -725,6 +741,21 @@ Status GemmWgmmaSplitKSum(const uint16_t* xb, int64_t m, const uint16_t* w, int6
   const int slice_steps = static_cast<int>(std::min<int64_t>(split_k, (k + kBK - 1) / kBK * kBK) / kBK);
   return Launch<128, false, false, true>(xb, m, w, n, k, y, n, false, sms, static_cast<cudaStream_t>(stream), nullptr,
                                          slice_steps, &out);
+}
+
+Status GemmWgmmaSplitKSumF32(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, int64_t split_k,
+                             float* y, int64_t ldy, bool round_output, void* stream) {
+  if (!GemmWgmmaFits(m, n, k, xb, w) || split_k < kBK || split_k % kBK != 0 || ldy < n || y == nullptr) {
+    return InvalidArgument("cuda GemmWgmmaSplitKSumF32: needs m, N >= 1, K % 8 == 0, ldy >= N, 16-byte aligned "
+                           "operands and slices a positive multiple of 64 columns");
+  }
+  SumOut out{};
+  out.f32 = true;
+  const int sms = Multiprocessors();
+  if (sms <= 0) return Internal("cuda GemmWgmmaSplitKSumF32: no multiprocessor count for the current device");
+  const int slice_steps = static_cast<int>(std::min<int64_t>(split_k, (k + kBK - 1) / kBK * kBK) / kBK);
+  return Launch<128, false, false, true>(xb, m, w, n, k, y, ldy, round_output, sms, static_cast<cudaStream_t>(stream),
+                                         nullptr, slice_steps, &out);
 }
 
 Status GemmWgmmaSwiGlu(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t inter, int64_t k, uint16_t* act,

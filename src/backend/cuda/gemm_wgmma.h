@@ -67,6 +67,11 @@ struct BlockRows {
 };
 Status GemmWgmmaSplitKSum(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, int64_t split_k,
                           const int64_t* starts, int blocks, uint16_t* y, void* stream, BlockRows place = {});
+// The same sums as fp32 rows y [m, ldy] (ldy >= N), each rounded once to a bf16 value when
+// round_output: SumSplits over GemmWgmmaSplitK's slices, bit for bit (the W4A16 contract's
+// product of a dequantized weight, matmul.h).
+Status GemmWgmmaSplitKSumF32(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k, int64_t split_k,
+                             float* y, int64_t ldy, bool round_output, void* stream);
 
 // A LoRA module's delta fused into the product (the contract of Ops::MatMulLora, weights/lora.h):
 // for the output columns [col_begin, col_begin + cols) the tiles that hold them run, after the base

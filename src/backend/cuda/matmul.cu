@@ -477,6 +477,7 @@ __global__ void SumSplitsBf16GroupsKernel(SplitSums g) {
 // 1.3% of the copy bandwidth at 64 rows). The chunk keeps the weight and partial scratch under
 // kW4PrefillBudget bytes.
 constexpr int64_t kW4DecodeMaxRows = 16;
+constexpr int64_t kW4DequantRows = 2048;
 constexpr int64_t kW4PrefillBudget = int64_t{96} << 20;
 struct W4Prefill {
   int64_t chunk = 0, splits = 0, xb_bytes = 0, w_bytes = 0, bytes = 0;  // bytes: the scratch in all
@@ -490,11 +491,11 @@ W4Prefill W4PrefillPlan(int64_t m, const DevWeight& w) {
   }
   const int64_t kz = SplitKColumns(w.cols);
   p.splits = (w.cols + kz - 1) / kz;
-  const int64_t per_row = w.cols * 2 + (p.splits > 1 ? p.splits * m * 4 : 0);  // a chunk row: bf16 weights + partials
-  p.chunk = std::min<int64_t>(w.rows, std::max<int64_t>(128, kW4PrefillBudget / per_row / 128 * 128));
+  // A chunk row: its bf16 weights (the slices are summed inside the product: no partials).
+  p.chunk = std::min<int64_t>(w.rows, std::max<int64_t>(128, kW4PrefillBudget / (w.cols * 2) / 128 * 128));
   p.xb_bytes = (m * w.cols * 2 + 255) / 256 * 256;
   p.w_bytes = (p.chunk * w.cols * 2 + 255) / 256 * 256;
-  p.bytes = p.xb_bytes + p.w_bytes + (p.splits > 1 ? p.splits * m * p.chunk * 4 : 0);
+  p.bytes = p.xb_bytes + p.w_bytes;
   return p;
 }
 
@@ -516,7 +517,6 @@ unsigned GridFor(int64_t count) {
 Status W4PrefillMatMul(const uint16_t* xb, int64_t m, const DevWeight& w, const W4Prefill& p, float* y, int64_t ldy,
                        bool round_output, cudaStream_t s, unsigned char* scratch) {
   auto* wb = reinterpret_cast<uint16_t*>(scratch + p.xb_bytes);
-  auto* partial = reinterpret_cast<float*>(scratch + p.xb_bytes + p.w_bytes);
   for (int64_t n0 = 0; n0 < w.rows; n0 += p.chunk) {
     const int64_t nc = std::min(p.chunk, w.rows - n0);
     LaunchPdl(DequantRowsKernel, GridFor(nc * w.cols / 8), 256, 0, s, w, n0, nc, reinterpret_cast<uint4*>(wb));
@@ -529,8 +529,9 @@ Status W4PrefillMatMul(const uint16_t* xb, int64_t m, const DevWeight& w, const 
       GRAFT_RETURN_IF_ERROR(MatMulBf16(xb, w.cols, m, dense, y + n0, ldy, round_output, /*split_k=*/false, s));
       continue;
     }
-    GRAFT_RETURN_IF_ERROR(MatMulBf16(xb, w.cols, m, dense, partial, nc, false, /*split_k=*/true, s));
-    LaunchPdl(SumSplitsKernel, GridFor(m * nc), 256, 0, s, partial, p.splits, m, nc, y + n0, ldy, round_output);
+    // The slices (MatMulSplitK's) summed in the product as SumSplits adds them, into y's columns.
+    GRAFT_RETURN_IF_ERROR(GemmWgmmaSplitKSumF32(xb, m, wb, nc, w.cols, SplitKColumns(w.cols), y + n0, ldy,
+                                                round_output, s));
   }
   return Launched("MatMul (W4A16 prefill)");
 }
@@ -563,6 +564,11 @@ MatMulForm ChooseMatMulForm(int64_t m, const DevWeight& w, bool bf16, bool x_ali
     if (m > kDecodeFormRows) return split ? MatMulForm::kBf16PrefillSplit : MatMulForm::kBf16Prefill;
     return split ? MatMulForm::kBf16DecodeSplit : MatMulForm::kBf16Decode;
   }
+  // From kW4DequantRows rows a weight's bf16 copy, a chunk at a time, pays for itself: the
+  // summed-slices wgmma product then runs at the bf16 GEMM's pace, where dequantizing in the
+  // registers of every tile holds the 4-bit form to ~65% of it (bench/results/quantized.md
+  // § fp8-prefill). Either form gives the W4A16 contract's bits.
+  if (bf16 && m >= kW4DequantRows && W4PrefillPlan(m, w).chunk > 0) return MatMulForm::kW4Prefill;
   if (bf16 && m > kW4DecodeMaxRows && W4LanesFit(w)) return MatMulForm::kW4PrefillWgmma;
   if (bf16 && W4PrefillPlan(m, w).chunk > 0) return MatMulForm::kW4Prefill;
   const bool tensor = bf16 && (w.bf16 || w.w4a16());

@@ -64,8 +64,9 @@ enum class MatMulForm : uint8_t {
   kBf16Prefill,      // gemm_pipe.h -> gemm_wgmma.h: past 64 rows
   kBf16PrefillSplit, // ... in slices (the mma.sync prefill kernel)
   kW4PrefillWgmma,   // gemm_wgmma_w4.h: 4-bit weights in lane order past 16 rows, dequantized in registers
-  kW4Prefill,        // 4-bit weights past 16 rows that form does not take: dequantized a chunk at a time,
-                     // then the prefill form
+  kW4Prefill,        // 4-bit weights past 16 rows that form does not take, and every 4-bit weight from
+                     // 2048 rows: dequantized to bf16 a chunk of output rows at a time, each chunk's
+                     // product with its slices summed in the kernel (GemmWgmmaSplitKSumF32)
   kW4Skinny,         // 4-bit weights, up to 64 rows, where the decode form does not fit
   kTile128,          // fallback: bf16 tensor cores, 128 x 128 tiles (past 64 rows, aligned)
   kTile64,           // fallback: bf16 tensor cores, 64 x 64 tiles
