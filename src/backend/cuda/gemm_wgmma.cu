@@ -388,27 +388,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     if constexpr (kSum) {
       FoldSlice(total, acc, steps <= slice_steps);  // the last slice (or the only one)
-      if (sum_out.f32) {
-        auto* y = static_cast<float*>(yv);
-#pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int64_t col = int64_t{col0} + 8 * j + 2 * t + e;
-            if (col >= n) continue;
-            if (r_lo < m) y[r_lo * ldy + col] = RoundAct(total[4 * j + e], round_bf16);
-            if (r_hi < m) y[r_hi * ldy + col] = RoundAct(total[4 * j + 2 + e], round_bf16);
-          }
-        }
-        continue;
-      }
-      auto* y = static_cast<__nv_bfloat16*>(yv);
 #pragma unroll
       for (int j = 0; j < kBN / 8; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int64_t col = int64_t{col0} + 8 * j + 2 * t + e;
           if (col >= n) continue;
+          if (sum_out.f32) {  // fp32 rows of y
+            auto* y = static_cast<float*>(yv);
+            if (r_lo < m) y[r_lo * ldy + col] = RoundAct(total[4 * j + e], round_bf16);
+            if (r_hi < m) y[r_hi * ldy + col] = RoundAct(total[4 * j + 2 + e], round_bf16);
+            continue;
+          }
+          auto* y = static_cast<__nv_bfloat16*>(yv);  // bf16 into the column's block
           int b = 0;
           while (b + 1 < sum_out.count && col >= sum_out.starts[b + 1]) ++b;
           const int64_t lo = sum_out.starts[b], width = sum_out.starts[b + 1] - lo;
