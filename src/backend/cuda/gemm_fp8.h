@@ -4,13 +4,15 @@
 // the e4m3 codes — is the tensor cores' sum over the group's 32-column chunks in ascending
 // order (every product exact; the accumulation inside a chunk and across a group's chunks is
 // the hardware's), not the CPU's 16-lane order. So: not the CPU's bits, but each output still
-// depends only on its own row of codes and scales and the weight — one kernel for every row
-// count (the activation rows as wgmma's A, 64 a tile; the weights as its B, 64 or 128 outputs a
-// tile by m; tiles copied by TMA), the same chain for each output in every shape — the same
-// bits at any batch size, tile position or neighbour. fp8-block weights with at most 8192 outputs
-// and K >= 4096 (a decode step's down and o projections) run K in two halves — two blocks a tile,
-// one cluster — and add the halves' totals once: still a function of the weight alone. Each group's dot is kept in its own fp32 registers and folded into the running
-// total with the scales once the group ends (the promotion DeepSeek-V3 describes for FP8 GEMMs).
+// depends only on its own row of codes and scales and the weight — the same chain for each
+// output in every shape (fp8_chain.cuh), so the same bits at any batch size, tile position or
+// neighbour. Up to 256 rows this file's kernel (the activation rows as wgmma's A, 64 a tile; the
+// weights as its B, 64 or 128 outputs a tile by m; tiles copied by TMA), past 256 the persistent
+// one of gemm_fp8_prefill.h. fp8-block weights with at most 8192 outputs and K >= 4096 (a decode
+// step's down and o projections) run K in two halves — here two blocks a tile, one cluster — and
+// add the halves' totals once (Fp8KSplit): still a function of the weight alone. Each group's dot
+// is kept in its own fp32 registers and folded into the running total with the scales once the
+// group ends (the promotion DeepSeek-V3 describes for FP8 GEMMs).
 // (mma.sync's e4m3 form, which an earlier version used, is emulated on sm_90 through f16.)
 //
 // GemmFp8Fits: N, K > 0, K % 16 == 0 (16-byte rows), the activation group a multiple of 128
