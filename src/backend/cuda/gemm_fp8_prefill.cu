@@ -157,16 +157,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 }  // namespace
 
 bool GemmFp8PrefillFits(int64_t m, const DevWeight& w, int64_t group) {
-  return m >= 1 && m <= (int64_t{1} << 30) && w.rows <= (int64_t{1} << 30) && GemmFp8Fits(w, group) &&
-         (w.format != DevFormat::kFp8Block || w.group % kBN == 0);
+  // GemmFp8Fits takes fp8-block only with groups of 128k columns and rows (w.group), so a tile's
+  // 128 outputs share one block scale a group.
+  static_assert(kBN == 128, "a tile's outputs inside one fp8-block weight block");
+  return m >= 1 && m <= (int64_t{1} << 30) && w.rows <= (int64_t{1} << 30) && GemmFp8Fits(w, group);
 }
 
 Status GemmFp8Prefill(const uint8_t* xq, const float* sx, int64_t m, const DevWeight& w, int64_t group, float* y,
                       int64_t ldy, bool round_output, void* stream) {
   if (!GemmFp8PrefillFits(m, w, group) || ldy < w.rows || y == nullptr || reinterpret_cast<uintptr_t>(xq) % 16 != 0) {
     return InvalidArgument("cuda GemmFp8Prefill: needs m >= 1, ldy >= N, FP8 weights with K % 16 == 0, activation "
-                           "groups of 128k columns (per channel: the row), fp8-block weight blocks of 128k rows and "
-                           "16-byte aligned codes");
+                           "groups of 128k columns (per channel: the row) and 16-byte aligned codes");
   }
   const bool one_stage = w.format == DevFormat::kFp8Block && group == kBK;
   static const cudaError_t ready[2] = {

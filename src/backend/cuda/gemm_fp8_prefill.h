@@ -12,8 +12,8 @@
 // K (Fp8KSplit) keep the first half's total in shared memory while the second's accumulates, and
 // add the two once, first + second. So a row's outputs equal GemmFp8's at any row count.
 //
-// GemmFp8PrefillFits: GemmFp8Fits, 1 <= m <= 2^30, N <= 2^30, and fp8-block's weight blocks a
-// multiple of 128 rows (a tile's outputs under one block scale). GemmFp8 runs it past 256 rows.
+// GemmFp8PrefillFits: GemmFp8Fits (whose fp8-block blocks of 128k rows put a tile's outputs under
+// one block scale), 1 <= m <= 2^30, N <= 2^30. GemmFp8 runs it past 256 rows.
 #pragma once
 
 #include <cstdint>

@@ -467,14 +467,14 @@ __global__ void SumSplitsBf16GroupsKernel(SplitSums g) {
   reinterpret_cast<__nv_bfloat16*>(s.y)[e] = __float2bfloat16_rn(SumOfSlices(s.partial, s.splits, count, e));
 }
 
-// W4A16 past the 4-bit decode form's 16 rows for weights gemm_wgmma_w4.h does not take (zero
-// points, groups under 32 columns, no lane order): the weight dequantized to bf16 `chunk` output rows
-// at a time into scratch (after x's bf16 copy), each chunk through the bf16 mma.sync forms
-// (decode form up to 64 rows, prefill form beyond) in MatMulSplitK's slices into `partial`
-// [splits, m, chunk], and the slices added in ascending order into y — SumSplits over
-// MatMulSplitK on the dequantized weight, the W4A16 contract itself, each weight dequantized
-// once (the WMMA forms dequantize it again for every 16 outputs of each 16 or 128 rows of x:
-// 1.3% of the copy bandwidth at 64 rows). The chunk keeps the weight and partial scratch under
+// W4A16's chunked form: past the 4-bit decode form's 16 rows for weights gemm_wgmma_w4.h does not
+// take (zero points, groups under 32 columns, no lane order), and for every 4-bit weight from
+// kW4DequantRows rows. The weight dequantized to bf16 `chunk` output rows at a time into scratch
+// (after x's bf16 copy), each chunk's product with MatMulSplitK's slices summed inside the wgmma
+// kernel in ascending order (GemmWgmmaSplitKSumF32; K <= 1024: one slice, the plain product) —
+// SumSplits over MatMulSplitK on the dequantized weight, the W4A16 contract itself, each weight
+// dequantized once (the WMMA forms dequantize it again for every 16 outputs of each 16 or 128
+// rows of x: 1.3% of the copy bandwidth at 64 rows). The chunk's copy stays under
 // kW4PrefillBudget bytes.
 constexpr int64_t kW4DecodeMaxRows = 16;
 constexpr int64_t kW4DequantRows = 2048;
@@ -568,9 +568,10 @@ MatMulForm ChooseMatMulForm(int64_t m, const DevWeight& w, bool bf16, bool x_ali
   // summed-slices wgmma product then runs at the bf16 GEMM's pace, where dequantizing in the
   // registers of every tile holds the 4-bit form to ~65% of it (bench/results/quantized.md
   // § fp8-prefill). Either form gives the W4A16 contract's bits.
-  if (bf16 && m >= kW4DequantRows && W4PrefillPlan(m, w).chunk > 0) return MatMulForm::kW4Prefill;
+  const bool chunked = bf16 && W4PrefillPlan(m, w).chunk > 0;
+  if (chunked && m >= kW4DequantRows) return MatMulForm::kW4Prefill;
   if (bf16 && m > kW4DecodeMaxRows && W4LanesFit(w)) return MatMulForm::kW4PrefillWgmma;
-  if (bf16 && W4PrefillPlan(m, w).chunk > 0) return MatMulForm::kW4Prefill;
+  if (chunked) return MatMulForm::kW4Prefill;
   const bool tensor = bf16 && (w.bf16 || w.w4a16());
   if (tensor && w.w4a16() && m <= 64 && w.rows % 16 == 0 && w.cols % 16 == 0 &&
       (w.format != DevFormat::kInt4 || w.group % 8 == 0)) {
