@@ -10,6 +10,7 @@
 
 #include "backend/cuda/device_weight.h"
 #include "backend/cuda/gemm_decode.h"
+#include "backend/cuda/gemm_fp8_prefill.h"
 #include "backend/cuda/gemm_wgmma.h"
 #include "backend/cuda/gemm_wgmma_w4.h"
 #include "backend/cuda/matmul.h"
@@ -239,6 +240,41 @@ TEST(MatMulForm, SummedSlicesIntoRowsRefuseWhatTheyCannotRun) {
   refused(xb, w + 1, 300, 2048, 1024, y, 256, "w not 16-byte aligned");
   refused(xb, w, 300, 2044, 1024, y, 256, "K % 8");
   refused(xb, w, 0, 2048, 1024, y, 256, "no rows");
+}
+
+// The FP8 prefill kernel refuses, before any launch, what it cannot run, naming itself (GemmFp8's
+// contract, and rows).
+TEST(MatMulForm, Fp8PrefillRefusesWhatItCannotRun) {
+  const auto* xq = reinterpret_cast<const uint8_t*>(Aligned());
+  const auto* sx = reinterpret_cast<const float*>(Aligned());
+  auto* y = reinterpret_cast<float*>(uintptr_t{1} << 21);
+  DevWeight block = Dense(1024, 2048, false);
+  block.format = DevFormat::kFp8Block;
+  block.group = 128;
+  block.scale = reinterpret_cast<const float*>(Aligned());
+  DevWeight channel = block;
+  channel.format = DevFormat::kFp8Channel;
+  EXPECT_TRUE(cuda::GemmFp8PrefillFits(300, block, 128));
+  EXPECT_TRUE(cuda::GemmFp8PrefillFits(300, channel, 2048)) << "per channel: one group, the row";
+  auto refused = [&](const DevWeight& w, int64_t group, const uint8_t* x, int64_t m, float* out, int64_t ldy,
+                     const char* why) {
+    const Status s = cuda::GemmFp8Prefill(x, sx, m, w, group, out, ldy, true, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << why;
+    EXPECT_NE(s.message().find("GemmFp8Prefill"), std::string::npos) << s.message();
+  };
+  refused(block, 128, xq, 0, y, 1024, "no rows");
+  refused(block, 128, xq, 300, y, 1023, "ldy < N");
+  refused(block, 128, xq, 300, nullptr, 1024, "no output");
+  refused(block, 128, xq + 8, 300, y, 1024, "codes not 16-byte aligned");
+  refused(block, 64, xq, 300, y, 1024, "activation groups other than the weight's");
+  refused(channel, 128, xq, 300, y, 1024, "per channel with groups inside the row");
+  DevWeight odd = block;
+  odd.cols = 2040;
+  refused(odd, 128, xq, 300, y, 1024, "K % 16");
+  DevWeight narrow = block;
+  narrow.group = 64;
+  refused(narrow, 64, xq, 300, y, 1024, "blocks of 64: not 128k columns and rows");
+  refused(Dense(1024, 2048, true), 128, xq, 300, y, 1024, "not an FP8 weight");
 }
 
 }  // namespace
