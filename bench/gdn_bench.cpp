@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
     }
     for (int n : tokens) {
       State st(hv, dk, dv);
-      float* scratch = DevAlloc<float>(cuda::GdnChunkScratchFloats(n, hk, hv, dk));
+      float* scratch = DevAlloc<float>(cuda::GdnChunkScratchFloats(n, hk, hv, dk, dv));
       std::vector<double> ms;
       for (int it = 0; it < iters + 1; ++it) {
         cuda::DevGdnState ds = st.Dev(0);

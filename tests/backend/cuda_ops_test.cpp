@@ -825,7 +825,7 @@ TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
       Dev<float> S(S0.size()), pk(pk0.size()), pvn(pvn0.size()), pgam(pgam0.size()), pkinv(pgam0.size()), out(core.size());
       cudaMemset(S.p, 0, S.n * 4);
       cuda::DevGdnState ds{nullptr, S.p, pk.p, pvn.p, pgam.p, pkinv.p, 0};
-      Dev<float> scratch(static_cast<size_t>(cuda::GdnChunkScratchFloats(chunk, hk, hv, dk)));
+      Dev<float> scratch(static_cast<size_t>(cuda::GdnChunkScratchFloats(chunk, hk, hv, dk, dv)));
       for (int t0 = 0; t0 < n; t0 += chunk) {
         const int m = std::min(chunk, n - t0);
         cuda::GdnCoreArgs a{dmix.p + size_t(t0) * conv_dim, dbeta.p + size_t(t0) * hv, dg.p + size_t(t0) * hv, m, hk, hv,
@@ -908,7 +908,7 @@ TEST(CudaOps, GatedDeltaNetMatchesCpuAndIgnoresChunking) {
         auto q = std::unique_ptr<Seq>(new Seq{Dev<float>(S0.size()), Dev<float>(pk0.size()), Dev<float>(pvn0.size()),
                                               Dev<float>(pgam0.size()), Dev<float>(pgam0.size()),
                                               Dev<float>(static_cast<size_t>(rows) * hv * dv),
-                                              Dev<float>(static_cast<size_t>(cuda::GdnChunkScratchFloats(lens[s], hk, hv, dk))),
+                                              Dev<float>(static_cast<size_t>(cuda::GdnChunkScratchFloats(lens[s], hk, hv, dk, dv))),
                                               {}});
         cudaMemset(q->S.p, 0, q->S.n * 4);
         q->ds = {nullptr, q->S.p, q->pk.p, q->pvn.p, q->pgam.p, q->pkinv.p, 0};

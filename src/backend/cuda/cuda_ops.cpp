@@ -556,7 +556,7 @@ void CudaOps::GdnCore(const GdnCoreArgs& a) {
     d.pending_dev = StageInts(&pending, 1);
   }
   // Token-parallel from 16 tokens on: scratch for every chunk's coefficients.
-  if (a.n >= 16) d.scratch = AllocRaw(cuda::GdnChunkScratchFloats(a.n, a.hk, a.hv, a.dk));
+  if (a.n >= 16) d.scratch = AllocRaw(cuda::GdnChunkScratchFloats(a.n, a.hk, a.hv, a.dk, a.dv));
   Sign(13, d.qkv, d.beta, d.g, d.n, d.hk, d.hv, d.dk, d.dv, ds.conv, ds.S, ds.pk, ds.pvn, ds.pgam, ds.pkinv, d.out,
        d.pending_dev, d.scratch);
   if (Launches()) Note(cuda::GdnCore(d, stream_));
@@ -638,7 +638,7 @@ void CudaOps::GdnChunkPieces(const std::vector<GdnCoreArgs>& pieces) {
     cuda::GdnChunkSeq q{};
     q.a = {.qkv = a.qkv, .beta = a.beta, .g = a.g, .n = a.n, .hk = a.hk, .hv = a.hv, .dk = a.dk, .dv = a.dv,
            .state = nullptr, .bf16 = bf16(), .out = a.out};
-    q.a.scratch = AllocRaw(cuda::GdnChunkScratchFloats(a.n, a.hk, a.hv, a.dk));
+    q.a.scratch = AllocRaw(cuda::GdnChunkScratchFloats(a.n, a.hk, a.hv, a.dk, a.dv));
     q.st = {st.conv, st.S, st.pk, st.pvn, st.pgam, st.pkinv, st.pending};
     q.pending = st.pending;
     host.push_back(q);

@@ -84,7 +84,7 @@ struct GdnCoreArgs {
   // state->pending (which it must equal): a captured CUDA graph then stays valid from one
   // decode step to the next, its launch parameters unchanged.
   const int32_t* pending_dev = nullptr;
-  // Device scratch of GdnChunkScratchFloats(n, hv) floats for the chunk-parallel kernel (from
+  // Device scratch of GdnChunkScratchFloats(n, hk, hv, dk, dv) floats for the chunk-parallel kernel (from
   // 16 tokens on; without it GdnCore runs the token kernel).
   float* scratch = nullptr;
 };
@@ -134,11 +134,11 @@ int64_t GdnChunkSharedBytes(int dk);
 // and two groups' shared memory fits; else 1. The bits are the same either way (tested).
 int GdnChunkGroups(int hv, int dk, int dv);
 // Scratch floats a chunk-parallel GdnCore of n tokens needs, either form.
-int64_t GdnChunkScratchFloats(int64_t n, int hk, int hv, int dk);
+int64_t GdnChunkScratchFloats(int64_t n, int hk, int hv, int dk, int dv);
 // The tensor-core form's chunk kernels (gdn_tc_chunk.cu; GdnCore picks them from 16 tokens on in
 // that form); they leave a.state->pending for the caller to advance.
 Status GdnCoreTcChunked(const GdnCoreArgs& a, void* stream);
-int64_t GdnTcChunkScratchFloats(int64_t n, int hk, int hv, int dk);
+int64_t GdnTcChunkScratchFloats(int64_t n, int hk, int hv, int dk, int dv);
 // One sequence of a GdnCoreTcChunkedSeqs call: GdnCoreTcChunked's arguments (a.scratch its own
 // GdnTcChunkScratchFloats(a.n) floats, a.state and a.pending_dev unused), its state, and the
 // open chunk's rows before the call.

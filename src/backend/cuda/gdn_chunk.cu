@@ -429,9 +429,9 @@ int GdnChunkGroups(int hv, int dk, int dv) {
 }
 
 
-int64_t GdnChunkScratchFloats(int64_t n, int hk, int hv, int dk) {
+int64_t GdnChunkScratchFloats(int64_t n, int hk, int hv, int dk, int dv) {
   const int64_t simt = MaxChunks(n) * hv * (2 * kC * kC + kC);
-  return dk <= kGdnTcMaxDk ? std::max(simt, GdnTcChunkScratchFloats(n, hk, hv, dk)) : simt;
+  return dk <= kGdnTcMaxDk ? std::max(simt, GdnTcChunkScratchFloats(n, hk, hv, dk, dv)) : simt;
 }
 
 Status GdnCoreChunked(const GdnCoreArgs& a, void* stream) {

@@ -8,14 +8,20 @@
 //    the chunk's keys and queries as bf16 tiles. All into the scratch (GdnTcChunkScratchFloats).
 // 2. GdnTcStateKernel, one block a (value head, BW value columns), walking the call's chunks in
 //    order with the state S in its warps' mma accumulators:
-//    A. Sᵀk_raw and Sᵀq_raw for the chunk's 64 rows (mma, S split in three);
+//    A. Sᵀk_raw and Sᵀq_raw for the chunk's 64 rows (mma, S split in three), Sᵀq_raw into the
+//       scratch;
 //    B. the triangular recurrence Vn_i = β_i (v_i − e_i inv_i Sᵀk_raw_i − Σ_{m<i} Ckk[i][m] Vn_m), a
 //       pair of value columns' 64 rows in the registers of R = 512 / BW threads (consecutive
-//       lanes), each Vn_m shuffled from its row's thread to the others (no barrier inside);
-//    C. the outputs o_i = e_i fq_i Sᵀq_raw_i + Σ_{m<=i} Cqk[i][m] Vn_m;
+//       lanes), each Vn_m shuffled from its row's thread to the others (no barrier inside); Vn
+//       into the scratch, then the chunk's flag;
 //    D. at a chunk's end, S = e^{gam_last} S + Kᵀ W (mma, W split in three).
 //    The next chunk's tiles are copied in (cp.async) while a phase that no longer needs their
 //    buffer runs.
+// 3. GdnTcOutputKernel, one block a (value head, BW value columns, chunk), every chunk at once as
+//    the walk flags it ready: the outputs o_i = e_i fq_i Sᵀq_raw_i + Σ_{m<=i} Cqk[i][m] Vn_m (phase
+//    C of the walk until 2026-12-08: the walk's critical path loses ~23% of its cycles a chunk,
+//    § gdn-walk's clock, and the outputs run on the multiprocessors the walk leaves idle, 36 of
+//    132 at Qwen3.5-27B's 96 walk blocks).
 // Every value is made by gdn_tc.cuh's functions in gdn_tc_tokens.cu's order, so a row's bits do
 // not depend on which kernel, block or warp computed it (tested against the token kernel).
 #include <cuda_runtime.h>
@@ -48,15 +54,49 @@ constexpr int64_t kCoefFloats = 2 * kC * kC + kRowInfo;
 // The scratch of one (chunk, key head): the chunk's raw keys, then queries, as bf16 [64][dkp].
 __host__ __device__ inline int64_t KeyTileFloats(int dkp) { return int64_t{kC} * dkp; }  // two bf16 tiles
 
+// Value columns a chunk's ready flags are kept for: one flag per 32 (dv <= 256); a state block of
+// 64 columns uses every second one.
+constexpr int kFlagCols = 32;
+constexpr int kFlagsPerHead = 256 / kFlagCols;
+
+// A call's scratch (GdnTcChunkScratchFloats): the prep kernel's coefficients and bf16 tiles, then
+// what the state kernel leaves for the output kernel — each chunk's Sᵀq_raw and corrected values
+// Vn ([64][dv] fp32 a value head, rows as the chunk's) and a flag a (chunk, value head, 32 value
+// columns), zeroed by the prep kernel and set once the chunk's pieces of those columns are written.
 struct Scratch {
   float* coef;  // [chunks][hv][kCoefFloats]
   bf16_t* keys; // [chunks][hk][2][64][dkp]
-  __host__ __device__ Scratch(float* base, int64_t chunks, int hv) : coef(base), keys(reinterpret_cast<bf16_t*>(base + chunks * hv * kCoefFloats)) {}
-  __device__ float* Coefs(int c, int hv, int h) const { return coef + (int64_t{c} * hv + h) * kCoefFloats; }
-  __device__ bf16_t* Keys(int c, int hk, int kh, int dkp) const {
-    return keys + (int64_t{c} * hk + kh) * 2 * KeyTileFloats(dkp);
+  float* sq;    // [chunks][hv][64][dv]
+  float* vn;    // [chunks][hv][64][dv]
+  int* flags;   // [chunks][hv][kFlagsPerHead]
+  int hv, hk, dkp, dv;
+  __host__ __device__ Scratch(float* base, int64_t chunks, int hk_, int hv_, int dkp_, int dv_)
+      : hv(hv_), hk(hk_), dkp(dkp_), dv(dv_) {
+    coef = base;
+    keys = reinterpret_cast<bf16_t*>(base + chunks * hv * kCoefFloats);
+    sq = base + chunks * hv * kCoefFloats + chunks * hk * KeyTileFloats(dkp);
+    vn = sq + chunks * hv * kC * dv;
+    flags = reinterpret_cast<int*>(vn + chunks * hv * kC * dv);
   }
+  __host__ __device__ static int64_t Floats(int64_t chunks, int hk, int hv, int dkp, int dv) {
+    return chunks * hv * kCoefFloats + chunks * hk * KeyTileFloats(dkp) + 2 * chunks * hv * kC * dv +
+           chunks * hv * kFlagsPerHead;
+  }
+  __device__ float* Coefs(int c, int h) const { return coef + (int64_t{c} * hv + h) * kCoefFloats; }
+  __device__ bf16_t* Keys(int c, int kh) const { return keys + (int64_t{c} * hk + kh) * 2 * KeyTileFloats(dkp); }
+  __device__ float* Sq(int c, int h) const { return sq + (int64_t{c} * hv + h) * kC * dv; }
+  __device__ float* Vn(int c, int h) const { return vn + (int64_t{c} * hv + h) * kC * dv; }
+  __device__ int* Flag(int c, int h, int j0) const { return flags + (int64_t{c} * hv + h) * kFlagsPerHead + j0 / kFlagCols; }
 };
+
+__device__ __forceinline__ int LoadAcquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void StoreRelease(int* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
 
 // The prep kernel's shared memory: the bf16 key and query tiles, the rows' inv and fq, and each
 // value head's cumulative log-decay.
@@ -85,6 +125,11 @@ __global__ void __launch_bounds__(kPrepThreads, 4)
   const int p0 = a.pending_dev ? *a.pending_dev : pending0;
   int t0, pstart, pend;
   if (!ChunkRows(c, p0, a.n, t0, pstart, pend)) return;
+  {  // The chunk's ready flags for the key head's value heads, cleared (the state kernel sets them;
+     // it starts only once this grid is complete).
+    int* flags = Scratch(a.scratch, MaxChunks(a.n), hk, hv, dkp, a.dv).flags;
+    for (int x = tid; x < group * kFlagsPerHead; x += kPrepThreads) flags[(int64_t{c} * hv + h0) * kFlagsPerHead + x] = 0;
+  }
   const int64_t conv_dim = 2LL * hk * dk + int64_t{hv} * a.dv;
   // The chunk's keys (the open chunk's earlier ones from the state, where every value head of the
   // key head holds the same copy: h0's is read) and new queries as bf16,
@@ -173,12 +218,12 @@ __global__ void __launch_bounds__(kPrepThreads, 4)
       Mma16816(qk[2 * np + 1], aq, b[2], b[3]);
     }
   }
-  const Scratch sc(a.scratch, MaxChunks(a.n), hv);
+  const Scratch sc(a.scratch, MaxChunks(a.n), hk, hv, dkp, a.dv);
   const int g = lane / 4, t = lane % 4;
   for (int hh = 0; hh < group; ++hh) {  // each value head's coefficients from the shared products
     const int h = h0 + hh;
     const float* gam = gams + hh * kC;
-    float* coef = sc.Coefs(c, hv, h);
+    float* coef = sc.Coefs(c, h);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -204,7 +249,7 @@ __global__ void __launch_bounds__(kPrepThreads, 4)
     }
   }
   {  // the key head's tiles
-    bf16_t* keys = sc.Keys(c, hk, kh, dkp);
+    bf16_t* keys = sc.Keys(c, kh);
     const int per_row = dkp / 8;  // 16-byte pieces (rows of both tiles start 16-byte aligned)
     for (int x = tid; x < kC * per_row; x += kPrepThreads) {
       const int i = x / per_row, q = x % per_row;
@@ -223,7 +268,7 @@ struct StateLayout {
   // of consecutive rows (the recurrence's of one column, the outputs' of two row groups) hit
   // distinct banks.
   static constexpr int kCks = kC + 4;
-  int dkp, rs, kb[2], qb, ckk, cqk, ssplit, v, sk, sq, vn, wsplit, info[2], ee, dd, total;
+  int dkp, rs, kb[2], qb, ckk, ssplit, v, sk, sq, vn, wsplit, info[2], ee, dd, total;
   __host__ __device__ explicit StateLayout(int dk) {
     dkp = PaddedDk(dk);
     rs = RowStride(dkp);
@@ -237,7 +282,6 @@ struct StateLayout {
     kb[1] = take(kC * rs * 2);
     qb = take(kC * rs * 2);
     ckk = take(kC * kCks * 4);
-    cqk = take(kC * kCks * 4);
     ssplit = take(3 * dkp * kSs * 2);
     v = take(kC * BW * 4);
     sk = take(kC * kSks * 4);
@@ -274,17 +318,15 @@ __global__ void __launch_bounds__(kStateThreads, 1)
   auto info = [&](int b) { return reinterpret_cast<float*>(sm + (b == 0 ? L.info[0] : L.info[1])); };
   bf16_t* qb = reinterpret_cast<bf16_t*>(sm + L.qb);
   float* ckk = reinterpret_cast<float*>(sm + L.ckk);
-  float* cqk = reinterpret_cast<float*>(sm + L.cqk);
   bf16_t* ssplit = reinterpret_cast<bf16_t*>(sm + L.ssplit);
   float* vv = reinterpret_cast<float*>(sm + L.v);
   float* skv = reinterpret_cast<float*>(sm + L.sk);
-  float* sqv = reinterpret_cast<float*>(sm + L.sq);
   float* vn = reinterpret_cast<float*>(sm + L.vn);
   bf16_t* wsplit = reinterpret_cast<bf16_t*>(sm + L.wsplit);
   float* ee = reinterpret_cast<float*>(sm + L.ee);
   float* dd = reinterpret_cast<float*>(sm + L.dd);
   const int p0 = a.pending_dev ? *a.pending_dev : pending0;
-  const Scratch sc(a.scratch, MaxChunks(a.n), hv);
+  const Scratch sc(a.scratch, MaxChunks(a.n), hk, hv, dkp, dv);
   float* S = st.S + int64_t{h} * dk * dv;
 
   // The state: warp w < ks_n holds rows [16w, 16w + 16) of the block's columns as mma outputs.
@@ -321,19 +363,19 @@ __global__ void __launch_bounds__(kStateThreads, 1)
   const bool v_fast = dv % 4 == 0 && conv_dim % 4 == 0 && (2 * hk * dk + h * dv + j0) % 4 == 0 &&
                       reinterpret_cast<uintptr_t>(a.qkv) % 16 == 0;
   auto copy_keys = [&](int c, bf16_t* dst, int which) {  // which 0: keys, 1: queries
-    const bf16_t* tile = sc.Keys(c, hk, kh, dkp) + which * kC * dkp;
+    const bf16_t* tile = sc.Keys(c, kh) + which * kC * dkp;
     const int per_row = dkp / 8;  // 16-byte pieces
     for (int x = tid; x < kC * per_row; x += kStateThreads) {
       const int i = x / per_row, q = x % per_row;
       CpAsync16(dst + i * rs + 8 * q, tile + i * dkp + 8 * q);
     }
   };
-  auto copy_coefs = [&](int c, int which, float* dst, int stride) {  // which 0: Ckk, 1: Cqk; rows `stride` apart
-    const float* src = sc.Coefs(c, hv, h) + which * kC * kC;
-    for (int x = tid; x < kC * kC / 4; x += kStateThreads) CpAsync16(dst + (x / (kC / 4)) * stride + 4 * (x % (kC / 4)), src + 4 * x);
+  auto copy_ckk = [&](int c) {  // Ckk's rows kCks apart
+    const float* src = sc.Coefs(c, h);
+    for (int x = tid; x < kC * kC / 4; x += kStateThreads) CpAsync16(ckk + (x / (kC / 4)) * kCks + 4 * (x % (kC / 4)), src + 4 * x);
   };
   auto copy_info = [&](int c, float* dst) {
-    const float* src = sc.Coefs(c, hv, h) + 2 * kC * kC;
+    const float* src = sc.Coefs(c, h) + 2 * kC * kC;
     for (int x = tid; x < kRowInfo / 4; x += kStateThreads) CpAsync16(dst + 4 * x, src + 4 * x);
   };
   auto copy_values = [&](int t0c, int pstart_c, int pend_c) {
@@ -362,8 +404,7 @@ __global__ void __launch_bounds__(kStateThreads, 1)
     chunk_rows(0, t0c, ps, pe);
     copy_keys(0, kb(0), 0);
     copy_keys(0, qb, 1);
-    copy_coefs(0, 0, ckk, kCks);
-    copy_coefs(0, 1, cqk, kCks);
+    copy_ckk(0);
     copy_info(0, info(0));
     copy_values(t0c, ps, pe);
     CpAsyncCommit();
@@ -375,7 +416,7 @@ __global__ void __launch_bounds__(kStateThreads, 1)
     int t0n, psn, pen;
     const bool more = chunk_rows(c + 1, t0n, psn, pen);
     const float* in = info(buf);
-    const float *gam = in, *inv = in + kC, *fq = in + 2 * kC, *beta = in + 3 * kC;
+    const float *gam = in, *inv = in + kC, *beta = in + 3 * kC;  // fq (in + 2 kC): the output kernel's
     CpAsyncWait<0>();
     __syncthreads();
     if (more) {
@@ -421,15 +462,24 @@ __global__ void __launch_bounds__(kStateThreads, 1)
           }
         }
       }
-      float* dst = tile0 < 4 ? skv : sqv;
+      // Sᵀk into shared memory for B; Sᵀq for the output kernel, into the chunk's scratch.
+      float* sq_out = sc.Sq(c, h) + j0;
 #pragma unroll
       for (int mt = 0; mt < kMt; ++mt) {
         const int r0 = 16 * ((tile0 + mt) % 4);
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
           const int col = 32 * cg + 8 * nt + 2 * t;
-          *reinterpret_cast<float2*>(dst + (r0 + g) * kSks + col) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
-          *reinterpret_cast<float2*>(dst + (r0 + g + 8) * kSks + col) = make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+          if (tile0 < 4) {
+            *reinterpret_cast<float2*>(skv + (r0 + g) * kSks + col) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
+            *reinterpret_cast<float2*>(skv + (r0 + g + 8) * kSks + col) = make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+          } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int r = r0 + g + 8 * (e / 2), cc = col + e % 2;
+              if (j0 + cc < dv) sq_out[int64_t{r} * dv + cc] = acc[mt][nt][e];
+            }
+          }
         }
       }
     }
@@ -505,62 +555,20 @@ __global__ void __launch_bounds__(kStateThreads, 1)
     }
     __syncthreads();
     if (more) {
-      copy_coefs(c + 1, 0, ckk, kCks);
+      copy_ckk(c + 1);
       copy_values(t0n, psn, pen);
       CpAsyncCommit();
     }
-    // C. The outputs: thread (rg, jp) the rows rg, rg + R, ... of columns 2 jp and 2 jp + 1, each
-    // chain in ascending m.
-    {
-      constexpr int kG = BW / 2, kR = kStateThreads / kG, kU = kC / kR;
-      const int jp = tid % kG, rg = tid / kG, j = 2 * jp;
-      float o0[kU], o1[kU];
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int i = rg + kR * u;
-        const float2 sq2 = *reinterpret_cast<const float2*>(sqv + i * kSks + j);
-        o0[u] = OStart(ee[i], fq[i], sq2.x);
-        o1[u] = OStart(ee[i], fq[i], sq2.y);
+    {  // The chunk's corrected values (the open chunk's earlier ones too) for the output kernel,
+       // then its flag: each thread's stores fenced, the flag set after the barrier.
+      float* vn_out = sc.Vn(c, h) + j0;
+      for (int x = tid; x < pend * BW; x += kStateThreads) {
+        const int i = x / BW, cc = x % BW;
+        if (j0 + cc < dv) vn_out[int64_t{i} * dv + cc] = vn[x];
       }
-      // Key m = 4 m4 + e enters row i = rg + R u when m <= i, i.e. d + e <= rg with d = 4 m4 - R u
-      // known at compile time: d >= R, no row of the group takes the key group; d <= -3, every
-      // row takes all four; in between a test of rg. The same FMAs in the same order as a loop
-      // over the triangle at run time, without its tests and branches.
-#pragma unroll
-      for (int m4 = 0; m4 < kC / 4; ++m4) {
-        if (4 * m4 >= pend) break;
-        float2 vm[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) vm[e] = *reinterpret_cast<const float2*>(vn + (4 * m4 + e) * BW + j);
-#pragma unroll
-        for (int u = 0; u < kU; ++u) {
-          const int d = 4 * m4 - kR * u;
-          if (d >= kR) continue;
-          const float4 cf = *reinterpret_cast<const float4*>(cqk + (rg + kR * u) * kCks + 4 * m4);
-          const float c4[4] = {cf.x, cf.y, cf.z, cf.w};
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            if (d + e <= 0 || (d + e < kR && d + e <= rg)) {
-              o0[u] = __fmaf_rn(c4[e], vm[e].x, o0[u]);
-              o1[u] = __fmaf_rn(c4[e], vm[e].y, o1[u]);
-            }
-          }
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int i = rg + kR * u;
-        if (i >= pstart && i < pend) {
-          float* orow = a.out + (int64_t{t0 + i - pstart} * hv + h) * dv + j0 + j;
-          if (j0 + j < dv) orow[0] = RoundAct(o0[u], true);
-          if (j0 + j + 1 < dv) orow[1] = RoundAct(o1[u], true);
-        }
-      }
-    }
-    __syncthreads();
-    if (more) {
-      copy_coefs(c + 1, 1, cqk, kCks);
-      CpAsyncCommit();
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) StoreRelease(sc.Flag(c, h, j0), 1);
     }
     if (pend == kC) {
       // D. S = e^{gam_last} S + Kᵀ W, W_m = (inv_m d_m) Vn_m split in three.
@@ -626,6 +634,140 @@ __global__ void __launch_bounds__(kStateThreads, 1)
   }
 }
 
+// The output kernel's shared memory (bytes): Cqk, Sᵀq_raw and Vn of the block's chunk, value head
+// and columns, and the rows' e^gam and fq.
+template <int BW>
+constexpr int OutputSharedBytes() {
+  return (kC * StateLayout<BW>::kCks + kC * StateLayout<BW>::kSks + kC * BW + 2 * kC) * 4;
+}
+
+// The outputs o_i = e_i fq_i Sᵀq_raw_i + Σ_{m<=i} Cqk[i][m] Vn_m of the chunks the state kernel
+// walks, one block a (value head and BW value columns, chunk; grid x, y), each chain as the walk
+// computed it before (gdn_tc_tokens.cu's order). Launched behind the state kernel, whose blocks
+// release it as they start (pdl.cuh), so that its blocks run on the multiprocessors the walk
+// leaves free while it walks: a block reads what the prep kernel wrote (complete before the walk
+// started), waits for its chunk's flag, then reads the chunk's Sᵀq and Vn from the scratch. The
+// blocks of a sequence's last chunk wait for the state kernel itself before they end, so that this
+// grid never completes before it (pdl.cuh's chain).
+template <int BW, bool kSeqs>
+__global__ void __launch_bounds__(kStateThreads)
+    GdnTcOutputKernel(GdnCoreArgs a_in, int pending_in, const GdnChunkSeq* __restrict__ seqs) {
+  constexpr int kSks = StateLayout<BW>::kSks, kCks = StateLayout<BW>::kCks;
+  const GdnCoreArgs a = kSeqs ? seqs[blockIdx.z].a : a_in;
+  const int pending0 = kSeqs ? seqs[blockIdx.z].pending : pending_in;
+  extern __shared__ __align__(16) float osm[];
+  float* cqk = osm;
+  float* sqv = cqk + kC * kCks;
+  float* vn = sqv + kC * kSks;
+  float* ee = vn + kC * BW;
+  float* fq = ee + kC;
+  const int tid = threadIdx.x;
+  const int dv = a.dv, hv = a.hv, blocks = (dv + BW - 1) / BW, h = blockIdx.x / blocks, j0 = (blockIdx.x % blocks) * BW;
+  const int c = blockIdx.y;
+  const int p0 = a.pending_dev ? *a.pending_dev : pending0;
+  int t0, pstart, pend;
+  // A chunk past a shorter sequence's end: nothing to wait for (the blocks of every sequence's
+  // last chunk keep the grid from completing before the walk).
+  if (!ChunkRows(c, p0, a.n, t0, pstart, pend)) return;
+  int t0n, psn, pen;
+  const bool last = !ChunkRows(c + 1, p0, a.n, t0n, psn, pen);
+  const Scratch sc(a.scratch, MaxChunks(a.n), a.hk, hv, PaddedDk(a.dk), dv);
+  {  // the prep kernel's pieces (through L2, as every read of the scratch here)
+    const float4* src = reinterpret_cast<const float4*>(sc.Coefs(c, h) + kC * kC);
+    for (int x = tid; x < kC * kC / 4; x += kStateThreads) {
+      *reinterpret_cast<float4*>(cqk + (x / (kC / 4)) * kCks + 4 * (x % (kC / 4))) = __ldcg(src + x);
+    }
+    const float* info = sc.Coefs(c, h) + 2 * kC * kC;  // gam, inv, fq, beta
+    for (int i = tid; i < kC; i += kStateThreads) {
+      ee[i] = expf(__ldcg(info + i));  // the walk's e_i, the same expf of the same gam
+      fq[i] = __ldcg(info + 2 * kC + i);
+    }
+  }
+  if (tid == 0) {  // the walk's pieces of this chunk: ready once the flag is set
+    const int* flag = sc.Flag(c, h, j0);
+    const long long since = clock64();
+    while (LoadAcquire(flag) == 0) {
+      __nanosleep(256);
+      if (clock64() - since > (1LL << 34)) __trap();  // seconds: the walk cannot be that slow
+    }
+  }
+  __syncthreads();
+  {  // through L2 (__ldcg): this multiprocessor's L1 holds nothing of them from before the flag
+    const float* sq_src = sc.Sq(c, h) + j0;
+    const float* vn_src = sc.Vn(c, h) + j0;
+    if (dv % 4 == 0) {  // four columns a load (j0 and the rows' starts are multiples of 4)
+      for (int x = tid; x < kC * BW / 4; x += kStateThreads) {
+        const int i = x / (BW / 4), cc = 4 * (x % (BW / 4));
+        const bool in = j0 + cc < dv;
+        const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        *reinterpret_cast<float4*>(sqv + i * kSks + cc) =
+            in ? __ldcg(reinterpret_cast<const float4*>(sq_src + int64_t{i} * dv + cc)) : z;
+        *reinterpret_cast<float4*>(vn + i * BW + cc) =
+            in && i < pend ? __ldcg(reinterpret_cast<const float4*>(vn_src + int64_t{i} * dv + cc)) : z;
+      }
+    } else {
+      for (int x = tid; x < kC * BW; x += kStateThreads) {
+        const int i = x / BW, cc = x % BW;
+        const bool in = j0 + cc < dv;
+        sqv[i * kSks + cc] = in ? __ldcg(sq_src + int64_t{i} * dv + cc) : 0.0f;
+        vn[x] = in && i < pend ? __ldcg(vn_src + int64_t{i} * dv + cc) : 0.0f;
+      }
+    }
+  }
+  __syncthreads();
+  // Thread (rg, jp) the rows rg, rg + R, ... of columns 2 jp and 2 jp + 1, each chain in
+  // ascending m.
+  {
+    constexpr int kG = BW / 2, kR = kStateThreads / kG, kU = kC / kR;
+    const int jp = tid % kG, rg = tid / kG, j = 2 * jp;
+    float o0[kU], o1[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int i = rg + kR * u;
+      const float2 sq2 = *reinterpret_cast<const float2*>(sqv + i * kSks + j);
+      o0[u] = OStart(ee[i], fq[i], sq2.x);
+      o1[u] = OStart(ee[i], fq[i], sq2.y);
+    }
+    // Key m = 4 m4 + e enters row i = rg + R u when m <= i, i.e. d + e <= rg with d = 4 m4 - R u
+    // known at compile time: d >= R, no row of the group takes the key group; d <= -3, every
+    // row takes all four; in between a test of rg. The same FMAs in the same order as a loop
+    // over the triangle at run time, without its tests and branches.
+#pragma unroll
+    for (int m4 = 0; m4 < kC / 4; ++m4) {
+      if (4 * m4 >= pend) break;
+      float2 vm[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) vm[e] = *reinterpret_cast<const float2*>(vn + (4 * m4 + e) * BW + j);
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int d = 4 * m4 - kR * u;
+        if (d >= kR) continue;
+        const float4 cf = *reinterpret_cast<const float4*>(cqk + (rg + kR * u) * kCks + 4 * m4);
+        const float c4[4] = {cf.x, cf.y, cf.z, cf.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (d + e <= 0 || (d + e < kR && d + e <= rg)) {
+            o0[u] = __fmaf_rn(c4[e], vm[e].x, o0[u]);
+            o1[u] = __fmaf_rn(c4[e], vm[e].y, o1[u]);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int i = rg + kR * u;
+      if (i >= pstart && i < pend) {
+        float* orow = a.out + (int64_t{t0 + i - pstart} * hv + h) * dv + j0 + j;
+        if (j0 + j < dv) orow[0] = RoundAct(o0[u], true);
+        if (j0 + j + 1 < dv) orow[1] = RoundAct(o1[u], true);
+      }
+    }
+  }
+
+  if (last) AwaitPredecessors();
+  ReleaseDependents();
+}
+
 // 64 value columns a block when 32 would need more blocks than the device has multiprocessors
 // (every block walks all of the call's chunks: a second wave doubles the critical path).
 int TcColumns(int hv, int dv) {
@@ -641,7 +783,7 @@ int TcColumns(int hv, int dv) {
 
 // The state kernel over `count` sequences: one (seqs null, the arguments') or seqs' (device).
 template <int BW, bool kSeqs>
-Status LaunchState(const GdnCoreArgs& a, const GdnChunkSeq* seqs, int count, cudaStream_t s) {
+Status LaunchState(const GdnCoreArgs& a, const GdnChunkSeq* seqs, int count, int max_n, cudaStream_t s) {
   const int smem = StateLayout<BW>(a.dk).total;
   const cudaError_t err =
       cudaFuncSetAttribute(GdnTcStateKernel<BW, kSeqs>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -649,7 +791,14 @@ Status LaunchState(const GdnCoreArgs& a, const GdnChunkSeq* seqs, int count, cud
   const dim3 grid(a.hv, (a.dv + BW - 1) / BW, static_cast<unsigned>(count));
   const DevGdnState st = kSeqs ? DevGdnState{} : *a.state;
   LaunchPdl(GdnTcStateKernel<BW, kSeqs>, grid, kStateThreads, smem, s, a, st, st.pending, seqs);
-  return Launched("GdnCore (tensor-core chunks)");
+  GRAFT_RETURN_IF_ERROR(Launched("GdnCore (tensor-core chunks)"));
+  constexpr int out_smem = OutputSharedBytes<BW>();
+  const cudaError_t oerr =
+      cudaFuncSetAttribute(GdnTcOutputKernel<BW, kSeqs>, cudaFuncAttributeMaxDynamicSharedMemorySize, out_smem);
+  if (oerr != cudaSuccess) return Internal(std::string("cuda GdnCore (tensor-core outputs): shared memory: ") + cudaGetErrorString(oerr));
+  const dim3 out_grid(a.hv * ((a.dv + BW - 1) / BW), static_cast<unsigned>(MaxChunks(max_n)), static_cast<unsigned>(count));
+  LaunchPdl(GdnTcOutputKernel<BW, kSeqs>, out_grid, kStateThreads, out_smem, s, a, st.pending, seqs);
+  return Launched("GdnCore (tensor-core outputs)");
 }
 
 // Both kernels for one sequence (a, seqs null) or `count` of a's shape (seqs on the device, the
@@ -664,14 +813,14 @@ Status LaunchChunked(const GdnCoreArgs& a, const GdnChunkSeq* seqs, int count, i
   LaunchPdl(GdnTcPrepKernel<kSeqs>, dim3(static_cast<unsigned>(MaxChunks(max_n)), a.hk, static_cast<unsigned>(count)),
             kPrepThreads, prep_smem, s, a, st, st.pending, seqs);
   GRAFT_RETURN_IF_ERROR(Launched("GdnCore (tensor-core prep)"));
-  return TcColumns(a.hv, a.dv) == 64 ? LaunchState<64, kSeqs>(a, seqs, count, s) : LaunchState<32, kSeqs>(a, seqs, count, s);
+  return TcColumns(a.hv, a.dv) == 64 ? LaunchState<64, kSeqs>(a, seqs, count, max_n, s)
+                                     : LaunchState<32, kSeqs>(a, seqs, count, max_n, s);
 }
 
 }  // namespace
 
-int64_t GdnTcChunkScratchFloats(int64_t n, int hk, int hv, int dk) {
-  const int64_t chunks = MaxChunks(n);
-  return chunks * hv * kCoefFloats + chunks * hk * KeyTileFloats(PaddedDk(dk));
+int64_t GdnTcChunkScratchFloats(int64_t n, int hk, int hv, int dk, int dv) {
+  return Scratch::Floats(MaxChunks(n), hk, hv, PaddedDk(dk), dv);
 }
 
 Status GdnCoreTcChunked(const GdnCoreArgs& a, void* stream) {

@@ -16,6 +16,13 @@
 // - ReleaseDependents() (griddepcontrol.launch_dependents) right after the wait lets the next
 //   grid be scheduled once every block of this one has reached it: at most two grids are in flight,
 //   and every block of the running grid is already resident before the next one takes room.
+// - One kernel keeps the chain another way: the Gated DeltaNet output kernel (gdn_tc_chunk.cu)
+//   runs beside its predecessor, the state kernel that walks the chunks, and reads each chunk's
+//   pieces once the walk has set that chunk's flag (a release store after a fence; an acquire load
+//   in the reader). Before that it reads only what the kernel before the walk wrote (complete
+//   before the walk's blocks released it), and writes only its own outputs, which nothing before
+//   it reads; its blocks of a sequence's last chunk wait for the walk before they end, so that the
+//   grid still completes after its predecessor.
 // Without the launch attribute both instructions are no-ops, so eager, captured and replayed
 // steps compute the same bits; the attribute changes when kernels start, never what they compute.
 //
