@@ -144,20 +144,28 @@ class Ops {
 
   // out[t] = table[ids[t]]. ids are checked by the caller. out: [n, table.cols]
   virtual void Embed(const Weight& table, const int32_t* ids, int n, float* out) = 0;
-  // Per-row RMSNorm over `dim` (rows of x and out contiguous). out may alias x.
-  virtual void RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind,
-                       float* out) = 0;
-  // The residual step between sublayers: h = r(h + y) over rows x dim, then out = RmsNorm(h).
-  // The same bits as Add then RmsNorm, which is what this default does; a backend may fuse
-  // them (one launch instead of two, twice a layer).
+  // Bf16 twins. In bf16 mode every activation is a bf16 value, and a backend whose tensor-core
+  // products read their input as bf16 would convert x before every product. A twin is x's values
+  // as bf16 [rows, dim], written by the op that writes x (a norm, given out_bf16) and handed to the
+  // products that read x (xb): each then reads it as it is. Twins(): whether this backend reads
+  // twins — the model asks for them only then (nothing computed depends on whether it does).
+  virtual bool Twins() const { return false; }
+  // Per-row RMSNorm over `dim` (rows of x and out contiguous). out may alias x. out_bf16: null,
+  // or where out's values also go as bf16 (its twin).
+  virtual void RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind, float* out,
+                       uint16_t* out_bf16 = nullptr) = 0;
+  // The residual step between sublayers: h = r(h + y) over rows x dim, then out = RmsNorm(h)
+  // (out_bf16 as there). The same bits as Add then RmsNorm, which is what this default does; a
+  // backend may fuse them (one launch instead of two, twice a layer).
   virtual void AddRmsNorm(float* h, const float* y, const Weight& w, int64_t rows, int dim, float eps, NormKind kind,
-                          float* out) {
+                          float* out, uint16_t* out_bf16 = nullptr) {
     Add(h, y, rows * dim);
-    RmsNorm(h, w, rows, dim, eps, kind, out);
+    RmsNorm(h, w, rows, dim, eps, kind, out, out_bf16);
   }
   // y[m, N] = x[m, K] · Wᵀ with W [N, K]; fp32 accumulation; rounds once at the end when
-  // round_output (logits are kept in fp32: pass false).
-  virtual void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) = 0;
+  // round_output (logits are kept in fp32: pass false). xb: null, or x's twin.
+  virtual void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output,
+                      const uint16_t* xb = nullptr) = 0;
   // Sampling candidates: for each row r of x [rows, vocab], y = x / temperature[r] (fp32
   // division; y = x where temperature[r] == 0) and its k best entries in descending order of y,
   // ascending id on ties (a total order: the choice never depends on the backend). Writes host
@@ -248,8 +256,10 @@ class Ops {
   // may fuse them (CUDA past the decode form's rows in bf16: the activation never leaves the GEMM as fp32; the
   // same bits). Rows that need a LoRA delta or an exact weight on either projection take the ops
   // one at a time instead (model/blocks.cpp).
-  virtual void SwiGluMlp(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out) {
-    Ops::SwiGluMlpLora(x, n, gate_up, down, out, nullptr, nullptr, nullptr);  // no module: the three ops
+  // xb: null, or x's twin (for the gate_up product).
+  virtual void SwiGluMlp(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
+                         const uint16_t* xb = nullptr) {
+    ThreeOpMlp(x, n, gate_up, down, out, nullptr, nullptr, nullptr, xb);  // no module
   }
   // The SwiGLU MLP where rows take LoRA deltas: MatMulLora on gate_up (into the op's own gate|up
   // buffer), SiluMul, MatMulLora on down — what this default does. row_slot [n]: each row's
@@ -262,22 +272,7 @@ class Ops {
   virtual void SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
                              const int32_t* row_slot, const std::vector<const std::vector<LoraModule>*>* gate_up_modules,
                              const std::vector<const std::vector<LoraModule>*>* down_modules) {
-    const size_t mark = Mark();
-    const int64_t inter = down.cols;
-    float* gu = Alloc(n * 2 * inter);
-    float* act = Alloc(n * inter);
-    if (gate_up_modules) {
-      MatMulLora(x, n, gate_up, gu, LoraArgs{x, n, gate_up.cols, row_slot, gate_up_modules, gu, gate_up.rows});
-    } else {
-      MatMul(x, n, gate_up, gu, true);
-    }
-    SiluMul(gu, n, inter, act);
-    if (down_modules) {
-      MatMulLora(act, n, down, out, LoraArgs{act, n, inter, row_slot, down_modules, out, down.rows});
-    } else {
-      MatMul(act, n, down, out, true);
-    }
-    Release(mark);
+    ThreeOpMlp(x, n, gate_up, down, out, row_slot, gate_up_modules, down_modules, nullptr);
   }
   // x = r(x + y), [n]
   virtual void Add(float* x, const float* y, int64_t n) = 0;
@@ -348,6 +343,29 @@ class Ops {
     GdnCoreSeqs(seqs, count);
     GatedRmsNorm(l.core, l.in, l.stride, l.z_col, l.n, l.hv, l.dv, *l.norm, l.eps, l.normed);
   }
+
+ protected:
+  // SwiGluMlpLora's three ops (SwiGluMlp's with no module), gate_up reading xb when given.
+  void ThreeOpMlp(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
+                  const int32_t* row_slot, const std::vector<const std::vector<LoraModule>*>* gate_up_modules,
+                  const std::vector<const std::vector<LoraModule>*>* down_modules, const uint16_t* xb) {
+    const size_t mark = Mark();
+    const int64_t inter = down.cols;
+    float* gu = Alloc(n * 2 * inter);
+    float* act = Alloc(n * inter);
+    if (gate_up_modules) {
+      MatMulLora(x, n, gate_up, gu, LoraArgs{x, n, gate_up.cols, row_slot, gate_up_modules, gu, gate_up.rows});
+    } else {
+      MatMul(x, n, gate_up, gu, true, xb);
+    }
+    SiluMul(gu, n, inter, act);
+    if (down_modules) {
+      MatMulLora(act, n, down, out, LoraArgs{act, n, inter, row_slot, down_modules, out, down.rows});
+    } else {
+      MatMul(act, n, down, out, true);
+    }
+    Release(mark);
+  }
 };
 
 // Scratch memory in the backend's space (Ops::Alloc) for one scope — a forward pass, an op that
@@ -360,6 +378,8 @@ class Scratch {
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   float* operator()(int64_t n) { return ops_.Alloc(n); }
+  // Room for n bf16 values (a twin), or null where the backend reads no twins (Ops::Twins).
+  uint16_t* Twin(int64_t n) { return ops_.Twins() ? reinterpret_cast<uint16_t*>(ops_.Alloc((n + 1) / 2)) : nullptr; }
 
  private:
   Ops& ops_;

@@ -26,7 +26,7 @@ bool LoraModules(const StepContext& ctx, int layer, LoraTarget target,
 }  // namespace
 
 void Project(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, const float* x, int64_t k, const Weight& w,
-             float* y) {
+             float* y, const uint16_t* xb) {
   const int n = ctx.batch.rows();
   const auto& slots = ctx.adapters.slots;
   // The weights each row needs: 0 = w itself, s = exact slot s's merged weight.
@@ -53,7 +53,7 @@ void Project(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, con
     if (lora) {
       ops.MatMulLora(x, n, weight_of(groups.begin()->first), y, deltas);
     } else {
-      ops.MatMul(x, n, weight_of(groups.begin()->first), y, true);
+      ops.MatMul(x, n, weight_of(groups.begin()->first), y, true, xb);
     }
     return;
   }
@@ -94,10 +94,10 @@ bool RowsWithModule(const StepContext& ctx, int layer, LoraTarget target, bool e
 }  // namespace
 
 void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, const float* x, int hidden, int inter,
-         float* out) {
+         float* out, const uint16_t* xb) {
   const int n = ctx.batch.rows();
   if (!RowsWithModule(ctx, layer, LoraTarget::kMlpGateUp, false) && !RowsWithModule(ctx, layer, LoraTarget::kMlpDown, false)) {
-    ops.SwiGluMlp(x, n, l.gate_up, l.down, out);  // the same ops, which a backend may fuse
+    ops.SwiGluMlp(x, n, l.gate_up, l.down, out, xb);  // the same ops, which a backend may fuse
     return;
   }
   if (!RowsWithModule(ctx, layer, LoraTarget::kMlpGateUp, true) && !RowsWithModule(ctx, layer, LoraTarget::kMlpDown, true)) {
@@ -113,7 +113,7 @@ void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, con
   Scratch scratch(ops);
   float* gu = scratch(int64_t{n} * 2 * inter);
   float* act = scratch(int64_t{n} * inter);
-  Project(ops, ctx, layer, LoraTarget::kMlpGateUp, x, hidden, l.gate_up, gu);
+  Project(ops, ctx, layer, LoraTarget::kMlpGateUp, x, hidden, l.gate_up, gu, xb);
   ops.SiluMul(gu, n, inter, act);
   Project(ops, ctx, layer, LoraTarget::kMlpDown, act, inter, l.down, out);
 }

@@ -14,13 +14,15 @@ namespace graft {
 // then LoRA slots add their deltas (Ops::LoraAdd; with one weight for every row, Ops::MatMulLora
 // does both). Exact slots add no delta. When rows need different weights each group is
 // gathered, multiplied and scattered back: a matmul's rows are independent, so every row gets
-// the bits it would get alone.
+// the bits it would get alone. xb: null, or x's twin (Ops::Twins), for the product of every row
+// on `w` without a LoRA op.
 void Project(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, const float* x, int64_t k, const Weight& w,
-             float* y);
+             float* y, const uint16_t* xb = nullptr);
 
-// SwiGLU MLP with its LoRA deltas: out [n, H] = down(r(r(silu(gate(x))) * up(x))), x [n, H].
+// SwiGLU MLP with its LoRA deltas: out [n, H] = down(r(r(silu(gate(x))) * up(x))), x [n, H]; xb as
+// Project's.
 void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, const float* x, int hidden, int inter,
-         float* out);
+         float* out, const uint16_t* xb = nullptr);
 
 // For every sequence of the step: appends its k, v rows [n_s, nkv*hd] to its cache, then
 // attends its q rows [n_s, nh, hd] over the cache causally. out: [rows, nh*hd].

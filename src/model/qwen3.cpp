@@ -23,16 +23,17 @@ class Qwen3 final : public Model {
     auto buf = [&](int width) { return scratch(int64_t{n} * width); };
     auto h = buf(H), x = buf(H), y = buf(H), qkv = buf(qkv_w), q = buf(q_w), k = buf(kv_w), v = buf(kv_w),
          a = buf(q_w);
+    uint16_t* xb = scratch.Twin(int64_t{n} * H);  // x's twin for the projections (null: none)
 
     // h is the residual stream; x the normed input of the next sublayer (each residual add
     // and the norm after it are one AddRmsNorm).
     ops.Embed(w.embed, ctx.batch.tokens.data(), n, h);
-    ops.RmsNorm(h, w.layers[0].input_norm, n, H, eps, NormKind::kPlainW, x);
+    ops.RmsNorm(h, w.layers[0].input_norm, n, H, eps, NormKind::kPlainW, x, xb);
     for (int i = 0; i < c.num_layers; ++i) {
       const LayerWeights& l = w.layers[i];
       // Attention: q, k, v out of the fused rows; q/k norms per head before RoPE; v has no norm
       // (one launch on CUDA).
-      Project(ops, ctx, i, LoraTarget::kAttnQkv, x, H, l.attn.qkv, qkv);
+      Project(ops, ctx, i, LoraTarget::kAttnQkv, x, H, l.attn.qkv, qkv, xb);
       ops.QkvPrep({.qkv = qkv, .n = n, .nh = nh, .nkv = nkv, .hd = hd, .rot_dim = c.rotary_dim,
                    .q_norm = &l.attn.q_norm, .k_norm = &l.attn.k_norm, .norm_kind = NormKind::kPlainW, .eps = eps,
                    .pos = pos, .inv_freq = c.inv_freq.data(), .attn_scale = c.rope_attention_scaling, .q = q,
@@ -40,10 +41,10 @@ class Qwen3 final : public Model {
       CachedAttention(ops, ctx, i, q, k, v, c, a);
       Project(ops, ctx, i, LoraTarget::kAttnO, a, q_w, l.attn.o, y);
       // MLP.
-      ops.AddRmsNorm(h, y, l.post_norm, n, H, eps, NormKind::kPlainW, x);
-      Mlp(ops, ctx, i, l, x, H, c.intermediate_size, y);
+      ops.AddRmsNorm(h, y, l.post_norm, n, H, eps, NormKind::kPlainW, x, xb);
+      Mlp(ops, ctx, i, l, x, H, c.intermediate_size, y, xb);
       ops.AddRmsNorm(h, y, i + 1 < c.num_layers ? w.layers[i + 1].input_norm : w.final_norm, n, H, eps,
-                     NormKind::kPlainW, x);
+                     NormKind::kPlainW, x, i + 1 < c.num_layers ? xb : nullptr);
     }
     OutputHead(ops, ctx, w.head(), x, H, logits);
   }

@@ -22,19 +22,21 @@ class Qwen3_5 final : public Model {
     const float eps = static_cast<float>(c.rms_norm_eps);
     Scratch scratch(ops);
     float *h = scratch(int64_t{n} * H), *x = scratch(int64_t{n} * H), *y = scratch(int64_t{n} * H);
+    uint16_t* xb = scratch.Twin(int64_t{n} * H);  // x's twin for the projections (null: none)
 
     // h is the residual stream; x the normed input of the next sublayer (each residual add
     // and the norm after it are one AddRmsNorm).
     ops.Embed(weights_.embed, ctx.batch.tokens.data(), n, h);
-    ops.RmsNorm(h, weights_.layers[0].input_norm, n, H, eps, NormKind::kOnePlusW, x);
+    ops.RmsNorm(h, weights_.layers[0].input_norm, n, H, eps, NormKind::kOnePlusW, x, xb);
     for (int i = 0; i < c.num_layers; ++i) {
       const LayerWeights& l = weights_.layers[i];
-      if (l.kind == LayerKind::kLinearAttention) GatedDeltaNet(ops, ctx, i, l.gdn, x, y);
-      else GatedAttention(ops, ctx, i, l.attn, x, y);
-      ops.AddRmsNorm(h, y, l.post_norm, n, H, eps, NormKind::kOnePlusW, x);
-      Mlp(ops, ctx, i, l, x, H, c.intermediate_size, y);
-      const Weight& next_norm = i + 1 < c.num_layers ? weights_.layers[i + 1].input_norm : weights_.final_norm;
-      ops.AddRmsNorm(h, y, next_norm, n, H, eps, NormKind::kOnePlusW, x);
+      if (l.kind == LayerKind::kLinearAttention) GatedDeltaNet(ops, ctx, i, l.gdn, x, xb, y);
+      else GatedAttention(ops, ctx, i, l.attn, x, xb, y);
+      ops.AddRmsNorm(h, y, l.post_norm, n, H, eps, NormKind::kOnePlusW, x, xb);
+      Mlp(ops, ctx, i, l, x, H, c.intermediate_size, y, xb);
+      const bool last = i + 1 == c.num_layers;  // the final norm feeds the head's gathered rows: no twin
+      const Weight& next_norm = last ? weights_.final_norm : weights_.layers[i + 1].input_norm;
+      ops.AddRmsNorm(h, y, next_norm, n, H, eps, NormKind::kOnePlusW, x, last ? nullptr : xb);
     }
     OutputHead(ops, ctx, weights_.head(), x, H, logits);
   }
@@ -42,7 +44,7 @@ class Qwen3_5 final : public Model {
  private:
   // q_proj rows hold [q_h | gate_h] per head; out = o_proj(attention(q, k, v) * sigmoid(gate)).
   void GatedAttention(Ops& ops, const StepContext& ctx, int layer, const AttentionWeights& w, const float* x,
-                      float* out) const {
+                      const uint16_t* xb, float* out) const {
     const auto& c = config_;
     const int n = ctx.batch.rows();
     const int H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads;
@@ -51,7 +53,7 @@ class Qwen3_5 final : public Model {
     Scratch scratch(ops);
     float *qkv = scratch(int64_t{n} * qkv_w), *q = scratch(int64_t{n} * q_w), *gate = scratch(int64_t{n} * q_w),
           *a = scratch(int64_t{n} * q_w), *k = scratch(int64_t{n} * kv_w), *v = scratch(int64_t{n} * kv_w);
-    Project(ops, ctx, layer, LoraTarget::kAttnQkv, x, H, w.qkv, qkv);
+    Project(ops, ctx, layer, LoraTarget::kAttnQkv, x, H, w.qkv, qkv, xb);
     // q, gate, k, v out of the fused rows; q and k normed per head and rotated (one launch on CUDA).
     ops.QkvPrep({.qkv = qkv, .n = n, .nh = nh, .nkv = nkv, .hd = hd, .rot_dim = c.rotary_dim, .q_norm = &w.q_norm,
                  .k_norm = &w.k_norm, .norm_kind = NormKind::kOnePlusW, .eps = eps, .pos = ctx.pos.data(),
@@ -66,7 +68,7 @@ class Qwen3_5 final : public Model {
   // rule run per sequence, each on its own state (all sequences in one call each: a decode step
   // launches one of each, not one a sequence).
   void GatedDeltaNet(Ops& ops, const StepContext& ctx, int layer, const GdnWeights& w, const float* x,
-                     float* out) const {
+                     const uint16_t* xb, float* out) const {
     const auto& c = config_;
     const auto& b = ctx.batch;
     const int n = b.rows();
@@ -75,7 +77,7 @@ class Qwen3_5 final : public Model {
     Scratch scratch(ops);
     float *proj = scratch(int64_t{n} * proj_w), *mixed = scratch(int64_t{n} * conv_dim), *beta = scratch(int64_t{n} * hv),
           *g = scratch(int64_t{n} * hv), *core = scratch(int64_t{n} * value_dim), *normed = scratch(int64_t{n} * value_dim);
-    Project(ops, ctx, layer, LoraTarget::kGdnIn, x, H, w.in_proj, proj);
+    Project(ops, ctx, layer, LoraTarget::kGdnIn, x, H, w.in_proj, proj, xb);
     std::vector<float*> conv_states(static_cast<size_t>(b.num_seqs()));
     std::vector<GdnCoreArgs> seqs(static_cast<size_t>(b.num_seqs()));
     for (int s = 0; s < b.num_seqs(); ++s) {

@@ -1,6 +1,7 @@
 // CPU reference ops against direct double-precision formulas over a sweep of shapes.
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_math.h"
+#include "util/bf16.h"
 
 #include <gtest/gtest.h>
 
@@ -118,6 +119,34 @@ TEST(CpuOps, RmsNormBothConventions) {
       EXPECT_LT(RelErr(out, ref), 1e-6);
     }
   }
+}
+
+// A norm asked for a twin writes its output's values as bf16 there too (AddRmsNorm through the
+// default Add then RmsNorm); the CPU reads none (Twins() is false) and its products ignore one.
+TEST(CpuOps, NormsWriteTheTwinTheyAreGiven) {
+  std::mt19937 rng(4);
+  const int rows = 3, dim = 40;
+  CpuOps ops(ActDtype::kBF16, 1);
+  EXPECT_FALSE(ops.Twins());
+  auto x = Random(rows * dim, rng), y = Random(rows * dim, rng), wv = Random(dim, rng);
+  for (float& v : x) v = RoundBf16(v);
+  for (float& v : y) v = RoundBf16(v);
+  Weight w = MakeWeight(dim, 1, wv, false);
+  std::vector<float> out(x.size()), out2(x.size()), out3(x.size()), h = x, h2 = x;
+  std::vector<uint16_t> twin(x.size(), 0xffff), twin2(x.size(), 0xffff);
+  ops.RmsNorm(x.data(), w, rows, dim, 1e-6f, NormKind::kOnePlusW, out.data(), twin.data());
+  ops.AddRmsNorm(h.data(), y.data(), w, rows, dim, 1e-6f, NormKind::kPlainW, out2.data(), twin2.data());
+  ops.AddRmsNorm(h2.data(), y.data(), w, rows, dim, 1e-6f, NormKind::kPlainW, out3.data());
+  EXPECT_EQ(out2, out3) << "a twin changes nothing of the output";
+  for (size_t e = 0; e < out.size(); ++e) {
+    ASSERT_EQ(Bf16ToFloat(twin[e]), out[e]) << "RmsNorm's twin at " << e;
+    ASSERT_EQ(Bf16ToFloat(twin2[e]), out2[e]) << "AddRmsNorm's twin at " << e;
+  }
+  Weight p = MakeWeight(8, dim, Random(8 * dim, rng), true);
+  std::vector<float> a(rows * 8), b(rows * 8);
+  ops.MatMul(out.data(), rows, p, a.data(), true);
+  ops.MatMul(out.data(), rows, p, b.data(), true, twin.data());
+  EXPECT_EQ(a, b);
 }
 
 TEST(CpuOps, RopeRotatesPairsAndPassesTheRest) {

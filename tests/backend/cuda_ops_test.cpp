@@ -252,6 +252,71 @@ TEST(CudaOps, AddRmsNormIsTheAddThenTheNormBitForBit) {
   }
 }
 
+// Twins (backend/ops.h): a norm's bf16 copy of its output is that output's values, and a product
+// or the fused MLP reading it gives the bits it gives on the output itself (its own ToBf16 copy).
+TEST(CudaOps, TwinsAreTheNormsOutputAndGiveTheProductsTheirBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(49);
+  for (int dim : {96, 1000, 5120}) {  // the warp-row kernel, then the block kernel (cached, and past it)
+    SCOPED_TRACE(::testing::Message() << "dim " << dim);
+    const int rows = 9;
+    auto h = Random(static_cast<size_t>(rows) * dim, rng, 4.0f, true), y = Random(h.size(), rng, 1.0f, true);
+    auto w = Random(static_cast<size_t>(dim), rng, 0.2f);
+    Dev<float> d_h1(h), d_h2(h), d_y(y), d_w(w), d_out1(h.size()), d_out2(h.size()), d_out3(h.size());
+    Dev<uint16_t> twin2(h.size()), twin3(h.size());
+    ASSERT_TRUE(cuda::AddRmsNorm(d_h1.p, d_y.p, d_w.p, rows, dim, 1e-6f, cuda::NormKind::kOnePlusW, true, d_out1.p,
+                                 nullptr).ok());
+    ASSERT_TRUE(cuda::AddRmsNorm(d_h2.p, d_y.p, d_w.p, rows, dim, 1e-6f, cuda::NormKind::kOnePlusW, true, d_out2.p,
+                                 nullptr, twin2.p).ok());
+    ASSERT_TRUE(cuda::RmsNorm(d_h2.p, d_w.p, rows, dim, 1e-6f, cuda::NormKind::kPlainW, true, d_out3.p, nullptr,
+                              twin3.p).ok());
+    EXPECT_EQ(d_out2.Get(), d_out1.Get()) << "a twin changes nothing of the norm's own output";
+    const auto o2 = d_out2.Get(), o3 = d_out3.Get();
+    const auto t2 = twin2.Get(), t3 = twin3.Get();
+    for (size_t e = 0; e < o2.size(); ++e) {
+      ASSERT_EQ(t2[e], FloatToBf16(o2[e])) << "AddRmsNorm's twin at " << e;
+      ASSERT_EQ(Bf16ToFloat(t2[e]), o2[e]) << "bf16 values: the twin is exact at " << e;
+      ASSERT_EQ(t3[e], FloatToBf16(o3[e])) << "RmsNorm's twin at " << e;
+    }
+  }
+  // Products on a norm's output with and without its twin: the decode forms (1, 5, 32 rows), the
+  // prefill form (33, 130, 300), split forms (few outputs, long K), and fp32 weights (no bf16 copy).
+  for (auto [n, k] : std::vector<std::pair<int, int>>{{96, 264}, {520, 1024}, {16, 4096}}) {
+    for (int m : {1, 5, 32, 33, 130, 300}) {
+      for (bool wbf16 : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << m << " x " << k << " -> " << n << (wbf16 ? " bf16" : " fp32") << " weights");
+        auto wt = MakeW(n, k, rng, wbf16);
+        const auto h = Random(static_cast<size_t>(m) * k, rng, 2.0f, true);
+        const auto nw = Random(static_cast<size_t>(k), rng, 0.2f);
+        Dev<float> d_h(h), d_nw(nw), x(h.size()), ref(static_cast<size_t>(m) * n), got(static_cast<size_t>(m) * n);
+        Dev<uint16_t> twin(h.size());
+        ASSERT_TRUE(cuda::RmsNorm(d_h.p, d_nw.p, m, k, 1e-6f, cuda::NormKind::kOnePlusW, true, x.p, nullptr, twin.p).ok());
+        ASSERT_TRUE(MatMulScratched(x.p, m, wt->dev(), ref.p, true).ok());
+        Dev<uint8_t> scratch(static_cast<size_t>(std::max<int64_t>(cuda::MatMulScratchBytes(m, wt->dev(), true), 16)));
+        ASSERT_TRUE(cuda::MatMul(x.p, m, wt->dev(), got.p, n, true, true, nullptr, scratch.p, twin.p).ok());
+        const auto r = ref.Get(), g = got.Get();
+        for (size_t e = 0; e < r.size(); ++e) ASSERT_EQ(Bits(g[e]), Bits(r[e])) << "output " << e;
+      }
+    }
+  }
+  {  // the fused MLP
+    const int m = 300, hidden = 264, inter = 1024, out_w = 520;
+    auto gate_up = MakeW(2 * inter, hidden, rng, true);
+    auto down = MakeW(out_w, inter, rng, true);
+    const auto h = Random(static_cast<size_t>(m) * hidden, rng, 2.0f, true);
+    const auto nw = Random(static_cast<size_t>(hidden), rng, 0.2f);
+    Dev<float> d_h(h), d_nw(nw), x(h.size()), ref(static_cast<size_t>(m) * out_w), got(static_cast<size_t>(m) * out_w);
+    Dev<uint16_t> twin(h.size());
+    ASSERT_TRUE(cuda::RmsNorm(d_h.p, d_nw.p, m, hidden, 1e-6f, cuda::NormKind::kOnePlusW, true, x.p, nullptr, twin.p).ok());
+    Dev<uint8_t> s1(static_cast<size_t>(cuda::SwiGluMlpScratchBytes(m, gate_up->dev())));
+    Dev<uint8_t> s2(static_cast<size_t>(cuda::SwiGluMlpScratchBytes(m, gate_up->dev())));
+    ASSERT_TRUE(cuda::SwiGluMlp(x.p, m, gate_up->dev(), down->dev(), ref.p, out_w, nullptr, s1.p).ok());
+    ASSERT_TRUE(cuda::SwiGluMlp(x.p, m, gate_up->dev(), down->dev(), got.p, out_w, nullptr, s2.p, twin.p).ok());
+    const auto r = ref.Get(), g = got.Get();
+    for (size_t e = 0; e < r.size(); ++e) ASSERT_EQ(Bits(g[e]), Bits(r[e])) << "fused MLP output " << e;
+  }
+}
+
 TEST(CudaOps, MatMulMatchesCpuOverShapes) {
   REQUIRE_GPU();
   std::mt19937 rng(2);

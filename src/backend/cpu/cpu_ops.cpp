@@ -9,6 +9,7 @@
 
 #include "weights/exact.h"
 #include "backend/cpu/cpu_math.h"
+#include "util/bf16.h"
 #include "util/minifloat.h"
 #include "util/parallel.h"
 
@@ -44,7 +45,8 @@ void CpuOps::Embed(const Weight& table, const int32_t* ids, int n, float* out) {
   }
 }
 
-void CpuOps::RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind, float* out) {
+void CpuOps::RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind, float* out,
+                     uint16_t* out_bf16) {
   ParallelFor(rows, threads_, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const float* xr = x + r * dim;
@@ -54,11 +56,15 @@ void CpuOps::RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, flo
         if (kind == NormKind::kPlainW) o[i] = R(w.at(i) * R(xr[i] * inv));
         else o[i] = R(xr[i] * inv * (1.0f + w.at(i)));
       }
+      if (out_bf16 != nullptr) {
+        for (int i = 0; i < dim; ++i) out_bf16[r * dim + i] = FloatToBf16(o[i]);
+      }
     }
   });
 }
 
-void CpuOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) {
+void CpuOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output, const uint16_t* xb) {
+  (void)xb;  // x holds the twin's values (the CPU reads no twins)
   if (observer_) observer_(x, m, w);
   if (w.parts.empty()) {
     MatMulColumns(x, m, w, y, w.rows, 0, round_output);

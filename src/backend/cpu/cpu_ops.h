@@ -24,9 +24,12 @@ class CpuOps final : public Ops {
   void Release(size_t mark) override;
   void ToHost(const float* src, int64_t n, float* host_dst) override;
   void Embed(const Weight& table, const int32_t* ids, int n, float* out) override;
-  void RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind,
-               float* out) override;
-  void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) override;
+  // out_bf16 is written when given; the CPU reads no twins (Twins() is false), so MatMul's xb is
+  // not read: x holds the same values.
+  void RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind, float* out,
+               uint16_t* out_bf16 = nullptr) override;
+  void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output,
+              const uint16_t* xb = nullptr) override;
   void LoraAdd(const LoraArgs& a) override;
   const Weight& ExactWeight(const Weight& base, const std::vector<LoraModule>& modules) override;
   Status ReserveExact(int64_t elements) override;

@@ -125,38 +125,39 @@ void CudaOps::Embed(const Weight& table, const int32_t* ids, int n, float* out) 
   Note(cuda::Embed(t->w, d_ids, n, bf16(), out, stream_));
 }
 
-void CudaOps::RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind, float* out) {
+void CudaOps::RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind, float* out,
+                      uint16_t* out_bf16) {
   const auto timer = Time("RmsNorm");
   const float* dw = DevF32(w);
   if (Failed()) return;
-  Sign(2, x, dw, rows, dim, eps, kind, out);
+  Sign(2, x, dw, rows, dim, eps, kind, out, out_bf16);
   if (!Launches()) return;
   Note(cuda::RmsNorm(x, dw, rows, dim, eps, kind == NormKind::kPlainW ? cuda::NormKind::kPlainW : cuda::NormKind::kOnePlusW,
-                     bf16(), out, stream_));
+                     bf16(), out, stream_, out_bf16));
 }
 
 void CudaOps::AddRmsNorm(float* h, const float* y, const Weight& w, int64_t rows, int dim, float eps, NormKind kind,
-                         float* out) {
+                         float* out, uint16_t* out_bf16) {
   const auto timer = Time("AddRmsNorm");
   const float* dw = DevF32(w);
   if (Failed()) return;
-  Sign(33, h, y, dw, rows, dim, eps, kind, out);
+  Sign(33, h, y, dw, rows, dim, eps, kind, out, out_bf16);
   if (!Launches()) return;
   Note(cuda::AddRmsNorm(h, y, dw, rows, dim, eps,
                         kind == NormKind::kPlainW ? cuda::NormKind::kPlainW : cuda::NormKind::kOnePlusW, bf16(), out,
-                        stream_));
+                        stream_, out_bf16));
 }
 
-void CudaOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) {
+void CudaOps::MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output, const uint16_t* xb) {
   const auto timer = Time(m > cuda::kDecodeFormRows ? "MatMul (prefill form)" : "MatMul (decode form)", 2.0 * static_cast<double>(m) * w.rows * w.cols);
   if (w.parts.empty()) {
-    MatMulColumns(x, m, w, y, w.rows, round_output);
+    MatMulColumns(x, m, w, y, w.rows, round_output, xb);
     return;
   }
   if (MatMulW4WithTail(x, m, w, y, round_output)) return;
   int64_t col = 0;  // each tensor of a mixed-storage fused weight fills its own columns of y
   for (const Weight& p : w.parts) {
-    MatMulColumns(x, m, p, y + col, w.rows, round_output);
+    MatMulColumns(x, m, p, y + col, w.rows, round_output, xb);
     col += p.rows;
   }
 }
@@ -178,7 +179,8 @@ bool CudaOps::MatMulW4WithTail(const float* x, int64_t m, const Weight& w, float
   return true;
 }
 
-void CudaOps::MatMulColumns(const float* x, int64_t m, const Weight& w, float* y, int64_t ldy, bool round_output) {
+void CudaOps::MatMulColumns(const float* x, int64_t m, const Weight& w, float* y, int64_t ldy, bool round_output,
+                            const uint16_t* xb) {
   const DevCopy* d = Dev(w);
   if (Failed() || m == 0) return;
   if (d->w.fp8()) {
@@ -190,16 +192,18 @@ void CudaOps::MatMulColumns(const float* x, int64_t m, const Weight& w, float* y
     Release(mark);
     return;
   }
-  Sign(3, x, m, d->w.data, y, ldy, round_output);
-  DevMatMul(x, m, d->w, y, ldy, round_output);
+  Sign(3, x, m, d->w.data, y, ldy, round_output, xb);
+  DevMatMul(x, m, d->w, y, ldy, round_output, xb);
 }
 
-void CudaOps::DevMatMul(const float* x, int64_t m, const cuda::DevWeight& w, float* y, int64_t ldy, bool round_output) {
+void CudaOps::DevMatMul(const float* x, int64_t m, const cuda::DevWeight& w, float* y, int64_t ldy, bool round_output,
+                        const uint16_t* twin) {
   const size_t mark = Mark();
   if (cublas_ && bf16() && w.bf16 && !w.quantized() && w.cols % 8 == 0) {
-    auto* xb = reinterpret_cast<uint16_t*>(AllocRaw((m * w.cols + 1) / 2));
+    uint16_t* copy = twin != nullptr ? nullptr : reinterpret_cast<uint16_t*>(AllocRaw((m * w.cols + 1) / 2));
+    const uint16_t* xb = twin != nullptr ? twin : copy;
     if (!Failed() && Launches()) {
-      Note(cuda::ToBf16(x, m * w.cols, xb, stream_));
+      if (copy != nullptr) Note(cuda::ToBf16(x, m * w.cols, copy, stream_));
       Note(cublas_->Gemm(xb, m, static_cast<const uint16_t*>(w.data), w.rows, w.cols, y, ldy));
       if (round_output) Note(cuda::RoundBlockBf16(y, ldy, m, w.rows, stream_));
     }
@@ -208,7 +212,7 @@ void CudaOps::DevMatMul(const float* x, int64_t m, const cuda::DevWeight& w, flo
   }
   const int64_t bytes = cuda::MatMulScratchBytes(m, w, bf16());
   void* scratch = bytes > 0 ? AllocRaw((bytes + 3) / 4) : nullptr;
-  if (!Failed() && Launches()) Note(cuda::MatMul(x, m, w, y, ldy, round_output, bf16(), stream_, scratch));
+  if (!Failed() && Launches()) Note(cuda::MatMul(x, m, w, y, ldy, round_output, bf16(), stream_, scratch, twin));
   Release(mark);
 }
 
@@ -435,21 +439,22 @@ void CudaOps::SiluMul(const float* gu, int64_t n, int64_t inter, float* out) {
   Note(cuda::SiluMul(gu, n, inter, bf16(), out, stream_));
 }
 
-void CudaOps::SwiGluMlp(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out) {
+void CudaOps::SwiGluMlp(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
+                        const uint16_t* xb) {
   // Fused past 64 rows (cuda/mlp.h); cuBLAS (CudaOptions::cublas) and every other case run the
   // three ops.
   const DevCopy* gu = gate_up.parts.empty() && down.parts.empty() && !cublas_ ? Dev(gate_up) : nullptr;
   const DevCopy* dn = gu != nullptr ? Dev(down) : nullptr;
   if (Failed()) return;
   if (dn == nullptr || !cuda::SwiGluMlpFits(n, gu->w, dn->w, bf16())) {
-    Ops::SwiGluMlp(x, n, gate_up, down, out);
+    Ops::SwiGluMlp(x, n, gate_up, down, out, xb);
     return;
   }
   const auto timer = Time("SwiGluMlp (prefill form)", 6.0 * static_cast<double>(n) * down.cols * down.rows);
   const size_t mark = Mark();
   void* scratch = AllocRaw((cuda::SwiGluMlpScratchBytes(n, gu->w) + 3) / 4);
-  Sign(36, x, n, gu->w.data, dn->w.data, out);
-  if (!Failed() && Launches()) Note(cuda::SwiGluMlp(x, n, gu->w, dn->w, out, down.rows, stream_, scratch));
+  Sign(36, x, n, gu->w.data, dn->w.data, out, xb);
+  if (!Failed() && Launches()) Note(cuda::SwiGluMlp(x, n, gu->w, dn->w, out, down.rows, stream_, scratch, xb));
   Release(mark);
 }
 

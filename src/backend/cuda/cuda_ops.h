@@ -163,11 +163,14 @@ class CudaOps final : public Ops {
   void Release(size_t mark) override;
   void ToHost(const float* src, int64_t n, float* host_dst) override;
   void Embed(const Weight& table, const int32_t* ids, int n, float* out) override;
-  void RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind,
-               float* out) override;
+  // Twins in bf16 mode: the tensor-core forms read x as bf16 (cuda::MatMul's xb).
+  bool Twins() const override { return bf16(); }
+  void RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, float eps, NormKind kind, float* out,
+               uint16_t* out_bf16 = nullptr) override;
   void AddRmsNorm(float* h, const float* y, const Weight& w, int64_t rows, int dim, float eps, NormKind kind,
-                  float* out) override;
-  void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output) override;
+                  float* out, uint16_t* out_bf16 = nullptr) override;
+  void MatMul(const float* x, int64_t m, const Weight& w, float* y, bool round_output,
+              const uint16_t* xb = nullptr) override;
   void LoraAdd(const LoraArgs& a) override;
   void MatMulLora(const float* x, int64_t m, const Weight& w, float* y, const LoraArgs& lora) override;
   const Weight& ExactWeight(const Weight& base, const std::vector<LoraModule>& modules) override;
@@ -190,7 +193,8 @@ class CudaOps final : public Ops {
             float attn_scale) override;
   void Attention(const AttentionArgs& a) override;
   void SiluMul(const float* gu, int64_t n, int64_t inter, float* out) override;
-  void SwiGluMlp(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out) override;
+  void SwiGluMlp(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
+                 const uint16_t* xb = nullptr) override;
   void SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
                      const int32_t* row_slot, const std::vector<const std::vector<LoraModule>*>* gate_up_modules,
                      const std::vector<const std::vector<LoraModule>*>* down_modules) override;
@@ -252,7 +256,8 @@ class CudaOps final : public Ops {
   // An fp32 LoRA factor for bf16 activations: [rows, 3 * cols] bf16, each row its three exact
   // pieces (SplitBf16x3) side by side, so the factor's products run on the bf16 tensor cores.
   const cuda::DevWeight* DevSplit(const Weight& w);
-  void MatMulColumns(const float* x, int64_t m, const Weight& w, float* y, int64_t ldy, bool round_output);
+  void MatMulColumns(const float* x, int64_t m, const Weight& w, float* y, int64_t ldy, bool round_output,
+                     const uint16_t* xb = nullptr);
   // A fused weight of a 4-bit part and a few bf16 rows after it (Qwen3.5's GDN in-projection and
   // its b / a) at decode sizes, in one launch (gemm_decode_w4.h: each part's bits as it has them
   // alone). False, with nothing launched, where that form does not take it.
@@ -260,7 +265,8 @@ class CudaOps final : public Ops {
   // cuda::MatMul on device weight w with its scratch taken from (and given back to) the arena;
   // with CudaOptions::cublas, dense bf16 weights go to cuBLAS instead (x copied to bf16 the
   // same way, the result rounded after).
-  void DevMatMul(const float* x, int64_t m, const cuda::DevWeight& w, float* y, int64_t ldy, bool round_output);
+  void DevMatMul(const float* x, int64_t m, const cuda::DevWeight& w, float* y, int64_t ldy, bool round_output,
+                 const uint16_t* xb = nullptr);
   const float* DevF32(const Weight& w);
   // LoraAdd for one adapter's rows gathered: two projections through MatMul (with bf16
   // activations, the tensor cores: bf16 factors as they are, fp32 factors as three exact bf16

@@ -612,10 +612,11 @@ const uint16_t* MatMulBf16Copy(int64_t m, const DevWeight& w, bool bf16, bool x_
 
 namespace {
 // The way into the kernels that read bf16 activations (the mma.sync forms, the W4A16 decode
-// form): x [m, K] copied to bf16 into the caller's scratch (`who` names the caller in the error
-// when there is none).
+// form): x's twin where the caller has one (16-byte aligned), else x [m, K] copied to bf16 into
+// the caller's scratch (`who` names the caller in the error when there is none).
 Result<const uint16_t*> Bf16CopyOf(const char* who, const float* x, int64_t m, const DevWeight& w, void* stream,
-                                   void* scratch) {
+                                   void* scratch, const uint16_t* twin = nullptr) {
+  if (twin != nullptr && reinterpret_cast<uintptr_t>(twin) % 16 == 0) return twin;
   if (scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 16 != 0) {
     return InvalidArgument(std::string(who) + ": bf16 products need MatMulScratchBytes of aligned scratch");
   }
@@ -626,7 +627,7 @@ Result<const uint16_t*> Bf16CopyOf(const char* who, const float* x, int64_t m, c
 }  // namespace
 
 Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output, bool bf16,
-              void* stream, void* scratch) {
+              void* stream, void* scratch, const uint16_t* xb_twin) {
   if (m < 0 || w.rows <= 0 || w.cols <= 0 || ldy < w.rows) return InvalidArgument("cuda MatMul: bad shape");
   if (w.fp8()) return InvalidArgument("cuda MatMul: FP8 weights run MatMulFp8");
   if (m == 0) return Status::Ok();
@@ -640,7 +641,7 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
     case MatMulForm::kBf16Prefill:
     case MatMulForm::kBf16DecodeSplit:
     case MatMulForm::kBf16PrefillSplit: {
-      GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch));
+      GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch, xb_twin));
       if (form == MatMulForm::kBf16DecodeSplit || form == MatMulForm::kBf16PrefillSplit) {
         auto* partial = reinterpret_cast<float*>(static_cast<unsigned char*>(scratch) + Bf16CopyBytes(m, w));
         GRAFT_RETURN_IF_ERROR(MatMulBf16(xb, w.cols, m, w, partial, w.rows, false, /*split_k=*/true, stream));
@@ -649,11 +650,11 @@ Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t l
       return MatMulBf16(xb, w.cols, m, w, y, ldy, round_output, /*split_k=*/false, stream);
     }
     case MatMulForm::kW4PrefillWgmma: {
-      GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch));
+      GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch, xb_twin));
       return GemmWgmmaW4(xb, m, w, y, ldy, round_output, stream);
     }
     case MatMulForm::kW4Prefill: {
-      GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch));
+      GRAFT_ASSIGN_OR_RETURN(const uint16_t* xb, Bf16CopyOf("cuda MatMul", x, m, w, stream, scratch, xb_twin));
       return W4PrefillMatMul(xb, m, w, W4PrefillPlan(m, w), y, ldy, round_output, s, static_cast<unsigned char*>(scratch));
     }
     case MatMulForm::kW4Skinny: {

@@ -83,8 +83,10 @@ MatMulForm ChooseMatMulForm(int64_t m, const DevWeight& w, bool bf16, bool x_ali
 
 inline constexpr int64_t kDecodeFormRows = 32;
 
+// xb_twin: null, or x's values as bf16 [m, K] (Ops' twin, 16-byte aligned): the forms that read
+// x as bf16 take it instead of copying x into the scratch (MatMulBf16Copy then names no copy).
 Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output, bool bf16,
-              void* stream, void* scratch);
+              void* stream, void* scratch, const uint16_t* xb_twin = nullptr);
 
 // The mma.sync forms on activations already bf16 (xb, 16-byte aligned): the decode form up to
 // kDecodeFormRows rows, the prefill form beyond — the kernels MatMul and MatMulSplitK run after

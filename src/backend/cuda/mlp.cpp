@@ -26,7 +26,7 @@ int64_t SwiGluMlpScratchBytes(int64_t m, const DevWeight& gate_up) {
 }
 
 Status SwiGluMlp(const float* x, int64_t m, const DevWeight& gate_up, const DevWeight& down, float* out, int64_t ldy,
-                 void* stream, void* scratch) {
+                 void* stream, void* scratch, const uint16_t* xb_twin) {
   if (!SwiGluMlpFits(m, gate_up, down, true) || ldy < down.rows) {
     return InvalidArgument("cuda SwiGluMlp: needs more than 64 rows, dense bf16 weights on the prefill form, "
                            "gate_up's rows twice down's columns (a multiple of 8) and ldy >= down's rows");
@@ -35,9 +35,13 @@ Status SwiGluMlp(const float* x, int64_t m, const DevWeight& gate_up, const DevW
     return InvalidArgument("cuda SwiGluMlp: needs SwiGluMlpScratchBytes of 16-byte aligned scratch");
   }
   const int64_t inter = down.cols;
-  auto* xb = static_cast<uint16_t*>(scratch);
   auto* act = reinterpret_cast<uint16_t*>(static_cast<unsigned char*>(scratch) + Aligned16(m * gate_up.cols * 2));
-  GRAFT_RETURN_IF_ERROR(ToBf16(x, m * gate_up.cols, xb, stream));
+  const uint16_t* xb = xb_twin;
+  if (xb == nullptr || reinterpret_cast<uintptr_t>(xb) % 16 != 0) {
+    auto* copy = static_cast<uint16_t*>(scratch);
+    GRAFT_RETURN_IF_ERROR(ToBf16(x, m * gate_up.cols, copy, stream));
+    xb = copy;
+  }
   GRAFT_RETURN_IF_ERROR(GemmWgmmaSwiGlu(xb, m, static_cast<const uint16_t*>(gate_up.data), inter, gate_up.cols, act,
                                         inter, stream));
   return MatMulBf16(act, inter, m, down, out, ldy, /*round_output=*/true, /*split_k=*/false, stream);

@@ -20,7 +20,8 @@ bool SwiGluMlpFits(int64_t m, const DevWeight& gate_up, const DevWeight& down, b
 // Device scratch SwiGluMlp needs (16-byte aligned): x's bf16 copy and the bf16 activation.
 int64_t SwiGluMlpScratchBytes(int64_t m, const DevWeight& gate_up);
 // out[m, down.rows] (rows ldy apart, rounded to bf16) = down · r(r(silu(g)) · u), [g | u] = gate_up · x.
+// xb_twin: null, or x's values as bf16 (16-byte aligned), read instead of x's copy.
 Status SwiGluMlp(const float* x, int64_t m, const DevWeight& gate_up, const DevWeight& down, float* out, int64_t ldy,
-                 void* stream, void* scratch);
+                 void* stream, void* scratch, const uint16_t* xb_twin = nullptr);
 
 }  // namespace graft::cuda

@@ -18,11 +18,12 @@ constexpr int kCached = 24;  // values a thread keeps in registers: rows up to 6
 // once, all loads issued before any store (a single block on the critical path at batch 1 was
 // latency-bound on one load at a time), their weights with them (read after the sum they were a
 // second round trip to memory: 10 -> 4 us a call at batch 1 on the H200).
-// kAdd: the row is first h = r(h + y), written back.
+// kAdd: the row is first h = r(h + y), written back. out_b: null, or where the outputs also go as
+// bf16 (their twin: bf16 values already when round_bf16).
 template <bool kAdd>
 __global__ void __launch_bounds__(kThreads) RmsNormKernel(const float* x, float* h, const float* __restrict__ y,
                                                           const float* __restrict__ w, int dim, float eps, int kind,
-                                                          bool round_bf16, float* out) {
+                                                          bool round_bf16, float* out, __nv_bfloat16* out_b) {
   __shared__ float partial[kThreads];
   const int64_t row = blockIdx.x;
   const int tid = threadIdx.x;
@@ -62,12 +63,21 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(const float* x, float*
   }
   const float inv = InvRms(acc, dim, eps, partial);
   float* o = out + row * dim;
+  __nv_bfloat16* ob = out_b != nullptr ? out_b + row * dim : nullptr;
 #pragma unroll
   for (int j = 0; j < kCached; ++j) {
     const int i = tid + j * kThreads;
-    if (i < dim) o[i] = Normed(v[j], inv, wv[j], kind, round_bf16);
+    if (i < dim) {
+      const float r = Normed(v[j], inv, wv[j], kind, round_bf16);
+      o[i] = r;
+      if (ob != nullptr) ob[i] = __float2bfloat16_rn(r);
+    }
   }
-  for (int i = tid + kCached * kThreads; i < dim; i += kThreads) o[i] = Normed(xr[i], inv, w[i], kind, round_bf16);
+  for (int i = tid + kCached * kThreads; i < dim; i += kThreads) {
+    const float r = Normed(xr[i], inv, w[i], kind, round_bf16);
+    o[i] = r;
+    if (ob != nullptr) ob[i] = __float2bfloat16_rn(r);
+  }
 }
 
 // Rows up to kWarpRowMax wide (a head's q / k norm: 128 or 256 columns, n x heads rows) a warp
@@ -79,7 +89,8 @@ constexpr int kWarpRowMax = 256, kRowsPerBlock = kThreads / 32;
 static_assert(kWarpRowMax == kNormThreads, "a warp row mirrors the block tree's 256 partial sums");
 
 __global__ void __launch_bounds__(kThreads) RmsNormWarpKernel(const float* x, const float* __restrict__ w, int64_t rows,
-                                                              int dim, float eps, int kind, bool round_bf16, float* out) {
+                                                              int dim, float eps, int kind, bool round_bf16, float* out,
+                                                              __nv_bfloat16* out_b) {
   const int lane = threadIdx.x % 32;
   const int64_t row = int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / 32;
   float wv[8];
@@ -97,35 +108,40 @@ __global__ void __launch_bounds__(kThreads) RmsNormWarpKernel(const float* x, co
   float* o = out + row * dim;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
-    if (lane + 32 * j < dim) o[lane + 32 * j] = Normed(v[j], inv, wv[j], kind, round_bf16);
+    if (lane + 32 * j < dim) {
+      const float r = Normed(v[j], inv, wv[j], kind, round_bf16);
+      o[lane + 32 * j] = r;
+      if (out_b != nullptr) out_b[row * dim + lane + 32 * j] = __float2bfloat16_rn(r);
+    }
   }
 }
 
 }  // namespace
 
 Status RmsNorm(const float* x, const float* w, int64_t rows, int dim, float eps, NormKind kind, bool round_bf16,
-               float* out, void* stream) {
+               float* out, void* stream, uint16_t* out_bf16) {
+  auto* ob = reinterpret_cast<__nv_bfloat16*>(out_bf16);
   if (rows < 0 || dim <= 0) return InvalidArgument("cuda RmsNorm: bad shape");
   if (rows == 0) return Status::Ok();
   if (rows > 0x7fffffff) return InvalidArgument("cuda RmsNorm: more than 2^31 rows");
   if (dim <= kWarpRowMax) {
     LaunchPdl(RmsNormWarpKernel, static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0,
-              static_cast<cudaStream_t>(stream), x, w, rows, dim, eps, static_cast<int>(kind), round_bf16, out);
+              static_cast<cudaStream_t>(stream), x, w, rows, dim, eps, static_cast<int>(kind), round_bf16, out, ob);
     return Launched("RmsNorm");
   }
   LaunchPdl(RmsNormKernel<false>, static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), x,
-            nullptr, nullptr, w, dim, eps, static_cast<int>(kind), round_bf16, out);
+            nullptr, nullptr, w, dim, eps, static_cast<int>(kind), round_bf16, out, ob);
   return Launched("RmsNorm");
 }
 
 Status AddRmsNorm(float* h, const float* y, const float* w, int64_t rows, int dim, float eps, NormKind kind,
-                  bool round_bf16, float* out, void* stream) {
+                  bool round_bf16, float* out, void* stream, uint16_t* out_bf16) {
   if (rows < 0 || dim <= 0) return InvalidArgument("cuda AddRmsNorm: bad shape");
   if (rows == 0) return Status::Ok();
   if (rows > 0x7fffffff) return InvalidArgument("cuda AddRmsNorm: more than 2^31 rows");
   if (out == h || out == y) return InvalidArgument("cuda AddRmsNorm: out aliases h or y");
   LaunchPdl(RmsNormKernel<true>, static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), nullptr,
-            h, y, w, dim, eps, static_cast<int>(kind), round_bf16, out);
+            h, y, w, dim, eps, static_cast<int>(kind), round_bf16, out, reinterpret_cast<__nv_bfloat16*>(out_bf16));
   return Launched("AddRmsNorm");
 }
 

@@ -15,12 +15,13 @@ namespace graft::cuda {
 
 enum class NormKind { kPlainW = 0, kOnePlusW = 1 };
 
+// out_bf16: null, or where out's values also go as bf16 [rows, dim] (a twin, backend/ops.h).
 Status RmsNorm(const float* x, const float* w, int64_t rows, int dim, float eps, NormKind kind, bool round_bf16,
-               float* out, void* stream);
+               float* out, void* stream, uint16_t* out_bf16 = nullptr);
 
 // h = r(h + y) (as cuda::Add), then out = RmsNorm(h) (as above), one block a row: the same bits
 // as the two launches. h, y, out [rows, dim]; out must not alias h or y.
 Status AddRmsNorm(float* h, const float* y, const float* w, int64_t rows, int dim, float eps, NormKind kind,
-                  bool round_bf16, float* out, void* stream);
+                  bool round_bf16, float* out, void* stream, uint16_t* out_bf16 = nullptr);
 
 }  // namespace graft::cuda
