@@ -666,9 +666,14 @@ __global__ void __launch_bounds__(kStateThreads)
   const int c = blockIdx.y;
   const int p0 = a.pending_dev ? *a.pending_dev : pending0;
   int t0, pstart, pend;
-  // A chunk past a shorter sequence's end: nothing to wait for (the blocks of every sequence's
-  // last chunk keep the grid from completing before the walk).
-  if (!ChunkRows(c, p0, a.n, t0, pstart, pend)) return;
+  // A chunk past a sequence's end (the grid's last row, or a shorter sequence's in a
+  // GdnCoreTcChunkedSeqs launch): nothing to compute; it waits for the walk as pdl.cuh's kernels
+  // do before they return. The grid's last row is dispatched last, so it holds its slots only
+  // near the walk's end; a shorter sequence's rows hold theirs from their turn on.
+  if (!ChunkRows(c, p0, a.n, t0, pstart, pend)) {
+    PdlBegin();
+    return;
+  }
   int t0n, psn, pen;
   const bool last = !ChunkRows(c + 1, p0, a.n, t0n, psn, pen);
   const Scratch sc(a.scratch, MaxChunks(a.n), a.hk, hv, PaddedDk(a.dk), dv);
