@@ -102,6 +102,7 @@ struct GdnGatedArgs {
   float* g;                       // [n, hv]
   float* core;                    // [n, hv, dv] the delta rule's output
   float* normed;                  // [n, hv * dv]
+  uint16_t* normed_bf16 = nullptr;  // null, or normed's twin (Ops::Twins)
 };
 
 // LoRA deltas for the rows that select an adapter (see weights/lora.h for the arithmetic).
@@ -249,8 +250,9 @@ class Ops {
   virtual void AttentionSeqs(const AttentionArgs* seqs, int count) {
     for (int i = 0; i < count; ++i) Attention(seqs[i]);
   }
-  // out[t, i] = r(r(silu(gu[t, i])) * gu[t, I + i]), gu: [n, 2I], out: [n, I]
-  virtual void SiluMul(const float* gu, int64_t n, int64_t inter, float* out) = 0;
+  // out[t, i] = r(r(silu(gu[t, i])) * gu[t, I + i]), gu: [n, 2I], out: [n, I]; out_bf16: null or
+  // out's twin.
+  virtual void SiluMul(const float* gu, int64_t n, int64_t inter, float* out, uint16_t* out_bf16 = nullptr) = 0;
   // The SwiGLU MLP of n rows x [n, gate_up.cols]: out [n, down.rows] = down · SiluMul(gate_up · x),
   // both products rounded — MatMul, SiluMul, MatMul, which is what this default does. A backend
   // may fuse them (CUDA past the decode form's rows in bf16: the activation never leaves the GEMM as fp32; the
@@ -276,8 +278,10 @@ class Ops {
   }
   // x = r(x + y), [n]
   virtual void Add(float* x, const float* y, int64_t n) = 0;
-  // x[r, c] = r(x[r, c] * r(sigmoid(gate[r, gate_col + c]))), x: [rows, cols], gate rows of gate_stride
-  virtual void SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols) = 0;
+  // x[r, c] = r(x[r, c] * r(sigmoid(gate[r, gate_col + c]))), x: [rows, cols], gate rows of gate_stride;
+  // x_bf16: null or the result's twin.
+  virtual void SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols,
+                              uint16_t* x_bf16 = nullptr) = 0;
   // Depthwise causal conv (kernel K = w.cols) + SiLU over x's first `channels` columns.
   // x rows have stride x_stride. Uses and updates conv_state [channels, K-1].
   // out [n, channels] = r(silu(r(Σ_j w[c, j] · X(t-(K-1)+j)))).
@@ -311,8 +315,9 @@ class Ops {
   }
   // Per (row, head): n = r(w * r(x * rsqrt(mean(x²) + eps))), out = r(n * silu(z)).
   // x: [rows, dv]; z columns at z_col of rows with stride z_stride per token (rows = n * hv).
+  // out_bf16: null, or out's twin.
   virtual void GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
-                            const Weight& w, float eps, float* out) = 0;
+                            const Weight& w, float eps, float* out, uint16_t* out_bf16 = nullptr) = 0;
   // Splits a.qkv into q and gate (CopyBlocks; ungated: q by CopyBlock), k and v (CopyBlock); q
   // and k through RmsNorm per head (q_norm, k_norm; a.norm_kind) and Rope — in that order, which
   // is what this default does. A backend may run it as one kernel (CUDA: one launch where there
@@ -341,7 +346,7 @@ class Ops {
   virtual void GdnGatedCoreSeqs(const GdnCoreArgs* seqs, int count, const GdnGatedArgs& l) {
     GdnGates(l.in, l.stride, l.b_col, l.a_col, l.n, l.hv, *l.a_log, *l.dt_bias, l.beta, l.g);
     GdnCoreSeqs(seqs, count);
-    GatedRmsNorm(l.core, l.in, l.stride, l.z_col, l.n, l.hv, l.dv, *l.norm, l.eps, l.normed);
+    GatedRmsNorm(l.core, l.in, l.stride, l.z_col, l.n, l.hv, l.dv, *l.norm, l.eps, l.normed, l.normed_bf16);
   }
 
  protected:
@@ -353,16 +358,18 @@ class Ops {
     const int64_t inter = down.cols;
     float* gu = Alloc(n * 2 * inter);
     float* act = Alloc(n * inter);
+    // act's twin for a plain down product (no LoRA op on it)
+    uint16_t* act_b = Twins() && !down_modules ? reinterpret_cast<uint16_t*>(Alloc((n * inter + 1) / 2)) : nullptr;
     if (gate_up_modules) {
       MatMulLora(x, n, gate_up, gu, LoraArgs{x, n, gate_up.cols, row_slot, gate_up_modules, gu, gate_up.rows});
     } else {
       MatMul(x, n, gate_up, gu, true, xb);
     }
-    SiluMul(gu, n, inter, act);
+    SiluMul(gu, n, inter, act, act_b);
     if (down_modules) {
       MatMulLora(act, n, down, out, LoraArgs{act, n, inter, row_slot, down_modules, out, down.rows});
     } else {
-      MatMul(act, n, down, out, true);
+      MatMul(act, n, down, out, true, act_b);
     }
     Release(mark);
   }

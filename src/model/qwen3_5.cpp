@@ -59,9 +59,10 @@ class Qwen3_5 final : public Model {
                  .k_norm = &w.k_norm, .norm_kind = NormKind::kOnePlusW, .eps = eps, .pos = ctx.pos.data(),
                  .inv_freq = c.inv_freq.data(), .attn_scale = c.rope_attention_scaling, .q = q, .gate = gate, .k = k,
                  .v = v});
+    uint16_t* ab = scratch.Twin(int64_t{n} * q_w);  // the gated attention's twin for o_proj (null: none)
     CachedAttention(ops, ctx, layer, q, k, v, c, a);
-    ops.SigmoidGateMul(a, gate, q_w, n, q_w);
-    Project(ops, ctx, layer, LoraTarget::kAttnO, a, q_w, w.o, out);
+    ops.SigmoidGateMul(a, gate, q_w, n, q_w, ab);
+    Project(ops, ctx, layer, LoraTarget::kAttnO, a, q_w, w.o, out, ab);
   }
 
   // in_proj rows: [q k v (conv_dim) | z (value_dim) | b (Hv) | a (Hv)]. The conv and the delta
@@ -77,6 +78,7 @@ class Qwen3_5 final : public Model {
     Scratch scratch(ops);
     float *proj = scratch(int64_t{n} * proj_w), *mixed = scratch(int64_t{n} * conv_dim), *beta = scratch(int64_t{n} * hv),
           *g = scratch(int64_t{n} * hv), *core = scratch(int64_t{n} * value_dim), *normed = scratch(int64_t{n} * value_dim);
+    uint16_t* normed_b = scratch.Twin(int64_t{n} * value_dim);  // normed's twin for out_proj (null: none)
     Project(ops, ctx, layer, LoraTarget::kGdnIn, x, H, w.in_proj, proj, xb);
     std::vector<float*> conv_states(static_cast<size_t>(b.num_seqs()));
     std::vector<GdnCoreArgs> seqs(static_cast<size_t>(b.num_seqs()));
@@ -102,9 +104,9 @@ class Qwen3_5 final : public Model {
                              .a_col = conv_dim + value_dim + hv, .z_col = conv_dim, .n = n, .hv = hv,
                              .dv = c.linear_value_head_dim, .a_log = &w.a_log, .dt_bias = &w.dt_bias, .norm = &w.norm,
                              .eps = static_cast<float>(c.rms_norm_eps), .beta = beta, .g = g, .core = core,
-                             .normed = normed};
+                             .normed = normed, .normed_bf16 = normed_b};
     ops.GdnGatedCoreSeqs(seqs.data(), b.num_seqs(), gated);
-    Project(ops, ctx, layer, LoraTarget::kGdnOut, normed, value_dim, w.out, out);
+    Project(ops, ctx, layer, LoraTarget::kGdnOut, normed, value_dim, w.out, out, normed_b);
   }
 };
 

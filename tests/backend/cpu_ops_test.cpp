@@ -121,9 +121,10 @@ TEST(CpuOps, RmsNormBothConventions) {
   }
 }
 
-// A norm asked for a twin writes its output's values as bf16 there too (AddRmsNorm through the
-// default Add then RmsNorm); the CPU reads none (Twins() is false) and its products ignore one.
-TEST(CpuOps, NormsWriteTheTwinTheyAreGiven) {
+// A norm (AddRmsNorm through the default Add then RmsNorm), SiluMul and SigmoidGateMul asked for a
+// twin write their output's values as bf16 there too; the CPU reads none (Twins() is false) and its
+// products ignore one.
+TEST(CpuOps, OpsWriteTheTwinTheyAreGiven) {
   std::mt19937 rng(4);
   const int rows = 3, dim = 40;
   CpuOps ops(ActDtype::kBF16, 1);
@@ -141,6 +142,14 @@ TEST(CpuOps, NormsWriteTheTwinTheyAreGiven) {
   for (size_t e = 0; e < out.size(); ++e) {
     ASSERT_EQ(Bf16ToFloat(twin[e]), out[e]) << "RmsNorm's twin at " << e;
     ASSERT_EQ(Bf16ToFloat(twin2[e]), out2[e]) << "AddRmsNorm's twin at " << e;
+  }
+  std::vector<float> gu = Random(rows * 2 * dim, rng), act(rows * dim), g = out;
+  std::vector<uint16_t> act_b(act.size()), g_b(g.size());
+  ops.SiluMul(gu.data(), rows, dim, act.data(), act_b.data());
+  ops.SigmoidGateMul(g.data(), gu.data(), 2 * dim, rows, dim, g_b.data());
+  for (size_t e = 0; e < act.size(); ++e) {
+    ASSERT_EQ(Bf16ToFloat(act_b[e]), act[e]) << "SiluMul's twin at " << e;
+    ASSERT_EQ(Bf16ToFloat(g_b[e]), g[e]) << "SigmoidGateMul's twin at " << e;
   }
   Weight p = MakeWeight(8, dim, Random(8 * dim, rng), true);
   std::vector<float> a(rows * 8), b(rows * 8);

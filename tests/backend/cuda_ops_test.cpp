@@ -279,6 +279,27 @@ TEST(CudaOps, TwinsAreTheNormsOutputAndGiveTheProductsTheirBits) {
       ASSERT_EQ(t3[e], FloatToBf16(o3[e])) << "RmsNorm's twin at " << e;
     }
   }
+  {  // the elementwise ops that feed products: SiluMul (a decode MLP's down product), SigmoidGateMul (o_proj)
+    const int n = 7, inter = 300;
+    const auto gu = Random(static_cast<size_t>(n) * 2 * inter, rng, 3.0f, true);
+    Dev<float> d_gu(gu), act1(static_cast<size_t>(n) * inter), act2(static_cast<size_t>(n) * inter);
+    Dev<uint16_t> act_b(static_cast<size_t>(n) * inter);
+    ASSERT_TRUE(cuda::SiluMul(d_gu.p, n, inter, true, act1.p, nullptr).ok());
+    ASSERT_TRUE(cuda::SiluMul(d_gu.p, n, inter, true, act2.p, nullptr, act_b.p).ok());
+    const auto a1 = act1.Get(), a2 = act2.Get();
+    const auto ab = act_b.Get();
+    EXPECT_EQ(a2, a1);
+    for (size_t e = 0; e < a2.size(); ++e) ASSERT_EQ(Bf16ToFloat(ab[e]), a2[e]) << "SiluMul's twin at " << e;
+    const auto x = Random(static_cast<size_t>(n) * inter, rng, 2.0f, true);
+    Dev<float> x1(x), x2(x);
+    Dev<uint16_t> x_b(x.size());
+    ASSERT_TRUE(cuda::SigmoidGateMul(x1.p, d_gu.p, 2 * inter, n, inter, true, nullptr).ok());
+    ASSERT_TRUE(cuda::SigmoidGateMul(x2.p, d_gu.p, 2 * inter, n, inter, true, nullptr, x_b.p).ok());
+    const auto g1 = x1.Get(), g2 = x2.Get();
+    const auto gb = x_b.Get();
+    EXPECT_EQ(g2, g1);
+    for (size_t e = 0; e < g2.size(); ++e) ASSERT_EQ(Bf16ToFloat(gb[e]), g2[e]) << "SigmoidGateMul's twin at " << e;
+  }
   // Products on a norm's output with and without its twin: the decode forms (1, 5, 32 rows), the
   // prefill form (33, 130, 300), split forms (few outputs, long K), and fp32 weights (no bf16 copy).
   for (auto [n, k] : std::vector<std::pair<int, int>>{{96, 264}, {520, 1024}, {16, 4096}}) {
@@ -1126,12 +1147,14 @@ TEST(CudaOps, FusedGdnGatesAndNormAreTheThreeOpsBitForBit) {
     const cuda::GdnGateNorm gn{stride, b_col, a_col, z_col, a_log->dev(), dt_bias->dev(), nw->dev(), 1e-6f};
     struct Run {
       Dev<float> beta, g, core, normed;
+      Dev<uint16_t> normed_b;  // normed's twin (backend/ops.h), both ways
       std::vector<std::unique_ptr<Dev<float>>> S, pk, pvn, pgam, pkinv;
       std::vector<cuda::DevGdnState> ds;
     };
     auto fresh = [&] {
       auto r = std::unique_ptr<Run>(new Run{Dev<float>(size_t(total) * hv), Dev<float>(size_t(total) * hv),
-                                            Dev<float>(size_t(total) * width), Dev<float>(size_t(total) * width), {}, {}, {}, {}, {}, {}});
+                                            Dev<float>(size_t(total) * width), Dev<float>(size_t(total) * width),
+                                            Dev<uint16_t>(size_t(total) * width), {}, {}, {}, {}, {}, {}});
       for (int s = 0; s < seqs; ++s) {
         r->S.push_back(std::make_unique<Dev<float>>(std::vector<float>(size_t(hv) * dk * dv, 0.0f)));
         r->pk.push_back(std::make_unique<Dev<float>>(size_t(kGdnChunk) * hv * dk));
@@ -1160,6 +1183,7 @@ TEST(CudaOps, FusedGdnGatesAndNormAreTheThreeOpsBitForBit) {
           if (fuse) {
             q.in = in.p + int64_t{r} * stride;
             q.normed = run->normed.p + int64_t{r} * width;
+            q.normed_b = run->normed_b.p + int64_t{r} * width;
             q.beta_out = run->beta.p + int64_t{r} * hv;
             q.g_out = run->g.p + int64_t{r} * hv;
           }
@@ -1170,7 +1194,8 @@ TEST(CudaOps, FusedGdnGatesAndNormAreTheThreeOpsBitForBit) {
         ASSERT_TRUE(cuda::GdnCoreSeqs(dseqs, seqs, hk, hv, dk, dv, bf16, nullptr, fuse ? &gn : nullptr).ok());
         if (!fuse) {
           ASSERT_TRUE(cuda::GatedRmsNorm(run->core.p + r0 * width, in.p + r0 * stride, stride, z_col, rows, hv, dv,
-                                         nw->dev(), 1e-6f, bf16, run->normed.p + r0 * width, nullptr).ok());
+                                         nw->dev(), 1e-6f, bf16, run->normed.p + r0 * width, nullptr,
+                                         run->normed_b.p + r0 * width).ok());
         }
       }
     }
@@ -1186,6 +1211,9 @@ TEST(CudaOps, FusedGdnGatesAndNormAreTheThreeOpsBitForBit) {
     EXPECT_EQ(fused->core.Get(), three->core.Get()) << "the delta rule's rows";
     const auto normed = fused->normed.Get();
     EXPECT_EQ(normed, three->normed.Get()) << "the gated norm's rows";
+    const auto twin = fused->normed_b.Get();
+    EXPECT_EQ(twin, three->normed_b.Get()) << "the gated norm's twin";
+    for (size_t e = 0; e < twin.size(); ++e) ASSERT_EQ(twin[e], FloatToBf16(normed[e])) << "the twin at " << e;
     EXPECT_TRUE(std::all_of(normed.begin(), normed.end(), [](float v) { return std::isfinite(v); })) << "every row written";
     for (int s = 0; s < seqs; ++s) {
       EXPECT_EQ(fused->S[s]->Get(), three->S[s]->Get()) << "state of sequence " << s;

@@ -224,7 +224,7 @@ void CpuOps::GdnCore(const GdnCoreArgs& a) {
 }
 
 void CpuOps::GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
-                          const Weight& w, float eps, float* out) {
+                          const Weight& w, float eps, float* out, uint16_t* out_bf16) {
   for (int t = 0; t < n; ++t) {
     for (int h = 0; h < hv; ++h) {
       const float* xr = x + (static_cast<int64_t>(t) * hv + h) * dv;
@@ -233,6 +233,9 @@ void CpuOps::GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int6
       const float inv = 1.0f / std::sqrt(cpu::SumSquares(xr, dv) / static_cast<float>(dv) + eps);
       for (int j = 0; j < dv; ++j) o[j] = R(R(w.at(j) * R(xr[j] * inv)) * cpu::Silu(zr[j]));
     }
+  }
+  if (out_bf16 != nullptr) {
+    for (int64_t i = 0; i < int64_t{n} * hv * dv; ++i) out_bf16[i] = FloatToBf16(out[i]);
   }
 }
 

@@ -314,11 +314,14 @@ void CpuOps::Attention(const AttentionArgs& a) {
   });
 }
 
-void CpuOps::SiluMul(const float* gu, int64_t n, int64_t inter, float* out) {
+void CpuOps::SiluMul(const float* gu, int64_t n, int64_t inter, float* out, uint16_t* out_bf16) {
   for (int64_t t = 0; t < n; ++t) {
     const float* g = gu + t * 2 * inter;
     const float* u = g + inter;
     for (int64_t i = 0; i < inter; ++i) out[t * inter + i] = R(R(cpu::Silu(g[i])) * u[i]);
+  }
+  if (out_bf16 != nullptr) {
+    for (int64_t i = 0; i < n * inter; ++i) out_bf16[i] = FloatToBf16(out[i]);
   }
 }
 
@@ -326,11 +329,15 @@ void CpuOps::Add(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = R(x[i] + y[i]);
 }
 
-void CpuOps::SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols) {
+void CpuOps::SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols,
+                            uint16_t* x_bf16) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
       x[r * cols + c] = R(x[r * cols + c] * R(cpu::Sigmoid(gate[r * gate_stride + c])));
     }
+  }
+  if (x_bf16 != nullptr) {
+    for (int64_t i = 0; i < rows * cols; ++i) x_bf16[i] = FloatToBf16(x[i]);
   }
 }
 

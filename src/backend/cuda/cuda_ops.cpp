@@ -431,12 +431,12 @@ void CudaOps::AttentionPieces(const std::vector<AttentionArgs>& pieces) {
   Note(cuda::FlashAttentionPieces(shape, d, static_cast<int>(host.size()), stream_));
 }
 
-void CudaOps::SiluMul(const float* gu, int64_t n, int64_t inter, float* out) {
+void CudaOps::SiluMul(const float* gu, int64_t n, int64_t inter, float* out, uint16_t* out_bf16) {
   const auto timer = Time("SiluMul");
   if (Failed()) return;
-  Sign(8, gu, n, inter, out);
+  Sign(8, gu, n, inter, out, out_bf16);
   if (!Launches()) return;
-  Note(cuda::SiluMul(gu, n, inter, bf16(), out, stream_));
+  Note(cuda::SiluMul(gu, n, inter, bf16(), out, stream_, out_bf16));
 }
 
 void CudaOps::SwiGluMlp(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
@@ -466,12 +466,13 @@ void CudaOps::Add(float* x, const float* y, int64_t n) {
   Note(cuda::Add(x, y, n, bf16(), stream_));
 }
 
-void CudaOps::SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols) {
+void CudaOps::SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols,
+                             uint16_t* x_bf16) {
   const auto timer = Time("SigmoidGateMul");
   if (Failed()) return;
-  Sign(10, x, gate, gate_stride, rows, cols);
+  Sign(10, x, gate, gate_stride, rows, cols, x_bf16);
   if (!Launches()) return;
-  Note(cuda::SigmoidGateMul(x, gate, gate_stride, rows, cols, bf16(), stream_));
+  Note(cuda::SigmoidGateMul(x, gate, gate_stride, rows, cols, bf16(), stream_, x_bf16));
 }
 
 void CudaOps::CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, const Weight& w, float* conv_state,
@@ -655,13 +656,13 @@ void CudaOps::GdnChunkPieces(const std::vector<GdnCoreArgs>& pieces) {
 }
 
 void CudaOps::GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
-                           const Weight& w, float eps, float* out) {
+                           const Weight& w, float eps, float* out, uint16_t* out_bf16) {
   const auto timer = Time("GatedRmsNorm");
   const DevCopy* d = Dev(w);
   if (Failed()) return;
-  Sign(14, x, z, z_stride, z_col, n, hv, dv, d->w.data, eps, out);
+  Sign(14, x, z, z_stride, z_col, n, hv, dv, d->w.data, eps, out, out_bf16);
   if (!Launches()) return;
-  Note(cuda::GatedRmsNorm(x, z, z_stride, z_col, n, hv, dv, d->w, eps, bf16(), out, stream_));
+  Note(cuda::GatedRmsNorm(x, z, z_stride, z_col, n, hv, dv, d->w, eps, bf16(), out, stream_, out_bf16));
 }
 
 void CudaOps::QkvPrep(const QkvPrepArgs& a) {
@@ -717,6 +718,7 @@ void CudaOps::GdnGatedCoreSeqs(const GdnCoreArgs* seqs, int count, const GdnGate
     cuda::GdnSeq q = DeviceSeq(a);
     q.in = l.in + r0 * l.stride;
     q.normed = l.normed + r0 * width;
+    q.normed_b = l.normed_bf16 != nullptr ? l.normed_bf16 + r0 * width : nullptr;
     q.beta_out = l.beta + r0 * l.hv;
     q.g_out = l.g + r0 * l.hv;
     batch.push_back(q);
@@ -729,8 +731,8 @@ void CudaOps::GdnGatedCoreSeqs(const GdnCoreArgs* seqs, int count, const GdnGate
   Sign(21, d, count, a0.hk, l.hv, a0.dk, l.dv, l.in, l.stride, l.b_col, l.a_col, l.z_col, al->w.data, dt->w.data,
        nw->w.data, l.eps);
   for (const cuda::GdnSeq& q : batch) {
-    Sign(q.qkv, q.out, q.n, q.state.S, q.state.pk, q.state.pvn, q.state.pgam, q.state.pkinv, q.in, q.normed, q.beta_out,
-         q.g_out);
+    Sign(q.qkv, q.out, q.n, q.state.S, q.state.pk, q.state.pvn, q.state.pgam, q.state.pkinv, q.in, q.normed, q.normed_b,
+         q.beta_out, q.g_out);
   }
   if (Launches()) Note(cuda::GdnCoreSeqs(d, count, a0.hk, l.hv, a0.dk, l.dv, bf16(), stream_, &gn));
   for (int i = 0; i < count; ++i) seqs[i].state->pending = (seqs[i].state->pending + seqs[i].n) % kGdnChunk;

@@ -192,14 +192,15 @@ class CudaOps final : public Ops {
   void Rope(float* x, int n, int heads, int head_dim, int rot_dim, const int32_t* pos, const float* inv_freq,
             float attn_scale) override;
   void Attention(const AttentionArgs& a) override;
-  void SiluMul(const float* gu, int64_t n, int64_t inter, float* out) override;
+  void SiluMul(const float* gu, int64_t n, int64_t inter, float* out, uint16_t* out_bf16 = nullptr) override;
   void SwiGluMlp(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
                  const uint16_t* xb = nullptr) override;
   void SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
                      const int32_t* row_slot, const std::vector<const std::vector<LoraModule>*>* gate_up_modules,
                      const std::vector<const std::vector<LoraModule>*>* down_modules) override;
   void Add(float* x, const float* y, int64_t n) override;
-  void SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols) override;
+  void SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols,
+                      uint16_t* x_bf16 = nullptr) override;
   void CausalConvSilu(const float* x, int64_t x_stride, int n, int channels, const Weight& w, float* conv_state,
                       float* out) override;
   void GdnGates(const float* in, int64_t stride, int64_t b_col, int64_t a_col, int n, int hv, const Weight& a_log,
@@ -210,7 +211,7 @@ class CudaOps final : public Ops {
   void CausalConvSiluSeqs(const float* x, int64_t x_stride, const int* seq_start, int count, int channels,
                           const Weight& w, float* const* conv_states, float* out) override;
   void GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
-                    const Weight& w, float eps, float* out) override;
+                    const Weight& w, float eps, float* out, uint16_t* out_bf16 = nullptr) override;
   void GdnGatedCoreSeqs(const GdnCoreArgs* seqs, int count, const GdnGatedArgs& l) override;
   void QkvPrep(const QkvPrepArgs& a) override;
 

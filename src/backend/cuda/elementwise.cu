@@ -34,13 +34,16 @@ __global__ void EmbedKernel(DevWeight table, const int32_t* ids, int64_t total, 
 
 // Block (x, y): columns [256 x, 256 x + 256) of rows y, y + gridDim.y, ... (no division an
 // element: a 64-bit one cost more than the element's arithmetic).
-__global__ void SiluMulKernel(const float* gu, int64_t n, int64_t inter, bool bf16, float* out) {
+__global__ void SiluMulKernel(const float* gu, int64_t n, int64_t inter, bool bf16, float* out,
+                              __nv_bfloat16* out_b) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (c >= inter) return;
   for (int64_t t = blockIdx.y; t < n; t += gridDim.y) {
     const float g = gu[t * 2 * inter + c], u = gu[t * 2 * inter + inter + c];
-    out[t * inter + c] = RoundAct(__fmul_rn(RoundAct(SiluF(g), bf16), u), bf16);
+    const float v = RoundAct(__fmul_rn(RoundAct(SiluF(g), bf16), u), bf16);
+    out[t * inter + c] = v;
+    if (out_b != nullptr) out_b[t * inter + c] = __float2bfloat16_rn(v);
   }
 }
 
@@ -52,11 +55,13 @@ __global__ void AddKernel(float* x, const float* y, int64_t n, bool bf16) {
 }
 
 __global__ void SigmoidGateMulKernel(float* x, const float* gate, int64_t gate_stride, int64_t cols, int64_t total,
-                                     bool bf16) {
+                                     bool bf16, __nv_bfloat16* x_b) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / cols, c = i % cols;
-    x[i] = RoundAct(__fmul_rn(x[i], RoundAct(SigmoidF(gate[r * gate_stride + c]), bf16)), bf16);
+    const float v = RoundAct(__fmul_rn(x[i], RoundAct(SigmoidF(gate[r * gate_stride + c]), bf16)), bf16);
+    x[i] = v;
+    if (x_b != nullptr) x_b[i] = __float2bfloat16_rn(v);
   }
 }
 
@@ -94,12 +99,13 @@ Status Embed(const DevWeight& table, const int32_t* ids, int n, bool bf16, float
   return Launched("Embed");
 }
 
-Status SiluMul(const float* gu, int64_t n, int64_t inter, bool bf16, float* out, void* stream) {
+Status SiluMul(const float* gu, int64_t n, int64_t inter, bool bf16, float* out, void* stream, uint16_t* out_bf16) {
   if (n < 0 || inter <= 0) return InvalidArgument("cuda SiluMul: bad shape");
   if (n == 0) return Status::Ok();
   if ((inter + kThreads - 1) / kThreads > 0x7fffffff) return InvalidArgument("cuda SiluMul: rows too wide");
   const dim3 grid(static_cast<unsigned>((inter + kThreads - 1) / kThreads), static_cast<unsigned>(std::min<int64_t>(n, 65535)));
-  LaunchPdl(SiluMulKernel, grid, kThreads, 0, S(stream), gu, n, inter, bf16, out);
+  LaunchPdl(SiluMulKernel, grid, kThreads, 0, S(stream), gu, n, inter, bf16, out,
+            reinterpret_cast<__nv_bfloat16*>(out_bf16));
   return Launched("SiluMul");
 }
 
@@ -111,11 +117,11 @@ Status Add(float* x, const float* y, int64_t n, bool bf16, void* stream) {
 }
 
 Status SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols, bool bf16,
-                      void* stream) {
+                      void* stream, uint16_t* x_bf16) {
   if (rows < 0 || cols <= 0 || gate_stride < cols) return InvalidArgument("cuda SigmoidGateMul: bad shape");
   if (rows == 0) return Status::Ok();
   LaunchPdl(SigmoidGateMulKernel, Blocks(rows * cols), kThreads, 0, S(stream), x, gate, gate_stride, cols, rows * cols,
-            bf16);
+            bf16, reinterpret_cast<__nv_bfloat16*>(x_bf16));
   return Launched("SigmoidGateMul");
 }
 

@@ -15,12 +15,15 @@ namespace graft::cuda {
 // out[t] = table[ids[t]], ids [n] int32 on the device (checked by the caller), out [n, table.cols].
 Status Embed(const DevWeight& table, const int32_t* ids, int n, bool bf16, float* out, void* stream);
 // out[t, i] = r(r(silu(gu[t, i])) * gu[t, inter + i]); gu [n, 2*inter], out [n, inter].
-Status SiluMul(const float* gu, int64_t n, int64_t inter, bool bf16, float* out, void* stream);
+// out_bf16: null, or where out's values also go as bf16 (a twin, backend/ops.h).
+Status SiluMul(const float* gu, int64_t n, int64_t inter, bool bf16, float* out, void* stream,
+               uint16_t* out_bf16 = nullptr);
 // x = r(x + y) over n values.
 Status Add(float* x, const float* y, int64_t n, bool bf16, void* stream);
 // x[r, c] = r(x[r, c] * r(sigmoid(gate[r * gate_stride + c]))), x [rows, cols].
+// x_bf16: null, or where the results also go as bf16 (a twin).
 Status SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols, bool bf16,
-                      void* stream);
+                      void* stream, uint16_t* x_bf16 = nullptr);
 // dst[r, dst_col + c] = src[r, src_col + c] for c < cols (strides in floats).
 Status CopyBlock(const float* src, int64_t src_stride, int64_t src_col, float* dst, int64_t dst_stride,
                  int64_t dst_col, int64_t rows, int64_t cols, void* stream);

@@ -236,7 +236,11 @@ __device__ void GdnCoreTokens(const GdnCoreArgs& a, const DevGdnState& st, int p
       __syncthreads();
       if (j < dv) {
         const float z = rows->in[t * fused->stride + fused->z_col + int64_t{h} * dv + j];
-        rows->normed[(int64_t{t} * hv + h) * dv + j] = GatedNormed(orow[j], norm_inv, WeightAt(fused->norm, j), z, a.bf16);
+        const float v = GatedNormed(orow[j], norm_inv, WeightAt(fused->norm, j), z, a.bf16);
+        rows->normed[(int64_t{t} * hv + h) * dv + j] = v;
+        if (rows->normed_b != nullptr) {
+          reinterpret_cast<__nv_bfloat16*>(rows->normed_b)[(int64_t{t} * hv + h) * dv + j] = __float2bfloat16_rn(v);
+        }
       }
     }
     if (pending == kGdnChunk) {
@@ -283,7 +287,7 @@ __global__ void GdnCoreSeqsKernel(const GdnSeq* seqs, int hk, int hv, int dk, in
 
 // One warp per (row, head).
 __global__ void GatedNormKernel(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
-                                DevWeight w, float eps, bool bf16, float* out) {
+                                DevWeight w, float eps, bool bf16, float* out, __nv_bfloat16* out_b) {
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const int64_t rh = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -293,7 +297,11 @@ __global__ void GatedNormKernel(const float* x, const float* z, int64_t z_stride
   const float* zr = z + t * z_stride + z_col + h * dv;
   float* o = out + rh * dv;
   const float inv = GatedNormInv(WarpSumSquares16(xr, dv, lane), dv, eps);
-  for (int jj = lane; jj < dv; jj += 32) o[jj] = GatedNormed(xr[jj], inv, WeightAt(w, jj), zr[jj], bf16);
+  for (int jj = lane; jj < dv; jj += 32) {
+    const float v = GatedNormed(xr[jj], inv, WeightAt(w, jj), zr[jj], bf16);
+    o[jj] = v;
+    if (out_b != nullptr) out_b[rh * dv + jj] = __float2bfloat16_rn(v);
+  }
 }
 
 }  // namespace
@@ -394,12 +402,12 @@ Status GdnCore(const GdnCoreArgs& a, void* stream) {
 }
 
 Status GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
-                    const DevWeight& w, float eps, bool bf16, float* out, void* stream) {
+                    const DevWeight& w, float eps, bool bf16, float* out, void* stream, uint16_t* out_bf16) {
   if (n < 0 || hv <= 0 || dv <= 0 || w.rows * w.cols < dv) return InvalidArgument("cuda GatedRmsNorm: bad shape");
   if (n == 0) return Status::Ok();
   const int64_t warps = int64_t{n} * hv;
   LaunchPdl(GatedNormKernel, static_cast<unsigned>((warps + 7) / 8), 256, 0, static_cast<cudaStream_t>(stream), x, z,
-            z_stride, z_col, n, hv, dv, w, eps, bf16, out);
+            z_stride, z_col, n, hv, dv, w, eps, bf16, out, reinterpret_cast<__nv_bfloat16*>(out_bf16));
   return Launched("GatedRmsNorm");
 }
 

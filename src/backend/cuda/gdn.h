@@ -103,6 +103,7 @@ struct GdnSeq {
   // output [n, hv * dv], and of the gates computed (beta_out, g_out [n, hv]; beta and g unread).
   const float* in = nullptr;
   float* normed = nullptr;
+  uint16_t* normed_b = nullptr;  // (fused) null, or where normed's values also go as bf16 (a twin)
   float* beta_out = nullptr;
   float* g_out = nullptr;
 };
@@ -160,8 +161,10 @@ Status GdnCoreTcSeqs(const GdnSeq* seqs, int count, int hk, int hv, int dk, int 
                      const GdnGateNorm* fused);
 Status GdnCoreTcTokens(const GdnCoreArgs& a, void* stream);
 
-// Per (row, head): n = r(w * r(x * rsqrt(mean(x²) + eps))), out = r(n * silu(z)).
+// Per (row, head): n = r(w * r(x * rsqrt(mean(x²) + eps))), out = r(n * silu(z)); out_bf16: null,
+// or where out's values also go as bf16 (a twin).
 Status GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int64_t z_col, int n, int hv, int dv,
-                    const DevWeight& w, float eps, bool bf16, float* out, void* stream);
+                    const DevWeight& w, float eps, bool bf16, float* out, void* stream,
+                    uint16_t* out_bf16 = nullptr);
 
 }  // namespace graft::cuda

@@ -195,7 +195,11 @@ __device__ void TcTokens(const GdnCoreArgs& a, const DevGdnState& st, int pendin
       __syncthreads();
       if (j < dv) {
         const float z = rows->in[tk * fused->stride + fused->z_col + int64_t{h} * dv + j];
-        rows->normed[(int64_t{tk} * hv + h) * dv + j] = GatedNormed(orow[j], norm_inv, WeightAt(fused->norm, j), z, true);
+        const float v = GatedNormed(orow[j], norm_inv, WeightAt(fused->norm, j), z, true);
+        rows->normed[(int64_t{tk} * hv + h) * dv + j] = v;
+        if (rows->normed_b != nullptr) {
+          reinterpret_cast<__nv_bfloat16*>(rows->normed_b)[(int64_t{tk} * hv + h) * dv + j] = __float2bfloat16_rn(v);
+        }
       }
     }
     if (pending == kC) {
