@@ -115,6 +115,7 @@ struct LoraArgs {
   const std::vector<const std::vector<LoraModule>*>* modules;
   float* y;                  // [m, y_stride] the base matmul's output, updated in place
   int64_t y_stride;
+  const uint16_t* xb = nullptr;  // null, or x's twin (Ops::Twins)
 };
 
 class Ops {
@@ -181,7 +182,7 @@ class Ops {
   // (lora.x == x, lora.m == m, lora.y == y) — the two ops, which a backend may fuse with the
   // same bits (CUDA: the deltas in the product's epilogue where every row is on one adapter).
   virtual void MatMulLora(const float* x, int64_t m, const Weight& w, float* y, const LoraArgs& lora) {
-    MatMul(x, m, w, y, true);
+    MatMul(x, m, w, y, true, lora.x == x ? lora.xb : nullptr);
     LoraAdd(lora);
   }
   // Exact mode: the fused bf16 weight `base` with the rows of every module in `modules`
@@ -271,10 +272,12 @@ class Ops {
   // Rows on an exact slot take no part (model/blocks.cpp runs those an op at a time). A backend
   // may fuse (CUDA past the decode form's rows in bf16, one adapter's rows beside base rows: the gate and up
   // deltas and the activation in the product's epilogue); the same bits.
+  // xb: null, or x's twin.
   virtual void SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
                              const int32_t* row_slot, const std::vector<const std::vector<LoraModule>*>* gate_up_modules,
-                             const std::vector<const std::vector<LoraModule>*>* down_modules) {
-    ThreeOpMlp(x, n, gate_up, down, out, row_slot, gate_up_modules, down_modules, nullptr);
+                             const std::vector<const std::vector<LoraModule>*>* down_modules,
+                             const uint16_t* xb = nullptr) {
+    ThreeOpMlp(x, n, gate_up, down, out, row_slot, gate_up_modules, down_modules, xb);
   }
   // x = r(x + y), [n]
   virtual void Add(float* x, const float* y, int64_t n) = 0;
@@ -361,7 +364,7 @@ class Ops {
     // act's twin for a plain down product (no LoRA op on it)
     uint16_t* act_b = Twins() && !down_modules ? reinterpret_cast<uint16_t*>(Alloc((n * inter + 1) / 2)) : nullptr;
     if (gate_up_modules) {
-      MatMulLora(x, n, gate_up, gu, LoraArgs{x, n, gate_up.cols, row_slot, gate_up_modules, gu, gate_up.rows});
+      MatMulLora(x, n, gate_up, gu, LoraArgs{x, n, gate_up.cols, row_slot, gate_up_modules, gu, gate_up.rows, xb});
     } else {
       MatMul(x, n, gate_up, gu, true, xb);
     }

@@ -48,7 +48,7 @@ void Project(Ops& ops, const StepContext& ctx, int layer, LoraTarget target, con
   // Base rows never see a LoRA op.
   std::vector<const std::vector<LoraModule>*> modules;
   const bool lora = LoraModules(ctx, layer, target, modules);
-  const LoraArgs deltas{x, n, k, ctx.batch.row_adapter.data(), &modules, y, w.rows};
+  const LoraArgs deltas{x, n, k, ctx.batch.row_adapter.data(), &modules, y, w.rows, xb};
   if (groups.size() == 1) {
     if (lora) {
       ops.MatMulLora(x, n, weight_of(groups.begin()->first), y, deltas);
@@ -107,7 +107,7 @@ void Mlp(Ops& ops, const StepContext& ctx, int layer, const LayerWeights& l, con
     const bool on_gate_up = LoraModules(ctx, layer, LoraTarget::kMlpGateUp, gate_up);
     const bool on_down = LoraModules(ctx, layer, LoraTarget::kMlpDown, down);
     ops.SwiGluMlpLora(x, n, l.gate_up, l.down, out, ctx.batch.row_adapter.data(), on_gate_up ? &gate_up : nullptr,
-                      on_down ? &down : nullptr);
+                      on_down ? &down : nullptr, xb);
     return;
   }
   Scratch scratch(ops);

@@ -1141,6 +1141,72 @@ TEST(CudaLora, FusedSwiGluMlpIsTheOpsBitForBit) {
   }
 }
 
+// Twins (backend/ops.h): a projection with LoRA deltas (MatMulLora at the decode forms and fused,
+// with base rows and with several adapters) and the adapted MLP (SwiGluMlpLora) given x's bf16
+// twin give the bits they give converting x themselves.
+TEST(CudaLora, TwinsGiveTheAdaptedProductsTheirBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(36);
+  const int64_t k = 256, n = 600, inter = 200;  // K % 16 == 0: the decode forms take m <= 32
+  Weight w = RandomWeight(rng, n, k, true);
+  Weight gate_up = RandomWeight(rng, 2 * inter, k, true), down = RandomWeight(rng, k, inter, true);
+  std::vector<LoraModule> mods, other, a_gu, a_down;
+  mods.push_back(RandomModule(rng, k, 0, 256, 64, 2.0f, true));
+  mods.push_back(RandomModule(rng, k, 512, 48, 8, 1.0f, false));  // fp32 factors: LoraAdd after the product
+  other.push_back(RandomModule(rng, k, 100, 300, 16, 0.75f, true));
+  a_gu.push_back(RandomModule(rng, k, 0, inter, 64, 2.0f, true));
+  a_down.push_back(RandomModule(rng, inter, 0, k, 32, 1.5f, true));
+  std::vector<const std::vector<LoraModule>*> by_slot{nullptr, &mods, &other};
+  std::vector<const std::vector<LoraModule>*> on_gu{nullptr, &a_gu, nullptr}, on_down{nullptr, &a_down, nullptr};
+  auto cuda = MakeProfiledCuda();
+  ASSERT_NE(cuda, nullptr);
+  // op(x, xb, y) with x [m, k] of bf16 values, once without a twin and once with, into y [m, out_w].
+  auto expect_same = [&](int64_t m, int64_t out_w, const std::function<void(const float*, const uint16_t*, float*)>& op) {
+    std::vector<float> x(static_cast<size_t>(m * k));
+    std::vector<uint16_t> xb(x.size());
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    for (size_t e = 0; e < x.size(); ++e) {
+      x[e] = RoundBf16(d(rng));
+      xb[e] = FloatToBf16(x[e]);
+    }
+    const size_t mark = cuda->Mark();
+    float* dx = cuda->Alloc(m * k);
+    auto* dxb = reinterpret_cast<uint16_t*>(cuda->Alloc((m * k + 1) / 2));
+    float* plain = cuda->Alloc(m * out_w);
+    float* twinned = cuda->Alloc(m * out_w);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dxb, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    op(dx, nullptr, plain);
+    op(dx, dxb, twinned);
+    const Status error = cuda->TakeError();
+    ASSERT_TRUE(error.ok()) << error.ToString();
+    std::vector<float> a(static_cast<size_t>(m * out_w)), b(a.size());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(a.data(), plain, a.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(b.data(), twinned, b.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t e = 0; e < a.size(); ++e) {
+      ASSERT_FALSE(std::isnan(b[e])) << "unwritten: row " << e / out_w << " col " << e % out_w;
+      ASSERT_TRUE(SameBits(&a[e], &b[e], 1)) << "row " << e / out_w << " col " << e % out_w;
+    }
+    cuda->Release(mark);
+  };
+  for (int64_t m : {1, 5, 40, 65, 300}) {
+    for (int mix = 0; mix < 3; ++mix) {  // one adapter; beside base rows; beside another adapter
+      SCOPED_TRACE(::testing::Message() << m << " rows, mix " << mix);
+      std::vector<int32_t> slots(static_cast<size_t>(m), 1);
+      if (mix > 0) slots[0] = 0;
+      if (mix == 2 && m > 2) slots[static_cast<size_t>(m - 1)] = 2;
+      expect_same(m, n, [&](const float* x, const uint16_t* xb, float* y) {
+        cuda->MatMulLora(x, m, w, y, LoraArgs{x, m, k, slots.data(), &by_slot, y, n, xb});
+      });
+      expect_same(m, k, [&](const float* x, const uint16_t* xb, float* y) {
+        cuda->SwiGluMlpLora(x, m, gate_up, down, y, slots.data(), &on_gu, &on_down, xb);
+      });
+    }
+  }
+}
+
 // Several adapters' rows in one step share the fused products: each adapter's t made on its own
 // rows (runs of them, short and long) with zeros on the others', no LoraAdd after — bit for bit the
 // ops one at a time (MatMul then LoraAdd; MatMul, LoraAdd, SiluMul, MatMul, LoraAdd), base rows

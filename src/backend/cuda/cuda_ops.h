@@ -197,7 +197,8 @@ class CudaOps final : public Ops {
                  const uint16_t* xb = nullptr) override;
   void SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
                      const int32_t* row_slot, const std::vector<const std::vector<LoraModule>*>* gate_up_modules,
-                     const std::vector<const std::vector<LoraModule>*>* down_modules) override;
+                     const std::vector<const std::vector<LoraModule>*>* down_modules,
+                     const uint16_t* xb = nullptr) override;
   void Add(float* x, const float* y, int64_t n) override;
   void SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t cols,
                       uint16_t* x_bf16 = nullptr) override;
@@ -268,6 +269,10 @@ class CudaOps final : public Ops {
   // same way, the result rounded after).
   void DevMatMul(const float* x, int64_t m, const cuda::DevWeight& w, float* y, int64_t ldy, bool round_output,
                  const uint16_t* xb = nullptr);
+  // x's twin where the caller gave one the kernels can read (16-byte aligned), else null.
+  static const uint16_t* UsableTwin(const uint16_t* xb) {
+    return xb != nullptr && reinterpret_cast<uintptr_t>(xb) % 16 == 0 ? xb : nullptr;
+  }
   const float* DevF32(const Weight& w);
   // LoraAdd for one adapter's rows gathered: two projections through MatMul (with bf16
   // activations, the tensor cores: bf16 factors as they are, fp32 factors as three exact bf16

@@ -28,7 +28,7 @@ using namespace cuda_ops_detail;
 // so beyond a few rows the one sum launch is cheaper than the re-reads it saves.
 constexpr int64_t kSumInBMax = 32;
 
-void CudaOps::LoraAdd(const LoraArgs& a) { LoraAddFrom(a, nullptr); }
+void CudaOps::LoraAdd(const LoraArgs& a) { LoraAddFrom(a, UsableTwin(a.xb)); }
 
 void CudaOps::LoraAddFrom(const LoraArgs& a, const uint16_t* xb, const cuda::DecodeGroup* base) {
   const auto timer = Time("LoraAdd");
@@ -437,10 +437,14 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
       const Scratch give_back(*this);  // every way out hands the arena back
       if (cuda::ChooseMatMulForm(m, d->w, true, aligned) == cuda::MatMulForm::kBf16Decode) {
         // The plain decode form: its product goes into the A products' launch (GemmDecode's bits).
-        auto* xb = reinterpret_cast<uint16_t*>(AllocRaw((m * w.cols + 1) / 2));
-        if (Failed()) return;
-        Sign(44, x, m, w.cols, xb);
-        if (Launches()) Note(cuda::ToBf16(x, m * w.cols, xb, stream_));
+        const uint16_t* xb = UsableTwin(a.xb);
+        if (xb == nullptr) {
+          auto* copy = reinterpret_cast<uint16_t*>(AllocRaw((m * w.cols + 1) / 2));
+          if (Failed()) return;
+          Sign(44, x, m, w.cols, copy);
+          if (Launches()) Note(cuda::ToBf16(x, m * w.cols, copy, stream_));
+          xb = copy;
+        }
         cuda::DecodeGroup base;
         base.xb = xb, base.x_ld = w.cols, base.m = m;
         base.w = static_cast<const uint16_t*>(d->w.data), base.n = w.rows, base.k = w.cols;
@@ -455,10 +459,12 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
         const int64_t bytes = cuda::MatMulScratchBytes(m, d->w, true);
         scratch = bytes > 0 ? AllocRaw((bytes + 3) / 4) : nullptr;
         if (Failed()) return;
-        Sign(3, x, m, d->w.data, y, w.rows, true);
-        if (Launches()) Note(cuda::MatMul(x, m, d->w, y, w.rows, /*round_output=*/true, true, stream_, scratch));
+        Sign(3, x, m, d->w.data, y, w.rows, true, a.xb);
+        if (Launches()) {
+          Note(cuda::MatMul(x, m, d->w, y, w.rows, /*round_output=*/true, true, stream_, scratch, UsableTwin(a.xb)));
+        }
       }
-      LoraAddFrom(a, cuda::MatMulBf16Copy(m, d->w, true, aligned, scratch));
+      LoraAddFrom(a, UsableTwin(a.xb) != nullptr ? UsableTwin(a.xb) : cuda::MatMulBf16Copy(m, d->w, true, aligned, scratch));
       return;
     }
     Ops::MatMulLora(x, m, w, y, a);
@@ -512,15 +518,17 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
     }
   }
   const Scratch give_back(*this);  // every way out hands the arena back
-  auto* xb = reinterpret_cast<uint16_t*>(AllocRaw((m * w.cols + 1) / 2));
+  const uint16_t* twin = UsableTwin(a.xb);
+  uint16_t* copy = twin != nullptr ? nullptr : reinterpret_cast<uint16_t*>(AllocRaw((m * w.cols + 1) / 2));
+  const uint16_t* xb = twin != nullptr ? twin : copy;
   const bool every_row = !grouped && adapters[0].rows == m;
   const int32_t* row_slot = every_row ? nullptr : StageInts(a.row_slot, m);
   if (Failed()) return;
-  Sign(37, x, m, d->w.data, y, w.rows, w.cols, row_slot, grouped);
+  Sign(37, x, m, d->w.data, y, w.rows, w.cols, row_slot, grouped, xb);
   std::vector<cuda::WgmmaLoraSegment> segs;
   {
     const auto timer = Time("LoRA A products (prefill form)", flops_a);
-    if (Launches()) Note(cuda::ToBf16(x, m * w.cols, xb, stream_));
+    if (copy != nullptr && Launches()) Note(cuda::ToBf16(x, m * w.cols, copy, stream_));
     for (size_t i = 0; i < adapters.size() && !Failed(); ++i) {
       const auto made = LoraSegments(xb, w.cols, m, fused[i], adapters[i].slot, adapters[i].runs, grouped);
       segs.insert(segs.end(), made.begin(), made.end());
@@ -547,7 +555,7 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
 
 void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, const Weight& down, float* out,
                             const int32_t* row_slot, const std::vector<const std::vector<LoraModule>*>* gate_up_modules,
-                            const std::vector<const std::vector<LoraModule>*>* down_modules) {
+                            const std::vector<const std::vector<LoraModule>*>* down_modules, const uint16_t* x_twin) {
   // Fused where SwiGluMlp is (past kDecodeFormRows rows, bf16 activations and dense bf16 weights on
   // the wgmma form, not --gemm cublas): each adapter's gate and up modules, bf16, whole, in the gated
   // product's epilogue (cuda::GemmWgmmaSwiGluLora), its down modules in the down product's
@@ -556,7 +564,7 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
   // made on its own rows alone) within kWgmmaMaxLoraSegments modules a product and kMaxGroupedRuns
   // runs of rows. Elsewhere (fp32 factors, a module on part of gate or up, past those counts) the
   // three ops. The same bits either way.
-  auto ops = [&] { Ops::SwiGluMlpLora(x, n, gate_up, down, out, row_slot, gate_up_modules, down_modules); };
+  auto ops = [&] { Ops::SwiGluMlpLora(x, n, gate_up, down, out, row_slot, gate_up_modules, down_modules, x_twin); };
   const DevCopy* gu = gate_up.parts.empty() && down.parts.empty() && !cublas_ ? Dev(gate_up) : nullptr;
   const DevCopy* dn = gu != nullptr ? Dev(down) : nullptr;
   if (Failed()) return;
@@ -570,7 +578,7 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
   };
   const std::vector<AdapterRows> adapters = RowsByAdapter(
       row_slot, n, [&](int32_t s) { return modules_of(gate_up_modules, s) || modules_of(down_modules, s); });
-  if (adapters.empty()) return SwiGluMlp(x, n, gate_up, down, out);  // no row takes a delta
+  if (adapters.empty()) return SwiGluMlp(x, n, gate_up, down, out, x_twin);  // no row takes a delta
   const bool grouped = adapters.size() > 1;
   // Each adapter's modules on gate|up (whole gate or whole up, at most one of each) and on down.
   std::vector<std::vector<const LoraModule*>> gu_mods(adapters.size()), down_mods(adapters.size());
@@ -615,11 +623,13 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
     }
   }
   const Scratch give_back(*this);  // every way out hands the arena back
-  auto* xb = reinterpret_cast<uint16_t*>(AllocRaw((n * hidden + 1) / 2));
+  const uint16_t* twin = UsableTwin(x_twin);
+  uint16_t* copy = twin != nullptr ? nullptr : reinterpret_cast<uint16_t*>(AllocRaw((n * hidden + 1) / 2));
+  const uint16_t* xb = twin != nullptr ? twin : copy;
   auto* act = reinterpret_cast<uint16_t*>(AllocRaw((n * inter + 1) / 2));
   const int32_t* d_slots = grouped || adapters[0].rows < n ? StageInts(row_slot, n) : nullptr;
   if (Failed()) return;
-  Sign(39, x, n, gu->w.data, dn->w.data, out, d_slots, gu_count, down_count);
+  Sign(39, x, n, gu->w.data, dn->w.data, out, d_slots, gu_count, down_count, xb);
   // An adapter's segments of `mods` on xb [n, k], its t on its own rows when grouped.
   auto segments_of = [&](const uint16_t* xb_in, int64_t k, const std::vector<std::vector<const LoraModule*>>& mods) {
     std::vector<cuda::WgmmaLoraSegment> segs;
@@ -633,7 +643,7 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
   std::vector<cuda::WgmmaLoraSegment> gu_segs;
   {
     const auto timer = Time("LoRA A products (prefill form)", flops_gu_a);
-    if (Launches()) Note(cuda::ToBf16(x, n * hidden, xb, stream_));
+    if (copy != nullptr && Launches()) Note(cuda::ToBf16(x, n * hidden, copy, stream_));
     // A segment's columns are its module's rows of gate_up: [0, inter) the gate's, [inter, 2 inter) the up's.
     gu_segs = segments_of(xb, hidden, gu_mods);
     if (Failed()) return;
