@@ -361,8 +361,7 @@ class Ops {
     const int64_t inter = down.cols;
     float* gu = Alloc(n * 2 * inter);
     float* act = Alloc(n * inter);
-    // act's twin for a plain down product (no LoRA op on it)
-    uint16_t* act_b = Twins() && !down_modules ? reinterpret_cast<uint16_t*>(Alloc((n * inter + 1) / 2)) : nullptr;
+    uint16_t* act_b = Twins() ? reinterpret_cast<uint16_t*>(Alloc((n * inter + 1) / 2)) : nullptr;  // act's twin
     if (gate_up_modules) {
       MatMulLora(x, n, gate_up, gu, LoraArgs{x, n, gate_up.cols, row_slot, gate_up_modules, gu, gate_up.rows, xb});
     } else {
@@ -370,7 +369,7 @@ class Ops {
     }
     SiluMul(gu, n, inter, act, act_b);
     if (down_modules) {
-      MatMulLora(act, n, down, out, LoraArgs{act, n, inter, row_slot, down_modules, out, down.rows});
+      MatMulLora(act, n, down, out, LoraArgs{act, n, inter, row_slot, down_modules, out, down.rows, act_b});
     } else {
       MatMul(act, n, down, out, true, act_b);
     }

@@ -549,7 +549,7 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
   if (!grouped && !every_row) {  // the other adapters' rows
     std::vector<const std::vector<LoraModule>*> others(by_slot);
     others[static_cast<size_t>(adapters[0].slot)] = nullptr;
-    LoraAdd(LoraArgs{a.x, a.m, a.k, a.row_slot, &others, a.y, a.y_stride});
+    LoraAdd(LoraArgs{a.x, a.m, a.k, a.row_slot, &others, a.y, a.y_stride, a.xb});
   }
 }
 
