@@ -982,6 +982,19 @@ TEST(CudaLora, DecodeRowsOfSeveralAdaptersKeepTheirBits) {
 // On m rows of random bf16 x [m, in_w] in device memory: `fused` and `reference` each write
 // y [m, out_w]; expects the same bits everywhere (every output written), `fused` to hand its
 // scratch back and to have run op-profile line `op` exactly when want_fused.
+// got and want [m, out_w] on the device, after the stream's work: every value written, the same bits.
+void ExpectSameRows(const float* got_d, const float* want_d, int64_t m, int64_t out_w) {
+  std::vector<float> got(static_cast<size_t>(m * out_w)), want(got.size());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got.data(), got_d, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(want.data(), want_d, want.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (size_t e = 0; e < got.size(); ++e) {
+    ASSERT_FALSE(std::isnan(got[e])) << "unwritten: row " << e / out_w << " col " << e % out_w;
+    ASSERT_TRUE(SameBits(&got[e], &want[e], 1))
+        << "row " << e / out_w << " col " << e % out_w << ": " << got[e] << " vs " << want[e];
+  }
+}
+
 using RowsOp = std::function<void(const float* x, float* y)>;
 void ExpectFusedBits(CudaOps& cuda, std::mt19937& rng, int64_t m, int64_t in_w, int64_t out_w, const char* op,
                      bool want_fused, const RowsOp& fused, const RowsOp& reference) {
@@ -1002,15 +1015,7 @@ void ExpectFusedBits(CudaOps& cuda, std::mt19937& rng, int64_t m, int64_t in_w, 
   reference(dx, want_d);
   const Status error = cuda.TakeError();
   ASSERT_TRUE(error.ok()) << error.ToString();
-  std::vector<float> got(static_cast<size_t>(m * out_w)), want(got.size());
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(got.data(), got_d, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(want.data(), want_d, want.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-  for (size_t e = 0; e < got.size(); ++e) {
-    ASSERT_FALSE(std::isnan(got[e])) << "unwritten: row " << e / out_w << " col " << e % out_w;
-    ASSERT_TRUE(SameBits(&got[e], &want[e], 1))
-        << "row " << e / out_w << " col " << e % out_w << ": " << got[e] << " vs " << want[e];
-  }
+  ExpectSameRows(got_d, want_d, m, out_w);
   cuda.Release(mark);
 }
 
@@ -1181,14 +1186,7 @@ TEST(CudaLora, TwinsGiveTheAdaptedProductsTheirBits) {
     op(dx, dxb, twinned);
     const Status error = cuda->TakeError();
     ASSERT_TRUE(error.ok()) << error.ToString();
-    std::vector<float> a(static_cast<size_t>(m * out_w)), b(a.size());
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(a.data(), plain, a.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(b.data(), twinned, b.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-    for (size_t e = 0; e < a.size(); ++e) {
-      ASSERT_FALSE(std::isnan(b[e])) << "unwritten: row " << e / out_w << " col " << e % out_w;
-      ASSERT_TRUE(SameBits(&a[e], &b[e], 1)) << "row " << e / out_w << " col " << e % out_w;
-    }
+    ExpectSameRows(twinned, plain, m, out_w);
     cuda->Release(mark);
   };
   for (int64_t m : {1, 5, 40, 65, 300}) {

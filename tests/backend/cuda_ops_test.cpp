@@ -252,6 +252,17 @@ TEST(CudaOps, AddRmsNormIsTheAddThenTheNormBitForBit) {
   }
 }
 
+// A norm's output x [m, k] (bf16 values) and its twin, on the device.
+struct NormedRows {
+  Dev<float> x;
+  Dev<uint16_t> twin;
+  NormedRows(int m, int k, std::mt19937& rng) : x(static_cast<size_t>(m) * k), twin(static_cast<size_t>(m) * k) {
+    Dev<float> h(Random(static_cast<size_t>(m) * k, rng, 2.0f, true)), nw(Random(static_cast<size_t>(k), rng, 0.2f));
+    EXPECT_TRUE(cuda::RmsNorm(h.p, nw.p, m, k, 1e-6f, cuda::NormKind::kOnePlusW, true, x.p, nullptr, twin.p).ok());
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+};
+
 // Twins (backend/ops.h): a norm's bf16 copy of its output is that output's values, and a product
 // or the fused MLP reading it gives the bits it gives on the output itself (its own ToBf16 copy).
 TEST(CudaOps, TwinsAreTheNormsOutputAndGiveTheProductsTheirBits) {
@@ -307,14 +318,11 @@ TEST(CudaOps, TwinsAreTheNormsOutputAndGiveTheProductsTheirBits) {
       for (bool wbf16 : {true, false}) {
         SCOPED_TRACE(::testing::Message() << m << " x " << k << " -> " << n << (wbf16 ? " bf16" : " fp32") << " weights");
         auto wt = MakeW(n, k, rng, wbf16);
-        const auto h = Random(static_cast<size_t>(m) * k, rng, 2.0f, true);
-        const auto nw = Random(static_cast<size_t>(k), rng, 0.2f);
-        Dev<float> d_h(h), d_nw(nw), x(h.size()), ref(static_cast<size_t>(m) * n), got(static_cast<size_t>(m) * n);
-        Dev<uint16_t> twin(h.size());
-        ASSERT_TRUE(cuda::RmsNorm(d_h.p, d_nw.p, m, k, 1e-6f, cuda::NormKind::kOnePlusW, true, x.p, nullptr, twin.p).ok());
-        ASSERT_TRUE(MatMulScratched(x.p, m, wt->dev(), ref.p, true).ok());
+        const NormedRows in(m, k, rng);
+        Dev<float> ref(static_cast<size_t>(m) * n), got(static_cast<size_t>(m) * n);
+        ASSERT_TRUE(MatMulScratched(in.x.p, m, wt->dev(), ref.p, true).ok());
         Dev<uint8_t> scratch(static_cast<size_t>(std::max<int64_t>(cuda::MatMulScratchBytes(m, wt->dev(), true), 16)));
-        ASSERT_TRUE(cuda::MatMul(x.p, m, wt->dev(), got.p, n, true, true, nullptr, scratch.p, twin.p).ok());
+        ASSERT_TRUE(cuda::MatMul(in.x.p, m, wt->dev(), got.p, n, true, true, nullptr, scratch.p, in.twin.p).ok());
         const auto r = ref.Get(), g = got.Get();
         for (size_t e = 0; e < r.size(); ++e) ASSERT_EQ(Bits(g[e]), Bits(r[e])) << "output " << e;
       }
@@ -324,15 +332,12 @@ TEST(CudaOps, TwinsAreTheNormsOutputAndGiveTheProductsTheirBits) {
     const int m = 300, hidden = 264, inter = 1024, out_w = 520;
     auto gate_up = MakeW(2 * inter, hidden, rng, true);
     auto down = MakeW(out_w, inter, rng, true);
-    const auto h = Random(static_cast<size_t>(m) * hidden, rng, 2.0f, true);
-    const auto nw = Random(static_cast<size_t>(hidden), rng, 0.2f);
-    Dev<float> d_h(h), d_nw(nw), x(h.size()), ref(static_cast<size_t>(m) * out_w), got(static_cast<size_t>(m) * out_w);
-    Dev<uint16_t> twin(h.size());
-    ASSERT_TRUE(cuda::RmsNorm(d_h.p, d_nw.p, m, hidden, 1e-6f, cuda::NormKind::kOnePlusW, true, x.p, nullptr, twin.p).ok());
+    const NormedRows in(m, hidden, rng);
+    Dev<float> ref(static_cast<size_t>(m) * out_w), got(static_cast<size_t>(m) * out_w);
     Dev<uint8_t> s1(static_cast<size_t>(cuda::SwiGluMlpScratchBytes(m, gate_up->dev())));
     Dev<uint8_t> s2(static_cast<size_t>(cuda::SwiGluMlpScratchBytes(m, gate_up->dev())));
-    ASSERT_TRUE(cuda::SwiGluMlp(x.p, m, gate_up->dev(), down->dev(), ref.p, out_w, nullptr, s1.p).ok());
-    ASSERT_TRUE(cuda::SwiGluMlp(x.p, m, gate_up->dev(), down->dev(), got.p, out_w, nullptr, s2.p, twin.p).ok());
+    ASSERT_TRUE(cuda::SwiGluMlp(in.x.p, m, gate_up->dev(), down->dev(), ref.p, out_w, nullptr, s1.p).ok());
+    ASSERT_TRUE(cuda::SwiGluMlp(in.x.p, m, gate_up->dev(), down->dev(), got.p, out_w, nullptr, s2.p, in.twin.p).ok());
     const auto r = ref.Get(), g = got.Get();
     for (size_t e = 0; e < r.size(); ++e) ASSERT_EQ(Bits(g[e]), Bits(r[e])) << "fused MLP output " << e;
   }
