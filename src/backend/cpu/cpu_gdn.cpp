@@ -234,9 +234,7 @@ void CpuOps::GatedRmsNorm(const float* x, const float* z, int64_t z_stride, int6
       for (int j = 0; j < dv; ++j) o[j] = R(R(w.at(j) * R(xr[j] * inv)) * cpu::Silu(zr[j]));
     }
   }
-  if (out_bf16 != nullptr) {
-    for (int64_t i = 0; i < int64_t{n} * hv * dv; ++i) out_bf16[i] = FloatToBf16(out[i]);
-  }
+  cpu::WriteTwin(out, int64_t{n} * hv * dv, out_bf16);
 }
 
 }  // namespace graft

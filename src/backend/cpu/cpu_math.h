@@ -4,7 +4,15 @@
 #include <cmath>
 #include <cstdint>
 
+#include "util/bf16.h"
+
 namespace graft::cpu {
+
+// An op's output v [n] also into its twin (backend/ops.h) when one is asked for.
+inline void WriteTwin(const float* v, int64_t n, uint16_t* twin) {
+  if (twin == nullptr) return;
+  for (int64_t i = 0; i < n; ++i) twin[i] = FloatToBf16(v[i]);
+}
 
 inline float Silu(float u) { return u / (1.0f + std::exp(-u)); }
 inline float Sigmoid(float u) { return 1.0f / (1.0f + std::exp(-u)); }

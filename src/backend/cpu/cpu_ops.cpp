@@ -9,7 +9,6 @@
 
 #include "weights/exact.h"
 #include "backend/cpu/cpu_math.h"
-#include "util/bf16.h"
 #include "util/minifloat.h"
 #include "util/parallel.h"
 
@@ -56,9 +55,7 @@ void CpuOps::RmsNorm(const float* x, const Weight& w, int64_t rows, int dim, flo
         if (kind == NormKind::kPlainW) o[i] = R(w.at(i) * R(xr[i] * inv));
         else o[i] = R(xr[i] * inv * (1.0f + w.at(i)));
       }
-      if (out_bf16 != nullptr) {
-        for (int i = 0; i < dim; ++i) out_bf16[r * dim + i] = FloatToBf16(o[i]);
-      }
+      cpu::WriteTwin(o, dim, out_bf16 != nullptr ? out_bf16 + r * dim : nullptr);
     }
   });
 }
@@ -320,9 +317,7 @@ void CpuOps::SiluMul(const float* gu, int64_t n, int64_t inter, float* out, uint
     const float* u = g + inter;
     for (int64_t i = 0; i < inter; ++i) out[t * inter + i] = R(R(cpu::Silu(g[i])) * u[i]);
   }
-  if (out_bf16 != nullptr) {
-    for (int64_t i = 0; i < n * inter; ++i) out_bf16[i] = FloatToBf16(out[i]);
-  }
+  cpu::WriteTwin(out, n * inter, out_bf16);
 }
 
 void CpuOps::Add(float* x, const float* y, int64_t n) {
@@ -336,9 +331,7 @@ void CpuOps::SigmoidGateMul(float* x, const float* gate, int64_t gate_stride, in
       x[r * cols + c] = R(x[r * cols + c] * R(cpu::Sigmoid(gate[r * gate_stride + c])));
     }
   }
-  if (x_bf16 != nullptr) {
-    for (int64_t i = 0; i < rows * cols; ++i) x_bf16[i] = FloatToBf16(x[i]);
-  }
+  cpu::WriteTwin(x, rows * cols, x_bf16);
 }
 
 }  // namespace graft

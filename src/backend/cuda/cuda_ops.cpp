@@ -196,14 +196,21 @@ void CudaOps::MatMulColumns(const float* x, int64_t m, const Weight& w, float* y
   DevMatMul(x, m, d->w, y, ldy, round_output, xb);
 }
 
+const uint16_t* CudaOps::Bf16Of(const float* x, int64_t n, const uint16_t* twin) {
+  if (const uint16_t* usable = cuda::UsableTwin(twin)) return usable;
+  auto* copy = reinterpret_cast<uint16_t*>(AllocRaw((n + 1) / 2));
+  if (Failed()) return nullptr;
+  Sign(44, x, n, copy);
+  if (Launches()) Note(cuda::ToBf16(x, n, copy, stream_));
+  return copy;
+}
+
 void CudaOps::DevMatMul(const float* x, int64_t m, const cuda::DevWeight& w, float* y, int64_t ldy, bool round_output,
                         const uint16_t* twin) {
   const size_t mark = Mark();
   if (cublas_ && bf16() && w.bf16 && !w.quantized() && w.cols % 8 == 0) {
-    uint16_t* copy = twin != nullptr ? nullptr : reinterpret_cast<uint16_t*>(AllocRaw((m * w.cols + 1) / 2));
-    const uint16_t* xb = twin != nullptr ? twin : copy;
+    const uint16_t* xb = Bf16Of(x, m * w.cols, twin);
     if (!Failed() && Launches()) {
-      if (copy != nullptr) Note(cuda::ToBf16(x, m * w.cols, copy, stream_));
       Note(cublas_->Gemm(xb, m, static_cast<const uint16_t*>(w.data), w.rows, w.cols, y, ldy));
       if (round_output) Note(cuda::RoundBlockBf16(y, ldy, m, w.rows, stream_));
     }

@@ -269,10 +269,9 @@ class CudaOps final : public Ops {
   // same way, the result rounded after).
   void DevMatMul(const float* x, int64_t m, const cuda::DevWeight& w, float* y, int64_t ldy, bool round_output,
                  const uint16_t* xb = nullptr);
-  // x's twin where the caller gave one the kernels can read (16-byte aligned), else null.
-  static const uint16_t* UsableTwin(const uint16_t* xb) {
-    return xb != nullptr && reinterpret_cast<uintptr_t>(xb) % 16 == 0 ? xb : nullptr;
-  }
+  // x [n] as bf16 for the tensor-core forms: its twin where the caller has one they can read
+  // (cuda::UsableTwin), else a copy in the arena made now (null when the arena is exhausted).
+  const uint16_t* Bf16Of(const float* x, int64_t n, const uint16_t* twin);
   const float* DevF32(const Weight& w);
   // LoraAdd for one adapter's rows gathered: two projections through MatMul (with bf16
   // activations, the tensor cores: bf16 factors as they are, fp32 factors as three exact bf16

@@ -28,7 +28,7 @@ using namespace cuda_ops_detail;
 // so beyond a few rows the one sum launch is cheaper than the re-reads it saves.
 constexpr int64_t kSumInBMax = 32;
 
-void CudaOps::LoraAdd(const LoraArgs& a) { LoraAddFrom(a, UsableTwin(a.xb)); }
+void CudaOps::LoraAdd(const LoraArgs& a) { LoraAddFrom(a, cuda::UsableTwin(a.xb)); }
 
 void CudaOps::LoraAddFrom(const LoraArgs& a, const uint16_t* xb, const cuda::DecodeGroup* base) {
   const auto timer = Time("LoraAdd");
@@ -158,14 +158,8 @@ void CudaOps::LoraDecodeGroups(const LoraArgs& a, std::vector<char>& done, const
   if (taken.empty()) return base_alone();
   const auto timer = Time("LoRA (decode groups)");
   const Scratch give_back(*this);  // every way out hands the arena back
-  const uint16_t* xb = x_bf16;
-  if (xb == nullptr) {
-    auto* copy = reinterpret_cast<uint16_t*>(AllocRaw((a.m * a.k + 1) / 2));
-    if (Failed()) return;
-    Sign(42, a.x, a.m, a.k, copy);
-    if (Launches()) Note(cuda::ToBf16(a.x, a.m * a.k, copy, stream_));
-    xb = copy;
-  }
+  const uint16_t* xb = Bf16Of(a.x, a.m * a.k, x_bf16);
+  if (Failed()) return;
   Sign(41, xb, a.m, a.k, a.y, a.y_stride);
   const int64_t kz = cuda::SplitKColumns(a.k), splits = (a.k + kz - 1) / kz;
   std::vector<cuda::DecodeGroup> as, bs;  // the A products after the base product, if any
@@ -437,14 +431,8 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
       const Scratch give_back(*this);  // every way out hands the arena back
       if (cuda::ChooseMatMulForm(m, d->w, true, aligned) == cuda::MatMulForm::kBf16Decode) {
         // The plain decode form: its product goes into the A products' launch (GemmDecode's bits).
-        const uint16_t* xb = UsableTwin(a.xb);
-        if (xb == nullptr) {
-          auto* copy = reinterpret_cast<uint16_t*>(AllocRaw((m * w.cols + 1) / 2));
-          if (Failed()) return;
-          Sign(44, x, m, w.cols, copy);
-          if (Launches()) Note(cuda::ToBf16(x, m * w.cols, copy, stream_));
-          xb = copy;
-        }
+        const uint16_t* xb = Bf16Of(x, m * w.cols, a.xb);
+        if (Failed()) return;
         cuda::DecodeGroup base;
         base.xb = xb, base.x_ld = w.cols, base.m = m;
         base.w = static_cast<const uint16_t*>(d->w.data), base.n = w.rows, base.k = w.cols;
@@ -453,18 +441,17 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
         return;
       }
       void* scratch = nullptr;
+      const uint16_t* twin = cuda::UsableTwin(a.xb);
       {
         const auto timer = Time(m > cuda::kDecodeFormRows ? "MatMul (prefill form)" : "MatMul (decode form)",
                                 2.0 * static_cast<double>(m) * w.rows * w.cols);
         const int64_t bytes = cuda::MatMulScratchBytes(m, d->w, true);
         scratch = bytes > 0 ? AllocRaw((bytes + 3) / 4) : nullptr;
         if (Failed()) return;
-        Sign(3, x, m, d->w.data, y, w.rows, true, a.xb);
-        if (Launches()) {
-          Note(cuda::MatMul(x, m, d->w, y, w.rows, /*round_output=*/true, true, stream_, scratch, UsableTwin(a.xb)));
-        }
+        Sign(3, x, m, d->w.data, y, w.rows, true, twin);
+        if (Launches()) Note(cuda::MatMul(x, m, d->w, y, w.rows, /*round_output=*/true, true, stream_, scratch, twin));
       }
-      LoraAddFrom(a, UsableTwin(a.xb) != nullptr ? UsableTwin(a.xb) : cuda::MatMulBf16Copy(m, d->w, true, aligned, scratch));
+      LoraAddFrom(a, twin != nullptr ? twin : cuda::MatMulBf16Copy(m, d->w, true, aligned, scratch));
       return;
     }
     Ops::MatMulLora(x, m, w, y, a);
@@ -518,17 +505,16 @@ void CudaOps::MatMulLora(const float* x, int64_t m, const Weight& w, float* y, c
     }
   }
   const Scratch give_back(*this);  // every way out hands the arena back
-  const uint16_t* twin = UsableTwin(a.xb);
-  uint16_t* copy = twin != nullptr ? nullptr : reinterpret_cast<uint16_t*>(AllocRaw((m * w.cols + 1) / 2));
-  const uint16_t* xb = twin != nullptr ? twin : copy;
   const bool every_row = !grouped && adapters[0].rows == m;
   const int32_t* row_slot = every_row ? nullptr : StageInts(a.row_slot, m);
   if (Failed()) return;
-  Sign(37, x, m, d->w.data, y, w.rows, w.cols, row_slot, grouped, xb);
+  Sign(37, x, m, d->w.data, y, w.rows, w.cols, row_slot, grouped, a.xb);
   std::vector<cuda::WgmmaLoraSegment> segs;
+  const uint16_t* xb = nullptr;
   {
     const auto timer = Time("LoRA A products (prefill form)", flops_a);
-    if (copy != nullptr && Launches()) Note(cuda::ToBf16(x, m * w.cols, copy, stream_));
+    xb = Bf16Of(x, m * w.cols, a.xb);
+    if (Failed()) return;
     for (size_t i = 0; i < adapters.size() && !Failed(); ++i) {
       const auto made = LoraSegments(xb, w.cols, m, fused[i], adapters[i].slot, adapters[i].runs, grouped);
       segs.insert(segs.end(), made.begin(), made.end());
@@ -623,13 +609,10 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
     }
   }
   const Scratch give_back(*this);  // every way out hands the arena back
-  const uint16_t* twin = UsableTwin(x_twin);
-  uint16_t* copy = twin != nullptr ? nullptr : reinterpret_cast<uint16_t*>(AllocRaw((n * hidden + 1) / 2));
-  const uint16_t* xb = twin != nullptr ? twin : copy;
   auto* act = reinterpret_cast<uint16_t*>(AllocRaw((n * inter + 1) / 2));
   const int32_t* d_slots = grouped || adapters[0].rows < n ? StageInts(row_slot, n) : nullptr;
   if (Failed()) return;
-  Sign(39, x, n, gu->w.data, dn->w.data, out, d_slots, gu_count, down_count, xb);
+  Sign(39, x, n, gu->w.data, dn->w.data, out, d_slots, gu_count, down_count, x_twin);
   // An adapter's segments of `mods` on xb [n, k], its t on its own rows when grouped.
   auto segments_of = [&](const uint16_t* xb_in, int64_t k, const std::vector<std::vector<const LoraModule*>>& mods) {
     std::vector<cuda::WgmmaLoraSegment> segs;
@@ -641,9 +624,11 @@ void CudaOps::SwiGluMlpLora(const float* x, int64_t n, const Weight& gate_up, co
     return segs;
   };
   std::vector<cuda::WgmmaLoraSegment> gu_segs;
+  const uint16_t* xb = nullptr;
   {
     const auto timer = Time("LoRA A products (prefill form)", flops_gu_a);
-    if (copy != nullptr && Launches()) Note(cuda::ToBf16(x, n * hidden, copy, stream_));
+    xb = Bf16Of(x, n * hidden, x_twin);
+    if (Failed()) return;
     // A segment's columns are its module's rows of gate_up: [0, inter) the gate's, [inter, 2 inter) the up's.
     gu_segs = segments_of(xb, hidden, gu_mods);
     if (Failed()) return;

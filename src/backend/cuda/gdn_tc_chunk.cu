@@ -18,10 +18,10 @@
 //    The next chunk's tiles are copied in (cp.async) while a phase that no longer needs their
 //    buffer runs.
 // 3. GdnTcOutputKernel, one block a (value head, BW value columns, chunk), every chunk at once as
-//    the walk flags it ready: the outputs o_i = e_i fq_i Sᵀq_raw_i + Σ_{m<=i} Cqk[i][m] Vn_m (phase
-//    C of the walk until 2026-12-08: the walk's critical path loses ~23% of its cycles a chunk,
-//    § gdn-walk's clock, and the outputs run on the multiprocessors the walk leaves idle, 36 of
-//    132 at Qwen3.5-27B's 96 walk blocks).
+//    the walk flags it ready: the outputs o_i = e_i fq_i Sᵀq_raw_i + Σ_{m<=i} Cqk[i][m] Vn_m. Kept
+//    out of the walk, they leave its critical path (~23% of a chunk's cycles by § gdn-walk's
+//    clock) and run on the multiprocessors the walk leaves idle (36 of 132 at Qwen3.5-27B's 96
+//    walk blocks).
 // Every value is made by gdn_tc.cuh's functions in gdn_tc_tokens.cu's order, so a row's bits do
 // not depend on which kernel, block or warp computed it (tested against the token kernel).
 #include <cuda_runtime.h>
@@ -263,12 +263,12 @@ __global__ void __launch_bounds__(kPrepThreads, 4)
 template <int BW>
 struct StateLayout {
   static constexpr int kSs = BW + 8;   // bf16 stride of the S and W split tiles' rows
-  static constexpr int kSks = BW + 4;  // fp32 stride of the Sᵀk / Sᵀq rows
+  static constexpr int kSks = BW + 4;  // fp32 stride of the Sᵀk rows (the output kernel's Sᵀq rows too)
   // fp32 stride of Ckk's and Cqk's rows: 4 banks past 64, so that threads reading the same keys
   // of consecutive rows (the recurrence's of one column, the outputs' of two row groups) hit
   // distinct banks.
   static constexpr int kCks = kC + 4;
-  int dkp, rs, kb[2], qb, ckk, ssplit, v, sk, sq, vn, wsplit, info[2], ee, dd, total;
+  int dkp, rs, kb[2], qb, ckk, ssplit, v, sk, vn, wsplit, info[2], ee, dd, total;
   __host__ __device__ explicit StateLayout(int dk) {
     dkp = PaddedDk(dk);
     rs = RowStride(dkp);
@@ -284,15 +284,15 @@ struct StateLayout {
     ckk = take(kC * kCks * 4);
     ssplit = take(3 * dkp * kSs * 2);
     v = take(kC * BW * 4);
-    sk = take(kC * kSks * 4);
-    sq = take(kC * kSks * 4);
+    // Sᵀk, then (once B has read it) W's three split tiles in the same space.
+    sk = take(kC * kSks * 4 > 3 * kC * kSs * 2 ? kC * kSks * 4 : 3 * kC * kSs * 2);
     vn = take(kC * BW * 4);
     info[0] = take(kRowInfo * 4);
     info[1] = take(kRowInfo * 4);
     ee = take(kC * 4);
     dd = take(kC * 4);
     total = o;
-    wsplit = sk;  // W's split tiles reuse Sᵀk / Sᵀq's space (both dead once the outputs are made)
+    wsplit = sk;
   }
 };
 
@@ -300,7 +300,6 @@ template <int BW, bool kSeqs>
 __global__ void __launch_bounds__(kStateThreads, 1)
     GdnTcStateKernel(GdnCoreArgs a_in, DevGdnState st_in, int pending_in, const GdnChunkSeq* __restrict__ seqs) {
   static_assert(BW == 32 || BW == 64, "32 or 64 value columns a block");
-  static_assert(3 * kC * StateLayout<BW>::kSs * 2 <= 2 * kC * StateLayout<BW>::kSks * 4, "W's tiles fit Sᵀk / Sᵀq's space");
   constexpr int kNt = BW / 8, kSs = StateLayout<BW>::kSs, kSks = StateLayout<BW>::kSks, kCks = StateLayout<BW>::kCks;
   PdlBegin();  // pdl.cuh: nothing read or written before the predecessor completes
   const GdnCoreArgs a = kSeqs ? seqs[blockIdx.z].a : a_in;

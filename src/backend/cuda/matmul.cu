@@ -616,7 +616,7 @@ namespace {
 // the caller's scratch (`who` names the caller in the error when there is none).
 Result<const uint16_t*> Bf16CopyOf(const char* who, const float* x, int64_t m, const DevWeight& w, void* stream,
                                    void* scratch, const uint16_t* twin = nullptr) {
-  if (twin != nullptr && reinterpret_cast<uintptr_t>(twin) % 16 == 0) return twin;
+  if (const uint16_t* usable = UsableTwin(twin)) return usable;
   if (scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 16 != 0) {
     return InvalidArgument(std::string(who) + ": bf16 products need MatMulScratchBytes of aligned scratch");
   }

@@ -83,6 +83,10 @@ MatMulForm ChooseMatMulForm(int64_t m, const DevWeight& w, bool bf16, bool x_ali
 
 inline constexpr int64_t kDecodeFormRows = 32;
 
+// A twin (backend/ops.h) the bf16 forms can read as it is: xb when 16-byte aligned, else null.
+inline const uint16_t* UsableTwin(const uint16_t* xb) {
+  return xb != nullptr && reinterpret_cast<uintptr_t>(xb) % 16 == 0 ? xb : nullptr;
+}
 // xb_twin: null, or x's values as bf16 [m, K] (Ops' twin, 16-byte aligned): the forms that read
 // x as bf16 take it instead of copying x into the scratch (MatMulBf16Copy then names no copy).
 Status MatMul(const float* x, int64_t m, const DevWeight& w, float* y, int64_t ldy, bool round_output, bool bf16,

@@ -36,8 +36,8 @@ Status SwiGluMlp(const float* x, int64_t m, const DevWeight& gate_up, const DevW
   }
   const int64_t inter = down.cols;
   auto* act = reinterpret_cast<uint16_t*>(static_cast<unsigned char*>(scratch) + Aligned16(m * gate_up.cols * 2));
-  const uint16_t* xb = xb_twin;
-  if (xb == nullptr || reinterpret_cast<uintptr_t>(xb) % 16 != 0) {
+  const uint16_t* xb = UsableTwin(xb_twin);
+  if (xb == nullptr) {
     auto* copy = static_cast<uint16_t*>(scratch);
     GRAFT_RETURN_IF_ERROR(ToBf16(x, m * gate_up.cols, copy, stream));
     xb = copy;
